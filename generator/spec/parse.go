@@ -1,0 +1,403 @@
+package spec
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxSize is the largest spec accepted, far above any real spec.
+const MaxSize = 1 << 20
+
+// maxDepth bounds nesting; the deepest legal spec path is seven levels.
+const maxDepth = 32
+
+// Parse reads a spec. The version is read first, then the document is
+// decoded strictly for that version. It never panics; every problem is a
+// diagnostic with a position.
+func Parse(name string, data []byte) (*File, Diagnostics) {
+	r := &reporter{file: name}
+	f := &File{Name: name}
+	switch {
+	case len(data) > MaxSize:
+		r.errorf(Pos{}, "spec is %d bytes; the limit is %d", len(data), MaxSize)
+		return f, r.diags
+	case !utf8.Valid(data):
+		r.errorf(firstInvalidUTF8(data), "spec is not valid UTF-8")
+		return f, r.diags
+	}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		r.errorf(yamlErrorPos(err), "%s", yamlErrorMsg(err))
+		return f, r.diags
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		r.errorf(Pos{extra.Line, extra.Column}, "a spec holds one YAML document; found another")
+		return f, r.diags
+	}
+	if len(doc.Content) == 0 {
+		r.errorf(Pos{1, 1}, "spec is empty")
+		return f, r.diags
+	}
+	root := doc.Content[0]
+	if badAliases(root, 0) {
+		r.errorf(Pos{root.Line, root.Column}, "spec uses YAML anchors or aliases, or is nested deeper than %d levels; idemgen specs use neither", maxDepth)
+		return f, r.diags
+	}
+	p := &parser{reporter: r}
+	p.file(root, f)
+	return f, r.diags
+}
+
+// badAliases reports aliases (bombs and confusion) and excessive depth.
+func badAliases(n *yaml.Node, depth int) bool {
+	if depth > maxDepth || n.Kind == yaml.AliasNode || n.Anchor != "" {
+		return true
+	}
+	for _, c := range n.Content {
+		if badAliases(c, depth+1) {
+			return true
+		}
+	}
+	return false
+}
+
+type parser struct {
+	*reporter
+}
+
+func pos(n *yaml.Node) Pos { return Pos{n.Line, n.Column} }
+
+// fields walks a mapping, calling the handler for each known key and
+// reporting unknown and duplicated keys with the nearest known key.
+func (p *parser) fields(n *yaml.Node, what string, handlers map[string]func(v *yaml.Node)) {
+	if n.Kind != yaml.MappingNode {
+		p.errorf(pos(n), "%s must be a mapping, not %s", what, kindName(n))
+		return
+	}
+	known := make([]string, 0, len(handlers))
+	for k := range handlers {
+		known = append(known, k)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.errorf(pos(k), "%s: keys must be plain names", what)
+			continue
+		}
+		h, ok := handlers[k.Value]
+		if !ok {
+			p.errorf(pos(k), "%s: unknown key %q%s", what, k.Value, didYouMean(k.Value, known))
+			continue
+		}
+		if seen[k.Value] {
+			p.errorf(pos(k), "%s: key %q is repeated", what, k.Value)
+			continue
+		}
+		seen[k.Value] = true
+		h(v)
+	}
+}
+
+func (p *parser) scalar(n *yaml.Node, what string) (string, bool) {
+	if n.Kind != yaml.ScalarNode {
+		p.errorf(pos(n), "%s must be a scalar, not %s", what, kindName(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (p *parser) str(n *yaml.Node, what string, dst *String) {
+	if n.Kind == yaml.ScalarNode && n.Tag != "!!str" && n.Tag != "!!null" && n.Tag != "" {
+		// Quoting or not, names and keys are text; numbers and booleans
+		// where text is wanted are almost always a slip.
+		p.errorf(pos(n), "%s must be a string, not %s", what, strings.TrimPrefix(n.Tag, "!!"))
+		return
+	}
+	if v, ok := p.scalar(n, what); ok {
+		*dst = String{Value: v, Pos: pos(n), Set: true}
+	}
+}
+
+func (p *parser) integer(n *yaml.Node, what string, dst *Int) {
+	v, ok := p.scalar(n, what)
+	if !ok {
+		return
+	}
+	i, err := strconv.Atoi(v)
+	if err != nil || n.Tag != "!!int" {
+		p.errorf(pos(n), "%s must be an integer, not %q", what, v)
+		return
+	}
+	*dst = Int{Value: i, Pos: pos(n), Set: true}
+}
+
+func (p *parser) boolean(n *yaml.Node, what string, dst *Bool) {
+	v, ok := p.scalar(n, what)
+	if !ok {
+		return
+	}
+	if n.Tag != "!!bool" {
+		p.errorf(pos(n), "%s must be true or false, not %q", what, v)
+		return
+	}
+	*dst = Bool{Value: v == "true" || v == "True" || v == "TRUE", Pos: pos(n), Set: true}
+}
+
+func (p *parser) duration(n *yaml.Node, what string, dst *Duration) {
+	v, ok := p.scalar(n, what)
+	if !ok {
+		return
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		p.errorf(pos(n), "%s: %q is not a duration (use Go syntax such as 90s, 10m, 720h)", what, v)
+		return
+	}
+	if d <= 0 {
+		p.errorf(pos(n), "%s must be positive, not %s", what, v)
+		return
+	}
+	*dst = Duration{Value: d, Text: v, Pos: pos(n), Set: true}
+}
+
+func (p *parser) strings(n *yaml.Node, what string) []String {
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(pos(n), "%s must be a list, not %s", what, kindName(n))
+		return nil
+	}
+	var out []String
+	for _, c := range n.Content {
+		var s String
+		p.str(c, what+" item", &s)
+		if s.Set {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (p *parser) file(n *yaml.Node, f *File) {
+	// The version decides how the rest is read, so it is read first.
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "version" {
+				p.integer(n.Content[i+1], "version", &f.Version)
+			}
+		}
+	}
+	if f.Version.Set && f.Version.Value != 1 {
+		p.errorf(f.Version.Pos, "spec version %d is not supported; this idemgen reads version 1", f.Version.Value)
+		return
+	}
+	p.fields(n, "spec", map[string]func(*yaml.Node){
+		"version":  func(*yaml.Node) {},
+		"package":  func(v *yaml.Node) { p.str(v, "package", &f.Package) },
+		"out":      func(v *yaml.Node) { p.str(v, "out", &f.Out) },
+		"dialects": func(v *yaml.Node) { f.Dialects = p.strings(v, "dialects") },
+		"tables":   func(v *yaml.Node) { p.tables(v, &f.Tables) },
+		"jobs": func(v *yaml.Node) {
+			if v.Kind != yaml.SequenceNode {
+				p.errorf(pos(v), "jobs must be a list, not %s", kindName(v))
+				return
+			}
+			for _, jn := range v.Content {
+				var j Job
+				p.job(jn, &j)
+				f.Jobs = append(f.Jobs, j)
+			}
+		},
+	})
+	if n.Kind == yaml.MappingNode && !f.Version.Set {
+		p.errorf(pos(n), "spec: missing version (write version: 1)")
+	}
+}
+
+func (p *parser) tables(n *yaml.Node, t *Tables) {
+	p.fields(n, "tables", map[string]func(*yaml.Node){
+		"ledger":     func(v *yaml.Node) { p.str(v, "tables.ledger", &t.Ledger) },
+		"progress":   func(v *yaml.Node) { p.str(v, "tables.progress", &t.Progress) },
+		"seen":       func(v *yaml.Node) { p.str(v, "tables.seen", &t.Seen) },
+		"migrations": func(v *yaml.Node) { p.str(v, "tables.migrations", &t.Migrations) },
+	})
+}
+
+func (p *parser) job(n *yaml.Node, j *Job) {
+	j.Pos = pos(n)
+	p.fields(n, "job", map[string]func(*yaml.Node){
+		"name":    func(v *yaml.Node) { p.str(v, "job name", &j.Name) },
+		"doc":     func(v *yaml.Node) { p.str(v, "doc", &j.Doc) },
+		"version": func(v *yaml.Node) { p.integer(v, "job version", &j.Version) },
+		"unit":    func(v *yaml.Node) { p.unit(v, &j.Unit) },
+		"source":  func(v *yaml.Node) { p.source(v, &j.Source) },
+		"destination": func(v *yaml.Node) {
+			j.Destination = &Destination{}
+			p.destination(v, j.Destination)
+		},
+		"effects": func(v *yaml.Node) {
+			if v.Kind != yaml.SequenceNode {
+				p.errorf(pos(v), "effects must be a list, not %s", kindName(v))
+				return
+			}
+			for _, en := range v.Content {
+				var e Effect
+				p.effect(en, &e)
+				j.Effects = append(j.Effects, e)
+			}
+		},
+	})
+}
+
+func (p *parser) unit(n *yaml.Node, u *Unit) {
+	u.Pos = pos(n)
+	p.fields(n, "unit", map[string]func(*yaml.Node){
+		"type": func(v *yaml.Node) { p.str(v, "unit type", &u.Type) },
+		"key":  func(v *yaml.Node) { p.str(v, "unit key", &u.Key) },
+		"fields": func(v *yaml.Node) {
+			if v.Kind != yaml.SequenceNode {
+				p.errorf(pos(v), "unit fields must be a list of `- name: type` items, not %s", kindName(v))
+				return
+			}
+			for _, fn := range v.Content {
+				if fn.Kind != yaml.MappingNode || len(fn.Content) != 2 {
+					p.errorf(pos(fn), "unit field must be one `name: type` pair")
+					continue
+				}
+				var fld Field
+				fld.Pos = pos(fn)
+				p.str(fn.Content[0], "field name", &fld.Name)
+				p.str(fn.Content[1], "field type", &fld.Type)
+				u.Fields = append(u.Fields, fld)
+			}
+		},
+	})
+}
+
+func (p *parser) source(n *yaml.Node, s *Source) {
+	s.Pos = pos(n)
+	if n.Kind != yaml.MappingNode {
+		p.errorf(pos(n), "source must be a mapping with exactly one of watermark, cursor, none")
+		return
+	}
+	kinds := []string{SourceWatermark, SourceCursor, SourceNone}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if s.Kind.Set {
+			p.errorf(pos(k), "source: only one of watermark, cursor, none may be given (found %s and %s)", s.Kind.Value, k.Value)
+			continue
+		}
+		switch k.Value {
+		case SourceWatermark:
+			s.Kind = String{Value: k.Value, Pos: pos(k), Set: true}
+			s.Watermark.Pos = pos(v)
+			p.fields(v, "watermark", map[string]func(*yaml.Node){
+				"field":   func(v *yaml.Node) { p.str(v, "watermark field", &s.Watermark.Field) },
+				"overlap": func(v *yaml.Node) { p.duration(v, "watermark overlap", &s.Watermark.Overlap) },
+			})
+		case SourceCursor, SourceNone:
+			s.Kind = String{Value: k.Value, Pos: pos(k), Set: true}
+			if v.Kind != yaml.MappingNode || len(v.Content) != 0 {
+				if !(v.Kind == yaml.ScalarNode && v.Tag == "!!null") {
+					p.errorf(pos(v), "source %s takes no settings; write %s: {}", k.Value, k.Value)
+				}
+			}
+		default:
+			p.errorf(pos(k), "source: unknown kind %q%s", k.Value, didYouMean(k.Value, kinds))
+		}
+	}
+	if !s.Kind.Set && len(n.Content) == 0 {
+		p.errorf(pos(n), "source needs one of watermark, cursor, none")
+	}
+}
+
+func (p *parser) destination(n *yaml.Node, d *Destination) {
+	d.Pos = pos(n)
+	p.fields(n, "destination", map[string]func(*yaml.Node){
+		"table": func(v *yaml.Node) { p.str(v, "destination table", &d.Table) },
+		"unique": func(v *yaml.Node) {
+			d.UniquePos = pos(v)
+			d.Unique = p.strings(v, "destination unique")
+		},
+		"write":      func(v *yaml.Node) { p.str(v, "destination write", &d.Write) },
+		"newer_wins": func(v *yaml.Node) { p.str(v, "newer_wins", &d.NewerWins) },
+		"stage":      func(v *yaml.Node) { p.boolean(v, "stage", &d.Stage) },
+	})
+}
+
+func (p *parser) effect(n *yaml.Node, e *Effect) {
+	e.Pos = pos(n)
+	p.fields(n, "effect", map[string]func(*yaml.Node){
+		"name":         func(v *yaml.Node) { p.str(v, "effect name", &e.Name) },
+		"key":          func(v *yaml.Node) { p.str(v, "effect key", &e.Key) },
+		"version":      func(v *yaml.Node) { p.integer(v, "effect version", &e.Version) },
+		"when":         func(v *yaml.Node) { p.str(v, "effect when", &e.When) },
+		"lease":        func(v *yaml.Node) { p.duration(v, "effect lease", &e.Lease) },
+		"retention":    func(v *yaml.Node) { p.duration(v, "effect retention", &e.Retention) },
+		"keep_result":  func(v *yaml.Node) { p.boolean(v, "keep_result", &e.KeepResult) },
+		"max_attempts": func(v *yaml.Node) { p.integer(v, "max_attempts", &e.MaxAttempts) },
+	})
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	if n.Tag == "!!null" {
+		return "nothing"
+	}
+	return fmt.Sprintf("%q", n.Value)
+}
+
+func yamlErrorPos(err error) Pos {
+	// yaml.v3 reports "yaml: line N: ..." without a column.
+	msg := err.Error()
+	if i := strings.Index(msg, "line "); i >= 0 {
+		rest := msg[i+5:]
+		if j := strings.IndexByte(rest, ':'); j > 0 {
+			if line, err := strconv.Atoi(rest[:j]); err == nil {
+				return Pos{line, 1}
+			}
+		}
+	}
+	return Pos{1, 1}
+}
+
+func yamlErrorMsg(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if i := strings.Index(msg, "line "); i == 0 {
+		if j := strings.IndexByte(msg, ':'); j > 0 {
+			msg = strings.TrimSpace(msg[j+1:])
+		}
+	}
+	return "invalid YAML: " + msg
+}
+
+func firstInvalidUTF8(data []byte) Pos {
+	line, col := 1, 1
+	for len(data) > 0 {
+		r, size := utf8.DecodeRune(data)
+		if r == utf8.RuneError && size <= 1 {
+			return Pos{line, col}
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		data = data[size:]
+	}
+	return Pos{line, col}
+}

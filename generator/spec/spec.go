@@ -1,0 +1,126 @@
+// Package spec reads idemgen spec files: YAML in, spec values with their
+// positions out, and every mistake reported with its line and column.
+package spec
+
+import "time"
+
+// File is one parsed spec. Every value keeps the position it came from so
+// later stages can point at it.
+type File struct {
+	Name     string // the file name used in diagnostics
+	Version  Int
+	Package  String
+	Out      String
+	Dialects []String
+	Tables   Tables
+	Jobs     []Job
+}
+
+// Tables renames the bookkeeping tables a generated package owns.
+type Tables struct {
+	Ledger     String
+	Progress   String
+	Seen       String
+	Migrations String
+}
+
+// Job is one unit of work and what is done with it.
+type Job struct {
+	Pos         Pos
+	Name        String
+	Doc         String
+	Version     Int
+	Unit        Unit
+	Source      Source
+	Destination *Destination
+	Effects     []Effect
+}
+
+// Unit describes the struct the job handles and its idempotency key.
+type Unit struct {
+	Pos    Pos
+	Type   String
+	Fields []Field
+	Key    String
+}
+
+// Field is one unit field; Type is the spec type with an optional trailing "?".
+type Field struct {
+	Pos  Pos
+	Name String
+	Type String
+}
+
+// Source kinds.
+const (
+	SourceWatermark = "watermark"
+	SourceCursor    = "cursor"
+	SourceNone      = "none"
+)
+
+// Source says where units come from; Kind is one of the Source* constants.
+type Source struct {
+	Pos       Pos
+	Kind      String
+	Watermark Watermark
+}
+
+// Watermark is the time window configuration of a watermark source.
+type Watermark struct {
+	Pos     Pos
+	Field   String
+	Overlap Duration
+}
+
+// Destination is the table units are written to.
+type Destination struct {
+	Pos       Pos
+	Table     String
+	Unique    []String
+	UniquePos Pos // zero when unique was not given
+	Write     String
+	NewerWins String
+	Stage     Bool
+}
+
+// Effect is a side effect outside the database, guarded by the ledger.
+type Effect struct {
+	Pos         Pos
+	Name        String
+	Key         String
+	Version     Int
+	When        String
+	Lease       Duration
+	Retention   Duration
+	KeepResult  Bool
+	MaxAttempts Int
+}
+
+// String is a scalar string with its position; Set is false when the key was absent.
+type String struct {
+	Value string
+	Pos   Pos
+	Set   bool
+}
+
+// Int is a scalar integer with its position.
+type Int struct {
+	Value int
+	Pos   Pos
+	Set   bool
+}
+
+// Bool is a scalar boolean with its position.
+type Bool struct {
+	Value bool
+	Pos   Pos
+	Set   bool
+}
+
+// Duration is a Go duration with its position and its text as written.
+type Duration struct {
+	Value time.Duration
+	Text  string
+	Pos   Pos
+	Set   bool
+}
