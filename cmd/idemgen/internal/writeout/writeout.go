@@ -108,6 +108,10 @@ type Plan struct {
 	// oldManifest and newManifest are the listed paths before and after.
 	oldManifest, newManifest []string
 	manifestExists           bool
+
+	// beforeStep, when set by a test, runs before every write and delete;
+	// an error stops Apply there, as a kill would.
+	beforeStep func(op Op, name string) error
 }
 
 // Empty reports whether applying the plan would change nothing on disk.
@@ -249,6 +253,9 @@ func (p *Plan) Apply() error {
 	}
 	if len(union) > len(p.oldManifest) {
 		slices.Sort(union)
+		if err := p.step(Update, ManifestName); err != nil {
+			return err
+		}
 		if err := writeFile(root, ManifestName, manifest(slices.Compact(union)), 0o644); err != nil {
 			return err
 		}
@@ -262,6 +269,9 @@ func (p *Plan) Apply() error {
 				return fmt.Errorf("create %s: %w", dir, err)
 			}
 		}
+		if err := p.step(c.Op, c.Path); err != nil {
+			return err
+		}
 		if err := writeFile(root, c.Path, c.New, c.perm); err != nil {
 			return err
 		}
@@ -269,6 +279,9 @@ func (p *Plan) Apply() error {
 	for _, c := range p.Changes {
 		if c.Op != Delete {
 			continue
+		}
+		if err := p.step(Delete, c.Path); err != nil {
+			return err
 		}
 		if err := root.Remove(c.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("delete stale %s: %w", c.Path, err)
@@ -282,9 +295,19 @@ func (p *Plan) Apply() error {
 		}
 	}
 	if final != nil {
+		if err := p.step(final.Op, ManifestName); err != nil {
+			return err
+		}
 		return writeFile(root, ManifestName, final.New, 0o644)
 	}
 	return nil
+}
+
+func (p *Plan) step(op Op, name string) error {
+	if p.beforeStep == nil {
+		return nil
+	}
+	return p.beforeStep(op, name)
 }
 
 // validate rejects generated paths that could escape the output directory
