@@ -1,15 +1,870 @@
 package spec
 
+// Severity policy. A finding is an error when the generated code would be
+// wrong (a key that is not deterministic, a unique constraint the key does
+// not determine, an effect that could run twice or never) or would not build
+// (a name that is not valid Go or SQL, a name idemgen needs for itself).
+// It is a warning when the spec is legal and the code correct, but the spec
+// probably does not say what its author meant (a setting that can never take
+// effect, a key that a version bump will not change, a null rendered as "").
+// Warnings never stop generation.
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
 // Check runs every semantic rule over a parsed spec: the mistakes `vet`
 // reports and `generate` refuses. Warnings do not stop generation.
+// It accepts any File Parse returns, even one Parse reported errors for.
 func Check(f *File) Diagnostics {
-	r := &reporter{file: f.Name}
-	checkFile(r, f)
-	return r.diags.Sorted()
+	if f == nil {
+		return nil
+	}
+	c := &checker{reporter: &reporter{file: f.Name}, f: f}
+	c.file()
+	return c.diags.Sorted()
 }
 
-func checkFile(r *reporter, f *File) {
-	if !f.Package.Set {
-		r.errorf(Pos{1, 1}, "spec: missing package")
+// Field types a unit field may have; a trailing "?" makes it nullable.
+var FieldTypes = []string{"string", "int32", "int64", "float64", "bool", "time", "bytes", "json", "uuid"}
+
+// Dialects idemgen emits stores for.
+var Dialects = []string{"postgres", "sqlite"}
+
+// Write modes of a destination and when-conditions of an effect.
+var (
+	WriteModes = []string{"upsert", "insert_once"}
+	WhenValues = []string{"inserted", "changed", "always"}
+)
+
+// Defaults applied when a key is not given.
+const (
+	DefaultOut         = "."
+	DefaultWrite       = "upsert"
+	DefaultWhen        = "always"
+	DefaultLease       = 5 * time.Minute
+	DefaultMaxAttempts = 5
+	DefaultVersion     = 1
+)
+
+// MaxNameLen bounds job and effect names, which become parts of Go names.
+const MaxNameLen = 48
+
+// MaxSQLNameLen is PostgreSQL's identifier limit; longer names are cut silently.
+const MaxSQLNameLen = 63
+
+// BookkeepingPrefix starts the columns idemgen adds to destination tables.
+const BookkeepingPrefix = "idemgen_"
+
+// DefaultTableNames returns the bookkeeping table names of a package
+// (ledger, progress, seen, migrations), honouring the renames in tables.
+func DefaultTableNames(f *File) (ledger, progress, seen, migrations string) {
+	name := func(s String, suffix string) string {
+		if s.Set {
+			return s.Value
+		}
+		return f.Package.Value + "_idem_" + suffix
 	}
+	return name(f.Tables.Ledger, "ledger"), name(f.Tables.Progress, "progress"),
+		name(f.Tables.Seen, "seen"), name(f.Tables.Migrations, "migrations")
+}
+
+var (
+	snakeRe    = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	exportedRe = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+	identRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	callRe     = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\((.*)\)$`)
+	driveRe    = regexp.MustCompile(`^[A-Za-z]:`)
+)
+
+// Names a key may not use: they change from run to run.
+var runTied = set("now", "today", "time", "timestamp", "run_id", "run", "random", "rand", "uuid", "nonce")
+
+// Type names idemgen generates in every package, besides the per-job ones.
+var reservedTypes = set("Store", "Report", "Option", "Window", "UnitResult", "EffectResult")
+var reservedTypeSuffixes = []string{"Source", "Effects", "Job"}
+
+var goKeywords = set("break", "case", "chan", "const", "continue", "default", "defer", "else",
+	"fallthrough", "for", "func", "go", "goto", "if", "import", "interface", "map", "package",
+	"range", "return", "select", "struct", "switch", "type", "var")
+
+var goPredeclared = set("any", "append", "bool", "byte", "cap", "clear", "close", "comparable",
+	"complex", "complex64", "complex128", "copy", "delete", "error", "false", "float32", "float64",
+	"imag", "int", "int8", "int16", "int32", "int64", "iota", "len", "make", "max", "min", "new",
+	"nil", "panic", "print", "println", "real", "recover", "rune", "string", "true", "uint",
+	"uint8", "uint16", "uint32", "uint64", "uintptr")
+
+// sqlReserved holds words that cannot be used as a column or table name
+// without quoting in PostgreSQL or SQLite, plus system column names that
+// would clash (ctid, rowid, ...). Generated SQL never quotes names, so a
+// name from this list would break a migration or a query.
+var sqlReserved = set(
+	// PostgreSQL reserved key words.
+	"all", "analyse", "analyze", "and", "any", "array", "as", "asc", "asymmetric", "both",
+	"case", "cast", "check", "collate", "column", "constraint", "create", "current_catalog",
+	"current_date", "current_role", "current_time", "current_timestamp", "current_user",
+	"default", "deferrable", "desc", "distinct", "do", "else", "end", "except", "false",
+	"fetch", "for", "foreign", "from", "grant", "group", "having", "in", "initially",
+	"intersect", "into", "lateral", "leading", "limit", "localtime", "localtimestamp", "not",
+	"null", "offset", "on", "only", "or", "order", "placing", "primary", "references",
+	"returning", "select", "session_user", "some", "symmetric", "table", "then", "to",
+	"trailing", "true", "union", "unique", "user", "using", "variadic", "when", "where",
+	"window", "with",
+	// PostgreSQL words reserved for column names and types, and SQLite keywords
+	// that are not accepted as bare names everywhere.
+	"authorization", "between", "binary", "by", "collation", "concurrently", "cross",
+	"delete", "drop", "escape", "exists", "freeze", "full", "glob", "ilike", "index",
+	"inner", "insert", "is", "isnull", "join", "key", "left", "like", "match", "natural",
+	"notnull", "outer", "overlaps", "regexp", "right", "set", "similar", "tablesample",
+	"transaction", "update", "values", "verbose", "alter", "autoincrement", "conflict",
+	"indexed", "raise", "replace", "trigger", "view",
+	// System columns.
+	"ctid", "xmin", "xmax", "cmin", "cmax", "tableoid", "oid", "rowid", "_rowid_",
+)
+
+// Usual names for field types and dialects, for suggestions edit distance misses.
+var typeAliases = map[string]string{
+	"int": "int64", "integer": "int64", "bigint": "int64", "long": "int64", "int8": "int64",
+	"smallint": "int32", "int4": "int32", "uint32": "int64",
+	"float": "float64", "double": "float64", "real": "float64", "float32": "float64", "numeric": "float64", "decimal": "float64",
+	"str": "string", "text": "string", "varchar": "string",
+	"boolean":   "bool",
+	"timestamp": "time", "timestamptz": "time", "datetime": "time", "date": "time", "time.time": "time",
+	"bytea": "bytes", "blob": "bytes", "[]byte": "bytes", "byte": "bytes",
+	"jsonb": "json", "object": "json",
+	"guid": "uuid",
+}
+
+var dialectAliases = map[string]string{
+	"pg": "postgres", "postgresql": "postgres", "psql": "postgres", "pgx": "postgres",
+	"sqlite3": "sqlite",
+}
+
+func set(words ...string) map[string]bool {
+	m := make(map[string]bool, len(words))
+	for _, w := range words {
+		m[w] = true
+	}
+	return m
+}
+
+// suggestWith prefers a known alias, then the nearest candidate.
+func suggestWith(s string, aliases map[string]string, candidates []string) string {
+	if a, ok := aliases[strings.ToLower(s)]; ok {
+		return fmt.Sprintf(" (did you mean %s?)", a)
+	}
+	return didYouMean(s, candidates)
+}
+
+type checker struct {
+	*reporter
+	f *File
+}
+
+// firstSeen remembers where a name was first used, to report repeats.
+type firstSeen map[string]Pos
+
+func (s firstSeen) repeat(name string, p Pos) (Pos, bool) {
+	if first, ok := s[name]; ok {
+		return first, true
+	}
+	s[name] = p
+	return Pos{}, false
+}
+
+// named is what checks across jobs need to know about a job's name.
+type jobCtx struct {
+	*checker
+	j      *Job
+	prefix string            // `job "name": ` for messages
+	fields map[string]*Field // fields with valid names
+	names  []string          // field names in order, for suggestions
+	broken map[string]bool   // names of fields already reported as invalid
+	keyUse []string          // unit fields the unit key uses, nil if the key is unusable
+}
+
+func (c *checker) file() {
+	f := c.f
+	c.pkg()
+	c.out()
+	c.dialects()
+	c.tables()
+	if len(f.Jobs) == 0 {
+		p := f.JobsPos
+		if p.Line == 0 {
+			p = Pos{1, 1}
+		}
+		c.errorf(p, "spec: no jobs; a spec needs at least one")
+	}
+	jobNames, unitTypes, effectNames, tables, effectKeys := firstSeen{}, firstSeen{}, firstSeen{}, firstSeen{}, map[string]string{}
+	ledger, progress, seen, migrations := DefaultTableNames(f)
+	bookkeeping := map[string]bool{}
+	if f.Package.Value != "" || f.Tables.Ledger.Set {
+		bookkeeping[ledger] = true
+	}
+	if f.Package.Value != "" || f.Tables.Progress.Set {
+		bookkeeping[progress] = true
+	}
+	if f.Package.Value != "" || f.Tables.Seen.Set {
+		bookkeeping[seen] = true
+	}
+	if f.Package.Value != "" || f.Tables.Migrations.Set {
+		bookkeeping[migrations] = true
+	}
+	for i := range f.Jobs {
+		j := &f.Jobs[i]
+		jc := &jobCtx{checker: c, j: j, prefix: fmt.Sprintf("job #%d: ", i+1)}
+		if j.Name.Set && j.Name.Value != "" {
+			jc.prefix = fmt.Sprintf("job %q: ", j.Name.Value)
+		}
+		jc.name(jobNames)
+		jc.unit(unitTypes)
+		jc.source()
+		jc.destination(tables, bookkeeping)
+		jc.effects(effectNames, effectKeys)
+	}
+}
+
+func (c *checker) pkg() {
+	p := c.f.Package
+	switch {
+	case !p.Set:
+		c.errorf(Pos{1, 1}, "spec: missing package (the Go package name of the generated code)")
+	case !snakeRe.MatchString(p.Value):
+		c.errorf(p.Pos, "package %q is not a valid Go package name (lower-case letters, digits and _, starting with a letter)", p.Value)
+	case goKeywords[p.Value]:
+		c.errorf(p.Pos, "package %q is a Go keyword", p.Value)
+	case goPredeclared[p.Value]:
+		c.errorf(p.Pos, "package %q is a Go predeclared identifier; importing it would shadow %s", p.Value, p.Value)
+	case p.Value == "main":
+		c.errorf(p.Pos, "package main cannot be imported; name the package after what it does")
+	case strings.HasSuffix(p.Value, "_test"):
+		c.errorf(p.Pos, "package %q ends in _test, which go reserves for external test packages", p.Value)
+	case len(p.Value)+len("_idem_migrations") > MaxSQLNameLen && !c.f.Tables.Migrations.Set:
+		c.errorf(p.Pos, "package %q is too long: its table %s_idem_migrations would exceed %d characters (shorten it or rename the tables)", p.Value, p.Value, MaxSQLNameLen)
+	}
+}
+
+func (c *checker) out() {
+	o := c.f.Out
+	if !o.Set {
+		return
+	}
+	v := o.Value
+	switch {
+	case v == "":
+		c.errorf(o.Pos, "out is empty; omit it to generate next to the spec")
+	case strings.ContainsRune(v, '\\'):
+		c.errorf(o.Pos, "out %q contains a backslash; use / to separate directories", v)
+	case strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		c.errorf(o.Pos, "out %q contains control characters", v)
+	case path.IsAbs(v) || driveRe.MatchString(v):
+		c.errorf(o.Pos, "out %q must be a relative path (relative to the spec file)", v)
+	default:
+		if cl := path.Clean(v); cl == ".." || strings.HasPrefix(cl, "../") {
+			c.errorf(o.Pos, "out %q escapes the spec's directory", v)
+		}
+	}
+}
+
+func (c *checker) dialects() {
+	f := c.f
+	if len(f.Dialects) == 0 {
+		p := f.DialectsPos
+		if p.Line == 0 {
+			p = Pos{1, 1}
+		}
+		c.errorf(p, "spec: dialects needs at least one of %s", strings.Join(Dialects, ", "))
+		return
+	}
+	seen := firstSeen{}
+	for _, d := range f.Dialects {
+		if !slices.Contains(Dialects, d.Value) {
+			c.errorf(d.Pos, "dialect %q is not one of %s%s", d.Value, strings.Join(Dialects, ", "), suggestWith(d.Value, dialectAliases, Dialects))
+			continue
+		}
+		if first, dup := seen.repeat(d.Value, d.Pos); dup {
+			c.errorf(d.Pos, "dialect %s is repeated (first at line %d)", d.Value, first.Line)
+		}
+	}
+}
+
+func (c *checker) tables() {
+	t := c.f.Tables
+	seen := firstSeen{}
+	for _, e := range []struct {
+		key string
+		s   String
+	}{{"ledger", t.Ledger}, {"progress", t.Progress}, {"seen", t.Seen}, {"migrations", t.Migrations}} {
+		if !e.s.Set {
+			continue
+		}
+		if !c.sqlName(e.s, "tables."+e.key) {
+			continue
+		}
+		if first, dup := seen.repeat(e.s.Value, e.s.Pos); dup {
+			c.errorf(e.s.Pos, "tables.%s: table %s is already used by another bookkeeping table (line %d)", e.key, e.s.Value, first.Line)
+		}
+	}
+}
+
+// sqlName checks a table name; it reports and returns false when unusable.
+func (c *checker) sqlName(s String, what string) bool {
+	switch {
+	case s.Value == "":
+		c.errorf(s.Pos, "%s is empty", what)
+	case !snakeRe.MatchString(s.Value):
+		c.errorf(s.Pos, "%s %q is not a valid SQL name (lower-case letters, digits and _, starting with a letter)", what, s.Value)
+	case len(s.Value) > MaxSQLNameLen:
+		c.errorf(s.Pos, "%s %q is longer than %d characters", what, s.Value, MaxSQLNameLen)
+	case sqlReserved[s.Value]:
+		c.errorf(s.Pos, "%s %q is an SQL reserved word", what, s.Value)
+	default:
+		return true
+	}
+	return false
+}
+
+func (jc *jobCtx) name(jobNames firstSeen) {
+	n := jc.j.Name
+	switch {
+	case !n.Set || n.Value == "":
+		jc.errorf(jc.j.Pos, "%smissing name", jc.prefix)
+	case !snakeRe.MatchString(n.Value):
+		jc.errorf(n.Pos, "job name %q must be snake_case (lower-case letters, digits and _, starting with a letter)", n.Value)
+	case len(n.Value) > MaxNameLen:
+		jc.errorf(n.Pos, "job name %q is longer than %d characters", n.Value, MaxNameLen)
+	default:
+		if first, dup := jobNames.repeat(n.Value, n.Pos); dup {
+			jc.errorf(n.Pos, "job name %q is repeated (first at line %d)", n.Value, first.Line)
+		}
+	}
+	if v := jc.j.Version; v.Set && v.Value < 1 {
+		jc.errorf(v.Pos, "%sversion must be at least 1, not %d", jc.prefix, v.Value)
+	}
+}
+
+// camelMatches reports whether a Go type name is what a snake_case name
+// becomes, however its initialisms are spelled (InvoiceSync, InvoiceID).
+func camelMatches(goName, snake string) bool {
+	return snake != "" && strings.EqualFold(goName, strings.ReplaceAll(snake, "_", ""))
+}
+
+func (jc *jobCtx) unit(unitTypes firstSeen) {
+	u := &jc.j.Unit
+	if u.Pos.Line == 0 {
+		jc.errorf(jc.j.Pos, "%smissing unit (type, fields and key)", jc.prefix)
+		return
+	}
+	jc.unitType(unitTypes)
+	jc.unitFields()
+	if !u.Key.Set {
+		jc.errorf(u.Pos, "%sunit: missing key (the idempotency key, e.g. \"%s:{%s}\")", jc.prefix, jc.keyExample(), cmpOr(jc.names, "id"))
+		return
+	}
+	phs, ok := jc.template(u.Key, false)
+	if !ok {
+		return
+	}
+	used := fieldsOf(phs)
+	if len(used) == 0 {
+		jc.errorf(u.Key.Pos, "%sunit key %q has no placeholder; every unit would have the same key", jc.prefix, u.Key.Value)
+		return
+	}
+	for _, ph := range phs {
+		for i, name := range ph.fields {
+			if fld := typed(jc.fields[name]); fld != nil && nullable(fld.Type.Value) {
+				jc.warnf(u.Key.PosAt(ph.offs[i]), "%sunit key uses nullable field %s; a null renders as an empty string in the key", jc.prefix, name)
+			}
+		}
+	}
+	jc.keyUse = used
+}
+
+func (jc *jobCtx) keyExample() string {
+	if jc.j.Name.Value != "" && snakeRe.MatchString(jc.j.Name.Value) {
+		return jc.j.Name.Value
+	}
+	return "job"
+}
+
+func (jc *jobCtx) unitType(unitTypes firstSeen) {
+	t := jc.j.Unit.Type
+	switch {
+	case !t.Set || t.Value == "":
+		jc.errorf(jc.j.Unit.Pos, "%sunit: missing type (the Go struct name, e.g. Invoice)", jc.prefix)
+		return
+	case !exportedRe.MatchString(t.Value):
+		jc.errorf(t.Pos, "%sunit type %q must be an exported Go name (a capital letter, then letters and digits)", jc.prefix, t.Value)
+		return
+	case reservedTypes[t.Value]:
+		jc.errorf(t.Pos, "%sunit type %s is a name idemgen generates; pick another", jc.prefix, t.Value)
+		return
+	}
+	for _, suf := range reservedTypeSuffixes {
+		if strings.HasSuffix(t.Value, suf) {
+			jc.errorf(t.Pos, "%sunit type %s ends in %s, which idemgen reserves for the names it generates", jc.prefix, t.Value, suf)
+			return
+		}
+	}
+	for _, j := range jc.f.Jobs {
+		if camelMatches(t.Value, j.Name.Value) {
+			jc.errorf(t.Pos, "%sunit type %s is the Go name idemgen generates for job %q; rename one", jc.prefix, t.Value, j.Name.Value)
+			return
+		}
+		for _, e := range j.Effects {
+			if camelMatches(t.Value, e.Name.Value) {
+				jc.errorf(t.Pos, "%sunit type %s is the Go name idemgen generates for effect %q; rename one", jc.prefix, t.Value, e.Name.Value)
+				return
+			}
+		}
+	}
+	if first, dup := unitTypes.repeat(t.Value, t.Pos); dup {
+		jc.errorf(t.Pos, "%sunit type %s is repeated (first at line %d)", jc.prefix, t.Value, first.Line)
+	}
+}
+
+func nullable(typ string) bool { return strings.HasSuffix(typ, "?") }
+
+func validType(typ string) bool {
+	return slices.Contains(FieldTypes, strings.TrimSuffix(typ, "?"))
+}
+
+// typed returns a field whose type is valid, or nil: checks on types skip
+// fields whose type was already reported.
+func typed(fld *Field) *Field {
+	if fld == nil || !fld.Type.Set || !validType(fld.Type.Value) {
+		return nil
+	}
+	return fld
+}
+
+func baseType(typ string) string { return strings.TrimSuffix(typ, "?") }
+
+func (jc *jobCtx) unitFields() {
+	u := &jc.j.Unit
+	jc.fields, jc.broken = map[string]*Field{}, map[string]bool{}
+	if len(u.Fields) == 0 {
+		p := u.FieldsPos
+		if p.Line == 0 {
+			p = u.Pos
+		}
+		jc.errorf(p, "%sunit needs at least one field", jc.prefix)
+		return
+	}
+	for i := range u.Fields {
+		fld := &u.Fields[i]
+		name := fld.Name.Value
+		if !jc.fieldName(fld) {
+			jc.broken[name] = true
+		} else {
+			if prev, dup := jc.fields[name]; dup {
+				jc.errorf(fld.Name.Pos, "%sunit field %s is repeated (first at line %d)", jc.prefix, name, prev.Name.Pos.Line)
+			} else {
+				jc.fields[name] = fld
+				jc.names = append(jc.names, name)
+			}
+		}
+		typ := fld.Type.Value
+		if !fld.Type.Set {
+			continue // the parser said why
+		}
+		if !validType(typ) {
+			base := baseType(typ)
+			jc.errorf(fld.Type.Pos, "%sunit field %s: type %q is not one of %s, optionally followed by ?%s",
+				jc.prefix, name, typ, strings.Join(FieldTypes, " "), suggestWith(base, typeAliases, FieldTypes))
+		}
+	}
+}
+
+// fieldName checks a field's name; false means it cannot be referred to.
+func (jc *jobCtx) fieldName(fld *Field) bool {
+	n := fld.Name
+	switch {
+	case !n.Set || n.Value == "":
+		jc.errorf(fld.Pos, "%sunit field has no name", jc.prefix)
+		return false
+	case !snakeRe.MatchString(n.Value):
+		jc.errorf(n.Pos, "%sunit field %q must be snake_case (lower-case letters, digits and _, starting with a letter)", jc.prefix, n.Value)
+		return false
+	case len(n.Value) > MaxSQLNameLen:
+		jc.errorf(n.Pos, "%sunit field %s is longer than %d characters", jc.prefix, n.Value, MaxSQLNameLen)
+	case strings.HasPrefix(n.Value, BookkeepingPrefix):
+		jc.errorf(n.Pos, "%sunit field %s: the %s prefix is reserved for idemgen's bookkeeping columns", jc.prefix, n.Value, BookkeepingPrefix)
+	case sqlReserved[n.Value]:
+		jc.errorf(n.Pos, "%sunit field %s is an SQL reserved word; pick another name", jc.prefix, n.Value)
+	case n.Value == "version" || n.Value == "job_version":
+		jc.errorf(n.Pos, "%sunit field %s would be ambiguous with {%s} in effect keys; pick another name", jc.prefix, n.Value, n.Value)
+	}
+	return true
+}
+
+func (jc *jobCtx) source() {
+	s := &jc.j.Source
+	if s.Pos.Line == 0 {
+		jc.errorf(jc.j.Pos, "%smissing source (one of watermark, cursor, none)", jc.prefix)
+		return
+	}
+	if s.Kind.Value != SourceWatermark {
+		return
+	}
+	w := &s.Watermark
+	if !w.Overlap.Set {
+		jc.errorf(w.Pos, "%swatermark without overlap; rows committed late behind the high-water mark would be missed (e.g. overlap: 10m)", jc.prefix)
+	}
+	if !w.Field.Set || w.Field.Value == "" {
+		jc.errorf(w.Pos, "%swatermark: missing field (a unit field of type time)", jc.prefix)
+		return
+	}
+	fld, ok := jc.field(w.Field, "watermark field")
+	if !ok || typed(fld) == nil {
+		return
+	}
+	switch typ := fld.Type.Value; {
+	case typ == "time?":
+		jc.errorf(w.Field.Pos, "%swatermark field %s is nullable (time?); a unit without it would never be picked up", jc.prefix, fld.Name.Value)
+	case typ != "time":
+		jc.errorf(w.Field.Pos, "%swatermark field %s is %s, not time", jc.prefix, fld.Name.Value, typ)
+	}
+}
+
+// field resolves a reference to a unit field, reporting an unknown one.
+func (jc *jobCtx) field(ref String, what string) (*Field, bool) {
+	if fld := jc.fields[ref.Value]; fld != nil {
+		return fld, true
+	}
+	if jc.unknownField(ref.Value) {
+		jc.errorf(ref.Pos, "%s%s %s is not a unit field%s", jc.prefix, what, ref.Value, didYouMean(ref.Value, jc.names))
+	}
+	return nil, false
+}
+
+func (jc *jobCtx) destination(tables firstSeen, bookkeeping map[string]bool) {
+	d := jc.j.Destination
+	if d == nil {
+		return
+	}
+	switch t := d.Table; {
+	case !t.Set:
+		jc.errorf(d.Pos, "%sdestination: missing table", jc.prefix)
+	case !jc.sqlName(t, jc.prefix+"destination table"):
+	case bookkeeping[t.Value]:
+		jc.errorf(t.Pos, "%sdestination table %s is one of idemgen's bookkeeping tables", jc.prefix, t.Value)
+	default:
+		if first, dup := tables.repeat(t.Value, t.Pos); dup {
+			jc.errorf(t.Pos, "%sdestination table %s is already the destination of another job (line %d)", jc.prefix, t.Value, first.Line)
+		}
+	}
+	write := DefaultWrite
+	if d.Write.Set {
+		write = d.Write.Value
+		if !slices.Contains(WriteModes, write) {
+			jc.errorf(d.Write.Pos, "%sdestination write %q is not one of %s%s", jc.prefix, write, strings.Join(WriteModes, ", "), didYouMean(write, WriteModes))
+		}
+	}
+	jc.unique(d)
+	if nw := d.NewerWins; nw.Set {
+		if fld, ok := jc.field(nw, "newer_wins"); ok {
+			switch typ := fld.Type.Value; {
+			case typed(fld) == nil:
+			case nullable(typ):
+				jc.errorf(nw.Pos, "%snewer_wins field %s is nullable; a null cannot be compared", jc.prefix, nw.Value)
+			case !slices.Contains([]string{"time", "int32", "int64", "float64", "string"}, typ):
+				jc.errorf(nw.Pos, "%snewer_wins field %s is %s; it must be time, int32, int64, float64 or string", jc.prefix, nw.Value, typ)
+			}
+			if write == "insert_once" {
+				jc.warnf(nw.Pos, "%snewer_wins has no effect with write: insert_once (rows are never overwritten)", jc.prefix)
+			} else if slices.Contains(jc.uniqueNames(d), nw.Value) {
+				jc.warnf(nw.Pos, "%snewer_wins field %s is part of the unique constraint, so it is equal on every conflict and decides nothing", jc.prefix, nw.Value)
+			}
+		}
+	}
+}
+
+// uniqueNames returns the destination's unique fields, or the key's by default.
+func (jc *jobCtx) uniqueNames(d *Destination) []string {
+	if d.UniquePos.Line == 0 {
+		return jc.keyUse
+	}
+	var out []string
+	for _, u := range d.Unique {
+		out = append(out, u.Value)
+	}
+	return out
+}
+
+func (jc *jobCtx) unique(d *Destination) {
+	if d.UniquePos.Line == 0 {
+		// Defaults to the key's fields: determined by construction, but a
+		// nullable one would let duplicates in.
+		for _, name := range jc.keyUse {
+			if fld := typed(jc.fields[name]); fld != nil && nullable(fld.Type.Value) {
+				jc.errorf(d.Pos, "%sdestination unique defaults to the key's fields, and %s is nullable; NULLs never conflict, so duplicates would be let in (list unique fields explicitly)", jc.prefix, name)
+			}
+		}
+		return
+	}
+	if len(d.Unique) == 0 {
+		jc.errorf(d.UniquePos, "%sdestination unique must name at least one field (or be left out to use the key's fields)", jc.prefix)
+		return
+	}
+	seen := firstSeen{}
+	for _, u := range d.Unique {
+		fld, ok := jc.field(u, "destination unique field")
+		if !ok {
+			continue
+		}
+		if first, dup := seen.repeat(u.Value, u.Pos); dup {
+			jc.errorf(u.Pos, "%sdestination unique field %s is repeated (first at line %d, column %d)", jc.prefix, u.Value, first.Line, first.Col)
+			continue
+		}
+		if typed(fld) != nil && nullable(fld.Type.Value) {
+			jc.errorf(u.Pos, "%sdestination unique field %s is nullable; NULLs never conflict, so duplicates would be let in", jc.prefix, u.Value)
+		}
+		if jc.keyUse != nil && !slices.Contains(jc.keyUse, u.Value) {
+			jc.errorf(u.Pos, "%sdestination unique field %s is not determined by the key", jc.prefix, u.Value)
+		}
+	}
+}
+
+func (jc *jobCtx) effects(effectNames firstSeen, effectKeys map[string]string) {
+	for i := range jc.j.Effects {
+		jc.effect(&jc.j.Effects[i], i, effectNames, effectKeys)
+	}
+}
+
+func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map[string]string) {
+	prefix := fmt.Sprintf("%seffect #%d: ", jc.prefix, i+1)
+	if e.Name.Value != "" {
+		prefix = fmt.Sprintf("%seffect %q: ", jc.prefix, e.Name.Value)
+	}
+	switch n := e.Name; {
+	case !n.Set || n.Value == "":
+		jc.errorf(e.Pos, "%smissing name", prefix)
+	case !snakeRe.MatchString(n.Value):
+		jc.errorf(n.Pos, "%seffect name %q must be snake_case (lower-case letters, digits and _, starting with a letter)", jc.prefix, n.Value)
+	case len(n.Value) > MaxNameLen:
+		jc.errorf(n.Pos, "%seffect name %q is longer than %d characters", jc.prefix, n.Value, MaxNameLen)
+	default:
+		if first, dup := effectNames.repeat(n.Value, n.Pos); dup {
+			jc.errorf(n.Pos, "%seffect name %q is repeated (first at line %d); effect names are unique across the spec", jc.prefix, n.Value, first.Line)
+		}
+	}
+	if v := e.Version; v.Set && v.Value < 1 {
+		jc.errorf(v.Pos, "%sversion must be at least 1, not %d", prefix, v.Value)
+	}
+	if m := e.MaxAttempts; m.Set && m.Value < 1 {
+		jc.errorf(m.Pos, "%smax_attempts must be at least 1, not %d", prefix, m.Value)
+	}
+	if w := e.When; w.Set {
+		switch {
+		case !slices.Contains(WhenValues, w.Value):
+			jc.errorf(w.Pos, "%swhen %q is not one of %s%s", prefix, w.Value, strings.Join(WhenValues, ", "), didYouMean(w.Value, WhenValues))
+		case w.Value != "always" && jc.j.Destination == nil:
+			jc.errorf(w.Pos, "%swhen: %s needs a destination; without one nothing is %s (use when: always)", prefix, w.Value, w.Value)
+		case w.Value == "changed" && jc.j.Destination.Write.Value == "insert_once":
+			jc.warnf(w.Pos, "%swhen: changed with write: insert_once can only ever mean inserted", prefix)
+		}
+	}
+	lease, leaseText := DefaultLease, "5m (the default)"
+	if e.Lease.Set {
+		lease, leaseText = e.Lease.Value, e.Lease.Text
+	}
+	if r := e.Retention; r.Set && r.Value < lease {
+		jc.warnf(r.Pos, "%sretention %s is shorter than the lease %s; a purge could remove a row another run still relies on", prefix, r.Text, leaseText)
+	}
+	k := e.Key
+	if !k.Set || k.Value == "" {
+		p := e.Pos
+		if k.Set {
+			p = k.Pos
+		}
+		jc.errorf(p, "%smissing key; an effect without a key cannot be made to happen once (e.g. \"%s:v{version}:%s\")", prefix, jc.effectExample(e), jc.identityExample())
+		return
+	}
+	ejc := *jc
+	ejc.prefix = prefix
+	phs, ok := ejc.template(k, true)
+	if !ok {
+		return
+	}
+	if first, dup := effectKeys[k.Value]; dup {
+		jc.errorf(k.Pos, "%skey %q is also the key of %s; the two effects would dedupe each other", prefix, k.Value, first)
+	} else {
+		effectKeys[k.Value] = fmt.Sprintf("effect %q (job %q, line %d)", e.Name.Value, jc.j.Name.Value, k.Pos.Line)
+	}
+	if jc.keyUse != nil {
+		used := fieldsOf(phs)
+		var missing []string
+		for _, f := range jc.keyUse {
+			if !slices.Contains(used, f) {
+				missing = append(missing, "{"+f+"}")
+			}
+		}
+		if len(missing) > 0 {
+			jc.errorf(k.Pos, "%skey does not include the unit's identity: %s missing (the unit key uses it)", prefix, strings.Join(missing, ", "))
+		}
+	}
+	if e.Version.Set && !slices.ContainsFunc(phs, func(p placeholder) bool { return p.version }) {
+		jc.warnf(k.Pos, "%skey does not contain {version}; bumping version will not change the key", prefix)
+	}
+}
+
+// identityExample renders the unit key's placeholders for an example key.
+func (jc *jobCtx) identityExample() string {
+	if len(jc.keyUse) == 0 {
+		return "{id}"
+	}
+	return "{" + strings.Join(jc.keyUse, "}:{") + "}"
+}
+
+func cmpOr(names []string, fallback string) string {
+	if len(names) > 0 {
+		return names[0]
+	}
+	return fallback
+}
+
+func (jc *jobCtx) effectExample(e *Effect) string {
+	if e.Name.Value != "" && snakeRe.MatchString(e.Name.Value) {
+		return e.Name.Value
+	}
+	return "effect"
+}
+
+// placeholder is one {...} of a key template that resolved.
+type placeholder struct {
+	fields  []string // unit fields it renders
+	offs    []int    // byte offset in the template of each field name
+	version bool     // {version}
+}
+
+func fieldsOf(phs []placeholder) []string {
+	var out []string
+	for _, p := range phs {
+		for _, f := range p.fields {
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// template reads a key template. ok is false when the template is broken,
+// so checks that depend on what it uses are skipped rather than piled on.
+func (jc *jobCtx) template(k String, effect bool) (phs []placeholder, ok bool) {
+	s := k.Value
+	ok = true
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '}':
+			jc.errorf(k.PosAt(i), "%skey has a } without a matching {", jc.prefix)
+			return phs, false
+		case '{':
+			j := strings.IndexAny(s[i+1:], "{}")
+			if j < 0 {
+				jc.errorf(k.PosAt(i), "%skey has a { that is never closed", jc.prefix)
+				return phs, false
+			}
+			end := i + 1 + j
+			if s[end] == '{' {
+				jc.errorf(k.PosAt(end), "%skey has a { inside a placeholder", jc.prefix)
+				return phs, false
+			}
+			ph, good := jc.placeholder(k, i, s[i+1:end], effect)
+			if good {
+				phs = append(phs, ph)
+			} else {
+				ok = false
+			}
+			i = end
+		}
+	}
+	return phs, ok
+}
+
+func (jc *jobCtx) placeholder(k String, at int, inner string, effect bool) (placeholder, bool) {
+	where := k.PosAt(at)
+	if strings.TrimSpace(inner) == "" {
+		jc.errorf(where, "%skey has an empty placeholder {%s}", jc.prefix, inner)
+		return placeholder{}, false
+	}
+	if identRe.MatchString(inner) {
+		switch {
+		case effect && (inner == "version" || inner == "job_version"):
+			return placeholder{version: inner == "version"}, true
+		case jc.fields[inner] != nil:
+			return placeholder{fields: []string{inner}, offs: []int{at}}, true
+		case jc.broken[inner]:
+		case inner == "version" || inner == "job_version":
+			jc.errorf(where, "%skey placeholder {%s} is only available in effect keys", jc.prefix, inner)
+		case runTied[strings.ToLower(inner)]:
+			jc.errorf(where, "%skey placeholder {%s} is tied to the run; keys must be deterministic", jc.prefix, inner)
+		case !jc.unknownField(inner):
+		default:
+			jc.errorf(where, "%skey placeholder {%s} is not a unit field%s", jc.prefix, inner, didYouMean(inner, jc.candidates(effect)))
+		}
+		return placeholder{}, false
+	}
+	m := callRe.FindStringSubmatch(inner)
+	if m == nil {
+		jc.errorf(where, "%skey placeholder {%s} is not a field name or sha256(field, ...)", jc.prefix, inner)
+		return placeholder{}, false
+	}
+	fn, args := m[1], m[2]
+	switch {
+	case runTied[strings.ToLower(fn)]:
+		jc.errorf(where, "%skey placeholder {%s} is tied to the run; keys must be deterministic", jc.prefix, inner)
+		return placeholder{}, false
+	case fn != "sha256":
+		jc.errorf(where, "%skey placeholder {%s}: unknown function %s (only sha256 is supported)", jc.prefix, inner, fn)
+		return placeholder{}, false
+	case strings.TrimSpace(args) == "":
+		jc.errorf(where, "%skey placeholder {%s}: sha256 needs at least one unit field", jc.prefix, inner)
+		return placeholder{}, false
+	}
+	var ph placeholder
+	ok := true
+	off := at + 1 + len(fn) + 1
+	for arg := range strings.SplitSeq(args, ",") {
+		name := strings.TrimSpace(arg)
+		argAt := off + strings.Index(arg, name)
+		off += len(arg) + 1
+		switch {
+		case jc.fields[name] != nil:
+			ph.fields = append(ph.fields, name)
+			ph.offs = append(ph.offs, argAt)
+		case name == "":
+			jc.errorf(where, "%skey placeholder {%s}: sha256 has an empty argument", jc.prefix, inner)
+			ok = false
+		case !jc.unknownField(name):
+			ok = false
+		case runTied[strings.ToLower(strings.TrimSuffix(name, "()"))]:
+			jc.errorf(k.PosAt(argAt), "%skey placeholder {%s}: %s is tied to the run; keys must be deterministic", jc.prefix, inner, name)
+			ok = false
+		default:
+			jc.errorf(k.PosAt(argAt), "%skey placeholder {%s}: %s is not a unit field%s", jc.prefix, inner, name, didYouMean(name, jc.names))
+			ok = false
+		}
+	}
+	return ph, ok
+}
+
+// unknownField reports whether a reference to name should be reported as
+// not a unit field: not when the unit's fields were already reported broken.
+func (jc *jobCtx) unknownField(name string) bool {
+	return len(jc.names) > 0 && !jc.broken[name]
+}
+
+func (jc *jobCtx) candidates(effect bool) []string {
+	if !effect {
+		return jc.names
+	}
+	return append(slices.Clone(jc.names), "version", "job_version")
 }

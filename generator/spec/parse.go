@@ -2,7 +2,9 @@ package spec
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -20,9 +22,17 @@ const maxDepth = 32
 // Parse reads a spec. The version is read first, then the document is
 // decoded strictly for that version. It never panics; every problem is a
 // diagnostic with a position.
-func Parse(name string, data []byte) (*File, Diagnostics) {
+func Parse(name string, data []byte) (f *File, diags Diagnostics) {
 	r := &reporter{file: name}
-	f := &File{Name: name}
+	f = &File{Name: name}
+	defer func() {
+		// yaml.v3 has panicked on hostile input before; a spec tool must
+		// answer with a diagnostic, never a crash.
+		if v := recover(); v != nil {
+			r.errorf(Pos{}, "internal error reading the spec (please report it): %v", v)
+			f, diags = &File{Name: name}, r.diags
+		}
+	}()
 	switch {
 	case len(data) > MaxSize:
 		r.errorf(Pos{}, "spec is %d bytes; the limit is %d", len(data), MaxSize)
@@ -33,7 +43,10 @@ func Parse(name string, data []byte) (*File, Diagnostics) {
 	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		r.errorf(Pos{1, 1}, "spec is empty")
+		return f, r.diags
+	} else if err != nil {
 		r.errorf(yamlErrorPos(err), "%s", yamlErrorMsg(err))
 		return f, r.diags
 	}
@@ -47,30 +60,53 @@ func Parse(name string, data []byte) (*File, Diagnostics) {
 		return f, r.diags
 	}
 	root := doc.Content[0]
-	if badAliases(root, 0) {
-		r.errorf(Pos{root.Line, root.Column}, "spec uses YAML anchors or aliases, or is nested deeper than %d levels; idemgen specs use neither", maxDepth)
+	if n, msg := shapeProblem(root, 0); n != nil {
+		r.errorf(pos(n), "%s", msg)
 		return f, r.diags
 	}
-	p := &parser{reporter: r}
+	p := &parser{reporter: r, data: data}
 	p.file(root, f)
 	return f, r.diags
 }
 
-// badAliases reports aliases (bombs and confusion) and excessive depth.
-func badAliases(n *yaml.Node, depth int) bool {
-	if depth > maxDepth || n.Kind == yaml.AliasNode || n.Anchor != "" {
-		return true
+// shapeProblem finds the first alias or anchor (alias bombs, and values
+// that mean something other than they read) or node nested too deep.
+func shapeProblem(n *yaml.Node, depth int) (*yaml.Node, string) {
+	switch {
+	case depth > maxDepth:
+		return n, fmt.Sprintf("spec is nested deeper than %d levels; no idemgen spec is", maxDepth)
+	case n.Kind == yaml.AliasNode:
+		return n, fmt.Sprintf("spec uses the YAML alias *%s; idemgen specs use no anchors or aliases, write the value out", n.Value)
+	case n.Anchor != "":
+		return n, fmt.Sprintf("spec uses the YAML anchor &%s; idemgen specs use no anchors or aliases, write the value out", n.Anchor)
 	}
 	for _, c := range n.Content {
-		if badAliases(c, depth+1) {
-			return true
+		if bad, msg := shapeProblem(c, depth+1); bad != nil {
+			return bad, msg
 		}
 	}
-	return false
+	return nil, ""
+}
+
+// keyAliases maps names people reach for to the key the spec spells them
+// with, for the suggestions edit distance cannot make.
+var keyAliases = map[string]string{
+	"retries": "max_attempts", "max_retries": "max_attempts", "attempts": "max_attempts",
+	"ttl": "retention", "expiry": "retention", "expire": "retention",
+	"timeout": "lease", "lock": "lease",
+	"condition": "when", "on": "when",
+	"idempotency_key": "key", "id": "key",
+	"columns": "fields", "struct": "type", "name": "type",
+	"mode": "write", "conflict": "write", "on_conflict": "write",
+	"primary_key": "unique", "unique_key": "unique",
+	"description": "doc", "comment": "doc",
+	"output": "out", "dir": "out", "dialect": "dialects", "database": "dialects",
 }
 
 type parser struct {
 	*reporter
+	data  []byte
+	lines []string // data split into lines, on first use
 }
 
 func pos(n *yaml.Node) Pos { return Pos{n.Line, n.Column} }
@@ -95,7 +131,11 @@ func (p *parser) fields(n *yaml.Node, what string, handlers map[string]func(v *y
 		}
 		h, ok := handlers[k.Value]
 		if !ok {
-			p.errorf(pos(k), "%s: unknown key %q%s", what, k.Value, didYouMean(k.Value, known))
+			hint := didYouMean(k.Value, known)
+			if a := keyAliases[k.Value]; hint == "" && handlers[a] != nil {
+				hint = fmt.Sprintf(" (did you mean %s?)", a)
+			}
+			p.errorf(pos(k), "%s: unknown key %q%s", what, k.Value, hint)
 			continue
 		}
 		if seen[k.Value] {
@@ -123,8 +163,41 @@ func (p *parser) str(n *yaml.Node, what string, dst *String) {
 		return
 	}
 	if v, ok := p.scalar(n, what); ok {
+		if n.Tag == "!!null" {
+			v = "" // "~" and "null" mean nothing, not the text "null"
+		}
 		*dst = String{Value: v, Pos: pos(n), Set: true}
 	}
+}
+
+// template reads a key template and, when its text stands verbatim on one
+// line, remembers where, so a bad placeholder can be pointed at exactly.
+func (p *parser) template(n *yaml.Node, what string, dst *String) {
+	p.str(n, what, dst)
+	if !dst.Set || n.Kind != yaml.ScalarNode || n.Line < 1 || n.Column < 1 {
+		return
+	}
+	quote := 0
+	switch n.Style {
+	case 0, yaml.TaggedStyle:
+	case yaml.DoubleQuotedStyle, yaml.SingleQuotedStyle:
+		quote = 1
+	default:
+		return
+	}
+	if p.lines == nil {
+		p.lines = strings.Split(string(p.data), "\n")
+	}
+	if n.Line > len(p.lines) {
+		return
+	}
+	line := []rune(strings.TrimSuffix(p.lines[n.Line-1], "\r"))
+	start := n.Column - 1 + quote
+	val := []rune(n.Value)
+	if start+len(val) > len(line) || string(line[start:start+len(val)]) != n.Value {
+		return
+	}
+	dst.textCol = n.Column + quote
 }
 
 func (p *parser) integer(n *yaml.Node, what string, dst *Int) {
@@ -194,17 +267,27 @@ func (p *parser) file(n *yaml.Node, f *File) {
 			}
 		}
 	}
+	hasVersion := false
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			hasVersion = hasVersion || n.Content[i].Value == "version"
+		}
+	}
 	if f.Version.Set && f.Version.Value != 1 {
 		p.errorf(f.Version.Pos, "spec version %d is not supported; this idemgen reads version 1", f.Version.Value)
 		return
 	}
 	p.fields(n, "spec", map[string]func(*yaml.Node){
-		"version":  func(*yaml.Node) {},
-		"package":  func(v *yaml.Node) { p.str(v, "package", &f.Package) },
-		"out":      func(v *yaml.Node) { p.str(v, "out", &f.Out) },
-		"dialects": func(v *yaml.Node) { f.Dialects = p.strings(v, "dialects") },
-		"tables":   func(v *yaml.Node) { p.tables(v, &f.Tables) },
+		"version": func(*yaml.Node) {},
+		"package": func(v *yaml.Node) { p.str(v, "package", &f.Package) },
+		"out":     func(v *yaml.Node) { p.str(v, "out", &f.Out) },
+		"dialects": func(v *yaml.Node) {
+			f.DialectsPos = pos(v)
+			f.Dialects = p.strings(v, "dialects")
+		},
+		"tables": func(v *yaml.Node) { p.tables(v, &f.Tables) },
 		"jobs": func(v *yaml.Node) {
+			f.JobsPos = pos(v)
 			if v.Kind != yaml.SequenceNode {
 				p.errorf(pos(v), "jobs must be a list, not %s", kindName(v))
 				return
@@ -216,7 +299,7 @@ func (p *parser) file(n *yaml.Node, f *File) {
 			}
 		},
 	})
-	if n.Kind == yaml.MappingNode && !f.Version.Set {
+	if n.Kind == yaml.MappingNode && !hasVersion {
 		p.errorf(pos(n), "spec: missing version (write version: 1)")
 	}
 }
@@ -260,8 +343,9 @@ func (p *parser) unit(n *yaml.Node, u *Unit) {
 	u.Pos = pos(n)
 	p.fields(n, "unit", map[string]func(*yaml.Node){
 		"type": func(v *yaml.Node) { p.str(v, "unit type", &u.Type) },
-		"key":  func(v *yaml.Node) { p.str(v, "unit key", &u.Key) },
+		"key":  func(v *yaml.Node) { p.template(v, "unit key", &u.Key) },
 		"fields": func(v *yaml.Node) {
+			u.FieldsPos = pos(v)
 			if v.Kind != yaml.SequenceNode {
 				p.errorf(pos(v), "unit fields must be a list of `- name: type` items, not %s", kindName(v))
 				return
@@ -336,7 +420,7 @@ func (p *parser) effect(n *yaml.Node, e *Effect) {
 	e.Pos = pos(n)
 	p.fields(n, "effect", map[string]func(*yaml.Node){
 		"name":         func(v *yaml.Node) { p.str(v, "effect name", &e.Name) },
-		"key":          func(v *yaml.Node) { p.str(v, "effect key", &e.Key) },
+		"key":          func(v *yaml.Node) { p.template(v, "effect key", &e.Key) },
 		"version":      func(v *yaml.Node) { p.integer(v, "effect version", &e.Version) },
 		"when":         func(v *yaml.Node) { p.str(v, "effect when", &e.When) },
 		"lease":        func(v *yaml.Node) { p.duration(v, "effect lease", &e.Lease) },

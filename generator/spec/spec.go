@@ -2,7 +2,10 @@
 // positions out, and every mistake reported with its line and column.
 package spec
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // File is one parsed spec. Every value keeps the position it came from so
 // later stages can point at it.
@@ -14,6 +17,9 @@ type File struct {
 	Dialects []String
 	Tables   Tables
 	Jobs     []Job
+
+	DialectsPos Pos // zero when dialects was not given
+	JobsPos     Pos // zero when jobs was not given
 }
 
 // Tables renames the bookkeeping tables a generated package owns.
@@ -42,6 +48,8 @@ type Unit struct {
 	Type   String
 	Fields []Field
 	Key    String
+
+	FieldsPos Pos // zero when fields was not given
 }
 
 // Field is one unit field; Type is the spec type with an optional trailing "?".
@@ -101,6 +109,19 @@ type String struct {
 	Value string
 	Pos   Pos
 	Set   bool
+
+	// textCol is the column where Value starts verbatim on Pos.Line, or 0
+	// when it does not (folded, escaped, block scalars).
+	textCol int
+}
+
+// PosAt returns the position of the byte offset i of Value: exact when the
+// value stands verbatim on one line in the file, else the value's own position.
+func (s String) PosAt(i int) Pos {
+	if s.textCol == 0 || i < 0 || i > len(s.Value) {
+		return s.Pos
+	}
+	return Pos{s.Pos.Line, s.textCol + utf8.RuneCountInString(s.Value[:i])}
 }
 
 // Int is a scalar integer with its position.
