@@ -39,7 +39,7 @@ func outDir(specPath string, f *spec.File) (string, error) {
 		out = f.Out.Value
 	}
 	if out == "" || filepath.IsAbs(out) || strings.HasPrefix(out, "/") || filepath.VolumeName(out) != "" {
-		return "", diag("out %q must be a path relative to the spec file", out)
+		return "", diag("out %q must be a relative path (relative to the spec file)", out)
 	}
 	dir := filepath.Join(specDir, filepath.FromSlash(out))
 	real, err := realPath(dir)
