@@ -37,6 +37,9 @@ type Options struct {
 	// Existing is the current output directory, read-only, or nil for none.
 	// Emitted migrations are read from it so they are never rewritten.
 	Existing fs.FS
+	// ImportPath is the Go import path of the output directory; the
+	// generated package imports its sqlc subpackages through it.
+	ImportPath string
 }
 
 // Generate checks the spec and returns the generated package's files. Spec

@@ -1,0 +1,285 @@
+package golang
+
+import (
+	"fmt"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/generator/model"
+)
+
+// JobFile emits everything one job declares: its unit, key, source and
+// effect interfaces, and the job type with its verbs.
+func JobFile(p *model.Package, j *model.Job) *jen.File {
+	f := newFile(p.Name)
+	unitStruct(f, j)
+	unitKey(f, j)
+	unitCanonical(f, j)
+	sourceInterface(f, j)
+	for _, e := range j.Effects {
+		effectInterface(f, j, e)
+		effectKey(f, j, e)
+	}
+	effectsStruct(f, j)
+	jobType(f, j)
+	jobConstructor(f, j)
+	jobVerbs(f, j)
+	crashPoints(f, j)
+	return f
+}
+
+func sourceName(j *model.Job) string  { return j.GoName + "Source" }
+func effectsName(j *model.Job) string { return j.GoName + "Effects" }
+
+// sourceInterface emits the typed source:
+//
+//	type InvoiceSyncSource interface {
+//		Fetch(ctx context.Context, w Window, page string) (units []Invoice, next string, err error)
+//	}
+func sourceInterface(f *jen.File, j *model.Job) {
+	unit := j.Unit.GoName
+	switch j.Source {
+	case model.SourceWatermark:
+		f.Commentf("%s fetches %s units for the %s job.", sourceName(j), unit, j.Name)
+		f.Type().Id(sourceName(j)).Interface(
+			jen.Commentf("Fetch returns the units whose %s lies in w, one page at a time:", j.Watermark.Name).Line().
+				Comment("page is \"\" for the first page, and next is \"\" after the last.").Line().
+				Id("Fetch").Params(jen.Id("ctx").Add(Context()), jen.Id("w").Id("Window"), jen.Id("page").String()).
+				Params(jen.Id("units").Index().Id(unit), jen.Id("next").String(), jen.Id("err").Error()),
+		)
+	case model.SourceCursor:
+		f.Commentf("%s fetches %s units for the %s job.", sourceName(j), unit, j.Name)
+		f.Type().Id(sourceName(j)).Interface(
+			jen.Comment("Fetch returns the page after cursor (\"\" for the start) and the cursor that").Line().
+				Comment("follows it; next is \"\" when there is nothing further yet.").Line().
+				Id("Fetch").Params(jen.Id("ctx").Add(Context()), jen.Id("cursor").String()).
+				Params(jen.Id("units").Index().Id(unit), jen.Id("next").String(), jen.Id("err").Error()),
+		)
+	}
+}
+
+func effectResults(e *model.Effect) *jen.Statement {
+	if e.KeepResult {
+		return jen.Params(jen.Index().Byte(), jen.Error())
+	}
+	return jen.Error()
+}
+
+func effectParams(j *model.Job) []jen.Code {
+	return []jen.Code{jen.Id("ctx").Add(Context()), jen.Id("key").String(), jen.Id("unit").Id(j.Unit.GoName)}
+}
+
+// effectInterface emits the typed effect and its func adapter:
+//
+//	type NotifyNewInvoice interface {
+//		NotifyNewInvoice(ctx context.Context, key string, unit Invoice) error
+//	}
+//	type NotifyNewInvoiceFunc func(ctx context.Context, key string, unit Invoice) error
+func effectInterface(f *jen.File, j *model.Job, e *model.Effect) {
+	f.Commentf("%s performs the %s effect of the %s job. key is the effect's", e.GoName, e.Name, j.Name)
+	f.Comment("idempotency key: pass it to the provider (Stripe's Idempotency-Key, say) so a")
+	f.Comment("retry after a crash is recognised there too.")
+	if e.KeepResult {
+		f.Comment("The result is kept in the ledger and returned on replay instead of acting again.")
+	}
+	f.Type().Id(e.GoName).Interface(
+		jen.Id(e.GoName).Params(effectParams(j)...).Add(effectResults(e)),
+	)
+	fn := e.GoName + "Func"
+	f.Commentf("%s adapts a function to %s.", fn, e.GoName)
+	f.Type().Id(fn).Func().Params(effectParams(j)...).Add(effectResults(e))
+	f.Commentf("%s calls fn.", e.GoName)
+	args := []jen.Code{jen.Id("ctx"), jen.Id("key"), jen.Id("unit")}
+	f.Func().Params(jen.Id("fn").Id(fn)).Id(e.GoName).Params(effectParams(j)...).Add(effectResults(e)).Block(
+		jen.Return(jen.Id("fn").Call(args...)),
+	)
+}
+
+// effectsStruct emits the providers a job needs:
+//
+//	type InvoiceSyncEffects struct{ NotifyNewInvoice NotifyNewInvoice }
+func effectsStruct(f *jen.File, j *model.Job) {
+	f.Commentf("%s holds the providers of the %s job's effects; all are required.", effectsName(j), j.Name)
+	f.Type().Id(effectsName(j)).StructFunc(func(g *jen.Group) {
+		for _, e := range j.Effects {
+			g.Id(e.GoName).Id(e.GoName)
+		}
+	})
+}
+
+// jobType emits the job:
+//
+//	type InvoiceSync struct { e *engine[Invoice]; src InvoiceSyncSource }
+func jobType(f *jen.File, j *model.Job) {
+	if j.Doc != "" {
+		docLines(f, fmt.Sprintf("%s runs the %s job (version %d). %s", j.GoName, j.Name, j.Version, j.Doc))
+	} else {
+		f.Commentf("%s runs the %s job (version %d).", j.GoName, j.Name, j.Version)
+	}
+	f.Type().Id(j.GoName).StructFunc(func(g *jen.Group) {
+		g.Id("e").Op("*").Id("engine").Types(jen.Id(j.Unit.GoName))
+		if j.Source != model.SourceNone {
+			g.Id("src").Id(sourceName(j))
+		}
+	})
+}
+
+func whenConst(w model.When) string {
+	return map[model.When]string{model.WhenInserted: "whenInserted", model.WhenChanged: "whenChanged", model.WhenAlways: "whenAlways"}[w]
+}
+
+// jobConstructor emits NewInvoiceSync, which checks its arguments and wires
+// the job definition into the engine.
+func jobConstructor(f *jen.File, j *model.Job) {
+	unit := j.Unit.GoName
+	params := []jen.Code{jen.Id("store").Op("*").Id("Store")}
+	if j.Source != model.SourceNone {
+		params = append(params, jen.Id("src").Id(sourceName(j)))
+	}
+	if len(j.Effects) > 0 {
+		params = append(params, jen.Id("fx").Id(effectsName(j)))
+	}
+	params = append(params, jen.Id("opts").Op("...").Id("Option"))
+	f.Commentf("New%s returns the %s job over store.", j.GoName, j.Name)
+	f.Func().Id("New"+j.GoName).Params(params...).Params(jen.Op("*").Id(j.GoName), jen.Error()).BlockFunc(func(g *jen.Group) {
+		g.If(jen.Id("store").Op("==").Nil()).Block(
+			jen.Return(jen.Nil(), Errorf().Call(jen.Lit(fmt.Sprintf("job %q: nil store", j.Name)))))
+		if j.Source != model.SourceNone {
+			g.If(jen.Id("src").Op("==").Nil()).Block(
+				jen.Return(jen.Nil(), Errorf().Call(jen.Lit(fmt.Sprintf("job %q: nil source", j.Name)))))
+		}
+		for _, e := range j.Effects {
+			g.If(jen.Id("fx").Dot(e.GoName).Op("==").Nil()).Block(
+				jen.Return(jen.Nil(), Errorf().Call(jen.Lit(fmt.Sprintf("job %q: no provider for effect %q", j.Name, e.Name)))))
+		}
+		def := jen.Dict{
+			jen.Id("name"):      jen.Lit(j.Name),
+			jen.Id("version"):   jen.Lit(j.Version),
+			jen.Id("keyOf"):     jen.Id(unit).Dot("Key"),
+			jen.Id("canonical"): jen.Id(unit).Dot("canonical"),
+			jen.Id("checkSeen"): jen.Lit(j.Source == model.SourceNone),
+		}
+		if j.Dest != nil {
+			def[jen.Id("write")] = jen.Func().Params(
+				jen.Id("ctx").Add(Context()), jen.Id("q").Id("querier"), jen.Id("u").Id(unit),
+				jen.Id("key").String(), jen.Id("v").Int32(),
+			).Params(jen.Id("Outcome"), jen.Error()).Block(
+				jen.Return(jen.Id("q").Assert(jen.Id("destQuerier")).Dot("write"+j.GoName).Call(
+					jen.Id("ctx"), jen.Id("u"), jen.Id("key"), jen.Id("v"))),
+			)
+		}
+		if len(j.Effects) > 0 {
+			def[jen.Id("effects")] = jen.Index().Id("effectDef").Types(jen.Id(unit)).ValuesFunc(func(g *jen.Group) {
+				for _, e := range j.Effects {
+					g.Add(effectDef(j, e))
+				}
+			})
+		}
+		g.Id("def").Op(":=").Op("&").Id("jobDef").Types(jen.Id(unit)).Values(def)
+		job := jen.Dict{jen.Id("e"): jen.Op("&").Id("engine").Types(jen.Id(unit)).Values(jen.Dict{
+			jen.Id("def"): jen.Id("def"),
+			jen.Id("st"):  jen.Id("store").Dot("st"),
+			jen.Id("opt"): jen.Id("newOptions").Call(jen.Id("opts")),
+		})}
+		if j.Source != model.SourceNone {
+			job[jen.Id("src")] = jen.Id("src")
+		}
+		g.Return(jen.Op("&").Id(j.GoName).Values(job), jen.Nil())
+	})
+}
+
+func effectDef(j *model.Job, e *model.Effect) *jen.Statement {
+	call := jen.Func().Params(effectParams(j)...).Params(jen.Index().Byte(), jen.Error())
+	if e.KeepResult {
+		call = call.Block(jen.Return(jen.Id("fx").Dot(e.GoName).Dot(e.GoName).Call(jen.Id("ctx"), jen.Id("key"), jen.Id("unit"))))
+	} else {
+		call = call.Block(jen.Return(jen.Nil(), jen.Id("fx").Dot(e.GoName).Dot(e.GoName).Call(jen.Id("ctx"), jen.Id("key"), jen.Id("unit"))))
+	}
+	d := jen.Dict{
+		jen.Id("name"):        jen.Lit(e.Name),
+		jen.Id("version"):     jen.Lit(e.Version),
+		jen.Id("when"):        jen.Id(whenConst(e.When)),
+		jen.Id("keyOf"):       jen.Id(e.GoName + "Key"),
+		jen.Id("lease"):       durationLit(e.Lease),
+		jen.Id("keepResult"):  jen.Lit(e.KeepResult),
+		jen.Id("maxAttempts"): jen.Lit(e.MaxAttempts),
+		jen.Id("call"):        call,
+	}
+	if e.Retention > 0 {
+		d[jen.Id("retention")] = durationLit(e.Retention)
+	}
+	return jen.Values(d)
+}
+
+func recv(j *model.Job) *jen.Statement { return jen.Params(jen.Id("j").Op("*").Id(j.GoName)) }
+
+// jobVerbs emits Run, Backfill, Process, Drain, Purge and Stale as they apply.
+func jobVerbs(f *jen.File, j *model.Job) {
+	ctx := jen.Id("ctx").Add(Context())
+	report := jen.Params(jen.Id("Report"), jen.Error())
+	switch j.Source {
+	case model.SourceWatermark:
+		markOf := jen.Func().Params(jen.Id("u").Id(j.Unit.GoName)).Add(Time()).Block(jen.Return(jen.Id("u").Dot(j.Watermark.GoName)))
+		f.Commentf("Run performs owed effects, then fetches the window from the stored watermark minus the")
+		f.Commentf("overlap (%s) to now, applies it, and only then advances the watermark.", j.Overlap)
+		f.Func().Add(recv(j)).Id("Run").Params(ctx.Clone()).Add(report.Clone()).Block(
+			jen.Return(jen.Id("j").Dot("e").Dot("runWatermark").Call(jen.Id("ctx"), durationLit(j.Overlap), jen.Id("j").Dot("src").Dot("Fetch"), markOf.Clone())),
+		)
+		f.Comment("Backfill re-runs a past window through the same keys and ledger: rows converge,")
+		f.Comment("effects already performed are not repeated, and the watermark does not move.")
+		f.Func().Add(recv(j)).Id("Backfill").Params(ctx.Clone(), jen.Id("w").Id("Window")).Add(report.Clone()).Block(
+			jen.Return(jen.Id("j").Dot("e").Dot("backfill").Call(jen.Id("ctx"), jen.Id("w"), jen.Id("j").Dot("src").Dot("Fetch"), markOf.Clone())),
+		)
+	case model.SourceCursor:
+		f.Comment("Run performs owed effects, then applies pages from the stored cursor; the cursor")
+		f.Comment("advances only after its whole page is applied.")
+		f.Func().Add(recv(j)).Id("Run").Params(ctx.Clone()).Add(report.Clone()).Block(
+			jen.Return(jen.Id("j").Dot("e").Dot("runCursorJob").Call(jen.Id("ctx"), jen.Id("j").Dot("src").Dot("Fetch"))),
+		)
+	}
+	f.Comment("Process applies handed-in units (a queue message, a webhook) and reports each one.")
+	f.Comment("A repeated key with the same payload is deduped; with a different payload it is a")
+	f.Comment("mismatch (ErrPayloadMismatch), never silently dropped.")
+	f.Func().Add(recv(j)).Id("Process").Params(ctx.Clone(), jen.Id("units").Op("...").Id(j.Unit.GoName)).Add(report.Clone()).Block(
+		jen.Return(jen.Id("j").Dot("e").Dot("process").Call(jen.Id("ctx"), jen.Id("units"))),
+	)
+	f.Comment("Drain performs every effect still owed by earlier runs: crashed, failed or leased out.")
+	f.Func().Add(recv(j)).Id("Drain").Params(ctx.Clone()).Add(report.Clone()).Block(
+		jen.Return(jen.Id("j").Dot("e").Dot("drainJob").Call(jen.Id("ctx"))),
+	)
+	f.Comment("Purge deletes done ledger rows older than each effect's retention and returns how many.")
+	f.Func().Add(recv(j)).Id("Purge").Params(ctx.Clone()).Params(jen.Int64(), jen.Error()).Block(
+		jen.Return(jen.Id("j").Dot("e").Dot("purge").Call(jen.Id("ctx"))),
+	)
+	if j.Dest != nil {
+		f.Commentf("Stale returns the keys of up to limit %s rows last computed by an older job", j.Dest.Table)
+		f.Commentf("version than %d, so they can be found and recomputed (Backfill, or Process).", j.Version)
+		f.Func().Add(recv(j)).Id("Stale").Params(ctx.Clone(), jen.Id("limit").Int()).Params(jen.Index().String(), jen.Error()).Block(
+			jen.Return(jen.Id("j").Dot("e").Dot("st").Dot("auto").Call().Assert(jen.Id("destQuerier")).Dot("stale"+j.GoName).Call(
+				jen.Id("ctx"), jen.Int32().Call(jen.Id("j").Dot("e").Dot("def").Dot("version")), jen.Int32().Call(jen.Id("limit")))),
+		)
+	}
+}
+
+// crashPoints emits the job's crash points, in the order a run meets them:
+//
+//	var invoiceSyncCrashPoints = []crashPoint{pointRunStart, ...}
+func crashPoints(f *jen.File, j *model.Job) {
+	points := []string{"pointRunStart"}
+	if j.Source != model.SourceNone {
+		points = append(points, "pointBatchStart")
+	}
+	points = append(points, "pointUnitStart", "pointUnitBeforeCommit", "pointUnitAfterCommit")
+	if len(j.Effects) > 0 {
+		points = append(points, "pointEffectClaimed", "pointEffectBeforeCall", "pointEffectAfterCall", "pointEffectRecorded")
+	}
+	if j.Source != model.SourceNone {
+		points = append(points, "pointProgressBefore", "pointProgressAfter")
+	}
+	f.Commentf("%sCrashPoints are the durable boundaries of the %s job, where the crash tests stop it.", j.Lower(), j.Name)
+	f.Var().Id(j.Lower()+"CrashPoints").Op("=").Index().Id("crashPoint").ValuesFunc(func(g *jen.Group) {
+		for _, p := range points {
+			g.Id(p)
+		}
+	})
+}

@@ -1,0 +1,259 @@
+package golang
+
+import (
+	"fmt"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator/sqlgen"
+)
+
+// StoreFile emits the Store type, its constructors per dialect, Migrate and
+// the destQuerier interface the dialect adapters implement.
+func StoreFile(p *model.Package) *jen.File {
+	f := newFile(p.Name)
+	f.Anon("embed")
+	storeType(f, p)
+	destQuerier(f, p)
+	f.Comment("//go:embed migrations")
+	f.Var().Id("migrationsFS").Qual("embed", "FS")
+	migrationsFunc(f, p)
+	if p.Has(model.Postgres) {
+		storeConstructor(f, p, model.Postgres)
+	}
+	if p.Has(model.SQLite) {
+		storeConstructor(f, p, model.SQLite)
+	}
+	f.Comment("Migrate applies the package's migrations (goose, append-only) to the store's database.")
+	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("Migrate").Params(jen.Id("ctx").Add(Context())).Error().Block(
+		jen.Return(jen.Id("s").Dot("migrate").Call(jen.Id("ctx"))),
+	)
+	f.Comment("Ledger lists every ledger row, ordered by effect key, for operators and tests.")
+	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("Ledger").Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Id("LedgerEntry"), jen.Error()).Block(
+		jen.Return(jen.Id("s").Dot("st").Dot("auto").Call().Dot("ledger").Call(jen.Id("ctx"))),
+	)
+	return f
+}
+
+// storeType emits:
+//
+//	type Store struct { st store; migrate func(context.Context) error }
+func storeType(f *jen.File, p *model.Package) {
+	f.Commentf("Store is the database the %s jobs run against, PostgreSQL or SQLite.", p.Name)
+	f.Type().Id("Store").Struct(
+		jen.Id("st").Id("store"),
+		jen.Id("migrate").Func().Params(Context()).Error(),
+	)
+}
+
+// destQuerier emits the interface of per-job destination queries:
+//
+//	type destQuerier interface { querier; writeInvoiceSync(...) (Outcome, error); ... }
+func destQuerier(f *jen.File, p *model.Package) {
+	f.Comment("destQuerier is implemented by each dialect's querier for every destination table.")
+	f.Type().Id("destQuerier").InterfaceFunc(func(g *jen.Group) {
+		g.Id("querier")
+		for _, j := range p.Jobs {
+			if j.Dest == nil {
+				continue
+			}
+			g.Id("write"+j.GoName).Params(Context(), jen.Id(j.Unit.GoName), jen.String(), jen.Int32()).Params(jen.Id("Outcome"), jen.Error())
+			g.Id("list"+j.GoName).Params(Context()).Params(jen.Index().Id(j.Unit.GoName), jen.Error())
+			g.Id("stale"+j.GoName).Params(Context(), jen.Int32(), jen.Int32()).Params(jen.Index().String(), jen.Error())
+		}
+	})
+}
+
+func migrationsFunc(f *jen.File, p *model.Package) {
+	f.Comment("Migrations returns the goose migrations for dialect (\"postgres\" or \"sqlite\"),")
+	f.Comment("for teams that apply migrations with their own tooling.")
+	f.Func().Id("Migrations").Params(jen.Id("dialect").String()).Params(jen.Qual("io/fs", "FS"), jen.Error()).Block(
+		jen.Switch(jen.Id("dialect")).BlockFunc(func(g *jen.Group) {
+			for _, d := range p.Dialects {
+				g.Case(jen.Lit(string(d))).Block(jen.Return(jen.Qual("io/fs", "Sub").Call(jen.Id("migrationsFS"), jen.Lit(sqlgen.LayoutOf(d).Migrations))))
+			}
+		}),
+		jen.Return(jen.Nil(), Errorf().Call(jen.Lit(fmt.Sprintf("package %s has no migrations for dialect %%q", p.Name)), jen.Id("dialect"))),
+	)
+}
+
+// storeConstructor emits NewPostgresStore or NewSQLiteStore.
+func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
+	sub := jen.List(jen.Id("sub"), jen.Id("err")).Op(":=").Qual("io/fs", "Sub").Call(jen.Id("migrationsFS"), jen.Lit(sqlgen.LayoutOf(d).Migrations))
+	check := jen.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Id("err")))
+	table := jen.Lit(p.Tables.Migrations)
+	if d == model.Postgres {
+		f.Comment("NewPostgresStore returns a Store over a pgx pool.")
+		f.Func().Id("NewPostgresStore").Params(jen.Id("pool").Op("*").Add(PgxPool())).Op("*").Id("Store").Block(
+			jen.Return(jen.Op("&").Id("Store").Values(jen.Dict{
+				jen.Id("st"): jen.Id("pgStore").Values(jen.Id("pool")),
+				jen.Id("migrate"): jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
+					jen.Id("db").Op(":=").Qual("github.com/jackc/pgx/v5/stdlib", "OpenDBFromPool").Call(jen.Id("pool")),
+					jen.Defer().Id("db").Dot("Close").Call(),
+					sub, check,
+					jen.Return(jen.Id("migrate").Call(jen.Id("ctx"), jen.Id("db"), jen.Qual("github.com/pressly/goose/v3", "DialectPostgres"), jen.Id("sub"), table)),
+				),
+			})),
+		)
+		return
+	}
+	f.Comment("NewSQLiteStore returns a Store over a database/sql SQLite handle (any driver;")
+	f.Comment("the example and tests use github.com/ncruces/go-sqlite3, which is pure Go).")
+	f.Func().Id("NewSQLiteStore").Params(jen.Id("db").Op("*").Add(SQLDB())).Op("*").Id("Store").Block(
+		jen.Return(jen.Op("&").Id("Store").Values(jen.Dict{
+			jen.Id("st"): jen.Id("sqliteStore").Values(jen.Id("db")),
+			jen.Id("migrate"): jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
+				sub, check,
+				jen.Return(jen.Id("migrate").Call(jen.Id("ctx"), jen.Id("db"), jen.Qual("github.com/pressly/goose/v3", "DialectSQLite3"), jen.Id("sub"), table)),
+			),
+		})),
+	)
+}
+
+// DialectFile emits one dialect's destination queries for every job:
+//
+//	func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (Outcome, error)
+//	func (q pgQuerier) listInvoiceSync(ctx context.Context) ([]Invoice, error)
+//	func (q pgQuerier) staleInvoiceSync(ctx context.Context, v, limit int32) ([]string, error)
+func DialectFile(p *model.Package, d model.Dialect, importPath string) *jen.File {
+	f := newFile(p.Name)
+	db := importPath + "/" + sqlgen.LayoutOf(d).Out
+	recvType, noRows := "sqliteQuerier", "sqliteNoRows"
+	if d == model.Postgres {
+		recvType, noRows = "pgQuerier", "pgNoRows"
+	}
+	r := jen.Params(jen.Id("q").Id(recvType))
+	for _, j := range p.Jobs {
+		if j.Dest == nil {
+			continue
+		}
+		nothing := "OutcomeUnchanged"
+		if j.Dest.Write == model.InsertOnce {
+			nothing = "OutcomeDeduped"
+		}
+		version := jen.Id("v")
+		if d == model.SQLite {
+			version = jen.Int64().Call(jen.Id("v"))
+		}
+		params := jen.Dict{jen.Id("IdemgenKey"): jen.Id("key"), jen.Id("IdemgenJobVersion"): version}
+		for _, fld := range j.Unit.Fields {
+			params[jen.Id(fld.GoName)] = toDB(d, fld, jen.Id("u").Dot(fld.GoName))
+		}
+		f.Commentf("write%s upserts u into %s (%s).", j.GoName, j.Dest.Table, j.Dest.Write)
+		f.Func().Add(r.Clone()).Id("write"+j.GoName).Params(jen.Id("ctx").Add(Context()), jen.Id("u").Id(j.Unit.GoName), jen.Id("key").String(), jen.Id("v").Int32()).
+			Params(jen.Id("Outcome"), jen.Error()).Block(
+			jen.List(jen.Id("w"), jen.Id("err")).Op(":=").Id("q").Dot("q").Dot("Write"+j.GoName).Call(jen.Id("ctx"), jen.Qual(db, "Write"+j.GoName+"Params").Values(params)),
+			jen.Comment("No row back means the conflict clause wrote nothing."),
+			jen.If(jen.Id(noRows).Call(jen.Id("err"))).Block(jen.Return(jen.Id(nothing), jen.Nil())),
+			jen.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Lit(""), jen.Id("err"))),
+			jen.Return(jen.Id("Outcome").Call(jen.Id("w")), jen.Nil()),
+		)
+
+		f.Commentf("list%s reads every %s row back as units.", j.GoName, j.Dest.Table)
+		f.Func().Add(r.Clone()).Id("list"+j.GoName).Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Id(j.Unit.GoName), jen.Error()).BlockFunc(func(g *jen.Group) {
+			g.List(jen.Id("rs"), jen.Id("err")).Op(":=").Id("q").Dot("q").Dot("List"+j.GoName).Call(jen.Id("ctx"))
+			g.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("err")))
+			g.Id("out").Op(":=").Make(jen.Index().Id(j.Unit.GoName), jen.Lit(0), jen.Len(jen.Id("rs")))
+			g.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("rs")).Block(
+				jen.Id("out").Op("=").Append(jen.Id("out"), jen.Id(j.Unit.GoName).Values(jen.DictFunc(func(dd jen.Dict) {
+					for _, fld := range j.Unit.Fields {
+						col := jen.Id("r").Dot(fld.GoName)
+						if len(j.Unit.Fields) == 1 {
+							col = jen.Id("r")
+						}
+						dd[jen.Id(fld.GoName)] = fromDB(d, fld, col)
+					}
+				}))),
+			)
+			g.Return(jen.Id("out"), jen.Id("err"))
+		})
+
+		limitParams := jen.Dict{jen.Id("IdemgenJobVersion"): jen.Id("v"), jen.Id("RowLimit"): jen.Id("limit")}
+		if d == model.SQLite {
+			limitParams = jen.Dict{jen.Id("IdemgenJobVersion"): jen.Int64().Call(jen.Id("v")), jen.Id("RowLimit"): jen.Int64().Call(jen.Id("limit"))}
+		}
+		f.Commentf("stale%s lists keys of rows written by a job version older than v.", j.GoName)
+		f.Func().Add(r.Clone()).Id("stale"+j.GoName).Params(jen.Id("ctx").Add(Context()), jen.List(jen.Id("v"), jen.Id("limit")).Int32()).Params(jen.Index().String(), jen.Error()).Block(
+			jen.Return(jen.Id("q").Dot("q").Dot("Stale"+j.GoName).Call(jen.Id("ctx"), jen.Qual(db, "Stale"+j.GoName+"Params").Values(limitParams))),
+		)
+	}
+	return f
+}
+
+// toDB converts a unit field to the sqlc parameter type of the dialect.
+func toDB(d model.Dialect, f *model.Field, v *jen.Statement) *jen.Statement {
+	if d == model.Postgres {
+		return v // sqlc overrides map every PostgreSQL column to the unit's own Go type
+	}
+	if f.Nullable {
+		switch f.Type {
+		case model.String:
+			return jen.Id("sqlNullString").Call(v)
+		case model.Int32, model.Int64:
+			return jen.Id("sqlNullInt").Call(v)
+		case model.Float64:
+			return jen.Id("sqlNullFloat").Call(v)
+		case model.Bool:
+			return jen.Id("sqlNullBool").Call(v)
+		case model.Time:
+			return jen.Id("sqlNullTime").Call(v)
+		case model.JSON:
+			return jen.Id("sqlNullBytes").Call(v)
+		case model.UUID:
+			return jen.Id("sqlNullStringer").Call(v)
+		}
+		return v // bytes: nil is NULL
+	}
+	switch f.Type {
+	case model.Int32:
+		return jen.Int64().Call(v)
+	case model.Time:
+		return jen.Id("sqliteTime").Call(v)
+	case model.JSON:
+		return jen.String().Call(v)
+	case model.UUID:
+		return v.Dot("String").Call()
+	}
+	return v
+}
+
+// fromDB converts a sqlc column value back to the unit field type.
+func fromDB(d model.Dialect, f *model.Field, v *jen.Statement) *jen.Statement {
+	if d == model.Postgres {
+		return v
+	}
+	errp := jen.Op("&").Id("err")
+	if f.Nullable {
+		switch f.Type {
+		case model.String:
+			return jen.Id("readNullString").Call(v)
+		case model.Int32:
+			return jen.Id("readNullInt").Types(jen.Int32()).Call(v)
+		case model.Int64:
+			return jen.Id("readNullInt").Types(jen.Int64()).Call(v)
+		case model.Float64:
+			return jen.Id("readNullFloat").Call(v)
+		case model.Bool:
+			return jen.Id("readNullBool").Call(v)
+		case model.Time:
+			return jen.Id("readNullTime").Call(v, errp)
+		case model.JSON:
+			return jen.Id("readNullBytes").Types(jen.Qual(jsonPkg, "RawMessage")).Call(v)
+		case model.UUID:
+			return jen.Id("readNullParsed").Call(v, jen.Qual(uuidPkg, "Parse"), errp)
+		}
+		return v
+	}
+	switch f.Type {
+	case model.Int32:
+		return jen.Int32().Call(v)
+	case model.Time:
+		return jen.Id("readTime").Call(v, errp)
+	case model.JSON:
+		return jen.Qual(jsonPkg, "RawMessage").Call(v)
+	case model.UUID:
+		return jen.Id("readParsed").Call(v, jen.Qual(uuidPkg, "Parse"), errp)
+	}
+	return v
+}

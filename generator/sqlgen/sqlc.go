@@ -1,0 +1,56 @@
+package sqlgen
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/idemgen/idemgen/generator/model"
+)
+
+// Layout of one dialect inside the generated package.
+type Layout struct {
+	Migrations string // migrations/<dialect>
+	Queries    string // internal/<pkg>/queries.sql
+	Out        string // internal/<pkg>
+	GoPackage  string
+}
+
+// LayoutOf returns where a dialect's SQL and sqlc output live.
+func LayoutOf(d model.Dialect) Layout {
+	pkg := map[model.Dialect]string{model.Postgres: "pgdb", model.SQLite: "sqlitedb"}[d]
+	return Layout{
+		Migrations: "migrations/" + string(d),
+		Queries:    "internal/" + pkg + "/queries.sql",
+		Out:        "internal/" + pkg,
+		GoPackage:  pkg,
+	}
+}
+
+// SQLCConfig is sqlc.yaml for the package's dialects. Names follow
+// model.GoName (initialisms included) so Go code can predict sqlc's fields.
+func SQLCConfig(p *model.Package) []byte {
+	inits := model.Initialisms()
+	slices.Sort(inits)
+	var b strings.Builder
+	b.WriteString("version: \"2\"\nsql:\n")
+	for _, d := range p.Dialects {
+		l := LayoutOf(d)
+		engine := map[model.Dialect]string{model.Postgres: "postgresql", model.SQLite: "sqlite"}[d]
+		fmt.Fprintf(&b, "  - engine: %s\n    schema: %s\n    queries: %s\n    gen:\n      go:\n", engine, l.Migrations, l.Queries)
+		fmt.Fprintf(&b, "        package: %s\n        out: %s\n        initialisms: [%s]\n", l.GoPackage, l.Out, strings.Join(inits, ", "))
+		if d == model.Postgres {
+			b.WriteString(`        sql_package: pgx/v5
+        emit_pointers_for_null_types: true
+        overrides:
+          - {db_type: timestamptz, go_type: time.Time}
+          - {db_type: timestamptz, nullable: true, go_type: {type: time.Time, pointer: true}}
+          - {db_type: uuid, go_type: github.com/google/uuid.UUID}
+          - {db_type: uuid, nullable: true, go_type: {import: github.com/google/uuid, type: UUID, pointer: true}}
+          - {db_type: jsonb, go_type: encoding/json.RawMessage}
+          - {db_type: jsonb, nullable: true, go_type: encoding/json.RawMessage}
+`)
+		}
+	}
+	return []byte(b.String())
+}

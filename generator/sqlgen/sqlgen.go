@@ -1,0 +1,168 @@
+// Package sqlgen knows the SQL dialects: it turns the model into schema
+// migrations, sqlc queries and the sqlc configuration, rendering templates/.
+package sqlgen
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"text/template"
+
+	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/templates"
+)
+
+var tmpl = template.Must(template.New("sql").Funcs(template.FuncMap{
+	"join": strings.Join,
+}).ParseFS(templates.FS, "sql/*.tmpl"))
+
+// Column is one destination column.
+type Column struct {
+	Name    string
+	Type    string
+	NotNull bool
+	Default string
+}
+
+// Job is the SQL view of one job.
+type Job struct {
+	GoName     string
+	Table      string // empty when the job has no destination
+	Columns    []Column
+	Unique     []string
+	InsertOnce bool
+	InsertCols []string
+	Params     []string
+	SelectCols []string
+	UpdateSet  []string
+	Distinct   string
+	Where      string
+}
+
+// data is what the templates see.
+type data struct {
+	T                               model.Tables
+	Text, Int, BigInt, Bytes, Time  string
+	GreatestMark                    string
+	Jobs                            []Job
+}
+
+// JobsReversed lists jobs last first, for down migrations.
+func (d data) JobsReversed() []Job {
+	out := slices.Clone(d.Jobs)
+	slices.Reverse(out)
+	return out
+}
+
+// ColumnType is the SQL type of a field in a dialect.
+func ColumnType(d model.Dialect, t model.Type) string {
+	if d == model.Postgres {
+		return map[model.Type]string{
+			model.String: "text", model.Int32: "integer", model.Int64: "bigint", model.Float64: "double precision",
+			model.Bool: "boolean", model.Time: "timestamptz", model.Bytes: "bytea", model.JSON: "jsonb", model.UUID: "uuid",
+		}[t]
+	}
+	// SQLite: times are fixed-width UTC text so text order is time order.
+	return map[model.Type]string{
+		model.String: "TEXT", model.Int32: "INTEGER", model.Int64: "INTEGER", model.Float64: "REAL",
+		model.Bool: "BOOLEAN", model.Time: "TEXT", model.Bytes: "BLOB", model.JSON: "TEXT", model.UUID: "TEXT",
+	}[t]
+}
+
+func newData(p *model.Package, d model.Dialect) data {
+	dd := data{T: p.Tables}
+	if d == model.Postgres {
+		dd.Text, dd.Int, dd.BigInt, dd.Bytes, dd.Time = "text", "integer", "bigint", "bytea", "timestamptz"
+		dd.GreatestMark = "GREATEST(p.watermark, excluded.watermark)"
+	} else {
+		dd.Text, dd.Int, dd.BigInt, dd.Bytes, dd.Time = "TEXT", "INTEGER", "INTEGER", "BLOB", "TEXT"
+		// SQLite's max() is NULL if any argument is; the stored mark may be NULL.
+		dd.GreatestMark = "coalesce(max(p.watermark, excluded.watermark), excluded.watermark)"
+	}
+	for _, j := range p.Jobs {
+		dd.Jobs = append(dd.Jobs, newJob(j, d, dd))
+	}
+	return dd
+}
+
+func newJob(j *model.Job, d model.Dialect, dd data) Job {
+	sj := Job{GoName: j.GoName}
+	dest := j.Dest
+	if dest == nil {
+		return sj
+	}
+	sj.Table = dest.Table
+	sj.InsertOnce = dest.Write == model.InsertOnce
+	for _, f := range j.Unit.Fields {
+		sj.Columns = append(sj.Columns, Column{Name: f.Name, Type: ColumnType(d, f.Type), NotNull: !f.Nullable})
+		sj.InsertCols = append(sj.InsertCols, f.Name)
+		sj.SelectCols = append(sj.SelectCols, f.Name)
+		sj.Params = append(sj.Params, "sqlc.narg("+f.Name+")")
+		if !f.Nullable {
+			sj.Params[len(sj.Params)-1] = "@" + f.Name
+		}
+	}
+	sj.Columns = append(sj.Columns,
+		Column{Name: "idemgen_key", Type: dd.Text, NotNull: true},
+		Column{Name: "idemgen_job_version", Type: dd.Int, NotNull: true},
+		Column{Name: "idemgen_rev", Type: dd.BigInt, NotNull: true, Default: "1"},
+		Column{Name: "idemgen_write", Type: dd.Text, NotNull: true, Default: "'inserted'"},
+	)
+	sj.InsertCols = append(sj.InsertCols, "idemgen_key", "idemgen_job_version")
+	sj.Params = append(sj.Params, "@idemgen_key", "@idemgen_job_version")
+	for _, f := range dest.Unique {
+		sj.Unique = append(sj.Unique, f.Name)
+	}
+	// Only excluded.* on the right-hand side: sqlc on SQLite drops
+	// parameters inside ON CONFLICT DO UPDATE.
+	for _, f := range dest.Data {
+		sj.UpdateSet = append(sj.UpdateSet, fmt.Sprintf("%s = excluded.%s", f.Name, f.Name))
+	}
+	sj.UpdateSet = append(sj.UpdateSet,
+		"idemgen_key = excluded.idemgen_key",
+		"idemgen_job_version = excluded.idemgen_job_version")
+	sj.Distinct = distinct(d, dest.Data)
+	where := fmt.Sprintf("(%s OR excluded.idemgen_job_version > d.idemgen_job_version)", sj.Distinct)
+	if nw := dest.NewerWins; nw != nil {
+		// A replay of older data never overwrites newer data.
+		where = fmt.Sprintf("excluded.%s >= d.%s AND %s", nw.Name, nw.Name, where)
+	}
+	sj.Where = where
+	return sj
+}
+
+// distinct is a SQL condition true when the stored data differs from the new data.
+func distinct(d model.Dialect, fields []*model.Field) string {
+	if len(fields) == 0 {
+		return "false"
+	}
+	var l, r, ors []string
+	for _, f := range fields {
+		l = append(l, "d."+f.Name)
+		r = append(r, "excluded."+f.Name)
+		ors = append(ors, fmt.Sprintf("d.%s IS NOT excluded.%s", f.Name, f.Name))
+	}
+	if d == model.Postgres {
+		return fmt.Sprintf("(%s) IS DISTINCT FROM (%s)", strings.Join(l, ", "), strings.Join(r, ", "))
+	}
+	return "(" + strings.Join(ors, " OR ") + ")"
+}
+
+func render(name string, v any) []byte {
+	var b bytes.Buffer
+	if err := tmpl.ExecuteTemplate(&b, name, v); err != nil {
+		panic(fmt.Sprintf("sqlgen: template %s: %v", name, err)) // a template bug, caught by every test
+	}
+	return b.Bytes()
+}
+
+// InitialMigration is a dialect's first migration: every table the package needs.
+func InitialMigration(p *model.Package, d model.Dialect) []byte {
+	return render("migration.sql.tmpl", newData(p, d))
+}
+
+// Queries is the sqlc query file for a dialect.
+func Queries(p *model.Package, d model.Dialect) []byte {
+	return render("queries.sql.tmpl", newData(p, d))
+}

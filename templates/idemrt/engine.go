@@ -1,0 +1,773 @@
+package idemrt
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Window is the time range a watermark run or backfill fetches: units whose
+// watermark field lies in [Since, Until).
+type Window struct {
+	Since, Until time.Time
+}
+
+// Outcome is what happened to one unit.
+type Outcome string
+
+const (
+	OutcomeInserted  Outcome = "inserted"  // a new destination row
+	OutcomeUpdated   Outcome = "updated"   // an existing row took newer data
+	OutcomeUnchanged Outcome = "unchanged" // the row already held this (or newer) data
+	OutcomeDeduped   Outcome = "deduped"   // the key was already handled; nothing written
+	OutcomeAccepted  Outcome = "accepted"  // no destination: the unit's effects were considered
+	OutcomeFailed    Outcome = "failed"    // the unit's write failed; retried on the next run
+	OutcomeMismatch  Outcome = "mismatch"  // a handed-in key came back with a different payload
+)
+
+// EffectOutcome is what happened to one effect of one unit.
+type EffectOutcome string
+
+const (
+	EffectDone    EffectOutcome = "done"    // the provider was called and the ledger marked done
+	EffectDeduped EffectOutcome = "deduped" // the ledger says done already; the kept result is returned
+	EffectFailed  EffectOutcome = "failed"  // the provider failed; retried on a later run
+	EffectParked  EffectOutcome = "parked"  // failed max_attempts times; left for a person
+	EffectBusy    EffectOutcome = "busy"    // another run holds the reservation's lease
+)
+
+// ErrPayloadMismatch is reported when a handed-in unit repeats a key with a
+// different payload: a retry must carry the same data.
+var ErrPayloadMismatch = errors.New("same key, different payload")
+
+// Report counts what one run did. Units is filled by Process only.
+type Report struct {
+	Job string
+
+	Seen, Inserted, Updated, Unchanged, Deduped, Accepted, Failed, Mismatched int
+
+	EffectsDone, EffectsDeduped, EffectsFailed, EffectsParked, EffectsBusy int
+
+	Units []UnitResult
+}
+
+// UnitResult is the outcome of one handed-in unit and its effects.
+type UnitResult struct {
+	Key     string
+	Outcome Outcome
+	Err     error
+	Effects []EffectResult
+}
+
+// EffectResult is the outcome of one effect; Result is the kept result, if any.
+type EffectResult struct {
+	Effect  string
+	Key     string
+	Outcome EffectOutcome
+	Result  []byte
+	Err     error
+}
+
+func (r *Report) countUnit(o Outcome) {
+	r.Seen++
+	switch o {
+	case OutcomeInserted:
+		r.Inserted++
+	case OutcomeUpdated:
+		r.Updated++
+	case OutcomeUnchanged:
+		r.Unchanged++
+	case OutcomeDeduped:
+		r.Deduped++
+	case OutcomeAccepted:
+		r.Accepted++
+	case OutcomeFailed:
+		r.Failed++
+	case OutcomeMismatch:
+		r.Failed++
+		r.Mismatched++
+	}
+}
+
+func (r *Report) countEffect(o EffectOutcome) {
+	switch o {
+	case EffectDone:
+		r.EffectsDone++
+	case EffectDeduped:
+		r.EffectsDeduped++
+	case EffectFailed:
+		r.EffectsFailed++
+	case EffectParked:
+		r.EffectsFailed++
+		r.EffectsParked++
+	case EffectBusy:
+		r.EffectsBusy++
+	}
+}
+
+func (r *Report) add(o Report) {
+	r.Seen += o.Seen
+	r.Inserted += o.Inserted
+	r.Updated += o.Updated
+	r.Unchanged += o.Unchanged
+	r.Deduped += o.Deduped
+	r.Accepted += o.Accepted
+	r.Failed += o.Failed
+	r.Mismatched += o.Mismatched
+	r.EffectsDone += o.EffectsDone
+	r.EffectsDeduped += o.EffectsDeduped
+	r.EffectsFailed += o.EffectsFailed
+	r.EffectsParked += o.EffectsParked
+	r.EffectsBusy += o.EffectsBusy
+	r.Units = append(r.Units, o.Units...)
+}
+
+// LogValue lets a Report be logged as one slog group.
+func (r Report) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("job", r.Job),
+		slog.Int("seen", r.Seen), slog.Int("inserted", r.Inserted), slog.Int("updated", r.Updated),
+		slog.Int("unchanged", r.Unchanged), slog.Int("deduped", r.Deduped), slog.Int("accepted", r.Accepted),
+		slog.Int("failed", r.Failed), slog.Int("mismatched", r.Mismatched),
+		slog.Int("effects_done", r.EffectsDone), slog.Int("effects_deduped", r.EffectsDeduped),
+		slog.Int("effects_failed", r.EffectsFailed), slog.Int("effects_parked", r.EffectsParked),
+		slog.Int("effects_busy", r.EffectsBusy),
+	)
+}
+
+// String prints the counts on one line.
+func (r Report) String() string {
+	return fmt.Sprintf("%s: seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d failed=%d mismatched=%d effects: done=%d deduped=%d failed=%d parked=%d busy=%d",
+		r.Job, r.Seen, r.Inserted, r.Updated, r.Unchanged, r.Deduped, r.Accepted, r.Failed, r.Mismatched,
+		r.EffectsDone, r.EffectsDeduped, r.EffectsFailed, r.EffectsParked, r.EffectsBusy)
+}
+
+// Option configures a job.
+type Option func(*options)
+
+type options struct {
+	log      *slog.Logger
+	now      func() time.Time
+	owner    string
+	start    time.Time
+	maxPages int
+	hook     crashHook
+}
+
+// WithLogger sends the job's logs to l (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithClock replaces time.Now, for leases, windows and ledger times.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithOwner names this worker in ledger leases (default: a random id per job value).
+func WithOwner(owner string) Option { return func(o *options) { o.owner = owner } }
+
+// WithStart sets where a watermark job's first window begins (default: the zero time).
+func WithStart(t time.Time) Option { return func(o *options) { o.start = t } }
+
+// WithMaxPages bounds how many source pages one run fetches (default 10000).
+func WithMaxPages(n int) Option { return func(o *options) { o.maxPages = n } }
+
+// withCrashHook is for the generated crash-simulation tests only.
+func withCrashHook(h crashHook) Option { return func(o *options) { o.hook = h } }
+
+func newOptions(opts []Option) options {
+	o := options{log: slog.Default(), now: time.Now, maxPages: 10000}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.owner == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		o.owner = hex.EncodeToString(b[:])
+	}
+	return o
+}
+
+// crashPoint names a durable boundary of a job, where the crash tests stop it.
+type crashPoint string
+
+const (
+	pointRunStart         crashPoint = "run.start"
+	pointBatchStart       crashPoint = "batch.start"
+	pointUnitStart        crashPoint = "unit.start"
+	pointUnitBeforeCommit crashPoint = "unit.commit.before"
+	pointUnitAfterCommit  crashPoint = "unit.commit.after"
+	pointEffectClaimed    crashPoint = "effect.claim.after"
+	pointEffectBeforeCall crashPoint = "effect.call.before"
+	pointEffectAfterCall  crashPoint = "effect.call.after"
+	pointEffectRecorded   crashPoint = "effect.record.after"
+	pointProgressBefore   crashPoint = "progress.save.before"
+	pointProgressAfter    crashPoint = "progress.save.after"
+)
+
+// crashHook is called at every crash point when set. It may block forever
+// (a crash: the goroutine is parked, nothing unwinds) or return an error the
+// job treats as the failure of the step just taken.
+type crashHook func(ctx context.Context, p crashPoint, detail string) error
+
+// ledger states.
+const (
+	statePending = "pending"
+	stateDone    = "done"
+	stateFailed  = "failed"
+)
+
+// store is one dialect's access to the package's tables.
+type store interface {
+	// inTx runs fn in one transaction, committing when fn returns nil.
+	inTx(ctx context.Context, fn func(q querier) error) error
+	// auto runs single statements outside a transaction.
+	auto() querier
+}
+
+// querier holds the bookkeeping queries every job uses. Each dialect
+// implements it over its sqlc-generated queries.
+type querier interface {
+	progress(ctx context.Context, job string) (progressRow, error)
+	saveWatermark(ctx context.Context, job string, mark time.Time, jobVersion int32, now time.Time) error
+	saveCursor(ctx context.Context, job, cursor string, position int64, jobVersion int32, now time.Time) error
+	see(ctx context.Context, job, unitKey string, hash []byte, jobVersion int32, now time.Time) (prev []byte, fresh bool, err error)
+	reserve(ctx context.Context, r ledgerRow, now time.Time) error
+	decided(ctx context.Context, job, effect, unitKey string) (bool, error)
+	claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error)
+	complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error)
+	release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, now time.Time) (state string, err error)
+	effect(ctx context.Context, key string) (ledgerRow, bool, error)
+	pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]ledgerRow, error)
+	purge(ctx context.Context, job, effect string, before time.Time) (int64, error)
+	ledger(ctx context.Context) ([]LedgerEntry, error)
+}
+
+type progressRow struct {
+	found     bool
+	watermark time.Time
+	hasMark   bool
+	cursor    string
+	position  int64
+}
+
+type ledgerRow struct {
+	key           string
+	job           string
+	effect        string
+	effectVersion int32
+	jobVersion    int32
+	unitKey       string
+	payload       []byte
+	state         string
+	attempts      int32
+	result        []byte
+	lastError     string
+}
+
+// when an effect is decided, relative to the destination write.
+type effectWhen int
+
+const (
+	whenAlways   effectWhen = iota
+	whenInserted            // the write inserted the row
+	whenChanged             // the write inserted or changed the row
+)
+
+func (w effectWhen) matches(o Outcome) bool {
+	switch w {
+	case whenInserted:
+		return o == OutcomeInserted
+	case whenChanged:
+		return o == OutcomeInserted || o == OutcomeUpdated
+	}
+	return o != OutcomeFailed && o != OutcomeMismatch
+}
+
+// jobDef is what the generated code tells the engine about one job.
+type jobDef[U any] struct {
+	name    string
+	version int32
+	// keyOf renders the unit's idempotency key.
+	keyOf func(U) string
+	// canonical returns the unit with times in UTC, so payloads compare by value.
+	canonical func(U) U
+	// write upserts the unit into the destination; nil when there is none.
+	write func(ctx context.Context, q querier, u U, key string, jobVersion int32) (Outcome, error)
+	// checkSeen records handed-in keys with a payload hash (source: none).
+	checkSeen bool
+	effects   []effectDef[U]
+}
+
+type effectDef[U any] struct {
+	name        string
+	version     int32
+	when        effectWhen
+	keyOf       func(U) string
+	lease       time.Duration
+	retention   time.Duration // zero: keep forever
+	keepResult  bool
+	maxAttempts int32
+	// call performs the effect at the provider, passing key as its idempotency key.
+	call func(ctx context.Context, key string, u U) ([]byte, error)
+}
+
+// engine runs one job over one store.
+type engine[U any] struct {
+	def *jobDef[U]
+	st  store
+	opt options
+}
+
+func (e *engine[U]) hit(ctx context.Context, p crashPoint, detail string) error {
+	if e.opt.hook == nil {
+		return nil
+	}
+	return e.opt.hook(ctx, p, detail)
+}
+
+func (e *engine[U]) payload(u U) ([]byte, error) {
+	b, err := json.Marshal(e.def.canonical(u))
+	if err != nil {
+		return nil, fmt.Errorf("encode unit: %w", err)
+	}
+	return b, nil
+}
+
+// applied is what applying a batch tells the progress logic.
+type applied struct {
+	failed int
+	// oldestFailed is the smallest watermark value among failed units.
+	oldestFailed time.Time
+}
+
+// apply handles a batch of units: each in its own transaction, so one bad
+// unit never undoes the others, then the effects each one decided.
+func (e *engine[U]) apply(ctx context.Context, units []U, rep *Report, collect bool, markOf func(U) time.Time) (applied, error) {
+	var res applied
+	for _, u := range units {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		ur := e.applyUnit(ctx, u, rep)
+		if ur.Outcome == OutcomeFailed || ur.Outcome == OutcomeMismatch {
+			res.failed++
+			if markOf != nil {
+				if m := markOf(u); res.oldestFailed.IsZero() || m.Before(res.oldestFailed) {
+					res.oldestFailed = m
+				}
+			}
+		}
+		if collect {
+			rep.Units = append(rep.Units, ur)
+		}
+	}
+	return res, nil
+}
+
+func (e *engine[U]) applyUnit(ctx context.Context, u U, rep *Report) UnitResult {
+	key := e.def.keyOf(u)
+	log := e.opt.log.With(slog.String("job", e.def.name), slog.String("key", key))
+	ur := UnitResult{Key: key}
+	fail := func(o Outcome, err error) UnitResult {
+		ur.Outcome, ur.Err = o, err
+		rep.countUnit(o)
+		log.Warn("idemgen: unit failed", slog.String("outcome", string(o)), slog.Any("err", err))
+		return ur
+	}
+	if err := e.hit(ctx, pointUnitStart, key); err != nil {
+		return fail(OutcomeFailed, err)
+	}
+	payload, err := e.payload(u)
+	if err != nil {
+		return fail(OutcomeFailed, err)
+	}
+	now := e.opt.now()
+	outcome := OutcomeAccepted
+	err = e.st.inTx(ctx, func(q querier) error {
+		if e.def.checkSeen {
+			sum := sha256.Sum256(payload)
+			prev, fresh, err := q.see(ctx, e.def.name, key, sum[:], e.def.version, now)
+			if err != nil {
+				return fmt.Errorf("record key: %w", err)
+			}
+			if !fresh {
+				if !bytes.Equal(prev, sum[:]) {
+					return ErrPayloadMismatch
+				}
+				outcome = OutcomeDeduped
+			}
+		}
+		if e.def.write != nil && outcome != OutcomeDeduped {
+			o, err := e.def.write(ctx, q, u, key, e.def.version)
+			if err != nil {
+				return fmt.Errorf("write destination: %w", err)
+			}
+			outcome = o
+		}
+		// The reservation shares the write's transaction: no crash can
+		// separate "the row was inserted" from "the effect is owed".
+		for _, fx := range e.def.effects {
+			decide := fx.when.matches(outcome)
+			if !decide && outcome != OutcomeDeduped {
+				// A unit decided under an earlier effect version owes the
+				// new version once: version bumps are deliberate.
+				was, err := q.decided(ctx, e.def.name, fx.name, key)
+				if err != nil {
+					return fmt.Errorf("effect %q: look up ledger: %w", fx.name, err)
+				}
+				decide = was
+			}
+			if !decide {
+				continue
+			}
+			r := ledgerRow{
+				key: fx.keyOf(u), job: e.def.name, effect: fx.name, effectVersion: fx.version,
+				jobVersion: e.def.version, unitKey: key, payload: payload,
+			}
+			if err := q.reserve(ctx, r, now); err != nil {
+				return fmt.Errorf("effect %q: reserve: %w", fx.name, err)
+			}
+		}
+		return e.hit(ctx, pointUnitBeforeCommit, key)
+	})
+	if err == nil {
+		err = e.hit(ctx, pointUnitAfterCommit, key)
+	}
+	if errors.Is(err, ErrPayloadMismatch) {
+		return fail(OutcomeMismatch, fmt.Errorf("job %q key %q: %w", e.def.name, key, err))
+	}
+	if err != nil {
+		return fail(OutcomeFailed, fmt.Errorf("job %q key %q: %w", e.def.name, key, err))
+	}
+	ur.Outcome = outcome
+	rep.countUnit(outcome)
+	log.Debug("idemgen: unit applied", slog.String("outcome", string(outcome)))
+	for _, fx := range e.def.effects {
+		er := e.perform(ctx, fx, fx.keyOf(u), u, log)
+		if er.Outcome == "" {
+			continue // not owed
+		}
+		rep.countEffect(er.Outcome)
+		ur.Effects = append(ur.Effects, er)
+	}
+	return ur
+}
+
+// perform runs one reserved effect: claim its lease, call the provider with
+// the key, record the result. A key with no reservation is not owed.
+func (e *engine[U]) perform(ctx context.Context, fx effectDef[U], key string, u U, log *slog.Logger) EffectResult {
+	er := EffectResult{Effect: fx.name, Key: key}
+	log = log.With(slog.String("effect", fx.name), slog.String("effect_key", key))
+	now := e.opt.now()
+	claimed, err := e.st.auto().claim(ctx, key, e.opt.owner, now, now.Add(fx.lease))
+	if err != nil {
+		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: claim: %w", fx.name, key, err)
+		log.Warn("idemgen: effect claim failed", slog.Any("err", err))
+		return er
+	}
+	if !claimed {
+		row, found, err := e.st.auto().effect(ctx, key)
+		switch {
+		case err != nil:
+			er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: read ledger: %w", fx.name, key, err)
+		case !found:
+			// Not reserved: the write did not decide this effect.
+		case row.state == stateDone:
+			er.Outcome, er.Result = EffectDeduped, row.result
+		case row.state == stateFailed:
+			er.Outcome, er.Err = EffectParked, errors.New(row.lastError)
+		default:
+			er.Outcome = EffectBusy
+		}
+		return er
+	}
+	if err := e.hit(ctx, pointEffectClaimed, key); err != nil {
+		return e.release(ctx, fx, key, err, log)
+	}
+	if err := e.hit(ctx, pointEffectBeforeCall, key); err != nil {
+		return e.release(ctx, fx, key, err, log)
+	}
+	result, callErr := fx.call(ctx, key, u)
+	if err := e.hit(ctx, pointEffectAfterCall, key); err != nil && callErr == nil {
+		callErr = err
+	}
+	if callErr != nil {
+		return e.release(ctx, fx, key, callErr, log)
+	}
+	if !fx.keepResult {
+		result = nil
+	}
+	ok, err := e.st.auto().complete(ctx, key, e.opt.owner, result, e.opt.now())
+	if err != nil {
+		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: record done: %w", fx.name, key, err)
+		log.Warn("idemgen: effect performed but not recorded; it will be retried with the same key", slog.Any("err", err))
+		return er
+	}
+	if !ok {
+		log.Warn("idemgen: effect lease was taken over before it was recorded; the provider saw the same key twice")
+	}
+	if err := e.hit(ctx, pointEffectRecorded, key); err != nil {
+		er.Outcome, er.Err = EffectFailed, err
+		return er
+	}
+	log.Info("idemgen: effect done")
+	er.Outcome, er.Result = EffectDone, result
+	return er
+}
+
+func (e *engine[U]) release(ctx context.Context, fx effectDef[U], key string, cause error, log *slog.Logger) EffectResult {
+	er := EffectResult{Effect: fx.name, Key: key, Outcome: EffectFailed, Err: fmt.Errorf("effect %q key %q: %w", fx.name, key, cause)}
+	state, err := e.st.auto().release(ctx, key, e.opt.owner, cause.Error(), fx.maxAttempts, e.opt.now())
+	if err != nil {
+		log.Warn("idemgen: effect failed; releasing its lease failed too", slog.Any("err", cause), slog.Any("release_err", err))
+		return er
+	}
+	if state == stateFailed {
+		er.Outcome = EffectParked
+		log.Error("idemgen: effect parked after max attempts", slog.Any("err", cause))
+		return er
+	}
+	log.Warn("idemgen: effect failed; it will be retried", slog.Any("err", cause))
+	return er
+}
+
+// drain performs every reservation of this job that is still pending and not
+// leased: effects owed by earlier runs that crashed or failed.
+func (e *engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), rep *Report) error {
+	byName := map[string]effectDef[U]{}
+	for _, fx := range e.def.effects {
+		byName[fx.name] = fx
+	}
+	after := ""
+	for {
+		rows, err := e.st.auto().pending(ctx, e.def.name, e.opt.now(), after, 100)
+		if err != nil {
+			return fmt.Errorf("job %q: list pending effects: %w", e.def.name, err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		for _, row := range rows {
+			after = row.key
+			fx, ok := byName[row.effect]
+			log := e.opt.log.With(slog.String("job", e.def.name), slog.String("key", row.unitKey))
+			if !ok {
+				log.Warn("idemgen: pending effect is no longer in the spec; left as is", slog.String("effect", row.effect))
+				continue
+			}
+			u, err := decode(row.payload)
+			if err != nil {
+				log.Error("idemgen: pending effect payload unreadable", slog.Any("err", err))
+				continue
+			}
+			er := e.perform(ctx, fx, row.key, u, log)
+			if er.Outcome != "" {
+				rep.countEffect(er.Outcome)
+			}
+		}
+	}
+}
+
+// runWindow fetches and applies one window page by page. With save, the
+// watermark advances afterwards, and never past a failed unit.
+func (e *engine[U]) runWindow(ctx context.Context, w Window, save bool,
+	fetch func(ctx context.Context, w Window, page string) ([]U, string, error),
+	markOf func(U) time.Time, rep *Report) error {
+	page := ""
+	var oldestFailed time.Time
+	for n := 0; n < e.opt.maxPages; n++ {
+		if err := e.hit(ctx, pointBatchStart, page); err != nil {
+			return err
+		}
+		units, next, err := fetch(ctx, w, page)
+		if err != nil {
+			return fmt.Errorf("job %q: fetch window %s..%s: %w", e.def.name, w.Since.Format(time.RFC3339), w.Until.Format(time.RFC3339), err)
+		}
+		res, err := e.apply(ctx, units, rep, false, markOf)
+		if err != nil {
+			return err
+		}
+		if res.failed > 0 && (oldestFailed.IsZero() || res.oldestFailed.Before(oldestFailed)) {
+			oldestFailed = res.oldestFailed
+		}
+		if next == "" || next == page {
+			break
+		}
+		page = next
+	}
+	if !save {
+		return nil
+	}
+	mark := w.Until
+	if !oldestFailed.IsZero() && oldestFailed.Before(mark) {
+		// Hold the mark at the oldest failure so the next window fetches it again.
+		mark = oldestFailed
+	}
+	if err := e.hit(ctx, pointProgressBefore, ""); err != nil {
+		return err
+	}
+	if err := e.st.auto().saveWatermark(ctx, e.def.name, mark, e.def.version, e.opt.now()); err != nil {
+		return fmt.Errorf("job %q: save watermark: %w", e.def.name, err)
+	}
+	return e.hit(ctx, pointProgressAfter, "")
+}
+
+// nextWindow is the window a scheduled watermark run fetches.
+func (e *engine[U]) nextWindow(ctx context.Context, overlap time.Duration) (Window, error) {
+	p, err := e.st.auto().progress(ctx, e.def.name)
+	if err != nil {
+		return Window{}, fmt.Errorf("job %q: read progress: %w", e.def.name, err)
+	}
+	since := e.opt.start
+	if p.hasMark {
+		since = p.watermark.Add(-overlap)
+	}
+	return Window{Since: since, Until: e.opt.now()}, nil
+}
+
+// runCursor applies pages from the stored cursor on; the cursor advances
+// after each whole page, and stops at a page with a failed unit.
+func (e *engine[U]) runCursor(ctx context.Context, fetch func(ctx context.Context, cursor string) ([]U, string, error), rep *Report) error {
+	p, err := e.st.auto().progress(ctx, e.def.name)
+	if err != nil {
+		return fmt.Errorf("job %q: read progress: %w", e.def.name, err)
+	}
+	cur, pos := p.cursor, p.position
+	for n := 0; n < e.opt.maxPages; n++ {
+		if err := e.hit(ctx, pointBatchStart, cur); err != nil {
+			return err
+		}
+		units, next, err := fetch(ctx, cur)
+		if err != nil {
+			return fmt.Errorf("job %q: fetch page after cursor %q: %w", e.def.name, cur, err)
+		}
+		res, err := e.apply(ctx, units, rep, false, nil)
+		if err != nil {
+			return err
+		}
+		if res.failed > 0 || next == "" || next == cur {
+			return nil
+		}
+		if err := e.hit(ctx, pointProgressBefore, next); err != nil {
+			return err
+		}
+		// position orders cursors: a slower overlapping run cannot move it back.
+		if err := e.st.auto().saveCursor(ctx, e.def.name, next, pos+1, e.def.version, e.opt.now()); err != nil {
+			return fmt.Errorf("job %q: save cursor: %w", e.def.name, err)
+		}
+		if err := e.hit(ctx, pointProgressAfter, next); err != nil {
+			return err
+		}
+		cur, pos = next, pos+1
+		if len(units) == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// finish logs the report once per run.
+func (e *engine[U]) finish(ctx context.Context, rep *Report, err error) {
+	if err != nil {
+		e.opt.log.ErrorContext(ctx, "idemgen: run stopped", slog.Any("report", *rep), slog.Any("err", err))
+		return
+	}
+	e.opt.log.InfoContext(ctx, "idemgen: run done", slog.Any("report", *rep))
+}
+
+// purge deletes done ledger rows older than each effect's retention.
+func (e *engine[U]) purge(ctx context.Context) (int64, error) {
+	var total int64
+	for _, fx := range e.def.effects {
+		if fx.retention <= 0 {
+			continue
+		}
+		n, err := e.st.auto().purge(ctx, e.def.name, fx.name, e.opt.now().Add(-fx.retention))
+		if err != nil {
+			return total, fmt.Errorf("job %q effect %q: purge: %w", e.def.name, fx.name, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// LedgerEntry is one ledger row, for operators and tests.
+type LedgerEntry struct {
+	Key           string
+	Job           string
+	Effect        string
+	EffectVersion int
+	UnitKey       string
+	State         string
+	Attempts      int
+	LeaseOwner    string
+	Result        []byte
+	LastError     string
+}
+
+// run wraps one scheduled run or call: report, logging, run-start point.
+func (e *engine[U]) run(ctx context.Context, body func(rep *Report) error) (Report, error) {
+	rep := Report{Job: e.def.name}
+	err := e.hit(ctx, pointRunStart, "")
+	if err == nil {
+		err = body(&rep)
+	}
+	e.finish(ctx, &rep, err)
+	return rep, err
+}
+
+func decodeUnit[U any](b []byte) (U, error) {
+	var u U
+	err := json.Unmarshal(b, &u)
+	return u, err
+}
+
+// runWatermark is a scheduled watermark run: owed effects first, then the
+// window since the stored mark minus overlap.
+func (e *engine[U]) runWatermark(ctx context.Context, overlap time.Duration,
+	fetch func(context.Context, Window, string) ([]U, string, error), markOf func(U) time.Time) (Report, error) {
+	return e.run(ctx, func(rep *Report) error {
+		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
+			return err
+		}
+		w, err := e.nextWindow(ctx, overlap)
+		if err != nil {
+			return err
+		}
+		return e.runWindow(ctx, w, true, fetch, markOf, rep)
+	})
+}
+
+// backfill re-runs a past window through the same keys and ledger; it never moves progress.
+func (e *engine[U]) backfill(ctx context.Context, w Window,
+	fetch func(context.Context, Window, string) ([]U, string, error), markOf func(U) time.Time) (Report, error) {
+	return e.run(ctx, func(rep *Report) error { return e.runWindow(ctx, w, false, fetch, markOf, rep) })
+}
+
+// runCursorJob is a scheduled cursor run: owed effects first, then pages from the stored cursor.
+func (e *engine[U]) runCursorJob(ctx context.Context, fetch func(context.Context, string) ([]U, string, error)) (Report, error) {
+	return e.run(ctx, func(rep *Report) error {
+		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
+			return err
+		}
+		return e.runCursor(ctx, fetch, rep)
+	})
+}
+
+// process applies handed-in units and reports each one.
+func (e *engine[U]) process(ctx context.Context, units []U) (Report, error) {
+	return e.run(ctx, func(rep *Report) error {
+		_, err := e.apply(ctx, units, rep, true, nil)
+		return err
+	})
+}
+
+// drainJob performs every owed effect of the job.
+func (e *engine[U]) drainJob(ctx context.Context) (Report, error) {
+	return e.run(ctx, func(rep *Report) error { return e.drain(ctx, decodeUnit[U], rep) })
+}

@@ -1,0 +1,155 @@
+package idemrt
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// sqliteInTx runs fn in a BEGIN IMMEDIATE transaction on one connection.
+// IMMEDIATE takes the write lock up front, so two writers queue on the busy
+// timeout instead of deadlocking on a lock upgrade, whatever the DSN says.
+func sqliteInTx(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(conn); err != nil {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// sqliteNoRows reports the "no row" result of a :one query.
+func sqliteNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// The sql* helpers convert nullable unit fields to SQLite parameters, and
+// the read* helpers convert columns back, keeping the first error.
+
+func sqlNullString(p *string) sql.NullString {
+	if p == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: *p, Valid: true}
+}
+
+func sqlNullInt[T int32 | int64](p *T) sql.NullInt64 {
+	if p == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: int64(*p), Valid: true}
+}
+
+func sqlNullFloat(p *float64) sql.NullFloat64 {
+	if p == nil {
+		return sql.NullFloat64{}
+	}
+	return sql.NullFloat64{Float64: *p, Valid: true}
+}
+
+func sqlNullBool(p *bool) sql.NullBool {
+	if p == nil {
+		return sql.NullBool{}
+	}
+	return sql.NullBool{Bool: *p, Valid: true}
+}
+
+func sqlNullTime(p *time.Time) sql.NullString {
+	if p == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: sqliteTime(*p), Valid: true}
+}
+
+func sqlNullStringer[T fmt.Stringer](p *T) sql.NullString {
+	if p == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: (*p).String(), Valid: true}
+}
+
+func sqlNullBytes[T ~[]byte](b T) sql.NullString {
+	if b == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: string(b), Valid: true}
+}
+
+func readTime(s string, err *error) time.Time {
+	t, e := parseSQLiteTime(s)
+	if e != nil && *err == nil {
+		*err = e
+	}
+	return t
+}
+
+func readNullTime(ns sql.NullString, err *error) *time.Time {
+	if !ns.Valid {
+		return nil
+	}
+	t := readTime(ns.String, err)
+	return &t
+}
+
+func readNullString(ns sql.NullString) *string {
+	if !ns.Valid {
+		return nil
+	}
+	return &ns.String
+}
+
+func readNullInt[T int32 | int64](ni sql.NullInt64) *T {
+	if !ni.Valid {
+		return nil
+	}
+	v := T(ni.Int64)
+	return &v
+}
+
+func readNullFloat(nf sql.NullFloat64) *float64 {
+	if !nf.Valid {
+		return nil
+	}
+	return &nf.Float64
+}
+
+func readNullBool(nb sql.NullBool) *bool {
+	if !nb.Valid {
+		return nil
+	}
+	return &nb.Bool
+}
+
+func readNullBytes[T ~[]byte](ns sql.NullString) T {
+	if !ns.Valid {
+		return nil
+	}
+	return T(ns.String)
+}
+
+func readParsed[T any](s string, parse func(string) (T, error), err *error) T {
+	v, e := parse(s)
+	if e != nil && *err == nil {
+		*err = e
+	}
+	return v
+}
+
+func readNullParsed[T any](ns sql.NullString, parse func(string) (T, error), err *error) *T {
+	if !ns.Valid {
+		return nil
+	}
+	v := readParsed(ns.String, parse, err)
+	return &v
+}
