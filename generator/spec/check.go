@@ -177,7 +177,8 @@ func (s firstSeen) repeat(name string, p Pos) (Pos, bool) {
 	return Pos{}, false
 }
 
-// named is what checks across jobs need to know about a job's name.
+// jobCtx checks one job; the maps passed to its methods carry what must be
+// unique across jobs.
 type jobCtx struct {
 	*checker
 	j      *Job
@@ -203,19 +204,7 @@ func (c *checker) file() {
 	}
 	jobNames, unitTypes, effectNames, tables, effectKeys := firstSeen{}, firstSeen{}, firstSeen{}, firstSeen{}, map[string]string{}
 	ledger, progress, seen, migrations := DefaultTableNames(f)
-	bookkeeping := map[string]bool{}
-	if f.Package.Value != "" || f.Tables.Ledger.Set {
-		bookkeeping[ledger] = true
-	}
-	if f.Package.Value != "" || f.Tables.Progress.Set {
-		bookkeeping[progress] = true
-	}
-	if f.Package.Value != "" || f.Tables.Seen.Set {
-		bookkeeping[seen] = true
-	}
-	if f.Package.Value != "" || f.Tables.Migrations.Set {
-		bookkeeping[migrations] = true
-	}
+	bookkeeping := set(ledger, progress, seen, migrations)
 	for i := range f.Jobs {
 		j := &f.Jobs[i]
 		jc := &jobCtx{checker: c, j: j, prefix: fmt.Sprintf("job #%d: ", i+1)}
@@ -245,8 +234,14 @@ func (c *checker) pkg() {
 		c.errorf(p.Pos, "package main cannot be imported; name the package after what it does")
 	case strings.HasSuffix(p.Value, "_test"):
 		c.errorf(p.Pos, "package %q ends in _test, which go reserves for external test packages", p.Value)
-	case len(p.Value)+len("_idem_migrations") > MaxSQLNameLen && !c.f.Tables.Migrations.Set:
-		c.errorf(p.Pos, "package %q is too long: its table %s_idem_migrations would exceed %d characters (shorten it or rename the tables)", p.Value, p.Value, MaxSQLNameLen)
+	default:
+		ledger, progress, seen, migrations := DefaultTableNames(c.f)
+		for _, t := range []string{ledger, progress, seen, migrations} {
+			if len(t) > MaxSQLNameLen {
+				c.errorf(p.Pos, "package %q is too long: its table %s would exceed %d characters (shorten it or rename the table under tables)", p.Value, t, MaxSQLNameLen)
+				break
+			}
+		}
 	}
 }
 
@@ -296,22 +291,32 @@ func (c *checker) dialects() {
 
 func (c *checker) tables() {
 	t := c.f.Tables
-	seen := firstSeen{}
-	for _, e := range []struct {
-		key string
-		s   String
-	}{{"ledger", t.Ledger}, {"progress", t.Progress}, {"seen", t.Seen}, {"migrations", t.Migrations}} {
-		if !e.s.Set {
+	names := [4]string{}
+	names[0], names[1], names[2], names[3] = DefaultTableNames(c.f)
+	keys := [4]string{"ledger", "progress", "seen", "migrations"}
+	for i, s := range []String{t.Ledger, t.Progress, t.Seen, t.Migrations} {
+		if !s.Set || !c.sqlName(s, "tables."+keys[i]) {
 			continue
 		}
-		if !c.sqlName(e.s, "tables."+e.key) {
-			continue
-		}
-		if first, dup := seen.repeat(e.s.Value, e.s.Pos); dup {
-			c.errorf(e.s.Pos, "tables.%s: table %s is already used by another bookkeeping table (line %d)", e.key, e.s.Value, first.Line)
+		// A rename may also land on another table's default name.
+		for k := range keys {
+			if k != i && names[k] == s.Value && (k < i || !c.tableSet(k)) {
+				c.errorf(s.Pos, "tables.%s: table %s is already the %s table", keys[i], s.Value, keys[k])
+				break
+			}
 		}
 	}
 }
+
+func (c *checker) tableSet(i int) bool {
+	t := c.f.Tables
+	return []bool{t.Ledger.Set, t.Progress.Set, t.Seen.Set, t.Migrations.Set}[i]
+}
+
+// goName is how a snake_case name is compared with others once it is a Go
+// name: InvoiceSync and Invoicesync are one name to a reader, and initialism
+// rules may make them one to the generator.
+func goName(snake string) string { return "\x00" + strings.ReplaceAll(snake, "_", "") }
 
 // sqlName checks a table name; it reports and returns false when unusable.
 func (c *checker) sqlName(s String, what string) bool {
@@ -342,6 +347,8 @@ func (jc *jobCtx) name(jobNames firstSeen) {
 	default:
 		if first, dup := jobNames.repeat(n.Value, n.Pos); dup {
 			jc.errorf(n.Pos, "job name %q is repeated (first at line %d)", n.Value, first.Line)
+		} else if first, dup := jobNames.repeat(goName(n.Value), n.Pos); dup {
+			jc.errorf(n.Pos, "job name %q becomes the same Go name as the job at line %d", n.Value, first.Line)
 		}
 	}
 	if v := jc.j.Version; v.Set && v.Value < 1 {
@@ -653,6 +660,8 @@ func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map
 	default:
 		if first, dup := effectNames.repeat(n.Value, n.Pos); dup {
 			jc.errorf(n.Pos, "%seffect name %q is repeated (first at line %d); effect names are unique across the spec", jc.prefix, n.Value, first.Line)
+		} else if first, dup := effectNames.repeat(goName(n.Value), n.Pos); dup {
+			jc.errorf(n.Pos, "%seffect name %q becomes the same Go name as the effect at line %d", jc.prefix, n.Value, first.Line)
 		}
 	}
 	if v := e.Version; v.Set && v.Value < 1 {
