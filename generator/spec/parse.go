@@ -13,6 +13,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+const internalError = "internal error reading the spec (please report it)"
+
 // MaxSize is the largest spec accepted, far above any real spec.
 const MaxSize = 1 << 20
 
@@ -29,7 +31,7 @@ func Parse(name string, data []byte) (f *File, diags Diagnostics) {
 		// yaml.v3 has panicked on hostile input before; a spec tool must
 		// answer with a diagnostic, never a crash.
 		if v := recover(); v != nil {
-			r.errorf(Pos{}, "internal error reading the spec (please report it): %v", v)
+			r.errorf(Pos{}, "%s: %v", internalError, v)
 			f, diags = &File{Name: name}, r.diags
 		}
 	}()
