@@ -804,6 +804,9 @@ func (jc *jobCtx) placeholder(k String, at int, inner string, effect bool) (plac
 		jc.errorf(where, "%skey has an empty placeholder {%s}", jc.prefix, inner)
 		return placeholder{}, false
 	}
+	// Spaces around a name are tolerated, as the model's key parser does.
+	lead := len(inner) - len(strings.TrimLeft(inner, " "))
+	inner = strings.Trim(inner, " ")
 	if identRe.MatchString(inner) {
 		switch {
 		case effect && (inner == "version" || inner == "job_version"):
@@ -840,7 +843,7 @@ func (jc *jobCtx) placeholder(k String, at int, inner string, effect bool) (plac
 	}
 	var ph placeholder
 	ok := true
-	off := at + 1 + len(fn) + 1
+	off := at + 1 + lead + len(fn) + 1
 	for arg := range strings.SplitSeq(args, ",") {
 		name := strings.TrimSpace(arg)
 		argAt := off + strings.Index(arg, name)
