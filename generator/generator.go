@@ -6,8 +6,8 @@ package generator
 import (
 	"context"
 	"io/fs"
-	"slices"
 	"maps"
+	"slices"
 
 	"github.com/idemgen/idemgen/generator/spec"
 )

@@ -19,7 +19,7 @@ type Invoice struct {
 
 // Key returns the unit's idempotency key, "billing:invoice:{invoice_id}".
 func (u Invoice) Key() string {
-	return "billing:invoice:" + keyEscape(u.InvoiceID, ":")
+	return "billing:invoice:" + u.InvoiceID
 }
 
 // canonical returns u with times in UTC, so equal instants encode equally.
@@ -53,7 +53,7 @@ func (fn NotifyNewInvoiceFunc) NotifyNewInvoice(ctx context.Context, key string,
 
 // NotifyNewInvoiceKey returns the notify_new_invoice effect key for u, "notify:new-invoice:v{version}:{invoice_id}" (version 2).
 func NotifyNewInvoiceKey(u Invoice) string {
-	return "notify:new-invoice:v2:" + keyEscape(u.InvoiceID, ":-")
+	return "notify:new-invoice:v2:" + u.InvoiceID
 }
 
 // InvoiceSyncEffects holds the providers of the invoice_sync job's effects; all are required.
@@ -142,6 +142,12 @@ func (j *InvoiceSync) Drain(ctx context.Context) (Report, error) {
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *InvoiceSync) Purge(ctx context.Context) (int64, error) {
 	return j.e.purge(ctx)
+}
+
+// Rows reads every invoices row back as units, ordered by the unique key (for checks
+// and small tables: it loads them all).
+func (j *InvoiceSync) Rows(ctx context.Context) ([]Invoice, error) {
+	return j.e.st.auto().(destQuerier).listInvoiceSync(ctx)
 }
 
 // Stale returns the keys of up to limit invoices rows last computed by an older job

@@ -19,7 +19,7 @@ type Payment struct {
 
 // Key returns the unit's idempotency key, "payments:event:{event_id}".
 func (u Payment) Key() string {
-	return "payments:event:" + keyEscape(u.EventID, ":")
+	return "payments:event:" + u.EventID
 }
 
 // canonical returns u with times in UTC, so equal instants encode equally.
@@ -46,7 +46,7 @@ func (fn SendReceiptFunc) SendReceipt(ctx context.Context, key string, unit Paym
 
 // SendReceiptKey returns the send_receipt effect key for u, "receipt:v{version}:{event_id}" (version 1).
 func SendReceiptKey(u Payment) string {
-	return "receipt:v1:" + keyEscape(u.EventID, ":")
+	return "receipt:v1:" + u.EventID
 }
 
 // PaymentWebhookEffects holds the providers of the payment_webhook job's effects; all are required.
@@ -112,6 +112,12 @@ func (j *PaymentWebhook) Drain(ctx context.Context) (Report, error) {
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *PaymentWebhook) Purge(ctx context.Context) (int64, error) {
 	return j.e.purge(ctx)
+}
+
+// Rows reads every payments row back as units, ordered by the unique key (for checks
+// and small tables: it loads them all).
+func (j *PaymentWebhook) Rows(ctx context.Context) ([]Payment, error) {
+	return j.e.st.auto().(destQuerier).listPaymentWebhook(ctx)
 }
 
 // Stale returns the keys of up to limit payments rows last computed by an older job

@@ -252,6 +252,11 @@ func jobVerbs(f *jen.File, j *model.Job) {
 		jen.Return(jen.Id("j").Dot("e").Dot("purge").Call(jen.Id("ctx"))),
 	)
 	if j.Dest != nil {
+		f.Commentf("Rows reads every %s row back as units, ordered by the unique key (for checks", j.Dest.Table)
+		f.Comment("and small tables: it loads them all).")
+		f.Func().Add(recv(j)).Id("Rows").Params(ctx.Clone()).Params(jen.Index().Id(j.Unit.GoName), jen.Error()).Block(
+			jen.Return(jen.Id("j").Dot("e").Dot("st").Dot("auto").Call().Assert(jen.Id("destQuerier")).Dot("list"+j.GoName).Call(jen.Id("ctx"))),
+		)
 		f.Commentf("Stale returns the keys of up to limit %s rows last computed by an older job", j.Dest.Table)
 		f.Commentf("version than %d, so they can be found and recomputed (Backfill, or Process).", j.Version)
 		f.Func().Add(recv(j)).Id("Stale").Params(ctx.Clone(), jen.Id("limit").Int()).Params(jen.Index().String(), jen.Error()).Block(
@@ -277,7 +282,7 @@ func crashPoints(f *jen.File, j *model.Job) {
 		points = append(points, "pointProgressBefore", "pointProgressAfter")
 	}
 	f.Commentf("%sCrashPoints are the durable boundaries of the %s job, where the crash tests stop it.", j.Lower(), j.Name)
-	f.Var().Id(j.Lower()+"CrashPoints").Op("=").Index().Id("crashPoint").ValuesFunc(func(g *jen.Group) {
+	f.Var().Id(j.Lower() + "CrashPoints").Op("=").Index().Id("crashPoint").ValuesFunc(func(g *jen.Group) {
 		for _, p := range points {
 			g.Id(p)
 		}

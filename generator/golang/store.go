@@ -152,7 +152,7 @@ func DialectFile(p *model.Package, d model.Dialect, importPath string) *jen.File
 
 		f.Commentf("list%s reads every %s row back as units.", j.GoName, j.Dest.Table)
 		f.Func().Add(r.Clone()).Id("list"+j.GoName).Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Id(j.Unit.GoName), jen.Error()).BlockFunc(func(g *jen.Group) {
-			g.List(jen.Id("rs"), jen.Id("err")).Op(":=").Id("q").Dot("q").Dot("List"+j.GoName).Call(jen.Id("ctx"))
+			g.List(jen.Id("rs"), jen.Id("err")).Op(":=").Id("q").Dot("q").Dot("List" + j.GoName).Call(jen.Id("ctx"))
 			g.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("err")))
 			g.Id("out").Op(":=").Make(jen.Index().Id(j.Unit.GoName), jen.Lit(0), jen.Len(jen.Id("rs")))
 			g.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("rs")).Block(

@@ -77,7 +77,7 @@ func keyExpr(k model.Key, u *jen.Statement) *jen.Statement {
 
 func escaped(s *jen.Statement, seps string) *jen.Statement {
 	if seps == "" {
-		return jen.Id("keyEscape").Call(s, jen.Lit(""))
+		return s
 	}
 	return jen.Id("keyEscape").Call(s, jen.Lit(seps))
 }
@@ -153,7 +153,7 @@ func durationLit(d time.Duration) *jen.Statement {
 		d    time.Duration
 	}{{"Hour", time.Hour}, {"Minute", time.Minute}, {"Second", time.Second}, {"Millisecond", time.Millisecond}, {"Microsecond", time.Microsecond}} {
 		if d%u.d == 0 {
-			return jen.Lit(int(d / u.d)).Op("*").Qual("time", u.name)
+			return jen.Lit(int(d/u.d)).Op("*").Qual("time", u.name)
 		}
 	}
 	return Duration().Call(jen.Lit(int64(d)))

@@ -344,8 +344,13 @@ func ParseKey(text string, fields map[string]*Field, vars map[string]string) (Ke
 		k.Parts = append(k.Parts, KeyPart{Field: f})
 	}
 	flush()
+	// Only text between two placeholders can make rendering ambiguous; a
+	// fixed prefix or suffix cannot, so single-placeholder keys need no escaping.
 	seps := map[byte]bool{}
-	for _, p := range k.Parts {
+	for i, p := range k.Parts {
+		if i == 0 || i == len(k.Parts)-1 || p.Literal == "" {
+			continue
+		}
 		for i := 0; i < len(p.Literal); i++ {
 			c := p.Literal[i]
 			if !isAlnum(c) && !seps[c] {

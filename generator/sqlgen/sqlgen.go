@@ -42,10 +42,10 @@ type Job struct {
 
 // data is what the templates see.
 type data struct {
-	T                               model.Tables
-	Text, Int, BigInt, Bytes, Time  string
-	GreatestMark                    string
-	Jobs                            []Job
+	T                              model.Tables
+	Text, Int, BigInt, Bytes, Time string
+	GreatestMark                   string
+	Jobs                           []Job
 }
 
 // JobsReversed lists jobs last first, for down migrations.

@@ -56,6 +56,10 @@ type Report struct {
 	EffectsDone, EffectsDeduped, EffectsFailed, EffectsParked, EffectsBusy int
 
 	Units []UnitResult
+
+	// tried holds the effect keys this run already attempted: a failed
+	// effect waits for the next run instead of burning attempts twice.
+	tried map[string]bool
 }
 
 // UnitResult is the outcome of one handed-in unit and its effects.
@@ -448,7 +452,7 @@ func (e *engine[U]) applyUnit(ctx context.Context, u U, rep *Report) UnitResult 
 	rep.countUnit(outcome)
 	log.Debug("idemgen: unit applied", slog.String("outcome", string(outcome)))
 	for _, fx := range e.def.effects {
-		er := e.perform(ctx, fx, fx.keyOf(u), u, log)
+		er := e.perform(ctx, fx, fx.keyOf(u), u, rep, log)
 		if er.Outcome == "" {
 			continue // not owed
 		}
@@ -460,8 +464,11 @@ func (e *engine[U]) applyUnit(ctx context.Context, u U, rep *Report) UnitResult 
 
 // perform runs one reserved effect: claim its lease, call the provider with
 // the key, record the result. A key with no reservation is not owed.
-func (e *engine[U]) perform(ctx context.Context, fx effectDef[U], key string, u U, log *slog.Logger) EffectResult {
+func (e *engine[U]) perform(ctx context.Context, fx effectDef[U], key string, u U, rep *Report, log *slog.Logger) EffectResult {
 	er := EffectResult{Effect: fx.name, Key: key}
+	if rep.tried[key] {
+		return EffectResult{}
+	}
 	log = log.With(slog.String("effect", fx.name), slog.String("effect_key", key))
 	now := e.opt.now()
 	claimed, err := e.st.auto().claim(ctx, key, e.opt.owner, now, now.Add(fx.lease))
@@ -486,6 +493,10 @@ func (e *engine[U]) perform(ctx context.Context, fx effectDef[U], key string, u 
 		}
 		return er
 	}
+	if rep.tried == nil {
+		rep.tried = map[string]bool{}
+	}
+	rep.tried[key] = true
 	if err := e.hit(ctx, pointEffectClaimed, key); err != nil {
 		return e.release(ctx, fx, key, err, log)
 	}
@@ -565,7 +576,7 @@ func (e *engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), r
 				log.Error("idemgen: pending effect payload unreadable", slog.Any("err", err))
 				continue
 			}
-			er := e.perform(ctx, fx, row.key, u, log)
+			er := e.perform(ctx, fx, row.key, u, rep, log)
 			if er.Outcome != "" {
 				rep.countEffect(er.Outcome)
 			}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/ncruces/go-sqlite3/driver" // pure-Go SQLite: nothing to install
+	_ "github.com/ncruces/go-sqlite3/embed"
+
+	"github.com/idemgen/idemgen/example/billing"
+)
+
+// openSQLite opens (creating) a SQLite file and returns a migrated store.
+func openSQLite(ctx context.Context, path string) (*billing.Store, func(), error) {
+	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
+	if err != nil {
+		return nil, nil, err
+	}
+	st := billing.NewSQLiteStore(db)
+	if err := st.Migrate(ctx); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	return st, func() { db.Close() }, nil
+}
+
+// openPostgres connects with search_path set to schema (created if missing)
+// and returns a migrated store.
+func openPostgres(ctx context.Context, dsn, schema string) (*billing.Store, *pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	if schema != "" {
+		admin, err := pgxpool.NewWithConfig(ctx, cfg.Copy())
+		if err != nil {
+			return nil, nil, err
+		}
+		_, err = admin.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+schema)
+		admin.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := billing.NewPostgresStore(pool)
+	if err := st.Migrate(ctx); err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("migrate: %w", err)
+	}
+	return st, pool, nil
+}

@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/example/billing"
+)
+
+// Every test here runs on SQLite and, when IDEMGEN_TEST_POSTGRES is set, on
+// PostgreSQL in a schema of its own that is dropped afterwards.
+func eachDB(t *testing.T, fn func(t *testing.T, store *billing.Store)) {
+	t.Run("sqlite", func(t *testing.T) {
+		st, closeDB, err := openSQLite(context.Background(), filepath.Join(t.TempDir(), "test.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(closeDB)
+		fn(t, st)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url := os.Getenv("IDEMGEN_TEST_POSTGRES")
+		if url == "" {
+			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		}
+		schema := fmt.Sprintf("idemgen_test_%d", time.Now().UnixNano())
+		st, pool, err := openPostgres(context.Background(), url, schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+			pool.Close()
+		})
+		fn(t, st)
+	})
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type fixture struct {
+	clk  *clock
+	api  *billingAPI
+	mail *notifier
+	base time.Time
+}
+
+func newFixture() *fixture {
+	base := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	return &fixture{clk: &clock{now: base}, api: newBillingAPI(), mail: newNotifier(), base: base}
+}
+
+func (f *fixture) job(t *testing.T, st *billing.Store) *billing.InvoiceSync {
+	t.Helper()
+	j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
+		billing.WithClock(f.clk.Now), billing.WithLogger(quiet), billing.WithStart(f.base.Add(-24*time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func (f *fixture) invoice(id string, amount int64, updated time.Time) billing.Invoice {
+	inv := billing.Invoice{InvoiceID: id, CustomerID: "cus", AmountCents: amount, CreatedAt: f.base.Add(-time.Hour), UpdatedAt: updated}
+	f.api.put(inv)
+	return inv
+}
+
+func runJob(t *testing.T, j *billing.InvoiceSync) billing.Report {
+	t.Helper()
+	rep, err := j.Run(context.Background())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return rep
+}
+
+func rows(t *testing.T, j *billing.InvoiceSync) map[string]billing.Invoice {
+	t.Helper()
+	rs, err := j.Rows(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]billing.Invoice{}
+	for _, r := range rs {
+		if _, dup := out[r.InvoiceID]; dup {
+			t.Fatalf("two rows for %s", r.InvoiceID)
+		}
+		out[r.InvoiceID] = r
+	}
+	return out
+}
+
+func TestRerunChangesNothing(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f := newFixture()
+		for i := 1; i <= 5; i++ {
+			f.invoice(fmt.Sprintf("inv-%d", i), 100, f.base.Add(-time.Duration(i)*time.Minute))
+		}
+		j := f.job(t, st)
+		rep := runJob(t, j)
+		if rep.Inserted != 5 || rep.EffectsDone != 5 {
+			t.Fatalf("first run: %s", rep)
+		}
+		// Re-run the same window, twice: no writes, no effects.
+		for range 2 {
+			rep, err := j.Backfill(context.Background(), billing.Window{Since: f.base.Add(-time.Hour), Until: f.base})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Inserted+rep.Updated != 0 || rep.Unchanged != 5 || rep.EffectsDone != 0 || rep.EffectsDeduped != 5 {
+				t.Fatalf("re-run: %s", rep)
+			}
+		}
+		if calls, applied := f.mail.totals(); calls != 5 || applied != 5 {
+			t.Fatalf("provider saw %d calls, %d applied; want 5, 5", calls, applied)
+		}
+		if got := len(rows(t, j)); got != 5 {
+			t.Fatalf("%d rows, want 5", got)
+		}
+	})
+}
+
+func TestWhenInsertedIgnoresUpdates(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f := newFixture()
+		f.invoice("inv-1", 100, f.base.Add(-2*time.Minute))
+		j := f.job(t, st)
+		runJob(t, j)
+		f.clk.advance(time.Minute)
+		f.invoice("inv-1", 250, f.base.Add(30*time.Second))
+		rep := runJob(t, j)
+		if rep.Updated != 1 || rep.EffectsDone != 0 {
+			t.Fatalf("update run: %s", rep)
+		}
+		if got := rows(t, j)["inv-1"].AmountCents; got != 250 {
+			t.Fatalf("amount %d, want 250", got)
+		}
+		if calls, _ := f.mail.totals(); calls != 1 {
+			t.Fatalf("provider calls %d, want 1", calls)
+		}
+	})
+}
+
+func TestNewerWinsRejectsOlderReplay(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f := newFixture()
+		f.invoice("inv-1", 300, f.base.Add(-time.Minute))
+		j := f.job(t, st)
+		runJob(t, j)
+		// The source now serves an older version (a replica lagging behind).
+		f.invoice("inv-1", 100, f.base.Add(-30*time.Minute))
+		rep, err := j.Backfill(context.Background(), billing.Window{Since: f.base.Add(-time.Hour), Until: f.base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Unchanged != 1 || rep.Updated != 0 {
+			t.Fatalf("older replay: %s", rep)
+		}
+		if got := rows(t, j)["inv-1"].AmountCents; got != 300 {
+			t.Fatalf("older data overwrote newer: amount %d", got)
+		}
+	})
+}
+
+func TestWatermarkNeverMovesBackAndOverlapRefetches(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f := newFixture()
+		j := f.job(t, st)
+		runJob(t, j) // empty: the mark moves to now
+		// A late-arriving row, stamped inside the overlap, is still fetched.
+		f.clk.advance(time.Minute)
+		f.invoice("late", 1, f.base.Add(-5*time.Minute))
+		if rep := runJob(t, j); rep.Inserted != 1 {
+			t.Fatalf("late row inside overlap not fetched: %s", rep)
+		}
+		// Outside the overlap it is not (the window is mark-10m..now).
+		f.clk.advance(time.Hour)
+		runJob(t, j)
+		f.invoice("too-late", 1, f.base.Add(-20*time.Minute))
+		if rep := runJob(t, j); rep.Seen != 0 {
+			t.Fatalf("window reached behind the overlap: %s", rep)
+		}
+	})
+}
+
+func TestEffectFailuresRetryThenPark(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f := newFixture()
+		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
+		f.invoice("inv-2", 100, f.base.Add(-2*time.Minute))
+		f.mail.failing = true
+		j := f.job(t, st)
+		rep := runJob(t, j)
+		// The failing effect does not stop or undo the units.
+		if rep.Inserted != 2 || rep.EffectsFailed != 2 {
+			t.Fatalf("first run: %s", rep)
+		}
+		for i := 2; i <= 5; i++ { // max_attempts is 5
+			f.clk.advance(time.Minute)
+			rep = runJob(t, j)
+		}
+		if rep.EffectsParked != 2 {
+			t.Fatalf("after 5 attempts: %s", rep)
+		}
+		f.mail.failing = false
+		f.clk.advance(time.Minute)
+		if rep = runJob(t, j); rep.EffectsDone != 0 {
+			t.Fatalf("parked effect was retried: %s", rep)
+		}
+		entries, err := st.Ledger(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.State != "failed" || e.Attempts != 5 || e.LastError == "" {
+				t.Fatalf("ledger row %+v, want failed after 5 attempts", e)
+			}
+		}
+	})
+}
+
+func TestLeaseTakeover(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f := newFixture()
+		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
+		hang := make(chan struct{})
+		f.mail.hang = hang
+		a := f.job(t, st)
+		done := make(chan billing.Report)
+		go func() { rep, _ := a.Run(context.Background()); done <- rep }()
+		// Wait until A's provider call is in flight (it applied, then hangs).
+		for {
+			if calls, _ := f.mail.totals(); calls == 1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		// Within the lease, another worker leaves the reservation alone.
+		b := f.job(t, st)
+		f.mail.mu.Lock()
+		f.mail.hang = nil
+		f.mail.mu.Unlock()
+		if rep, err := b.Drain(context.Background()); err != nil || rep.EffectsDone != 0 {
+			t.Fatalf("drain within lease: %s, %v", rep, err)
+		}
+		// After the lease (5m) another worker takes over and performs it with the same key.
+		f.clk.advance(6 * time.Minute)
+		if rep, err := b.Drain(context.Background()); err != nil || rep.EffectsDone != 1 {
+			t.Fatalf("takeover: %s, %v", rep, err)
+		}
+		close(hang)
+		<-done
+		calls, applied := f.mail.totals()
+		if calls != 2 || applied != 1 {
+			t.Fatalf("calls=%d applied=%d, want 2 calls with one key, 1 applied", calls, applied)
+		}
+		entries, _ := st.Ledger(context.Background())
+		if len(entries) != 1 || entries[0].State != "done" {
+			t.Fatalf("ledger %+v", entries)
+		}
+	})
+}
+
+func TestPurgeDeletesOnlyExpiredDoneRows(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f := newFixture()
+		f.invoice("done-early", 1, f.base.Add(-time.Minute))
+		j := f.job(t, st)
+		runJob(t, j)
+		f.clk.advance(700 * time.Hour)
+		f.mail.failing = true
+		f.invoice("pending", 1, f.clk.Now().Add(-time.Minute))
+		runJob(t, j)
+		f.clk.advance(30 * time.Hour) // done-early is now 730h old; retention is 720h
+		n, err := j.Purge(context.Background())
+		if err != nil || n != 1 {
+			t.Fatalf("purged %d, %v; want 1", n, err)
+		}
+		entries, _ := st.Ledger(context.Background())
+		if len(entries) != 1 || entries[0].State != "pending" {
+			t.Fatalf("left %+v, want the pending row only", entries)
+		}
+	})
+}
+
+func TestTimesRoundTripInAnyZone(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f := newFixture()
+		zones := []string{"UTC", "America/Los_Angeles", "Asia/Kolkata", "Pacific/Chatham"}
+		want := map[string]billing.Invoice{}
+		for i, z := range zones {
+			loc, err := time.LoadLocation(z)
+			if err != nil {
+				t.Skip(err)
+			}
+			at := f.base.Add(-time.Duration(i+1)*time.Minute + 123456789*time.Nanosecond/1000*1000).In(loc)
+			want[z] = f.invoice(z, int64(i), at)
+		}
+		j := f.job(t, st)
+		runJob(t, j)
+		got := rows(t, j)
+		for z, w := range want {
+			g := got[z]
+			if !g.UpdatedAt.Equal(w.UpdatedAt) || !g.CreatedAt.Equal(w.CreatedAt) {
+				t.Errorf("%s: stored %v, want %v", z, g.UpdatedAt, w.UpdatedAt)
+			}
+		}
+		// Re-running with the same instants in other zones changes nothing.
+		if rep := runJob(t, j); rep.Updated != 0 {
+			t.Fatalf("zone-only difference counted as change: %s", rep)
+		}
+	})
+}
+
+func TestWebhookInsertOnceDedupeAndMismatch(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f := newFixture()
+		rc := newReceipts()
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, billing.WithClock(f.clk.Now), billing.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		note := "first"
+		p := billing.Payment{EventID: "evt_1", InvoiceID: "inv-1", AmountCents: 500, PaidAt: f.base, Note: &note}
+		ctx := context.Background()
+		first, _ := hook.Process(ctx, p)
+		again, _ := hook.Process(ctx, p)
+		changed := p
+		changed.AmountCents = 501
+		bad, _ := hook.Process(ctx, changed)
+		if first.Inserted != 1 || again.Deduped != 1 || bad.Mismatched != 1 {
+			t.Fatalf("first %s / again %s / changed %s", first, again, bad)
+		}
+		if !bytes.Equal(again.Units[0].Effects[0].Result, []byte("rcpt-evt_1")) || again.Units[0].Effects[0].Outcome != billing.EffectDeduped {
+			t.Fatalf("replay did not return the kept result: %+v", again.Units[0].Effects)
+		}
+		if !strings.Contains(bad.Units[0].Err.Error(), "different payload") {
+			t.Fatalf("mismatch error %v", bad.Units[0].Err)
+		}
+		if n := rc.calls[billing.SendReceiptKey(p)]; n != 1 {
+			t.Fatalf("receipt sent %d times", n)
+		}
+	})
+}
+
+func TestExampleRunsEndToEnd(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), nil, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "invoices table: 7 rows for 7 invoices") {
+		t.Fatalf("unexpected output:\n%s", out.String())
+	}
+}

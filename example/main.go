@@ -1,0 +1,174 @@
+// Command example runs the billing jobs generated from idemgen.yaml against a
+// fake billing API, a fake notifier and a fake receipt service, on SQLite (no
+// flags) or PostgreSQL (-postgres URL). It runs the invoice sync, runs it
+// again, crashes a run half way, recovers, and shows that every invoice has
+// one row and one notification; then it replays a payment webhook.
+package main
+
+//go:generate go tool idemgen generate
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/idemgen/idemgen/example/billing"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "example:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("example", flag.ContinueOnError)
+	pgURL := fs.String("postgres", "", "PostgreSQL URL; without it the example uses an embedded SQLite file")
+	dbPath := fs.String("db", "", "SQLite file (default: a new temporary file)")
+	verbose := fs.Bool("v", false, "log every unit and effect")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	var store *billing.Store
+	switch {
+	case *pgURL != "":
+		schema := fmt.Sprintf("idemgen_example_%d", time.Now().UnixNano())
+		st, pool, err := openPostgres(ctx, *pgURL, schema)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+			pool.Close()
+		}()
+		store = st
+		fmt.Fprintf(out, "database: PostgreSQL, schema %s\n", schema)
+	default:
+		path := *dbPath
+		if path == "" {
+			dir, err := os.MkdirTemp("", "idemgen-example-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			path = filepath.Join(dir, "billing.db")
+		}
+		st, closeDB, err := openSQLite(ctx, path)
+		if err != nil {
+			return err
+		}
+		defer closeDB()
+		store = st
+		fmt.Fprintf(out, "database: SQLite, %s\n", path)
+	}
+	return demo(ctx, store, log, out)
+}
+
+func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Writer) error {
+	base := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	clk := &clock{now: base}
+	api := newBillingAPI()
+	for i := 1; i <= 4; i++ {
+		api.put(billing.Invoice{InvoiceID: fmt.Sprintf("inv-%d", i), CustomerID: "cus-1", AmountCents: int64(1000 * i),
+			CreatedAt: base.Add(-time.Hour), UpdatedAt: base.Add(time.Duration(-5*i) * time.Minute)})
+	}
+	mail := newNotifier()
+	newJob := func() (*billing.InvoiceSync, error) {
+		// A new job value is a restarted process: new lease owner, no caches.
+		return billing.NewInvoiceSync(store, api, billing.InvoiceSyncEffects{NotifyNewInvoice: mail},
+			billing.WithClock(clk.Now), billing.WithLogger(log), billing.WithStart(base.Add(-24*time.Hour)))
+	}
+	job, err := newJob()
+	if err != nil {
+		return err
+	}
+	step := func(title string, rep billing.Report, err error) {
+		fmt.Fprintf(out, "\n== %s\n%s\n", title, rep)
+		if err != nil {
+			fmt.Fprintf(out, "run stopped: %v\n", err)
+		}
+	}
+
+	rep, err := job.Run(ctx)
+	step("first run: 4 invoices, each new one announced", rep, err)
+	clk.advance(time.Minute)
+	rep, err = job.Run(ctx)
+	step("second run: nothing new", rep, err)
+
+	// Three new invoices and one change; this run "crashes" right after the
+	// notifier applied its first email: the context dies with the process.
+	clk.advance(time.Minute)
+	for i := 5; i <= 7; i++ {
+		api.put(billing.Invoice{InvoiceID: fmt.Sprintf("inv-%d", i), CustomerID: "cus-2", AmountCents: int64(500 * i),
+			CreatedAt: clk.Now().Add(-time.Minute), UpdatedAt: clk.Now().Add(-time.Duration(i) * time.Second)})
+	}
+	api.put(billing.Invoice{InvoiceID: "inv-1", CustomerID: "cus-1", AmountCents: 1111, CreatedAt: base.Add(-time.Hour), UpdatedAt: clk.Now().Add(-time.Second)})
+	crashCtx, crash := context.WithCancel(ctx)
+	mail.onCall = crash
+	rep, err = job.Run(crashCtx)
+	mail.onCall = nil
+	step("third run: crashes after the first new email", rep, err)
+
+	// Restart after the crashed run's lease (5m) has expired.
+	clk.advance(6 * time.Minute)
+	if job, err = newJob(); err != nil {
+		return err
+	}
+	rep, err = job.Run(ctx)
+	step("recovery run: owed emails sent, the rest applied", rep, err)
+	clk.advance(time.Minute)
+	rep, err = job.Run(ctx)
+	step("one more run: nothing new", rep, err)
+
+	rows, err := job.Rows(ctx)
+	if err != nil {
+		return err
+	}
+	calls, applied := mail.totals()
+	fmt.Fprintf(out, "\ninvoices table: %d rows for %d invoices\n", len(rows), len(api.invoices))
+	fmt.Fprintf(out, "notifier: %d calls, %d emails sent, one per new invoice (a repeat call carries the same key)\n", calls, applied)
+	for _, r := range rows {
+		fmt.Fprintf(out, "  %s amount=%d emails=%d\n", r.InvoiceID, r.AmountCents, mail.applied[billing.NotifyNewInvoiceKey(r)])
+	}
+	if len(rows) != len(api.invoices) || applied != len(api.invoices) {
+		return errors.New("invariant broken: want one row and one email per invoice")
+	}
+	return webhookDemo(ctx, store, clk, log, out)
+}
+
+func webhookDemo(ctx context.Context, store *billing.Store, clk *clock, log *slog.Logger, out io.Writer) error {
+	rc := newReceipts()
+	hook, err := billing.NewPaymentWebhook(store, billing.PaymentWebhookEffects{SendReceipt: rc}, billing.WithClock(clk.Now), billing.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	p := billing.Payment{EventID: "evt_1", InvoiceID: "inv-1", AmountCents: 1111, PaidAt: clk.Now()}
+	first, err := hook.Process(ctx, p)
+	if err != nil {
+		return err
+	}
+	again, err := hook.Process(ctx, p) // the provider redelivers the webhook
+	if err != nil {
+		return err
+	}
+	p.AmountCents = 9999
+	bad, _ := hook.Process(ctx, p) // same event id, different payload
+	fmt.Fprintf(out, "\n== payment webhook\nfirst delivery: %s, receipt %s\n", first.Units[0].Outcome, first.Units[0].Effects[0].Result)
+	fmt.Fprintf(out, "redelivery:     %s, receipt %s (kept result, no second receipt)\n", again.Units[0].Outcome, again.Units[0].Effects[0].Result)
+	fmt.Fprintf(out, "changed payload: %s: %v\n", bad.Units[0].Outcome, bad.Units[0].Err)
+	fmt.Fprintf(out, "receipt service calls: %d\n", rc.calls[billing.SendReceiptKey(billing.Payment{EventID: "evt_1"})])
+	return nil
+}
