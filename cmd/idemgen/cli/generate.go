@@ -71,7 +71,7 @@ func plan(e env, file string) (target, bool) {
 	if !ok || ds.HasErrors() {
 		return target{}, false
 	}
-	dir, err := outDir(file, f)
+	dir, importPath, err := outDir(file, f)
 	if err != nil {
 		printErr(e, err)
 		return target{}, false
@@ -93,7 +93,7 @@ func plan(e env, file string) (target, bool) {
 		printErr(e, err)
 		return target{}, false
 	}
-	opts := generator.Options{SQLC: runner}
+	opts := generator.Options{SQLC: runner, ImportPath: importPath}
 	root, err := os.OpenRoot(dir)
 	switch {
 	case err == nil:

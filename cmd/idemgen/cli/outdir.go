@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/idemgen/idemgen/generator/spec"
@@ -14,24 +16,25 @@ import (
 // outDir resolves the spec's out against the spec file's directory and
 // checks that it stays inside the Go module holding the spec, symlinks
 // resolved. The returned path is the lexical one (what the user wrote);
-// writes through it land in the checked real directory. Refusals are
-// diagnostics at out's position.
-func outDir(specPath string, f *spec.File) (string, error) {
+// writes through it land in the checked real directory. importPath is the
+// Go import path of that directory. Refusals are diagnostics at out's
+// position.
+func outDir(specPath string, f *spec.File) (dir, importPath string, err error) {
 	diag := func(format string, args ...any) error {
 		return spec.Diagnostics{{File: f.Name, Pos: f.Out.Pos, Severity: spec.Error, Msg: fmt.Sprintf(format, args...)}}
 	}
 	specAbs, err := filepath.Abs(specPath)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	specDir := filepath.Dir(specAbs)
 	realSpecDir, err := filepath.EvalSymlinks(specDir)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	modRoot, ok := findModule(realSpecDir)
 	if !ok {
-		return "", diag("no go.mod in %s or any parent; idemgen generates into a Go module", specDir)
+		return "", "", diag("no go.mod in %s or any parent; idemgen generates into a Go module", specDir)
 	}
 
 	out := "."
@@ -39,26 +42,56 @@ func outDir(specPath string, f *spec.File) (string, error) {
 		out = f.Out.Value
 	}
 	if out == "" || filepath.IsAbs(out) || strings.HasPrefix(out, "/") || filepath.VolumeName(out) != "" {
-		return "", diag("out %q must be a relative path (relative to the spec file)", out)
+		return "", "", diag("out %q must be a relative path (relative to the spec file)", out)
 	}
-	dir := filepath.Join(specDir, filepath.FromSlash(out))
+	dir = filepath.Join(specDir, filepath.FromSlash(out))
 	real, err := realPath(dir)
 	if err != nil {
-		return "", diag("out %q: %v", out, err)
+		return "", "", diag("out %q: %v", out, err)
 	}
 	if !within(modRoot, real) {
-		return "", diag("out %q resolves to %s, outside the Go module at %s; generated code must stay inside the module", out, real, modRoot)
+		return "", "", diag("out %q resolves to %s, outside the Go module at %s; generated code must stay inside the module", out, real, modRoot)
 	}
 	// A go.mod between the module root and out starts another module.
 	for d := real; d != modRoot; d = filepath.Dir(d) {
 		if fileExists(filepath.Join(d, "go.mod")) {
-			return "", diag("out %q is inside another Go module (%s) than the spec's (%s)", out, filepath.Join(d, "go.mod"), filepath.Join(modRoot, "go.mod"))
+			return "", "", diag("out %q is inside another Go module (%s) than the spec's (%s)", out, filepath.Join(d, "go.mod"), filepath.Join(modRoot, "go.mod"))
 		}
 	}
 	if fi, err := os.Stat(real); err == nil && !fi.IsDir() {
-		return "", diag("out %q is a file, not a directory", out)
+		return "", "", diag("out %q is a file, not a directory", out)
 	}
-	return dir, nil
+	rel, err := filepath.Rel(modRoot, real)
+	if err != nil {
+		return "", "", err
+	}
+	modPath, err := modulePath(filepath.Join(modRoot, "go.mod"))
+	if err != nil {
+		return "", "", diag("%v", err)
+	}
+	return dir, path.Join(modPath, filepath.ToSlash(rel)), nil
+}
+
+// modulePath reads the module path from a go.mod file. Only the module
+// directive matters here, so this is not a full go.mod parser.
+func modulePath(gomod string) (string, error) {
+	data, err := os.ReadFile(gomod)
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(string(data)) {
+		line, _, _ = strings.Cut(line, "//")
+		fields := strings.Fields(line)
+		if len(fields) != 2 || fields[0] != "module" {
+			continue
+		}
+		mod := fields[1]
+		if unq, err := strconv.Unquote(mod); err == nil {
+			mod = unq
+		}
+		return mod, nil
+	}
+	return "", fmt.Errorf("%s has no module directive", gomod)
 }
 
 // findModule returns the nearest directory at or above dir holding go.mod.
