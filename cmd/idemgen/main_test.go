@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/idemgen/idemgen/cmd/idemgen/cli"
+	"github.com/idemgen/idemgen/cmd/idemgen/internal/writeout"
+	"github.com/idemgen/idemgen/generator"
+)
+
+// TestMain makes this test binary the idemgen command of the scripts. The
+// same binary is also the sqlc child that generate starts, because cli.Main
+// checks for the child environment before anything else.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"idemgen": func() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+	})
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exits":           cmdExits,
+			"backdate":        cmdBackdate,
+			"mtime-unchanged": cmdMtimeUnchanged,
+			"manifest-owns":   cmdManifestOwns,
+			"no-mention":      cmdNoMention,
+			"edit-generated":  cmdEditGenerated,
+			"claim":           cmdClaim,
+			"append":          cmdAppend,
+			"count-files":     cmdCountFiles,
+		},
+	})
+}
+
+// cmdExits runs a program and checks its exact exit code:
+//
+//	exits 2 idemgen frobnicate
+//
+// Its stdout and stderr are kept for the stdout and stderr commands.
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits CODE PROGRAM [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		got = ee.ExitCode()
+	} else if err != nil {
+		ts.Fatalf("%s: %v", args[1], err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", strings.Join(args[1:], " "), got, want)
+	}
+}
+
+// backdated is the mtime backdate gives files; anything generate rewrites
+// gets a fresh one, whatever the filesystem's timestamp granularity.
+var backdated = time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+
+// walkFiles calls f for every regular file at or under each path.
+func walkFiles(ts *testscript.TestScript, paths []string, f func(path string, info fs.FileInfo)) {
+	for _, p := range paths {
+		ts.Check(filepath.Walk(ts.MkAbs(p), func(path string, info fs.FileInfo, err error) error {
+			if err == nil && info.Mode().IsRegular() {
+				f(path, info)
+			}
+			return err
+		}))
+	}
+}
+
+// cmdBackdate sets the mtime of every file at or under the paths to a fixed
+// past time:
+//
+//	backdate gen
+func cmdBackdate(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: backdate PATH...")
+	}
+	walkFiles(ts, args, func(path string, _ fs.FileInfo) {
+		ts.Check(os.Chtimes(path, backdated, backdated))
+	})
+}
+
+// cmdMtimeUnchanged checks that every file at or under the paths still has
+// the mtime backdate gave it, i.e. was not rewritten; with !, that some was.
+//
+//	mtime-unchanged gen
+func cmdMtimeUnchanged(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) == 0 {
+		ts.Fatalf("usage: [!] mtime-unchanged PATH...")
+	}
+	var touched []string
+	walkFiles(ts, args, func(path string, info fs.FileInfo) {
+		if !info.ModTime().Equal(backdated) {
+			touched = append(touched, path)
+		}
+	})
+	switch {
+	case !neg && len(touched) > 0:
+		ts.Fatalf("rewritten: %s", strings.Join(touched, ", "))
+	case neg && len(touched) == 0:
+		ts.Fatalf("no file was rewritten under %s", strings.Join(args, ", "))
+	}
+}
+
+// cmdManifestOwns checks the manifest in DIR against the files there: every
+// file with an idemgen header is listed (nothing generated but unrecorded),
+// and every listed file exists with a generated-code header (nothing stale
+// left behind, nothing of the user's claimed).
+//
+//	manifest-owns gen
+func cmdManifestOwns(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: manifest-owns DIR")
+	}
+	dir := ts.MkAbs(args[0])
+	owned := listed(ts, args[0])
+	walkFiles(ts, args, func(path string, _ fs.FileInfo) {
+		rel, _ := filepath.Rel(dir, path)
+		if h := firstLine(ts, path); (h == generator.Header || h == generator.SQLHeader) && !slices.Contains(owned, filepath.ToSlash(rel)) {
+			ts.Fatalf("%s has the idemgen header but the manifest does not list it", rel)
+		}
+	})
+	for _, name := range owned {
+		if h := firstLine(ts, filepath.Join(dir, filepath.FromSlash(name))); !generatedCode.MatchString(h) {
+			ts.Fatalf("manifest lists %s, whose first line %q is no generated-code header", name, h)
+		}
+	}
+}
+
+var generatedCode = regexp.MustCompile(`^(//|--|#) Code generated .* DO NOT EDIT\.$`)
+
+func firstLine(ts *testscript.TestScript, path string) string {
+	content, err := os.ReadFile(path)
+	ts.Check(err)
+	first, _, _ := bytes.Cut(content, []byte("\n"))
+	return string(first)
+}
+
+// listed returns the paths the manifest in dir lists, in its (sorted) order.
+func listed(ts *testscript.TestScript, dir string) []string {
+	data, err := os.ReadFile(filepath.Join(ts.MkAbs(dir), writeout.ManifestName))
+	ts.Check(err)
+	var paths []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if line := sc.Text(); line != "" && !strings.HasPrefix(line, "#") {
+			paths = append(paths, line)
+		}
+	}
+	if len(paths) == 0 {
+		ts.Fatalf("manifest in %s lists no files", dir)
+	}
+	return paths
+}
+
+// cmdEditGenerated appends a line to the first file the manifest in DIR
+// lists and sets $EDITED to its path relative to DIR. Scripts use it so
+// they need not know the generator's file names.
+//
+//	edit-generated gen
+func cmdEditGenerated(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: edit-generated DIR")
+	}
+	name := listed(ts, args[0])[0]
+	f, err := os.OpenFile(filepath.Join(ts.MkAbs(args[0]), filepath.FromSlash(name)), os.O_WRONLY|os.O_APPEND, 0)
+	ts.Check(err)
+	_, err = f.WriteString("// edited by hand\n")
+	ts.Check(errors.Join(err, f.Close()))
+	ts.Setenv("EDITED", name)
+}
+
+// cmdClaim turns the generated tree in DIR into what a user who never ran
+// idemgen might have: the last Go file the manifest lists stays, rewritten
+// without the idemgen header; every other file idemgen wrote, and the
+// manifest, are removed. $CLAIMED is set to the kept file's path relative
+// to DIR. Keeping the last file means a generate that wrote before checking
+// would already have written the others. (A Go file, not a migration: the
+// generator reads existing migrations back as its own.)
+//
+//	claim gen
+func cmdClaim(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: claim DIR")
+	}
+	dir := ts.MkAbs(args[0])
+	var keep string
+	for _, p := range listed(ts, args[0]) {
+		if strings.HasSuffix(p, ".go") {
+			keep = p
+		}
+	}
+	if keep == "" {
+		ts.Fatalf("manifest in %s lists no Go file", args[0])
+	}
+	for _, p := range listed(ts, args[0]) {
+		if p != keep {
+			ts.Check(os.Remove(filepath.Join(dir, filepath.FromSlash(p))))
+		}
+	}
+	ts.Check(os.Remove(filepath.Join(dir, writeout.ManifestName)))
+	ts.Check(os.WriteFile(filepath.Join(dir, filepath.FromSlash(keep)), []byte("// My own file, written by hand.\n"), 0o644))
+	ts.Setenv("CLAIMED", keep)
+}
+
+// cmdAppend appends a line to a file:
+//
+//	append gen/.idemgen-manifest jobs/old.go
+func cmdAppend(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: append FILE LINE")
+	}
+	f, err := os.OpenFile(ts.MkAbs(args[0]), os.O_WRONLY|os.O_APPEND, 0)
+	ts.Check(err)
+	_, err = f.WriteString(args[1] + "\n")
+	ts.Check(errors.Join(err, f.Close()))
+}
+
+// cmdCountFiles checks how many regular files DIR holds, at any depth.
+//
+//	count-files gen 1
+func cmdCountFiles(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: count-files DIR N")
+	}
+	want, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	var got []string
+	walkFiles(ts, args[:1], func(path string, _ fs.FileInfo) { got = append(got, path) })
+	if len(got) != want {
+		ts.Fatalf("%s holds %d files, want %d: %v", args[0], len(got), want, got)
+	}
+}
+
+// cmdNoMention checks that no file at or under DIR contains WORD, ignoring
+// case: after a job is removed, nothing generated may still refer to it.
+//
+//	no-mention gen refund
+func cmdNoMention(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: no-mention DIR WORD")
+	}
+	word := strings.ToLower(args[1])
+	walkFiles(ts, args[:1], func(path string, _ fs.FileInfo) {
+		content, err := os.ReadFile(path)
+		ts.Check(err)
+		if bytes.Contains(bytes.ToLower(content), []byte(word)) {
+			ts.Fatalf("%s still mentions %q", path, args[1])
+		}
+		if strings.Contains(strings.ToLower(filepath.ToSlash(path[len(ts.MkAbs(args[0])):])), word) {
+			ts.Fatalf("%s is named after %q", path, args[1])
+		}
+	})
+}
