@@ -255,7 +255,7 @@ func jobVerbs(f *jen.File, j *model.Job) {
 		f.Commentf("Rows reads every %s row back as units, ordered by the unique key (for checks", j.Dest.Table)
 		f.Comment("and small tables: it loads them all).")
 		f.Func().Add(recv(j)).Id("Rows").Params(ctx.Clone()).Params(jen.Index().Id(j.Unit.GoName), jen.Error()).Block(
-			jen.Return(jen.Id("j").Dot("e").Dot("st").Dot("auto").Call().Assert(jen.Id("destQuerier")).Dot("list"+j.GoName).Call(jen.Id("ctx"))),
+			jen.Return(jen.Id("j").Dot("e").Dot("st").Dot("auto").Call().Assert(jen.Id("destQuerier")).Dot("list" + j.GoName).Call(jen.Id("ctx"))),
 		)
 		f.Commentf("Stale returns the keys of up to limit %s rows last computed by an older job", j.Dest.Table)
 		f.Commentf("version than %d, so they can be found and recomputed (Backfill, or Process).", j.Version)
