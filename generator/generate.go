@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
 	"regexp"
 	"strings"
 
@@ -110,31 +109,17 @@ func runtimeFiles(files Files, p *model.Package, importPath string) error {
 	return nil
 }
 
-// migrations returns a dialect's migration files. Emitted migrations are
-// kept byte for byte; a package without any gets its first one.
+// migrations returns a dialect's migration files, its schema snapshot and
+// its sum file. Emitted migrations are kept byte for byte (the sum proves
+// it); when the spec's schema differs from the snapshot, the next migration
+// is added. See migrations.go.
 func migrations(existing fs.FS, p *model.Package, d model.Dialect) (Files, error) {
 	dir := sqlgen.LayoutOf(d).Migrations
-	out := Files{}
-	if existing != nil {
-		entries, err := fs.ReadDir(existing, dir)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("read %s: %w", dir, err)
-		}
-		for _, e := range entries {
-			if e.IsDir() || path.Ext(e.Name()) != ".sql" {
-				continue
-			}
-			data, err := fs.ReadFile(existing, path.Join(dir, e.Name()))
-			if err != nil {
-				return nil, err
-			}
-			out[path.Join(dir, e.Name())] = data
-		}
+	st, err := readMigrations(existing, dir)
+	if err != nil {
+		return nil, err
 	}
-	if len(out) == 0 {
-		out[path.Join(dir, "00001_idemgen.sql")] = sqlgen.InitialMigration(p, d)
-	}
-	return out, nil
+	return st.next(p, d)
 }
 
 // stripPreamble drops the comments above the first query: sqlc would attach

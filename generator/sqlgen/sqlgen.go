@@ -17,14 +17,6 @@ var tmpl = template.Must(template.New("sql").Funcs(template.FuncMap{
 	"join": strings.Join,
 }).ParseFS(templates.FS, "sql/*.tmpl"))
 
-// Column is one destination column.
-type Column struct {
-	Name    string
-	Type    string
-	NotNull bool
-	Default string
-}
-
 // Job is the SQL view of one job.
 type Job struct {
 	GoName     string
@@ -46,13 +38,6 @@ type data struct {
 	Text, Int, BigInt, Bytes, Time string
 	GreatestMark                   string
 	Jobs                           []Job
-}
-
-// JobsReversed lists jobs last first, for down migrations.
-func (d data) JobsReversed() []Job {
-	out := slices.Clone(d.Jobs)
-	slices.Reverse(out)
-	return out
 }
 
 // ColumnType is the SQL type of a field in a dialect.
@@ -159,7 +144,25 @@ func render(name string, v any) []byte {
 
 // InitialMigration is a dialect's first migration: every table the package needs.
 func InitialMigration(p *model.Package, d model.Dialect) []byte {
-	return render("migration.sql.tmpl", newData(p, d))
+	return initialMigration(SchemaOf(p, d))
+}
+
+// migration is what migration.sql.tmpl renders: blocks of statements.
+type migration struct {
+	Notes    []string
+	Up, Down []string
+}
+
+func initialMigration(s Schema) []byte {
+	var m migration
+	var drops []string
+	for _, t := range s.Tables {
+		m.Up = append(m.Up, createTable(t))
+		drops = append(drops, "DROP TABLE "+t.Name+";")
+	}
+	slices.Reverse(drops)
+	m.Down = []string{strings.Join(drops, "\n")}
+	return render("migration.sql.tmpl", m)
 }
 
 // Queries is the sqlc query file for a dialect.

@@ -1,0 +1,271 @@
+package sqlgen
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/idemgen/idemgen/generator/model"
+)
+
+// Schema is the database schema of one package in one dialect, as data: what
+// the package's migrations produce. The first migration renders it; later
+// migrations are planned by comparing it (as recorded in the snapshot) with
+// the schema the spec asks for now.
+type Schema struct {
+	Dialect model.Dialect `json:"dialect"`
+	// VersionTable is goose's version table; renaming it would re-run every migration.
+	VersionTable string `json:"version_table"`
+	// Tables are in creation order.
+	Tables []Table `json:"tables"`
+}
+
+// Table roles: the three bookkeeping tables and job destinations.
+const (
+	RoleLedger      = "ledger"
+	RoleProgress    = "progress"
+	RoleSeen        = "seen"
+	RoleDestination = "destination"
+)
+
+// Table is one table with its columns, keys and indexes.
+type Table struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Job is the job a destination table belongs to.
+	Job     string   `json:"job,omitempty"`
+	Columns []Column `json:"columns"`
+	// PrimaryKey is a table-level primary key over several columns.
+	PrimaryKey []string `json:"primary_key,omitempty"`
+	Unique     *Unique  `json:"unique,omitempty"`
+	Indexes    []Index  `json:"indexes,omitempty"`
+	// Aligned pads column names into a column, as the bookkeeping tables are written.
+	Aligned bool `json:"aligned,omitempty"`
+}
+
+// Column is one column. Destination columns use only Name, Type, NotNull and Default.
+type Column struct {
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	NotNull    bool   `json:"not_null,omitempty"`
+	Default    string `json:"default,omitempty"`
+	PrimaryKey bool   `json:"primary_key,omitempty"`
+	Check      string `json:"check,omitempty"`
+}
+
+// Unique is a named table constraint: the ON CONFLICT target of a destination.
+type Unique struct {
+	Name    string   `json:"name"`
+	Columns []string `json:"columns"`
+}
+
+// Index is a plain index.
+type Index struct {
+	Name    string   `json:"name"`
+	Columns []string `json:"columns"`
+}
+
+// Column returns the named column, or nil.
+func (t *Table) Column(name string) *Column {
+	for i := range t.Columns {
+		if t.Columns[i].Name == name {
+			return &t.Columns[i]
+		}
+	}
+	return nil
+}
+
+// Table returns the named table, or nil.
+func (s *Schema) Table(name string) *Table {
+	for i := range s.Tables {
+		if s.Tables[i].Name == name {
+			return &s.Tables[i]
+		}
+	}
+	return nil
+}
+
+// SchemaOf is the schema the package asks for in dialect d.
+func SchemaOf(p *model.Package, d model.Dialect) Schema {
+	dd := newData(p, d)
+	col := func(name, typ string, notNull bool) Column { return Column{Name: name, Type: typ, NotNull: notNull} }
+	ledger := Table{Name: p.Tables.Ledger, Role: RoleLedger, Aligned: true, Columns: []Column{
+		{Name: "effect_key", Type: dd.Text, PrimaryKey: true},
+		col("job", dd.Text, true),
+		col("effect", dd.Text, true),
+		col("effect_version", dd.Int, true),
+		col("job_version", dd.Int, true),
+		col("unit_key", dd.Text, true),
+		col("payload", dd.Bytes, true),
+		{Name: "state", Type: dd.Text, NotNull: true, Check: "state IN ('pending', 'done', 'failed')"},
+		{Name: "attempts", Type: dd.Int, NotNull: true, Default: "0"},
+		col("lease_owner", dd.Text, false),
+		col("lease_until", dd.Time, false),
+		col("result", dd.Bytes, false),
+		col("last_error", dd.Text, false),
+		col("created_at", dd.Time, true),
+		col("updated_at", dd.Time, true),
+		col("done_at", dd.Time, false),
+	}, Indexes: []Index{
+		{Name: p.Tables.Ledger + "_pending", Columns: []string{"job", "state", "effect_key"}},
+		{Name: p.Tables.Ledger + "_unit", Columns: []string{"job", "effect", "unit_key"}},
+	}}
+	progress := Table{Name: p.Tables.Progress, Role: RoleProgress, Aligned: true, Columns: []Column{
+		{Name: "job", Type: dd.Text, PrimaryKey: true},
+		col("watermark", dd.Time, false),
+		col("cursor_token", dd.Text, false),
+		{Name: "cursor_position", Type: dd.BigInt, NotNull: true, Default: "0"},
+		col("job_version", dd.Int, true),
+		col("updated_at", dd.Time, true),
+	}}
+	seen := Table{Name: p.Tables.Seen, Role: RoleSeen, Aligned: true, Columns: []Column{
+		col("job", dd.Text, true),
+		col("unit_key", dd.Text, true),
+		col("payload_hash", dd.Bytes, true),
+		col("job_version", dd.Int, true),
+		col("first_seen", dd.Time, true),
+	}, PrimaryKey: []string{"job", "unit_key"}}
+	s := Schema{Dialect: d, VersionTable: p.Tables.Migrations, Tables: []Table{ledger, progress, seen}}
+	for i, j := range p.Jobs {
+		sj := dd.Jobs[i]
+		if sj.Table == "" {
+			continue
+		}
+		s.Tables = append(s.Tables, Table{
+			Name: sj.Table, Role: RoleDestination, Job: j.Name,
+			Columns: slices.Clone(sj.Columns),
+			Unique:  &Unique{Name: sj.Table + "_unique", Columns: slices.Clone(sj.Unique)},
+		})
+	}
+	return s
+}
+
+// createTable renders CREATE TABLE and the table's indexes, without a final newline.
+func createTable(t Table) string {
+	return createTableAs(t, t.Name)
+}
+
+// createTableAs renders t under another name (a SQLite rebuild's new table);
+// its indexes are left out then, as they belong to the final name.
+func createTableAs(t Table, name string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE TABLE %s (", name)
+	width := 0
+	if t.Aligned {
+		for _, c := range t.Columns {
+			width = max(width, len(c.Name))
+		}
+	}
+	var lines []string
+	for _, c := range t.Columns {
+		lines = append(lines, "    "+columnDef(c, width))
+	}
+	if len(t.PrimaryKey) > 0 {
+		lines = append(lines, "    PRIMARY KEY ("+strings.Join(t.PrimaryKey, ", ")+")")
+	}
+	if t.Unique != nil {
+		lines = append(lines, "    CONSTRAINT "+t.Unique.Name+" UNIQUE ("+strings.Join(t.Unique.Columns, ", ")+")")
+	}
+	b.WriteString("\n" + strings.Join(lines, ",\n") + "\n);")
+	if name == t.Name {
+		for _, ix := range t.Indexes {
+			b.WriteString("\n" + createIndex(t.Name, ix))
+		}
+	}
+	return b.String()
+}
+
+func createIndex(table string, ix Index) string {
+	return fmt.Sprintf("CREATE INDEX %s ON %s (%s);", ix.Name, table, strings.Join(ix.Columns, ", "))
+}
+
+// columnDef is a column's definition; width pads its name.
+func columnDef(c Column, width int) string {
+	s := c.Name
+	if width > 0 {
+		s = fmt.Sprintf("%-*s", width, c.Name)
+	}
+	s += " " + c.Type
+	if c.NotNull {
+		s += " NOT NULL"
+	}
+	if c.Default != "" {
+		s += " DEFAULT " + c.Default
+	}
+	if c.PrimaryKey {
+		s += " PRIMARY KEY"
+	}
+	if c.Check != "" {
+		s += " CHECK (" + c.Check + ")"
+	}
+	return s
+}
+
+// SnapshotHeader is the first line of a schema snapshot; the CLI manages
+// files by it. A snapshot is not SQL (goose and other migration tools must
+// not pick it up), so it takes the header form of non-SQL files.
+const SnapshotHeader = "// Code generated by idemgen. DO NOT EDIT."
+
+const snapshotNote = "// The schema the migrations beside this file produce; idemgen plans the next migration from it."
+
+// Snapshot is what a dialect's snapshot file records: the schema after the
+// last emitted migration, and that migration's name.
+type Snapshot struct {
+	Last   string `json:"last_migration"`
+	Schema Schema `json:"schema"`
+}
+
+// MarshalSnapshot renders a snapshot file: the header, a note, then JSON
+// with one line per table and per column, so that a spec change shows as a
+// small diff in review.
+func MarshalSnapshot(s Snapshot) []byte {
+	compact := func(v any) string {
+		data, err := json.Marshal(v)
+		if err != nil {
+			panic(fmt.Sprintf("sqlgen: marshal snapshot: %v", err)) // plain data: cannot fail
+		}
+		return string(data)
+	}
+	var b strings.Builder
+	b.WriteString(SnapshotHeader + "\n" + snapshotNote + "\n")
+	fmt.Fprintf(&b, "{\n  \"last_migration\": %s,\n  \"schema\": {\n    \"dialect\": %s,\n    \"version_table\": %s,\n    \"tables\": [",
+		compact(s.Last), compact(s.Schema.Dialect), compact(s.Schema.VersionTable))
+	for i, t := range s.Schema.Tables {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		var cols []string
+		for _, c := range t.Columns {
+			cols = append(cols, "\n        "+compact(c))
+		}
+		t.Columns = nil
+		head := compact(t)
+		b.WriteString("\n      " + strings.Replace(head, `"columns":null`, `"columns":[`+strings.Join(cols, ",")+"\n      ]", 1))
+	}
+	b.WriteString("\n    ]\n  }\n}\n")
+	return []byte(b.String())
+}
+
+// ParseSnapshot reads a snapshot file written by MarshalSnapshot.
+func ParseSnapshot(data []byte) (Snapshot, error) {
+	var s Snapshot
+	rest, ok := bytes.CutPrefix(data, []byte(SnapshotHeader+"\n"))
+	if !ok {
+		return s, errors.New("its first line is not the idemgen header")
+	}
+	for bytes.HasPrefix(rest, []byte("//")) {
+		_, rest, _ = bytes.Cut(rest, []byte("\n"))
+	}
+	dec := json.NewDecoder(bytes.NewReader(rest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return s, err
+	}
+	if s.Last == "" || len(s.Schema.Tables) == 0 {
+		return s, errors.New("it records no migration or no tables")
+	}
+	return s, nil
+}
