@@ -72,8 +72,8 @@ func (q sqliteQuerier) reserve(ctx context.Context, r ledgerRow, now time.Time) 
 	})
 }
 
-func (q sqliteQuerier) decided(ctx context.Context, job, effect, unitKey string) (bool, error) {
-	n, err := q.q.CountDecided(ctx, sqlitedb.CountDecidedParams{Job: job, Effect: effect, UnitKey: unitKey})
+func (q sqliteQuerier) decided(ctx context.Context, job, effect, unitKey string, version int32) (bool, error) {
+	n, err := q.q.CountDecided(ctx, sqlitedb.CountDecidedParams{Job: job, Effect: effect, UnitKey: unitKey, EffectVersion: int64(version)})
 	return n > 0, err
 }
 

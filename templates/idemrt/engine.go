@@ -241,7 +241,7 @@ type querier interface {
 	saveCursor(ctx context.Context, job, cursor string, position int64, jobVersion int32, now time.Time) error
 	see(ctx context.Context, job, unitKey string, hash []byte, jobVersion int32, now time.Time) (prev []byte, fresh bool, err error)
 	reserve(ctx context.Context, r ledgerRow, now time.Time) error
-	decided(ctx context.Context, job, effect, unitKey string) (bool, error)
+	decided(ctx context.Context, job, effect, unitKey string, version int32) (bool, error)
 	claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error)
 	complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error)
 	release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, now time.Time) (state string, err error)
@@ -420,7 +420,7 @@ func (e *engine[U]) applyUnit(ctx context.Context, u U, rep *Report) UnitResult 
 			if !decide && outcome != OutcomeDeduped {
 				// A unit decided under an earlier effect version owes the
 				// new version once: version bumps are deliberate.
-				was, err := q.decided(ctx, e.def.name, fx.name, key)
+				was, err := q.decided(ctx, e.def.name, fx.name, key, fx.version)
 				if err != nil {
 					return fmt.Errorf("effect %q: look up ledger: %w", fx.name, err)
 				}

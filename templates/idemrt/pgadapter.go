@@ -68,8 +68,8 @@ func (q pgQuerier) reserve(ctx context.Context, r ledgerRow, now time.Time) erro
 	})
 }
 
-func (q pgQuerier) decided(ctx context.Context, job, effect, unitKey string) (bool, error) {
-	n, err := q.q.CountDecided(ctx, pgdb.CountDecidedParams{Job: job, Effect: effect, UnitKey: unitKey})
+func (q pgQuerier) decided(ctx context.Context, job, effect, unitKey string, version int32) (bool, error) {
+	n, err := q.q.CountDecided(ctx, pgdb.CountDecidedParams{Job: job, Effect: effect, UnitKey: unitKey, EffectVersion: version})
 	return n > 0, err
 }
 

@@ -39,7 +39,9 @@ VALUES (@effect_key, @job, @effect, @effect_version, @job_version, @unit_key, @p
 ON CONFLICT (effect_key) DO NOTHING;
 
 -- name: CountDecided :one
-SELECT count(*) FROM billing_idem_ledger WHERE job = @job AND effect = @effect AND unit_key = @unit_key;
+-- Only an earlier version's reservation makes a unit owe this one: a row of
+-- the current version under another key (an older replay) owes nothing.
+SELECT count(*) FROM billing_idem_ledger WHERE job = @job AND effect = @effect AND unit_key = @unit_key AND effect_version < @effect_version;
 
 -- name: ClaimEffect :execrows
 UPDATE billing_idem_ledger

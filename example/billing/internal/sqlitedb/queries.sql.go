@@ -66,17 +66,25 @@ func (q *Queries) CompleteEffect(ctx context.Context, arg CompleteEffectParams) 
 }
 
 const countDecided = `-- name: CountDecided :one
-SELECT count(*) FROM billing_idem_ledger WHERE job = ?1 AND effect = ?2 AND unit_key = ?3
+SELECT count(*) FROM billing_idem_ledger WHERE job = ?1 AND effect = ?2 AND unit_key = ?3 AND effect_version < ?4
 `
 
 type CountDecidedParams struct {
-	Job     string
-	Effect  string
-	UnitKey string
+	Job           string
+	Effect        string
+	UnitKey       string
+	EffectVersion int64
 }
 
+// Only an earlier version's reservation makes a unit owe this one: a row of
+// the current version under another key (an older replay) owes nothing.
 func (q *Queries) CountDecided(ctx context.Context, arg CountDecidedParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, countDecided, arg.Job, arg.Effect, arg.UnitKey)
+	row := q.db.QueryRowContext(ctx, countDecided,
+		arg.Job,
+		arg.Effect,
+		arg.UnitKey,
+		arg.EffectVersion,
+	)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
