@@ -19,6 +19,7 @@ func StoreFile(p *model.Package) *jen.File {
 	f.Comment("//go:embed migrations")
 	f.Var().Id("migrationsFS").Qual("embed", "FS")
 	migrationsFunc(f, p)
+	nonNullHelpers(f, p)
 	if p.Has(model.Postgres) {
 		storeConstructor(f, p, model.Postgres)
 	}
@@ -183,6 +184,7 @@ func DialectFile(p *model.Package, d model.Dialect, importPath string) *jen.File
 
 // toDB converts a unit field to the sqlc parameter type of the dialect.
 func toDB(d model.Dialect, f *model.Field, v *jen.Statement) *jen.Statement {
+	v = nonNullValue(f, v)
 	if d == model.Postgres {
 		return v // sqlc overrides map every PostgreSQL column to the unit's own Go type
 	}
