@@ -1,0 +1,273 @@
+// Hand-written behaviour tests of the generated cursor package (idemgen
+// leaves this file alone: it has no generated-code header).
+package cursor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/idemgen/idemgen/testdata/golden/cursor"
+	"github.com/idemgen/idemgen/testdata/golden/internal/testdb"
+)
+
+func open(t *testing.T, db testdb.DB) *cursor.Store {
+	t.Helper()
+	var st *cursor.Store
+	if db.Pool != nil {
+		st = cursor.NewPostgresStore(db.Pool)
+	} else {
+		st = cursor.NewSQLiteStore(db.SQL)
+	}
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// feed serves events after a cursor (the last seq seen), two per page; past
+// the end it answers with the cursor it was given.
+type feed struct {
+	mu     sync.Mutex
+	events []cursor.Event
+	asked  []string         // every cursor Fetch was called with
+	failAt map[string]error // cursors whose fetch fails once
+}
+
+func (f *feed) add(seq int64, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, cursor.Event{Seq: seq, Name: name})
+}
+
+func (f *feed) Fetch(ctx context.Context, cur string) ([]cursor.Event, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, cur)
+	if err := f.failAt[cur]; err != nil {
+		delete(f.failAt, cur)
+		return nil, "", err
+	}
+	after := int64(0)
+	if cur != "" {
+		after, _ = strconv.ParseInt(cur, 10, 64)
+	}
+	var page []cursor.Event
+	for _, e := range f.events {
+		if e.Seq > after && len(page) < 2 {
+			page = append(page, e)
+		}
+	}
+	if len(page) == 0 {
+		return nil, cur, nil
+	}
+	return page, strconv.FormatInt(page[len(page)-1].Seq, 10), nil
+}
+
+func (f *feed) takeAsked() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := f.asked
+	f.asked = nil
+	return a
+}
+
+// registry stands in for a provider honouring idempotency keys; its result
+// names the call that produced it, so a replayed result is recognisable.
+type registry struct {
+	calls   testdb.Calls
+	failing bool
+}
+
+var errDown = errors.New("registry down")
+
+func (r *registry) RegisterEvent(ctx context.Context, key string, e cursor.Event) ([]byte, error) {
+	r.calls.Add(key)
+	if r.failing {
+		return nil, errDown
+	}
+	return fmt.Appendf(nil, "reg-%d#%d", e.Seq, r.calls.Of(key)), nil
+}
+
+func newJob(t *testing.T, st *cursor.Store, src *feed, reg *registry) *cursor.EventImport {
+	t.Helper()
+	j, err := cursor.NewEventImport(st, src, cursor.EventImportEffects{RegisterEvent: reg}, cursor.WithLogger(testdb.Quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func run(t *testing.T, j *cursor.EventImport) cursor.Report {
+	t.Helper()
+	rep, err := j.Run(context.Background())
+	if err != nil {
+		t.Fatalf("run: %s, %v", rep, err)
+	}
+	return rep
+}
+
+func TestCursorAdvancesPageByPage(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db testdb.DB) {
+		src, reg := &feed{}, &registry{}
+		for i := int64(1); i <= 5; i++ {
+			src.add(i, fmt.Sprint("e", i))
+		}
+		j := newJob(t, open(t, db), src, reg)
+		if rep := run(t, j); rep.Seen != 5 || rep.Inserted != 5 || rep.EffectsDone != 5 {
+			t.Fatalf("first run: %s", rep)
+		}
+		if got, want := src.takeAsked(), []string{"", "2", "4", "5"}; !slices.Equal(got, want) {
+			t.Fatalf("cursors asked %q, want %q", got, want)
+		}
+		// The next run starts where the last whole page ended.
+		if rep := run(t, j); rep.Seen != 0 {
+			t.Fatalf("second run: %s", rep)
+		}
+		if got, want := src.takeAsked(), []string{"5"}; !slices.Equal(got, want) {
+			t.Fatalf("second run asked %q, want %q", got, want)
+		}
+		src.add(6, "e6")
+		if rep := run(t, j); rep.Seen != 1 || rep.Inserted != 1 || rep.EffectsDone != 1 {
+			t.Fatalf("third run: %s", rep)
+		}
+		if reg.calls.Total() != 6 || reg.calls.Keys() != 6 {
+			t.Fatalf("provider calls %d over %d keys, want 6 over 6", reg.calls.Total(), reg.calls.Keys())
+		}
+	})
+}
+
+// A unit the database refuses (a trigger here) fails alone, and its page is
+// not passed: the next run fetches that page again and dedupes the rest.
+func TestPageWithFailedUnitIsNotPassed(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db testdb.DB) {
+		st := open(t, db)
+		db.Exec(t,
+			`CREATE TRIGGER reject_poison BEFORE INSERT ON events WHEN NEW.name = 'poison'
+			 BEGIN SELECT RAISE(ABORT, 'poison rejected'); END`,
+			`CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+			 BEGIN IF NEW.name = 'poison' THEN RAISE EXCEPTION 'poison rejected'; END IF; RETURN NEW; END $$;
+			 CREATE TRIGGER reject_poison BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION reject_poison()`)
+		src, reg := &feed{}, &registry{}
+		for i, name := range []string{"a", "b", "poison", "d", "e", "f"} {
+			src.add(int64(i+1), name)
+		}
+		j := newJob(t, st, src, reg)
+		rep := run(t, j)
+		if rep.Inserted != 3 || rep.Failed != 1 || rep.EffectsDone != 3 {
+			t.Fatalf("first run: %s", rep)
+		}
+		if got, want := src.takeAsked(), []string{"", "2"}; !slices.Equal(got, want) {
+			t.Fatalf("cursors asked %q, want %q: the page after the failure must not be fetched", got, want)
+		}
+		// Still refused: the same page again, its good unit deduped.
+		rep = run(t, j)
+		if rep.Inserted != 0 || rep.Deduped != 1 || rep.Failed != 1 || rep.EffectsDone != 0 || rep.EffectsDeduped != 1 {
+			t.Fatalf("second run: %s", rep)
+		}
+		if got, want := src.takeAsked(), []string{"2"}; !slices.Equal(got, want) {
+			t.Fatalf("second run asked %q, want %q", got, want)
+		}
+		db.Exec(t, `DROP TRIGGER reject_poison`, `DROP TRIGGER reject_poison ON events`)
+		rep = run(t, j)
+		if rep.Inserted != 3 || rep.Deduped != 1 || rep.Failed != 0 || rep.EffectsDone != 3 {
+			t.Fatalf("after the fix: %s", rep)
+		}
+		if got, want := src.takeAsked(), []string{"2", "4", "6"}; !slices.Equal(got, want) {
+			t.Fatalf("after the fix asked %q, want %q", got, want)
+		}
+		rows, err := j.Rows(context.Background())
+		if err != nil || len(rows) != 6 {
+			t.Fatalf("%d rows, %v; want 6", len(rows), err)
+		}
+		if reg.calls.Total() != 6 || reg.calls.Keys() != 6 {
+			t.Fatalf("provider calls %d over %d keys, want each key once", reg.calls.Total(), reg.calls.Keys())
+		}
+	})
+}
+
+func TestFetchErrorKeepsCursor(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db testdb.DB) {
+		src, reg := &feed{failAt: map[string]error{"2": errors.New("feed timeout")}}, &registry{}
+		for i := int64(1); i <= 4; i++ {
+			src.add(i, "x")
+		}
+		j := newJob(t, open(t, db), src, reg)
+		rep, err := j.Run(context.Background())
+		if err == nil || rep.Inserted != 2 {
+			t.Fatalf("run with a failing fetch: %s, %v", rep, err)
+		}
+		src.takeAsked()
+		if rep := run(t, j); rep.Inserted != 2 || rep.Seen != 2 {
+			t.Fatalf("resumed run: %s", rep)
+		}
+		if got := src.takeAsked(); got[0] != "2" {
+			t.Fatalf("resumed at %q, want after the first whole page (2)", got[0])
+		}
+	})
+}
+
+func TestInsertOnceKeepsFirstAndResultIsReplayed(t *testing.T) {
+	if got := cursor.RegisterEventKey(cursor.Event{Seq: 7}); got != "register:v1:j3:7" {
+		t.Fatalf("effect key %q", got)
+	}
+	testdb.Each(t, func(t *testing.T, db testdb.DB) {
+		ctx := context.Background()
+		reg := &registry{}
+		j := newJob(t, open(t, db), &feed{}, reg)
+		first, err := j.Process(ctx, cursor.Event{Seq: 1, Name: "first"})
+		if err != nil || first.Inserted != 1 || len(first.Units) != 1 || len(first.Units[0].Effects) != 1 {
+			t.Fatalf("first: %s, %v", first, err)
+		}
+		if got := string(first.Units[0].Effects[0].Result); got != "reg-1#1" {
+			t.Fatalf("first result %q", got)
+		}
+		again, err := j.Process(ctx, cursor.Event{Seq: 1, Name: "second"})
+		if err != nil || again.Deduped != 1 || again.EffectsDeduped != 1 {
+			t.Fatalf("replay: %s, %v", again, err)
+		}
+		if er := again.Units[0].Effects[0]; er.Outcome != cursor.EffectDeduped || string(er.Result) != "reg-1#1" {
+			t.Fatalf("replayed effect %+v, want the kept result reg-1#1", er)
+		}
+		if reg.calls.Total() != 1 {
+			t.Fatalf("provider calls %d, want 1", reg.calls.Total())
+		}
+		rows, err := j.Rows(ctx)
+		if err != nil || len(rows) != 1 || rows[0].Name != "first" {
+			t.Fatalf("rows %+v, %v; insert_once keeps the first", rows, err)
+		}
+		if stale, err := j.Stale(ctx, 10); err != nil || len(stale) != 0 {
+			t.Fatalf("stale %v, %v", stale, err)
+		}
+	})
+}
+
+func TestEffectParksAfterMaxAttempts(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db testdb.DB) {
+		ctx := context.Background()
+		st := open(t, db)
+		reg := &registry{failing: true}
+		j := newJob(t, st, &feed{}, reg)
+		if rep, _ := j.Process(ctx, cursor.Event{Seq: 1, Name: "a"}); rep.EffectsFailed != 1 || rep.EffectsParked != 0 {
+			t.Fatalf("first attempt: %s", rep)
+		}
+		if rep, _ := j.Drain(ctx); rep.EffectsParked != 1 {
+			t.Fatalf("second attempt (max_attempts 2): %s", rep)
+		}
+		reg.failing = false
+		if rep, _ := j.Drain(ctx); rep.EffectsDone != 0 {
+			t.Fatalf("a parked effect was retried: %s", rep)
+		}
+		entries, err := st.Ledger(ctx)
+		if err != nil || len(entries) != 1 || entries[0].State != "failed" || entries[0].Attempts != 2 || entries[0].LastError == "" {
+			t.Fatalf("ledger %+v, %v", entries, err)
+		}
+		if reg.calls.Total() != 2 {
+			t.Fatalf("provider calls %d, want 2", reg.calls.Total())
+		}
+	})
+}
