@@ -49,6 +49,9 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 			return nil, err
 		}
 	}
+	if err := emit("idemgen_crashsim_test.go", golang.CrashTestFile(p)); err != nil {
+		return nil, err
+	}
 	if err := emit("idemgen_store.go", golang.StoreFile(p)); err != nil {
 		return nil, err
 	}
@@ -83,8 +86,8 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 // runtimeFiles copies the engine sources into the package, renamed.
 func runtimeFiles(files Files, p *model.Package, importPath string) error {
 	perDialect := map[string]model.Dialect{
-		"postgres.go": model.Postgres, "pgadapter.go": model.Postgres,
-		"sqlite.go": model.SQLite, "sqliteadapter.go": model.SQLite,
+		"postgres.go": model.Postgres, "pgadapter.go": model.Postgres, "crashsim_postgres.go": model.Postgres,
+		"sqlite.go": model.SQLite, "sqliteadapter.go": model.SQLite, "crashsim_sqlite.go": model.SQLite,
 	}
 	entries, err := fs.ReadDir(templates.FS, "idemrt")
 	if err != nil {
@@ -104,7 +107,12 @@ func runtimeFiles(files Files, p *model.Package, importPath string) error {
 		}
 		src = bytes.Replace(src, []byte("package idemrt\n"), []byte(Header+"\n\npackage "+p.Name+"\n"), 1)
 		src = bytes.ReplaceAll(src, []byte(`"github.com/idemgen/idemgen/templates/idemrt/internal/`), []byte(`"`+importPath+`/internal/`))
-		files["idemgen_rt_"+name] = src
+		out := "idemgen_rt_" + name
+		if strings.HasPrefix(name, "crashsim") {
+			// The crash simulation is test code: production builds carry none of it.
+			out = strings.TrimSuffix(out, ".go") + "_test.go"
+		}
+		files[out] = src
 	}
 	return nil
 }

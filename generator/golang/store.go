@@ -30,6 +30,8 @@ func StoreFile(p *model.Package) *jen.File {
 	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("Migrate").Params(jen.Id("ctx").Add(Context())).Error().Block(
 		jen.Return(jen.Id("s").Dot("migrate").Call(jen.Id("ctx"))),
 	)
+	f.Comment("engineStore gives the generated crash tests the engine's view of the store.")
+	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("engineStore").Params().Id("store").Block(jen.Return(jen.Id("s").Dot("st")))
 	f.Comment("Ledger lists every ledger row, ordered by effect key, for operators and tests.")
 	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("Ledger").Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Id("LedgerEntry"), jen.Error()).Block(
 		jen.Return(jen.Id("s").Dot("st").Dot("auto").Call().Dot("ledger").Call(jen.Id("ctx"))),

@@ -1,0 +1,177 @@
+package golang
+
+import (
+	"fmt"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/generator/model"
+)
+
+// CrashTestFile emits one crash-simulation test per job, wiring the job
+// into the harness copied from templates/idemrt/crashsim*.go:
+//
+//	func TestCrashSimInvoiceSync(t *testing.T) { job := &simJob[Invoice]{...}; ... simulate(t, env, job) }
+func CrashTestFile(p *model.Package) *jen.File {
+	f := newFile(p.Name)
+	for _, j := range p.Jobs {
+		crashTest(f, p, j)
+	}
+	return f
+}
+
+func crashTest(f *jen.File, p *model.Package, j *model.Job) {
+	unit := j.Unit.GoName
+	lease := model.DefaultLease
+	for _, e := range j.Effects {
+		lease = max(lease, e.Lease)
+	}
+	def := jen.Dict{
+		jen.Id("name"):       jen.Lit(j.Name),
+		jen.Id("source"):     jen.Lit(string(j.Source)),
+		jen.Id("points"):     jen.Id(j.Lower() + "CrashPoints"),
+		jen.Id("insertOnce"): jen.Lit(j.Dest != nil && j.Dest.Write == model.InsertOnce),
+		jen.Id("hasDest"):    jen.Lit(j.Dest != nil),
+		jen.Id("lease"):      durationLit(lease),
+		jen.Id("unit"):       simUnitFunc(j),
+		jen.Id("keyOf"):      jen.Id(unit).Dot("Key"),
+		jen.Id("canonical"):  jen.Id(unit).Dot("canonical"),
+		jen.Id("newJob"):     simNewJob(j),
+	}
+	if j.Watermark != nil {
+		def[jen.Id("markOf")] = jen.Func().Params(jen.Id("u").Id(unit)).Add(Time()).Block(jen.Return(jen.Id("u").Dot(j.Watermark.GoName)))
+	}
+	if j.Dest != nil {
+		def[jen.Id("rows")] = jen.Func().Params(jen.Id("ctx").Add(Context()), jen.Id("st").Id("store")).Params(jen.Index().Id(unit), jen.Error()).Block(
+			jen.Return(jen.Id("st").Dot("auto").Call().Assert(jen.Id("destQuerier")).Dot("list" + j.GoName).Call(jen.Id("ctx"))))
+	}
+	if len(j.Effects) > 0 {
+		def[jen.Id("effects")] = jen.Index().Id("simEffect").Types(jen.Id(unit)).ValuesFunc(func(g *jen.Group) {
+			for _, e := range j.Effects {
+				g.Values(jen.Dict{jen.Id("name"): jen.Lit(e.Name), jen.Id("when"): jen.Id(whenConst(e.When)), jen.Id("keyOf"): jen.Id(e.GoName + "Key")})
+			}
+		})
+	}
+	name := "TestCrashSim" + j.GoName
+	f.Commentf("%s crashes the %s job at every durable boundary, restarts it and checks", name, j.Name)
+	f.Comment("SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.")
+	f.Func().Id(name).Params(jen.Id("t").Op("*").Qual("testing", "T")).BlockFunc(func(g *jen.Group) {
+		g.Id("job").Op(":=").Op("&").Id("simJob").Types(jen.Id(unit)).Values(def)
+		if p.Has(model.SQLite) {
+			g.Id("t").Dot("Run").Call(jen.Lit("sqlite"), jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
+				jen.Id("simulate").Call(jen.Id("t"), jen.Id("simSQLiteEnv").Call(jen.Id("t"),
+					jen.Func().Params(jen.Id("db").Op("*").Add(SQLDB())).Id("simStore").Block(jen.Return(jen.Id("NewSQLiteStore").Call(jen.Id("db"))))), jen.Id("job")),
+			))
+		}
+		if p.Has(model.Postgres) {
+			g.Id("t").Dot("Run").Call(jen.Lit("postgres"), jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
+				jen.Id("env").Op(":=").Id("simPostgresEnv").Call(jen.Id("t"),
+					jen.Func().Params(jen.Id("pool").Op("*").Add(PgxPool())).Id("simStore").Block(jen.Return(jen.Id("NewPostgresStore").Call(jen.Id("pool"))))),
+				jen.If(jen.Id("env").Op("==").Nil()).Block(jen.Id("t").Dot("Skip").Call(jen.Lit("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant"))),
+				jen.Id("simulate").Call(jen.Id("t"), jen.Id("env"), jen.Id("job")),
+			))
+		}
+	})
+}
+
+// simNewJob builds the job for one incarnation, each effect calling the fake provider.
+func simNewJob(j *model.Job) *jen.Statement {
+	unit := j.Unit.GoName
+	verbs := jen.Id("simVerbs").Types(jen.Id(unit))
+	args := []jen.Code{jen.Op("&").Id("Store").Values(jen.Dict{jen.Id("st"): jen.Id("st")})}
+	switch j.Source {
+	case model.SourceWatermark:
+		args = append(args, jen.Id("src").Assert(jen.Op("*").Id("simWindowSource").Types(jen.Id(unit))))
+	case model.SourceCursor:
+		args = append(args, jen.Id("src").Assert(jen.Op("*").Id("simCursorSource").Types(jen.Id(unit))))
+	}
+	if len(j.Effects) > 0 {
+		args = append(args, jen.Id(effectsName(j)).Values(jen.DictFunc(func(d jen.Dict) {
+			for _, e := range j.Effects {
+				call := jen.Id("fx").Dot("call").Call(jen.Id("ctx"), jen.Lit(e.Name), jen.Id("key"))
+				body := jen.List(jen.Id("_"), jen.Id("err")).Op(":=").Add(call).Line().Return(jen.Id("err"))
+				if e.KeepResult {
+					body = jen.Return(call)
+				}
+				d[jen.Id(e.GoName)] = jen.Id(e.GoName + "Func").Call(jen.Func().Params(effectParams(j)...).Add(effectResults(e)).Block(body))
+			}
+		})))
+	}
+	args = append(args, jen.Id("opts").Op("..."))
+	v := jen.Dict{jen.Id("process"): jen.Id("j").Dot("Process"), jen.Id("drain"): jen.Id("j").Dot("Drain")}
+	if j.Source != model.SourceNone {
+		v[jen.Id("run")] = jen.Id("j").Dot("Run")
+	}
+	if j.Source == model.SourceWatermark {
+		v[jen.Id("backfill")] = jen.Id("j").Dot("Backfill")
+	}
+	return jen.Func().Params(jen.Id("st").Id("store"), jen.Id("src").Any(), jen.Id("fx").Op("*").Id("simProvider"), jen.Id("opts").Op("...").Id("Option")).
+		Params(verbs.Clone(), jen.Error()).Block(
+		jen.List(jen.Id("j"), jen.Id("err")).Op(":=").Id("New"+j.GoName).Call(args...),
+		jen.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(verbs.Clone().Values(), jen.Id("err"))),
+		jen.Return(verbs.Clone().Values(v), jen.Nil()),
+	)
+}
+
+// simUnitFunc emits the fixture: unit id at revision rev. Key fields vary
+// with id only, other fields with both; the watermark lands in the window
+// of the phase that serves it; nullable data fields go NULL at rev 2.
+func simUnitFunc(j *model.Job) *jen.Statement {
+	inKey := map[*model.Field]bool{}
+	for _, f := range j.Key.Fields() {
+		inKey[f] = true
+	}
+	id, rev := jen.Id("id"), jen.Id("rev")
+	return jen.Func().Params(jen.List(jen.Id("id"), jen.Id("rev")).Int()).Id(j.Unit.GoName).BlockFunc(func(g *jen.Group) {
+		g.Var().Id("u").Id(j.Unit.GoName)
+		for _, f := range j.Unit.Fields {
+			var v *jen.Statement
+			switch {
+			case j.Watermark == f:
+				v = jen.Id("simMark").Call(id.Clone(), rev.Clone())
+			case inKey[f]:
+				v = simValue(f, id.Clone(), jen.Lit(0))
+			default:
+				v = simValue(f, id.Clone(), rev.Clone())
+			}
+			target := jen.Id("u").Dot(f.GoName)
+			if !f.Pointer() {
+				g.Add(target).Op("=").Add(v)
+				continue
+			}
+			set := jen.Block(jen.Id("v").Op(":=").Add(v), target.Clone().Op("=").Op("&").Id("v"))
+			if inKey[f] || (j.Dest != nil && j.Dest.NewerWins == f) {
+				g.Add(set)
+			} else {
+				g.If(jen.Id("rev").Op("==").Lit(1)).Add(set)
+			}
+		}
+		g.Return(jen.Id("u"))
+	})
+}
+
+// simValue is a deterministic value of f's type from (id, rev).
+func simValue(f *model.Field, id, rev *jen.Statement) *jen.Statement {
+	n := jen.Parens(id.Clone().Op("*").Lit(100).Op("+").Add(rev.Clone()))
+	switch f.Type {
+	case model.String:
+		return jen.Qual("fmt", "Sprintf").Call(jen.Lit(fmt.Sprintf("%s-%%d.%%d", f.Name)), id, rev)
+	case model.Int32:
+		return jen.Int32().Call(n)
+	case model.Int64:
+		return jen.Int64().Call(n)
+	case model.Float64:
+		return jen.Float64().Call(n).Op("/").Lit(4)
+	case model.Bool:
+		return n.Op("%").Lit(2).Op("==").Lit(0)
+	case model.Time:
+		return jen.Id("simBase").Dot("Add").Call(jen.Qual("time", "Duration").Call(n).Op("*").Qual("time", "Minute"))
+	case model.Bytes:
+		return jen.Index().Byte().Values(jen.Byte().Call(id), jen.Byte().Call(rev))
+	case model.JSON:
+		// PostgreSQL's jsonb canonical form, so values compare after a round trip.
+		return jen.Qual(jsonPkg, "RawMessage").Call(jen.Qual("fmt", "Sprintf").Call(jen.Lit(`{"id": %d, "rev": %d}`), id, rev))
+	default: // uuid
+		return jen.Qual(uuidPkg, "UUID").Values(jen.Lit(0).Op(":").Byte().Call(id), jen.Lit(1).Op(":").Byte().Call(rev))
+	}
+}

@@ -1,0 +1,123 @@
+package idemrt
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	sqlite3 "github.com/ncruces/go-sqlite3/driver"
+	_ "github.com/ncruces/go-sqlite3/embed"
+)
+
+// simSQLite runs scenarios on SQLite files copied from one migrated template.
+type simSQLite struct {
+	template string
+	open     func(*sql.DB) simStore
+}
+
+func simSQLiteEnv(t testing.TB, open func(*sql.DB) simStore) simEnv {
+	path := filepath.Join(t.TempDir(), "template.db")
+	db, err := sql.Open("sqlite3", simSQLiteDSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := open(db).Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Fold the WAL into the file so a plain copy is complete.
+	if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	return simSQLite{template: path, open: open}
+}
+
+func simSQLiteDSN(path string) string {
+	return "file:" + url.PathEscape(path) + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)"
+}
+
+func (e simSQLite) name() string { return "sqlite" }
+
+func (e simSQLite) fresh(t testing.TB) simDB {
+	path := filepath.Join(t.TempDir(), "sim.db")
+	src, err := os.Open(e.template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	dst.Close()
+	obs, err := sql.Open("sqlite3", simSQLiteDSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &simSQLiteDB{path: path, open: e.open, obsDB: obs, obs: e.open(obs).engineStore()}
+}
+
+type simSQLiteDB struct {
+	path  string
+	open  func(*sql.DB) simStore
+	obsDB *sql.DB
+	obs   store
+}
+
+func (d *simSQLiteDB) close() { d.obsDB.Close() }
+
+func (d *simSQLiteDB) observer() store { return d.obs }
+
+func (d *simSQLiteDB) incarnation(t testing.TB) (store, func(), func()) {
+	inner, err := (&sqlite3.SQLite{}).OpenConnector(simSQLiteDSN(d.path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &killableConnector{inner: inner}
+	db := sql.OpenDB(c)
+	return d.open(db).engineStore(), c.kill, func() { db.Close() }
+}
+
+// killableConnector records every driver connection so a crash can close
+// them under database/sql's feet: SQLite rolls back what they had open,
+// exactly as when the process holding them dies.
+type killableConnector struct {
+	inner driver.Connector
+	mu    sync.Mutex
+	conns []driver.Conn
+	dead  bool
+}
+
+func (c *killableConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		return nil, errors.New("simulated crash: this process is gone")
+	}
+	conn, err := c.inner.Connect(ctx)
+	if err == nil {
+		c.conns = append(c.conns, conn)
+	}
+	return conn, err
+}
+
+func (c *killableConnector) Driver() driver.Driver { return c.inner.Driver() }
+
+func (c *killableConnector) kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dead = true
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+}
