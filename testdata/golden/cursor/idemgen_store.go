@@ -78,6 +78,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return s.migrate(ctx)
 }
 
+// engineStore gives the generated crash tests the engine's view of the store.
+func (s *Store) engineStore() store {
+	return s.st
+}
+
 // Ledger lists every ledger row, ordered by effect key, for operators and tests.
 func (s *Store) Ledger(ctx context.Context) ([]LedgerEntry, error) {
 	return s.st.auto().ledger(ctx)

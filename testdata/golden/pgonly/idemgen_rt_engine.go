@@ -473,7 +473,8 @@ func (e *engine[U]) perform(ctx context.Context, fx effectDef[U], key string, u 
 	}
 	log = log.With(slog.String("effect", fx.name), slog.String("effect_key", key))
 	now := e.opt.now()
-	claimed, err := e.st.auto().claim(ctx, key, e.opt.owner, now, now.Add(fx.lease))
+	leaseUntil := now.Add(fx.lease)
+	claimed, err := e.st.auto().claim(ctx, key, e.opt.owner, now, leaseUntil)
 	if err != nil {
 		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: claim: %w", fx.name, key, err)
 		log.Warn("idemgen: effect claim failed", slog.Any("err", err))
@@ -501,6 +502,13 @@ func (e *engine[U]) perform(ctx context.Context, fx effectDef[U], key string, u 
 	rep.tried[key] = true
 	if err := e.hit(ctx, pointEffectClaimed, key); err != nil {
 		return e.release(ctx, fx, key, err, log)
+	}
+	// Fence: a worker that stalled past its lease may have been taken over;
+	// the new holder performs the effect, this one must not call again.
+	if !e.opt.now().Before(leaseUntil) {
+		er.Outcome = EffectBusy
+		log.Warn("idemgen: effect lease expired before the call; left to the worker that took it over")
+		return er
 	}
 	if err := e.hit(ctx, pointEffectBeforeCall, key); err != nil {
 		return e.release(ctx, fx, key, err, log)
