@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -195,13 +196,14 @@ func (p *simProvider) call(ctx context.Context, effect, key string) ([]byte, err
 
 // simScenario is one run of the fixture under a fault plan.
 type simScenario struct {
-	family  string
-	crashAt []int        // global hit numbers to crash at, in order
-	errorAt map[int]bool // hit numbers where the hook returns an error (commit unknown)
-	faults  map[int]simFault
-	preempt int    // hit number where worker A pauses while B runs the next phase; -1 none
-	double  bool   // start each phase twice at once
-	seed    uint64 // >0: two workers at once with seeded jitter at every point
+	family   string
+	crashAt  []int        // global hit numbers to crash at, in order
+	errorAt  map[int]bool // hit numbers where the hook returns an error (commit unknown)
+	faults   map[int]simFault
+	preempt  int    // hit number where worker A pauses while B runs the next phase; -1 none
+	double   bool   // start each phase twice at once
+	seed     uint64 // >0: two workers at once with seeded jitter at every point
+	mismatch bool   // after convergence, redeliver a known key with a changed payload
 }
 
 func (s simScenario) String() string {
@@ -720,6 +722,9 @@ func (r *simRun[U]) checkEnd() []string {
 	if len(entries) != len(want) {
 		r.violate("end: %d ledger rows, want %d", len(entries), len(want))
 	}
+	if r.sc.mismatch {
+		r.checkMismatch(ctx)
+	}
 	// Re-runs change nothing; a backfill from the start performs nothing.
 	r.setClock(r.now().Add(time.Minute))
 	out := r.cleanRun(len(r.phases) - 1)
@@ -739,6 +744,34 @@ func (r *simRun[U]) checkEnd() []string {
 	defer r.mu.Unlock()
 	return r.violations
 }
+
+// checkMismatch redelivers unit 1 with a changed payload: it must be
+// reported as a mismatch, write nothing and perform nothing.
+func (r *simRun[U]) checkMismatch(ctx context.Context) {
+	st, _, closeInc := r.db.incarnation(r.t)
+	defer closeInc()
+	verbs, err := r.job.newJob(st, nil, r.prov, WithClock(r.now), WithLogger(simLogger))
+	if err != nil {
+		r.violate("mismatch: new job: %v", err)
+		return
+	}
+	changed := r.job.unit(1, 2)
+	if simJSONEqual(r.job.canonical(changed), r.job.canonical(r.job.unit(1, 1))) {
+		return // the fixture cannot change this unit's payload
+	}
+	r.prov.mu.Lock()
+	before := r.prov.n
+	r.prov.mu.Unlock()
+	rep, _ := verbs.process(ctx, changed)
+	r.prov.mu.Lock()
+	calls := r.prov.n - before
+	r.prov.mu.Unlock()
+	if rep.Mismatched != 1 || rep.Inserted+rep.Updated != 0 || calls != 0 {
+		r.violate("mismatch: a repeated key with a different payload was not reported as a mismatch: %s, %d provider calls", rep, calls)
+	}
+}
+
+func simJSONEqual(a, b any) bool { return bytes.Equal(simJSON(a), simJSON(b)) }
 
 func (r *simRun[U]) firstVersion(key string) U {
 	for _, ph := range r.phases {
@@ -808,6 +841,7 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 		scenarios int
 		wg        sync.WaitGroup
 		slots     = make(chan struct{}, simParallel)
+		families  = map[string]bool{}
 	)
 	play := func(sc simScenario) *simRun[U] {
 		r := newRun(sc)
@@ -817,6 +851,7 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 		defer mu.Unlock()
 		if len(v) > 0 {
 			failed++
+			families[sc.family] = true
 			if failed <= 5 {
 				t.Errorf("crashsim %s %s: scenario %q broke invariants:\n  %s\nreplay: IDEMGEN_CRASHSIM_SCENARIO=%q go test -run '%s' .",
 					job.name, env.name(), sc, strings.Join(v, "\n  "), sc.String(), t.Name())
@@ -903,6 +938,10 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 			}
 			runOne(simScenario{family: "preempt", preempt: k})
 		}
+		// Same key, different payload: handed-in units must report it.
+		if job.source == SourceNoneName {
+			runOne(simScenario{family: "mismatch", mismatch: true, preempt: -1})
+		}
 		// Double trigger at once, and seeded concurrent schedules.
 		runOne(simScenario{family: "double", double: true, preempt: -1})
 		for seed := uint64(1); seed <= 4; seed++ {
@@ -917,6 +956,7 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 		t.Logf("crashsim %s %s: %d points, %d scenarios, all invariants held (%s)",
 			job.name, env.name(), len(trace), scenarios, time.Since(start).Round(time.Millisecond))
 	} else {
-		t.Errorf("crashsim %s %s: %d of %d scenarios broke invariants", job.name, env.name(), failed, scenarios)
+		t.Errorf("crashsim %s %s: %d of %d scenarios broke invariants (families: %s)", job.name, env.name(), failed, scenarios,
+			strings.Join(slices.Sorted(maps.Keys(families)), ", "))
 	}
 }
