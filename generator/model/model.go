@@ -264,6 +264,11 @@ func resolveJob(sj *spec.Job) (*Job, error) {
 			if d.NewerWins = byName[sd.NewerWins.Value]; d.NewerWins == nil {
 				return nil, fmt.Errorf("newer_wins field %q is not a unit field", sd.NewerWins.Value)
 			}
+		} else if j.Watermark != nil && d.Write == Upsert {
+			// A watermark field orders versions by definition. Guarding the
+			// upsert with it is what makes two overlapping runs converge: the
+			// slower one can no longer overwrite newer data with what it fetched.
+			d.NewerWins = j.Watermark
 		}
 		j.Dest = d
 	}
