@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,6 +38,7 @@ func TestScripts(t *testing.T) {
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
+		Setup:               setupGo,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exits":           cmdExits,
 			"backdate":        cmdBackdate,
@@ -48,6 +51,53 @@ func TestScripts(t *testing.T) {
 			"count-files":     cmdCountFiles,
 		},
 	})
+}
+
+// goEnv is what scripts that run the go command (newcomer.txtar) need from
+// the real environment: testscript sets HOME to /no-home and passes on
+// little but PATH, so without these the go command would have no module
+// cache or build cache and would fetch and compile everything (sqlc
+// included) from scratch. Looked up once, with `go env`, so the defaults
+// derived from the real HOME come along too.
+var goEnv = sync.OnceValues(func() ([]string, error) {
+	names := []string{"GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY", "GOFLAGS", "GONOSUMDB", "GONOPROXY", "GOPRIVATE", "GOSUMDB", "GOINSECURE", "GOENV"}
+	out, err := exec.Command("go", append([]string{"env"}, names...)...).Output()
+	if err != nil {
+		return nil, err
+	}
+	values := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(values) != len(names) {
+		return nil, fmt.Errorf("go env printed %d lines for %d names", len(values), len(names))
+	}
+	vars := []string{"GOTOOLCHAIN=local"} // build with this go, never download another
+	for i, name := range names {
+		vars = append(vars, name+"="+values[i])
+	}
+	return vars, nil
+})
+
+// setupGo gives every script IDEMGEN_ROOT, the absolute path of this
+// checkout's module root, and, when the go command is on PATH, the go
+// environment of goEnv. Scripts that need go check [exec:go] themselves.
+func setupGo(env *testscript.Env) error {
+	wd, err := os.Getwd() // go test runs in cmd/idemgen
+	if err != nil {
+		return err
+	}
+	root := filepath.Join(wd, "..", "..")
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		return fmt.Errorf("the module root: %w", err)
+	}
+	env.Setenv("IDEMGEN_ROOT", root)
+	if _, err := exec.LookPath("go"); err != nil {
+		return nil
+	}
+	vars, err := goEnv()
+	if err != nil {
+		return fmt.Errorf("reading the go environment: %w", err)
+	}
+	env.Vars = append(env.Vars, vars...)
+	return nil
 }
 
 // cmdExits runs a program and checks its exact exit code:
