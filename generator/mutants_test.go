@@ -57,12 +57,12 @@ var mutants = []mutant{
 		`WHERE excluded\.updated_at >= d\.updated_at AND `,
 		"WHERE "}}},
 	{"reservation outside the destination's transaction", syncTest, []mutantEdit{
+		// Reservations are collected during the write and inserted after the commit.
+		{engineFile, `type engine\[U any\] struct \{`, "type engine[U any] struct {\n\towed []ledgerRow"},
 		{engineFile, `if err := q\.reserve\(ctx, r, now\); err != nil \{`,
-			"owed = append(owed, r)\n\t\t\tif err := error(nil); err != nil {"},
-		{engineFile, `err = e\.st\.inTx\(ctx, func\(q querier\) error \{`,
-			"var owed []ledgerRow\n\terr = e.st.inTx(ctx, func(q querier) error {"},
-		{engineFile, `err = e\.hit\(ctx, pointUnitAfterCommit, key\)\n`,
-			"err = e.hit(ctx, pointUnitAfterCommit, key)\n\t}\n\tfor _, r := range owed {\n\t\t_ = e.st.auto().reserve(ctx, r, now)\n"}}},
+			"e.owed = append(e.owed, r)\n\t\tif err := error(nil); err != nil {"},
+		{engineFile, `err = e\.hit\(ctx, pointUnitAfterCommit, key\)\n\t\}`,
+			"err = e.hit(ctx, pointUnitAfterCommit, key)\n\t}\n\tfor _, r := range e.owed {\n\t\t_ = e.st.auto().reserve(ctx, r, e.opt.now())\n\t}\n\te.owed = nil"}}},
 	{"provider called without reading the ledger", syncTest, []mutantEdit{{engineFile,
 		`claimed, err := e\.st\.auto\(\)\.claim\(ctx, key, e\.opt\.owner, now, leaseUntil\)`,
 		"_, _ = e.st.auto().claim(ctx, key, e.opt.owner, now, leaseUntil)\n\tclaimed, err := true, error(nil)"}}},

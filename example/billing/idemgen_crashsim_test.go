@@ -49,6 +49,7 @@ func TestCrashSimInvoiceSync(t *testing.T) {
 			return st.auto().(destQuerier).listInvoiceSync(ctx)
 		},
 		source: "watermark",
+		stage:  false,
 		unit: func(id, rev int) Invoice {
 			var u Invoice
 			u.InvoiceID = fmt.Sprintf("invoice_id-%d.%d", id, 0)
@@ -107,6 +108,7 @@ func TestCrashSimPaymentWebhook(t *testing.T) {
 			return st.auto().(destQuerier).listPaymentWebhook(ctx)
 		},
 		source: "none",
+		stage:  false,
 		unit: func(id, rev int) Payment {
 			var u Payment
 			u.EventID = fmt.Sprintf("event_id-%d.%d", id, 0)

@@ -32,6 +32,7 @@ func crashTest(f *jen.File, p *model.Package, j *model.Job) {
 		jen.Id("points"):     jen.Id(j.Lower() + "CrashPoints"),
 		jen.Id("insertOnce"): jen.Lit(j.Dest != nil && j.Dest.Write == model.InsertOnce),
 		jen.Id("hasDest"):    jen.Lit(j.Dest != nil),
+		jen.Id("stage"):      jen.Lit(j.Dest != nil && j.Dest.Stage),
 		jen.Id("lease"):      durationLit(lease),
 		jen.Id("unit"):       simUnitFunc(j),
 		jen.Id("keyOf"):      jen.Id(unit).Dot("Key"),

@@ -159,6 +159,9 @@ func jobConstructor(f *jen.File, j *model.Job) {
 			jen.Id("canonical"): jen.Id(unit).Dot("canonical"),
 			jen.Id("checkSeen"): jen.Lit(j.Source == model.SourceNone),
 		}
+		if j.Dest != nil && j.Dest.Stage {
+			def[jen.Id("stage")] = jen.True()
+		}
 		if j.Dest != nil {
 			def[jen.Id("write")] = jen.Func().Params(
 				jen.Id("ctx").Add(Context()), jen.Id("q").Id("querier"), jen.Id("u").Id(unit),

@@ -575,11 +575,6 @@ func (jc *jobCtx) destination(tables firstSeen, bookkeeping map[string]bool) {
 		}
 	}
 	jc.unique(d)
-	if d.Stage.Set && d.Stage.Value {
-		// Refused rather than ignored: staging changes what readers can see
-		// mid-window, and this version applies each unit in its own transaction.
-		jc.errorf(d.Stage.Pos, "%sdestination stage: true is not supported by this idemgen yet (units are applied one transaction each); remove it or set it to false", jc.prefix)
-	}
 	if nw := d.NewerWins; nw.Set {
 		if fld, ok := jc.field(nw, "newer_wins"); ok {
 			switch typ := fld.Type.Value; {

@@ -59,6 +59,7 @@ func TestCrashSimOrderSync(t *testing.T) {
 			return st.auto().(destQuerier).listOrderSync(ctx)
 		},
 		source: "watermark",
+		stage:  false,
 		unit: func(id, rev int) Order {
 			var u Order
 			u.OrderID = fmt.Sprintf("order_id-%d.%d", id, 0)

@@ -77,6 +77,7 @@ type simJob[U any] struct {
 	points     []crashPoint
 	insertOnce bool
 	hasDest    bool
+	stage      bool // units and progress share one transaction per batch
 	lease      time.Duration
 	unit       func(id, rev int) U
 	keyOf      func(U) string
@@ -469,6 +470,14 @@ func simMark(id, rev int) time.Time {
 }
 
 func newSimLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// simInTx reports whether a job stopped at p holds its write transaction open.
+func simInTx[U any](job *simJob[U], p crashPoint) bool {
+	if p == pointUnitBeforeCommit {
+		return true
+	}
+	return job.stage && (p == pointUnitStart || p == pointProgressBefore || p == pointProgressAfter)
+}
 
 // simPhases is the fixture: six units in two pages, then one changed and
 // one new (watermark, cursor); for handed-in units, two batches of three,
@@ -977,7 +986,7 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 			firstPhase = len(trace)
 		}
 		for k := 0; k < firstPhase; k++ {
-			if trace[k] == pointUnitBeforeCommit {
+			if simInTx(job, trace[k]) {
 				continue // inside the write transaction: B would wait on A's locks
 			}
 			runOne(simScenario{family: "preempt", preempt: k})

@@ -44,6 +44,7 @@ func TestCrashSimEventImport(t *testing.T) {
 			return st.auto().(destQuerier).listEventImport(ctx)
 		},
 		source: "cursor",
+		stage:  false,
 		unit: func(id, rev int) Event {
 			var u Event
 			u.Seq = int64((id*100 + 0))

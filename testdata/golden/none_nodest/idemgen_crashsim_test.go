@@ -43,6 +43,7 @@ func TestCrashSimMessageAck(t *testing.T) {
 		},
 		points: messageAckCrashPoints,
 		source: "none",
+		stage:  false,
 		unit: func(id, rev int) Message {
 			var u Message
 			u.MessageID = uuid.UUID{0: byte(id), 1: byte(0)}

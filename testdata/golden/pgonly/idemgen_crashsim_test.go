@@ -35,6 +35,7 @@ func TestCrashSimDeviceRegister(t *testing.T) {
 			return st.auto().(destQuerier).listDeviceRegister(ctx)
 		},
 		source: "none",
+		stage:  false,
 		unit: func(id, rev int) Device {
 			var u Device
 			u.DeviceID = uuid.UUID{0: byte(id), 1: byte(0)}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -306,7 +307,9 @@ type jobDef[U any] struct {
 	write func(ctx context.Context, q querier, u U, key string, jobVersion int32) (Outcome, error)
 	// checkSeen records handed-in keys with a payload hash (source: none).
 	checkSeen bool
-	effects   []effectDef[U]
+	// stage publishes each window, page or Process call in one transaction.
+	stage   bool
+	effects []effectDef[U]
 }
 
 type effectDef[U any] struct {
@@ -378,79 +381,39 @@ func (e *engine[U]) apply(ctx context.Context, units []U, rep *Report, collect b
 func (e *engine[U]) applyUnit(ctx context.Context, u U, rep *Report) UnitResult {
 	key := e.def.keyOf(u)
 	log := e.opt.log.With(slog.String("job", e.def.name), slog.String("key", key))
-	ur := UnitResult{Key: key}
-	fail := func(o Outcome, err error) UnitResult {
-		ur.Outcome, ur.Err = o, err
-		rep.countUnit(o)
-		log.Warn("idemgen: unit failed", slog.String("outcome", string(o)), slog.Any("err", err))
-		return ur
-	}
 	if err := e.hit(ctx, pointUnitStart, key); err != nil {
-		return fail(OutcomeFailed, err)
+		return e.failUnit(key, OutcomeFailed, err, rep, log)
 	}
-	payload, err := e.payload(u)
-	if err != nil {
-		return fail(OutcomeFailed, err)
-	}
-	now := e.opt.now()
-	outcome := OutcomeAccepted
-	err = e.st.inTx(ctx, func(q querier) error {
-		if e.def.checkSeen {
-			sum := sha256.Sum256(payload)
-			prev, fresh, err := q.see(ctx, e.def.name, key, sum[:], e.def.version, now)
-			if err != nil {
-				return fmt.Errorf("record key: %w", err)
-			}
-			if !fresh {
-				if !bytes.Equal(prev, sum[:]) {
-					return ErrPayloadMismatch
-				}
-				outcome = OutcomeDeduped
-			}
-		}
-		if e.def.write != nil && outcome != OutcomeDeduped {
-			o, err := e.def.write(ctx, q, u, key, e.def.version)
-			if err != nil {
-				return fmt.Errorf("write destination: %w", err)
-			}
-			outcome = o
-		}
-		// The reservation shares the write's transaction: no crash can
-		// separate "the row was inserted" from "the effect is owed".
-		for _, fx := range e.def.effects {
-			decide := fx.when.matches(outcome)
-			if !decide && outcome != OutcomeDeduped {
-				// A unit decided under an earlier effect version owes the
-				// new version once: version bumps are deliberate.
-				was, err := q.decided(ctx, e.def.name, fx.name, key, fx.version)
-				if err != nil {
-					return fmt.Errorf("effect %q: look up ledger: %w", fx.name, err)
-				}
-				decide = was
-			}
-			if !decide {
-				continue
-			}
-			r := ledgerRow{
-				key: fx.keyOf(u), job: e.def.name, effect: fx.name, effectVersion: fx.version,
-				jobVersion: e.def.version, unitKey: key, payload: payload,
-			}
-			if err := q.reserve(ctx, r, now); err != nil {
-				return fmt.Errorf("effect %q: reserve: %w", fx.name, err)
-			}
+	var outcome Outcome
+	err := e.st.inTx(ctx, func(q querier) error {
+		var err error
+		if outcome, err = e.writeUnit(ctx, q, u, key); err != nil {
+			return err
 		}
 		return e.hit(ctx, pointUnitBeforeCommit, key)
 	})
 	if err == nil {
 		err = e.hit(ctx, pointUnitAfterCommit, key)
 	}
-	if errors.Is(err, ErrPayloadMismatch) {
-		return fail(OutcomeMismatch, fmt.Errorf("job %q key %q: %w", e.def.name, key, err))
-	}
 	if err != nil {
-		return fail(OutcomeFailed, fmt.Errorf("job %q key %q: %w", e.def.name, key, err))
+		o := OutcomeFailed
+		if errors.Is(err, ErrPayloadMismatch) {
+			o = OutcomeMismatch
+		}
+		return e.failUnit(key, o, fmt.Errorf("job %q key %q: %w", e.def.name, key, err), rep, log)
 	}
-	ur.Outcome = outcome
+	return e.finishUnit(ctx, u, key, outcome, rep, log)
+}
+
+func (e *engine[U]) failUnit(key string, o Outcome, err error, rep *Report, log *slog.Logger) UnitResult {
+	rep.countUnit(o)
+	log.Warn("idemgen: unit failed", slog.String("outcome", string(o)), slog.Any("err", err))
+	return UnitResult{Key: key, Outcome: o, Err: err}
+}
+
+// finishUnit counts a committed unit and performs the effects it owes.
+func (e *engine[U]) finishUnit(ctx context.Context, u U, key string, outcome Outcome, rep *Report, log *slog.Logger) UnitResult {
+	ur := UnitResult{Key: key, Outcome: outcome}
 	rep.countUnit(outcome)
 	log.Debug("idemgen: unit applied", slog.String("outcome", string(outcome)))
 	for _, fx := range e.def.effects {
@@ -462,6 +425,118 @@ func (e *engine[U]) applyUnit(ctx context.Context, u U, rep *Report) UnitResult 
 		ur.Effects = append(ur.Effects, er)
 	}
 	return ur
+}
+
+// writeUnit does a unit's database work inside the caller's transaction:
+// the handed-in key record, the destination write, and the reservations of
+// the effects that write decides.
+func (e *engine[U]) writeUnit(ctx context.Context, q querier, u U, key string) (Outcome, error) {
+	payload, err := e.payload(u)
+	if err != nil {
+		return "", err
+	}
+	now := e.opt.now()
+	outcome := OutcomeAccepted
+	if e.def.checkSeen {
+		sum := sha256.Sum256(payload)
+		prev, fresh, err := q.see(ctx, e.def.name, key, sum[:], e.def.version, now)
+		if err != nil {
+			return "", fmt.Errorf("record key: %w", err)
+		}
+		if !fresh {
+			if !bytes.Equal(prev, sum[:]) {
+				return "", ErrPayloadMismatch
+			}
+			outcome = OutcomeDeduped
+		}
+	}
+	if e.def.write != nil && outcome != OutcomeDeduped {
+		if outcome, err = e.def.write(ctx, q, u, key, e.def.version); err != nil {
+			return "", fmt.Errorf("write destination: %w", err)
+		}
+	}
+	// The reservation shares the write's transaction: no crash can
+	// separate "the row was inserted" from "the effect is owed".
+	for _, fx := range e.def.effects {
+		decide := fx.when.matches(outcome)
+		if !decide && outcome != OutcomeDeduped {
+			// A unit decided under an earlier effect version owes the
+			// new version once: version bumps are deliberate.
+			was, err := q.decided(ctx, e.def.name, fx.name, key, fx.version)
+			if err != nil {
+				return "", fmt.Errorf("effect %q: look up ledger: %w", fx.name, err)
+			}
+			decide = was
+		}
+		if !decide {
+			continue
+		}
+		r := ledgerRow{
+			key: fx.keyOf(u), job: e.def.name, effect: fx.name, effectVersion: fx.version,
+			jobVersion: e.def.version, unitKey: key, payload: payload,
+		}
+		if err := q.reserve(ctx, r, now); err != nil {
+			return "", fmt.Errorf("effect %q: reserve: %w", fx.name, err)
+		}
+	}
+	return outcome, nil
+}
+
+// applyStaged writes a whole window or page in one transaction, together
+// with the progress save, so readers never see half of it; the effects are
+// performed after the commit. One failing unit fails the batch, which is
+// retried whole on the next run: stage trades failure isolation for atomic
+// publication.
+func (e *engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, collect bool, save func(q querier) error) (applied, error) {
+	if err := ctx.Err(); err != nil {
+		return applied{}, err
+	}
+	keys := make([]string, len(units))
+	outcomes := make([]Outcome, len(units))
+	err := e.st.inTx(ctx, func(q querier) error {
+		for i, u := range units {
+			keys[i] = e.def.keyOf(u)
+			if err := e.hit(ctx, pointUnitStart, keys[i]); err != nil {
+				return err
+			}
+			o, err := e.writeUnit(ctx, q, u, keys[i])
+			if err != nil {
+				return fmt.Errorf("key %q: %w", keys[i], err)
+			}
+			outcomes[i] = o
+		}
+		if save != nil {
+			if err := save(q); err != nil {
+				return err
+			}
+		}
+		return e.hit(ctx, pointUnitBeforeCommit, "")
+	})
+	if err == nil {
+		err = e.hit(ctx, pointUnitAfterCommit, "")
+	}
+	log := e.opt.log.With(slog.String("job", e.def.name))
+	if err != nil {
+		err = fmt.Errorf("job %q: staged batch of %d units not published: %w", e.def.name, len(units), err)
+		for i := range units {
+			o := OutcomeFailed
+			if errors.Is(err, ErrPayloadMismatch) && strings.Contains(err.Error(), fmt.Sprintf("key %q", keys[i])) {
+				o = OutcomeMismatch
+			}
+			ur := e.failUnit(keys[i], o, err, rep, log.With(slog.String("key", keys[i])))
+			if collect {
+				rep.Units = append(rep.Units, ur)
+			}
+		}
+		return applied{failed: len(units)}, nil
+	}
+	for i, u := range units {
+		ur := e.finishUnit(ctx, u, keys[i], outcomes[i], rep, log.With(slog.String("key", keys[i])))
+		if collect {
+			rep.Units = append(rep.Units, ur)
+		}
+	}
+	return applied{}, nil
 }
 
 // perform runs one reserved effect: claim its lease, call the provider with
@@ -601,6 +676,7 @@ func (e *engine[U]) runWindow(ctx context.Context, w Window, save bool,
 	markOf func(U) time.Time, rep *Report) error {
 	page := ""
 	var oldestFailed time.Time
+	var staged []U
 	for n := 0; n < e.opt.maxPages; n++ {
 		if err := e.hit(ctx, pointBatchStart, page); err != nil {
 			return err
@@ -608,6 +684,14 @@ func (e *engine[U]) runWindow(ctx context.Context, w Window, save bool,
 		units, next, err := fetch(ctx, w, page)
 		if err != nil {
 			return fmt.Errorf("job %q: fetch window %s..%s: %w", e.def.name, w.Since.Format(time.RFC3339), w.Until.Format(time.RFC3339), err)
+		}
+		if e.def.stage {
+			staged = append(staged, units...)
+			if next == "" || next == page {
+				break
+			}
+			page = next
+			continue
 		}
 		res, err := e.apply(ctx, units, rep, false, markOf)
 		if err != nil {
@@ -621,6 +705,14 @@ func (e *engine[U]) runWindow(ctx context.Context, w Window, save bool,
 		}
 		page = next
 	}
+	if e.def.stage {
+		var saveMark func(q querier) error
+		if save {
+			saveMark = func(q querier) error { return e.saveMark(ctx, q, w.Until) }
+		}
+		_, err := e.applyStaged(ctx, staged, rep, false, saveMark)
+		return err
+	}
 	if !save {
 		return nil
 	}
@@ -629,10 +721,14 @@ func (e *engine[U]) runWindow(ctx context.Context, w Window, save bool,
 		// Hold the mark at the oldest failure so the next window fetches it again.
 		mark = oldestFailed
 	}
+	return e.saveMark(ctx, e.st.auto(), mark)
+}
+
+func (e *engine[U]) saveMark(ctx context.Context, q querier, mark time.Time) error {
 	if err := e.hit(ctx, pointProgressBefore, ""); err != nil {
 		return err
 	}
-	if err := e.st.auto().saveWatermark(ctx, e.def.name, mark, e.def.version, e.opt.now()); err != nil {
+	if err := q.saveWatermark(ctx, e.def.name, mark, e.def.version, e.opt.now()); err != nil {
 		return fmt.Errorf("job %q: save watermark: %w", e.def.name, err)
 	}
 	return e.hit(ctx, pointProgressAfter, "")
@@ -667,21 +763,31 @@ func (e *engine[U]) runCursor(ctx context.Context, fetch func(ctx context.Contex
 		if err != nil {
 			return fmt.Errorf("job %q: fetch page after cursor %q: %w", e.def.name, cur, err)
 		}
-		res, err := e.apply(ctx, units, rep, false, nil)
-		if err != nil {
-			return err
+		advance := next != "" && next != cur
+		saveCursor := func(q querier) error {
+			if err := e.hit(ctx, pointProgressBefore, next); err != nil {
+				return err
+			}
+			// position orders cursors: a slower overlapping run cannot move it back.
+			if err := q.saveCursor(ctx, e.def.name, next, pos+1, e.def.version, e.opt.now()); err != nil {
+				return fmt.Errorf("job %q: save cursor: %w", e.def.name, err)
+			}
+			return e.hit(ctx, pointProgressAfter, next)
 		}
-		if res.failed > 0 || next == "" || next == cur {
-			return nil
+		var res applied
+		if e.def.stage {
+			var save func(q querier) error
+			if advance {
+				save = saveCursor
+			}
+			res, err = e.applyStaged(ctx, units, rep, false, save)
+		} else {
+			res, err = e.apply(ctx, units, rep, false, nil)
+			if err == nil && res.failed == 0 && advance {
+				err = saveCursor(e.st.auto())
+			}
 		}
-		if err := e.hit(ctx, pointProgressBefore, next); err != nil {
-			return err
-		}
-		// position orders cursors: a slower overlapping run cannot move it back.
-		if err := e.st.auto().saveCursor(ctx, e.def.name, next, pos+1, e.def.version, e.opt.now()); err != nil {
-			return fmt.Errorf("job %q: save cursor: %w", e.def.name, err)
-		}
-		if err := e.hit(ctx, pointProgressAfter, next); err != nil {
+		if err != nil || res.failed > 0 || !advance {
 			return err
 		}
 		cur, pos = next, pos+1
@@ -783,7 +889,12 @@ func (e *engine[U]) runCursorJob(ctx context.Context, fetch func(context.Context
 // process applies handed-in units and reports each one.
 func (e *engine[U]) process(ctx context.Context, units []U) (Report, error) {
 	return e.run(ctx, func(rep *Report) error {
-		_, err := e.apply(ctx, units, rep, true, nil)
+		var err error
+		if e.def.stage {
+			_, err = e.applyStaged(ctx, units, rep, true, nil)
+		} else {
+			_, err = e.apply(ctx, units, rep, true, nil)
+		}
 		return err
 	})
 }

@@ -59,6 +59,7 @@ func TestCrashSimPriceSync(t *testing.T) {
 			return st.auto().(destQuerier).listPriceSync(ctx)
 		},
 		source: "watermark",
+		stage:  false,
 		unit: func(id, rev int) Price {
 			var u Price
 			u.Sku = fmt.Sprintf("sku-%d.%d", id, 0)

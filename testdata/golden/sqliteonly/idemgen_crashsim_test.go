@@ -36,6 +36,7 @@ func TestCrashSimTagCollect(t *testing.T) {
 			return st.auto().(destQuerier).listTagCollect(ctx)
 		},
 		source: "cursor",
+		stage:  false,
 		unit: func(id, rev int) Tag {
 			var u Tag
 			u.Tag = fmt.Sprintf("tag-%d.%d", id, 0)

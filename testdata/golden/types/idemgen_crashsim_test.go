@@ -43,6 +43,7 @@ func TestCrashSimAllTypes(t *testing.T) {
 			return st.auto().(destQuerier).listAllTypes(ctx)
 		},
 		source: "watermark",
+		stage:  false,
 		unit: func(id, rev int) Record {
 			var u Record
 			u.ID = fmt.Sprintf("id-%d.%d", id, 0)

@@ -1,0 +1,117 @@
+// Hand-written behaviour tests of the generated staged package (idemgen
+// leaves this file alone: it has no generated-code header).
+package staged_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/testdata/golden/internal/testdb"
+	"github.com/idemgen/idemgen/testdata/golden/staged"
+)
+
+func open(t *testing.T, db testdb.DB) *staged.Store {
+	t.Helper()
+	var st *staged.Store
+	if db.Pool != nil {
+		st = staged.NewPostgresStore(db.Pool)
+	} else {
+		st = staged.NewSQLiteStore(db.SQL)
+	}
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// book serves entries by booked_at window, two per page.
+type book struct {
+	mu      sync.Mutex
+	entries []staged.Entry
+}
+
+func (b *book) Fetch(ctx context.Context, w staged.Window, page string) ([]staged.Entry, string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var in []staged.Entry
+	for _, e := range b.entries {
+		if !e.BookedAt.Before(w.Since) && e.BookedAt.Before(w.Until) {
+			in = append(in, e)
+		}
+	}
+	sort.Slice(in, func(i, j int) bool { return in[i].EntryID < in[j].EntryID })
+	start := 0
+	fmt.Sscan(page, &start)
+	end := min(start+2, len(in))
+	next := ""
+	if end < len(in) {
+		next = fmt.Sprint(end)
+	}
+	return in[start:end], next, nil
+}
+
+var base = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// A staged window is published whole or not at all: one entry the
+// database refuses keeps the whole window (three pages) unpublished, the
+// watermark unmoved and no effect performed; once it is accepted, the
+// window lands in one piece and each new entry is announced once.
+func TestStagedWindowIsAllOrNothing(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db testdb.DB) {
+		ctx := context.Background()
+		st := open(t, db)
+		db.Exec(t,
+			`CREATE TRIGGER reject_poison BEFORE INSERT ON ledger_entries WHEN NEW.account = 'poison'
+			 BEGIN SELECT RAISE(ABORT, 'poison rejected'); END`,
+			`CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+			 BEGIN IF NEW.account = 'poison' THEN RAISE EXCEPTION 'poison rejected'; END IF; RETURN NEW; END $$;
+			 CREATE TRIGGER reject_poison BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION reject_poison()`)
+		src := &book{}
+		for i := 1; i <= 6; i++ {
+			acct := "ops"
+			if i == 5 {
+				acct = "poison"
+			}
+			src.entries = append(src.entries, staged.Entry{EntryID: fmt.Sprintf("e%d", i), Account: acct, AmountCents: int64(i), BookedAt: base.Add(-time.Duration(i) * time.Minute)})
+		}
+		clock := testdb.NewClock(base)
+		calls := &testdb.Calls{}
+		j, err := staged.NewLedgerImport(st, src, staged.LedgerImportEffects{
+			AnnounceEntry: staged.AnnounceEntryFunc(func(ctx context.Context, key string, e staged.Entry) error { calls.Add(key); return nil }),
+		}, staged.WithClock(clock.Now), staged.WithStart(base.Add(-time.Hour)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := j.Run(ctx)
+		if err != nil || rep.Failed != 6 || rep.Inserted != 0 || calls.Total() != 0 {
+			t.Fatalf("poisoned window: %s, %v, %d calls", rep, err, calls.Total())
+		}
+		if rows, _ := j.Rows(ctx); len(rows) != 0 {
+			t.Fatalf("half a window was published: %d rows", len(rows))
+		}
+		// The watermark did not move: the same window is fetched again.
+		clock.Advance(time.Minute)
+		db.Exec(t, `DROP TRIGGER reject_poison`, `DROP TRIGGER reject_poison ON ledger_entries`)
+		rep, err = j.Run(ctx)
+		if err != nil || rep.Inserted != 6 || rep.EffectsDone != 6 {
+			t.Fatalf("after the fix: %s, %v", rep, err)
+		}
+		rows, _ := j.Rows(ctx)
+		var ids []string
+		for _, r := range rows {
+			ids = append(ids, r.EntryID)
+		}
+		if want := []string{"e1", "e2", "e3", "e4", "e5", "e6"}; !slices.Equal(ids, want) {
+			t.Fatalf("rows %v, want %v", ids, want)
+		}
+		clock.Advance(time.Minute)
+		if rep, err = j.Run(ctx); err != nil || rep.Inserted+rep.Updated != 0 || rep.EffectsDone != 0 || calls.Total() != 6 {
+			t.Fatalf("re-run: %s, %v, %d calls", rep, err, calls.Total())
+		}
+	})
+}
