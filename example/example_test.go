@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -360,4 +362,75 @@ func TestExampleRunsEndToEnd(t *testing.T) {
 	if !strings.Contains(out.String(), "invoices table: 7 rows for 7 invoices") {
 		t.Fatalf("unexpected output:\n%s", out.String())
 	}
+}
+
+// TestExampleAgainOnTheSameDatabase runs the example three times on one
+// SQLite file, as README's "Bumping a version" walk-through does. A second
+// run backfills every invoice and changes nothing. Between the second and
+// the third, the database is made to look as if an older build wrote it
+// (notify_new_invoice at version 1, rows by an older invoice_sync version),
+// which is what the checked-in build meets after a user bumps both
+// versions: the third run notifies each invoice once more under the current
+// key, keeps the old ledger rows, and lists the old rows as stale before
+// recomputing them.
+func TestExampleAgainOnTheSameDatabase(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "billing.db")
+	runOnce := func(want ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := run(ctx, []string{"-db", path}, &out); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		for _, w := range want {
+			if !strings.Contains(out.String(), w) {
+				t.Fatalf("output lacks %q:\n%s", w, out.String())
+			}
+		}
+		return out.String()
+	}
+	runOnce("invoices table: 7 rows for 7 invoices")
+	nothingNew := []string{
+		"this database already holds 7 invoices from an earlier run",
+		"(Stale), before: none",
+		"unchanged=7 deduped=0",
+		"effects: done=0 deduped=7 failed=0",
+		"notifier: 0 calls, 0 emails sent",
+		"  version 2: done=7\n",
+	}
+	if out := runOnce(nothingNew...); strings.Contains(out, "version 1:") {
+		t.Fatalf("unexpected ledger rows:\n%s", out)
+	}
+
+	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`UPDATE billing_idem_ledger SET effect_version = 1, effect_key = replace(effect_key, ':v2:', ':v1:') WHERE effect = 'notify_new_invoice'`,
+		`UPDATE invoices SET idemgen_job_version = idemgen_job_version - 1`,
+	} {
+		if res, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		} else if n, _ := res.RowsAffected(); n != 7 {
+			t.Fatalf("%s: %d rows, want 7", stmt, n)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	out := runOnce(
+		"(Stale), before: 7 [billing:invoice:inv-1 ",
+		"effects: done=7 deduped=0 failed=0",
+		"notifier: 7 calls, 7 emails sent",
+		"(Stale), after: none",
+		"  version 1: done=7\n  version 2: done=7\n",
+	)
+	for i := 1; i <= 7; i++ {
+		if w := fmt.Sprintf("  inv-%d emails=1 key=notify:new-invoice:v2:inv-%d\n", i, i); !strings.Contains(out, w) {
+			t.Fatalf("output lacks %q:\n%s", w, out)
+		}
+	}
+	runOnce(append(nothingNew[:len(nothingNew)-1], "  version 1: done=7\n  version 2: done=7\n")...)
 }

@@ -3,6 +3,11 @@
 // flags) or PostgreSQL (-postgres URL). It runs the invoice sync, runs it
 // again, crashes a run half way, recovers, and shows that every invoice has
 // one row and one notification; then it replays a payment webhook.
+//
+// Run again on the same SQLite file (-db PATH), it finds the earlier run's
+// rows and instead backfills every invoice through the same keys and
+// ledger: nothing new, unless the spec's versions were bumped and the
+// package regenerated in between (README, "Bumping a version").
 package main
 
 //go:generate go tool idemgen generate
@@ -14,8 +19,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/idemgen/idemgen/example/billing"
@@ -77,14 +84,35 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return demo(ctx, store, log, out)
 }
 
-func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Writer) error {
-	base := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	clk := &clock{now: base}
-	api := newBillingAPI()
+// The example's fixed timeline: the billing API's invoices and the clock
+// are the same on every run, so a second run on the same file sees exactly
+// the invoices the first one left behind.
+var base = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+
+// putFirstInvoices puts the four invoices of the first run.
+func putFirstInvoices(api *billingAPI) {
 	for i := 1; i <= 4; i++ {
 		api.put(billing.Invoice{InvoiceID: fmt.Sprintf("inv-%d", i), CustomerID: "cus-1", AmountCents: int64(1000 * i),
 			CreatedAt: base.Add(-time.Hour), UpdatedAt: base.Add(time.Duration(-5*i) * time.Minute)})
 	}
+}
+
+// putLaterInvoices puts, as of now, three new invoices and a change to inv-1.
+func putLaterInvoices(api *billingAPI, now time.Time) {
+	for i := 5; i <= 7; i++ {
+		api.put(billing.Invoice{InvoiceID: fmt.Sprintf("inv-%d", i), CustomerID: "cus-2", AmountCents: int64(500 * i),
+			CreatedAt: now.Add(-time.Minute), UpdatedAt: now.Add(-time.Duration(i) * time.Second)})
+	}
+	api.put(billing.Invoice{InvoiceID: "inv-1", CustomerID: "cus-1", AmountCents: 1111, CreatedAt: base.Add(-time.Hour), UpdatedAt: now.Add(-time.Second)})
+}
+
+// laterAt is when putLaterInvoices happens in the first run.
+const laterAt = 2 * time.Minute
+
+func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Writer) error {
+	clk := &clock{now: base}
+	api := newBillingAPI()
+	putFirstInvoices(api)
 	mail := newNotifier()
 	newJob := func() (*billing.InvoiceSync, error) {
 		// A new job value is a restarted process: new lease owner, no caches.
@@ -94,6 +122,11 @@ func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Wr
 	job, err := newJob()
 	if err != nil {
 		return err
+	}
+	if earlier, err := job.Rows(ctx); err != nil {
+		return err
+	} else if len(earlier) > 0 {
+		return againDemo(ctx, store, job, api, mail, clk, out, len(earlier))
 	}
 	step := func(title string, rep billing.Report, err error) {
 		fmt.Fprintf(out, "\n== %s\n%s\n", title, rep)
@@ -111,11 +144,7 @@ func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Wr
 	// Three new invoices and one change; this run "crashes" right after the
 	// notifier applied its first email: the context dies with the process.
 	clk.advance(time.Minute)
-	for i := 5; i <= 7; i++ {
-		api.put(billing.Invoice{InvoiceID: fmt.Sprintf("inv-%d", i), CustomerID: "cus-2", AmountCents: int64(500 * i),
-			CreatedAt: clk.Now().Add(-time.Minute), UpdatedAt: clk.Now().Add(-time.Duration(i) * time.Second)})
-	}
-	api.put(billing.Invoice{InvoiceID: "inv-1", CustomerID: "cus-1", AmountCents: 1111, CreatedAt: base.Add(-time.Hour), UpdatedAt: clk.Now().Add(-time.Second)})
+	putLaterInvoices(api, clk.Now())
 	crashCtx, crash := context.WithCancel(ctx)
 	mail.onCall = crash
 	rep, err = job.Run(crashCtx)
@@ -170,5 +199,75 @@ func webhookDemo(ctx context.Context, store *billing.Store, clk *clock, log *slo
 	fmt.Fprintf(out, "redelivery:     %s, receipt %s (kept result, no second receipt)\n", again.Units[0].Outcome, again.Units[0].Effects[0].Result)
 	fmt.Fprintf(out, "changed payload: %s: %v\n", bad.Units[0].Outcome, bad.Units[0].Err)
 	fmt.Fprintf(out, "receipt service calls: %d\n", rc.calls[billing.SendReceiptKey(billing.Payment{EventID: "evt_1"})])
+	return nil
+}
+
+// againDemo is a run on a database an earlier run filled: the same invoices,
+// backfilled through the same keys and ledger. With the checked-in spec
+// nothing happens; after an effect version bump each invoice is notified
+// once more under the new key, and after a job version bump the rows the
+// old version wrote are listed by Stale and recomputed.
+func againDemo(ctx context.Context, store *billing.Store, job *billing.InvoiceSync, api *billingAPI, mail *notifier,
+	clk *clock, out io.Writer, held int) error {
+	putLaterInvoices(api, base.Add(laterAt))
+	clk.advance(10 * time.Minute) // after the first run's last step
+	fmt.Fprintf(out, "\n== this database already holds %d invoices from an earlier run\n", held)
+	if err := printStale(ctx, job, out, "before"); err != nil {
+		return err
+	}
+	rep, err := job.Backfill(ctx, billing.Window{Since: base.Add(-24 * time.Hour), Until: clk.Now()})
+	fmt.Fprintf(out, "\n== backfill of every invoice, through the same keys and ledger\n%s\n", rep)
+	if err != nil {
+		return err
+	}
+	calls, applied := mail.totals()
+	fmt.Fprintf(out, "notifier: %d calls, %d emails sent\n", calls, applied)
+	rows, err := job.Rows(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if key := billing.NotifyNewInvoiceKey(r); mail.applied[key] > 0 {
+			fmt.Fprintf(out, "  %s emails=%d key=%s\n", r.InvoiceID, mail.applied[key], key)
+		}
+	}
+	if err := printStale(ctx, job, out, "after"); err != nil {
+		return err
+	}
+	entries, err := store.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	byVersion := map[int]map[string]int{}
+	for _, e := range entries {
+		if e.Effect == "notify_new_invoice" {
+			if byVersion[e.EffectVersion] == nil {
+				byVersion[e.EffectVersion] = map[string]int{}
+			}
+			byVersion[e.EffectVersion][e.State]++
+		}
+	}
+	fmt.Fprintln(out, "ledger, notify_new_invoice:")
+	for _, v := range slices.Sorted(maps.Keys(byVersion)) {
+		fmt.Fprintf(out, "  version %d:", v)
+		for _, state := range slices.Sorted(maps.Keys(byVersion[v])) {
+			fmt.Fprintf(out, " %s=%d", state, byVersion[v][state])
+		}
+		fmt.Fprintln(out)
+	}
+	return nil
+}
+
+// printStale prints the keys of the rows an older invoice_sync version wrote.
+func printStale(ctx context.Context, job *billing.InvoiceSync, out io.Writer, when string) error {
+	stale, err := job.Stale(ctx, 10)
+	if err != nil {
+		return err
+	}
+	list := "none"
+	if len(stale) > 0 {
+		list = fmt.Sprintf("%d %v", len(stale), stale)
+	}
+	fmt.Fprintf(out, "rows written by an older invoice_sync version (Stale), %s: %s\n", when, list)
 	return nil
 }
