@@ -25,6 +25,9 @@ type simSQLite struct {
 }
 
 func simSQLiteEnv(t testing.TB, open func(*sql.DB) simStore) simEnv {
+	if os.Getenv(simChildEnv) != "" {
+		return simSQLite{open: open} // a child only attaches to its parent's file
+	}
 	path := filepath.Join(t.TempDir(), "template.db")
 	db, err := sql.Open("sqlite3", simSQLiteDSN(path))
 	if err != nil {
@@ -62,6 +65,10 @@ func (e simSQLite) fresh(t testing.TB) simDB {
 		t.Fatal(err)
 	}
 	dst.Close()
+	return e.attach(t, path)
+}
+
+func (e simSQLite) attach(t testing.TB, path string) simDB {
 	obs, err := sql.Open("sqlite3", simSQLiteDSN(path))
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +84,8 @@ type simSQLiteDB struct {
 }
 
 func (d *simSQLiteDB) close() { d.obsDB.Close() }
+
+func (d *simSQLiteDB) locator() string { return d.path }
 
 func (d *simSQLiteDB) observer() store { return d.obs }
 

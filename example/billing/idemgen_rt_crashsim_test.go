@@ -22,10 +22,13 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -41,6 +44,8 @@ type simEnv interface {
 	name() string
 	// fresh returns an empty, migrated database for one scenario.
 	fresh(t testing.TB) simDB
+	// attach opens the scenario database a parent process named (subprocess mode).
+	attach(t testing.TB, locator string) simDB
 }
 
 // simDB is one scenario's database.
@@ -53,6 +58,8 @@ type simDB interface {
 	observer() store
 	// close releases the scenario's database.
 	close()
+	// locator names the database for a child process.
+	locator() string
 }
 
 // simVerbs are one job value's verbs.
@@ -168,6 +175,7 @@ type simProvider struct {
 	effect  map[string]string // key -> effect name
 	n       int
 	faults  map[int]simFault // by call number
+	journal *os.File         // subprocess mode: every call, synced before it returns
 }
 
 func newSimProvider() *simProvider {
@@ -187,6 +195,10 @@ func (p *simProvider) call(ctx context.Context, effect, key string) ([]byte, err
 	if p.applied[key] == 0 {
 		p.applied[key] = 1
 	}
+	if p.journal != nil {
+		fmt.Fprintf(p.journal, "%s\tapplied\n", key)
+		_ = p.journal.Sync()
+	}
 	if p.faults[n] == faultRespLost {
 		return nil, errors.New("simulated timeout after the provider applied")
 	}
@@ -197,14 +209,15 @@ func (p *simProvider) call(ctx context.Context, effect, key string) ([]byte, err
 
 // simScenario is one run of the fixture under a fault plan.
 type simScenario struct {
-	family   string
-	crashAt  []int        // global hit numbers to crash at, in order
-	errorAt  map[int]bool // hit numbers where the hook returns an error (commit unknown)
-	faults   map[int]simFault
-	preempt  int    // hit number where worker A pauses while B runs the next phase; -1 none
-	double   bool   // start each phase twice at once
-	seed     uint64 // >0: two workers at once with seeded jitter at every point
-	mismatch bool   // after convergence, redeliver a known key with a changed payload
+	family     string
+	crashAt    []int        // global hit numbers to crash at, in order
+	errorAt    map[int]bool // hit numbers where the hook returns an error (commit unknown)
+	faults     map[int]simFault
+	preempt    int    // hit number where worker A pauses while B runs the next phase; -1 none
+	double     bool   // start each phase twice at once
+	seed       uint64 // >0: two workers at once with seeded jitter at every point
+	subprocess int    // >=0: the first run of phase 0 is a child process that exits at this hit
+	mismatch   bool   // after convergence, redeliver a known key with a changed payload
 }
 
 func (s simScenario) String() string {
@@ -225,6 +238,9 @@ func (s simScenario) String() string {
 	if s.seed > 0 {
 		parts = append(parts, fmt.Sprintf("seed=%d", s.seed))
 	}
+	if s.subprocess >= 0 && s.family == "subprocess" {
+		parts = append(parts, fmt.Sprintf("exit@%d", s.subprocess))
+	}
 	return strings.Join(parts, " ")
 }
 
@@ -238,6 +254,7 @@ type simRun[U any] struct {
 
 	mu            sync.Mutex
 	checkMu       sync.Mutex
+	child         bool // this process is a subprocess-mode child: exit at the crash, check nothing
 	hits          int
 	phaseHits     int // hits before convergence: faults are planned only among these
 	callsInPhases int
@@ -296,6 +313,12 @@ func (r *simRun[U]) hook(crashed chan<- struct{}) crashHook {
 		}
 		r.mu.Unlock()
 
+		if r.child {
+			if crash {
+				os.Exit(simChildCrashed) // a real process death: the OS drops connections and locks
+			}
+			return nil
+		}
 		r.checkAt(ctx, p, detail)
 		if crash {
 			crashed <- struct{}{}
@@ -583,6 +606,13 @@ func (r *simRun[U]) play() []string {
 	for phase := range r.phases {
 		r.setClock(phaseClock(phase))
 		r.serve(phase)
+		if phase == 0 && r.sc.family == "subprocess" {
+			if r.runChild() {
+				simChildDeaths.Add(1)
+				r.recover(phase)
+			}
+			continue
+		}
 		if r.sc.seed > 0 || r.sc.double {
 			r.concurrently(phase)
 		} else {
@@ -867,9 +897,90 @@ var simLogger = newSimLogger()
 // simParallel is how many scenarios play at once; they wait mostly on the database.
 const simParallel = 4
 
+// Subprocess mode: the test binary re-executes itself as a child that runs
+// the first run of phase 0 and exits for real at the planned point. The
+// fake provider's calls are journaled to a file, synced before each call
+// returns, so the outside world outlives the process.
+const (
+	simChildEnv     = "IDEMGEN_CRASHSIM_CHILD"
+	simChildCrashed = 73
+)
+
+// simChildDeaths counts children that died at their planned point.
+var simChildDeaths atomic.Int64
+
+type simChildSpec struct {
+	Locator string
+	CrashAt int
+	Journal string
+}
+
+// runChild runs phase 0's first run in a child process and merges what it
+// did at the provider; it reports whether the child died at its point.
+func (r *simRun[U]) runChild() bool {
+	journal := filepath.Join(r.t.TempDir(), "provider.journal")
+	spec, _ := json.Marshal(simChildSpec{Locator: r.db.locator(), CrashAt: r.sc.subprocess, Journal: journal})
+	test, sub, _ := strings.Cut(r.t.Name(), "/")
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$/^"+sub+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), simChildEnv+"="+string(spec))
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	crashed := errors.As(err, &exit) && exit.ExitCode() == simChildCrashed
+	if err != nil && !crashed {
+		r.violate("subprocess child failed: %v\n%s", err, out)
+	}
+	data, _ := os.ReadFile(journal)
+	r.prov.mu.Lock()
+	defer r.prov.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		key, applied, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		r.prov.calls[key]++
+		r.prov.n++
+		if applied == "applied" && r.prov.applied[key] == 0 {
+			r.prov.applied[key] = 1
+		}
+	}
+	return crashed
+}
+
+// simChild is the child side: attach to the parent's database, replay the
+// fixture's first phase and run until the planned exit.
+func simChild[U any](t *testing.T, env simEnv, job *simJob[U], raw string) {
+	var spec simChildSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatalf("child spec: %v", err)
+	}
+	f, err := os.OpenFile(spec.Journal, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &simRun[U]{
+		t: t, job: job, db: env.attach(t, spec.Locator), child: true,
+		sc:       simScenario{family: "child", crashAt: []int{spec.CrashAt}, preempt: -1, subprocess: -1},
+		doneKeys: map[string]bool{}, paused: make(chan struct{}), resume: make(chan struct{}),
+		prov:   newSimProvider(),
+		window: &simWindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.markOf},
+		cursor: &simCursorSource[U]{},
+	}
+	r.prov.journal = f
+	r.phases = simPhases(job)
+	r.setClock(phaseClock(0))
+	r.serve(0)
+	r.invoke(0)
+	os.Exit(0) // finished before the planned point
+}
+
 // simulate runs every scenario family for one job on one database kind.
 func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
+	if raw := os.Getenv(simChildEnv); raw != "" {
+		simChild(t, env, job, raw)
+		return
+	}
 	start := time.Now()
+	deathsBefore := simChildDeaths.Load()
 	newRun := func(sc simScenario) *simRun[U] {
 		r := &simRun[U]{
 			t: t, job: job, db: env.fresh(t), sc: sc, env: env.name(),
@@ -995,6 +1106,22 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 		if job.source == SourceNoneName {
 			runOne(simScenario{family: "mismatch", mismatch: true, preempt: -1})
 		}
+		// Subprocess: real process deaths at points spread over phase 0,
+		// including inside the write transaction.
+		phase0 := slices.Index(trace[1:], pointRunStart) + 1
+		if phase0 <= 0 || job.source == SourceNoneName {
+			phase0 = len(trace) / 2
+		}
+		var exits []int
+		for i := 0; i < 5; i++ {
+			exits = append(exits, i*phase0/5)
+		}
+		if k := slices.Index(trace[:phase0], pointUnitBeforeCommit); k >= 0 {
+			exits = append(exits, k)
+		}
+		for _, k := range slices.Compact(slices.Sorted(slices.Values(exits))) {
+			runOne(simScenario{family: "subprocess", subprocess: k, preempt: -1})
+		}
 		// Double trigger at once, and seeded concurrent schedules.
 		runOne(simScenario{family: "double", double: true, preempt: -1})
 		for seed := uint64(1); seed <= 4; seed++ {
@@ -1005,9 +1132,13 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 	if only != "" && scenarios == 0 {
 		t.Fatalf("no scenario named %q", only)
 	}
+	deaths := simChildDeaths.Load() - deathsBefore
+	if only == "" && deaths == 0 {
+		t.Errorf("crashsim %s %s: no subprocess child died at its point: subprocess mode is not exercised", job.name, env.name())
+	}
 	if failed == 0 {
-		t.Logf("crashsim %s %s: %d points, %d scenarios, all invariants held (%s)",
-			job.name, env.name(), len(trace), scenarios, time.Since(start).Round(time.Millisecond))
+		t.Logf("crashsim %s %s: %d points, %d scenarios (%d real process deaths), all invariants held (%s)",
+			job.name, env.name(), len(trace), scenarios, deaths, time.Since(start).Round(time.Millisecond))
 	} else {
 		t.Errorf("crashsim %s %s: %d of %d scenarios broke invariants (families: %s)", job.name, env.name(), failed, scenarios,
 			strings.Join(slices.Sorted(maps.Keys(families)), ", "))

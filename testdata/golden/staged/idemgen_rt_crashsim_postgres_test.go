@@ -38,6 +38,9 @@ func simPostgresEnv(t testing.TB, open func(*pgxpool.Pool) simStore) simEnv {
 	}
 	t.Cleanup(admin.Close)
 	e := &simPostgres{url: url, admin: admin, open: open}
+	if os.Getenv(simChildEnv) != "" {
+		return e // a child only attaches to its parent's schema
+	}
 	e.template = e.newSchema(t)
 	pool := e.pool(t, e.template, "idemsim_migrate")
 	if err := open(pool).Migrate(ctx); err != nil {
@@ -96,6 +99,10 @@ func (e *simPostgres) fresh(t testing.TB) simDB {
 			t.Fatal(err)
 		}
 	}
+	return e.attach(t, schema)
+}
+
+func (e *simPostgres) attach(t testing.TB, schema string) simDB {
 	obs := e.pool(t, schema, "idemsim_observer")
 	return &simPostgresDB{env: e, schema: schema, obsPool: obs, obs: e.open(obs).engineStore()}
 }
@@ -106,6 +113,8 @@ type simPostgresDB struct {
 	obsPool *pgxpool.Pool
 	obs     store
 }
+
+func (d *simPostgresDB) locator() string { return d.schema }
 
 // close ends the scenario: its observer, any session of a crashed
 // incarnation still open, and its schema.
