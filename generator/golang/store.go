@@ -206,8 +206,10 @@ func toDB(d model.Dialect, f *model.Field, v *jen.Statement) *jen.Statement {
 			return jen.Id("sqlNullBytes").Call(v)
 		case model.UUID:
 			return jen.Id("sqlNullStringer").Call(v)
+		case model.Bytes:
+			return jen.Id("sqlNullBlob").Call(v)
 		}
-		return v // bytes: nil is NULL
+		return v
 	}
 	switch f.Type {
 	case model.Int32:
@@ -246,6 +248,8 @@ func fromDB(d model.Dialect, f *model.Field, v *jen.Statement) *jen.Statement {
 			return jen.Id("readNullBytes").Types(jen.Qual(jsonPkg, "RawMessage")).Call(v)
 		case model.UUID:
 			return jen.Id("readNullParsed").Call(v, jen.Qual(uuidPkg, "Parse"), errp)
+		case model.Bytes:
+			return jen.Id("readNullBlob").Call(v)
 		}
 		return v
 	}

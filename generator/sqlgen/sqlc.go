@@ -51,6 +51,35 @@ func SQLCConfig(p *model.Package) []byte {
           - {db_type: jsonb, nullable: true, go_type: encoding/json.RawMessage}
 `)
 		}
+		if d == model.SQLite {
+			writeSQLiteOverrides(&b, p)
+		}
 	}
 	return []byte(b.String())
+}
+
+// writeSQLiteOverrides gives each nullable BLOB destination column (a
+// bytes? field) the Go type *[]byte. sqlc's default, []byte, cannot say
+// NULL to the SQLite driver, which binds a nil []byte as an empty BLOB;
+// database/sql binds a nil pointer as NULL and scans NULL into one. The
+// ledger's own nullable BLOBs keep []byte.
+func writeSQLiteOverrides(b *strings.Builder, p *model.Package) {
+	var cols []string
+	for _, j := range p.Jobs {
+		if j.Dest == nil {
+			continue
+		}
+		for _, f := range j.Unit.Fields {
+			if f.Type == model.Bytes && f.Nullable {
+				cols = append(cols, j.Dest.Table+"."+f.Name)
+			}
+		}
+	}
+	if len(cols) == 0 {
+		return
+	}
+	b.WriteString("        overrides:\n")
+	for _, c := range cols {
+		fmt.Fprintf(b, "          - {column: %s, go_type: {type: \"[]byte\", pointer: true}}\n", c)
+	}
 }

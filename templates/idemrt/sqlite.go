@@ -86,6 +86,16 @@ func sqlNullBytes[T ~[]byte](b T) sql.NullString {
 	return sql.NullString{String: string(b), Valid: true}
 }
 
+// sqlNullBlob is a bytes? field as its sqlc parameter (*[]byte, see
+// sqlgen's SQLite overrides): the driver binds a nil []byte as an empty
+// BLOB, a nil pointer as NULL.
+func sqlNullBlob(b []byte) *[]byte {
+	if b == nil {
+		return nil
+	}
+	return &b
+}
+
 func readTime(s string, err *error) time.Time {
 	t, e := parseSQLiteTime(s)
 	if e != nil && *err == nil {
@@ -129,6 +139,18 @@ func readNullBool(nb sql.NullBool) *bool {
 		return nil
 	}
 	return &nb.Bool
+}
+
+// readNullBlob is the inverse of sqlNullBlob; an empty BLOB stays empty,
+// not nil, whatever slice the driver scanned it into.
+func readNullBlob(p *[]byte) []byte {
+	if p == nil {
+		return nil
+	}
+	if *p == nil {
+		return []byte{}
+	}
+	return *p
 }
 
 func readNullBytes[T ~[]byte](ns sql.NullString) T {

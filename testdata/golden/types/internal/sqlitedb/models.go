@@ -21,7 +21,7 @@ type Record struct {
 	At                string
 	AtNull            sql.NullString
 	Blob              []byte
-	BlobNull          []byte
+	BlobNull          *[]byte
 	Doc               string
 	DocNull           sql.NullString
 	Uid               string

@@ -143,7 +143,7 @@ type ListAllTypesRow struct {
 	At       string
 	AtNull   sql.NullString
 	Blob     []byte
-	BlobNull []byte
+	BlobNull *[]byte
 	Doc      string
 	DocNull  sql.NullString
 	Uid      string
@@ -559,7 +559,7 @@ type WriteAllTypesParams struct {
 	At                string
 	AtNull            sql.NullString
 	Blob              []byte
-	BlobNull          []byte
+	BlobNull          *[]byte
 	Doc               string
 	DocNull           sql.NullString
 	Uid               string
