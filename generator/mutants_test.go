@@ -25,9 +25,18 @@ type mutant struct {
 }
 
 type mutantEdit struct {
-	file string // relative to example/billing
+	file string // relative to the target package's directory
 	old  string // a regular expression that must match exactly once
 	new  string
+}
+
+// mutantTarget is a generated package whose crash tests face mutants:
+// together they cover every source kind (watermark, none, cursor).
+type mutantTarget struct {
+	module  string // module root, relative to the repository root
+	pkg     string // package directory, relative to module
+	tests   []string
+	mutants []mutant
 }
 
 const (
@@ -35,7 +44,25 @@ const (
 	sqliteSQL  = "internal/sqlitedb/queries.sql.go"
 	syncTest   = "TestCrashSimInvoiceSync"
 	hookTest   = "TestCrashSimPaymentWebhook"
+	cursorTest = "TestCrashSimEventImport"
 )
+
+var targets = []mutantTarget{
+	{module: ".", pkg: "example/billing", tests: []string{syncTest, hookTest}, mutants: mutants},
+	{module: "testdata", pkg: "golden/cursor", tests: []string{cursorTest}, mutants: cursorMutants},
+}
+
+var cursorMutants = []mutant{
+	{"cursor saved before its page is applied", cursorTest, []mutantEdit{{engineFile,
+		`res, err = e\.apply\(ctx, units, rep, false, nil\)\n`,
+		"if advance {\n\t\t\t\t_ = saveCursor(e.st.auto())\n\t\t\t}\n\t\t\tres, err = e.apply(ctx, units, rep, false, nil)\n"}}},
+	{"cursor moved back by a slower run", cursorTest, []mutantEdit{{sqliteSQL,
+		`WHERE excluded\.cursor_position > p\.cursor_position`,
+		""}}},
+	{"insert_once without ON CONFLICT", cursorTest, []mutantEdit{{sqliteSQL,
+		`ON CONFLICT \(seq\) DO NOTHING\n`,
+		""}}},
+}
 
 var mutants = []mutant{
 	{"progress saved before the work", syncTest, []mutantEdit{{engineFile,
@@ -76,7 +103,7 @@ var mutants = []mutant{
 
 // deterministic families: a kill must come from one of these, not only
 // from the seeded concurrent schedules.
-var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double", "mismatch"}
+var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double", "mismatch", "subprocess"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
@@ -84,18 +111,17 @@ var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", 
 // working tree is never touched. SQLite only, to keep it fast.
 func TestMutantsAreKilled(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and runs the example's crash tests once per mutant")
+		t.Skip("builds and runs the generated crash tests once per mutant")
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command")
 	}
 	root, _ := filepath.Abs("..")
-	dir := filepath.Join(root, "example", "billing")
 	familyRE := regexp.MustCompile(`families: ([a-z0-9, ]+)\)`)
 
-	run := func(t *testing.T, test string, overlay map[string]string) (string, error) {
-		args := []string{"test", "-count=1", "-run", "^" + test + "$/^sqlite$", "./example/billing"}
+	run := func(t *testing.T, tg mutantTarget, test string, overlay map[string]string) (string, error) {
+		args := []string{"test", "-count=1", "-run", "^" + test + "$/^sqlite$", "./" + tg.pkg}
 		if overlay != nil {
 			b, _ := json.Marshal(map[string]any{"Replace": overlay})
 			f := filepath.Join(t.TempDir(), "overlay.json")
@@ -105,7 +131,7 @@ func TestMutantsAreKilled(t *testing.T) {
 			args = append([]string{"test", "-overlay", f}, args[1:]...)
 		}
 		cmd := exec.Command(goBin, args...)
-		cmd.Dir = root
+		cmd.Dir = filepath.Join(root, tg.module)
 		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(e string) bool {
 			return strings.HasPrefix(e, "IDEMGEN_TEST_POSTGRES=")
 		}), "GOFLAGS=-buildvcs=false")
@@ -113,71 +139,76 @@ func TestMutantsAreKilled(t *testing.T) {
 		return string(out), err
 	}
 
-	t.Run("unmutated", func(t *testing.T) {
-		for _, test := range []string{syncTest, hookTest} {
-			if out, err := run(t, test, nil); err != nil {
-				t.Fatalf("%s fails without any mutant:\n%s", test, out)
-			}
-		}
-	})
-
 	var (
 		mu     sync.Mutex
 		killed []string
+		total  int
 	)
-	t.Run("mutants", func(t *testing.T) {
-		for _, m := range mutants {
-			t.Run(strings.ReplaceAll(m.name, " ", "_"), func(t *testing.T) {
-				t.Parallel()
-				overlay := map[string]string{}
-				contents := map[string][]byte{}
-				for _, e := range m.edits {
-					path := filepath.Join(dir, filepath.FromSlash(e.file))
-					src, ok := contents[path]
-					if !ok {
-						if src, err = os.ReadFile(path); err != nil {
+	for _, tg := range targets {
+		dir := filepath.Join(root, tg.module, filepath.FromSlash(tg.pkg))
+		total += len(tg.mutants)
+		t.Run(tg.pkg, func(t *testing.T) {
+			t.Run("unmutated", func(t *testing.T) {
+				for _, test := range tg.tests {
+					if out, err := run(t, tg, test, nil); err != nil {
+						t.Fatalf("%s fails without any mutant:\n%s", test, out)
+					}
+				}
+			})
+			for _, m := range tg.mutants {
+				t.Run(strings.ReplaceAll(m.name, " ", "_"), func(t *testing.T) {
+					t.Parallel()
+					contents := map[string][]byte{}
+					for _, e := range m.edits {
+						path := filepath.Join(dir, filepath.FromSlash(e.file))
+						src, ok := contents[path]
+						if !ok {
+							var err error
+							if src, err = os.ReadFile(path); err != nil {
+								t.Fatal(err)
+							}
+						}
+						re := regexp.MustCompile(e.old)
+						if n := len(re.FindAllIndex(src, -1)); n != 1 {
+							t.Fatalf("mutant no longer applies: %q matches %d times in %s", e.old, n, e.file)
+						}
+						contents[path] = re.ReplaceAllLiteral(src, []byte(e.new))
+					}
+					overlay := map[string]string{}
+					for path, src := range contents {
+						mutated := filepath.Join(t.TempDir(), filepath.Base(path))
+						if err := os.WriteFile(mutated, src, 0o644); err != nil {
 							t.Fatal(err)
 						}
+						overlay[path] = mutated
 					}
-					re := regexp.MustCompile(e.old)
-					if n := len(re.FindAllIndex(src, -1)); n != 1 {
-						t.Fatalf("mutant no longer applies: %q matches %d times in %s", e.old, n, e.file)
+					start := time.Now()
+					out, err := run(t, tg, m.test, overlay)
+					if err == nil {
+						t.Fatalf("mutant %q survived: %s passed", m.name, m.test)
 					}
-					contents[path] = re.ReplaceAllLiteral(src, []byte(e.new))
-				}
-				for path, src := range contents {
-					mutated := filepath.Join(t.TempDir(), filepath.Base(path))
-					if err := os.WriteFile(mutated, src, 0o644); err != nil {
-						t.Fatal(err)
+					if strings.Contains(out, "[build failed]") || strings.Contains(out, "vet:") {
+						t.Fatalf("mutant %q does not compile:\n%s", m.name, out)
 					}
-					overlay[path] = mutated
-				}
-				start := time.Now()
-				out, err := run(t, m.test, overlay)
-				if err == nil {
-					t.Fatalf("mutant %q survived: %s passed", m.name, m.test)
-				}
-				if strings.Contains(out, "[build failed]") || strings.Contains(out, "vet:") {
-					t.Fatalf("mutant %q does not compile:\n%s", m.name, out)
-				}
-				var fams []string
-				for _, match := range familyRE.FindAllStringSubmatch(out, -1) {
-					fams = append(fams, strings.Split(match[1], ", ")...)
-				}
-				if !slices.ContainsFunc(fams, func(f string) bool { return slices.Contains(deterministic, f) }) {
-					t.Fatalf("mutant %q was not killed by a deterministic family (families: %v):\n%s", m.name, fams, tail(out))
-				}
-				slices.Sort(fams)
-				mu.Lock()
-				killed = append(killed, fmt.Sprintf("%s: killed by %s in %s", m.name, strings.Join(slices.Compact(fams), ", "), time.Since(start).Round(time.Second)))
-				mu.Unlock()
-			})
-		}
-	})
+					var fams []string
+					for _, match := range familyRE.FindAllStringSubmatch(out, -1) {
+						fams = append(fams, strings.Split(match[1], ", ")...)
+					}
+					if !slices.ContainsFunc(fams, func(f string) bool { return slices.Contains(deterministic, f) }) {
+						t.Fatalf("mutant %q was not killed by a deterministic family (families: %v):\n%s", m.name, fams, tail(out))
+					}
+					slices.Sort(fams)
+					mu.Lock()
+					killed = append(killed, fmt.Sprintf("%s: %s: killed by %s in %s", tg.pkg, m.name, strings.Join(slices.Compact(fams), ", "), time.Since(start).Round(time.Second)))
+					mu.Unlock()
+				})
+			}
+		})
+	}
 	slices.Sort(killed)
-	t.Logf("mutation score: %d/%d killed\n  %s", len(killed), len(mutants), strings.Join(killed, "\n  "))
-	if len(killed) != len(mutants) {
-		t.Errorf("mutation score %d/%d", len(killed), len(mutants))
+	t.Logf("mutation score: %d/%d killed\n  %s", len(killed), total, strings.Join(killed, "\n  "))
+	if len(killed) != total {
+		t.Errorf("mutation score %d/%d", len(killed), total)
 	}
 }
 

@@ -260,6 +260,7 @@ type simRun[U any] struct {
 	violations    []string
 	clock         time.Time
 	lastMark      time.Time
+	lastPos       int64
 	doneKeys      map[string]bool
 	paused        chan struct{}
 	resume        chan struct{}
@@ -367,6 +368,17 @@ func (r *simRun[U]) checkAt(ctx context.Context, p crashPoint, detail string) {
 	}
 	if r.job.source == SourceCursorName {
 		prog, err := obs.progress(ctx, r.job.name)
+		if err == nil && prog.found {
+			r.mu.Lock()
+			back, last := prog.position < r.lastPos, r.lastPos
+			if !back {
+				r.lastPos = prog.position
+			}
+			r.mu.Unlock()
+			if back {
+				r.violate("at %s: cursor moved backwards from position %d to %d", p, last, prog.position)
+			}
+		}
 		if err == nil && prog.cursor != "" {
 			var pos int
 			fmt.Sscan(prog.cursor, &pos)
