@@ -1037,8 +1037,15 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 	}
 	// runOne plays a scenario on the worker pool (scenarios share nothing:
 	// each has its own database, provider and clock).
+	failFast := os.Getenv("IDEMGEN_CRASHSIM_FAILFAST") != ""
 	runOne := func(sc simScenario) {
 		if only != "" && sc.String() != only {
+			return
+		}
+		mu.Lock()
+		stop := failFast && failed > 0
+		mu.Unlock()
+		if stop {
 			return
 		}
 		mu.Lock()
