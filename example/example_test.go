@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -433,4 +434,50 @@ func TestExampleAgainOnTheSameDatabase(t *testing.T) {
 		}
 	}
 	runOnce(append(nothingNew[:len(nothingNew)-1], "  version 1: done=7\n  version 2: done=7\n")...)
+}
+
+// Every log line about a unit carries the unit's key, and every line about
+// an effect its effect key, so one grep follows a unit through a run.
+func TestLogsCarryKeys(t *testing.T) {
+	st, closeDB, err := openSQLite(context.Background(), filepath.Join(t.TempDir(), "log.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB()
+	f := newFixture()
+	f.invoice("inv-1", 100, f.base.Add(-time.Minute))
+	f.invoice("inv-2", 200, f.base.Add(-2*time.Minute))
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
+		billing.WithClock(f.clk.Now), billing.WithLogger(log), billing.WithStart(f.base.Add(-time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	units, effects := 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		msg, _ := rec["msg"].(string)
+		switch {
+		case strings.Contains(msg, "unit"):
+			units++
+			if k, _ := rec["key"].(string); !strings.HasPrefix(k, "billing:invoice:") {
+				t.Errorf("unit line without the unit key: %s", line)
+			}
+		case strings.Contains(msg, "effect"):
+			effects++
+			if k, _ := rec["effect_key"].(string); !strings.HasPrefix(k, "notify:new-invoice:") || rec["key"] == nil {
+				t.Errorf("effect line without its keys: %s", line)
+			}
+		}
+	}
+	if units != 2 || effects != 2 {
+		t.Fatalf("logged %d unit lines and %d effect lines, want 2 and 2:\n%s", units, effects, buf.String())
+	}
 }
