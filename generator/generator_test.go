@@ -45,20 +45,26 @@ func generate(t *testing.T, specPath, outDir, importPath string) generator.Files
 	return files
 }
 
+// writeFiles writes a generated tree under dir.
+func writeFiles(t *testing.T, dir string, files generator.Files) {
+	t.Helper()
+	for name, data := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // compareTree checks dir holds exactly files (extra and missing included);
 // with -update it rewrites dir instead.
 func compareTree(t *testing.T, dir string, files generator.Files, ignore func(string) bool) {
 	t.Helper()
 	if *update {
-		for name, data := range files {
-			p := filepath.Join(dir, filepath.FromSlash(name))
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeFiles(t, dir, files)
 	}
 	onDisk := map[string]bool{}
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {

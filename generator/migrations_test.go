@@ -181,15 +181,7 @@ func regenerate(t *testing.T, dir, text string) generator.Files {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	return files
 }
 

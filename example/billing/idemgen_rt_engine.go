@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 )
 
@@ -493,8 +492,10 @@ func (e *engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, col
 	}
 	keys := make([]string, len(units))
 	outcomes := make([]Outcome, len(units))
+	failing := -1 // the unit whose write failed the batch, if one did
 	err := e.st.inTx(ctx, func(q querier) error {
 		for i, u := range units {
+			failing = i
 			keys[i] = e.def.keyOf(u)
 			if err := e.hit(ctx, pointUnitStart, keys[i]); err != nil {
 				return err
@@ -505,6 +506,7 @@ func (e *engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, col
 			}
 			outcomes[i] = o
 		}
+		failing = -1
 		if save != nil {
 			if err := save(q); err != nil {
 				return err
@@ -520,7 +522,7 @@ func (e *engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, col
 		err = fmt.Errorf("job %q: staged batch of %d units not published: %w", e.def.name, len(units), err)
 		for i := range units {
 			o := OutcomeFailed
-			if errors.Is(err, ErrPayloadMismatch) && strings.Contains(err.Error(), fmt.Sprintf("key %q", keys[i])) {
+			if i == failing && errors.Is(err, ErrPayloadMismatch) {
 				o = OutcomeMismatch
 			}
 			ur := e.failUnit(keys[i], o, err, rep, log.With(slog.String("key", keys[i])))
@@ -687,18 +689,14 @@ func (e *engine[U]) runWindow(ctx context.Context, w Window, save bool,
 		}
 		if e.def.stage {
 			staged = append(staged, units...)
-			if next == "" || next == page {
-				break
+		} else {
+			res, err := e.apply(ctx, units, rep, false, markOf)
+			if err != nil {
+				return err
 			}
-			page = next
-			continue
-		}
-		res, err := e.apply(ctx, units, rep, false, markOf)
-		if err != nil {
-			return err
-		}
-		if res.failed > 0 && (oldestFailed.IsZero() || res.oldestFailed.Before(oldestFailed)) {
-			oldestFailed = res.oldestFailed
+			if res.failed > 0 && (oldestFailed.IsZero() || res.oldestFailed.Before(oldestFailed)) {
+				oldestFailed = res.oldestFailed
+			}
 		}
 		if next == "" || next == page {
 			break

@@ -365,7 +365,7 @@ func (r *simRun[U]) checkAt(ctx context.Context, p crashPoint, detail string) {
 			if back {
 				r.violate("at %s: watermark moved backwards from %s to %s", p, last.Format(time.RFC3339), prog.watermark.Format(time.RFC3339))
 			}
-			r.checkBehindMark(ctx, obs, p, prog.watermark)
+			r.checkBehindMark(ctx, p, prog.watermark)
 		}
 	}
 	if r.job.source == SourceCursorName {
@@ -384,7 +384,7 @@ func (r *simRun[U]) checkAt(ctx context.Context, p crashPoint, detail string) {
 		if err == nil && prog.cursor != "" {
 			var pos int
 			fmt.Sscan(prog.cursor, &pos)
-			r.checkBehindCursor(ctx, obs, p, pos)
+			r.checkBehindCursor(ctx, p, pos)
 		}
 	}
 	entries, err := obs.ledger(ctx)
@@ -412,7 +412,7 @@ func (r *simRun[U]) checkAt(ctx context.Context, p crashPoint, detail string) {
 }
 
 // checkBehindMark: every source unit behind the stored watermark is applied.
-func (r *simRun[U]) checkBehindMark(ctx context.Context, obs querier, p crashPoint, mark time.Time) {
+func (r *simRun[U]) checkBehindMark(ctx context.Context, p crashPoint, mark time.Time) {
 	r.window.mu.Lock()
 	var behind []U
 	for _, u := range r.window.units {
@@ -426,7 +426,7 @@ func (r *simRun[U]) checkBehindMark(ctx context.Context, obs querier, p crashPoi
 
 // checkBehindCursor: every log entry before the stored cursor is applied
 // (the row holds that version or a later one of the same key).
-func (r *simRun[U]) checkBehindCursor(ctx context.Context, obs querier, p crashPoint, pos int) {
+func (r *simRun[U]) checkBehindCursor(ctx context.Context, p crashPoint, pos int) {
 	r.cursor.mu.Lock()
 	log := slices.Clone(r.cursor.log)
 	r.cursor.mu.Unlock()
