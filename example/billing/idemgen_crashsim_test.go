@@ -15,15 +15,36 @@ import (
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimInvoiceSync(t *testing.T) {
 	job := &simJob[Invoice]{
-		canonical: Invoice.canonical,
-		effects: []simEffect[Invoice]{{
-			keyOf: NotifyNewInvoiceKey,
-			name:  "notify_new_invoice",
-			when:  whenInserted,
+		effects: []simEffect{{
+			keepResult:  false,
+			key:         "notify:new-invoice:v{version}:{invoice_id}",
+			lease:       5 * time.Minute,
+			maxAttempts: 5,
+			name:        "notify_new_invoice",
+			retention:   720 * time.Hour,
+			version:     2,
+			when:        whenInserted,
+		}},
+		fields: []simField{{
+			inKey: true,
+			name:  "invoice_id",
+			typ:   "string",
+		}, {
+			name: "customer_id",
+			typ:  "string",
+		}, {
+			name: "amount_cents",
+			typ:  "int64",
+		}, {
+			name: "created_at",
+			typ:  "time",
+		}, {
+			name: "updated_at",
+			typ:  "time",
 		}},
 		hasDest:    true,
 		insertOnce: false,
-		keyOf:      Invoice.Key,
+		key:        "billing:invoice:{invoice_id}",
 		lease:      5 * time.Minute,
 		markOf: func(u Invoice) time.Time {
 			return u.UpdatedAt
@@ -41,24 +62,37 @@ func TestCrashSimInvoiceSync(t *testing.T) {
 				backfill: j.Backfill,
 				drain:    j.Drain,
 				process:  j.Process,
+				purge:    j.Purge,
 				run:      j.Run,
+				stale:    j.Stale,
 			}, nil
 		},
-		points: invoiceSyncCrashPoints,
+		newerWins: "updated_at",
+		overlap:   10 * time.Minute,
+		points:    invoiceSyncCrashPoints,
 		rows: func(ctx context.Context, st store) ([]Invoice, error) {
 			return st.auto().(destQuerier).listInvoiceSync(ctx)
+		},
+		setMark: func(u *Invoice, t time.Time) {
+			u.UpdatedAt = t
 		},
 		source: "watermark",
 		stage:  false,
 		unit: func(id, rev int) Invoice {
 			var u Invoice
-			u.InvoiceID = fmt.Sprintf("invoice_id-%d.%d", id, 0)
-			u.CustomerID = fmt.Sprintf("customer_id-%d.%d", id, rev)
-			u.AmountCents = int64((id*100 + rev))
-			u.CreatedAt = simBase.Add(time.Duration((id*100 + rev)) * time.Minute)
-			u.UpdatedAt = simMark(id, rev)
+			// Units 5 and 6 share every value outside the key.
+			vid := id
+			if id == 6 {
+				vid = 5
+			}
+			u.InvoiceID = simKeyText("billing:invoice:{invoice_id}", "invoice_id", id)
+			u.CustomerID = fmt.Sprintf("customer_id-%d.%d", vid, rev)
+			u.AmountCents = int64((vid*100 + rev))
+			u.CreatedAt = simBase.Add(time.Duration((vid*100 + rev)) * time.Minute)
+			u.UpdatedAt = simMark(vid, rev)
 			return u
 		},
+		version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
@@ -80,15 +114,37 @@ func TestCrashSimInvoiceSync(t *testing.T) {
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimPaymentWebhook(t *testing.T) {
 	job := &simJob[Payment]{
-		canonical: Payment.canonical,
-		effects: []simEffect[Payment]{{
-			keyOf: SendReceiptKey,
-			name:  "send_receipt",
-			when:  whenInserted,
+		effects: []simEffect{{
+			keepResult:  true,
+			key:         "receipt:v{version}:{event_id}",
+			lease:       2 * time.Minute,
+			maxAttempts: 3,
+			name:        "send_receipt",
+			retention:   720 * time.Hour,
+			version:     1,
+			when:        whenInserted,
+		}},
+		fields: []simField{{
+			inKey: true,
+			name:  "event_id",
+			typ:   "string",
+		}, {
+			name: "invoice_id",
+			typ:  "string",
+		}, {
+			name: "amount_cents",
+			typ:  "int64",
+		}, {
+			name: "paid_at",
+			typ:  "time",
+		}, {
+			name:     "note",
+			nullable: true,
+			typ:      "string",
 		}},
 		hasDest:    true,
 		insertOnce: true,
-		keyOf:      Payment.Key,
+		key:        "payments:event:{event_id}",
 		lease:      5 * time.Minute,
 		name:       "payment_webhook",
 		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Payment], error) {
@@ -101,6 +157,8 @@ func TestCrashSimPaymentWebhook(t *testing.T) {
 			return simVerbs[Payment]{
 				drain:   j.Drain,
 				process: j.Process,
+				purge:   j.Purge,
+				stale:   j.Stale,
 			}, nil
 		},
 		points: paymentWebhookCrashPoints,
@@ -111,16 +169,22 @@ func TestCrashSimPaymentWebhook(t *testing.T) {
 		stage:  false,
 		unit: func(id, rev int) Payment {
 			var u Payment
-			u.EventID = fmt.Sprintf("event_id-%d.%d", id, 0)
-			u.InvoiceID = fmt.Sprintf("invoice_id-%d.%d", id, rev)
-			u.AmountCents = int64((id*100 + rev))
-			u.PaidAt = simBase.Add(time.Duration((id*100 + rev)) * time.Minute)
+			// Units 5 and 6 share every value outside the key.
+			vid := id
+			if id == 6 {
+				vid = 5
+			}
+			u.EventID = simKeyText("payments:event:{event_id}", "event_id", id)
+			u.InvoiceID = fmt.Sprintf("invoice_id-%d.%d", vid, rev)
+			u.AmountCents = int64((vid*100 + rev))
+			u.PaidAt = simBase.Add(time.Duration((vid*100 + rev)) * time.Minute)
 			if rev == 1 {
-				v := fmt.Sprintf("note-%d.%d", id, rev)
+				v := fmt.Sprintf("note-%d.%d", vid, rev)
 				u.Note = &v
 			}
 			return u
 		},
+		version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {

@@ -102,11 +102,7 @@ func NewInvoiceSync(store *Store, src InvoiceSyncSource, fx InvoiceSyncEffects, 
 		},
 	}
 	return &InvoiceSync{
-		e: &engine[Invoice]{
-			def: def,
-			opt: newOptions(opts),
-			st:  store.st,
-		},
+		e:   newEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }

@@ -90,11 +90,7 @@ func NewPaymentWebhook(store *Store, fx PaymentWebhookEffects, opts ...Option) (
 			return q.(destQuerier).writePaymentWebhook(ctx, u, key, v)
 		},
 	}
-	return &PaymentWebhook{e: &engine[Payment]{
-		def: def,
-		opt: newOptions(opts),
-		st:  store.st,
-	}}, nil
+	return &PaymentWebhook{e: newEngine(def, store.st, opts)}, nil
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one.

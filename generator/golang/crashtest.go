@@ -29,27 +29,42 @@ func crashTest(f *jen.File, p *model.Package, j *model.Job) {
 	def := jen.Dict{
 		jen.Id("name"):       jen.Lit(j.Name),
 		jen.Id("source"):     jen.Lit(string(j.Source)),
+		jen.Id("version"):    jen.Lit(j.Version),
 		jen.Id("points"):     jen.Id(j.Lower() + "CrashPoints"),
+		jen.Id("key"):        jen.Lit(j.Key.Text),
+		jen.Id("fields"):     simFields(j),
 		jen.Id("insertOnce"): jen.Lit(j.Dest != nil && j.Dest.Write == model.InsertOnce),
 		jen.Id("hasDest"):    jen.Lit(j.Dest != nil),
 		jen.Id("stage"):      jen.Lit(j.Dest != nil && j.Dest.Stage),
 		jen.Id("lease"):      durationLit(lease),
 		jen.Id("unit"):       simUnitFunc(j),
-		jen.Id("keyOf"):      jen.Id(unit).Dot("Key"),
-		jen.Id("canonical"):  jen.Id(unit).Dot("canonical"),
 		jen.Id("newJob"):     simNewJob(j),
 	}
+	if j.Dest != nil && j.Dest.NewerWins != nil {
+		def[jen.Id("newerWins")] = jen.Lit(j.Dest.NewerWins.Name)
+	}
 	if j.Watermark != nil {
+		def[jen.Id("overlap")] = durationLit(j.Overlap)
 		def[jen.Id("markOf")] = jen.Func().Params(jen.Id("u").Id(unit)).Add(Time()).Block(jen.Return(jen.Id("u").Dot(j.Watermark.GoName)))
+		def[jen.Id("setMark")] = jen.Func().Params(jen.Id("u").Op("*").Id(unit), jen.Id("t").Add(Time())).Block(jen.Id("u").Dot(j.Watermark.GoName).Op("=").Id("t"))
 	}
 	if j.Dest != nil {
 		def[jen.Id("rows")] = jen.Func().Params(jen.Id("ctx").Add(Context()), jen.Id("st").Id("store")).Params(jen.Index().Id(unit), jen.Error()).Block(
 			jen.Return(jen.Id("st").Dot("auto").Call().Assert(jen.Id("destQuerier")).Dot("list" + j.GoName).Call(jen.Id("ctx"))))
 	}
 	if len(j.Effects) > 0 {
-		def[jen.Id("effects")] = jen.Index().Id("simEffect").Types(jen.Id(unit)).ValuesFunc(func(g *jen.Group) {
+		def[jen.Id("effects")] = jen.Index().Id("simEffect").ValuesFunc(func(g *jen.Group) {
 			for _, e := range j.Effects {
-				g.Values(jen.Dict{jen.Id("name"): jen.Lit(e.Name), jen.Id("when"): jen.Id(whenConst(e.When)), jen.Id("keyOf"): jen.Id(e.GoName + "Key")})
+				g.Values(jen.Dict{
+					jen.Id("name"):        jen.Lit(e.Name),
+					jen.Id("when"):        jen.Id(whenConst(e.When)),
+					jen.Id("key"):         jen.Lit(e.Key.Text),
+					jen.Id("version"):     jen.Lit(e.Version),
+					jen.Id("keepResult"):  jen.Lit(e.KeepResult),
+					jen.Id("maxAttempts"): jen.Lit(e.MaxAttempts),
+					jen.Id("retention"):   durationLit(e.Retention),
+					jen.Id("lease"):       durationLit(e.Lease),
+				})
 			}
 		})
 	}
@@ -99,7 +114,10 @@ func simNewJob(j *model.Job) *jen.Statement {
 		})))
 	}
 	args = append(args, jen.Id("opts").Op("..."))
-	v := jen.Dict{jen.Id("process"): jen.Id("j").Dot("Process"), jen.Id("drain"): jen.Id("j").Dot("Drain")}
+	v := jen.Dict{jen.Id("process"): jen.Id("j").Dot("Process"), jen.Id("drain"): jen.Id("j").Dot("Drain"), jen.Id("purge"): jen.Id("j").Dot("Purge")}
+	if j.Dest != nil {
+		v[jen.Id("stale")] = jen.Id("j").Dot("Stale")
+	}
 	if j.Source != model.SourceNone {
 		v[jen.Id("run")] = jen.Id("j").Dot("Run")
 	}
@@ -115,25 +133,34 @@ func simNewJob(j *model.Job) *jen.Statement {
 }
 
 // simUnitFunc emits the fixture: unit id at revision rev. Key fields vary
-// with id only, other fields with both; the watermark lands in the window
-// of the phase that serves it; nullable data fields go NULL at rev 2.
+// with id only (string ones adversarially, see simKeyText), other fields
+// with both, and units 5 and 6 share every value outside the key; the
+// watermark lands in the window of the phase that serves it; nullable data
+// fields go NULL at rev 2.
 func simUnitFunc(j *model.Job) *jen.Statement {
 	inKey := map[*model.Field]bool{}
 	for _, f := range j.Key.Fields() {
 		inKey[f] = true
 	}
-	id, rev := jen.Id("id"), jen.Id("rev")
+	id, rev, vid := jen.Id("id"), jen.Id("rev"), jen.Id("vid")
 	return jen.Func().Params(jen.List(jen.Id("id"), jen.Id("rev")).Int()).Id(j.Unit.GoName).BlockFunc(func(g *jen.Group) {
 		g.Var().Id("u").Id(j.Unit.GoName)
+		if len(inKey) < len(j.Unit.Fields) {
+			g.Comment("Units 5 and 6 share every value outside the key.")
+			g.Id("vid").Op(":=").Id("id")
+			g.If(jen.Id("id").Op("==").Lit(6)).Block(jen.Id("vid").Op("=").Lit(5))
+		}
 		for _, f := range j.Unit.Fields {
 			var v *jen.Statement
 			switch {
 			case j.Watermark == f:
-				v = jen.Id("simMark").Call(id.Clone(), rev.Clone())
+				v = jen.Id("simMark").Call(vid.Clone(), rev.Clone())
+			case inKey[f] && f.Type == model.String:
+				v = jen.Id("simKeyText").Call(jen.Lit(j.Key.Text), jen.Lit(f.Name), id.Clone())
 			case inKey[f]:
 				v = simValue(f, id.Clone(), jen.Lit(0))
 			default:
-				v = simValue(f, id.Clone(), rev.Clone())
+				v = simValue(f, vid.Clone(), rev.Clone())
 			}
 			target := jen.Id("u").Dot(f.GoName)
 			if !f.Pointer() {
@@ -175,4 +202,26 @@ func simValue(f *model.Field, id, rev *jen.Statement) *jen.Statement {
 	default: // uuid
 		return jen.Qual(uuidPkg, "UUID").Values(jen.Lit(0).Op(":").Byte().Call(id), jen.Lit(1).Op(":").Byte().Call(rev))
 	}
+}
+
+// simFields emits the unit's fields as the spec declares them:
+//
+//	[]simField{{name: "invoice_id", typ: "string", inKey: true}, ...}
+func simFields(j *model.Job) *jen.Statement {
+	inKey := map[*model.Field]bool{}
+	for _, f := range j.Key.Fields() {
+		inKey[f] = true
+	}
+	return jen.Index().Id("simField").ValuesFunc(func(g *jen.Group) {
+		for _, f := range j.Unit.Fields {
+			d := jen.Dict{jen.Id("name"): jen.Lit(f.Name), jen.Id("typ"): jen.Lit(string(f.Type))}
+			if f.Nullable {
+				d[jen.Id("nullable")] = jen.True()
+			}
+			if inKey[f] {
+				d[jen.Id("inKey")] = jen.True()
+			}
+			g.Values(d)
+		}
+	})
 }

@@ -179,11 +179,7 @@ func jobConstructor(f *jen.File, j *model.Job) {
 			})
 		}
 		g.Id("def").Op(":=").Op("&").Id("jobDef").Types(jen.Id(unit)).Values(def)
-		job := jen.Dict{jen.Id("e"): jen.Op("&").Id("engine").Types(jen.Id(unit)).Values(jen.Dict{
-			jen.Id("def"): jen.Id("def"),
-			jen.Id("st"):  jen.Id("store").Dot("st"),
-			jen.Id("opt"): jen.Id("newOptions").Call(jen.Id("opts")),
-		})}
+		job := jen.Dict{jen.Id("e"): jen.Id("newEngine").Call(jen.Id("def"), jen.Id("store").Dot("st"), jen.Id("opts"))}
 		if j.Source != model.SourceNone {
 			job[jen.Id("src")] = jen.Id("src")
 		}

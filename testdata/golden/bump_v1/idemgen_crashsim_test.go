@@ -15,19 +15,39 @@ import (
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimOrderSync(t *testing.T) {
 	job := &simJob[Order]{
-		canonical: Order.canonical,
-		effects: []simEffect[Order]{{
-			keyOf: NotifyKey,
-			name:  "notify",
-			when:  whenInserted,
+		effects: []simEffect{{
+			keepResult:  false,
+			key:         "notify:v{version}:{order_id}",
+			lease:       5 * time.Minute,
+			maxAttempts: 5,
+			name:        "notify",
+			retention:   0 * time.Hour,
+			version:     1,
+			when:        whenInserted,
 		}, {
-			keyOf: AuditKey,
-			name:  "audit",
-			when:  whenChanged,
+			keepResult:  false,
+			key:         "audit:v{version}:{order_id}:{status}",
+			lease:       5 * time.Minute,
+			maxAttempts: 5,
+			name:        "audit",
+			retention:   0 * time.Hour,
+			version:     1,
+			when:        whenChanged,
+		}},
+		fields: []simField{{
+			inKey: true,
+			name:  "order_id",
+			typ:   "string",
+		}, {
+			name: "status",
+			typ:  "string",
+		}, {
+			name: "updated_at",
+			typ:  "time",
 		}},
 		hasDest:    true,
 		insertOnce: false,
-		keyOf:      Order.Key,
+		key:        "order:{order_id}",
 		lease:      5 * time.Minute,
 		markOf: func(u Order) time.Time {
 			return u.UpdatedAt
@@ -51,22 +71,35 @@ func TestCrashSimOrderSync(t *testing.T) {
 				backfill: j.Backfill,
 				drain:    j.Drain,
 				process:  j.Process,
+				purge:    j.Purge,
 				run:      j.Run,
+				stale:    j.Stale,
 			}, nil
 		},
-		points: orderSyncCrashPoints,
+		newerWins: "updated_at",
+		overlap:   10 * time.Minute,
+		points:    orderSyncCrashPoints,
 		rows: func(ctx context.Context, st store) ([]Order, error) {
 			return st.auto().(destQuerier).listOrderSync(ctx)
+		},
+		setMark: func(u *Order, t time.Time) {
+			u.UpdatedAt = t
 		},
 		source: "watermark",
 		stage:  false,
 		unit: func(id, rev int) Order {
 			var u Order
-			u.OrderID = fmt.Sprintf("order_id-%d.%d", id, 0)
-			u.Status = fmt.Sprintf("status-%d.%d", id, rev)
-			u.UpdatedAt = simMark(id, rev)
+			// Units 5 and 6 share every value outside the key.
+			vid := id
+			if id == 6 {
+				vid = 5
+			}
+			u.OrderID = simKeyText("order:{order_id}", "order_id", id)
+			u.Status = fmt.Sprintf("status-%d.%d", vid, rev)
+			u.UpdatedAt = simMark(vid, rev)
 			return u
 		},
+		version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {

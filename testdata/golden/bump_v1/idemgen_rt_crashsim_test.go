@@ -5,14 +5,17 @@ package bumpv1
 // The crash simulation that every generated package carries in its tests.
 //
 // A scenario runs a job through phases of source data on a fresh database,
-// crashing, pausing or faulting it at chosen crash points. A crash parks the
-// job goroutine for good (nothing unwinds, no deferred rollback runs) and
-// kills its database sessions the way a dying process would; recovery starts
-// a new incarnation from nothing. Invariants are checked at every point on
-// committed state through a separate connection, and at the end.
+// crashing, pausing or faulting it at chosen points: the engine's named
+// crash points and every durable SQL statement boundary (crashsim_sql.go).
+// A crash parks the job goroutine for good (nothing unwinds, no deferred
+// rollback runs) and kills its database sessions the way a dying process
+// would; recovery starts a new incarnation from nothing. Invariants are
+// checked at every point on committed state through a separate connection,
+// and at the end against the oracle (crashsim_oracle.go), which computes
+// from the spec alone what the job must have done. The families are
+// enumerated in crashsim_families.go.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,15 +25,20 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+)
+
+// Points the harness adds around every SQL statement a crashing worker
+// sends (crashsim_sql.go); the detail says whether it is a COMMIT, a
+// statement in a transaction ("tx ...") or one on its own ("auto ...").
+const (
+	pointSQLBefore crashPoint = "sql.before"
+	pointSQLAfter  crashPoint = "sql.after"
 )
 
 // simStore is what the harness needs from the generated Store.
@@ -50,10 +58,10 @@ type simEnv interface {
 
 // simDB is one scenario's database.
 type simDB interface {
-	// incarnation opens a new "process": new connections, nothing shared.
-	// kill aborts its sessions as a dying process would; close releases a
-	// finished incarnation.
-	incarnation(t testing.TB) (st store, kill func(), close func())
+	// incarnation opens a new "process": new connections, nothing shared,
+	// every statement reported to sqlHook. kill aborts its sessions as a
+	// dying process would; close releases a finished incarnation.
+	incarnation(t testing.TB, sqlHook crashHook) (st store, kill func(), close func())
 	// observer reads committed state on its own connection.
 	observer() store
 	// close releases the scenario's database.
@@ -62,50 +70,76 @@ type simDB interface {
 	locator() string
 }
 
-// simVerbs are one job value's verbs.
+// simVerbs are one job value's verbs; nil where the job has none.
 type simVerbs[U any] struct {
 	run      func(ctx context.Context) (Report, error)
 	process  func(ctx context.Context, units ...U) (Report, error)
 	drain    func(ctx context.Context) (Report, error)
 	backfill func(ctx context.Context, w Window) (Report, error)
+	purge    func(ctx context.Context) (int64, error)
+	stale    func(ctx context.Context, limit int) ([]string, error)
 }
 
-// simEffect describes one effect for the model.
-type simEffect[U any] struct {
-	name  string
-	when  effectWhen
-	keyOf func(U) string
+// simEffect is one effect as the spec declares it.
+type simEffect struct {
+	name        string
+	when        effectWhen
+	key         string // the key template, {version} and {job_version} unrendered
+	version     int32
+	keepResult  bool
+	maxAttempts int
+	retention   time.Duration
+	lease       time.Duration
 }
 
-// simJob is what the generated test tells the harness about a job.
+// simJob is what the generated test tells the harness about a job: the
+// spec's declarations, the fixture, and how to build and read the job. It
+// holds no generated key function: the oracle renders keys itself.
 type simJob[U any] struct {
 	name       string
 	source     string // watermark, cursor or none
+	version    int32
 	points     []crashPoint
+	key        string // the unit key template
+	fields     []simField
 	insertOnce bool
 	hasDest    bool
-	stage      bool // units and progress share one transaction per batch
-	lease      time.Duration
+	stage      bool   // units and progress share one transaction per batch
+	newerWins  string // the newer_wins field, if any
+	overlap    time.Duration
+	lease      time.Duration // the longest effect lease
+	effects    []simEffect
 	unit       func(id, rev int) U
-	keyOf      func(U) string
 	markOf     func(U) time.Time
-	effects    []simEffect[U]
+	setMark    func(*U, time.Time)
 	rows       func(ctx context.Context, st store) ([]U, error)
-	canonical  func(U) U
 	newJob     func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[U], error)
 }
+
+func (j *simJob[U]) keyOf(u U) string { return oracleKey(j.key, nil, u) }
 
 // simBase is the fixture's time origin; whole seconds, so every database keeps it exactly.
 var simBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// simIncKey marks a context with the incarnation that runs under it, so
+// the provider can fail one worker's calls.
+type simIncKey struct{}
+
+func simIncOf(ctx context.Context) int {
+	n, _ := ctx.Value(simIncKey{}).(int)
+	return n
+}
+
 // ---- the outside world: source and provider ----
 
-// simWindowSource serves the current version of each unit by watermark window, three per page.
+// simWindowSource serves the current version of each unit by watermark
+// window, three per page, and records what it served to whom.
 type simWindowSource[U any] struct {
 	mu     sync.Mutex
 	units  map[string]U
 	keyOf  func(U) string
 	markOf func(U) time.Time
+	served map[int][]U
 }
 
 func (s *simWindowSource[U]) Fetch(ctx context.Context, w Window, page string) ([]U, string, error) {
@@ -123,10 +157,12 @@ func (s *simWindowSource[U]) Fetch(ctx context.Context, w Window, page string) (
 		}
 		return s.keyOf(in[i]) < s.keyOf(in[j])
 	})
-	return simPage(in, page)
+	out, next := simPage(in, page)
+	s.served[simIncOf(ctx)] = append(s.served[simIncOf(ctx)], out...)
+	return out, next, nil
 }
 
-func simPage[U any](in []U, page string) ([]U, string, error) {
+func simPage[U any](in []U, page string) ([]U, string) {
 	start := 0
 	if page != "" {
 		fmt.Sscan(page, &start)
@@ -137,13 +173,14 @@ func simPage[U any](in []U, page string) ([]U, string, error) {
 	if end < len(in) {
 		next = fmt.Sprint(end)
 	}
-	return in[start:end], next, nil
+	return slices.Clone(in[start:end]), next
 }
 
 // simCursorSource serves a change log; the cursor is a log position.
 type simCursorSource[U any] struct {
-	mu  sync.Mutex
-	log []U
+	mu     sync.Mutex
+	log    []U
+	served map[int][]U
 }
 
 func (s *simCursorSource[U]) Fetch(ctx context.Context, cursor string) ([]U, string, error) {
@@ -155,7 +192,9 @@ func (s *simCursorSource[U]) Fetch(ctx context.Context, cursor string) ([]U, str
 	}
 	pos = min(pos, len(s.log))
 	end := min(pos+3, len(s.log))
-	return slices.Clone(s.log[pos:end]), fmt.Sprint(end), nil
+	out := slices.Clone(s.log[pos:end])
+	s.served[simIncOf(ctx)] = append(s.served[simIncOf(ctx)], out...)
+	return out, fmt.Sprint(end), nil
 }
 
 type simFault int
@@ -166,20 +205,29 @@ const (
 	faultFailPre           // the provider fails before applying
 )
 
-// simProvider is the fake outside provider: it counts calls and applied
-// effects per key, and honours the idempotency key it is given.
+// simProvider is the fake outside provider. It honours the idempotency key
+// it is given as Stripe does: the first call applies and its result is
+// returned to every later call with that key. It counts calls per key.
 type simProvider struct {
 	mu      sync.Mutex
 	calls   map[string]int
 	applied map[string]int
+	first   map[string][]byte // the result of the call that applied
 	effect  map[string]string // key -> effect name
+	order   []string          // keys by call number
 	n       int
 	faults  map[int]simFault // by call number
-	journal *os.File         // subprocess mode: every call, synced before it returns
+	// failCall's key fails its first failTimes calls (failCall < 0: none).
+	failCall, failTimes int
+	failing             map[string]int
+	failInc             int // failKey's calls by this incarnation fail (0: none)
+	failKey             string
+	journal             *os.File // subprocess mode: every call, synced before it returns
 }
 
 func newSimProvider() *simProvider {
-	return &simProvider{calls: map[string]int{}, applied: map[string]int{}, effect: map[string]string{}, faults: map[int]simFault{}}
+	return &simProvider{calls: map[string]int{}, applied: map[string]int{}, first: map[string][]byte{},
+		effect: map[string]string{}, faults: map[int]simFault{}, failCall: -1, failing: map[string]int{}}
 }
 
 func (p *simProvider) call(ctx context.Context, effect, key string) ([]byte, error) {
@@ -189,59 +237,135 @@ func (p *simProvider) call(ctx context.Context, effect, key string) ([]byte, err
 	p.n++
 	p.calls[key]++
 	p.effect[key] = effect
+	p.order = append(p.order, key)
+	if n == p.failCall {
+		p.failing[key] = p.failTimes
+	}
+	if p.failing[key] > 0 {
+		p.failing[key]--
+		return nil, fmt.Errorf("simulated provider failure of %s, %d more to come", key, p.failing[key])
+	}
 	if p.faults[n] == faultFailPre {
 		return nil, errors.New("simulated provider failure before applying")
 	}
+	if p.failInc != 0 && simIncOf(ctx) == p.failInc && key == p.failKey {
+		return nil, errors.New("simulated late call failure")
+	}
 	if p.applied[key] == 0 {
 		p.applied[key] = 1
+		p.first[key] = fmt.Appendf(nil, "result:%s:call%d", key, n)
 	}
 	if p.journal != nil {
-		fmt.Fprintf(p.journal, "%s\tapplied\n", key)
+		fmt.Fprintf(p.journal, "%s\t%s\t%s\n", key, effect, p.first[key])
 		_ = p.journal.Sync()
 	}
 	if p.faults[n] == faultRespLost {
 		return nil, errors.New("simulated timeout after the provider applied")
 	}
-	return []byte("result:" + key), nil
+	return p.first[key], nil
 }
 
 // ---- scenarios ----
 
-// simScenario is one run of the fixture under a fault plan.
+// simScenario is one run of the fixture under a fault plan. at is the hit
+// (the global number of a crash point or SQL boundary, in the order the
+// discovery run met them) where the family acts; -1 for none.
 type simScenario struct {
-	family     string
-	crashAt    []int        // global hit numbers to crash at, in order
-	errorAt    map[int]bool // hit numbers where the hook returns an error (commit unknown)
-	faults     map[int]simFault
-	preempt    int    // hit number where worker A pauses while B runs the next phase; -1 none
-	double     bool   // start each phase twice at once
-	seed       uint64 // >0: two workers at once with seeded jitter at every point
-	subprocess int    // >=0: the first run of phase 0 is a child process that exits at this hit
-	mismatch   bool   // after convergence, redeliver a known key with a changed payload
+	family  string
+	at      int
+	crashAt []int            // hits to crash at, in order
+	faults  map[int]simFault // provider faults by call number
+	call    int              // a provider call whose key the family targets; -1 none
+	times   int              // failk: how many times that key fails
+	seed    uint64           // concurrent: two workers with seeded jitter at every point
+	poison  int              // a unit id whose write fails every time; 0 none
+	bump    int              // bump: effect index+1 bumped before phase 1; -1 the job's version
+	variant string           // takeover: "b-done"/"b-paused" and "late-ok"/"late-fails"
 }
 
+func newScenario(family string) simScenario { return simScenario{family: family, at: -1, call: -1} }
+
+// String names the scenario; IDEMGEN_CRASHSIM_SCENARIO replays it.
 func (s simScenario) String() string {
-	var parts []string
-	parts = append(parts, s.family)
+	parts := []string{s.family}
+	if s.at >= 0 {
+		parts = append(parts, fmt.Sprintf("at=%d", s.at))
+	}
 	if len(s.crashAt) > 0 {
-		parts = append(parts, fmt.Sprint("crash@", strings.Trim(fmt.Sprint(s.crashAt), "[]")))
+		parts = append(parts, "crash@"+strings.Trim(fmt.Sprint(s.crashAt), "[]"))
 	}
-	for k, f := range s.faults {
-		parts = append(parts, fmt.Sprintf("fault%d@call%d", f, k))
+	for _, k := range slices.Sorted(mapsKeys(s.faults)) {
+		parts = append(parts, fmt.Sprintf("fault%d@call%d", s.faults[k], k))
 	}
-	for k := range s.errorAt {
-		parts = append(parts, fmt.Sprintf("error@%d", k))
+	if s.call >= 0 {
+		parts = append(parts, fmt.Sprintf("call=%d", s.call))
 	}
-	if s.preempt >= 0 {
-		parts = append(parts, fmt.Sprintf("preempt@%d", s.preempt))
+	if s.times > 0 {
+		parts = append(parts, fmt.Sprintf("times=%d", s.times))
 	}
 	if s.seed > 0 {
 		parts = append(parts, fmt.Sprintf("seed=%d", s.seed))
 	}
-	if s.subprocess >= 0 && s.family == "subprocess" {
-		parts = append(parts, fmt.Sprintf("exit@%d", s.subprocess))
+	if s.poison > 0 {
+		parts = append(parts, fmt.Sprintf("unit=%d", s.poison))
+	}
+	if s.bump != 0 {
+		parts = append(parts, fmt.Sprintf("bump=%d", s.bump))
+	}
+	if s.variant != "" {
+		parts = append(parts, s.variant)
 	}
 	return strings.Join(parts, " ")
+}
+
+func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// overlapping reports whether two workers may run at once: then a version
+// can be superseded before it is ever written, and which version is
+// written first is up to the schedule.
+func (s simScenario) overlapping() bool {
+	switch s.family {
+	case "preempt", "double", "concurrent":
+		return true
+	}
+	return false
+}
+
+// exactCalls reports whether the family is deterministic enough for the
+// oracle to predict every provider call, not only every applied effect.
+func (s simScenario) exactCalls() bool {
+	switch s.family {
+	case "clean", "writefail", "poison", "failk", "takeover", "livelease", "bump", "mismatch",
+		"purge-young", "resplost", "failpre", "commitunknown":
+		return true
+	}
+	return false
+}
+
+// simHit is one crash point or SQL boundary met by an incarnation.
+type simHit struct {
+	p      crashPoint
+	detail string
+	inc    int
+}
+
+// simInc is one incarnation: a "process" running one piece of work.
+type simInc struct {
+	id      int
+	crashed chan struct{}
+	paused  chan struct{}
+	resume  chan struct{}
+	// pauseAt says whether to pause at this hit; pausing happens once.
+	pauseAt func(n int, h simHit) bool
+	didStop bool
 }
 
 // simRun is the state of one scenario.
@@ -252,27 +376,43 @@ type simRun[U any] struct {
 	sc  simScenario
 	env string
 
-	mu            sync.Mutex
-	checkMu       sync.Mutex
-	child         bool // this process is a subprocess-mode child: exit at the crash, check nothing
-	hits          int
-	phaseHits     int // hits before convergence: faults are planned only among these
-	callsInPhases int
-	trace         []crashPoint
-	violations    []string
-	clock         time.Time
-	lastMark      time.Time
-	lastPos       int64
-	doneKeys      map[string]bool
-	paused        chan struct{}
-	resume        chan struct{}
-	crashed       chan struct{}
-	rng           *rand.Rand
+	mu         sync.Mutex
+	checkMu    sync.Mutex
+	child      bool // a subprocess-mode child: exit at the crash, check nothing
+	hits       int
+	phaseHits  int // hits before convergence: faults are planned only among these
+	trace      []simHit
+	violations []string
+	clock      time.Time
+	lastMark   time.Time
+	lastPos    int64
+	doneKeys   map[string]bool
+	rng        *rand.Rand
+	incs       int
+	versions   simVersions // what the job is built with now
+	pausedKey  string      // the effect key a paused worker holds
+	poisonKey  string      // the unit key whose write always fails
+	// dirty says committed state may have changed since the last check:
+	// a COMMIT or a statement outside a transaction ran, or the world moved.
+	dirty bool
 
-	prov   *simProvider
-	window *simWindowSource[U]
-	cursor *simCursorSource[U]
-	phases [][]U // the versions each phase serves or hands in
+	prov    *simProvider
+	window  *simWindowSource[U]
+	cursor  *simCursorSource[U]
+	phases  [][]U            // the versions each phase serves or hands in
+	history []simDelivery[U] // every version delivered, in order
+	late    map[string]bool  // late arrivals: behind the mark when they appear
+	// redeliver holds handed-in units whose write failed: the caller's
+	// queue hands them in again with the next call.
+	redeliver []U
+	runs      []simRunRecord // sequential runs, for the report counts
+	parked    int            // effects parked, as reported
+}
+
+// simRunRecord is one sequential run's report and what it was served.
+type simRunRecord struct {
+	rep Report
+	inc int
 }
 
 func (r *simRun[U]) now() time.Time {
@@ -295,19 +435,43 @@ func (r *simRun[U]) violate(format string, args ...any) {
 	}
 }
 
+// failPoint is where a unit's write is made to fail: inside its transaction.
+func (j *simJob[U]) failPoint() crashPoint {
+	if j.stage {
+		return pointUnitStart
+	}
+	return pointUnitBeforeCommit
+}
+
 // hook is every incarnation's crash hook: count, check, then crash, pause or fault.
-func (r *simRun[U]) hook(crashed chan<- struct{}) crashHook {
+func (r *simRun[U]) hook(inc *simInc) crashHook {
 	return func(ctx context.Context, p crashPoint, detail string) error {
+		h := simHit{p: p, detail: detail, inc: inc.id}
 		r.mu.Lock()
 		n := r.hits
 		r.hits++
-		r.trace = append(r.trace, p)
+		r.trace = append(r.trace, h)
 		crash := len(r.sc.crashAt) > 0 && r.sc.crashAt[0] == n
 		if crash {
 			r.sc.crashAt = r.sc.crashAt[1:]
 		}
-		pause := r.sc.preempt == n
-		errNow := r.sc.errorAt[n]
+		pause := !inc.didStop && inc.pauseAt != nil && inc.pauseAt(n, h)
+		if pause {
+			inc.didStop = true
+		}
+		var fail error
+		switch {
+		case r.sc.family == "commitunknown" && n == r.sc.at:
+			fail = errors.New("simulated: the commit succeeded but the client saw an error")
+		case r.sc.family == "writefail" && n == r.sc.at:
+			fail = errors.New("simulated write failure")
+		case r.poisonKey != "" && p == r.job.failPoint() && detail == r.poisonKey:
+			fail = errors.New("simulated poison unit: its write always fails")
+		}
+		purge := strings.HasPrefix(r.sc.family, "purge-") && n == r.sc.at
+		if p == pointSQLAfter && (detail == "COMMIT" || strings.HasPrefix(detail, "auto ")) {
+			r.dirty = true
+		}
 		var jitter time.Duration
 		if r.rng != nil {
 			jitter = time.Duration(r.rng.IntN(300)) * time.Microsecond
@@ -320,22 +484,32 @@ func (r *simRun[U]) hook(crashed chan<- struct{}) crashHook {
 			}
 			return nil
 		}
-		r.checkAt(ctx, p, detail)
+		if p != pointSQLBefore && p != pointSQLAfter {
+			r.checkAt(ctx, p, detail)
+		}
 		if crash {
-			crashed <- struct{}{}
+			inc.crashed <- struct{}{}
 			select {} // the process is gone: park for good, unwind nothing
 		}
+		if purge {
+			r.purgeNow(ctx, fmt.Sprintf("at %s", p), r.sc.family == "purge-old")
+			r.mu.Lock()
+			r.dirty = true
+			r.mu.Unlock()
+		}
 		if pause {
-			r.paused <- struct{}{}
-			<-r.resume
+			if p == pointEffectBeforeCall {
+				r.mu.Lock()
+				r.pausedKey = detail
+				r.mu.Unlock()
+			}
+			inc.paused <- struct{}{}
+			<-inc.resume
 		}
 		if jitter > 0 {
 			time.Sleep(jitter)
 		}
-		if errNow {
-			return errors.New("simulated: the commit succeeded but the client saw an error")
-		}
-		return nil
+		return fail
 	}
 }
 
@@ -348,6 +522,20 @@ func (r *simRun[U]) checkAt(ctx context.Context, p crashPoint, detail string) {
 	defer r.checkMu.Unlock()
 	obs := r.db.observer().auto()
 	ctx = context.WithoutCancel(ctx)
+	if p == pointEffectBeforeCall {
+		entries, err := obs.ledger(ctx)
+		i := slices.IndexFunc(entries, func(e LedgerEntry) bool { return e.Key == detail })
+		if err != nil || i < 0 || entries[i].State != statePending || entries[i].LeaseOwner == "" {
+			r.violate("at %s: provider about to be called for %s without a committed, leased reservation", p, detail)
+		}
+	}
+	r.mu.Lock()
+	dirty := r.dirty
+	r.dirty = false
+	r.mu.Unlock()
+	if !dirty {
+		return // nothing was committed since the last check
+	}
 	if r.job.source == SourceWatermarkName {
 		prog, err := obs.progress(ctx, r.job.name)
 		if err != nil {
@@ -392,31 +580,28 @@ func (r *simRun[U]) checkAt(ctx context.Context, p crashPoint, detail string) {
 		r.violate("at %s: read ledger: %v", p, err)
 		return
 	}
+	var back []string
 	r.mu.Lock()
 	for _, e := range entries {
 		if e.State == stateDone {
 			r.doneKeys[e.Key] = true
 		} else if r.doneKeys[e.Key] {
-			r.mu.Unlock()
-			r.violate("at %s: ledger row %s went back from done to %s", p, e.Key, e.State)
-			r.mu.Lock()
+			back = append(back, fmt.Sprintf("at %s: ledger row %s went back from done to %s", p, e.Key, e.State))
 		}
 	}
 	r.mu.Unlock()
-	if p == pointEffectBeforeCall {
-		i := slices.IndexFunc(entries, func(e LedgerEntry) bool { return e.Key == detail })
-		if i < 0 || entries[i].State != statePending || entries[i].LeaseOwner == "" {
-			r.violate("at %s: provider about to be called for %s without a committed, leased reservation", p, detail)
-		}
+	for _, v := range back {
+		r.violate("%s", v)
 	}
 }
 
-// checkBehindMark: every source unit behind the stored watermark is applied.
+// checkBehindMark: every source unit behind the stored watermark is applied,
+// but for late arrivals (the overlap exists for them) and a poison unit.
 func (r *simRun[U]) checkBehindMark(ctx context.Context, p crashPoint, mark time.Time) {
 	r.window.mu.Lock()
 	var behind []U
-	for _, u := range r.window.units {
-		if r.job.markOf(u).Before(mark) {
+	for k, u := range r.window.units {
+		if r.job.markOf(u).Before(mark) && !r.late[k] && !r.isPoison(u) {
 			behind = append(behind, u)
 		}
 	}
@@ -424,21 +609,20 @@ func (r *simRun[U]) checkBehindMark(ctx context.Context, p crashPoint, mark time
 	r.checkApplied(ctx, p, behind, func(u U) []U { return []U{u} })
 }
 
+func (r *simRun[U]) isPoison(u U) bool {
+	return r.poisonKey != "" && r.job.keyOf(u) == r.poisonKey
+}
+
 // checkBehindCursor: every log entry before the stored cursor is applied
-// (the row holds that version or a later one of the same key).
+// (the row holds one of the key's versions the log carries).
 func (r *simRun[U]) checkBehindCursor(ctx context.Context, p crashPoint, pos int) {
 	r.cursor.mu.Lock()
 	log := slices.Clone(r.cursor.log)
 	r.cursor.mu.Unlock()
 	pos = min(pos, len(log))
-	r.checkApplied(ctx, p, log[:pos], func(u U) []U {
-		var later []U
-		for _, v := range log {
-			if r.job.keyOf(v) == r.job.keyOf(u) {
-				later = append(later, v)
-			}
-		}
-		return later
+	behind := slices.DeleteFunc(slices.Clone(log[:pos]), r.isPoison)
+	r.checkApplied(ctx, p, behind, func(u U) []U {
+		return slices.DeleteFunc(slices.Clone(log), func(v U) bool { return r.job.keyOf(v) != r.job.keyOf(u) })
 	})
 }
 
@@ -452,13 +636,13 @@ func (r *simRun[U]) checkApplied(ctx context.Context, p crashPoint, behind []U, 
 			r.violate("at %s: read rows: %v", p, err)
 			return
 		}
-		byKey := map[string][]byte{}
+		byKey := map[string]string{}
 		for _, row := range rows {
-			byKey[r.job.keyOf(row)] = simJSON(r.job.canonical(row))
+			byKey[r.job.keyOf(row)] = oracleJSON(row)
 		}
 		for _, u := range behind {
 			got, ok := byKey[r.job.keyOf(u)]
-			if !ok || !slices.ContainsFunc(acceptable(u), func(v U) bool { return bytes.Equal(simJSON(r.job.canonical(v)), got) }) {
+			if !ok || !slices.ContainsFunc(acceptable(u), func(v U) bool { return oracleJSON(v) == got }) {
 				r.violate("at %s: progress is ahead of work: %s is behind the stored position but not applied", p, r.job.keyOf(u))
 				return
 			}
@@ -471,18 +655,16 @@ func (r *simRun[U]) checkApplied(ctx context.Context, p crashPoint, behind []U, 
 	}
 	for _, u := range behind {
 		for _, fx := range r.job.effects {
-			k := fx.keyOf(u)
+			if fx.when != whenAlways {
+				continue
+			}
+			k := r.effectKey(fx, u)
 			if !slices.ContainsFunc(entries, func(e LedgerEntry) bool { return e.Key == k }) {
 				r.violate("at %s: progress is ahead of work: effect %s of %s is behind the stored position but not reserved", p, fx.name, r.job.keyOf(u))
 				return
 			}
 		}
 	}
-}
-
-func simJSON(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
 }
 
 // Source kind names, as in the spec.
@@ -504,28 +686,36 @@ func simMark(id, rev int) time.Time {
 	return simBase.Add(time.Duration(2*phase)*time.Hour + time.Duration(id)*time.Second)
 }
 
-func newSimLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+var simLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// simInTx reports whether a job stopped at p holds its write transaction open.
-func simInTx[U any](job *simJob[U], p crashPoint) bool {
-	if p == pointUnitBeforeCommit {
+// simInTx reports whether a job stopped at this hit holds a write
+// transaction open: another worker would wait on its locks.
+func simInTx[U any](job *simJob[U], h simHit) bool {
+	switch h.p {
+	case pointSQLBefore, pointSQLAfter:
+		return strings.HasPrefix(h.detail, "tx ") || (h.p == pointSQLBefore && h.detail == "COMMIT")
+	case pointUnitBeforeCommit:
 		return true
 	}
-	return job.stage && (p == pointUnitStart || p == pointProgressBefore || p == pointProgressAfter)
+	return job.stage && (h.p == pointUnitStart || h.p == pointProgressBefore || h.p == pointProgressAfter)
 }
 
-// simPhases is the fixture: six units in two pages, then one changed and
-// one new (watermark, cursor); for handed-in units, two batches of three,
-// then a redelivery with one new unit.
+// simPhases is the fixture: six units in two pages, then one changed, one
+// new, and (watermark) two late arrivals placed when served; for a cursor
+// also a duplicate delivery and an older version after a newer one; for
+// handed-in units, two batches of three, then a redelivery with one new unit.
 func simPhases[U any](job *simJob[U]) [][]U {
 	var p1, p2 []U
 	for id := 1; id <= 6; id++ {
 		p1 = append(p1, job.unit(id, 1))
 	}
-	if job.source == SourceNoneName {
+	switch job.source {
+	case SourceNoneName:
 		p2 = append(p2, job.unit(4, 1), job.unit(5, 1), job.unit(6, 1), job.unit(7, 1))
-	} else {
-		p2 = append(p2, job.unit(1, 2), job.unit(7, 1))
+	case SourceCursorName:
+		p2 = append(p2, job.unit(1, 2), job.unit(7, 1), job.unit(2, 1), job.unit(3, 2), job.unit(3, 1))
+	default:
+		p2 = append(p2, job.unit(1, 2), job.unit(7, 1), job.unit(8, 1), job.unit(9, 1))
 	}
 	return [][]U{p1, p2}
 }
@@ -533,10 +723,29 @@ func simPhases[U any](job *simJob[U]) [][]U {
 // phaseClock is the time a phase runs at: after its units' marks.
 func phaseClock(phase int) time.Time { return simBase.Add(time.Duration(2*phase+1) * time.Hour) }
 
+// serve makes a phase's units visible to the source, and records them in
+// the delivery history. Units 8 and 9 of a watermark job arrive late: their
+// mark lies behind the stored watermark, inside the overlap (8) and exactly
+// on its boundary (9), so only a run that honours the overlap applies them.
 func (r *simRun[U]) serve(phase int) {
-	for _, u := range r.phases[phase] {
+	var mark time.Time
+	if r.job.source == SourceWatermarkName && phase > 0 {
+		if p, err := r.db.observer().auto().progress(context.Background(), r.job.name); err == nil && p.hasMark {
+			mark = p.watermark
+		}
+	}
+	for i, u := range r.phases[phase] {
 		switch r.job.source {
 		case SourceWatermarkName:
+			if phase > 0 && i >= 2 && !mark.IsZero() {
+				back := r.job.overlap / 2
+				if i == 3 {
+					back = r.job.overlap
+				}
+				r.job.setMark(&u, mark.Add(-back))
+				r.phases[phase][i] = u
+				r.late[r.job.keyOf(u)] = true
+			}
 			r.window.mu.Lock()
 			r.window.units[r.job.keyOf(u)] = u
 			r.window.mu.Unlock()
@@ -545,120 +754,269 @@ func (r *simRun[U]) serve(phase int) {
 			r.cursor.log = append(r.cursor.log, u)
 			r.cursor.mu.Unlock()
 		}
+		r.history = append(r.history, simDelivery[U]{unit: u, versions: r.versions})
 	}
+	r.mu.Lock()
+	r.dirty = true
+	r.mu.Unlock()
 }
 
-// outcome of one job invocation in its goroutine.
+// simOutcome is how one piece of work ended.
 type simOutcome struct {
 	rep     Report
 	err     error
 	crashed bool
 }
 
-// invoke runs one phase's work on a new incarnation in its own goroutine
-// and returns when it finishes or crashes; pausedCh reports a preempt pause.
-func (r *simRun[U]) invoke(phase int) (simOutcome, func()) {
-	st, kill, closeInc := r.db.incarnation(r.t)
-	crashed := make(chan struct{}, 1)
+// simWork is what one incarnation does.
+type simWork int
+
+const (
+	workPhase    simWork = iota // the phase's scheduled run, or its Process calls then a drain
+	workDrain                   // a drain of owed effects
+	workBackfill                // a backfill from the fixture's start
+)
+
+// simTask is one incarnation at work in its own goroutine.
+type simTask struct {
+	inc      *simInc
+	done     chan simOutcome
+	kill     func()
+	closeInc func()
+}
+
+// start runs work for phase on a new incarnation built with the versions
+// in force; pauseAt, if set, stops it once at a hit.
+func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit) bool) *simTask {
+	r.mu.Lock()
+	r.incs++
+	inc := &simInc{id: r.incs, crashed: make(chan struct{}, 1), paused: make(chan struct{}), resume: make(chan struct{}), pauseAt: pauseAt}
+	r.mu.Unlock()
+	hook := r.hook(inc)
+	st, kill, closeInc := r.db.incarnation(r.t, hook)
+	verbs := r.newVerbs(st, withCrashHook(hook))
+	task := &simTask{inc: inc, done: make(chan simOutcome, 1), kill: kill, closeInc: closeInc}
+	go func() {
+		ctx := context.WithValue(context.Background(), simIncKey{}, inc.id)
+		var out simOutcome
+		add := func(rep Report, err error) {
+			out.rep.add(rep)
+			out.rep.Job = rep.Job
+			out.err = err
+		}
+		switch {
+		case work == workDrain:
+			add(verbs.drain(ctx))
+		case work == workBackfill:
+			add(verbs.backfill(ctx, Window{Since: simBase.Add(-24 * time.Hour), Until: r.now()}))
+		case r.job.source == SourceNoneName:
+			// The caller's queue hands the phase's units in, and again
+			// those whose write failed last time.
+			r.mu.Lock()
+			units := append(slices.Clone(r.phases[phase]), r.redeliver...)
+			r.redeliver = nil
+			r.mu.Unlock()
+			for _, batch := range [][]U{units[:len(units)/2], units[len(units)/2:]} {
+				if out.err != nil {
+					break
+				}
+				rep, err := verbs.process(ctx, batch...)
+				add(rep, err)
+				r.mu.Lock()
+				for i, ur := range rep.Units {
+					if ur.Outcome == OutcomeFailed && i < len(batch) {
+						r.redeliver = append(r.redeliver, batch[i])
+					}
+				}
+				r.mu.Unlock()
+			}
+			if out.err == nil {
+				add(verbs.drain(ctx))
+			}
+		default:
+			add(verbs.run(ctx))
+		}
+		task.done <- out
+	}()
+	return task
+}
+
+// newVerbs builds the job on st with the versions in force.
+func (r *simRun[U]) newVerbs(st store, opts ...Option) simVerbs[U] {
+	opts = append([]Option{WithClock(r.now), WithStart(simBase.Add(-24 * time.Hour)), WithLogger(simLogger)}, opts...)
+	if edit := editFor(r.versions, r.job); edit != nil {
+		opts = append(opts, withDefEdit(edit))
+	}
 	src := any(r.window)
 	if r.job.source == SourceCursorName {
 		src = r.cursor
 	}
-	verbs, err := r.job.newJob(st, src, r.prov, WithClock(r.now), WithStart(simBase.Add(-24*time.Hour)),
-		WithLogger(simLogger), withCrashHook(r.hook(crashed)))
+	verbs, err := r.job.newJob(st, src, r.prov, opts...)
 	if err != nil {
 		r.t.Fatalf("new job: %v", err)
 	}
-	done := make(chan simOutcome, 1)
-	go func() {
-		ctx := context.Background()
-		var out simOutcome
-		switch r.job.source {
-		case SourceNoneName:
-			units := r.phases[phase]
-			out.rep, out.err = verbs.process(ctx, units[:len(units)/2]...)
-			if out.err == nil {
-				var rep Report
-				rep, out.err = verbs.process(ctx, units[len(units)/2:]...)
-				out.rep.add(rep)
-			}
-			if out.err == nil {
-				var rep Report
-				rep, out.err = verbs.drain(ctx)
-				out.rep.add(rep)
-			}
-		default:
-			out.rep, out.err = verbs.run(ctx)
-		}
-		done <- out
-	}()
+	return verbs
+}
+
+// wait returns when the task finishes, crashes or pauses.
+func (t *simTask) wait() (out simOutcome, paused bool) {
 	select {
-	case out := <-done:
-		closeInc()
-		return out, nil
-	case <-crashed:
-		kill()
-		return simOutcome{crashed: true}, nil
-	case <-r.paused:
-		// Paused for a preemption: the caller resumes it and then waits.
-		return simOutcome{}, func() {
-			r.resume <- struct{}{}
-			select {
-			case <-done:
-				closeInc()
-			case <-crashed:
-				kill()
-			}
-		}
+	case out := <-t.done:
+		t.closeInc()
+		return out, false
+	case <-t.inc.crashed:
+		t.kill()
+		return simOutcome{crashed: true}, false
+	case <-t.inc.paused:
+		return simOutcome{}, true
 	}
+}
+
+// finish resumes a paused task and waits for it to end.
+func (t *simTask) finish() simOutcome {
+	t.inc.resume <- struct{}{}
+	out, _ := t.wait()
+	return out
+}
+
+// aux opens a helper incarnation outside the scenario's faults (purges,
+// end checks): no hook, its own clock.
+func (r *simRun[U]) aux(now func() time.Time) (simVerbs[U], func()) {
+	st, _, closeInc := r.db.incarnation(r.t, nil)
+	opts := []Option{WithStart(simBase.Add(-24 * time.Hour)), WithLogger(simLogger)}
+	if edit := editFor(r.versions, r.job); edit != nil {
+		opts = append(opts, withDefEdit(edit))
+	}
+	src := any(r.window)
+	if r.job.source == SourceCursorName {
+		src = r.cursor
+	}
+	opts = append(opts, WithClock(now))
+	verbs, err := r.job.newJob(st, src, r.prov, opts...)
+	if err != nil {
+		r.t.Fatalf("new job: %v", err)
+	}
+	return verbs, closeInc
 }
 
 // play runs the whole scenario and returns the invariant violations.
 func (r *simRun[U]) play() []string {
 	for phase := range r.phases {
 		r.setClock(phaseClock(phase))
+		if phase == 1 && r.sc.family == "bump" {
+			r.versions = r.versions.bumped(r.sc.bump)
+		}
 		r.serve(phase)
-		if phase == 0 && r.sc.family == "subprocess" {
+		switch {
+		case phase == 0 && r.sc.family == "subprocess":
 			if r.runChild() {
 				simChildDeaths.Add(1)
 				r.recover(phase)
 			}
-			continue
-		}
-		if r.sc.seed > 0 || r.sc.double {
+		case r.sc.seed > 0 || r.sc.family == "double":
 			r.concurrently(phase)
-		} else {
-			out, resumeA := r.invoke(phase)
-			if resumeA != nil {
-				// Worker A is paused: the world moves on, worker B runs the
-				// next phase to the end, then A resumes with its old view.
-				if phase+1 < len(r.phases) {
-					r.setClock(phaseClock(phase + 1).Add(r.job.lease + time.Minute))
-					r.serve(phase + 1)
-					r.cleanRun(phase + 1)
-				}
-				resumeA()
-			} else if out.crashed {
-				// Recover: a new process, after the crashed one's leases.
-				r.recover(phase)
-			}
+		default:
+			r.runPhase(phase)
 		}
 	}
 	r.mu.Lock()
 	r.phaseHits = r.hits
 	r.mu.Unlock()
-	r.prov.mu.Lock()
-	r.callsInPhases = r.prov.n
-	r.prov.mu.Unlock()
-	// Convergence: at most three clean runs after the last fault.
+	// Convergence: clean runs after the last fault, as many as the fault
+	// plan needs (a failing effect is tried once per run).
 	last := len(r.phases) - 1
-	for i := 0; i < 3; i++ {
+	for i := 0; i < r.convergenceRuns(); i++ {
 		r.setClock(r.now().Add(r.job.lease + time.Minute))
-		if out := r.cleanRun(last); out.err == nil && out.rep.Failed == 0 && out.rep.EffectsFailed == 0 && out.rep.EffectsBusy == 0 {
+		out := r.cleanRun(last)
+		if r.sc.family == "failk" || r.sc.family == "poison" {
+			continue // the plan counts attempts: run them all
+		}
+		if out.err == nil && out.rep.Failed == 0 && out.rep.EffectsFailed == 0 && out.rep.EffectsBusy == 0 {
 			break
 		}
 	}
+	if r.sc.family == "bump" && r.job.source == SourceWatermarkName {
+		// A bump reaches old units when they are processed again.
+		r.setClock(r.now().Add(time.Minute))
+		r.window.mu.Lock()
+		all := slices.Collect(maps.Values(r.window.units))
+		r.window.mu.Unlock()
+		slices.SortFunc(all, func(a, b U) int {
+			if c := r.job.markOf(a).Compare(r.job.markOf(b)); c != 0 {
+				return c
+			}
+			return strings.Compare(r.job.keyOf(a), r.job.keyOf(b))
+		})
+		for _, u := range all {
+			r.history = append(r.history, simDelivery[U]{unit: u, versions: r.versions})
+		}
+		r.record(r.runTask(last, workBackfill))
+	}
 	return r.checkEnd()
+}
+
+// runPhase runs one phase sequentially, with the family's pause and
+// recovery choreography.
+func (r *simRun[U]) runPhase(phase int) {
+	var pauseA func(n int, h simHit) bool
+	switch r.sc.family {
+	case "preempt", "takeover", "livelease":
+		pauseA = func(n int, h simHit) bool { return n == r.sc.at }
+	}
+	task := r.start(phase, workPhase, pauseA)
+	out, paused := task.wait()
+	switch {
+	case paused:
+		r.interlude(phase, task)
+	case out.crashed:
+		r.recover(phase) // a new process, after the crashed one's leases
+	default:
+		r.record(out, task.inc.id)
+	}
+}
+
+// interlude is what the world does while worker A is paused.
+func (r *simRun[U]) interlude(phase int, a *simTask) {
+	switch r.sc.family {
+	case "preempt":
+		// Worker B runs the next phase to the end, then A resumes with its old view.
+		if phase+1 < len(r.phases) {
+			r.setClock(phaseClock(phase + 1).Add(r.job.lease + time.Minute))
+			r.serve(phase + 1)
+			r.cleanRun(phase + 1)
+		}
+		a.finish()
+	case "takeover":
+		// A holds the effect's lease and stalls past it; B takes the
+		// effect over. A's late call then succeeds or fails, before or
+		// after B records its outcome; the ledger keeps B's.
+		r.setClock(r.now().Add(r.job.lease + time.Minute))
+		r.mu.Lock()
+		key := r.pausedKey
+		r.mu.Unlock()
+		var pauseB func(n int, h simHit) bool
+		if strings.Contains(r.sc.variant, "b-paused") {
+			pauseB = func(n int, h simHit) bool { return h.p == pointEffectAfterCall && h.detail == key }
+		}
+		b := r.start(phase, workDrain, pauseB)
+		_, bPaused := b.wait()
+		if strings.Contains(r.sc.variant, "late-fails") {
+			r.prov.mu.Lock()
+			r.prov.failInc, r.prov.failKey = a.inc.id, key
+			r.prov.mu.Unlock()
+		}
+		a.finish()
+		if bPaused {
+			b.finish()
+		}
+	case "livelease":
+		// A holds a live lease; B must leave the effect alone.
+		b := r.start(phase, workDrain, nil)
+		b.wait()
+		a.finish()
+	default:
+		a.finish()
+	}
 }
 
 // recover restarts after a crash: leases expire, and the phase runs again
@@ -666,22 +1024,37 @@ func (r *simRun[U]) play() []string {
 func (r *simRun[U]) recover(phase int) {
 	for attempt := 0; attempt < 3; attempt++ {
 		r.setClock(r.now().Add(r.job.lease + time.Minute))
-		out, resume := r.invoke(phase)
-		if resume != nil {
-			resume()
-		}
-		if !out.crashed {
+		if out := r.cleanRun(phase); !out.crashed {
 			return
 		}
 	}
 }
 
-func (r *simRun[U]) cleanRun(phase int) simOutcome {
-	out, resume := r.invoke(phase)
-	if resume != nil {
-		resume()
+// runTask runs work to its end (resuming it if it pauses).
+func (r *simRun[U]) runTask(phase int, work simWork) (simOutcome, int) {
+	task := r.start(phase, work, nil)
+	out, paused := task.wait()
+	if paused {
+		out = task.finish()
 	}
+	return out, task.inc.id
+}
+
+func (r *simRun[U]) cleanRun(phase int) simOutcome {
+	out, inc := r.runTask(phase, workPhase)
+	r.record(out, inc)
 	return out
+}
+
+// record keeps a finished run's report for the count checks.
+func (r *simRun[U]) record(out simOutcome, inc int) {
+	if out.crashed {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.parked += out.rep.EffectsParked
+	r.runs = append(r.runs, simRunRecord{rep: out.rep, inc: inc})
 }
 
 // concurrently runs two workers on the same phase at once.
@@ -691,11 +1064,7 @@ func (r *simRun[U]) concurrently(phase int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, resume := r.invoke(phase)
-			if resume != nil {
-				resume()
-			}
-			if out.crashed {
+			if out, _ := r.runTask(phase, workPhase); out.crashed {
 				r.recover(phase)
 			}
 		}()
@@ -703,463 +1072,70 @@ func (r *simRun[U]) concurrently(phase int) {
 	wg.Wait()
 }
 
-// checkEnd checks the end state against the model built from the fixture.
-func (r *simRun[U]) checkEnd() []string {
-	ctx := context.Background()
-	obs := r.db.observer()
-	newest := map[string]U{}
-	var order []string
-	for _, ph := range r.phases {
-		for _, u := range ph {
-			k := r.job.keyOf(u)
-			if _, ok := newest[k]; !ok {
-				order = append(order, k)
-			}
-			newest[k] = u
-		}
-	}
-	if r.job.hasDest {
-		rows, err := r.job.rows(ctx, obs)
-		if err != nil {
-			r.violate("end: read rows: %v", err)
-		}
-		got := map[string][]byte{}
-		for _, row := range rows {
-			k := r.job.keyOf(row)
-			if _, dup := got[k]; dup {
-				r.violate("end: two rows for key %s", k)
-			}
-			got[k] = simJSON(r.job.canonical(row))
-		}
-		if len(rows) != len(newest) {
-			r.violate("end: %d rows, want one per key (%d)", len(rows), len(newest))
-		}
-		for _, k := range order {
-			want := simJSON(r.job.canonical(newest[k]))
-			if r.job.insertOnce {
-				want = simJSON(r.job.canonical(r.firstVersion(k)))
-				if r.overlapping() && r.isVersionOf(k, got[k]) {
-					continue // the schedule decided which version was inserted first
-				}
-			}
-			if !bytes.Equal(got[k], want) {
-				r.violate("end: row %s = %s, want %s", k, got[k], want)
-			}
-		}
-	}
-	// Effects: exactly the owed keys, each applied once.
-	must, may := r.owedEffects()
-	r.prov.mu.Lock()
-	for k := range must {
-		if r.prov.applied[k] != 1 {
-			r.violate("end: effect %s applied %d times, want once", k, r.prov.applied[k])
-		}
-	}
-	for k := range r.prov.applied {
-		if !must[k] && !may[k] {
-			r.violate("end: provider applied unexpected effect key %s", k)
-		}
-	}
-	applied := maps.Clone(r.prov.applied)
-	r.prov.mu.Unlock()
-	entries, err := obs.auto().ledger(ctx)
-	if err != nil {
-		r.violate("end: read ledger: %v", err)
-	}
-	for _, e := range entries {
-		if e.State != stateDone {
-			r.violate("end: ledger row %s is %s, want done", e.Key, e.State)
-		}
-		if applied[e.Key] != 1 {
-			r.violate("end: ledger row %s matches no applied effect", e.Key)
-		}
-	}
-	if len(entries) != len(applied) {
-		r.violate("end: %d ledger rows for %d applied effects, want one each", len(entries), len(applied))
-	}
-	if r.sc.mismatch {
-		r.checkMismatch(ctx)
-	}
-	// Re-runs change nothing; a backfill from the start performs nothing.
-	r.setClock(r.now().Add(time.Minute))
-	out := r.cleanRun(len(r.phases) - 1)
-	if out.err != nil || out.rep.Inserted+out.rep.Updated+out.rep.Failed+out.rep.EffectsDone != 0 {
-		r.violate("end: a re-run changed something: %s (err %v)", out.rep, out.err)
-	}
-	if r.job.source == SourceWatermarkName {
-		st, _, closeInc := r.db.incarnation(r.t)
-		verbs, _ := r.job.newJob(st, r.window, r.prov, WithClock(r.now), WithLogger(simLogger))
-		rep, err := verbs.backfill(ctx, Window{Since: simBase.Add(-24 * time.Hour), Until: r.now()})
-		closeInc()
-		if err != nil || rep.Inserted+rep.Updated+rep.Failed+rep.EffectsDone != 0 {
-			r.violate("end: a backfill from the start changed something: %s (err %v)", rep, err)
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.violations
-}
-
-// checkMismatch redelivers unit 1 with a changed payload: it must be
-// reported as a mismatch, write nothing and perform nothing.
-func (r *simRun[U]) checkMismatch(ctx context.Context) {
-	st, _, closeInc := r.db.incarnation(r.t)
-	defer closeInc()
-	verbs, err := r.job.newJob(st, nil, r.prov, WithClock(r.now), WithLogger(simLogger))
-	if err != nil {
-		r.violate("mismatch: new job: %v", err)
-		return
-	}
-	changed := r.job.unit(1, 2)
-	if simJSONEqual(r.job.canonical(changed), r.job.canonical(r.job.unit(1, 1))) {
-		return // the fixture cannot change this unit's payload
-	}
-	r.prov.mu.Lock()
-	before := r.prov.n
-	r.prov.mu.Unlock()
-	rep, _ := verbs.process(ctx, changed)
-	r.prov.mu.Lock()
-	calls := r.prov.n - before
-	r.prov.mu.Unlock()
-	if rep.Mismatched != 1 || rep.Inserted+rep.Updated != 0 || calls != 0 {
-		r.violate("mismatch: a repeated key with a different payload was not reported as a mismatch: %s, %d provider calls", rep, calls)
-	}
-}
-
-func simJSONEqual(a, b any) bool { return bytes.Equal(simJSON(a), simJSON(b)) }
-
-func (r *simRun[U]) isVersionOf(key string, row []byte) bool {
-	for _, ph := range r.phases {
-		for _, u := range ph {
-			if r.job.keyOf(u) == key && bytes.Equal(simJSON(r.job.canonical(u)), row) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func (r *simRun[U]) firstVersion(key string) U {
-	for _, ph := range r.phases {
-		for _, u := range ph {
-			if r.job.keyOf(u) == key {
-				return u
-			}
-		}
-	}
-	var zero U
-	return zero
-}
-
-// overlapping reports whether two workers ran at once: then a version can
-// be superseded before it is ever written, and which version is written
-// first is up to the schedule.
-func (r *simRun[U]) overlapping() bool {
-	return r.sc.preempt >= 0 || r.sc.double || r.sc.seed > 0
-}
-
-// owedEffects is the model of which effect keys must be performed (must)
-// and which may be (may: owed only if the schedule wrote that version as a
-// change). Without overlap, every served version is written in order.
-func (r *simRun[U]) owedEffects() (must, may map[string]bool) {
-	must, may = map[string]bool{}, map[string]bool{}
-	versions := map[string][]U{}
-	var order []string
-	for _, ph := range r.phases {
-		for _, u := range ph {
-			k := r.job.keyOf(u)
-			if _, ok := versions[k]; !ok {
-				order = append(order, k)
-			}
-			versions[k] = append(versions[k], u)
-		}
-	}
-	relaxed := r.overlapping()
-	for _, k := range order {
-		vs := versions[k]
+// convergenceRuns is how many clean runs may follow the last fault.
+func (r *simRun[U]) convergenceRuns() int {
+	n := 3
+	if r.sc.family == "failk" {
 		for _, fx := range r.job.effects {
-			for i, u := range vs {
-				first, last := i == 0, i == len(vs)-1
-				owed := false
-				switch {
-				case fx.when == whenAlways:
-					owed = true
-				case fx.when == whenInserted || r.job.insertOnce:
-					owed = first
-					if relaxed {
-						// Whichever version was written first was the insert.
-						may[fx.keyOf(u)] = true
-						owed = owed && len(vs) == 1
-					}
-				default: // changed
-					owed = !relaxed || last
-					may[fx.keyOf(u)] = true
-				}
-				if owed {
-					must[fx.keyOf(u)] = true
-				}
-			}
+			n = max(n, fx.maxAttempts+2)
 		}
 	}
-	return must, may
+	return n
 }
 
-var simLogger = newSimLogger()
-
-// simParallel is how many scenarios play at once; they wait mostly on the database.
-const simParallel = 4
-
-// Subprocess mode: the test binary re-executes itself as a child that runs
-// the first run of phase 0 and exits for real at the planned point. The
-// fake provider's calls are journaled to a file, synced before each call
-// returns, so the outside world outlives the process.
-const (
-	simChildEnv     = "IDEMGEN_CRASHSIM_CHILD"
-	simChildCrashed = 73
-)
-
-// simChildDeaths counts children that died at their planned point.
-var simChildDeaths atomic.Int64
-
-type simChildSpec struct {
-	Locator string
-	CrashAt int
-	Journal string
-}
-
-// runChild runs phase 0's first run in a child process and merges what it
-// did at the provider; it reports whether the child died at its point.
-func (r *simRun[U]) runChild() bool {
-	journal := filepath.Join(r.t.TempDir(), "provider.journal")
-	spec, _ := json.Marshal(simChildSpec{Locator: r.db.locator(), CrashAt: r.sc.subprocess, Journal: journal})
-	test, sub, _ := strings.Cut(r.t.Name(), "/")
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$/^"+sub+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), simChildEnv+"="+string(spec))
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	crashed := errors.As(err, &exit) && exit.ExitCode() == simChildCrashed
-	if err != nil && !crashed {
-		r.violate("subprocess child failed: %v\n%s", err, out)
-	}
-	data, _ := os.ReadFile(journal)
-	r.prov.mu.Lock()
-	defer r.prov.mu.Unlock()
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		key, applied, ok := strings.Cut(line, "\t")
-		if !ok {
-			continue
-		}
-		r.prov.calls[key]++
-		r.prov.n++
-		if applied == "applied" && r.prov.applied[key] == 0 {
-			r.prov.applied[key] = 1
+// purgeNow purges on a helper incarnation while the job is stopped: young
+// (the clock now: nothing is past retention) or old (past every retention:
+// every done row of an effect with retention goes). Either way only done
+// rows may go, and only those past retention.
+func (r *simRun[U]) purgeNow(ctx context.Context, where string, old bool) {
+	ctx = context.WithoutCancel(ctx)
+	now := r.now()
+	if old {
+		for _, fx := range r.job.effects {
+			now = maxTime(now, r.now().Add(fx.retention+time.Hour))
 		}
 	}
-	return crashed
-}
-
-// simChild is the child side: attach to the parent's database, replay the
-// fixture's first phase and run until the planned exit.
-func simChild[U any](t *testing.T, env simEnv, job *simJob[U], raw string) {
-	var spec simChildSpec
-	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
-		t.Fatalf("child spec: %v", err)
-	}
-	f, err := os.OpenFile(spec.Journal, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	obs := r.db.observer().auto()
+	before, err := obs.ledger(ctx)
 	if err != nil {
-		t.Fatal(err)
-	}
-	r := &simRun[U]{
-		t: t, job: job, db: env.attach(t, spec.Locator), child: true,
-		sc:       simScenario{family: "child", crashAt: []int{spec.CrashAt}, preempt: -1, subprocess: -1},
-		doneKeys: map[string]bool{}, paused: make(chan struct{}), resume: make(chan struct{}),
-		prov:   newSimProvider(),
-		window: &simWindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.markOf},
-		cursor: &simCursorSource[U]{},
-	}
-	r.prov.journal = f
-	r.phases = simPhases(job)
-	r.setClock(phaseClock(0))
-	r.serve(0)
-	r.invoke(0)
-	os.Exit(0) // finished before the planned point
-}
-
-// simulate runs every scenario family for one job on one database kind.
-func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
-	if raw := os.Getenv(simChildEnv); raw != "" {
-		simChild(t, env, job, raw)
+		r.violate("purge %s: read ledger: %v", where, err)
 		return
 	}
-	start := time.Now()
-	deathsBefore := simChildDeaths.Load()
-	newRun := func(sc simScenario) *simRun[U] {
-		r := &simRun[U]{
-			t: t, job: job, db: env.fresh(t), sc: sc, env: env.name(),
-			doneKeys: map[string]bool{}, paused: make(chan struct{}), resume: make(chan struct{}),
-			prov:   newSimProvider(),
-			window: &simWindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.markOf},
-			cursor: &simCursorSource[U]{},
-		}
-		if sc.faults != nil {
-			r.prov.faults = sc.faults
-		}
-		if sc.seed > 0 {
-			r.rng = rand.New(rand.NewPCG(sc.seed, 0))
-		}
-		r.phases = simPhases(job)
-		return r
+	verbs, closeInc := r.aux(func() time.Time { return now })
+	defer closeInc()
+	if _, err := verbs.purge(ctx); err != nil {
+		r.violate("purge %s: %v", where, err)
+		return
 	}
-	only := os.Getenv("IDEMGEN_CRASHSIM_SCENARIO")
-	var (
-		mu        sync.Mutex
-		failed    int
-		scenarios int
-		wg        sync.WaitGroup
-		slots     = make(chan struct{}, simParallel)
-		families  = map[string]bool{}
-	)
-	play := func(sc simScenario) *simRun[U] {
-		r := newRun(sc)
-		v := r.play()
-		r.db.close()
-		mu.Lock()
-		defer mu.Unlock()
-		if len(v) > 0 {
-			failed++
-			families[sc.family] = true
-			if failed <= 5 {
-				t.Errorf("crashsim %s %s: scenario %q broke invariants:\n  %s\nreplay: IDEMGEN_CRASHSIM_SCENARIO=%q go test -run '%s' .",
-					job.name, env.name(), sc, strings.Join(v, "\n  "), sc.String(), t.Name())
-			}
-		}
-		return r
+	after, err := obs.ledger(ctx)
+	if err != nil {
+		r.violate("purge %s: read ledger: %v", where, err)
+		return
 	}
-	// runOne plays a scenario on the worker pool (scenarios share nothing:
-	// each has its own database, provider and clock).
-	failFast := os.Getenv("IDEMGEN_CRASHSIM_FAILFAST") != ""
-	runOne := func(sc simScenario) {
-		if only != "" && sc.String() != only {
-			return
-		}
-		mu.Lock()
-		stop := failFast && failed > 0
-		mu.Unlock()
-		if stop {
-			return
-		}
-		mu.Lock()
-		scenarios++
-		mu.Unlock()
-		wg.Add(1)
-		slots <- struct{}{}
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			play(sc)
-		}()
+	retained := map[string]bool{}
+	for _, fx := range r.job.effects {
+		retained[fx.name] = fx.retention > 0
 	}
+	for _, e := range before {
+		gone := !slices.ContainsFunc(after, func(a LedgerEntry) bool { return a.Key == e.Key })
+		mayGo := old && e.State == stateDone && retained[e.Effect]
+		switch {
+		case gone && !mayGo:
+			r.violate("purge %s: removed ledger row %s (%s, effect %s) that retention keeps", where, e.Key, e.State, e.Effect)
+		case !gone && mayGo:
+			r.violate("purge %s: kept done ledger row %s past its retention", where, e.Key)
+		}
+	}
+}
 
-	// Discovery: a clean run records the trace of points hit.
-	var clean *simRun[U]
-	if only == "" || only == "clean" {
-		scenarios++
-		clean = play(simScenario{family: "clean", preempt: -1})
-	} else {
-		// Replaying one scenario: rediscover the trace quietly.
-		clean = newRun(simScenario{family: "clean", preempt: -1})
-		clean.play()
-		clean.db.close()
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
-	var trace []crashPoint
-	if clean != nil {
-		trace = slices.Clone(clean.trace[:clean.phaseHits])
-		for _, p := range job.points {
-			if !slices.Contains(trace, p) {
-				t.Errorf("crashsim %s %s: declared point %s never hit in discovery", job.name, env.name(), p)
-			}
-		}
-		clean.prov.mu.Lock()
-		for k, n := range clean.prov.calls {
-			if n != 1 {
-				t.Errorf("crashsim %s %s: clean run called the provider %d times for %s", job.name, env.name(), n, k)
-			}
-		}
-		calls := clean.callsInPhases
-		clean.prov.mu.Unlock()
-		if trace == nil && only == "" {
-			t.Fatalf("crashsim %s %s: discovery hit no points", job.name, env.name())
-		}
-		// crash@k over the whole trace.
-		for k := range trace {
-			runOne(simScenario{family: "crash", crashAt: []int{k}, preempt: -1})
-		}
-		// crash@k,j sampled: a second crash during recovery.
-		rng := rand.New(rand.NewPCG(uint64(len(trace)), 7))
-		for range 8 {
-			k := rng.IntN(len(trace))
-			runOne(simScenario{family: "crash2", crashAt: []int{k, k + 1 + rng.IntN(len(trace)/2+1)}, preempt: -1})
-		}
-		// Provider faults on every call of the clean run.
-		for c := 0; c < calls; c++ {
-			runOne(simScenario{family: "resplost", faults: map[int]simFault{c: faultRespLost}, preempt: -1})
-			runOne(simScenario{family: "failpre", faults: map[int]simFault{c: faultFailPre}, preempt: -1})
-		}
-		// Commit unknown: the commit happens, the client sees an error.
-		for k, p := range trace {
-			if p == pointUnitAfterCommit || p == pointProgressAfter {
-				runOne(simScenario{family: "commitunknown", errorAt: map[int]bool{k: true}, preempt: -1})
-			}
-		}
-		// preempt@p over every point of the first phase outside a transaction.
-		firstPhase := slices.Index(trace[1:], pointRunStart) + 1
-		if firstPhase <= 0 || job.source == SourceNoneName {
-			firstPhase = len(trace)
-		}
-		for k := 0; k < firstPhase; k++ {
-			if simInTx(job, trace[k]) {
-				continue // inside the write transaction: B would wait on A's locks
-			}
-			runOne(simScenario{family: "preempt", preempt: k})
-		}
-		// Same key, different payload: handed-in units must report it.
-		if job.source == SourceNoneName {
-			runOne(simScenario{family: "mismatch", mismatch: true, preempt: -1})
-		}
-		// Subprocess: real process deaths at points spread over phase 0,
-		// including inside the write transaction.
-		phase0 := slices.Index(trace[1:], pointRunStart) + 1
-		if phase0 <= 0 || job.source == SourceNoneName {
-			phase0 = len(trace) / 2
-		}
-		var exits []int
-		for i := 0; i < 5; i++ {
-			exits = append(exits, i*phase0/5)
-		}
-		if k := slices.Index(trace[:phase0], pointUnitBeforeCommit); k >= 0 {
-			exits = append(exits, k)
-		}
-		for _, k := range slices.Compact(slices.Sorted(slices.Values(exits))) {
-			runOne(simScenario{family: "subprocess", subprocess: k, preempt: -1})
-		}
-		// Double trigger at once, and seeded concurrent schedules.
-		runOne(simScenario{family: "double", double: true, preempt: -1})
-		for seed := uint64(1); seed <= 4; seed++ {
-			runOne(simScenario{family: "concurrent", seed: seed, preempt: -1})
-		}
-	}
-	wg.Wait()
-	if only != "" && scenarios == 0 {
-		t.Fatalf("no scenario named %q", only)
-	}
-	deaths := simChildDeaths.Load() - deathsBefore
-	if only == "" && deaths == 0 {
-		t.Errorf("crashsim %s %s: no subprocess child died at its point: subprocess mode is not exercised", job.name, env.name())
-	}
-	if failed == 0 {
-		t.Logf("crashsim %s %s: %d points, %d scenarios (%d real process deaths), all invariants held (%s)",
-			job.name, env.name(), len(trace), scenarios, deaths, time.Since(start).Round(time.Millisecond))
-	} else {
-		t.Errorf("crashsim %s %s: %d of %d scenarios broke invariants (families: %s)", job.name, env.name(), failed, scenarios,
-			strings.Join(slices.Sorted(maps.Keys(families)), ", "))
-	}
+	return a
+}
+
+func simJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }

@@ -133,11 +133,7 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 		},
 	}
 	return &OrderSync{
-		e: &engine[Order]{
-			def: def,
-			opt: newOptions(opts),
-			st:  store.st,
-		},
+		e:   newEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }

@@ -97,11 +97,7 @@ func NewEventImport(store *Store, src EventImportSource, fx EventImportEffects, 
 		},
 	}
 	return &EventImport{
-		e: &engine[Event]{
-			def: def,
-			opt: newOptions(opts),
-			st:  store.st,
-		},
+		e:   newEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }

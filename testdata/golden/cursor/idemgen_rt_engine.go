@@ -165,6 +165,9 @@ type options struct {
 	start    time.Time
 	maxPages int
 	hook     crashHook
+	// defEdit is a func(*jobDef[U]) the crash tests use to rebuild a job
+	// with bumped versions, as a regenerated package would be.
+	defEdit any
 }
 
 // WithLogger sends the job's logs to l (default slog.Default()).
@@ -184,6 +187,18 @@ func WithMaxPages(n int) Option { return func(o *options) { o.maxPages = n } }
 
 // withCrashHook is for the generated crash-simulation tests only.
 func withCrashHook(h crashHook) Option { return func(o *options) { o.hook = h } }
+
+// withDefEdit is for the generated crash-simulation tests only.
+func withDefEdit[U any](edit func(*jobDef[U])) Option { return func(o *options) { o.defEdit = edit } }
+
+// newEngine is what every generated job constructor calls.
+func newEngine[U any](def *jobDef[U], st store, opts []Option) *engine[U] {
+	o := newOptions(opts)
+	if edit, ok := o.defEdit.(func(*jobDef[U])); ok {
+		edit(def)
+	}
+	return &engine[U]{def: def, st: st, opt: o}
+}
 
 func newOptions(opts []Option) options {
 	o := options{log: slog.Default(), now: time.Now, maxPages: 10000}

@@ -17,15 +17,27 @@ import (
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimMessageAck(t *testing.T) {
 	job := &simJob[Message]{
-		canonical: Message.canonical,
-		effects: []simEffect[Message]{{
-			keyOf: AckKey,
-			name:  "ack",
-			when:  whenAlways,
+		effects: []simEffect{{
+			keepResult:  false,
+			key:         "ack:v{version}:{message_id}",
+			lease:       90 * time.Second,
+			maxAttempts: 5,
+			name:        "ack",
+			retention:   24 * time.Hour,
+			version:     1,
+			when:        whenAlways,
+		}},
+		fields: []simField{{
+			inKey: true,
+			name:  "message_id",
+			typ:   "uuid",
+		}, {
+			name: "body",
+			typ:  "json",
 		}},
 		hasDest:    false,
 		insertOnce: false,
-		keyOf:      Message.Key,
+		key:        "msg:{message_id}",
 		lease:      5 * time.Minute,
 		name:       "message_ack",
 		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Message], error) {
@@ -39,6 +51,7 @@ func TestCrashSimMessageAck(t *testing.T) {
 			return simVerbs[Message]{
 				drain:   j.Drain,
 				process: j.Process,
+				purge:   j.Purge,
 			}, nil
 		},
 		points: messageAckCrashPoints,
@@ -46,10 +59,16 @@ func TestCrashSimMessageAck(t *testing.T) {
 		stage:  false,
 		unit: func(id, rev int) Message {
 			var u Message
+			// Units 5 and 6 share every value outside the key.
+			vid := id
+			if id == 6 {
+				vid = 5
+			}
 			u.MessageID = uuid.UUID{0: byte(id), 1: byte(0)}
-			u.Body = json.RawMessage(fmt.Sprintf("{\"id\": %d, \"rev\": %d}", id, rev))
+			u.Body = json.RawMessage(fmt.Sprintf("{\"id\": %d, \"rev\": %d}", vid, rev))
 			return u
 		},
+		version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {

@@ -84,11 +84,7 @@ func NewMessageAck(store *Store, fx MessageAckEffects, opts ...Option) (*Message
 		name:    "message_ack",
 		version: 1,
 	}
-	return &MessageAck{e: &engine[Message]{
-		def: def,
-		opt: newOptions(opts),
-		st:  store.st,
-	}}, nil
+	return &MessageAck{e: newEngine(def, store.st, opts)}, nil
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one.

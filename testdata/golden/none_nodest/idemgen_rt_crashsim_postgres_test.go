@@ -6,10 +6,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -21,6 +24,8 @@ type simPostgres struct {
 	template string
 	tables   []string
 	open     func(*pgxpool.Pool) simStore
+	mu       sync.Mutex
+	free     []string // emptied scenario schemas, ready for the next one
 }
 
 var simSeq atomic.Int64
@@ -32,7 +37,12 @@ func simPostgresEnv(t testing.TB, open func(*pgxpool.Pool) simStore) simEnv {
 		return nil
 	}
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	admin, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +52,7 @@ func simPostgresEnv(t testing.TB, open func(*pgxpool.Pool) simStore) simEnv {
 		return e // a child only attaches to its parent's schema
 	}
 	e.template = e.newSchema(t)
-	pool := e.pool(t, e.template, "idemsim_migrate")
+	pool := e.pool(t, e.template, "idemsim_migrate", nil)
 	if err := open(pool).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -76,13 +86,19 @@ func (e *simPostgres) dropSchema(schema string) {
 	_, _ = e.admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 }
 
-func (e *simPostgres) pool(t testing.TB, schema, app string) *pgxpool.Pool {
+func (e *simPostgres) pool(t testing.TB, schema, app string, sqlHook crashHook) *pgxpool.Pool {
 	cfg, err := pgxpool.ParseConfig(e.url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	// The simulation kills clients, never the server: commits need not wait
+	// for the disk, and what every session sees is unchanged.
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	if sqlHook != nil {
+		cfg.ConnConfig.Tracer = &simTracer{hook: sqlHook, conns: map[*pgx.Conn]*simStatements{}}
+	}
 	cfg.MaxConns = 4
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
@@ -91,7 +107,17 @@ func (e *simPostgres) pool(t testing.TB, schema, app string) *pgxpool.Pool {
 	return pool
 }
 
+// fresh hands out a scenario schema: a recycled one (emptied when its
+// scenario closed) or a new copy of the template.
 func (e *simPostgres) fresh(t testing.TB) simDB {
+	e.mu.Lock()
+	if n := len(e.free); n > 0 {
+		schema := e.free[n-1]
+		e.free = e.free[:n-1]
+		e.mu.Unlock()
+		return e.attach(t, schema)
+	}
+	e.mu.Unlock()
 	schema := e.newSchema(t)
 	for _, table := range e.tables {
 		// LIKE ... INCLUDING ALL copies columns, defaults, constraints and indexes.
@@ -103,7 +129,7 @@ func (e *simPostgres) fresh(t testing.TB) simDB {
 }
 
 func (e *simPostgres) attach(t testing.TB, schema string) simDB {
-	obs := e.pool(t, schema, "idemsim_observer")
+	obs := e.pool(t, schema, "idemsim_observer", nil)
 	return &simPostgresDB{env: e, schema: schema, obsPool: obs, obs: e.open(obs).engineStore()}
 }
 
@@ -116,20 +142,32 @@ type simPostgresDB struct {
 
 func (d *simPostgresDB) locator() string { return d.schema }
 
-// close ends the scenario: its observer, any session of a crashed
-// incarnation still open, and its schema.
+// close ends the scenario: its observer and any session of a crashed
+// incarnation still open; its schema is emptied for the next scenario
+// (the test's cleanup drops it).
 func (d *simPostgresDB) close() {
+	ctx := context.Background()
 	d.obsPool.Close()
-	_, _ = d.env.admin.Exec(context.Background(),
+	_, _ = d.env.admin.Exec(ctx,
 		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1", "idemsim_"+d.schema+"_%")
-	d.env.dropSchema(d.schema)
+	var tables []string
+	for _, table := range d.env.tables {
+		tables = append(tables, d.schema+"."+table)
+	}
+	if _, err := d.env.admin.Exec(ctx, "TRUNCATE "+strings.Join(tables, ", ")); err != nil {
+		d.env.dropSchema(d.schema)
+		return
+	}
+	d.env.mu.Lock()
+	d.env.free = append(d.env.free, d.schema)
+	d.env.mu.Unlock()
 }
 
 func (d *simPostgresDB) observer() store { return d.obs }
 
-func (d *simPostgresDB) incarnation(t testing.TB) (store, func(), func()) {
+func (d *simPostgresDB) incarnation(t testing.TB, sqlHook crashHook) (store, func(), func()) {
 	app := fmt.Sprintf("idemsim_%s_%d", d.schema, simSeq.Add(1))
-	pool := d.env.pool(t, d.schema, app)
+	pool := d.env.pool(t, d.schema, app, sqlHook)
 	kill := func() {
 		// The process died: its sessions end, open transactions abort and
 		// locks drop. The pool is abandoned, never closed (Close would wait
@@ -138,4 +176,37 @@ func (d *simPostgresDB) incarnation(t testing.TB) (store, func(), func()) {
 			"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", app)
 	}
 	return d.env.open(pool).engineStore(), kill, pool.Close
+}
+
+// simTracer reports every statement of an incarnation's connections to the
+// scenario's hook, as simConn does for SQLite. A crash in TraceQueryStart
+// parks the worker before the statement is sent; in TraceQueryEnd, after
+// the server ran it (for COMMIT: after it is durable).
+type simTracer struct {
+	hook  crashHook
+	mu    sync.Mutex
+	conns map[*pgx.Conn]*simStatements
+}
+
+type simTraceKey struct{}
+
+func (t *simTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	t.mu.Lock()
+	s := t.conns[conn]
+	if s == nil {
+		s = &simStatements{}
+		t.conns[conn] = s
+	}
+	t.mu.Unlock()
+	detail := s.classify(data.SQL)
+	if detail != "" {
+		_ = t.hook(ctx, pointSQLBefore, detail)
+	}
+	return context.WithValue(ctx, simTraceKey{}, detail)
+}
+
+func (t *simTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	if detail, _ := ctx.Value(simTraceKey{}).(string); detail != "" && data.Err == nil {
+		_ = t.hook(ctx, pointSQLAfter, detail)
+	}
 }

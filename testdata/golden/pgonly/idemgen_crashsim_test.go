@@ -14,10 +14,14 @@ import (
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimDeviceRegister(t *testing.T) {
 	job := &simJob[Device]{
-		canonical:  Device.canonical,
+		fields: []simField{{
+			inKey: true,
+			name:  "device_id",
+			typ:   "uuid",
+		}},
 		hasDest:    true,
 		insertOnce: false,
-		keyOf:      Device.Key,
+		key:        "device:{device_id}",
 		lease:      5 * time.Minute,
 		name:       "device_register",
 		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Device], error) {
@@ -28,6 +32,8 @@ func TestCrashSimDeviceRegister(t *testing.T) {
 			return simVerbs[Device]{
 				drain:   j.Drain,
 				process: j.Process,
+				purge:   j.Purge,
+				stale:   j.Stale,
 			}, nil
 		},
 		points: deviceRegisterCrashPoints,
@@ -41,6 +47,7 @@ func TestCrashSimDeviceRegister(t *testing.T) {
 			u.DeviceID = uuid.UUID{0: byte(id), 1: byte(0)}
 			return u
 		},
+		version: 1,
 	}
 	t.Run("postgres", func(t *testing.T) {
 		env := simPostgresEnv(t, func(pool *pgxpool.Pool) simStore {

@@ -46,11 +46,7 @@ func NewDeviceRegister(store *Store, opts ...Option) (*DeviceRegister, error) {
 			return q.(destQuerier).writeDeviceRegister(ctx, u, key, v)
 		},
 	}
-	return &DeviceRegister{e: &engine[Device]{
-		def: def,
-		opt: newOptions(opts),
-		st:  store.st,
-	}}, nil
+	return &DeviceRegister{e: newEngine(def, store.st, opts)}, nil
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one.

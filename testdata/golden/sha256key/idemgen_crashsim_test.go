@@ -5,7 +5,6 @@ package sha256key
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"testing"
 	"time"
@@ -15,19 +14,46 @@ import (
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimPriceSync(t *testing.T) {
 	job := &simJob[Price]{
-		canonical: Price.canonical,
-		effects: []simEffect[Price]{{
-			keyOf: PublishChangeKey,
-			name:  "publish_change",
-			when:  whenChanged,
+		effects: []simEffect{{
+			keepResult:  false,
+			key:         "publish:v{version}:{sha256(sku,region)}:{rev}",
+			lease:       5 * time.Minute,
+			maxAttempts: 5,
+			name:        "publish_change",
+			retention:   0 * time.Hour,
+			version:     1,
+			when:        whenChanged,
 		}, {
-			keyOf: TouchIndexKey,
-			name:  "touch_index",
-			when:  whenAlways,
+			keepResult:  false,
+			key:         "index:{sha256(sku,region)}",
+			lease:       5 * time.Minute,
+			maxAttempts: 5,
+			name:        "touch_index",
+			retention:   0 * time.Hour,
+			version:     1,
+			when:        whenAlways,
+		}},
+		fields: []simField{{
+			inKey: true,
+			name:  "sku",
+			typ:   "string",
+		}, {
+			inKey: true,
+			name:  "region",
+			typ:   "string",
+		}, {
+			name: "rev",
+			typ:  "int64",
+		}, {
+			name: "cents",
+			typ:  "int64",
+		}, {
+			name: "seen_at",
+			typ:  "time",
 		}},
 		hasDest:    true,
 		insertOnce: false,
-		keyOf:      Price.Key,
+		key:        "price:{sha256(sku, region)}",
 		lease:      5 * time.Minute,
 		markOf: func(u Price) time.Time {
 			return u.SeenAt
@@ -51,24 +77,37 @@ func TestCrashSimPriceSync(t *testing.T) {
 				backfill: j.Backfill,
 				drain:    j.Drain,
 				process:  j.Process,
+				purge:    j.Purge,
 				run:      j.Run,
+				stale:    j.Stale,
 			}, nil
 		},
-		points: priceSyncCrashPoints,
+		newerWins: "rev",
+		overlap:   5 * time.Minute,
+		points:    priceSyncCrashPoints,
 		rows: func(ctx context.Context, st store) ([]Price, error) {
 			return st.auto().(destQuerier).listPriceSync(ctx)
+		},
+		setMark: func(u *Price, t time.Time) {
+			u.SeenAt = t
 		},
 		source: "watermark",
 		stage:  false,
 		unit: func(id, rev int) Price {
 			var u Price
-			u.Sku = fmt.Sprintf("sku-%d.%d", id, 0)
-			u.Region = fmt.Sprintf("region-%d.%d", id, 0)
-			u.Rev = int64((id*100 + rev))
-			u.Cents = int64((id*100 + rev))
-			u.SeenAt = simMark(id, rev)
+			// Units 5 and 6 share every value outside the key.
+			vid := id
+			if id == 6 {
+				vid = 5
+			}
+			u.Sku = simKeyText("price:{sha256(sku, region)}", "sku", id)
+			u.Region = simKeyText("price:{sha256(sku, region)}", "region", id)
+			u.Rev = int64((vid*100 + rev))
+			u.Cents = int64((vid*100 + rev))
+			u.SeenAt = simMark(vid, rev)
 			return u
 		},
+		version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {

@@ -135,11 +135,7 @@ func NewPriceSync(store *Store, src PriceSyncSource, fx PriceSyncEffects, opts .
 		},
 	}
 	return &PriceSync{
-		e: &engine[Price]{
-			def: def,
-			opt: newOptions(opts),
-			st:  store.st,
-		},
+		e:   newEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }

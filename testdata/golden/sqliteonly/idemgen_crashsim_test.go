@@ -5,7 +5,6 @@ package sqliteonly
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"testing"
 	"time"
 )
@@ -14,10 +13,14 @@ import (
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimTagCollect(t *testing.T) {
 	job := &simJob[Tag]{
-		canonical:  Tag.canonical,
+		fields: []simField{{
+			inKey: true,
+			name:  "tag",
+			typ:   "string",
+		}},
 		hasDest:    true,
 		insertOnce: true,
-		keyOf:      Tag.Key,
+		key:        "tag:{tag}",
 		lease:      5 * time.Minute,
 		name:       "tag_collect",
 		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Tag], error) {
@@ -28,7 +31,9 @@ func TestCrashSimTagCollect(t *testing.T) {
 			return simVerbs[Tag]{
 				drain:   j.Drain,
 				process: j.Process,
+				purge:   j.Purge,
 				run:     j.Run,
+				stale:   j.Stale,
 			}, nil
 		},
 		points: tagCollectCrashPoints,
@@ -39,9 +44,10 @@ func TestCrashSimTagCollect(t *testing.T) {
 		stage:  false,
 		unit: func(id, rev int) Tag {
 			var u Tag
-			u.Tag = fmt.Sprintf("tag-%d.%d", id, 0)
+			u.Tag = simKeyText("tag:{tag}", "tag", id)
 			return u
 		},
+		version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {

@@ -57,11 +57,7 @@ func NewTagCollect(store *Store, src TagCollectSource, opts ...Option) (*TagColl
 		},
 	}
 	return &TagCollect{
-		e: &engine[Tag]{
-			def: def,
-			opt: newOptions(opts),
-			st:  store.st,
-		},
+		e:   newEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }

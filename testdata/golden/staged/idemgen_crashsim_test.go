@@ -16,15 +16,33 @@ import (
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimLedgerImport(t *testing.T) {
 	job := &simJob[Entry]{
-		canonical: Entry.canonical,
-		effects: []simEffect[Entry]{{
-			keyOf: AnnounceEntryKey,
-			name:  "announce_entry",
-			when:  whenInserted,
+		effects: []simEffect{{
+			keepResult:  false,
+			key:         "announce:{entry_id}",
+			lease:       1 * time.Minute,
+			maxAttempts: 5,
+			name:        "announce_entry",
+			retention:   0 * time.Hour,
+			version:     1,
+			when:        whenInserted,
+		}},
+		fields: []simField{{
+			inKey: true,
+			name:  "entry_id",
+			typ:   "string",
+		}, {
+			name: "account",
+			typ:  "string",
+		}, {
+			name: "amount_cents",
+			typ:  "int64",
+		}, {
+			name: "booked_at",
+			typ:  "time",
 		}},
 		hasDest:    true,
 		insertOnce: false,
-		keyOf:      Entry.Key,
+		key:        "ledger:entry:{entry_id}",
 		lease:      5 * time.Minute,
 		markOf: func(u Entry) time.Time {
 			return u.BookedAt
@@ -42,23 +60,36 @@ func TestCrashSimLedgerImport(t *testing.T) {
 				backfill: j.Backfill,
 				drain:    j.Drain,
 				process:  j.Process,
+				purge:    j.Purge,
 				run:      j.Run,
+				stale:    j.Stale,
 			}, nil
 		},
-		points: ledgerImportCrashPoints,
+		newerWins: "booked_at",
+		overlap:   5 * time.Minute,
+		points:    ledgerImportCrashPoints,
 		rows: func(ctx context.Context, st store) ([]Entry, error) {
 			return st.auto().(destQuerier).listLedgerImport(ctx)
+		},
+		setMark: func(u *Entry, t time.Time) {
+			u.BookedAt = t
 		},
 		source: "watermark",
 		stage:  true,
 		unit: func(id, rev int) Entry {
 			var u Entry
-			u.EntryID = fmt.Sprintf("entry_id-%d.%d", id, 0)
-			u.Account = fmt.Sprintf("account-%d.%d", id, rev)
-			u.AmountCents = int64((id*100 + rev))
-			u.BookedAt = simMark(id, rev)
+			// Units 5 and 6 share every value outside the key.
+			vid := id
+			if id == 6 {
+				vid = 5
+			}
+			u.EntryID = simKeyText("ledger:entry:{entry_id}", "entry_id", id)
+			u.Account = fmt.Sprintf("account-%d.%d", vid, rev)
+			u.AmountCents = int64((vid*100 + rev))
+			u.BookedAt = simMark(vid, rev)
 			return u
 		},
+		version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
@@ -80,15 +111,27 @@ func TestCrashSimLedgerImport(t *testing.T) {
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimPageImport(t *testing.T) {
 	job := &simJob[Change]{
-		canonical: Change.canonical,
-		effects: []simEffect[Change]{{
-			keyOf: IndexChangeKey,
-			name:  "index_change",
-			when:  whenInserted,
+		effects: []simEffect{{
+			keepResult:  false,
+			key:         "index:{change_id}",
+			lease:       5 * time.Minute,
+			maxAttempts: 5,
+			name:        "index_change",
+			retention:   0 * time.Hour,
+			version:     1,
+			when:        whenInserted,
+		}},
+		fields: []simField{{
+			inKey: true,
+			name:  "change_id",
+			typ:   "int64",
+		}, {
+			name: "body",
+			typ:  "json",
 		}},
 		hasDest:    true,
 		insertOnce: true,
-		keyOf:      Change.Key,
+		key:        "feed:change:{change_id}",
 		lease:      5 * time.Minute,
 		name:       "page_import",
 		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Change], error) {
@@ -102,7 +145,9 @@ func TestCrashSimPageImport(t *testing.T) {
 			return simVerbs[Change]{
 				drain:   j.Drain,
 				process: j.Process,
+				purge:   j.Purge,
 				run:     j.Run,
+				stale:   j.Stale,
 			}, nil
 		},
 		points: pageImportCrashPoints,
@@ -113,10 +158,16 @@ func TestCrashSimPageImport(t *testing.T) {
 		stage:  true,
 		unit: func(id, rev int) Change {
 			var u Change
+			// Units 5 and 6 share every value outside the key.
+			vid := id
+			if id == 6 {
+				vid = 5
+			}
 			u.ChangeID = int64((id*100 + 0))
-			u.Body = json.RawMessage(fmt.Sprintf("{\"id\": %d, \"rev\": %d}", id, rev))
+			u.Body = json.RawMessage(fmt.Sprintf("{\"id\": %d, \"rev\": %d}", vid, rev))
 			return u
 		},
+		version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {

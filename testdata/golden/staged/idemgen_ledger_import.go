@@ -100,11 +100,7 @@ func NewLedgerImport(store *Store, src LedgerImportSource, fx LedgerImportEffect
 		},
 	}
 	return &LedgerImport{
-		e: &engine[Entry]{
-			def: def,
-			opt: newOptions(opts),
-			st:  store.st,
-		},
+		e:   newEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }

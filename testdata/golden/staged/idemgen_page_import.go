@@ -98,11 +98,7 @@ func NewPageImport(store *Store, src PageImportSource, fx PageImportEffects, opt
 		},
 	}
 	return &PageImport{
-		e: &engine[Change]{
-			def: def,
-			opt: newOptions(opts),
-			st:  store.st,
-		},
+		e:   newEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }

@@ -45,7 +45,9 @@ func simSQLiteEnv(t testing.TB, open func(*sql.DB) simStore) simEnv {
 }
 
 func simSQLiteDSN(path string) string {
-	return "file:" + url.PathEscape(path) + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)"
+	// synchronous(off): the simulation kills processes, never the machine,
+	// and the OS keeps what a killed process wrote.
+	return "file:" + url.PathEscape(path) + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)&_pragma=synchronous(off)"
 }
 
 func (e simSQLite) name() string { return "sqlite" }
@@ -89,12 +91,12 @@ func (d *simSQLiteDB) locator() string { return d.path }
 
 func (d *simSQLiteDB) observer() store { return d.obs }
 
-func (d *simSQLiteDB) incarnation(t testing.TB) (store, func(), func()) {
+func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook crashHook) (store, func(), func()) {
 	inner, err := (&sqlite3.SQLite{}).OpenConnector(simSQLiteDSN(d.path))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &killableConnector{inner: inner}
+	c := &killableConnector{inner: inner, hook: sqlHook}
 	db := sql.OpenDB(c)
 	return d.open(db).engineStore(), c.kill, func() { db.Close() }
 }
@@ -104,8 +106,9 @@ func (d *simSQLiteDB) incarnation(t testing.TB) (store, func(), func()) {
 // exactly as when the process holding them dies.
 type killableConnector struct {
 	inner driver.Connector
+	hook  crashHook // every statement is reported to it
 	mu    sync.Mutex
-	conns []driver.Conn
+	conns []*simConn
 	dead  bool
 }
 
@@ -116,10 +119,12 @@ func (c *killableConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, errors.New("simulated crash: this process is gone")
 	}
 	conn, err := c.inner.Connect(ctx)
-	if err == nil {
-		c.conns = append(c.conns, conn)
+	if err != nil {
+		return nil, err
 	}
-	return conn, err
+	sc := &simConn{Conn: conn, hook: c.hook}
+	c.conns = append(c.conns, sc)
+	return sc, nil
 }
 
 func (c *killableConnector) Driver() driver.Driver { return c.inner.Driver() }
@@ -129,6 +134,6 @@ func (c *killableConnector) kill() {
 	defer c.mu.Unlock()
 	c.dead = true
 	for _, conn := range c.conns {
-		_ = conn.Close()
+		conn.kill()
 	}
 }

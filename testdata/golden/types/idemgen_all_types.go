@@ -83,11 +83,7 @@ func NewAllTypes(store *Store, src AllTypesSource, opts ...Option) (*AllTypes, e
 		},
 	}
 	return &AllTypes{
-		e: &engine[Record]{
-			def: def,
-			opt: newOptions(opts),
-			st:  store.st,
-		},
+		e:   newEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }

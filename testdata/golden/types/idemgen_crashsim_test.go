@@ -17,10 +17,77 @@ import (
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimAllTypes(t *testing.T) {
 	job := &simJob[Record]{
-		canonical:  Record.canonical,
+		fields: []simField{{
+			inKey: true,
+			name:  "id",
+			typ:   "string",
+		}, {
+			name: "str",
+			typ:  "string",
+		}, {
+			name:     "str_null",
+			nullable: true,
+			typ:      "string",
+		}, {
+			name: "i32",
+			typ:  "int32",
+		}, {
+			name:     "i32_null",
+			nullable: true,
+			typ:      "int32",
+		}, {
+			name: "i64",
+			typ:  "int64",
+		}, {
+			name:     "i64_null",
+			nullable: true,
+			typ:      "int64",
+		}, {
+			name: "f64",
+			typ:  "float64",
+		}, {
+			name:     "f64_null",
+			nullable: true,
+			typ:      "float64",
+		}, {
+			name: "flag",
+			typ:  "bool",
+		}, {
+			name:     "flag_null",
+			nullable: true,
+			typ:      "bool",
+		}, {
+			name: "at",
+			typ:  "time",
+		}, {
+			name:     "at_null",
+			nullable: true,
+			typ:      "time",
+		}, {
+			name: "blob",
+			typ:  "bytes",
+		}, {
+			name:     "blob_null",
+			nullable: true,
+			typ:      "bytes",
+		}, {
+			name: "doc",
+			typ:  "json",
+		}, {
+			name:     "doc_null",
+			nullable: true,
+			typ:      "json",
+		}, {
+			name: "uid",
+			typ:  "uuid",
+		}, {
+			name:     "uid_null",
+			nullable: true,
+			typ:      "uuid",
+		}},
 		hasDest:    true,
 		insertOnce: false,
-		keyOf:      Record.Key,
+		key:        "types:{id}",
 		lease:      5 * time.Minute,
 		markOf: func(u Record) time.Time {
 			return u.At
@@ -35,59 +102,72 @@ func TestCrashSimAllTypes(t *testing.T) {
 				backfill: j.Backfill,
 				drain:    j.Drain,
 				process:  j.Process,
+				purge:    j.Purge,
 				run:      j.Run,
+				stale:    j.Stale,
 			}, nil
 		},
-		points: allTypesCrashPoints,
+		newerWins: "at",
+		overlap:   1 * time.Hour,
+		points:    allTypesCrashPoints,
 		rows: func(ctx context.Context, st store) ([]Record, error) {
 			return st.auto().(destQuerier).listAllTypes(ctx)
+		},
+		setMark: func(u *Record, t time.Time) {
+			u.At = t
 		},
 		source: "watermark",
 		stage:  false,
 		unit: func(id, rev int) Record {
 			var u Record
-			u.ID = fmt.Sprintf("id-%d.%d", id, 0)
-			u.Str = fmt.Sprintf("str-%d.%d", id, rev)
+			// Units 5 and 6 share every value outside the key.
+			vid := id
+			if id == 6 {
+				vid = 5
+			}
+			u.ID = simKeyText("types:{id}", "id", id)
+			u.Str = fmt.Sprintf("str-%d.%d", vid, rev)
 			if rev == 1 {
-				v := fmt.Sprintf("str_null-%d.%d", id, rev)
+				v := fmt.Sprintf("str_null-%d.%d", vid, rev)
 				u.StrNull = &v
 			}
-			u.I32 = int32((id*100 + rev))
+			u.I32 = int32((vid*100 + rev))
 			if rev == 1 {
-				v := int32((id*100 + rev))
+				v := int32((vid*100 + rev))
 				u.I32Null = &v
 			}
-			u.I64 = int64((id*100 + rev))
+			u.I64 = int64((vid*100 + rev))
 			if rev == 1 {
-				v := int64((id*100 + rev))
+				v := int64((vid*100 + rev))
 				u.I64Null = &v
 			}
-			u.F64 = float64((id*100 + rev)) / 4
+			u.F64 = float64((vid*100 + rev)) / 4
 			if rev == 1 {
-				v := float64((id*100 + rev)) / 4
+				v := float64((vid*100 + rev)) / 4
 				u.F64Null = &v
 			}
-			u.Flag = (id*100+rev)%2 == 0
+			u.Flag = (vid*100+rev)%2 == 0
 			if rev == 1 {
-				v := (id*100+rev)%2 == 0
+				v := (vid*100+rev)%2 == 0
 				u.FlagNull = &v
 			}
-			u.At = simMark(id, rev)
+			u.At = simMark(vid, rev)
 			if rev == 1 {
-				v := simBase.Add(time.Duration((id*100 + rev)) * time.Minute)
+				v := simBase.Add(time.Duration((vid*100 + rev)) * time.Minute)
 				u.AtNull = &v
 			}
-			u.Blob = []byte{byte(id), byte(rev)}
-			u.BlobNull = []byte{byte(id), byte(rev)}
-			u.Doc = json.RawMessage(fmt.Sprintf("{\"id\": %d, \"rev\": %d}", id, rev))
-			u.DocNull = json.RawMessage(fmt.Sprintf("{\"id\": %d, \"rev\": %d}", id, rev))
-			u.Uid = uuid.UUID{0: byte(id), 1: byte(rev)}
+			u.Blob = []byte{byte(vid), byte(rev)}
+			u.BlobNull = []byte{byte(vid), byte(rev)}
+			u.Doc = json.RawMessage(fmt.Sprintf("{\"id\": %d, \"rev\": %d}", vid, rev))
+			u.DocNull = json.RawMessage(fmt.Sprintf("{\"id\": %d, \"rev\": %d}", vid, rev))
+			u.Uid = uuid.UUID{0: byte(vid), 1: byte(rev)}
 			if rev == 1 {
-				v := uuid.UUID{0: byte(id), 1: byte(rev)}
+				v := uuid.UUID{0: byte(vid), 1: byte(rev)}
 				u.UidNull = &v
 			}
 			return u
 		},
+		version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {

@@ -1,0 +1,843 @@
+package idemrt
+
+// The crash simulation's end checks, its scenario families and its entry
+// point. Each family reaches one or more of SPEC.md's guarantees:
+//
+//	family         what happens                                             guarantees
+//	clean          the fixture, no fault; report counts checked             1 2 4
+//	crash          crash at every named point and durable SQL boundary      1 2 3
+//	crash2         a second crash during recovery (sampled)                 1 2 3
+//	subprocess     a real process death (os.Exit) at points of phase 0      1 2 3
+//	resplost       the provider applies, the caller sees an error           2
+//	failpre        the provider fails before applying                       2 8
+//	commitunknown  a commit succeeds but the client sees an error           1 2 3
+//	writefail      one unit's write fails and rolls back                    3 8
+//	poison         one unit's write fails every time                        3 8
+//	failk          an effect fails max_attempts-1 times, then max_attempts  8
+//	takeover       a worker stalls past its lease, another takes over,      2 5
+//	               the first one's late call succeeds or fails
+//	livelease      a second worker meets a live lease                       2 5
+//	purge-young    purge at a point, nothing past retention                 2
+//	purge-old      purge at a point, everything done past retention         2
+//	preempt        one worker paused at a point while another runs on       3 5
+//	double         the same run started twice at once                       5
+//	concurrent     two workers with seeded jitter                           5
+//	bump           an effect's or the job's version bumped mid-history      6
+//	mismatch       a handed-in key redelivered with one field changed       7
+//
+// Every scenario also re-runs and backfills after convergence (4), checks
+// kept results against the provider's first answer, and purges once more
+// past retention. The watermark fixture carries late arrivals inside the
+// overlap and on its boundary.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// expect is the oracle's end state for this scenario: the rows, the effect
+// keys that must and may be applied, and (for deterministic families) the
+// provider calls per key.
+type simExpect[U any] struct {
+	rows        map[string]U
+	relaxedRows bool // which version of a row wins is up to the schedule
+	must, may   map[string]bool
+	parked      map[string]bool // effect keys that end parked, never applied
+	calls       map[string]int  // exact calls per key; nil when not predictable
+}
+
+func (r *simRun[U]) expect() simExpect[U] {
+	m := newSimModel(r.job)
+	lastOf := map[string]int{}
+	for i, d := range r.history {
+		lastOf[r.job.keyOf(d.unit)] = i
+	}
+	mustKeys := map[string]bool{}
+	may := map[string]bool{}
+	for i, d := range r.history {
+		if r.isPoison(d.unit) {
+			continue
+		}
+		_, keys := m.apply(d)
+		last := lastOf[r.job.keyOf(d.unit)] == i
+		for _, k := range keys {
+			may[k] = true
+			if last {
+				mustKeys[k] = true
+			}
+		}
+		// Under overlap any version may be the one inserted first.
+		for fi, fx := range r.job.effects {
+			if fx.when == whenInserted || r.job.insertOnce {
+				may[oracleKey(fx.key, d.versions.vars(fi), d.unit)] = true
+			}
+		}
+	}
+	e := simExpect[U]{rows: m.rows, must: m.owed, may: may, parked: map[string]bool{}}
+	if r.sc.overlapping() {
+		e.relaxedRows = r.job.insertOnce
+		e.must = map[string]bool{}
+		for k := range m.owed {
+			if mustKeys[k] || r.insertedOnce(k) {
+				e.must[k] = true
+			}
+		}
+	}
+	if r.sc.poison > 0 && r.job.stage {
+		e.relaxedRows = true // the poison unit's batch is never published
+		e.must = map[string]bool{}
+	}
+	if r.sc.exactCalls() {
+		e.calls = map[string]int{}
+		for k := range e.must {
+			e.calls[k] = 1
+		}
+		r.prov.mu.Lock()
+		switch r.sc.family {
+		case "resplost", "failpre":
+			if r.sc.call < len(r.prov.order) {
+				e.calls[r.prov.order[r.sc.call]] = 2
+			}
+		case "failk":
+			if r.sc.call < len(r.prov.order) {
+				k := r.prov.order[r.sc.call]
+				max := r.effectOf(k).maxAttempts
+				if r.sc.times >= max {
+					e.calls[k] = max
+					e.parked[k] = true
+					delete(e.must, k)
+				} else {
+					e.calls[k] = r.sc.times + 1
+				}
+			}
+		case "takeover":
+			e.calls[r.pausedKey] = 2
+		}
+		r.prov.mu.Unlock()
+	}
+	return e
+}
+
+// insertedOnce reports whether an effect key is owed whatever the schedule:
+// every version of its unit renders the same key.
+func (r *simRun[U]) insertedOnce(k string) bool {
+	for fi, fx := range r.job.effects {
+		for _, d := range r.history {
+			if oracleKey(fx.key, d.versions.vars(fi), d.unit) != k {
+				continue
+			}
+			unit := r.job.keyOf(d.unit)
+			return !slices.ContainsFunc(r.history, func(o simDelivery[U]) bool {
+				return r.job.keyOf(o.unit) == unit && oracleKey(fx.key, o.versions.vars(fi), o.unit) != k
+			})
+		}
+	}
+	return false
+}
+
+// effectOf is the effect an applied key belongs to.
+func (r *simRun[U]) effectOf(key string) simEffect {
+	name := r.prov.effect[key]
+	for _, fx := range r.job.effects {
+		if fx.name == name {
+			return fx
+		}
+	}
+	return simEffect{}
+}
+
+// checkEnd checks the end state against the oracle.
+func (r *simRun[U]) checkEnd() []string {
+	ctx := context.Background()
+	obs := r.db.observer()
+	exp := r.expect()
+	if r.job.hasDest {
+		r.checkRows(ctx, exp)
+	}
+	r.prov.mu.Lock()
+	applied := maps.Clone(r.prov.applied)
+	calls := maps.Clone(r.prov.calls)
+	first := maps.Clone(r.prov.first)
+	r.prov.mu.Unlock()
+	for k := range exp.must {
+		if applied[k] != 1 {
+			r.violate("end: effect %s applied %d times, want once", k, applied[k])
+		}
+	}
+	for k := range applied {
+		if !exp.must[k] && !exp.may[k] {
+			r.violate("end: provider applied unexpected effect key %s (the spec's key templates give no such key)", k)
+		}
+	}
+	if exp.calls != nil {
+		for k, n := range calls {
+			if n != exp.calls[k] {
+				r.violate("end: provider called %d times for %s, want %d", n, k, exp.calls[k])
+			}
+		}
+		for k, n := range exp.calls {
+			if calls[k] == 0 && n > 0 {
+				r.violate("end: provider never called for %s, want %d calls", k, n)
+			}
+		}
+	}
+	for k := range exp.parked {
+		if applied[k] != 0 {
+			r.violate("end: effect %s applied though it failed max_attempts times", k)
+		}
+	}
+	if len(exp.parked) > 0 && r.parked == 0 {
+		r.violate("end: no report counted the parked effect")
+	}
+	entries, err := obs.auto().ledger(ctx)
+	if err != nil {
+		r.violate("end: read ledger: %v", err)
+	}
+	keep := map[string]bool{}
+	for _, fx := range r.job.effects {
+		keep[fx.name] = fx.keepResult
+	}
+	for _, e := range entries {
+		switch {
+		case exp.parked[e.Key] && e.State != stateFailed:
+			r.violate("end: ledger row %s is %s, want failed (parked after max_attempts)", e.Key, e.State)
+		case !exp.parked[e.Key] && e.State != stateDone:
+			r.violate("end: ledger row %s is %s, want done", e.Key, e.State)
+		case e.State == stateDone && applied[e.Key] != 1:
+			r.violate("end: ledger row %s is done but matches no applied effect", e.Key)
+		case e.State == stateDone && keep[e.Effect] && string(e.Result) != string(first[e.Key]):
+			r.violate("end: ledger row %s keeps result %q, want the provider's first answer %q", e.Key, e.Result, first[e.Key])
+		case e.State == stateDone && !keep[e.Effect] && len(e.Result) > 0:
+			r.violate("end: ledger row %s keeps a result though keep_result is off", e.Key)
+		}
+	}
+	if want := len(applied) + len(exp.parked); len(entries) != want && r.sc.family != "purge-old" {
+		r.violate("end: %d ledger rows for %d applied and %d parked effects, want one each", len(entries), len(applied), len(exp.parked))
+	}
+	if r.sc.family == "clean" {
+		r.checkCounts()
+	}
+	if r.sc.family == "mismatch" {
+		r.checkMismatch(ctx, exp)
+	}
+	if r.sc.family == "clean" && r.job.source == SourceNoneName {
+		r.checkReplay(ctx)
+	}
+	if r.sc.family == "bump" && r.sc.bump < 0 && r.job.hasDest {
+		verbs, closeInc := r.aux(r.now)
+		stale, err := verbs.stale(ctx, 100)
+		closeInc()
+		if err != nil || len(stale) > 0 {
+			r.violate("end: after a job version bump and a backfill, rows of the old version remain: %v (err %v)", stale, err)
+		}
+	}
+	r.checkRerun(ctx, exp)
+	if slices.ContainsFunc(r.job.effects, func(fx simEffect) bool { return fx.retention > 0 }) {
+		r.purgeNow(ctx, "after convergence", true)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.violations
+}
+
+// checkRows: one row per key, equal to the oracle's version.
+func (r *simRun[U]) checkRows(ctx context.Context, exp simExpect[U]) {
+	rows, err := r.job.rows(ctx, r.db.observer())
+	if err != nil {
+		r.violate("end: read rows: %v", err)
+		return
+	}
+	got := map[string]string{}
+	for _, row := range rows {
+		k := r.job.keyOf(row)
+		if _, dup := got[k]; dup {
+			r.violate("end: two rows for key %s", k)
+		}
+		got[k] = oracleJSON(row)
+	}
+	if exp.relaxedRows {
+		for k, row := range got {
+			if !r.isVersionOf(k, row) {
+				r.violate("end: row %s = %s is no version the source delivered", k, row)
+			}
+		}
+		return
+	}
+	if len(rows) != len(exp.rows) {
+		r.violate("end: %d rows, want one per key (%d)", len(rows), len(exp.rows))
+	}
+	for k, u := range exp.rows {
+		if want := oracleJSON(u); got[k] != want {
+			r.violate("end: row %s = %s, want %s", k, got[k], want)
+		}
+	}
+}
+
+func (r *simRun[U]) isVersionOf(key, row string) bool {
+	return slices.ContainsFunc(r.history, func(d simDelivery[U]) bool {
+		return r.job.keyOf(d.unit) == key && oracleJSON(d.unit) == row
+	})
+}
+
+// checkRerun: re-running the completed window, and backfilling from the
+// start, write nothing and perform nothing (a poison unit fails again).
+func (r *simRun[U]) checkRerun(ctx context.Context, exp simExpect[U]) {
+	failing := 0
+	if r.sc.poison > 0 {
+		failing = 1
+	}
+	r.setClock(r.now().Add(time.Minute))
+	out := r.cleanRun(len(r.phases) - 1)
+	if out.rep.Inserted+out.rep.Updated+out.rep.EffectsDone != 0 || (failing == 0 && out.err != nil) {
+		r.violate("end: a re-run changed something: %s (err %v)", out.rep, out.err)
+	}
+	if r.job.source != SourceWatermarkName {
+		return
+	}
+	out, _ = r.runTask(len(r.phases)-1, workBackfill)
+	rep, err := out.rep, out.err
+	if rep.Inserted+rep.Updated+rep.EffectsDone != 0 || (failing == 0 && (err != nil || rep.Failed != 0)) {
+		r.violate("end: a backfill from the start changed something: %s (err %v)", rep, err)
+	}
+}
+
+// checkCounts compares each sequential run's report with the oracle's
+// count of what it was served.
+func (r *simRun[U]) checkCounts() {
+	m := newSimModel(r.job)
+	served := func(inc int) []U {
+		switch r.job.source {
+		case SourceWatermarkName:
+			r.window.mu.Lock()
+			defer r.window.mu.Unlock()
+			return r.window.served[inc]
+		case SourceCursorName:
+			r.cursor.mu.Lock()
+			defer r.cursor.mu.Unlock()
+			return r.cursor.served[inc]
+		}
+		return nil
+	}
+	phase := 0
+	for _, run := range r.runs {
+		units := served(run.inc)
+		if r.job.source == SourceNoneName {
+			if phase >= len(r.phases) {
+				break
+			}
+			units = r.phases[phase]
+			phase++
+		}
+		var want Report
+		for _, u := range units {
+			o, keys := m.apply(simDelivery[U]{unit: u, versions: r.versions})
+			want.countUnit(o)
+			want.EffectsDone += len(keys)
+		}
+		got := run.rep
+		if got.Seen != want.Seen || got.Inserted != want.Inserted || got.Updated != want.Updated ||
+			got.Unchanged != want.Unchanged || got.Deduped != want.Deduped || got.Accepted != want.Accepted ||
+			got.Failed != 0 || got.EffectsDone != want.EffectsDone || got.EffectsFailed != 0 {
+			r.violate("report counts: got %s, the oracle wants seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d effects done=%d",
+				got, want.Seen, want.Inserted, want.Updated, want.Unchanged, want.Deduped, want.Accepted, want.EffectsDone)
+		}
+	}
+}
+
+// checkReplay: handing every unit in again returns, for each effect kept,
+// the provider's first result, and calls nothing.
+func (r *simRun[U]) checkReplay(ctx context.Context) {
+	verbs, closeInc := r.aux(r.now)
+	defer closeInc()
+	r.prov.mu.Lock()
+	before := r.prov.n
+	first := maps.Clone(r.prov.first)
+	r.prov.mu.Unlock()
+	rep, err := verbs.process(ctx, r.phases[0]...)
+	r.prov.mu.Lock()
+	calls := r.prov.n - before
+	r.prov.mu.Unlock()
+	if err != nil || calls != 0 || rep.Deduped != len(r.phases[0]) {
+		r.violate("replay: handing the units in again was not a pure dedupe: %s, %d provider calls (err %v)", rep, calls, err)
+	}
+	for _, ur := range rep.Units {
+		for _, er := range ur.Effects {
+			fx := r.effectOf(er.Key)
+			if fx.keepResult && string(er.Result) != string(first[er.Key]) {
+				r.violate("replay: effect %s returned %q, want the provider's first result %q", er.Key, er.Result, first[er.Key])
+			}
+		}
+	}
+}
+
+// checkMismatch redelivers a known unit with one field changed at a time,
+// for every field outside the key: each must be reported as a mismatch,
+// write nothing and perform nothing.
+func (r *simRun[U]) checkMismatch(ctx context.Context, exp simExpect[U]) {
+	verbs, closeInc := r.aux(r.now)
+	defer closeInc()
+	orig := r.phases[0][0]
+	for _, f := range r.job.fields {
+		if f.inKey {
+			continue
+		}
+		changed := oracleVary(orig, f)
+		r.prov.mu.Lock()
+		before := r.prov.n
+		r.prov.mu.Unlock()
+		rep, _ := verbs.process(ctx, changed)
+		r.prov.mu.Lock()
+		calls := r.prov.n - before
+		r.prov.mu.Unlock()
+		if rep.Mismatched != 1 || rep.Inserted+rep.Updated != 0 || calls != 0 {
+			r.violate("mismatch: %s redelivered with field %s changed was not reported as a mismatch: %s, %d provider calls", r.job.keyOf(orig), f.name, rep, calls)
+		}
+	}
+	if r.job.hasDest {
+		r.checkRows(ctx, exp)
+	}
+}
+
+// Subprocess mode: the test binary re-executes itself as a child that runs
+// the first run of phase 0 and exits for real at the planned point. The
+// fake provider's calls are journaled to a file, synced before each call
+// returns, so the outside world outlives the process.
+const (
+	simChildEnv     = "IDEMGEN_CRASHSIM_CHILD"
+	simChildCrashed = 73
+)
+
+// simChildDeaths counts children that died at their planned point.
+var simChildDeaths atomic.Int64
+
+type simChildSpec struct {
+	Locator string
+	CrashAt int
+	Journal string
+}
+
+// runChild runs phase 0's first run in a child process and merges what it
+// did at the provider; it reports whether the child died at its point.
+func (r *simRun[U]) runChild() bool {
+	journal := filepath.Join(r.t.TempDir(), "provider.journal")
+	spec, _ := json.Marshal(simChildSpec{Locator: r.db.locator(), CrashAt: r.sc.crashAt[0], Journal: journal})
+	test, sub, _ := strings.Cut(r.t.Name(), "/")
+	sub, _, _ = strings.Cut(sub, "/")
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$/^"+sub+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), simChildEnv+"="+string(spec))
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	crashed := errors.As(err, &exit) && exit.ExitCode() == simChildCrashed
+	if err != nil && !crashed {
+		r.violate("subprocess child failed: %v\n%s", err, out)
+	}
+	data, _ := os.ReadFile(journal)
+	r.prov.mu.Lock()
+	defer r.prov.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 3 {
+			continue
+		}
+		key := f[0]
+		r.prov.calls[key]++
+		r.prov.effect[key] = f[1]
+		r.prov.order = append(r.prov.order, key)
+		r.prov.n++
+		if r.prov.applied[key] == 0 {
+			r.prov.applied[key] = 1
+			r.prov.first[key] = []byte(f[2])
+		}
+	}
+	r.sc.crashAt = r.sc.crashAt[1:]
+	return crashed
+}
+
+// simChild is the child side: attach to the parent's database, replay the
+// fixture's first phase and run until the planned exit.
+func simChild[U any](t *testing.T, env simEnv, job *simJob[U], raw string) {
+	var spec simChildSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatalf("child spec: %v", err)
+	}
+	f, err := os.OpenFile(spec.Journal, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newScenario("child")
+	sc.crashAt = []int{spec.CrashAt}
+	r := newSimRun(t, job, env.attach(t, spec.Locator), sc, env.name())
+	r.child = true
+	r.prov.journal = f
+	r.setClock(phaseClock(0))
+	r.serve(0)
+	r.runTask(0, workPhase)
+	os.Exit(0) // finished before the planned point
+}
+
+func newSimRun[U any](t testing.TB, job *simJob[U], db simDB, sc simScenario, env string) *simRun[U] {
+	r := &simRun[U]{
+		t: t, job: job, db: db, sc: sc, env: env,
+		doneKeys: map[string]bool{}, late: map[string]bool{},
+		prov:     newSimProvider(),
+		window:   &simWindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.markOf, served: map[int][]U{}},
+		cursor:   &simCursorSource[U]{served: map[int][]U{}},
+		versions: baseVersions(job),
+	}
+	if sc.faults != nil {
+		r.prov.faults = sc.faults
+	}
+	if sc.family == "failk" {
+		r.prov.failCall, r.prov.failTimes = sc.call, sc.times
+	}
+	if sc.seed > 0 {
+		r.rng = rand.New(rand.NewPCG(sc.seed, 0))
+	}
+	if sc.poison > 0 {
+		r.poisonKey = job.keyOf(job.unit(sc.poison, 1))
+	}
+	r.phases = simPhases(job)
+	return r
+}
+
+// simSlots bounds how many scenarios play at once in this process; they
+// wait mostly on the database.
+var simSlots = make(chan struct{}, 4)
+
+// simulate runs every scenario family for one job on one database kind.
+// Under -short it plays a deterministic sample; IDEMGEN_CRASHSIM_SCENARIO
+// replays one scenario by name.
+func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
+	if raw := os.Getenv(simChildEnv); raw != "" {
+		simChild(t, env, job, raw)
+		return
+	}
+	start := time.Now()
+	deathsBefore := simChildDeaths.Load()
+	only := os.Getenv("IDEMGEN_CRASHSIM_SCENARIO")
+	failFast := os.Getenv("IDEMGEN_CRASHSIM_FAILFAST") != ""
+	var (
+		mu        sync.Mutex
+		failed    int
+		scenarios int
+		wg        sync.WaitGroup
+		families  = map[string]bool{}
+		broken    = map[string]bool{}
+	)
+	verbose := os.Getenv("IDEMGEN_CRASHSIM_VERBOSE") != ""
+	play := func(sc simScenario) *simRun[U] {
+		began := time.Now()
+		r := newSimRun(t, job, env.fresh(t), sc, env.name())
+		v := r.play()
+		r.db.close()
+		if verbose {
+			t.Logf("%s: %d violations in %s", sc, len(v), time.Since(began).Round(time.Millisecond))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(v) > 0 {
+			failed++
+			broken[sc.family] = true
+			if failed <= 5 {
+				t.Errorf("crashsim %s %s: scenario %q broke invariants:\n  %s\nreplay: IDEMGEN_CRASHSIM_SCENARIO=%q go test -run '%s' .",
+					job.name, env.name(), sc, strings.Join(v, "\n  "), sc.String(), t.Name())
+			}
+		}
+		return r
+	}
+	runOne := func(sc simScenario) {
+		if only != "" && sc.String() != only {
+			return
+		}
+		mu.Lock()
+		stop := failFast && failed > 0
+		if !stop {
+			scenarios++
+			families[sc.family] = true
+		}
+		mu.Unlock()
+		if stop {
+			return
+		}
+		wg.Add(1)
+		simSlots <- struct{}{}
+		go func() {
+			defer func() { <-simSlots; wg.Done() }()
+			play(sc)
+		}()
+	}
+
+	// Discovery: a clean run records the trace of points hit.
+	var clean *simRun[U]
+	if only == "" || only == "clean" {
+		scenarios++
+		families["clean"] = true
+		clean = play(newScenario("clean"))
+	} else {
+		clean = newSimRun(t, job, env.fresh(t), newScenario("clean"), env.name())
+		clean.play()
+		clean.db.close()
+	}
+	trace := slices.Clone(clean.trace[:clean.phaseHits])
+	for _, p := range job.points {
+		if !slices.ContainsFunc(trace, func(h simHit) bool { return h.p == p }) {
+			t.Errorf("crashsim %s %s: declared point %s never hit in discovery", job.name, env.name(), p)
+		}
+	}
+	if len(trace) == 0 {
+		t.Fatalf("crashsim %s %s: discovery hit no points", job.name, env.name())
+	}
+	full := os.Getenv("IDEMGEN_CRASHSIM_FULL") != ""
+	plan := simPlan(job, clean, trace, full)
+	if testing.Short() && only == "" && !full {
+		plan = simSample(plan)
+	}
+	for _, sc := range plan {
+		runOne(sc)
+	}
+	wg.Wait()
+	if only != "" && scenarios == 0 {
+		t.Fatalf("no scenario named %q", only)
+	}
+	deaths := simChildDeaths.Load() - deathsBefore
+	if only == "" && deaths == 0 {
+		t.Errorf("crashsim %s %s: no subprocess child died at its point: subprocess mode is not exercised", job.name, env.name())
+	}
+	fams := strings.Join(slices.Sorted(maps.Keys(families)), " ")
+	if failed == 0 {
+		t.Logf("crashsim %s %s: %d points, %d scenarios in %d families (%d real process deaths), all invariants held in %s\n  families: %s",
+			job.name, env.name(), len(trace), scenarios, len(families), deaths, time.Since(start).Round(time.Millisecond), fams)
+	} else {
+		t.Errorf("crashsim %s %s: %d of %d scenarios broke invariants (families: %s)", job.name, env.name(), failed, scenarios,
+			strings.Join(slices.Sorted(maps.Keys(broken)), ", "))
+	}
+}
+
+// simPlan enumerates every scenario of every family over the discovery trace.
+//
+// Without full, the statement boundaries just before a statement outside a
+// transaction are left out (the state there is the one after the previous
+// durable step, short of the engine work between them), and purge-old
+// takes every other point.
+func simPlan[U any](job *simJob[U], clean *simRun[U], trace []simHit, full bool) []simScenario {
+	var plan []simScenario
+	add := func(sc simScenario) { plan = append(plan, sc) }
+	at := func(family string, k int) simScenario {
+		sc := newScenario(family)
+		sc.at = k
+		return sc
+	}
+	crash := simCrashSites(trace, full)
+	for _, k := range crash {
+		sc := newScenario("crash")
+		sc.crashAt = []int{k}
+		add(sc)
+	}
+	rng := rand.New(rand.NewPCG(uint64(len(trace)), 7))
+	for range 8 {
+		k := crash[rng.IntN(len(crash))]
+		sc := newScenario("crash2")
+		sc.crashAt = []int{k, k + 1 + rng.IntN(len(trace)/2+1)}
+		add(sc)
+	}
+	clean.prov.mu.Lock()
+	order := slices.Clone(clean.prov.order)
+	clean.prov.mu.Unlock()
+	calls := min(len(order), callsBefore(clean, trace))
+	for c := 0; c < calls; c++ {
+		for _, f := range []struct {
+			family string
+			fault  simFault
+		}{{"resplost", faultRespLost}, {"failpre", faultFailPre}} {
+			sc := newScenario(f.family)
+			sc.call = c
+			sc.faults = map[int]simFault{c: f.fault}
+			add(sc)
+		}
+	}
+	firstPhase := len(trace)
+	if job.source != SourceNoneName {
+		if i := slices.IndexFunc(trace[1:], func(h simHit) bool { return h.p == pointRunStart }); i >= 0 {
+			firstPhase = i + 1
+		}
+	}
+	firstCall := map[string]int{} // effect -> its first call.before hit in phase 0
+	for k, h := range trace {
+		switch {
+		case h.p == pointUnitAfterCommit || h.p == pointProgressAfter:
+			add(at("commitunknown", k))
+		case h.p == job.failPoint() && h.detail != "":
+			add(at("writefail", k))
+		}
+		if h.p == pointEffectBeforeCall && k < firstPhase {
+			name := clean.prov.effect[h.detail]
+			if _, ok := firstCall[name]; !ok {
+				firstCall[name] = k
+			}
+		}
+	}
+	// preempt@p over every point of the first phase outside a transaction.
+	for k := 0; k < firstPhase; k++ {
+		if !simInTx(job, trace[k]) && trace[k].p != pointSQLBefore && trace[k].p != pointSQLAfter {
+			add(at("preempt", k))
+		}
+	}
+	poison := newScenario("poison")
+	poison.poison = 2
+	add(poison)
+	for i, fx := range job.effects {
+		c := slices.IndexFunc(order, func(k string) bool { return clean.prov.effect[k] == fx.name })
+		if c >= 0 {
+			for _, times := range []int{fx.maxAttempts - 1, fx.maxAttempts} {
+				if times < 1 {
+					continue
+				}
+				sc := newScenario("failk")
+				sc.call, sc.times = c, times
+				add(sc)
+			}
+		}
+		if k, ok := firstCall[fx.name]; ok {
+			for _, v := range []string{"b-done late-ok", "b-done late-fails", "b-paused late-ok", "b-paused late-fails"} {
+				sc := at("takeover", k)
+				sc.variant = v
+				add(sc)
+			}
+			add(at("livelease", k))
+		}
+		sc := newScenario("bump")
+		sc.bump = i + 1
+		add(sc)
+	}
+	if job.hasDest && job.source == SourceWatermarkName {
+		sc := newScenario("bump")
+		sc.bump = -1
+		add(sc)
+	}
+	if slices.ContainsFunc(job.effects, func(fx simEffect) bool { return fx.retention > 0 }) {
+		n := 0
+		for k, h := range trace {
+			if simInTx(job, h) || h.p == pointSQLBefore || h.p == pointSQLAfter {
+				continue
+			}
+			if full || n%2 == 0 {
+				add(at("purge-old", k))
+			}
+			if n%4 == 0 {
+				add(at("purge-young", k))
+			}
+			n++
+		}
+	}
+	if job.source == SourceNoneName {
+		add(newScenario("mismatch"))
+	}
+	// Subprocess: real process deaths at points spread over phase 0,
+	// including inside the write transaction.
+	phase0 := firstPhase
+	if job.source == SourceNoneName {
+		phase0 = len(trace) / 2
+	}
+	var exits []int
+	for i := 0; i < 5; i++ {
+		exits = append(exits, i*phase0/5)
+	}
+	if k := slices.IndexFunc(trace[:phase0], func(h simHit) bool { return h.p == pointUnitBeforeCommit }); k >= 0 {
+		exits = append(exits, k)
+	}
+	for _, k := range slices.Compact(slices.Sorted(slices.Values(exits))) {
+		sc := newScenario("subprocess")
+		sc.crashAt = []int{k}
+		add(sc)
+	}
+	add(newScenario("double"))
+	for seed := uint64(1); seed <= 4; seed++ {
+		sc := newScenario("concurrent")
+		sc.seed = seed
+		add(sc)
+	}
+	return plan
+}
+
+// callsBefore counts the provider calls the discovery run made before
+// convergence.
+func callsBefore[U any](clean *simRun[U], trace []simHit) int {
+	n := 0
+	for _, h := range trace {
+		if h.p == pointEffectBeforeCall {
+			n++
+		}
+	}
+	return n
+}
+
+// simCrashSites are the hits worth crashing at: every named point, and
+// every SQL boundary where durable state changes: before and after each
+// COMMIT, and around each statement outside a transaction. Inside a
+// transaction every boundary leaves the same durable state as the crash
+// just before its COMMIT (all of it rolls back), and a "before" right after
+// an "after" of the same worker is the same state again.
+func simCrashSites(trace []simHit, full bool) []int {
+	var sites []int
+	for k, h := range trace {
+		switch h.p {
+		case pointSQLBefore:
+			prev := k > 0 && trace[k-1].p == pointSQLAfter && trace[k-1].inc == h.inc
+			if h.detail == "COMMIT" || (full && strings.HasPrefix(h.detail, "auto ") && !prev) {
+				sites = append(sites, k)
+			}
+		case pointSQLAfter:
+			if h.detail == "COMMIT" || strings.HasPrefix(h.detail, "auto ") {
+				sites = append(sites, k)
+			}
+		default:
+			sites = append(sites, k)
+		}
+	}
+	return sites
+}
+
+// simSample is the -short plan: every family, a few of each, chosen
+// deterministically.
+func simSample(plan []simScenario) []simScenario {
+	byFamily := map[string][]simScenario{}
+	var order []string
+	for _, sc := range plan {
+		if _, ok := byFamily[sc.family]; !ok {
+			order = append(order, sc.family)
+		}
+		byFamily[sc.family] = append(byFamily[sc.family], sc)
+	}
+	quota := map[string]int{"crash": 10, "preempt": 3, "writefail": 2, "takeover": 2, "purge-old": 2, "subprocess": 1, "concurrent": 1, "crash2": 1}
+	var out []simScenario
+	for _, f := range order {
+		all := byFamily[f]
+		n := quota[f]
+		if n == 0 {
+			n = 1
+		}
+		if f == "failk" || f == "bump" {
+			n = len(all)
+		}
+		step := max(1, len(all)/n)
+		for i := 0; i < len(all) && len(out) < 1000; i += step {
+			out = append(out, all[i])
+			if n--; n == 0 {
+				break
+			}
+		}
+	}
+	return out
+}
