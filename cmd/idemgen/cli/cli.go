@@ -19,8 +19,8 @@ import (
 // Exit codes.
 const (
 	exitOK    = 0
-	exitFail  = 1 // spec errors, differences, vet findings, failed generation
-	exitUsage = 2 // usage errors, a spec that cannot be found or read
+	exitFail  = 1 // spec errors, differences, vet and lint findings, failed generation
+	exitUsage = 2 // usage errors, a spec that cannot be found or read, packages that do not load
 )
 
 const usage = `usage: idemgen <command> [arguments]
@@ -29,13 +29,14 @@ commands:
   generate [-f idemgen.yaml] [-v] [-strict]    write the generated package
   diff [-f idemgen.yaml | packages] [-strict]  print what generate would change; exit 1 if anything would
   vet [-f idemgen.yaml | packages] [-strict]   check the spec; exit 1 on errors (and warnings with -strict)
+  lint [-fix] [packages]                       check the Go code that uses generated packages; exit 1 on findings
   init [dir]                                   write a starter idemgen.yaml and generate.go in dir (default .)
   version                                      print idemgen's version
 
 Packages are patterns as for the go command (./..., ./jobs, example.com/svc/...);
 diff and vet work on every idemgen.yaml they find there.
-Exit status: 0 ok, 1 spec errors, differences or failure,
-2 usage error or a spec that cannot be found or read.
+Exit status: 0 ok, 1 spec errors, differences, findings or failure,
+2 usage error, a spec that cannot be found or read, or packages that do not load.
 Run 'idemgen help <command>' for a command's flags.
 `
 
@@ -58,6 +59,7 @@ func commands() []command {
 		{"generate", "[-f idemgen.yaml] [-v] [-strict]", "writes the generated package described by the spec; warnings are printed\nand stop nothing unless -strict", runGenerate},
 		{"diff", "[-f idemgen.yaml | packages] [-strict]", "writes nothing; prints a unified diff of what generate would change\n(changed, missing and stale files) and exits 1 if anything differs.\nWith package patterns (./...), it does so for every idemgen.yaml there", runDiff},
 		{"vet", "[-f idemgen.yaml | packages] [-strict]", "checks the spec and prints every error and warning; exits 1 on errors,\nand on warnings too with -strict. With package patterns (./...), it checks\nevery idemgen.yaml there", runVet},
+		{"lint", "[-fix] [packages]", "checks the Go code around generated packages (default: the package in .):\neffect implementations that drop or rewrite their idempotency key or drop\nthe provider's error, unit keys made from the clock or randomness, and\ndropped Process results. Exits 1 on findings, 2 when packages do not load.\nThe same checks run under go vet -vettool=$(which idemgen)", runLint},
 		{"init", "[dir]", "writes a commented starter idemgen.yaml and a generate.go with its\n//go:generate line into dir (default .); never overwrites a file", runInit},
 		{"version", "", "prints idemgen's version", runVersion},
 	}
@@ -115,6 +117,7 @@ type options struct {
 	fileSet bool   // whether -f was given
 	verbose bool   // -v
 	strict  bool   // -strict
+	fix     bool   // -fix
 }
 
 // flags returns the verb's flag set.
@@ -129,10 +132,15 @@ func (c command) flags(out io.Writer, o *options) *flag.FlagSet {
 	switch c.name {
 	case "generate":
 		fs.BoolVar(&o.verbose, "v", false, "list the files written and deleted")
+	case "lint":
+		fs.BoolVar(&o.fix, "fix", false, "apply the suggested fixes to the files instead of failing on them")
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: idemgen %s %s\n\n%s\n", c.name, c.args, indent(c.about))
 		fs.PrintDefaults()
+		if c.name == "lint" {
+			fmt.Fprintf(fs.Output(), "\nchecks:\n%s", lintHelp())
+		}
 	}
 	return fs
 }

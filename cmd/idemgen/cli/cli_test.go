@@ -104,11 +104,34 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-h"}, 0, "usage: idemgen <command>", ""},
 		{[]string{"help"}, 0, "usage: idemgen <command>", ""},
 		{[]string{"help", "diff"}, 0, "usage: idemgen diff [-f idemgen.yaml | packages] [-strict]", ""},
+		{[]string{"help", "lint"}, 0, "usage: idemgen lint [-fix] [packages]", ""},
 		{[]string{"generate", "-h"}, 0, "-v\tlist the files written", ""},
 	} {
 		code, out, errOut := run(t, tc.args...)
 		if code != tc.code || !contains(out, tc.stdout) || !contains(errOut, tc.stderr) {
 			t.Errorf("idemgen %q = %d\nstdout %q\nstderr %q\nwant %d, stdout with %q, stderr with %q", tc.args, code, out, errOut, tc.code, tc.stdout, tc.stderr)
+		}
+	}
+}
+
+// TestIsVetTool: only go vet's invocations go to unitchecker; a verb
+// never does, whatever its arguments end with.
+func TestIsVetTool(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"-V=full"}, true},
+		{[]string{"-flags"}, true},
+		{[]string{"-effectkey=false", "/tmp/go-build1/b001/vet.cfg"}, true},
+		{[]string{"/tmp/go-build1/b001/vet.cfg"}, true},
+		{nil, false},
+		{[]string{"vet", "-f", "odd.cfg"}, false},
+		{[]string{"lint", "./..."}, false},
+		{[]string{"version"}, false},
+	} {
+		if got := IsVetTool(tc.args); got != tc.want {
+			t.Errorf("IsVetTool(%q) = %v, want %v", tc.args, got, tc.want)
 		}
 	}
 }
