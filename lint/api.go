@@ -337,8 +337,10 @@ func scan(pkg *types.Package, info *types.Info, files []*ast.File) declared {
 		}
 		sig := fn.Signature()
 		params := sig.Params()
-		if !sig.Variadic() || params.Len() != 2 || !isContext(params.At(0).Type()) ||
-			!isUnit(params.At(1).Type().(*types.Slice).Elem()) || !lastIsError(sig.Results()) {
+		if !sig.Variadic() || params.Len() != 2 || !isContext(params.At(0).Type()) || !lastIsError(sig.Results()) {
+			continue
+		}
+		if units, ok := params.At(1).Type().(*types.Slice); !ok || !isUnit(units.Elem()) {
 			continue
 		}
 		if tn := recvTypeName(sig); tn != nil {

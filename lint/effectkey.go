@@ -400,7 +400,7 @@ var joiners = map[string][]string{
 func joinedParts(info *types.Info, e ast.Expr) []ast.Expr {
 	switch e := e.(type) {
 	case *ast.BinaryExpr:
-		if e.Op == token.ADD && isBasicString(info.TypeOf(e).Underlying()) {
+		if t := info.TypeOf(e); t != nil && e.Op == token.ADD && isBasicString(t.Underlying()) {
 			return []ast.Expr{e.X, e.Y}
 		}
 	case *ast.CallExpr:
@@ -413,8 +413,10 @@ func joinedParts(info *types.Info, e ast.Expr) []ast.Expr {
 			}
 		}
 	case *ast.CompositeLit:
-		if s, ok := types.Unalias(info.TypeOf(e)).Underlying().(*types.Slice); ok && isBasicString(s.Elem().Underlying()) {
-			return e.Elts
+		if t := info.TypeOf(e); t != nil {
+			if s, ok := t.Underlying().(*types.Slice); ok && isBasicString(s.Elem().Underlying()) {
+				return e.Elts
+			}
 		}
 	}
 	return nil

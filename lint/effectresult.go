@@ -91,7 +91,11 @@ func droppedErrors(pass *analysis.Pass, im impl, held map[*types.Var]bool, in *i
 		if innermostFunc(c) != im.fn || !takesKey(info, call, held) {
 			continue
 		}
-		sig, ok := types.Unalias(info.TypeOf(call.Fun)).Underlying().(*types.Signature)
+		ft := info.TypeOf(call.Fun)
+		if ft == nil {
+			continue
+		}
+		sig, ok := ft.Underlying().(*types.Signature)
 		if !ok || !lastIsError(sig.Results()) || ignorable(info, call) {
 			continue
 		}

@@ -159,7 +159,11 @@ func assignments(pass *analysis.Pass, in *inspector.Inspector) func(yield func(a
 						}
 						continue
 					}
-					sig, ok := types.Unalias(info.TypeOf(n.Fun)).Underlying().(*types.Signature)
+					ft := info.TypeOf(n.Fun)
+					if ft == nil {
+						continue
+					}
+					sig, ok := ft.Underlying().(*types.Signature)
 					if !ok {
 						continue
 					}
@@ -245,10 +249,12 @@ func paramType(sig *types.Signature, i int, spread bool) types.Type {
 	case n == 0:
 		return nil
 	case sig.Variadic() && i >= n-1:
-		if spread {
-			return nil
+		// (append's signature for append([]byte, string...) ends in a
+		// string, not a slice.)
+		if s, ok := sig.Params().At(n - 1).Type().(*types.Slice); ok && !spread {
+			return s.Elem()
 		}
-		return sig.Params().At(n - 1).Type().(*types.Slice).Elem()
+		return nil
 	case i < n:
 		return sig.Params().At(i).Type()
 	}
