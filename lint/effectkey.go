@@ -32,6 +32,12 @@ the time, a random number or UUID, a counter, the process.`,
 }
 
 func runEffectKey(pass *analysis.Pass) (any, error) {
+	return eachImpl(pass, (*keyCheck).check)
+}
+
+// eachImpl runs check on every effect implementation of the package, when
+// a generated package is in sight.
+func eachImpl(pass *analysis.Pass, check func(*keyCheck, impl)) (any, error) {
 	api := pass.ResultOf[API].(*APIResult)
 	if api.Empty() {
 		return nil, nil
@@ -39,7 +45,7 @@ func runEffectKey(pass *analysis.Pass) (any, error) {
 	in := pass.ResultOf[inspect.Analyzer].(*inspector.Inspector)
 	ck := newKeyCheck(pass, api, in)
 	for _, im := range implementations(pass, api, in) {
-		ck.check(im)
+		check(ck, im)
 	}
 	return nil, nil
 }

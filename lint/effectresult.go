@@ -36,29 +36,24 @@ lost, where SPEC.md promises it is performed at least once after recovery.`,
 var noErrors = []string{"fmt", "strings", "bytes", "hash", "crypto", "log"}
 
 func runEffectResult(pass *analysis.Pass) (any, error) {
-	api := pass.ResultOf[API].(*APIResult)
-	if api.Empty() {
-		return nil, nil
+	return eachImpl(pass, checkResult)
+}
+
+func checkResult(ck *keyCheck, im impl) {
+	key := ck.keyVar(im)
+	if key == nil {
+		return // effectkey reports it
 	}
-	in := pass.ResultOf[inspect.Analyzer].(*inspector.Inspector)
-	ck := newKeyCheck(pass, api, in)
-	for _, im := range implementations(pass, api, in) {
-		key := ck.keyVar(im)
-		if key == nil {
-			continue // effectkey reports it
-		}
-		reads := ck.reads(im.fn, key)
-		if len(reads) == 0 {
-			continue
-		}
-		if g, ok := onlyInGoroutines(reads, im.fn); ok {
-			pass.Report(analysis.Diagnostic{Pos: g.Pos(), End: g.End(), Category: "goroutine",
-				Message: fmt.Sprintf("%s calls the provider in a goroutine and returns before it has acted: the job then records the effect as done, and a crash or a failed call loses it for good; call the provider synchronously and return its error", im.name)})
-			continue
-		}
-		droppedErrors(pass, im, holders(pass.TypesInfo, im.fn, key), in)
+	reads := ck.reads(im.fn, key)
+	if len(reads) == 0 {
+		return
 	}
-	return nil, nil
+	if g, ok := onlyInGoroutines(reads, im.fn); ok {
+		ck.pass.Report(analysis.Diagnostic{Pos: g.Pos(), End: g.End(), Category: "goroutine",
+			Message: fmt.Sprintf("%s calls the provider in a goroutine and returns before it has acted: the job then records the effect as done, and a crash or a failed call loses it for good; call the provider synchronously and return its error", im.name)})
+		return
+	}
+	droppedErrors(ck.pass, im, holders(ck.pass.TypesInfo, im.fn, key), ck.in)
 }
 
 // onlyInGoroutines reports whether every read is inside a go statement of
