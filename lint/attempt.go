@@ -2,11 +2,13 @@ package lint
 
 import (
 	"go/ast"
+	"go/constant"
 	"go/token"
 	"go/types"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/types/typeutil"
@@ -134,10 +136,16 @@ type flow struct {
 	fn       ast.Node // *ast.FuncDecl or *ast.FuncLit
 	counters map[*types.Var]bool
 	tied     map[*types.Var]string // local variable → where its value comes from
+	// periods, when not nil, is the package under analysis, and the time
+	// cut down to a period (the day, the week) is no value of the attempt.
+	// So for unit keys, where a job keyed by its period (weekly_summary) is
+	// a design; not for effect keys, which must not change when a retry
+	// falls on the next day.
+	periods *types.Package
 }
 
-func newFlow(info *types.Info, fn ast.Node, counters map[*types.Var]bool) *flow {
-	f := &flow{info: info, fn: fn, counters: counters, tied: map[*types.Var]string{}}
+func newFlow(info *types.Info, fn ast.Node, counters map[*types.Var]bool, periods *types.Package) *flow {
+	f := &flow{info: info, fn: fn, counters: counters, tied: map[*types.Var]string{}, periods: periods}
 	// Flow-insensitive, to a fixed point: a local assigned a tied value
 	// anywhere holds one.
 	for changed := true; changed; {
@@ -204,6 +212,9 @@ func (f *flow) source(e ast.Expr) string {
 				src = s
 				return false
 			}
+			if f.periods != nil && period(f.info, f.periods, n) {
+				return false
+			}
 		case *ast.SelectorExpr:
 			if v, ok := f.info.ObjectOf(n.Sel).(*types.Var); ok && f.counters[v] && !f.local(v) {
 				src = "the counter " + types.ExprString(n)
@@ -223,4 +234,59 @@ func (f *flow) source(e ast.Expr) string {
 		return src == ""
 	})
 	return src
+}
+
+// periodMethods are the methods of time.Time that cut an instant down to a
+// period or a calendar field.
+var periodMethods = []string{"Truncate", "Round", "Date", "ISOWeek", "Year", "Month", "Day", "YearDay", "Weekday"}
+
+// period reports whether call cuts the time it is given down to a period:
+// t.Truncate(24*time.Hour), t.Format("2006-01-02") (a layout without the
+// time of day), or a function of the user's that takes a time.Time
+// (startOfWeek(now)), which is taken to do so.
+func period(info *types.Info, pkg *types.Package, call *ast.CallExpr) bool {
+	fn, ok := typeutil.Callee(info, call).(*types.Func)
+	if !ok || fn.Pkg() == nil {
+		return false
+	}
+	sig := fn.Signature()
+	if recv := sig.Recv(); recv != nil && isTime(recv.Type()) {
+		switch name := fn.Name(); {
+		case slices.Contains(periodMethods, name):
+			return true
+		case name == "Format" && len(call.Args) == 1:
+			layout := info.Types[call.Args[0]].Value
+			if layout == nil || layout.Kind() != constant.String {
+				return false
+			}
+			l := constant.StringVal(layout)
+			day := time.Date(2001, 2, 3, 0, 0, 0, 0, time.UTC)
+			return day.Format(l) == day.Add(13*time.Hour+14*time.Minute+15*time.Second+123456789).Format(l)
+		}
+		return false
+	}
+	if fn.Pkg() != pkg && isStd(fn.Pkg().Path()) {
+		return false
+	}
+	for p := range sig.Params().Variables() {
+		if isTime(p.Type()) {
+			return true
+		}
+	}
+	return false
+}
+
+// isStd reports whether path is a standard library package: no dot in
+// its first element, as the go command decides.
+func isStd(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+func isTime(t types.Type) bool {
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	n, ok := types.Unalias(t).(*types.Named)
+	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "time" && n.Obj().Name() == "Time"
 }

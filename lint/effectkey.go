@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
+	"slices"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/analysis/passes/inspect"
@@ -77,7 +78,7 @@ func (ck *keyCheck) check(im impl) {
 		}
 		return
 	}
-	f := newFlow(info, im.fn, ck.counters)
+	f := newFlow(info, im.fn, ck.counters, nil)
 	held := holders(info, im.fn, key)
 	mentions := func(e ast.Expr) bool { return mentionsAny(info, e, held) }
 
@@ -134,7 +135,7 @@ func (ck *keyCheck) check(im impl) {
 				src = s
 			}
 		}
-		if !withKey || src == "" || enclosedBy(c, reported) {
+		if !withKey || src == "" || enclosedBy(c, reported) || messageOnly(info, c) {
 			continue
 		}
 		reported[e] = true
@@ -426,6 +427,31 @@ func joinedParts(info *types.Info, e ast.Expr) []ast.Expr {
 		}
 	}
 	return nil
+}
+
+// messages are the functions whose string arguments are messages for
+// people (logs, errors), not keys, by package path; nil means all.
+var messages = map[string][]string{
+	"log":      nil,
+	"log/slog": nil,
+	"errors":   {"New"},
+	"fmt":      {"Print", "Printf", "Println", "Fprint", "Fprintf", "Fprintln", "Errorf"},
+}
+
+// messageOnly reports whether the expression at c is an argument of a
+// logging or error-making call: the key in a log line next to the time is
+// no key.
+func messageOnly(info *types.Info, c inspector.Cursor) bool {
+	call, ok := c.Parent().Node().(*ast.CallExpr)
+	if !ok || c.ParentEdgeKind().FieldName() != "Args" {
+		return false
+	}
+	fn, ok := typeutil.Callee(info, call).(*types.Func)
+	if !ok || fn.Pkg() == nil {
+		return false
+	}
+	names, ok := messages[fn.Pkg().Path()]
+	return ok && (names == nil || slices.Contains(names, fn.Name()))
 }
 
 // attemptHarm says what a key made with src does, and what to do.

@@ -19,7 +19,9 @@ unit key, e.g. "payments:event:{event_id}"). A unit built with such a field
 set from the time, a random number or UUID, a counter or the process gets a
 new key every time it is handed in or fetched again: a redelivered webhook
 or a retried request is then written, and its effects performed, twice.
-unitkey reports such fields, in composite literals and assignments.`,
+unitkey reports such fields, in composite literals and assignments. The time
+cut down to a period (t.Truncate, t.Format("2006-01-02"), a function of
+yours that takes a time.Time) is fine: a job keyed by its day or week.`,
 	URL:      "https://github.com/idemgen/idemgen#checking-the-code-around-it",
 	Requires: []*analysis.Analyzer{API},
 	Run:      runUnitKey,
@@ -49,7 +51,7 @@ func runUnitKey(pass *analysis.Pass) (any, error) {
 			continue
 		}
 		for _, decl := range file.Decls {
-			f := newFlow(info, decl, ctrs)
+			f := newFlow(info, decl, ctrs, pass.Pkg)
 			ast.Inspect(decl, func(n ast.Node) bool {
 				switch n := n.(type) {
 				case *ast.CompositeLit:

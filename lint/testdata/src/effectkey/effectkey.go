@@ -2,7 +2,9 @@ package effectkey
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log"
 	"math/rand"
 	"strconv"
 	"strings"
@@ -41,6 +43,17 @@ func (recomputed) NotifyNewInvoice(ctx context.Context, _ string, inv billing.In
 	return api.Send(ctx, billing.NotifyNewInvoiceKey(inv), inv.CustomerID)
 }
 
+// Good: the time next to the key in a log line or an error is no key.
+type logging struct{}
+
+func (logging) NotifyNewInvoice(ctx context.Context, key string, inv billing.Invoice) error {
+	log.Print("notify " + key + " at " + time.Now().String())
+	if err := api.Send(ctx, key, inv.CustomerID); err != nil {
+		return errors.New(key + " failed at " + time.Now().String())
+	}
+	return nil
+}
+
 // Bad: the key is dropped.
 type dropper struct{}
 
@@ -76,6 +89,13 @@ type stamped struct{}
 
 func (stamped) NotifyNewInvoice(ctx context.Context, key string, inv billing.Invoice) error {
 	return api.Send(ctx, key+"-"+time.Now().Format(time.RFC3339), inv.CustomerID) // want `\(stamped\).NotifyNewInvoice, which implements billing.NotifyNewInvoice, joins time.Now\(\) to its idempotency key; time.Now\(\) differs on every attempt`
+}
+
+// Bad: a key per day is a new key when the retry falls on the next day.
+type daily struct{}
+
+func (daily) NotifyNewInvoice(ctx context.Context, key string, inv billing.Invoice) error {
+	return api.Send(ctx, key+time.Now().Format("2006-01-02"), inv.CustomerID) // want `joins time.Now\(\) to its idempotency key`
 }
 
 // Bad: through a local and fmt.Sprintf.

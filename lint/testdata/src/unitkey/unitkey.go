@@ -50,6 +50,29 @@ func handlePositional(ctx context.Context) error {
 	return err
 }
 
+// Good: a unit keyed by its period is a design (a daily or weekly job),
+// not a value of the attempt.
+func handleDaily(ctx context.Context) error {
+	now := time.Now()
+	_, err := hook.Process(ctx,
+		billing.Payment{EventID: now.Format("2006-01-02")},
+		billing.Payment{EventID: startOfWeek(now)},
+		billing.Payment{EventID: time.Now().Truncate(time.Hour).String()},
+	)
+	return err
+}
+
+func startOfWeek(t time.Time) string {
+	y, w := t.ISOWeek()
+	return fmt.Sprint(y, w)
+}
+
+// Bad: the time of day is no period.
+func handleStampedDay(ctx context.Context) error {
+	_, err := hook.Process(ctx, billing.Payment{EventID: time.Now().Format(time.RFC3339)}) // want `set from time.Now\(\)`
+	return err
+}
+
 var fetched int
 
 // Bad in a source too: a unit fetched again gets a new key.
