@@ -24,9 +24,11 @@ interface, or a function given to its …Func adapter) receives the effect's
 idempotency key so that it can pass it to the provider (Stripe's
 Idempotency-Key, say): a retry after a crash then carries the same key and
 the provider performs the effect once. effectkey reports an implementation
-that never uses its key, that passes the unit's key (unit.Key()) in its
-place, or that rewrites it with, or joins it to, a value of the attempt:
-the time, a random number or UUID, a counter, the process.`,
+that never uses its key (writing it only into a log line or an error, or
+handing it to a function of the package that drops it, is not using it),
+that passes the unit's key (unit.Key()) in its place, or that rewrites it
+with, or joins it to, a value of the attempt: the time, a random number or
+UUID, a counter, the process.`,
 	URL:      "https://github.com/idemgen/idemgen#checking-the-code-around-it",
 	Requires: []*analysis.Analyzer{API, inspect.Analyzer},
 	Run:      runEffectKey,
@@ -271,7 +273,7 @@ func (ck *keyCheck) unused(im impl) {
 
 // reads returns where fn reads v, the key. Passing it to a function of
 // this package that does not use it in turn does not count, nor does
-// assigning it to _.
+// assigning it to _ or writing it into a log line or an error message.
 func (ck *keyCheck) reads(fn ast.Node, v *types.Var) []inspector.Cursor {
 	info := ck.pass.TypesInfo
 	root, ok := ck.in.Root().FindNode(fn)
@@ -303,6 +305,9 @@ func (ck *keyCheck) reads(fn ast.Node, v *types.Var) []inspector.Cursor {
 					}
 				}
 			}
+		}
+		if messageOnly(info, c) {
+			continue
 		}
 		out = append(out, c)
 	}
@@ -438,20 +443,33 @@ var messages = map[string][]string{
 	"fmt":      {"Print", "Printf", "Println", "Fprint", "Fprintf", "Fprintln", "Errorf"},
 }
 
-// messageOnly reports whether the expression at c is an argument of a
-// logging or error-making call: the key in a log line next to the time is
-// no key.
+// messageOnly reports whether the expression at c goes, alone or joined
+// into a string, to a logging or error-making call: the key in a log line
+// is not passed on, and the time next to it there is no key.
 func messageOnly(info *types.Info, c inspector.Cursor) bool {
-	call, ok := c.Parent().Node().(*ast.CallExpr)
-	if !ok || c.ParentEdgeKind().FieldName() != "Args" {
-		return false
+	for {
+		parent := c.Parent()
+		switch p := parent.Node().(type) {
+		case *ast.BinaryExpr, *ast.ParenExpr:
+		case *ast.CallExpr:
+			if c.ParentEdgeKind().FieldName() != "Args" {
+				return false
+			}
+			fn, ok := typeutil.Callee(info, p).(*types.Func)
+			if !ok || fn.Pkg() == nil {
+				return false
+			}
+			if names, ok := messages[fn.Pkg().Path()]; ok && (names == nil || slices.Contains(names, fn.Name())) {
+				return true
+			}
+			if joinedParts(info, p) == nil {
+				return false
+			}
+		default:
+			return false
+		}
+		c = parent
 	}
-	fn, ok := typeutil.Callee(info, call).(*types.Func)
-	if !ok || fn.Pkg() == nil {
-		return false
-	}
-	names, ok := messages[fn.Pkg().Path()]
-	return ok && (names == nil || slices.Contains(names, fn.Name()))
 }
 
 // attemptHarm says what a key made with src does, and what to do.

@@ -61,6 +61,17 @@ func (dropper) NotifyNewInvoice(ctx context.Context, key string, inv billing.Inv
 	return api.Send(ctx, inv.InvoiceID, inv.CustomerID)
 }
 
+// Bad: the key only goes to the log.
+type logOnly struct{}
+
+func (logOnly) NotifyNewInvoice(ctx context.Context, key string, inv billing.Invoice) error { // want `\(logOnly\).NotifyNewInvoice, which implements billing.NotifyNewInvoice, never uses its idempotency key`
+	log.Printf("notify %s", key)
+	if err := api.Send(ctx, inv.InvoiceID, inv.CustomerID); err != nil {
+		return fmt.Errorf("notify %s: %w", key, err)
+	}
+	return nil
+}
+
 // Bad: dropped through a helper that ignores its parameter.
 type delegator struct{}
 
