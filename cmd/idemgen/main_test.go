@@ -19,18 +19,16 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/idemgen/idemgen/cmd/idemgen/cli"
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/writeout"
 	"github.com/idemgen/idemgen/generator"
 )
 
-// TestMain makes this test binary the idemgen command of the scripts. The
-// same binary is also the sqlc child that generate starts, because cli.Main
-// checks for the child environment before anything else.
+// TestMain makes this test binary the idemgen command of the scripts, by
+// its main: so it is also the sqlc child that generate starts (cli.Main
+// checks for the child environment before anything else) and the vet tool
+// of go vet -vettool.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
-		"idemgen": func() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
-	})
+	testscript.Main(m, map[string]func(){"idemgen": main})
 }
 
 func TestScripts(t *testing.T) {
@@ -89,6 +87,14 @@ func setupGo(env *testscript.Env) error {
 		return fmt.Errorf("the module root: %w", err)
 	}
 	env.Setenv("IDEMGEN_ROOT", root)
+	// The idemgen command testscript installed, for go vet -vettool,
+	// which wants a path.
+	for _, dir := range filepath.SplitList(env.Getenv("PATH")) {
+		if p := filepath.Join(dir, "idemgen"); fileExists(p) {
+			env.Setenv("IDEMGEN_BIN", p)
+			break
+		}
+	}
 	if _, err := exec.LookPath("go"); err != nil {
 		return nil
 	}
@@ -98,6 +104,11 @@ func setupGo(env *testscript.Env) error {
 	}
 	env.Vars = append(env.Vars, vars...)
 	return nil
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
 }
 
 // cmdExits runs a program and checks its exact exit code:

@@ -49,7 +49,7 @@ func Parse(name string, data []byte) (f *File, diags Diagnostics) {
 		r.errorf(Pos{1, 1}, "spec is empty")
 		return f, r.diags
 	} else if err != nil {
-		r.errorf(yamlErrorPos(err), "%s", yamlErrorMsg(err))
+		r.errorf(yamlErrorPos(data, err), "%s", yamlErrorMsg(err))
 		return f, r.diags
 	}
 	var extra yaml.Node
@@ -447,28 +447,81 @@ func kindName(n *yaml.Node) string {
 	return fmt.Sprintf("%q", n.Value)
 }
 
-func yamlErrorPos(err error) Pos {
-	// yaml.v3 reports "yaml: line N: ..." without a column.
-	msg := err.Error()
-	if i := strings.Index(msg, "line "); i >= 0 {
-		rest := msg[i+5:]
-		if j := strings.IndexByte(rest, ':'); j > 0 {
-			if line, err := strconv.Atoi(rest[:j]); err == nil {
-				return Pos{line, 1}
+// yamlErrorPos finds where a YAML syntax error is. yaml.v3 reports one
+// line per error, and not the problem's: for parser errors it is the
+// 0-based line of the enclosing construct (so one line early), for scanner
+// errors the 1-based line where the token being scanned began. Neither says
+// the column. So the position is found the way a reader would: the first
+// line, and then the first column on it, at which the document read up to
+// there already fails with the same message. Never before the line yaml.v3
+// names minus one, and bounded, so that a huge spec costs a few parses.
+func yamlErrorPos(data []byte, err error) Pos {
+	reported, problem := yamlErrorLine(err)
+	if reported == 0 {
+		reported = 1
+	}
+	fails := func(prefix []byte) bool {
+		var n yaml.Node
+		err := yaml.Unmarshal(prefix, &n)
+		if err == nil {
+			return false
+		}
+		_, p := yamlErrorLine(err)
+		return p == problem
+	}
+	// Line starts: starts[i] is the offset of line i+1.
+	starts := []int{0}
+	for i, c := range data {
+		if c == '\n' && i+1 < len(data) {
+			starts = append(starts, i+1)
+		}
+	}
+	lineEnd := func(line int) int { // offset just past line's newline
+		if line < len(starts) {
+			return starts[line]
+		}
+		return len(data)
+	}
+	budget := 16 * MaxSize // bytes parsed while probing, at most
+	probe := func(prefix []byte) bool {
+		budget -= len(prefix)
+		return budget >= 0 && fails(prefix)
+	}
+	for line := max(1, reported-1); line <= len(starts) && budget > 0; line++ {
+		if !probe(data[:lineEnd(line)]) {
+			continue
+		}
+		// The line is found; now the first column that makes it fail.
+		start := starts[line-1]
+		col := 0
+		for i, r := range string(data[start:lineEnd(line)]) {
+			col++
+			if probe(data[:start+i+utf8.RuneLen(r)]) {
+				return Pos{line, col}
+			}
+		}
+		return Pos{line, 1}
+	}
+	return Pos{reported, 1}
+}
+
+// yamlErrorLine splits a yaml.v3 error into the line it names (0 when it
+// names none) and the problem text.
+func yamlErrorLine(err error) (line int, problem string) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if n, text, ok := strings.Cut(rest, ":"); ok {
+			if l, err := strconv.Atoi(n); err == nil {
+				return l, strings.TrimSpace(text)
 			}
 		}
 	}
-	return Pos{1, 1}
+	return 0, msg
 }
 
 func yamlErrorMsg(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if i := strings.Index(msg, "line "); i == 0 {
-		if j := strings.IndexByte(msg, ':'); j > 0 {
-			msg = strings.TrimSpace(msg[j+1:])
-		}
-	}
-	return "invalid YAML: " + msg
+	_, problem := yamlErrorLine(err)
+	return "invalid YAML: " + problem
 }
 
 func firstInvalidUTF8(data []byte) Pos {

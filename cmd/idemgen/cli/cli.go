@@ -19,20 +19,24 @@ import (
 // Exit codes.
 const (
 	exitOK    = 0
-	exitFail  = 1 // spec errors, differences, vet findings, failed generation
-	exitUsage = 2
+	exitFail  = 1 // spec errors, differences, vet and lint findings, failed generation
+	exitUsage = 2 // usage errors, a spec that cannot be found or read, packages that do not load
 )
 
 const usage = `usage: idemgen <command> [arguments]
 
 commands:
-  generate [-f idemgen.yaml] [-v]  write the generated package
-  diff [-f idemgen.yaml]           print what generate would change; exit 1 if anything would
-  vet [-f idemgen.yaml]            check the spec; exit 1 on any error or warning
-  init [dir]                       write a starter idemgen.yaml and generate.go in dir (default .)
-  version                          print idemgen's version
+  generate [-f idemgen.yaml] [-v] [-strict]    write the generated package
+  diff [-f idemgen.yaml | packages] [-strict]  print what generate would change; exit 1 if anything would
+  vet [-f idemgen.yaml | packages] [-strict]   check the spec; exit 1 on errors (and warnings with -strict)
+  lint [-fix] [packages]                       check the Go code that uses generated packages; exit 1 on findings
+  init [dir]                                   write a starter idemgen.yaml and generate.go in dir (default .)
+  version                                      print idemgen's version
 
-Exit status: 0 ok, 1 spec errors, differences or failure, 2 usage error.
+Packages are patterns as for the go command (./..., ./jobs, example.com/svc/...);
+diff and vet work on every idemgen.yaml they find there.
+Exit status: 0 ok, 1 spec errors, differences, findings or failure,
+2 usage error, a spec that cannot be found or read, or packages that do not load.
 Run 'idemgen help <command>' for a command's flags.
 `
 
@@ -52,9 +56,10 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"generate", "[-f idemgen.yaml] [-v]", "writes the generated package described by the spec", runGenerate},
-		{"diff", "[-f idemgen.yaml]", "writes nothing; prints a unified diff of what generate would change\n(changed, missing and stale files) and exits 1 if anything differs", runDiff},
-		{"vet", "[-f idemgen.yaml]", "checks the spec and prints every error and warning; exits 1 on any", runVet},
+		{"generate", "[-f idemgen.yaml] [-v] [-strict]", "writes the generated package described by the spec; warnings are printed\nand stop nothing unless -strict", runGenerate},
+		{"diff", "[-f idemgen.yaml | packages] [-strict]", "writes nothing; prints a unified diff of what generate would change\n(changed, missing and stale files) and exits 1 if anything differs.\nWith package patterns (./...), it does so for every idemgen.yaml there", runDiff},
+		{"vet", "[-f idemgen.yaml | packages] [-strict]", "checks the spec and prints every error and warning; exits 1 on errors,\nand on warnings too with -strict. With package patterns (./...), it checks\nevery idemgen.yaml there", runVet},
+		{"lint", "[-fix] [packages]", "checks the Go code around generated packages (default: the package in .):\neffect implementations that drop or rewrite their idempotency key or drop\nthe provider's error, unit keys made from the clock or randomness, and\ndropped Process results. Exits 1 on findings, 2 when packages do not load.\nThe same checks run under go vet -vettool=$(which idemgen)", runLint},
 		{"init", "[dir]", "writes a commented starter idemgen.yaml and a generate.go with its\n//go:generate line into dir (default .); never overwrites a file", runInit},
 		{"version", "", "prints idemgen's version", runVersion},
 	}
@@ -79,7 +84,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 && verb == "help" {
 			if c, ok := lookup(args[1]); ok {
-				c.flags(stdout, new(string), new(bool)).Usage()
+				c.flags(stdout, new(options)).Usage()
 				return exitOK
 			}
 			fmt.Fprintf(stderr, "idemgen help: unknown command %q\n", args[1])
@@ -106,21 +111,36 @@ func lookup(name string) (command, bool) {
 	return command{}, false
 }
 
-// flags returns the verb's flag set; -f and -v are bound only for the verbs
-// that take them.
-func (c command) flags(out io.Writer, file *string, verbose *bool) *flag.FlagSet {
+// options are the flags of all verbs; each verb binds those it takes.
+type options struct {
+	file    string // -f
+	fileSet bool   // whether -f was given
+	verbose bool   // -v
+	strict  bool   // -strict
+	fix     bool   // -fix
+}
+
+// flags returns the verb's flag set.
+func (c command) flags(out io.Writer, o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("idemgen "+c.name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	switch c.name {
 	case "generate", "diff", "vet":
-		fs.StringVar(file, "f", "idemgen.yaml", "the spec `file`; out is resolved relative to it")
+		fs.StringVar(&o.file, "f", specName, "the spec `file`; out is resolved relative to it")
+		fs.BoolVar(&o.strict, "strict", false, "treat warnings as errors")
 	}
-	if c.name == "generate" {
-		fs.BoolVar(verbose, "v", false, "list the files written and deleted")
+	switch c.name {
+	case "generate":
+		fs.BoolVar(&o.verbose, "v", false, "list the files written and deleted")
+	case "lint":
+		fs.BoolVar(&o.fix, "fix", false, "apply the suggested fixes to the files instead of failing on them")
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: idemgen %s %s\n\n%s\n", c.name, c.args, indent(c.about))
 		fs.PrintDefaults()
+		if c.name == "lint" {
+			fmt.Fprintf(fs.Output(), "\nchecks:\n%s", lintHelp())
+		}
 	}
 	return fs
 }
@@ -136,12 +156,15 @@ func indent(s string) string {
 	return out
 }
 
-// parseFlags parses a verb's arguments. It returns the positional
-// arguments, or an exit code when the verb should stop: 0 after -h, 2 after
-// a bad flag or too many arguments.
-func parseFlags(e env, name string, args []string, maxArgs int, file *string, verbose *bool) ([]string, int, bool) {
+// parseFlags parses a verb's arguments into o. It returns the positional
+// arguments, or an exit code when the verb should stop: 0 after -h, 2
+// after a bad flag or more than maxArgs arguments (maxArgs < 0: any number).
+func parseFlags(e env, name string, args []string, maxArgs int, o *options) ([]string, int, bool) {
 	c, _ := lookup(name)
-	fs := c.flags(e.stderr, file, verbose)
+	if o == nil {
+		o = new(options)
+	}
+	fs := c.flags(e.stderr, o)
 	// flag prints errors itself; usage is printed here, to stdout when asked for.
 	printUsage := fs.Usage
 	fs.Usage = func() {}
@@ -156,27 +179,50 @@ func parseFlags(e env, name string, args []string, maxArgs int, file *string, ve
 		fs.Usage()
 		return nil, exitUsage, false
 	}
-	if fs.NArg() > maxArgs {
+	if maxArgs >= 0 && fs.NArg() > maxArgs {
 		fmt.Fprintf(e.stderr, "idemgen %s: unexpected argument %q\n", name, fs.Arg(maxArgs))
 		fs.Usage()
 		return nil, exitUsage, false
 	}
+	fs.Visit(func(f *flag.Flag) { o.fileSet = o.fileSet || f.Name == "f" })
 	return fs.Args(), 0, true
 }
 
 func runVersion(e env, args []string) int {
-	if _, code, ok := parseFlags(e, "version", args, 0, nil, nil); !ok {
+	if _, code, ok := parseFlags(e, "version", args, 0, nil); !ok {
 		return code
 	}
-	fmt.Fprintf(e.stdout, "idemgen %s\n", version())
+	bi, _ := debug.ReadBuildInfo()
+	fmt.Fprintf(e.stdout, "idemgen %s\n", version(bi))
 	return exitOK
 }
 
-// version is the main module's version as the go tool recorded it: a
-// release tag for `go install` and `go get -tool`, "(devel)" otherwise.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+// modulePath is idemgen's own module.
+const modulePath = "github.com/idemgen/idemgen"
+
+// version is the version of idemgen's module as the go tool recorded it.
+// idemgen is the main module when installed (go install ...@v1.2.3), and a
+// dependency of the service's module when run as a tool (go get -tool,
+// go tool idemgen): then its version is the one the service requires. A
+// checkout or a replacement by a directory has none: "(devel)".
+func version(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return "(devel)"
+	}
+	mod := &bi.Main
+	if mod.Path != modulePath {
+		mod = nil
+		for _, d := range bi.Deps {
+			if d.Path == modulePath {
+				mod = d
+			}
+		}
+	}
+	if mod != nil && mod.Replace != nil {
+		mod = mod.Replace
+	}
+	if mod != nil && mod.Version != "" {
+		return mod.Version
 	}
 	return "(devel)"
 }

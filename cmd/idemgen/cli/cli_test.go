@@ -66,15 +66,7 @@ func module(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	files["go.mod"] = "module example.com/m\n\ngo 1.26\n"
-	for name, data := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tree(t, dir, files)
 	return dir
 }
 
@@ -95,18 +87,43 @@ func TestUsageErrors(t *testing.T) {
 		{nil, 2, "", "usage: idemgen <command>"},
 		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{[]string{"generate", "-x"}, 2, "", "flag provided but not defined: -x"},
-		{[]string{"vet", "extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"vet", "extra"}, 2, "", `pattern "extra": not a directory (./extra) and not in the main module`},
+		{[]string{"vet", "-f", "x.yaml", "./..."}, 2, "", "-f and package patterns exclude each other"},
+		{[]string{"generate", "./..."}, 2, "", `unexpected argument "./..."`},
 		{[]string{"init", "a", "b"}, 2, "", `unexpected argument "b"`},
 		{[]string{"version", "-f", "x"}, 2, "", "flag provided but not defined: -f"},
 		{[]string{"help", "nope"}, 2, "", `unknown command "nope"`},
 		{[]string{"-h"}, 0, "usage: idemgen <command>", ""},
 		{[]string{"help"}, 0, "usage: idemgen <command>", ""},
-		{[]string{"help", "diff"}, 0, "usage: idemgen diff [-f idemgen.yaml]", ""},
+		{[]string{"help", "diff"}, 0, "usage: idemgen diff [-f idemgen.yaml | packages] [-strict]", ""},
+		{[]string{"help", "lint"}, 0, "usage: idemgen lint [-fix] [packages]", ""},
 		{[]string{"generate", "-h"}, 0, "-v\tlist the files written", ""},
 	} {
 		code, out, errOut := run(t, tc.args...)
 		if code != tc.code || !contains(out, tc.stdout) || !contains(errOut, tc.stderr) {
 			t.Errorf("idemgen %q = %d\nstdout %q\nstderr %q\nwant %d, stdout with %q, stderr with %q", tc.args, code, out, errOut, tc.code, tc.stdout, tc.stderr)
+		}
+	}
+}
+
+// TestIsVetTool: only go vet's invocations go to unitchecker; a verb
+// never does, whatever its arguments end with.
+func TestIsVetTool(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"-V=full"}, true},
+		{[]string{"-flags"}, true},
+		{[]string{"-effectkey=false", "/tmp/go-build1/b001/vet.cfg"}, true},
+		{[]string{"/tmp/go-build1/b001/vet.cfg"}, true},
+		{nil, false},
+		{[]string{"vet", "-f", "odd.cfg"}, false},
+		{[]string{"lint", "./..."}, false},
+		{[]string{"version"}, false},
+	} {
+		if got := IsVetTool(tc.args); got != tc.want {
+			t.Errorf("IsVetTool(%q) = %v, want %v", tc.args, got, tc.want)
 		}
 	}
 }
@@ -136,12 +153,49 @@ bad.yaml:7:5: job: unknown key "verison" (did you mean version?)
 	if code != 1 || out != "" || errOut != want {
 		t.Errorf("vet bad = %d, %q,\n%s\nwant 1 and\n%s", code, out, errOut, want)
 	}
+	// A warning is printed and fails nothing, as in generate; -strict
+	// makes it fail.
+	oneWarning := regexp.MustCompile(`^warn\.yaml:\d+:\d+: warning: .*\n$`)
 	code, out, errOut = run(t, "vet", "-f", "warn.yaml")
-	if code != 1 || out != "" || !regexp.MustCompile(`^warn\.yaml:\d+:\d+: warning: .*\n$`).MatchString(errOut) {
-		t.Errorf("vet with a warning = %d, %q, %q; want 1 and one warning", code, out, errOut)
+	if code != 0 || out != "" || !oneWarning.MatchString(errOut) {
+		t.Errorf("vet with a warning = %d, %q, %q; want 0 and one warning", code, out, errOut)
 	}
-	if code, _, errOut := run(t, "vet"); code != 1 || !strings.Contains(errOut, "idemgen init") {
-		t.Errorf("vet without idemgen.yaml = %d, %q; want 1 and a hint", code, errOut)
+	code, out, errOut = run(t, "vet", "-strict", "-f", "warn.yaml")
+	if code != 1 || out != "" || !oneWarning.MatchString(errOut) {
+		t.Errorf("vet -strict with a warning = %d, %q, %q; want 1 and one warning", code, out, errOut)
+	}
+	// A spec that cannot be found is exit code 2, with a hint.
+	if code, _, errOut := run(t, "vet"); code != 2 || !strings.Contains(errOut, "run 'idemgen init' to write a starter spec here") {
+		t.Errorf("vet without idemgen.yaml = %d, %q; want 2 and a hint", code, errOut)
+	}
+	if code, _, errOut := run(t, "vet", "-f", "jobs/idemgen.yaml"); code != 2 || !strings.Contains(errOut, "run 'idemgen init jobs' to write a starter spec there") {
+		t.Errorf("vet -f jobs/idemgen.yaml = %d, %q; want 2 and a hint naming jobs", code, errOut)
+	}
+}
+
+// TestMissingSpecFoundBelow: the default spec is missing because it sits
+// in a subdirectory; the hint names it instead of suggesting init.
+func TestMissingSpecFoundBelow(t *testing.T) {
+	dir := module(t, map[string]string{"jobs/idemgen.yaml": goodSpec})
+	t.Chdir(dir)
+	for _, verb := range []string{"vet", "diff", "generate"} {
+		code, _, errOut := run(t, verb)
+		want := "idemgen: found " + filepath.Join("jobs", "idemgen.yaml") + " below here: name it with -f " + filepath.Join("jobs", "idemgen.yaml")
+		if code != 2 || !strings.Contains(errOut, want) || strings.Contains(errOut, "idemgen init") {
+			t.Errorf("%s = %d, %q; want 2 and %q", verb, code, errOut, want)
+		}
+	}
+}
+
+func TestGenerateStrict(t *testing.T) {
+	dir := module(t, map[string]string{"idemgen.yaml": goodSpec + effectWithShortRetention})
+	t.Chdir(dir)
+	code, _, errOut := run(t, "generate", "-strict")
+	if code != 1 || !regexp.MustCompile(`^idemgen\.yaml:\d+:\d+: warning: `).MatchString(errOut) {
+		t.Errorf("generate -strict = %d, %q; want 1 and the warning", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "gen")); err == nil {
+		t.Errorf("generate -strict wrote output for a spec with a warning")
 	}
 }
 
@@ -252,8 +306,11 @@ func TestGenerateDiffRoundTrip(t *testing.T) {
 	const file = "svc/idemgen.yaml"
 	gen := filepath.Join(dir, "svc/gen")
 
+	// Paths are relative to the working directory; new files are diffed
+	// against /dev/null; stderr says which spec is stale.
 	code, out, errOut := run(t, "diff", "-f", file)
-	if code != 1 || !strings.Contains(out, "--- a/gen/.idemgen-manifest\n+++ b/gen/.idemgen-manifest\n") || errOut != "" {
+	if code != 1 || !strings.Contains(out, "\n--- /dev/null\n+++ b/svc/gen/.idemgen-manifest\n@@ -0,0 +1,") ||
+		!regexp.MustCompile(`^idemgen: svc/idemgen.yaml: \d+ generated files differ from the spec; run 'idemgen generate -f svc/idemgen.yaml'\n$`).MatchString(errOut) {
 		t.Fatalf("diff before generate = %d\n%s\n%s", code, out, errOut)
 	}
 	if _, err := os.Stat(gen); err == nil {
@@ -284,7 +341,7 @@ func TestGenerateDiffRoundTrip(t *testing.T) {
 
 	// An edited generated file shows in diff and is restored by generate.
 	os.WriteFile(doc, append(data, "// edited\n"...), 0o644)
-	if code, out, _ := run(t, "diff", "-f", file); code != 1 || !strings.Contains(out, "--- a/gen/"+first+"\n") || !strings.Contains(out, "-// edited\n") {
+	if code, out, _ := run(t, "diff", "-f", file); code != 1 || !strings.Contains(out, "--- a/svc/gen/"+first+"\n+++ b/svc/gen/"+first+"\n") || !strings.Contains(out, "-// edited\n") {
 		t.Errorf("diff after edit = %d\n%s", code, out)
 	}
 	// A stale file the manifest lists is shown as deleted, then deleted.
@@ -295,7 +352,7 @@ func TestGenerateDiffRoundTrip(t *testing.T) {
 	m, _ := os.ReadFile(manifest)
 	os.WriteFile(manifest, append(m, "jobs/old/old.go\n"...), 0o644)
 	code, out, _ = run(t, "diff", "-f", file)
-	if code != 1 || !strings.Contains(out, "--- a/gen/jobs/old/old.go\n+++ b/gen/jobs/old/old.go\n@@ -1,3 +0,0 @@\n") {
+	if code != 1 || !strings.Contains(out, "--- a/svc/gen/jobs/old/old.go\n+++ /dev/null\n@@ -1,3 +0,0 @@\n") {
 		t.Errorf("diff with a stale file = %d\n%s", code, out)
 	}
 	if code, _, errOut := run(t, "generate", "-f", file); code != 0 {

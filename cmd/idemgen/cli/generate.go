@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/rogpeppe/go-internal/diff"
 
@@ -19,17 +19,21 @@ import (
 // loadSpec reads, parses and checks the spec named file, printing every
 // diagnostic, errors and warnings, sorted. Check runs only on a spec that
 // parsed cleanly: checking a half-read spec would report its gaps again as
-// missing values. ok is false when the file could not be read.
-func loadSpec(e env, file string) (f *spec.File, ds spec.Diagnostics, ok bool) {
+// missing values. The code is exitUsage when the file cannot be read,
+// exitFail on errors (and, with -strict, on warnings), exitOK otherwise:
+// generate, diff and vet all decide by it, so they agree on what stops.
+func loadSpec(e env, file string, o *options) (*spec.File, int) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "idemgen: %v\n", err)
 		if errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(e.stderr, "idemgen: run 'idemgen init' to write a starter spec, or name one with -f\n")
+			if hint := missingSpecHint(file, o.fileSet); hint != "" {
+				fmt.Fprintf(e.stderr, "idemgen: %s\n", hint)
+			}
 		}
-		return nil, nil, false
+		return nil, exitUsage
 	}
-	f, ds = spec.Parse(file, data)
+	f, ds := spec.Parse(file, data)
 	if !ds.HasErrors() {
 		ds = append(ds, spec.Check(f)...)
 	}
@@ -37,61 +41,107 @@ func loadSpec(e env, file string) (f *spec.File, ds spec.Diagnostics, ok bool) {
 	for _, d := range ds {
 		fmt.Fprintln(e.stderr, d)
 	}
-	return f, ds, true
+	if ds.HasErrors() || (o.strict && len(ds) > 0) {
+		return f, exitFail
+	}
+	return f, exitOK
+}
+
+// missingSpecHint says what to do about a spec file that does not exist:
+// name the specs below the working directory when the default file is
+// missing (the spec often sits in a subdirectory such as jobs/), or run
+// init where the named file was expected.
+func missingSpecHint(file string, named bool) string {
+	if !named {
+		specs, err := matchSpecs([]string{"./..."})
+		if err != nil || len(specs) == 0 {
+			return "run 'idemgen init' to write a starter spec here, or name one with -f"
+		}
+		also := ""
+		if len(specs) > 1 {
+			also = fmt.Sprintf(" (and %d more)", len(specs)-1)
+		}
+		return fmt.Sprintf("found %s%s below here: name it with -f %s, or give diff and vet the pattern ./... to work on every spec below here", specs[0], also, specs[0])
+	}
+	dir, base := filepath.Split(file)
+	switch {
+	case base != specName:
+		return ""
+	case dir == "":
+		return "run 'idemgen init' to write a starter spec here"
+	}
+	return fmt.Sprintf("run 'idemgen init %s' to write a starter spec there", filepath.Clean(dir))
+}
+
+// specFiles returns the specs diff and vet work on: the -f file, or every
+// spec the package patterns match. A code other than exitOK ends the verb.
+func specFiles(e env, verb string, o *options, patterns []string) ([]string, int) {
+	if len(patterns) == 0 {
+		return []string{o.file}, exitOK
+	}
+	if o.fileSet {
+		fmt.Fprintf(e.stderr, "idemgen %s: -f and package patterns exclude each other\n", verb)
+		return nil, exitUsage
+	}
+	specs, err := matchSpecs(patterns)
+	if err != nil {
+		for line := range strings.Lines(err.Error()) {
+			fmt.Fprintf(e.stderr, "idemgen %s: %s", verb, line)
+		}
+		fmt.Fprintln(e.stderr)
+		return nil, exitUsage
+	}
+	return specs, exitOK
 }
 
 func runVet(e env, args []string) int {
-	var file string
-	if _, code, ok := parseFlags(e, "vet", args, 0, &file, nil); !ok {
+	var o options
+	patterns, code, ok := parseFlags(e, "vet", args, -1, &o)
+	if !ok {
 		return code
 	}
-	_, ds, ok := loadSpec(e, file)
-	if !ok || len(ds) > 0 {
-		return exitFail
+	files, code := specFiles(e, "vet", &o, patterns)
+	for _, file := range files {
+		_, c := loadSpec(e, file, &o)
+		code = max(code, c)
 	}
-	return exitOK
+	return code
 }
 
 // target is a planned generation: what would change in which directory.
 type target struct {
 	plan *writeout.Plan
-	// shown turns a path relative to the output directory into one
-	// relative to the spec's directory, as diff prints it.
-	shown func(string) string
-	// named turns it into a path relative to where the user named the spec,
-	// as errors print it.
-	named func(string) string
+	// path turns a slash path relative to the output directory into one
+	// relative to the working directory, as diff, -v and errors print it.
+	path func(string) string
 }
 
 // plan runs the generator over the spec and compares its files with the
 // output directory. It writes nothing. Spec diagnostics, refusals and
-// failures are printed; ok is false when generation must stop.
-func plan(e env, file string) (target, bool) {
-	f, ds, ok := loadSpec(e, file)
-	if !ok || ds.HasErrors() {
-		return target{}, false
+// failures are printed; a code other than exitOK means generation stops.
+func plan(e env, file string, o *options) (target, int) {
+	f, code := loadSpec(e, file, o)
+	if code != exitOK {
+		return target{}, code
 	}
 	dir, importPath, err := outDir(file, f)
 	if err != nil {
 		printErr(e, err)
-		return target{}, false
+		return target{}, exitFail
 	}
-	rel, err := filepath.Rel(filepath.Dir(mustAbs(file)), mustAbs(dir))
+	wd, err := os.Getwd()
 	if err != nil {
 		printErr(e, err)
-		return target{}, false
+		return target{}, exitFail
 	}
 	t := target{
-		shown: func(p string) string { return path.Join(filepath.ToSlash(rel), p) },
-		named: func(p string) string {
-			return filepath.Join(filepath.Dir(file), rel, filepath.FromSlash(p))
-		},
+		path: func(p string) string { return relToWD(wd, filepath.Join(dir, filepath.FromSlash(p))) },
 	}
 
 	runner, err := sqlc.Self()
 	if err != nil {
 		printErr(e, err)
-		return target{}, false
+		return target{}, exitFail
 	}
 	opts := generator.Options{SQLC: runner, ImportPath: importPath}
 	root, err := os.OpenRoot(dir)
@@ -102,67 +152,90 @@ func plan(e env, file string) (target, bool) {
 		opts.Existing = root.FS()
 	case !errors.Is(err, fs.ErrNotExist):
 		printErr(e, fmt.Errorf("open output directory: %w", err))
-		return target{}, false
+		return target{}, exitFail
 	}
 	files, err := generator.Generate(e.ctx, f, opts)
 	if err != nil {
 		printErr(e, err)
-		return target{}, false
+		return target{}, exitFail
 	}
 	t.plan, err = writeout.NewPlan(dir, files)
 	if conflicts, ok := errors.AsType[writeout.ConflictError](err); ok {
 		for _, c := range conflicts {
-			fmt.Fprintf(e.stderr, "idemgen: %s %s\n", t.named(c.Path), c.Reason)
+			fmt.Fprintf(e.stderr, "idemgen: %s %s\n", t.path(c.Path), c.Reason)
 		}
 		fmt.Fprintf(e.stderr, "idemgen: nothing was written\n")
-		return target{}, false
+		return target{}, exitFail
 	}
 	if err != nil {
 		printErr(e, err)
-		return target{}, false
+		return target{}, exitFail
 	}
 	for _, n := range t.plan.Notes {
-		fmt.Fprintf(e.stderr, "idemgen: %s: %s\n", t.named(n.Path), n.Reason)
+		fmt.Fprintf(e.stderr, "idemgen: %s: %s\n", t.path(n.Path), n.Reason)
 	}
-	return t, true
+	return t, exitOK
 }
 
 func runGenerate(e env, args []string) int {
-	var file string
-	var verbose bool
-	if _, code, ok := parseFlags(e, "generate", args, 0, &file, &verbose); !ok {
+	var o options
+	if _, code, ok := parseFlags(e, "generate", args, 0, &o); !ok {
 		return code
 	}
-	t, ok := plan(e, file)
-	if !ok {
-		return exitFail
+	t, code := plan(e, o.file, &o)
+	if code != exitOK {
+		return code
 	}
 	if err := t.plan.Apply(); err != nil {
 		printErr(e, err)
 		return exitFail
 	}
-	if verbose {
+	if o.verbose {
 		for _, c := range t.plan.Changes {
-			fmt.Fprintf(e.stdout, "%s %s\n", c.Op, t.named(c.Path))
+			fmt.Fprintf(e.stdout, "%s %s\n", c.Op, t.path(c.Path))
 		}
 	}
 	return exitOK
 }
 
 func runDiff(e env, args []string) int {
-	var file string
-	if _, code, ok := parseFlags(e, "diff", args, 0, &file, nil); !ok {
+	var o options
+	patterns, code, ok := parseFlags(e, "diff", args, -1, &o)
+	if !ok {
 		return code
 	}
-	t, ok := plan(e, file)
-	if !ok {
-		return exitFail
+	files, code := specFiles(e, "diff", &o, patterns)
+	for _, file := range files {
+		code = max(code, diffSpec(e, file, &o))
+	}
+	return code
+}
+
+// diffSpec prints, as a unified diff with paths relative to the working
+// directory, what generate would change for one spec: new files against
+// /dev/null, deleted ones to it, as git and patch -p1 expect.
+func diffSpec(e env, file string, o *options) int {
+	t, code := plan(e, file, o)
+	if code != exitOK {
+		return code
 	}
 	for _, c := range t.plan.Changes {
-		name := t.shown(c.Path)
-		e.stdout.Write(diff.Diff("a/"+name, c.Old, "b/"+name, c.New))
+		name := filepath.ToSlash(t.path(c.Path))
+		from, to := "a/"+name, "b/"+name
+		switch c.Op {
+		case writeout.Create:
+			from = "/dev/null"
+		case writeout.Delete:
+			to = "/dev/null"
+		}
+		e.stdout.Write(diff.Diff(from, c.Old, to, c.New))
 	}
-	if !t.plan.Empty() {
+	if n := len(t.plan.Changes); n > 0 {
+		files := "files differ"
+		if n == 1 {
+			files = "file differs"
+		}
+		fmt.Fprintf(e.stderr, "idemgen: %s: %d generated %s from the spec; run 'idemgen generate -f %s'\n", file, n, files, file)
 		return exitFail
 	}
 	return exitOK

@@ -24,7 +24,7 @@ var starter = template.Must(template.ParseFS(starterFS, "starter/*.tmpl"))
 var starterFiles = []string{"idemgen.yaml", "generate.go"}
 
 func runInit(e env, args []string) int {
-	pos, code, ok := parseFlags(e, "init", args, 1, nil, nil)
+	pos, code, ok := parseFlags(e, "init", args, 1, nil)
 	if !ok {
 		return code
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/idemgen/idemgen/generator/spec"
@@ -32,10 +31,14 @@ func outDir(specPath string, f *spec.File) (dir, importPath string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	modRoot, ok := findModule(realSpecDir)
+	mod, ok, err := findModule(realSpecDir)
+	if err != nil {
+		return "", "", diag("%v", err)
+	}
 	if !ok {
 		return "", "", diag("no go.mod in %s or any parent; idemgen generates into a Go module", specDir)
 	}
+	modRoot := mod.Root
 
 	out := "."
 	if f.Out.Set {
@@ -65,47 +68,7 @@ func outDir(specPath string, f *spec.File) (dir, importPath string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	modPath, err := modulePath(filepath.Join(modRoot, "go.mod"))
-	if err != nil {
-		return "", "", diag("%v", err)
-	}
-	return dir, path.Join(modPath, filepath.ToSlash(rel)), nil
-}
-
-// modulePath reads the module path from a go.mod file. Only the module
-// directive matters here, so this is not a full go.mod parser.
-func modulePath(gomod string) (string, error) {
-	data, err := os.ReadFile(gomod)
-	if err != nil {
-		return "", err
-	}
-	for line := range strings.Lines(string(data)) {
-		line, _, _ = strings.Cut(line, "//")
-		fields := strings.Fields(line)
-		if len(fields) != 2 || fields[0] != "module" {
-			continue
-		}
-		mod := fields[1]
-		if unq, err := strconv.Unquote(mod); err == nil {
-			mod = unq
-		}
-		return mod, nil
-	}
-	return "", fmt.Errorf("%s has no module directive", gomod)
-}
-
-// findModule returns the nearest directory at or above dir holding go.mod.
-func findModule(dir string) (string, bool) {
-	for {
-		if fileExists(filepath.Join(dir, "go.mod")) {
-			return dir, true
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
-	}
+	return dir, path.Join(mod.Path, filepath.ToSlash(rel)), nil
 }
 
 // realPath resolves symlinks in p, which need not exist yet: the deepest
