@@ -220,14 +220,13 @@ type simProvider struct {
 	// failCall's key fails its first failTimes calls (failCall < 0: none).
 	failCall, failTimes int
 	failing             map[string]int
-	failInc             int // failKey's calls by this incarnation fail (0: none)
-	failKey             string
-	journal             *os.File // subprocess mode: every call, synced before it returns
+	failInc             map[int]string // incarnation -> the key whose calls fail there
+	journal             *os.File       // subprocess mode: every call, synced before it returns
 }
 
 func newSimProvider() *simProvider {
 	return &simProvider{calls: map[string]int{}, applied: map[string]int{}, first: map[string][]byte{},
-		effect: map[string]string{}, faults: map[int]simFault{}, failCall: -1, failing: map[string]int{}}
+		effect: map[string]string{}, faults: map[int]simFault{}, failCall: -1, failing: map[string]int{}, failInc: map[int]string{}}
 }
 
 func (p *simProvider) call(ctx context.Context, effect, key string) ([]byte, error) {
@@ -248,8 +247,8 @@ func (p *simProvider) call(ctx context.Context, effect, key string) ([]byte, err
 	if p.faults[n] == faultFailPre {
 		return nil, errors.New("simulated provider failure before applying")
 	}
-	if p.failInc != 0 && simIncOf(ctx) == p.failInc && key == p.failKey {
-		return nil, errors.New("simulated late call failure")
+	if k, ok := p.failInc[simIncOf(ctx)]; ok && k == key {
+		return nil, errors.New("simulated failure of this worker's call")
 	}
 	if p.applied[key] == 0 {
 		p.applied[key] = 1
@@ -392,6 +391,7 @@ type simRun[U any] struct {
 	versions   simVersions // what the job is built with now
 	pausedKey  string      // the effect key a paused worker holds
 	poisonKey  string      // the unit key whose write always fails
+	recorder   string      // takeover: the lease owner that must record pausedKey
 	// dirty says committed state may have changed since the last check:
 	// a COMMIT or a statement outside a transaction ran, or the world moved.
 	dirty bool
@@ -794,7 +794,7 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 	r.mu.Unlock()
 	hook := r.hook(inc)
 	st, kill, closeInc := r.db.incarnation(r.t, hook)
-	verbs := r.newVerbs(st, withCrashHook(hook))
+	verbs := r.newVerbs(st, withCrashHook(hook), WithOwner(simOwner(inc.id)))
 	task := &simTask{inc: inc, done: make(chan simOutcome, 1), kill: kill, closeInc: closeInc}
 	go func() {
 		ctx := context.WithValue(context.Background(), simIncKey{}, inc.id)
@@ -995,16 +995,27 @@ func (r *simRun[U]) interlude(phase int, a *simTask) {
 		key := r.pausedKey
 		r.mu.Unlock()
 		var pauseB func(n int, h simHit) bool
-		if strings.Contains(r.sc.variant, "b-paused") {
+		switch {
+		case strings.Contains(r.sc.variant, "b-paused"):
 			pauseB = func(n int, h simHit) bool { return h.p == pointEffectAfterCall && h.detail == key }
+		case strings.Contains(r.sc.variant, "b-before"):
+			pauseB = func(n int, h simHit) bool { return h.p == pointEffectBeforeCall && h.detail == key }
 		}
 		b := r.start(phase, workDrain, pauseB)
 		_, bPaused := b.wait()
-		if strings.Contains(r.sc.variant, "late-fails") {
-			r.prov.mu.Lock()
-			r.prov.failInc, r.prov.failKey = a.inc.id, key
-			r.prov.mu.Unlock()
+		if bPaused && strings.Contains(r.sc.variant, "b-paused") {
+			r.mu.Lock()
+			r.recorder = simOwner(b.inc.id) // B is the owner whose outcome must be kept
+			r.mu.Unlock()
 		}
+		r.prov.mu.Lock()
+		if strings.Contains(r.sc.variant, "late-fails") {
+			r.prov.failInc[a.inc.id] = key
+		}
+		if strings.Contains(r.sc.variant, "b-fails") {
+			r.prov.failInc[b.inc.id] = key
+		}
+		r.prov.mu.Unlock()
 		a.finish()
 		if bPaused {
 			b.finish()
@@ -1139,3 +1150,6 @@ func simJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+// simOwner names an incarnation's lease owner.
+func simOwner(inc int) string { return fmt.Sprintf("worker-%d", inc) }
