@@ -390,6 +390,7 @@ type simRun[U any] struct {
 	pausedKey  string      // the effect key a paused worker holds
 	poisonKey  string      // the unit key whose write always fails
 	recorder   string      // takeover: the lease owner that must record pausedKey
+	failedKey  string      // writefail: the unit whose write failed
 	// dirty says committed state may have changed since the last check:
 	// a COMMIT or a statement outside a transaction ran, or the world moved.
 	dirty bool
@@ -463,6 +464,7 @@ func (r *simRun[U]) hook(inc *simInc) crashHook {
 			fail = errors.New("simulated: the commit succeeded but the client saw an error")
 		case r.sc.family == "writefail" && n == r.sc.at:
 			fail = errors.New("simulated write failure")
+			r.failedKey = detail
 		case r.poisonKey != "" && p == r.job.failPoint() && detail == r.poisonKey:
 			fail = errors.New("simulated poison unit: its write always fails")
 		}
@@ -1127,6 +1129,12 @@ func (r *simRun[U]) purgeNow(ctx context.Context, where string, old bool) {
 	}
 	for _, e := range before {
 		gone := !slices.ContainsFunc(after, func(a LedgerEntry) bool { return a.Key == e.Key })
+		if gone {
+			// Past retention a key is new again: its row may come back pending.
+			r.mu.Lock()
+			delete(r.doneKeys, e.Key)
+			r.mu.Unlock()
+		}
 		mayGo := old && e.State == stateDone && retained[e.Effect]
 		switch {
 		case gone && !mayGo:

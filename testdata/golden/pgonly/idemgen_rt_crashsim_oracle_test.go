@@ -425,7 +425,7 @@ func (m *simModel[U]) apply(d simDelivery[U]) (Outcome, []string) {
 			m.order = append(m.order, key)
 			m.rows[key] = u
 		case m.job.insertOnce:
-			outcome = OutcomeUnchanged
+			outcome = OutcomeDeduped // the key was written once already
 		case m.job.newerWins != "" && oracleCompare(u, cur, m.job.newerWins) < 0:
 			outcome = OutcomeUnchanged
 		case oracleJSON(u) == oracleJSON(cur):

@@ -72,6 +72,9 @@ func (r *simRun[U]) expect() simExpect[U] {
 		if r.isPoison(d.unit) {
 			continue
 		}
+		if r.job.source == SourceWatermarkName && r.job.keyOf(d.unit) == r.failedKey && lastOf[r.failedKey] != i {
+			continue // its write failed, and the source served a newer version before the retry
+		}
 		_, keys := m.apply(d)
 		last := lastOf[r.job.keyOf(d.unit)] == i
 		for _, k := range keys {
@@ -97,11 +100,13 @@ func (r *simRun[U]) expect() simExpect[U] {
 			}
 		}
 	}
-	if r.sc.poison > 0 && r.job.stage {
-		e.relaxedRows = true // the poison unit's batch is never published
+	if r.sc.poison > 0 && (r.job.stage || r.job.source == SourceCursorName) {
+		// The poison unit's batch is never published, or its page never
+		// passed: what lies behind it is not applied.
+		e.relaxedRows = true
 		e.must = map[string]bool{}
 	}
-	if r.sc.exactCalls() {
+	if r.sc.exactCalls() && !e.relaxedRows {
 		e.calls = map[string]int{}
 		for k := range e.must {
 			e.calls[k] = 1
@@ -352,9 +357,15 @@ func (r *simRun[U]) checkCounts() {
 		want := map[Outcome]int{}
 		done := 0
 		for _, u := range units {
+			owed := maps.Clone(m.owed)
 			o, keys := m.apply(simDelivery[U]{unit: u, versions: r.versions})
 			want[o]++
-			done += len(keys)
+			for _, k := range keys {
+				if !owed[k] {
+					done++ // a key decided again is deduped, not done again
+					owed[k] = true
+				}
+			}
 		}
 		got := run.rep
 		if got.Seen != len(units) || got.Inserted != want[OutcomeInserted] || got.Updated != want[OutcomeUpdated] ||
