@@ -36,6 +36,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -554,7 +555,7 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 		failed    int
 		scenarios int
 		wg        sync.WaitGroup
-		families  = map[string]bool{}
+		families  = map[string]int{}
 		broken    = map[string]bool{}
 	)
 	verbose := os.Getenv("IDEMGEN_CRASHSIM_VERBOSE") != ""
@@ -586,7 +587,7 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 		stop := failFast && failed > 0
 		if !stop {
 			scenarios++
-			families[sc.family] = true
+			families[sc.family]++
 		}
 		mu.Unlock()
 		if stop {
@@ -604,7 +605,7 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 	var clean *simRun[U]
 	if only == "" || only == "clean" {
 		scenarios++
-		families["clean"] = true
+		families["clean"]++
 		clean = play(newScenario("clean"))
 	} else {
 		clean = newSimRun(t, job, env.fresh(t), newScenario("clean"), env.name())
@@ -636,10 +637,13 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 	if only == "" && deaths == 0 {
 		t.Errorf("crashsim %s %s: no subprocess child died at its point: subprocess mode is not exercised", job.name, env.name())
 	}
-	fams := strings.Join(slices.Sorted(maps.Keys(families)), " ")
+	var fams []string
+	for _, f := range slices.Sorted(maps.Keys(families)) {
+		fams = append(fams, fmt.Sprintf("%s=%d", f, families[f]))
+	}
 	if failed == 0 {
 		t.Logf("crashsim %s %s: %d points, %d scenarios in %d families (%d real process deaths), all invariants held in %s\n  families: %s",
-			job.name, env.name(), len(trace), scenarios, len(families), deaths, time.Since(start).Round(time.Millisecond), fams)
+			job.name, env.name(), len(trace), scenarios, len(families), deaths, time.Since(start).Round(time.Millisecond), strings.Join(fams, " "))
 	} else {
 		t.Errorf("crashsim %s %s: %d of %d scenarios broke invariants (families: %s)", job.name, env.name(), failed, scenarios,
 			strings.Join(slices.Sorted(maps.Keys(broken)), ", "))
@@ -648,10 +652,8 @@ func simulate[U any](t *testing.T, env simEnv, job *simJob[U]) {
 
 // simPlan enumerates every scenario of every family over the discovery trace.
 //
-// Without full, the statement boundaries just before a statement outside a
-// transaction are left out (the state there is the one after the previous
-// durable step, short of the engine work between them), and purge-old
-// takes every other point.
+// Without full, crash sites that leave the same state as a neighbouring
+// one are left out (simCrashSites), and purge-old takes every third point.
 func simPlan[U any](job *simJob[U], clean *simRun[U], trace []simHit, full bool) []simScenario {
 	var plan []simScenario
 	add := func(sc simScenario) { plan = append(plan, sc) }
@@ -753,7 +755,7 @@ func simPlan[U any](job *simJob[U], clean *simRun[U], trace []simHit, full bool)
 			if simInTx(job, h) || h.p == pointSQLBefore || h.p == pointSQLAfter {
 				continue
 			}
-			if full || n%2 == 0 {
+			if full || n%3 == 0 {
 				add(at("purge-old", k))
 			}
 			if n%4 == 0 {
@@ -804,23 +806,28 @@ func callsBefore[U any](clean *simRun[U], trace []simHit) int {
 	return n
 }
 
-// simCrashSites are the hits worth crashing at: every named point, and
-// every SQL boundary where durable state changes: before and after each
-// COMMIT, and around each statement outside a transaction. Inside a
-// transaction every boundary leaves the same durable state as the crash
-// just before its COMMIT (all of it rolls back), and a "before" right after
-// an "after" of the same worker is the same state again.
+// simCrashSites are the hits worth crashing at. A crash leaves the durable
+// state of the last COMMIT or statement outside a transaction, and the
+// provider's state; the position inside a transaction does not matter (all
+// of it rolls back). So every named point is a site, and so is every SQL
+// boundary after a durable statement unless the worker's next hit is a
+// named point (the same state). With full, every boundary before and after
+// each COMMIT and each statement outside a transaction is a site too.
 func simCrashSites(trace []simHit, full bool) []int {
 	var sites []int
+	named := func(k int) bool {
+		return k < len(trace) && trace[k].p != pointSQLBefore && trace[k].p != pointSQLAfter
+	}
 	for k, h := range trace {
+		durable := h.detail == "COMMIT" || strings.HasPrefix(h.detail, "auto ")
 		switch h.p {
 		case pointSQLBefore:
 			prev := k > 0 && trace[k-1].p == pointSQLAfter && trace[k-1].inc == h.inc
-			if h.detail == "COMMIT" || (full && strings.HasPrefix(h.detail, "auto ") && !prev) {
+			if full && (h.detail == "COMMIT" || (strings.HasPrefix(h.detail, "auto ") && !prev)) {
 				sites = append(sites, k)
 			}
 		case pointSQLAfter:
-			if h.detail == "COMMIT" || strings.HasPrefix(h.detail, "auto ") {
+			if durable && (full || !(named(k+1) && trace[k+1].inc == h.inc)) {
 				sites = append(sites, k)
 			}
 		default:
