@@ -17,7 +17,9 @@ import (
 //
 // What each change becomes:
 //
-//   - a new destination table: CREATE TABLE; Down drops it.
+//   - a new table: CREATE TABLE with its indexes; Down drops it. Besides
+//     a new job's destination, this is how a bookkeeping table that a newer
+//     idemgen adds (the parked table) reaches databases made before it.
 //   - a removed destination table: DROP TABLE, with a comment that its rows
 //     are dropped; Down creates it again, empty.
 //   - a destination table renamed in the spec (same job, new name, the old
@@ -79,7 +81,7 @@ func (c *changer) plan(old, want Schema) (Schema, error) {
 	if old.VersionTable != want.VersionTable {
 		c.refuse("the migration version table was renamed from %s to %s (tables.migrations); goose would apply every migration again: idemgen does not rename it, restore the old name", old.VersionTable, want.VersionTable)
 	}
-	for _, role := range []string{RoleLedger, RoleProgress, RoleSeen} {
+	for _, role := range BookkeepingRoles {
 		o, w := byRole(old, role), byRole(want, role)
 		if o != nil && w != nil && o.Name != w.Name {
 			c.refuse("the %s table was renamed from %s to %s (tables.%s); idemgen does not rename bookkeeping tables, which hold the package's state: restore the old name, or rename the table in the database yourself and start a new migration history", role, o.Name, w.Name, role)
