@@ -50,7 +50,7 @@ func ChangeMigration(old, want Schema, number int) ([]byte, Schema, error) {
 	}
 	slices.Reverse(c.down)
 	m := migration{
-		Notes: append([]string{fmt.Sprintf("Migration %d: the spec changed since migration %d.", number, number-1)}, c.notes...),
+		Notes: append([]string{fmt.Sprintf("Migration %d: the schema the spec needs changed since migration %d.", number, number-1)}, c.notes...),
 		Up:    c.up,
 		Down:  c.down,
 	}
@@ -133,6 +133,9 @@ func (c *changer) plan(old, want Schema) (Schema, error) {
 	for _, w := range want.Tables {
 		o := oldOf[w.Name]
 		if o == nil {
+			if w.Role != RoleDestination {
+				c.notes = append(c.notes, fmt.Sprintf("It creates %s, the %s table that this version of idemgen keeps in every package; no spec change asked for it.", w.Name, w.Role))
+			}
 			c.add(createTable(w), "DROP TABLE "+w.Name+";")
 			next.Tables = append(next.Tables, w)
 			continue

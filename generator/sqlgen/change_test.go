@@ -68,7 +68,7 @@ func TestNewBookkeepingTableIsMigrated(t *testing.T) {
 				t.Fatal(err)
 			}
 			up, down, _ := strings.Cut(string(second), "-- +goose Down")
-			for _, w := range []string{"CREATE TABLE shop_idem_parked (", "PRIMARY KEY (job, unit_key)", "CHECK (state IN ('failing', 'parked', 'retry'))", "CREATE INDEX shop_idem_parked_state ON shop_idem_parked (job, state, unit_key);"} {
+			for _, w := range []string{"-- It creates shop_idem_parked, the parked table that this version of idemgen keeps in every package", "CREATE TABLE shop_idem_parked (", "PRIMARY KEY (job, unit_key)", "CHECK (state IN ('failing', 'parked', 'retry'))", "CREATE INDEX shop_idem_parked_state ON shop_idem_parked (job, state, unit_key);"} {
 				if !strings.Contains(up, w) {
 					t.Errorf("migration 2 Up lacks %q:\n%s", w, second)
 				}

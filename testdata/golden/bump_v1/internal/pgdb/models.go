@@ -42,6 +42,20 @@ type BumpSeen struct {
 	FirstSeen   time.Time
 }
 
+type Bumpv1IdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int32
+	LastError     string
+	State         string
+	Mark          *time.Time
+	JobVersion    int32
+	FirstFailedAt time.Time
+	UpdatedAt     time.Time
+}
+
 type Order struct {
 	OrderID           string
 	Status            string

@@ -42,6 +42,20 @@ type BumpSeen struct {
 	FirstSeen   string
 }
 
+type Bumpv1IdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int64
+	LastError     string
+	State         string
+	Mark          sql.NullString
+	JobVersion    int64
+	FirstFailedAt string
+	UpdatedAt     string
+}
+
 type Order struct {
 	OrderID           string
 	Status            string
