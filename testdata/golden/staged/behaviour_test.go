@@ -57,6 +57,30 @@ func (b *book) Fetch(ctx context.Context, w staged.Window, page string) ([]stage
 
 var base = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
+// rejectPoison makes the database refuse entries of account "poison".
+func rejectPoison(t *testing.T, db testdb.DB) {
+	t.Helper()
+	db.Exec(t,
+		`CREATE TRIGGER reject_poison BEFORE INSERT ON ledger_entries WHEN NEW.account = 'poison'
+		 BEGIN SELECT RAISE(ABORT, 'poison rejected'); END`,
+		`CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		 BEGIN IF NEW.account = 'poison' THEN RAISE EXCEPTION 'poison rejected'; END IF; RETURN NEW; END $$;
+		 CREATE TRIGGER reject_poison BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION reject_poison()`)
+}
+
+// poisonBook serves six entries over three pages; e5 is the poison.
+func poisonBook() *book {
+	src := &book{}
+	for i := 1; i <= 6; i++ {
+		acct := "ops"
+		if i == 5 {
+			acct = "poison"
+		}
+		src.entries = append(src.entries, staged.Entry{EntryID: fmt.Sprintf("e%d", i), Account: acct, AmountCents: int64(i), BookedAt: base.Add(-time.Duration(i) * time.Minute)})
+	}
+	return src
+}
+
 // A staged window is published whole or not at all: one entry the
 // database refuses keeps the whole window (three pages) unpublished, the
 // watermark unmoved and no effect performed; once it is accepted, the
@@ -65,20 +89,8 @@ func TestStagedWindowIsAllOrNothing(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db testdb.DB) {
 		ctx := context.Background()
 		st := open(t, db)
-		db.Exec(t,
-			`CREATE TRIGGER reject_poison BEFORE INSERT ON ledger_entries WHEN NEW.account = 'poison'
-			 BEGIN SELECT RAISE(ABORT, 'poison rejected'); END`,
-			`CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-			 BEGIN IF NEW.account = 'poison' THEN RAISE EXCEPTION 'poison rejected'; END IF; RETURN NEW; END $$;
-			 CREATE TRIGGER reject_poison BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION reject_poison()`)
-		src := &book{}
-		for i := 1; i <= 6; i++ {
-			acct := "ops"
-			if i == 5 {
-				acct = "poison"
-			}
-			src.entries = append(src.entries, staged.Entry{EntryID: fmt.Sprintf("e%d", i), Account: acct, AmountCents: int64(i), BookedAt: base.Add(-time.Duration(i) * time.Minute)})
-		}
+		rejectPoison(t, db)
+		src := poisonBook()
 		clock := testdb.NewClock(base)
 		calls := &testdb.Calls{}
 		j, err := staged.NewLedgerImport(st, src, staged.LedgerImportEffects{
@@ -112,6 +124,67 @@ func TestStagedWindowIsAllOrNothing(t *testing.T) {
 		clock.Advance(time.Minute)
 		if rep, err = j.Run(ctx); err != nil || rep.Inserted+rep.Updated != 0 || rep.EffectsDone != 0 || calls.Total() != 6 {
 			t.Fatalf("re-run: %s, %v, %d calls", rep, err, calls.Total())
+		}
+	})
+}
+
+// One poison entry cannot hold a staged job for ever: it fails its whole
+// window for max_attempts (2) runs, is parked, and the next run publishes
+// the window without it and moves the watermark past it. Retried once the
+// database accepts it, it is written from its stored payload.
+func TestStagedWindowPublishedOncePoisonIsParked(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db testdb.DB) {
+		ctx := context.Background()
+		st := open(t, db)
+		rejectPoison(t, db)
+		clock := testdb.NewClock(base)
+		calls := &testdb.Calls{}
+		j, err := staged.NewLedgerImport(st, poisonBook(), staged.LedgerImportEffects{
+			AnnounceEntry: staged.AnnounceEntryFunc(func(ctx context.Context, key string, e staged.Entry) error { calls.Add(key); return nil }),
+		}, staged.WithClock(clock.Now), staged.WithStart(base.Add(-time.Hour)), staged.WithLogger(testdb.Quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for try := 1; try <= 2; try++ {
+			rep, err := j.Run(ctx)
+			if err != nil || rep.Failed != 6 || rep.Parked != try-1 || rep.Inserted != 0 {
+				t.Fatalf("run %d: %s, %v", try, rep, err)
+			}
+			clock.Advance(time.Minute)
+		}
+		units, err := st.Parked(ctx)
+		if err != nil || len(units) != 1 || units[0].Key != "ledger:entry:e5" || units[0].State != "parked" || units[0].Attempts != 2 ||
+			units[0].Mark == nil || !units[0].Mark.Equal(base.Add(-5*time.Minute)) {
+			t.Fatalf("only the failing entry is recorded, and parked: %+v, %v", units, err)
+		}
+		rep, err := j.Run(ctx)
+		if err != nil || rep.Inserted != 5 || rep.Parked != 1 || rep.Failed != 1 || rep.EffectsDone != 5 {
+			t.Fatalf("run after parking: %s, %v", rep, err)
+		}
+		rows, _ := j.Rows(ctx)
+		if len(rows) != 5 {
+			t.Fatalf("%d rows published, want the window without e5", len(rows))
+		}
+		// The watermark moved past e5: the next window (mark minus the 5m
+		// overlap) holds e1 to e3 only.
+		clock.Advance(time.Minute)
+		if rep, err := j.Run(ctx); err != nil || rep.Seen != 3 || rep.Parked != 0 || rep.Unchanged != 3 {
+			t.Fatalf("next run: %s, %v", rep, err)
+		}
+
+		db.Exec(t, `DROP TRIGGER reject_poison`, `DROP TRIGGER reject_poison ON ledger_entries`)
+		if n, err := st.RetryParked(ctx, "ledger_import"); n != 1 || err != nil {
+			t.Fatalf("RetryParked: %d, %v", n, err)
+		}
+		clock.Advance(time.Minute)
+		if rep, err := j.Run(ctx); err != nil || rep.Inserted != 1 || rep.EffectsDone != 1 {
+			t.Fatalf("run after the retry: %s, %v", rep, err)
+		}
+		if units, err := st.Parked(ctx); err != nil || len(units) != 0 {
+			t.Fatalf("the written unit's row is left: %+v, %v", units, err)
+		}
+		if rows, _ := j.Rows(ctx); len(rows) != 6 || calls.Total() != 6 || calls.Keys() != 6 {
+			t.Fatalf("%d rows, %d announcements over %d keys; want 6, each once", len(rows), calls.Total(), calls.Keys())
 		}
 	})
 }
