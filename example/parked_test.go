@@ -48,10 +48,14 @@ func parkedUnits(t *testing.T, st *billing.Store) []billing.ParkedUnit {
 	return units
 }
 
-// parkPoison runs the job until inv-2 is parked (max_attempts is 3),
-// checking that the failing runs hold the watermark at it.
-func parkPoison(t *testing.T, f *fixture, j *billing.InvoiceSync, poison billing.Invoice) {
+// parkedPoison serves inv-1 to inv-3 and runs the job until the database's
+// refusals of inv-2 have parked it (max_attempts is 3), checking that the
+// failing runs hold the watermark at it.
+func parkedPoison(t *testing.T, st *billing.Store, db rawDB) (*fixture, *billing.InvoiceSync, billing.Invoice) {
 	t.Helper()
+	f := newFixture()
+	poison := poisoned(t, f, db)
+	j := f.job(t, st)
 	for run := 1; run <= 3; run++ {
 		rep := runJob(t, j)
 		wantParked, wantNew := 0, 0
@@ -69,6 +73,7 @@ func parkPoison(t *testing.T, f *fixture, j *billing.InvoiceSync, poison billing
 		}
 		f.clk.advance(runGap)
 	}
+	return f, j, poison
 }
 
 // A unit the database keeps refusing fails alone and holds the watermark;
@@ -78,10 +83,7 @@ func parkPoison(t *testing.T, f *fixture, j *billing.InvoiceSync, poison billing
 func TestPoisonUnitIsParkedAndPassed(t *testing.T) {
 	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
 		ctx := context.Background()
-		f := newFixture()
-		poison := poisoned(t, f, db)
-		j := f.job(t, st)
-		parkPoison(t, f, j, poison)
+		f, j, poison := parkedPoison(t, st, db)
 
 		units := parkedUnits(t, st)
 		if len(units) != 1 {
@@ -144,10 +146,7 @@ func TestPoisonUnitIsParkedAndPassed(t *testing.T) {
 func TestRetryPutsAParkedUnitBack(t *testing.T) {
 	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
 		ctx := context.Background()
-		f := newFixture()
-		poison := poisoned(t, f, db)
-		j := f.job(t, st)
-		parkPoison(t, f, j, poison)
+		f, j, _ := parkedPoison(t, st, db)
 
 		if ok, err := st.Retry(ctx, "invoice_sync", "billing:invoice:nope"); ok || err != nil {
 			t.Fatalf("Retry of an unknown key: %v, %v", ok, err)
