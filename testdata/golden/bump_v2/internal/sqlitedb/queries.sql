@@ -79,14 +79,14 @@ SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease
 FROM bump_ledger ORDER BY effect_key;
 
 -- name: GetUnitFailure :one
-SELECT state, payload_hash FROM bumpv2_idem_parked WHERE job = @job AND unit_key = @unit_key;
+SELECT state, payload_hash FROM bump_parked WHERE job = @job AND unit_key = @unit_key;
 
 -- name: ClearUnitFailure :exec
-DELETE FROM bumpv2_idem_parked WHERE job = @job AND unit_key = @unit_key;
+DELETE FROM bump_parked WHERE job = @job AND unit_key = @unit_key;
 
 -- name: RecordUnitFailure :exec
 -- Each failed write counts one attempt; the row keeps the payload that failed last.
-INSERT INTO bumpv2_idem_parked AS f (job, unit_key, payload, payload_hash, attempts, last_error, state, mark, job_version, first_failed_at, updated_at)
+INSERT INTO bump_parked AS f (job, unit_key, payload, payload_hash, attempts, last_error, state, mark, job_version, first_failed_at, updated_at)
 VALUES (@job, @unit_key, @payload, @payload_hash, 1, @last_error, 'failing', @mark, @job_version, @first_failed_at, @updated_at)
 ON CONFLICT (job, unit_key) DO UPDATE SET
     payload = excluded.payload,
@@ -100,29 +100,29 @@ ON CONFLICT (job, unit_key) DO UPDATE SET
 -- name: SettleUnitFailure :one
 -- Parked at max_attempts; a unit put back for retry stays so (each Run retries it) until then.
 -- A statement of its own: sqlc drops parameters inside ON CONFLICT DO UPDATE on SQLite.
-UPDATE bumpv2_idem_parked
+UPDATE bump_parked
 SET state = CASE WHEN attempts >= @max_attempts THEN 'parked' WHEN state = 'retry' THEN 'retry' ELSE 'failing' END
 WHERE job = @job AND unit_key = @unit_key
 RETURNING state, attempts;
 
 -- name: RetryingUnits :many
-SELECT unit_key, payload FROM bumpv2_idem_parked
+SELECT unit_key, payload FROM bump_parked
 WHERE job = @job AND state = 'retry' AND unit_key > @after
 ORDER BY unit_key
 LIMIT @row_limit;
 
 -- name: ListUnitFailures :many
 SELECT job, unit_key, payload, attempts, last_error, state, mark, job_version, first_failed_at, updated_at
-FROM bumpv2_idem_parked ORDER BY job, unit_key;
+FROM bump_parked ORDER BY job, unit_key;
 
 -- name: RetryUnit :execrows
 -- What `idemgen ledger retry` does: the next Run (Drain for handed-in units)
 -- writes the unit again from its stored payload, counting attempts from 0.
-UPDATE bumpv2_idem_parked SET state = 'retry', attempts = 0, updated_at = @updated_at
+UPDATE bump_parked SET state = 'retry', attempts = 0, updated_at = @updated_at
 WHERE job = @job AND unit_key = @unit_key;
 
 -- name: RetryParkedUnits :execrows
-UPDATE bumpv2_idem_parked SET state = 'retry', attempts = 0, updated_at = @updated_at
+UPDATE bump_parked SET state = 'retry', attempts = 0, updated_at = @updated_at
 WHERE job = @job AND state = 'parked';
 
 -- name: WriteOrderSync :one

@@ -37,7 +37,7 @@ func (q *Queries) ClaimEffect(ctx context.Context, arg ClaimEffectParams) (int64
 }
 
 const clearUnitFailure = `-- name: ClearUnitFailure :exec
-DELETE FROM bumpv2_idem_parked WHERE job = ?1 AND unit_key = ?2
+DELETE FROM bump_parked WHERE job = ?1 AND unit_key = ?2
 `
 
 type ClearUnitFailureParams struct {
@@ -139,7 +139,7 @@ func (q *Queries) GetProgress(ctx context.Context, job string) (GetProgressRow, 
 }
 
 const getUnitFailure = `-- name: GetUnitFailure :one
-SELECT state, payload_hash FROM bumpv2_idem_parked WHERE job = ?1 AND unit_key = ?2
+SELECT state, payload_hash FROM bump_parked WHERE job = ?1 AND unit_key = ?2
 `
 
 type GetUnitFailureParams struct {
@@ -246,7 +246,7 @@ func (q *Queries) ListOrderSync(ctx context.Context) ([]ListOrderSyncRow, error)
 
 const listUnitFailures = `-- name: ListUnitFailures :many
 SELECT job, unit_key, payload, attempts, last_error, state, mark, job_version, first_failed_at, updated_at
-FROM bumpv2_idem_parked ORDER BY job, unit_key
+FROM bump_parked ORDER BY job, unit_key
 `
 
 type ListUnitFailuresRow struct {
@@ -369,7 +369,7 @@ func (q *Queries) PurgeEffects(ctx context.Context, arg PurgeEffectsParams) (int
 }
 
 const recordUnitFailure = `-- name: RecordUnitFailure :exec
-INSERT INTO bumpv2_idem_parked AS f (job, unit_key, payload, payload_hash, attempts, last_error, state, mark, job_version, first_failed_at, updated_at)
+INSERT INTO bump_parked AS f (job, unit_key, payload, payload_hash, attempts, last_error, state, mark, job_version, first_failed_at, updated_at)
 VALUES (?1, ?2, ?3, ?4, 1, ?5, 'failing', ?6, ?7, ?8, ?9)
 ON CONFLICT (job, unit_key) DO UPDATE SET
     payload = excluded.payload,
@@ -475,7 +475,7 @@ func (q *Queries) ReserveEffect(ctx context.Context, arg ReserveEffectParams) er
 }
 
 const retryParkedUnits = `-- name: RetryParkedUnits :execrows
-UPDATE bumpv2_idem_parked SET state = 'retry', attempts = 0, updated_at = ?1
+UPDATE bump_parked SET state = 'retry', attempts = 0, updated_at = ?1
 WHERE job = ?2 AND state = 'parked'
 `
 
@@ -493,7 +493,7 @@ func (q *Queries) RetryParkedUnits(ctx context.Context, arg RetryParkedUnitsPara
 }
 
 const retryUnit = `-- name: RetryUnit :execrows
-UPDATE bumpv2_idem_parked SET state = 'retry', attempts = 0, updated_at = ?1
+UPDATE bump_parked SET state = 'retry', attempts = 0, updated_at = ?1
 WHERE job = ?2 AND unit_key = ?3
 `
 
@@ -514,7 +514,7 @@ func (q *Queries) RetryUnit(ctx context.Context, arg RetryUnitParams) (int64, er
 }
 
 const retryingUnits = `-- name: RetryingUnits :many
-SELECT unit_key, payload FROM bumpv2_idem_parked
+SELECT unit_key, payload FROM bump_parked
 WHERE job = ?1 AND state = 'retry' AND unit_key > ?2
 ORDER BY unit_key
 LIMIT ?3
@@ -657,7 +657,7 @@ func (q *Queries) SeenHash(ctx context.Context, arg SeenHashParams) ([]byte, err
 }
 
 const settleUnitFailure = `-- name: SettleUnitFailure :one
-UPDATE bumpv2_idem_parked
+UPDATE bump_parked
 SET state = CASE WHEN attempts >= ?1 THEN 'parked' WHEN state = 'retry' THEN 'retry' ELSE 'failing' END
 WHERE job = ?2 AND unit_key = ?3
 RETURNING state, attempts
