@@ -545,6 +545,8 @@ func (e *engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, col
 			o, ulog := OutcomeFailed, log.With(slog.String("key", keys[i]))
 			if i == failing {
 				o = e.failedOutcome(ctx, units[i], keys[i], err, ulog)
+			} else if outcomes[i] == OutcomeParked {
+				o = OutcomeParked // skipped before the batch failed: still parked
 			}
 			ur := e.failUnit(keys[i], o, err, rep, ulog)
 			if collect {

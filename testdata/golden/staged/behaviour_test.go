@@ -139,7 +139,8 @@ func TestStagedWindowPublishedOncePoisonIsParked(t *testing.T) {
 		rejectPoison(t, db)
 		clock := testdb.NewClock(base)
 		calls := &testdb.Calls{}
-		j, err := staged.NewLedgerImport(st, poisonBook(), staged.LedgerImportEffects{
+		src := poisonBook()
+		j, err := staged.NewLedgerImport(st, src, staged.LedgerImportEffects{
 			AnnounceEntry: staged.AnnounceEntryFunc(func(ctx context.Context, key string, e staged.Entry) error { calls.Add(key); return nil }),
 		}, staged.WithClock(clock.Now), staged.WithStart(base.Add(-time.Hour)), staged.WithLogger(testdb.Quiet))
 		if err != nil {
@@ -170,6 +171,21 @@ func TestStagedWindowPublishedOncePoisonIsParked(t *testing.T) {
 		clock.Advance(time.Minute)
 		if rep, err := j.Run(ctx); err != nil || rep.Seen != 3 || rep.Parked != 0 || rep.Unchanged != 3 {
 			t.Fatalf("next run: %s, %v", rep, err)
+		}
+
+		// A batch that another entry fails still reports e5 parked, not failing
+		// anew; once that entry is back to what was written, its row goes.
+		window := staged.Window{Since: base.Add(-time.Hour), Until: base}
+		src.entries[5].Account = "poison"
+		if rep, err := j.Backfill(ctx, window); err != nil || rep.Failed != 6 || rep.Parked != 1 || rep.Inserted+rep.Unchanged != 0 {
+			t.Fatalf("backfill failed by e6: %s, %v", rep, err)
+		}
+		src.entries[5].Account = "ops"
+		if rep, err := j.Backfill(ctx, window); err != nil || rep.Failed != 1 || rep.Parked != 1 || rep.Unchanged != 5 {
+			t.Fatalf("backfill with e6 restored: %s, %v", rep, err)
+		}
+		if units, err := st.Parked(ctx); err != nil || len(units) != 1 || units[0].Key != "ledger:entry:e5" || units[0].Attempts != 2 {
+			t.Fatalf("parked table %+v, %v; want e5 alone, not attempted again", units, err)
 		}
 
 		db.Exec(t, `DROP TRIGGER reject_poison`, `DROP TRIGGER reject_poison ON ledger_entries`)
