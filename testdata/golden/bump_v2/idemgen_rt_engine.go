@@ -542,6 +542,9 @@ func (e *engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, col
 	if err != nil {
 		err = fmt.Errorf("job %q: staged batch of %d units not published: %w", e.def.name, len(units), err)
 		for i := range units {
+			if keys[i] == "" {
+				keys[i] = e.def.keyOf(units[i]) // after the failing unit: not reached
+			}
 			o, ulog := OutcomeFailed, log.With(slog.String("key", keys[i]))
 			if i == failing {
 				o = e.failedOutcome(ctx, units[i], keys[i], err, ulog)
