@@ -21,13 +21,33 @@ import (
 // Every test here runs on SQLite and, when IDEMGEN_TEST_POSTGRES is set, on
 // PostgreSQL in a schema of its own that is dropped afterwards.
 func eachDB(t *testing.T, fn func(t *testing.T, store *billing.Store)) {
+	eachRawDB(t, func(t *testing.T, store *billing.Store, _ rawDB) { fn(t, store) })
+}
+
+// rawDB runs, on the test's database, what only the database can do: a
+// trigger that refuses a row, say. Each statement comes in both dialects.
+type rawDB func(t *testing.T, sqlite, postgres string)
+
+// eachRawDB is eachDB with a rawDB beside the store.
+func eachRawDB(t *testing.T, fn func(t *testing.T, store *billing.Store, db rawDB)) {
 	t.Run("sqlite", func(t *testing.T) {
-		st, closeDB, err := openSQLite(context.Background(), filepath.Join(t.TempDir(), "test.db"))
+		path := filepath.Join(t.TempDir(), "test.db")
+		st, closeDB, err := openSQLite(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(closeDB)
-		fn(t, st)
+		raw, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { raw.Close() })
+		fn(t, st, func(t *testing.T, sqlite, _ string) {
+			t.Helper()
+			if _, err := raw.ExecContext(context.Background(), sqlite); err != nil {
+				t.Fatalf("sqlite: %v", err)
+			}
+		})
 	})
 	t.Run("postgres", func(t *testing.T) {
 		url := os.Getenv("IDEMGEN_TEST_POSTGRES")
@@ -43,7 +63,12 @@ func eachDB(t *testing.T, fn func(t *testing.T, store *billing.Store)) {
 			_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 			pool.Close()
 		})
-		fn(t, st)
+		fn(t, st, func(t *testing.T, _, postgres string) {
+			t.Helper()
+			if _, err := pool.Exec(context.Background(), postgres); err != nil {
+				t.Fatalf("postgres: %v", err)
+			}
+		})
 	})
 }
 
@@ -214,10 +239,17 @@ func TestEffectFailuresRetryThenPark(t *testing.T) {
 		if rep.EffectsParked != 2 {
 			t.Fatalf("after 5 attempts: %s", rep)
 		}
+		// A plain error is retried once per run, up to max_attempts, and no more.
+		if calls, _ := f.mail.totals(); calls != 10 {
+			t.Fatalf("provider saw %d calls, want 5 per invoice", calls)
+		}
 		f.mail.failing = false
 		f.clk.advance(time.Minute)
 		if rep = runJob(t, j); rep.EffectsDone != 0 {
 			t.Fatalf("parked effect was retried: %s", rep)
+		}
+		if calls, _ := f.mail.totals(); calls != 10 {
+			t.Fatalf("a parked effect was called again: %d calls", calls)
 		}
 		entries, err := st.Ledger(context.Background())
 		if err != nil {

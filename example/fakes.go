@@ -16,6 +16,7 @@ type billingAPI struct {
 	mu       sync.Mutex
 	invoices map[string]billing.Invoice
 	fetches  int
+	windows  []billing.Window // the window of every first page fetched
 }
 
 func newBillingAPI() *billingAPI { return &billingAPI{invoices: map[string]billing.Invoice{}} }
@@ -31,6 +32,9 @@ func (b *billingAPI) Fetch(ctx context.Context, w billing.Window, page string) (
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.fetches++
+	if page == "" {
+		b.windows = append(b.windows, w)
+	}
 	var in []billing.Invoice
 	for _, inv := range b.invoices {
 		if !inv.UpdatedAt.Before(w.Since) && inv.UpdatedAt.Before(w.Until) {
@@ -50,6 +54,16 @@ func (b *billingAPI) Fetch(ctx context.Context, w billing.Window, page string) (
 	return in[start:end], next, nil
 }
 
+// lastWindow is the window of the last fetch of a first page.
+func (b *billingAPI) lastWindow() billing.Window {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.windows) == 0 {
+		return billing.Window{}
+	}
+	return b.windows[len(b.windows)-1]
+}
+
 // notifier stands in for an email provider that honours idempotency keys:
 // it counts every call, and applies each key once.
 type notifier struct {
@@ -57,18 +71,27 @@ type notifier struct {
 	calls   map[string]int // calls received per key
 	applied map[string]int // emails actually sent per key
 	failing bool
+	bounce  bool          // the address does not exist: a permanent failure
 	hang    chan struct{} // when set, calls apply then block until closed
 	onCall  func()        // when set, called after a call applied (the example's crash)
 }
 
 func newNotifier() *notifier { return &notifier{calls: map[string]int{}, applied: map[string]int{}} }
 
-var errProviderDown = errors.New("provider unavailable")
+var (
+	errProviderDown = errors.New("provider unavailable")
+	errNoMailbox    = errors.New("mailbox does not exist")
+	errDeclined     = errors.New("receipt declined by the card network")
+)
 
 // NotifyNewInvoice implements billing.NotifyNewInvoice.
 func (n *notifier) NotifyNewInvoice(ctx context.Context, key string, inv billing.Invoice) error {
 	n.mu.Lock()
 	n.calls[key]++
+	if n.bounce {
+		n.mu.Unlock()
+		return billing.Permanent(errNoMailbox)
+	}
 	if n.failing {
 		n.mu.Unlock()
 		return errProviderDown
@@ -101,8 +124,9 @@ func (n *notifier) totals() (calls, applied int) {
 
 // receipts stands in for a receipt service; its result is a receipt id.
 type receipts struct {
-	mu    sync.Mutex
-	calls map[string]int
+	mu      sync.Mutex
+	calls   map[string]int
+	decline bool // refuse every receipt for good
 }
 
 func newReceipts() *receipts { return &receipts{calls: map[string]int{}} }
@@ -112,6 +136,9 @@ func (r *receipts) SendReceipt(ctx context.Context, key string, p billing.Paymen
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls[key]++
+	if r.decline {
+		return nil, billing.Permanent(errDeclined)
+	}
 	return []byte("rcpt-" + p.EventID), nil
 }
 

@@ -131,7 +131,7 @@ func TestGenerateIsDeterministic(t *testing.T) {
 // query templates produce today.
 func TestRuntimeFixtureMatchesQueries(t *testing.T) {
 	p := &model.Package{Name: "idemrt", Dialects: []model.Dialect{model.Postgres, model.SQLite},
-		Tables: model.Tables{Ledger: "idemrt_idem_ledger", Progress: "idemrt_idem_progress", Seen: "idemrt_idem_seen"}}
+		Tables: model.Tables{Ledger: "idemrt_idem_ledger", Progress: "idemrt_idem_progress", Seen: "idemrt_idem_seen", Parked: "idemrt_idem_parked"}}
 	in := map[string][]byte{"sqlc.yaml": sqlgen.SQLCConfig(p)}
 	for _, d := range p.Dialects {
 		l := sqlgen.LayoutOf(d)

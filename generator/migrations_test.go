@@ -3,23 +3,20 @@ package generator_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/ncruces/go-sqlite3/driver"
 	_ "github.com/ncruces/go-sqlite3/embed"
 	"github.com/pressly/goose/v3"
 
 	"github.com/idemgen/idemgen/generator"
+	"github.com/idemgen/idemgen/generator/internal/pgtest"
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/generator/spec"
 	"github.com/idemgen/idemgen/generator/sqlc"
@@ -338,6 +335,8 @@ func TestRefusals(t *testing.T) {
 			"column amount_cents changes type from bigint to text"},
 		{"renamed ledger", specText("tables: {ledger: shop_ledger}\n", ordersV1, refundsV1, legacy), nil,
 			"the ledger table was renamed from shop_idem_ledger to shop_ledger"},
+		{"renamed parked table", specText("tables: {parked: shop_parked}\n", ordersV1, refundsV1, legacy), nil,
+			"the parked table was renamed from shop_idem_parked to shop_parked"},
 		{"hand-written migration", specV1, func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "migrations", "sqlite", "00002_mine.sql"), []byte("-- +goose Up\nSELECT 1;\n"), 0o644)
 		}, "migrations/sqlite/00002_mine.sql has no idemgen header"},
@@ -413,39 +412,11 @@ func openDatabases(t *testing.T) []*testDB {
 	}
 	t.Cleanup(func() { lite.Close() })
 	dbs := []*testDB{{model.SQLite, lite}}
-	pgURL := os.Getenv("IDEMGEN_TEST_POSTGRES")
-	if pgURL == "" {
+	pg := pgtest.OpenSchema(t, "idemgen_mig_")
+	if pg == nil {
 		t.Log("IDEMGEN_TEST_POSTGRES is not set: the PostgreSQL migration checks are skipped (SQLite only)")
 		return dbs
 	}
-	admin, err := sql.Open("pgx", pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "idemgen_mig_" + hex.EncodeToString(b)
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	pg, err := sql.Open("pgx", u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		pg.Close()
-		if _, err := admin.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-		admin.Close()
-	})
 	return append(dbs, &testDB{model.Postgres, pg})
 }
 

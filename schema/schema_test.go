@@ -152,6 +152,7 @@ jobs:
         - note: string?
         - updated_at: time
       key: "billing:invoice:{invoice_id}"
+      max_attempts: 10
     source:
       watermark: {field: updated_at, overlap: 10m}
     destination:
@@ -187,6 +188,8 @@ func TestAgreement(t *testing.T) {
 		{"no destination, no effects", base[strings.Index(base, "    destination:"):], "", true},
 		{"insert_once", "write: upsert\n      newer_wins: updated_at\n", "write: insert_once\n", true},
 		{"all durations", "lease: 5m", "lease: 1h30m0.5s", true},
+		{"parked table renamed", "ledger: billing_ledger", "parked: billing_parked", true},
+		{"unit without max_attempts", "      max_attempts: 10\n", "", true},
 
 		// Unknown keys.
 		{"unknown top key", "out:", "output:", false},
@@ -197,6 +200,7 @@ func TestAgreement(t *testing.T) {
 		{"unknown watermark key", "overlap: 10m", "overlap: 10m, lag: 1m", false},
 		{"unknown destination key", "stage:", "staged:", false},
 		{"unknown effect key", "keep_result:", "keep_results:", false},
+		{"unknown unit key near max_attempts", "max_attempts: 10", "max_attempt: 10", false},
 
 		// Wrong enums.
 		{"dialect", "[postgres, sqlite]", "[postgres, mysql]", false},
@@ -217,6 +221,7 @@ func TestAgreement(t *testing.T) {
 		{"stage as string", "stage: false", "stage: \"no\"", false},
 		{"keep_result as number", "keep_result: true", "keep_result: 1", false},
 		{"max_attempts as string", "max_attempts: 5", "max_attempts: \"5\"", false},
+		{"unit max_attempts as string", "max_attempts: 10", "max_attempts: \"10\"", false},
 		{"lease as number", "lease: 5m", "lease: 300", false},
 		{"lease not Go syntax", "lease: 5m", "lease: 5 minutes", false},
 		{"effects as mapping", "    effects:\n      - name", "    effects:\n      x:\n        name", false},
@@ -255,6 +260,8 @@ func TestAgreement(t *testing.T) {
 		{"no fields", base[strings.Index(base, "      fields:"):strings.Index(base, "      key:")], "      fields: []\n", false},
 		{"effect version 0", "version: 2", "version: 0", false},
 		{"max_attempts 0", "max_attempts: 5", "max_attempts: 0", false},
+		{"unit max_attempts 0", "max_attempts: 10", "max_attempts: 0", false},
+		{"parked table with SQL", "ledger: billing_ledger", "parked: \"p; DROP TABLE x\"", false},
 		{"empty unique", "unique: [invoice_id]", "unique: []", false},
 		{"job name too long", "name: invoice_sync", "name: " + strings.Repeat("x", 49), false},
 	} {

@@ -94,9 +94,13 @@ func NewInvoiceSync(store *Store, src InvoiceSyncSource, fx InvoiceSyncEffects, 
 			version:     2,
 			when:        whenInserted,
 		}},
-		keyOf:   Invoice.Key,
-		name:    "invoice_sync",
-		version: 1,
+		keyOf: Invoice.Key,
+		markOf: func(u Invoice) time.Time {
+			return u.UpdatedAt
+		},
+		maxAttempts: 3,
+		name:        "invoice_sync",
+		version:     1,
 		write: func(ctx context.Context, q querier, u Invoice, key string, v int32) (Outcome, error) {
 			return q.(destQuerier).writeInvoiceSync(ctx, u, key, v)
 		},

@@ -162,6 +162,12 @@ func jobConstructor(f *jen.File, j *model.Job) {
 		if j.Dest != nil && j.Dest.Stage {
 			def[jen.Id("stage")] = jen.True()
 		}
+		if j.Unit.MaxAttempts > 0 {
+			def[jen.Id("maxAttempts")] = jen.Lit(j.Unit.MaxAttempts)
+		}
+		if j.Watermark != nil {
+			def[jen.Id("markOf")] = markOfFunc(j)
+		}
 		if j.Dest != nil {
 			def[jen.Id("write")] = jen.Func().Params(
 				jen.Id("ctx").Add(Context()), jen.Id("q").Id("querier"), jen.Id("u").Id(unit),
@@ -210,6 +216,13 @@ func effectDef(j *model.Job, e *model.Effect) *jen.Statement {
 	return jen.Values(d)
 }
 
+// markOfFunc emits a watermark job's watermark field as a function:
+//
+//	func(u Invoice) time.Time { return u.UpdatedAt }
+func markOfFunc(j *model.Job) *jen.Statement {
+	return jen.Func().Params(jen.Id("u").Id(j.Unit.GoName)).Add(Time()).Block(jen.Return(jen.Id("u").Dot(j.Watermark.GoName)))
+}
+
 func recv(j *model.Job) *jen.Statement { return jen.Params(jen.Id("j").Op("*").Id(j.GoName)) }
 
 // jobVerbs emits Run, Backfill, Process, Drain, Purge and Stale as they apply.
@@ -218,7 +231,7 @@ func jobVerbs(f *jen.File, j *model.Job) {
 	report := jen.Params(jen.Id("Report"), jen.Error())
 	switch j.Source {
 	case model.SourceWatermark:
-		markOf := jen.Func().Params(jen.Id("u").Id(j.Unit.GoName)).Add(Time()).Block(jen.Return(jen.Id("u").Dot(j.Watermark.GoName)))
+		markOf := markOfFunc(j)
 		f.Commentf("Run performs owed effects, then fetches the window from the stored watermark minus the")
 		f.Commentf("overlap (%s) to now, applies it, and only then advances the watermark.", j.Overlap)
 		f.Func().Add(recv(j)).Id("Run").Params(ctx.Clone()).Add(report.Clone()).Block(

@@ -36,7 +36,37 @@ func StoreFile(p *model.Package) *jen.File {
 	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("Ledger").Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Id("LedgerEntry"), jen.Error()).Block(
 		jen.Return(jen.Id("s").Dot("st").Dot("auto").Call().Dot("ledger").Call(jen.Id("ctx"))),
 	)
+	parkedMethods(f)
 	return f
+}
+
+// parkedMethods emits the Store's view of units whose writes failed:
+//
+//	func (s *Store) Parked(ctx context.Context) ([]ParkedUnit, error)
+//	func (s *Store) Retry(ctx context.Context, job, key string) (bool, error)
+//	func (s *Store) RetryParked(ctx context.Context, job string) (int64, error)
+func parkedMethods(f *jen.File) {
+	store := jen.Params(jen.Id("s").Op("*").Id("Store"))
+	auto := jen.Id("s").Dot("st").Dot("auto").Call()
+	now := jen.Qual("time", "Now").Call()
+	f.Comment("Parked lists the units whose writes failed and that were not written since, ordered")
+	f.Comment("by job and key: failing (progress waits for them), parked after their job's")
+	f.Comment("max_attempts (progress passes them), or put back for retry.")
+	f.Func().Add(store.Clone()).Id("Parked").Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Id("ParkedUnit"), jen.Error()).Block(
+		jen.Return(auto.Clone().Dot("unitFailures").Call(jen.Id("ctx"))),
+	)
+	f.Comment("Retry puts job's failed or parked unit under key back, with its attempts at 0: the")
+	f.Comment("next Run (Drain, for a job of handed-in units) writes it again from its stored")
+	f.Comment("payload, and so does every Run after it until the write succeeds or fails")
+	f.Comment("max_attempts times. It reports whether there was such a unit. `idemgen ledger")
+	f.Comment("retry` calls it.")
+	f.Func().Add(store.Clone()).Id("Retry").Params(jen.Id("ctx").Add(Context()), jen.List(jen.Id("job"), jen.Id("key")).String()).Params(jen.Bool(), jen.Error()).Block(
+		jen.Return(auto.Clone().Dot("retryUnit").Call(jen.Id("ctx"), jen.Id("job"), jen.Id("key"), now.Clone())),
+	)
+	f.Comment("RetryParked puts every parked unit of job back, as Retry does, and returns how many.")
+	f.Func().Add(store.Clone()).Id("RetryParked").Params(jen.Id("ctx").Add(Context()), jen.Id("job").String()).Params(jen.Int64(), jen.Error()).Block(
+		jen.Return(auto.Clone().Dot("retryParkedUnits").Call(jen.Id("ctx"), jen.Id("job"), now.Clone())),
+	)
 }
 
 // storeType emits:

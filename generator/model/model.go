@@ -39,7 +39,7 @@ func (p *Package) Has(d Dialect) bool {
 
 // Tables are the bookkeeping tables the package owns.
 type Tables struct {
-	Ledger, Progress, Seen, Migrations string
+	Ledger, Progress, Seen, Parked, Migrations string
 }
 
 // SourceKind is where a job's units come from.
@@ -74,6 +74,8 @@ func (j *Job) Lower() string { return lowerFirst(j.GoName) }
 type Unit struct {
 	GoName string
 	Fields []*Field
+	// MaxAttempts parks a unit whose write failed in this many runs; 0: never.
+	MaxAttempts int
 }
 
 // Type is a spec field type.
@@ -193,12 +195,8 @@ func Resolve(f *spec.File) (*Package, error) {
 	for _, d := range f.Dialects {
 		p.Dialects = append(p.Dialects, Dialect(d.Value))
 	}
-	p.Tables = Tables{
-		Ledger:     or(f.Tables.Ledger.Value, p.Name+"_idem_ledger"),
-		Progress:   or(f.Tables.Progress.Value, p.Name+"_idem_progress"),
-		Seen:       or(f.Tables.Seen.Value, p.Name+"_idem_seen"),
-		Migrations: or(f.Tables.Migrations.Value, p.Name+"_idem_migrations"),
-	}
+	t := &p.Tables
+	t.Ledger, t.Progress, t.Seen, t.Parked, t.Migrations = spec.DefaultTableNames(f)
 	for i := range f.Jobs {
 		j, err := resolveJob(&f.Jobs[i])
 		if err != nil {
@@ -215,7 +213,7 @@ func resolveJob(sj *spec.Job) (*Job, error) {
 		GoName:  GoName(sj.Name.Value),
 		Doc:     sj.Doc.Value,
 		Version: orInt(sj.Version, 1),
-		Unit:    &Unit{GoName: sj.Unit.Type.Value},
+		Unit:    &Unit{GoName: sj.Unit.Type.Value, MaxAttempts: orInt(sj.Unit.MaxAttempts, 0)},
 		Source:  SourceKind(sj.Source.Kind.Value),
 	}
 	byName := map[string]*Field{}

@@ -62,16 +62,30 @@ const MaxSQLNameLen = 63
 const BookkeepingPrefix = "idemgen_"
 
 // DefaultTableNames returns the bookkeeping table names of a package
-// (ledger, progress, seen, migrations), honouring the renames in tables.
-func DefaultTableNames(f *File) (ledger, progress, seen, migrations string) {
-	name := func(s String, suffix string) string {
+// (ledger, progress, seen, parked, migrations), honouring the renames in tables.
+func DefaultTableNames(f *File) (ledger, progress, seen, parked, migrations string) {
+	n := tableNames(f)
+	return n[0], n[1], n[2], n[3], n[4]
+}
+
+// tableKeys are the keys under tables, in the order tableNames returns them.
+var tableKeys = [5]string{"ledger", "progress", "seen", "parked", "migrations"}
+
+func tableValues(f *File) [5]String {
+	t := f.Tables
+	return [5]String{t.Ledger, t.Progress, t.Seen, t.Parked, t.Migrations}
+}
+
+// tableNames returns each bookkeeping table's name: its rename, or <package>_idem_<key>.
+func tableNames(f *File) [5]string {
+	var names [5]string
+	for i, s := range tableValues(f) {
+		names[i] = f.Package.Value + "_idem_" + tableKeys[i]
 		if s.Set {
-			return s.Value
+			names[i] = s.Value
 		}
-		return f.Package.Value + "_idem_" + suffix
 	}
-	return name(f.Tables.Ledger, "ledger"), name(f.Tables.Progress, "progress"),
-		name(f.Tables.Seen, "seen"), name(f.Tables.Migrations, "migrations")
+	return names
 }
 
 var (
@@ -86,7 +100,8 @@ var (
 var runTied = set("now", "today", "time", "timestamp", "run_id", "run", "random", "rand", "uuid", "nonce")
 
 // Type names idemgen generates in every package, besides the per-job ones.
-var reservedTypes = set("Store", "Report", "Option", "Window", "UnitResult", "EffectResult")
+var reservedTypes = set("Store", "Report", "Option", "Window", "UnitResult", "EffectResult",
+	"ParkedUnit", "Permanent", "ErrPermanent", "ErrParked")
 var reservedTypeSuffixes = []string{"Source", "Effects", "Job"}
 
 var goKeywords = set("break", "case", "chan", "const", "continue", "default", "defer", "else",
@@ -203,8 +218,8 @@ func (c *checker) file() {
 		c.errorf(p, "spec: no jobs; a spec needs at least one")
 	}
 	jobNames, unitTypes, effectNames, tables, effectKeys := firstSeen{}, firstSeen{}, firstSeen{}, firstSeen{}, map[string]string{}
-	ledger, progress, seen, migrations := DefaultTableNames(f)
-	bookkeeping := set(ledger, progress, seen, migrations)
+	names := tableNames(f)
+	bookkeeping := set(names[:]...)
 	for i := range f.Jobs {
 		j := &f.Jobs[i]
 		jc := &jobCtx{checker: c, j: j, prefix: fmt.Sprintf("job #%d: ", i+1)}
@@ -235,8 +250,7 @@ func (c *checker) pkg() {
 	case strings.HasSuffix(p.Value, "_test"):
 		c.errorf(p.Pos, "package %q ends in _test, which go reserves for external test packages", p.Value)
 	default:
-		ledger, progress, seen, migrations := DefaultTableNames(c.f)
-		for _, t := range []string{ledger, progress, seen, migrations} {
+		for _, t := range tableNames(c.f) {
 			if len(t) > MaxSQLNameLen {
 				c.errorf(p.Pos, "package %q is too long: its table %s would exceed %d characters (shorten it or rename the table under tables)", p.Value, t, MaxSQLNameLen)
 				break
@@ -290,27 +304,19 @@ func (c *checker) dialects() {
 }
 
 func (c *checker) tables() {
-	t := c.f.Tables
-	names := [4]string{}
-	names[0], names[1], names[2], names[3] = DefaultTableNames(c.f)
-	keys := [4]string{"ledger", "progress", "seen", "migrations"}
-	for i, s := range []String{t.Ledger, t.Progress, t.Seen, t.Migrations} {
-		if !s.Set || !c.sqlName(s, "tables."+keys[i]) {
+	names, values := tableNames(c.f), tableValues(c.f)
+	for i, s := range values {
+		if !s.Set || !c.sqlName(s, "tables."+tableKeys[i]) {
 			continue
 		}
 		// A rename may also land on another table's default name.
-		for k := range keys {
-			if k != i && names[k] == s.Value && (k < i || !c.tableSet(k)) {
-				c.errorf(s.Pos, "tables.%s: table %s is already the %s table", keys[i], s.Value, keys[k])
+		for k := range tableKeys {
+			if k != i && names[k] == s.Value && (k < i || !values[k].Set) {
+				c.errorf(s.Pos, "tables.%s: table %s is already the %s table", tableKeys[i], s.Value, tableKeys[k])
 				break
 			}
 		}
 	}
-}
-
-func (c *checker) tableSet(i int) bool {
-	t := c.f.Tables
-	return []bool{t.Ledger.Set, t.Progress.Set, t.Seen.Set, t.Migrations.Set}[i]
 }
 
 // goName is how a snake_case name is compared with others once it is a Go
@@ -370,6 +376,9 @@ func (jc *jobCtx) unit(unitTypes firstSeen) {
 	}
 	jc.unitType(unitTypes)
 	jc.unitFields()
+	if m := u.MaxAttempts; m.Set && m.Value < 1 {
+		jc.errorf(m.Pos, "%sunit max_attempts must be at least 1, not %d", jc.prefix, m.Value)
+	}
 	if !u.Key.Set {
 		jc.errorf(u.Pos, "%sunit: missing key (the idempotency key, e.g. \"%s:{%s}\")", jc.prefix, jc.keyExample(), cmpOr(jc.names, "id"))
 		return

@@ -311,6 +311,7 @@ func (p *parser) tables(n *yaml.Node, t *Tables) {
 		"ledger":     func(v *yaml.Node) { p.str(v, "tables.ledger", &t.Ledger) },
 		"progress":   func(v *yaml.Node) { p.str(v, "tables.progress", &t.Progress) },
 		"seen":       func(v *yaml.Node) { p.str(v, "tables.seen", &t.Seen) },
+		"parked":     func(v *yaml.Node) { p.str(v, "tables.parked", &t.Parked) },
 		"migrations": func(v *yaml.Node) { p.str(v, "tables.migrations", &t.Migrations) },
 	})
 }
@@ -344,8 +345,9 @@ func (p *parser) job(n *yaml.Node, j *Job) {
 func (p *parser) unit(n *yaml.Node, u *Unit) {
 	u.Pos = pos(n)
 	p.fields(n, "unit", map[string]func(*yaml.Node){
-		"type": func(v *yaml.Node) { p.str(v, "unit type", &u.Type) },
-		"key":  func(v *yaml.Node) { p.template(v, "unit key", &u.Key) },
+		"type":         func(v *yaml.Node) { p.str(v, "unit type", &u.Type) },
+		"key":          func(v *yaml.Node) { p.template(v, "unit key", &u.Key) },
+		"max_attempts": func(v *yaml.Node) { p.integer(v, "unit max_attempts", &u.MaxAttempts) },
 		"fields": func(v *yaml.Node) {
 			u.FieldsPos = pos(v)
 			if v.Kind != yaml.SequenceNode {

@@ -27,6 +27,7 @@ type Tables struct {
 	Ledger     String
 	Progress   String
 	Seen       String
+	Parked     String
 	Migrations String
 }
 
@@ -48,6 +49,8 @@ type Unit struct {
 	Type   String
 	Fields []Field
 	Key    String
+	// MaxAttempts parks a unit whose write failed in this many runs.
+	MaxAttempts Int
 
 	FieldsPos Pos // zero when fields was not given
 }

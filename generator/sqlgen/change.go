@@ -17,7 +17,9 @@ import (
 //
 // What each change becomes:
 //
-//   - a new destination table: CREATE TABLE; Down drops it.
+//   - a new table: CREATE TABLE with its indexes; Down drops it. Besides
+//     a new job's destination, this is how a bookkeeping table that a newer
+//     idemgen adds (the parked table) reaches databases made before it.
 //   - a removed destination table: DROP TABLE, with a comment that its rows
 //     are dropped; Down creates it again, empty.
 //   - a destination table renamed in the spec (same job, new name, the old
@@ -48,7 +50,7 @@ func ChangeMigration(old, want Schema, number int) ([]byte, Schema, error) {
 	}
 	slices.Reverse(c.down)
 	m := migration{
-		Notes: append([]string{fmt.Sprintf("Migration %d: the spec changed since migration %d.", number, number-1)}, c.notes...),
+		Notes: append([]string{fmt.Sprintf("Migration %d: the schema the spec needs changed since migration %d.", number, number-1)}, c.notes...),
 		Up:    c.up,
 		Down:  c.down,
 	}
@@ -79,7 +81,7 @@ func (c *changer) plan(old, want Schema) (Schema, error) {
 	if old.VersionTable != want.VersionTable {
 		c.refuse("the migration version table was renamed from %s to %s (tables.migrations); goose would apply every migration again: idemgen does not rename it, restore the old name", old.VersionTable, want.VersionTable)
 	}
-	for _, role := range []string{RoleLedger, RoleProgress, RoleSeen} {
+	for _, role := range BookkeepingRoles {
 		o, w := byRole(old, role), byRole(want, role)
 		if o != nil && w != nil && o.Name != w.Name {
 			c.refuse("the %s table was renamed from %s to %s (tables.%s); idemgen does not rename bookkeeping tables, which hold the package's state: restore the old name, or rename the table in the database yourself and start a new migration history", role, o.Name, w.Name, role)
@@ -131,6 +133,9 @@ func (c *changer) plan(old, want Schema) (Schema, error) {
 	for _, w := range want.Tables {
 		o := oldOf[w.Name]
 		if o == nil {
+			if w.Role != RoleDestination {
+				c.notes = append(c.notes, fmt.Sprintf("It creates %s, the %s table that this version of idemgen keeps in every package; no spec change asked for it.", w.Name, w.Role))
+			}
 			c.add(createTable(w), "DROP TABLE "+w.Name+";")
 			next.Tables = append(next.Tables, w)
 			continue

@@ -23,13 +23,17 @@ type Schema struct {
 	Tables []Table `json:"tables"`
 }
 
-// Table roles: the three bookkeeping tables and job destinations.
+// Table roles: the bookkeeping tables and job destinations.
 const (
 	RoleLedger      = "ledger"
 	RoleProgress    = "progress"
 	RoleSeen        = "seen"
+	RoleParked      = "parked"
 	RoleDestination = "destination"
 )
+
+// BookkeepingRoles are the roles of the tables every package owns.
+var BookkeepingRoles = []string{RoleLedger, RoleProgress, RoleSeen, RoleParked}
 
 // Table is one table with its columns, keys and indexes.
 type Table struct {
@@ -128,7 +132,25 @@ func SchemaOf(p *model.Package, d model.Dialect) Schema {
 		col("job_version", dd.Int, true),
 		col("first_seen", dd.Time, true),
 	}, PrimaryKey: []string{"job", "unit_key"}}
-	s := Schema{Dialect: d, VersionTable: p.Tables.Migrations, Tables: []Table{ledger, progress, seen}}
+	// One row per unit whose write failed and that has not been written
+	// since: failing, parked after the unit's max_attempts, or put back
+	// for retry by a person.
+	parked := Table{Name: p.Tables.Parked, Role: RoleParked, Aligned: true, Columns: []Column{
+		col("job", dd.Text, true),
+		col("unit_key", dd.Text, true),
+		col("payload", dd.Bytes, true),
+		col("payload_hash", dd.Bytes, true),
+		{Name: "attempts", Type: dd.Int, NotNull: true, Default: "0"},
+		col("last_error", dd.Text, true),
+		{Name: "state", Type: dd.Text, NotNull: true, Check: "state IN ('failing', 'parked', 'retry')"},
+		col("mark", dd.Time, false),
+		col("job_version", dd.Int, true),
+		col("first_failed_at", dd.Time, true),
+		col("updated_at", dd.Time, true),
+	}, PrimaryKey: []string{"job", "unit_key"}, Indexes: []Index{
+		{Name: p.Tables.Parked + "_state", Columns: []string{"job", "state", "unit_key"}},
+	}}
+	s := Schema{Dialect: d, VersionTable: p.Tables.Migrations, Tables: []Table{ledger, progress, seen, parked}}
 	for i, j := range p.Jobs {
 		sj := dd.Jobs[i]
 		if sj.Table == "" {

@@ -34,10 +34,10 @@ type Job struct {
 
 // data is what the templates see.
 type data struct {
-	T                              model.Tables
-	Text, Int, BigInt, Bytes, Time string
-	GreatestMark                   string
-	Jobs                           []Job
+	T                                    model.Tables
+	Text, Int, BigInt, Bytes, Time, Bool string
+	GreatestMark                         string
+	Jobs                                 []Job
 }
 
 // ColumnType is the SQL type of a field in a dialect.
@@ -58,10 +58,10 @@ func ColumnType(d model.Dialect, t model.Type) string {
 func newData(p *model.Package, d model.Dialect) data {
 	dd := data{T: p.Tables}
 	if d == model.Postgres {
-		dd.Text, dd.Int, dd.BigInt, dd.Bytes, dd.Time = "text", "integer", "bigint", "bytea", "timestamptz"
+		dd.Text, dd.Int, dd.BigInt, dd.Bytes, dd.Time, dd.Bool = "text", "integer", "bigint", "bytea", "timestamptz", "boolean"
 		dd.GreatestMark = "GREATEST(p.watermark, excluded.watermark)"
 	} else {
-		dd.Text, dd.Int, dd.BigInt, dd.Bytes, dd.Time = "TEXT", "INTEGER", "INTEGER", "BLOB", "TEXT"
+		dd.Text, dd.Int, dd.BigInt, dd.Bytes, dd.Time, dd.Bool = "TEXT", "INTEGER", "INTEGER", "BLOB", "TEXT", "BOOLEAN"
 		// SQLite's max() is NULL if any argument is; the stored mark may be NULL.
 		dd.GreatestMark = "coalesce(max(p.watermark, excluded.watermark), excluded.watermark)"
 	}

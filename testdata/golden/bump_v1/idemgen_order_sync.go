@@ -125,7 +125,10 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 			version:     1,
 			when:        whenChanged,
 		}},
-		keyOf:   Order.Key,
+		keyOf: Order.Key,
+		markOf: func(u Order) time.Time {
+			return u.UpdatedAt
+		},
 		name:    "order_sync",
 		version: 1,
 		write: func(ctx context.Context, q querier, u Order, key string, v int32) (Outcome, error) {

@@ -87,8 +87,8 @@ func (q sqliteQuerier) complete(ctx context.Context, key, owner string, result [
 	return n == 1, err
 }
 
-func (q sqliteQuerier) release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, now time.Time) (string, error) {
-	state, err := q.q.ReleaseEffect(ctx, sqlitedb.ReleaseEffectParams{MaxAttempts: int64(maxAttempts), LastError: nullText(lastErr), UpdatedAt: sqliteTime(now), EffectKey: key, Owner: nullText(owner)})
+func (q sqliteQuerier) release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (string, error) {
+	state, err := q.q.ReleaseEffect(ctx, sqlitedb.ReleaseEffectParams{MaxAttempts: int64(maxAttempts), Park: park, LastError: nullText(lastErr), UpdatedAt: sqliteTime(now), EffectKey: key, Owner: nullText(owner)})
 	if sqliteNoRows(err) {
 		return statePending, nil // the lease was taken over; the new holder decides
 	}
@@ -134,4 +134,57 @@ func (q sqliteQuerier) ledger(ctx context.Context) ([]LedgerEntry, error) {
 			LeaseOwner: r.LeaseOwner.String, LastError: r.LastError.String})
 	}
 	return out, nil
+}
+
+func (q sqliteQuerier) unitFailure(ctx context.Context, job, unitKey string) (string, []byte, bool, error) {
+	r, err := q.q.GetUnitFailure(ctx, sqlitedb.GetUnitFailureParams{Job: job, UnitKey: unitKey})
+	if sqliteNoRows(err) {
+		return "", nil, false, nil
+	}
+	return r.State, r.PayloadHash, err == nil, err
+}
+
+func (q sqliteQuerier) clearUnitFailure(ctx context.Context, job, unitKey string) error {
+	return q.q.ClearUnitFailure(ctx, sqlitedb.ClearUnitFailureParams{Job: job, UnitKey: unitKey})
+}
+
+func (q sqliteQuerier) recordUnitFailure(ctx context.Context, f unitFailure, now time.Time) error {
+	return q.q.RecordUnitFailure(ctx, sqlitedb.RecordUnitFailureParams{
+		Job: f.job, UnitKey: f.unitKey, Payload: f.payload, PayloadHash: f.hash, LastError: f.lastError,
+		Mark: sqlNullTime(f.mark), JobVersion: int64(f.jobVersion), FirstFailedAt: sqliteTime(now), UpdatedAt: sqliteTime(now),
+	})
+}
+
+func (q sqliteQuerier) settleUnitFailure(ctx context.Context, job, unitKey string, maxAttempts int32) (string, int32, error) {
+	r, err := q.q.SettleUnitFailure(ctx, sqlitedb.SettleUnitFailureParams{MaxAttempts: int64(maxAttempts), Job: job, UnitKey: unitKey})
+	return r.State, int32(r.Attempts), err
+}
+
+func (q sqliteQuerier) retryingUnits(ctx context.Context, job, after string, limit int32) ([]unitFailure, error) {
+	rs, err := q.q.RetryingUnits(ctx, sqlitedb.RetryingUnitsParams{Job: job, After: after, RowLimit: int64(limit)})
+	out := make([]unitFailure, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, unitFailure{job: job, unitKey: r.UnitKey, payload: r.Payload})
+	}
+	return out, err
+}
+
+func (q sqliteQuerier) unitFailures(ctx context.Context) ([]ParkedUnit, error) {
+	rs, err := q.q.ListUnitFailures(ctx)
+	out := make([]ParkedUnit, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, ParkedUnit{Job: r.Job, Key: r.UnitKey, Payload: r.Payload, Attempts: int(r.Attempts),
+			LastError: r.LastError, State: r.State, Mark: readNullTime(r.Mark, &err), JobVersion: int(r.JobVersion),
+			FirstFailedAt: readTime(r.FirstFailedAt, &err), UpdatedAt: readTime(r.UpdatedAt, &err)})
+	}
+	return out, err
+}
+
+func (q sqliteQuerier) retryUnit(ctx context.Context, job, unitKey string, now time.Time) (bool, error) {
+	n, err := q.q.RetryUnit(ctx, sqlitedb.RetryUnitParams{UpdatedAt: sqliteTime(now), Job: job, UnitKey: unitKey})
+	return n == 1, err
+}
+
+func (q sqliteQuerier) retryParkedUnits(ctx context.Context, job string, now time.Time) (int64, error) {
+	return q.q.RetryParkedUnits(ctx, sqlitedb.RetryParkedUnitsParams{UpdatedAt: sqliteTime(now), Job: job})
 }

@@ -4,10 +4,12 @@ package cursor_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -141,38 +143,61 @@ func TestCursorAdvancesPageByPage(t *testing.T) {
 	})
 }
 
+// rejectPoison makes the database refuse events named "poison" (a trigger),
+// so their writes fail on every attempt until acceptPoison.
+func rejectPoison(t *testing.T, db testdb.DB) {
+	t.Helper()
+	db.Exec(t,
+		`CREATE TRIGGER reject_poison BEFORE INSERT ON events WHEN NEW.name = 'poison'
+		 BEGIN SELECT RAISE(ABORT, 'poison rejected'); END`,
+		`CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		 BEGIN IF NEW.name = 'poison' THEN RAISE EXCEPTION 'poison rejected'; END IF; RETURN NEW; END $$;
+		 CREATE TRIGGER reject_poison BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION reject_poison()`)
+}
+
+func acceptPoison(t *testing.T, db testdb.DB) {
+	t.Helper()
+	db.Exec(t, `DROP TRIGGER reject_poison`, `DROP TRIGGER reject_poison ON events`)
+}
+
+// poisonFeed serves six events, the third named "poison", two per page.
+func poisonFeed() *feed {
+	src := &feed{}
+	for i, name := range []string{"a", "b", "poison", "d", "e", "f"} {
+		src.add(int64(i+1), name)
+	}
+	return src
+}
+
+func parked(t *testing.T, st *cursor.Store) []cursor.ParkedUnit {
+	t.Helper()
+	units, err := st.Parked(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return units
+}
+
 // A unit the database refuses (a trigger here) fails alone, and its page is
 // not passed: the next run fetches that page again and dedupes the rest.
+// Written then (below its max_attempts of 2), it leaves no parked row.
 func TestPageWithFailedUnitIsNotPassed(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db testdb.DB) {
 		st := open(t, db)
-		db.Exec(t,
-			`CREATE TRIGGER reject_poison BEFORE INSERT ON events WHEN NEW.name = 'poison'
-			 BEGIN SELECT RAISE(ABORT, 'poison rejected'); END`,
-			`CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-			 BEGIN IF NEW.name = 'poison' THEN RAISE EXCEPTION 'poison rejected'; END IF; RETURN NEW; END $$;
-			 CREATE TRIGGER reject_poison BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION reject_poison()`)
-		src, reg := &feed{}, &registry{}
-		for i, name := range []string{"a", "b", "poison", "d", "e", "f"} {
-			src.add(int64(i+1), name)
-		}
+		rejectPoison(t, db)
+		src, reg := poisonFeed(), &registry{}
 		j := newJob(t, st, src, reg)
 		rep := run(t, j)
-		if rep.Inserted != 3 || rep.Failed != 1 || rep.EffectsDone != 3 {
+		if rep.Inserted != 3 || rep.Failed != 1 || rep.Parked != 0 || rep.EffectsDone != 3 {
 			t.Fatalf("first run: %s", rep)
 		}
 		if got, want := src.takeAsked(), []string{"", "2"}; !slices.Equal(got, want) {
 			t.Fatalf("cursors asked %q, want %q: the page after the failure must not be fetched", got, want)
 		}
-		// Still refused: the same page again, its good unit deduped.
-		rep = run(t, j)
-		if rep.Inserted != 0 || rep.Deduped != 1 || rep.Failed != 1 || rep.EffectsDone != 0 || rep.EffectsDeduped != 1 {
-			t.Fatalf("second run: %s", rep)
+		if units := parked(t, st); len(units) != 1 || units[0].State != "failing" || units[0].Attempts != 1 {
+			t.Fatalf("after one failure: %+v", units)
 		}
-		if got, want := src.takeAsked(), []string{"2"}; !slices.Equal(got, want) {
-			t.Fatalf("second run asked %q, want %q", got, want)
-		}
-		db.Exec(t, `DROP TRIGGER reject_poison`, `DROP TRIGGER reject_poison ON events`)
+		acceptPoison(t, db)
 		rep = run(t, j)
 		if rep.Inserted != 3 || rep.Deduped != 1 || rep.Failed != 0 || rep.EffectsDone != 3 {
 			t.Fatalf("after the fix: %s", rep)
@@ -182,6 +207,72 @@ func TestPageWithFailedUnitIsNotPassed(t *testing.T) {
 		}
 		rows, err := j.Rows(context.Background())
 		if err != nil || len(rows) != 6 {
+			t.Fatalf("%d rows, %v; want 6", len(rows), err)
+		}
+		if reg.calls.Total() != 6 || reg.calls.Keys() != 6 {
+			t.Fatalf("provider calls %d over %d keys, want each key once", reg.calls.Total(), reg.calls.Keys())
+		}
+		if units := parked(t, st); len(units) != 0 {
+			t.Fatalf("the written unit's row is left: %+v", units)
+		}
+	})
+}
+
+// After max_attempts (2) failed runs the unit is parked and the cursor
+// passes its page; handed in again with the same payload it is skipped, not
+// attempted; Retry and a fixed database write it from its stored payload.
+func TestParkedUnitIsPassedThenRetried(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db testdb.DB) {
+		ctx := context.Background()
+		st := open(t, db)
+		rejectPoison(t, db)
+		src, reg := poisonFeed(), &registry{}
+		j := newJob(t, st, src, reg)
+		run(t, j)
+		src.takeAsked()
+		rep := run(t, j)
+		if rep.Failed != 1 || rep.Parked != 1 || rep.Deduped != 1 || rep.Inserted != 2 || rep.EffectsDone != 2 {
+			t.Fatalf("second run: %s", rep)
+		}
+		if got, want := src.takeAsked(), []string{"2", "4", "6"}; !slices.Equal(got, want) {
+			t.Fatalf("second run asked %q, want %q: the cursor passes a parked unit's page", got, want)
+		}
+		units := parked(t, st)
+		if len(units) != 1 || units[0].Key != "event:3" || units[0].State != "parked" || units[0].Attempts != 2 ||
+			units[0].Mark != nil || !strings.Contains(units[0].LastError, "poison rejected") {
+			t.Fatalf("parked table %+v", units)
+		}
+		var stored cursor.Event
+		if err := json.Unmarshal(units[0].Payload, &stored); err != nil || stored != (cursor.Event{Seq: 3, Name: "poison"}) {
+			t.Fatalf("stored payload %s, %v", units[0].Payload, err)
+		}
+		if rep := run(t, j); rep.Seen != 0 {
+			t.Fatalf("third run: %s", rep)
+		}
+		if got, want := src.takeAsked(), []string{"6"}; !slices.Equal(got, want) {
+			t.Fatalf("third run asked %q, want %q", got, want)
+		}
+
+		// The same payload handed in is skipped: reported, not attempted.
+		rep, err := j.Process(ctx, stored)
+		if err != nil || rep.Parked != 1 || rep.Failed != 1 || rep.Units[0].Outcome != cursor.OutcomeParked || !errors.Is(rep.Units[0].Err, cursor.ErrParked) {
+			t.Fatalf("Process of the parked unit: %s %+v, %v", rep, rep.Units, err)
+		}
+		if units := parked(t, st); len(units) != 1 || units[0].Attempts != 2 {
+			t.Fatalf("a skipped unit was attempted: %+v", units)
+		}
+
+		acceptPoison(t, db)
+		if ok, err := st.Retry(ctx, "event_import", "event:3"); !ok || err != nil {
+			t.Fatalf("Retry: %v, %v", ok, err)
+		}
+		if rep := run(t, j); rep.Inserted != 1 || rep.Failed != 0 || rep.EffectsDone != 1 {
+			t.Fatalf("run after Retry: %s", rep)
+		}
+		if units := parked(t, st); len(units) != 0 {
+			t.Fatalf("the written unit's row is left: %+v", units)
+		}
+		if rows, err := j.Rows(ctx); err != nil || len(rows) != 6 {
 			t.Fatalf("%d rows, %v; want 6", len(rows), err)
 		}
 		if reg.calls.Total() != 6 || reg.calls.Keys() != 6 {

@@ -89,9 +89,10 @@ func NewEventImport(store *Store, src EventImportSource, fx EventImportEffects, 
 			version:     1,
 			when:        whenAlways,
 		}},
-		keyOf:   Event.Key,
-		name:    "event_import",
-		version: 3,
+		keyOf:       Event.Key,
+		maxAttempts: 2,
+		name:        "event_import",
+		version:     3,
 		write: func(ctx context.Context, q querier, u Event, key string, v int32) (Outcome, error) {
 			return q.(destQuerier).writeEventImport(ctx, u, key, v)
 		},

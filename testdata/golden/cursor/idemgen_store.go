@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"io/fs"
+	"time"
 )
 
 // Store is the database the cursor jobs run against, PostgreSQL or SQLite.
@@ -86,4 +87,25 @@ func (s *Store) engineStore() store {
 // Ledger lists every ledger row, ordered by effect key, for operators and tests.
 func (s *Store) Ledger(ctx context.Context) ([]LedgerEntry, error) {
 	return s.st.auto().ledger(ctx)
+}
+
+// Parked lists the units whose writes failed and that were not written since, ordered
+// by job and key: failing (progress waits for them), parked after their job's
+// max_attempts (progress passes them), or put back for retry.
+func (s *Store) Parked(ctx context.Context) ([]ParkedUnit, error) {
+	return s.st.auto().unitFailures(ctx)
+}
+
+// Retry puts job's failed or parked unit under key back, with its attempts at 0: the
+// next Run (Drain, for a job of handed-in units) writes it again from its stored
+// payload, and so does every Run after it until the write succeeds or fails
+// max_attempts times. It reports whether there was such a unit. `idemgen ledger
+// retry` calls it.
+func (s *Store) Retry(ctx context.Context, job, key string) (bool, error) {
+	return s.st.auto().retryUnit(ctx, job, key, time.Now())
+}
+
+// RetryParked puts every parked unit of job back, as Retry does, and returns how many.
+func (s *Store) RetryParked(ctx context.Context, job string) (int64, error) {
+	return s.st.auto().retryParkedUnits(ctx, job, time.Now())
 }

@@ -32,6 +32,7 @@ const (
 	OutcomeAccepted  Outcome = "accepted"  // no destination: the unit's effects were considered
 	OutcomeFailed    Outcome = "failed"    // the unit's write failed; retried on the next run
 	OutcomeMismatch  Outcome = "mismatch"  // a handed-in key came back with a different payload
+	OutcomeParked    Outcome = "parked"    // failed max_attempts runs, or parked with this payload already; progress passes it
 )
 
 // EffectOutcome is what happened to one effect of one unit.
@@ -54,6 +55,10 @@ type Report struct {
 	Job string
 
 	Seen, Inserted, Updated, Unchanged, Deduped, Accepted, Failed, Mismatched int
+
+	// Parked counts units parked by this run or skipped as parked. They were
+	// not written, so Failed counts them too.
+	Parked int
 
 	EffectsDone, EffectsDeduped, EffectsFailed, EffectsParked, EffectsBusy int
 
@@ -99,6 +104,9 @@ func (r *Report) countUnit(o Outcome) {
 	case OutcomeMismatch:
 		r.Failed++
 		r.Mismatched++
+	case OutcomeParked:
+		r.Failed++
+		r.Parked++
 	}
 }
 
@@ -127,6 +135,7 @@ func (r *Report) add(o Report) {
 	r.Accepted += o.Accepted
 	r.Failed += o.Failed
 	r.Mismatched += o.Mismatched
+	r.Parked += o.Parked
 	r.EffectsDone += o.EffectsDone
 	r.EffectsDeduped += o.EffectsDeduped
 	r.EffectsFailed += o.EffectsFailed
@@ -141,7 +150,7 @@ func (r Report) LogValue() slog.Value {
 		slog.String("job", r.Job),
 		slog.Int("seen", r.Seen), slog.Int("inserted", r.Inserted), slog.Int("updated", r.Updated),
 		slog.Int("unchanged", r.Unchanged), slog.Int("deduped", r.Deduped), slog.Int("accepted", r.Accepted),
-		slog.Int("failed", r.Failed), slog.Int("mismatched", r.Mismatched),
+		slog.Int("failed", r.Failed), slog.Int("mismatched", r.Mismatched), slog.Int("parked", r.Parked),
 		slog.Int("effects_done", r.EffectsDone), slog.Int("effects_deduped", r.EffectsDeduped),
 		slog.Int("effects_failed", r.EffectsFailed), slog.Int("effects_parked", r.EffectsParked),
 		slog.Int("effects_busy", r.EffectsBusy),
@@ -150,8 +159,8 @@ func (r Report) LogValue() slog.Value {
 
 // String prints the counts on one line.
 func (r Report) String() string {
-	return fmt.Sprintf("%s: seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d failed=%d mismatched=%d effects: done=%d deduped=%d failed=%d parked=%d busy=%d",
-		r.Job, r.Seen, r.Inserted, r.Updated, r.Unchanged, r.Deduped, r.Accepted, r.Failed, r.Mismatched,
+	return fmt.Sprintf("%s: seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d failed=%d mismatched=%d parked=%d effects: done=%d deduped=%d failed=%d parked=%d busy=%d",
+		r.Job, r.Seen, r.Inserted, r.Updated, r.Unchanged, r.Deduped, r.Accepted, r.Failed, r.Mismatched, r.Parked,
 		r.EffectsDone, r.EffectsDeduped, r.EffectsFailed, r.EffectsParked, r.EffectsBusy)
 }
 
@@ -261,11 +270,12 @@ type querier interface {
 	decided(ctx context.Context, job, effect, unitKey string, version int32) (bool, error)
 	claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error)
 	complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error)
-	release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, now time.Time) (state string, err error)
+	release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (state string, err error)
 	effect(ctx context.Context, key string) (ledgerRow, bool, error)
 	pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]ledgerRow, error)
 	purge(ctx context.Context, job, effect string, before time.Time) (int64, error)
 	ledger(ctx context.Context) ([]LedgerEntry, error)
+	parkQuerier
 }
 
 type progressRow struct {
@@ -324,6 +334,10 @@ type jobDef[U any] struct {
 	// stage publishes each window, page or Process call in one transaction.
 	stage   bool
 	effects []effectDef[U]
+	// maxAttempts parks a unit whose write failed in this many runs; 0: never.
+	maxAttempts int32
+	// markOf is a watermark job's watermark field, recorded with a failed unit.
+	markOf func(U) time.Time
 }
 
 type effectDef[U any] struct {
@@ -410,10 +424,7 @@ func (e *engine[U]) applyUnit(ctx context.Context, u U, rep *Report) UnitResult 
 		err = e.hit(ctx, pointUnitAfterCommit, key)
 	}
 	if err != nil {
-		o := OutcomeFailed
-		if errors.Is(err, ErrPayloadMismatch) {
-			o = OutcomeMismatch
-		}
+		o := e.failedOutcome(ctx, u, key, err, log)
 		return e.failUnit(key, o, fmt.Errorf("job %q key %q: %w", e.def.name, key, err), rep, log)
 	}
 	return e.finishUnit(ctx, u, key, outcome, rep, log)
@@ -427,6 +438,9 @@ func (e *engine[U]) failUnit(key string, o Outcome, err error, rep *Report, log 
 
 // finishUnit counts a committed unit and performs the effects it owes.
 func (e *engine[U]) finishUnit(ctx context.Context, u U, key string, outcome Outcome, rep *Report, log *slog.Logger) UnitResult {
+	if outcome == OutcomeParked {
+		return e.skipParked(key, rep, log)
+	}
 	ur := UnitResult{Key: key, Outcome: outcome}
 	rep.countUnit(outcome)
 	log.Debug("idemgen: unit applied", slog.String("outcome", string(outcome)))
@@ -448,6 +462,13 @@ func (e *engine[U]) writeUnit(ctx context.Context, q querier, u U, key string) (
 	payload, err := e.payload(u)
 	if err != nil {
 		return "", err
+	}
+	skip, err := e.checkParked(ctx, q, key, payload)
+	if err != nil {
+		return "", err
+	}
+	if skip {
+		return OutcomeParked, nil
 	}
 	now := e.opt.now()
 	outcome := OutcomeAccepted
@@ -536,11 +557,16 @@ func (e *engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, col
 	if err != nil {
 		err = fmt.Errorf("job %q: staged batch of %d units not published: %w", e.def.name, len(units), err)
 		for i := range units {
-			o := OutcomeFailed
-			if i == failing && errors.Is(err, ErrPayloadMismatch) {
-				o = OutcomeMismatch
+			if keys[i] == "" {
+				keys[i] = e.def.keyOf(units[i]) // after the failing unit: not reached
 			}
-			ur := e.failUnit(keys[i], o, err, rep, log.With(slog.String("key", keys[i])))
+			o, ulog := OutcomeFailed, log.With(slog.String("key", keys[i]))
+			if i == failing {
+				o = e.failedOutcome(ctx, units[i], keys[i], err, ulog)
+			} else if outcomes[i] == OutcomeParked {
+				o = OutcomeParked // skipped before the batch failed: still parked
+			}
+			ur := e.failUnit(keys[i], o, err, rep, ulog)
 			if collect {
 				rep.Units = append(rep.Units, ur)
 			}
@@ -635,13 +661,18 @@ func (e *engine[U]) perform(ctx context.Context, fx effectDef[U], key string, u 
 
 func (e *engine[U]) release(ctx context.Context, fx effectDef[U], key string, cause error, log *slog.Logger) EffectResult {
 	er := EffectResult{Effect: fx.name, Key: key, Outcome: EffectFailed, Err: fmt.Errorf("effect %q key %q: %w", fx.name, key, cause)}
-	state, err := e.st.auto().release(ctx, key, e.opt.owner, cause.Error(), fx.maxAttempts, e.opt.now())
+	permanent := errors.Is(cause, ErrPermanent)
+	state, err := e.st.auto().release(ctx, key, e.opt.owner, cause.Error(), fx.maxAttempts, permanent, e.opt.now())
 	if err != nil {
 		log.Warn("idemgen: effect failed; releasing its lease failed too", slog.Any("err", cause), slog.Any("release_err", err))
 		return er
 	}
 	if state == stateFailed {
 		er.Outcome = EffectParked
+		if permanent {
+			log.Error("idemgen: effect parked: the provider called the failure permanent", slog.Any("err", cause))
+			return er
+		}
 		log.Error("idemgen: effect parked after max attempts", slog.Any("err", cause))
 		return er
 	}
@@ -875,6 +906,9 @@ func (e *engine[U]) runWatermark(ctx context.Context, overlap time.Duration,
 		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
 			return err
 		}
+		if err := e.retryUnits(ctx, rep); err != nil {
+			return err
+		}
 		w, err := e.nextWindow(ctx, overlap)
 		if err != nil {
 			return err
@@ -895,6 +929,9 @@ func (e *engine[U]) runCursorJob(ctx context.Context, fetch func(context.Context
 		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
 			return err
 		}
+		if err := e.retryUnits(ctx, rep); err != nil {
+			return err
+		}
 		return e.runCursor(ctx, fetch, rep)
 	})
 }
@@ -912,7 +949,14 @@ func (e *engine[U]) process(ctx context.Context, units []U) (Report, error) {
 	})
 }
 
-// drainJob performs every owed effect of the job.
+// drainJob performs every owed effect of the job; for handed-in units
+// (checkSeen: source none, which has no Run) it then writes the units a
+// person put back for retry.
 func (e *engine[U]) drainJob(ctx context.Context) (Report, error) {
-	return e.run(ctx, func(rep *Report) error { return e.drain(ctx, decodeUnit[U], rep) })
+	return e.run(ctx, func(rep *Report) error {
+		if err := e.drain(ctx, decodeUnit[U], rep); err != nil || !e.def.checkSeen {
+			return err
+		}
+		return e.retryUnits(ctx, rep)
+	})
 }

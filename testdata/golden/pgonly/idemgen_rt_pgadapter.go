@@ -85,8 +85,8 @@ func (q pgQuerier) complete(ctx context.Context, key, owner string, result []byt
 	return n == 1, err
 }
 
-func (q pgQuerier) release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, now time.Time) (string, error) {
-	state, err := q.q.ReleaseEffect(ctx, pgdb.ReleaseEffectParams{MaxAttempts: maxAttempts, LastError: &lastErr, UpdatedAt: now, EffectKey: key, Owner: &owner})
+func (q pgQuerier) release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (string, error) {
+	state, err := q.q.ReleaseEffect(ctx, pgdb.ReleaseEffectParams{MaxAttempts: maxAttempts, Park: park, LastError: &lastErr, UpdatedAt: now, EffectKey: key, Owner: &owner})
 	if pgNoRows(err) {
 		return statePending, nil // the lease was taken over; the new holder decides
 	}
@@ -142,4 +142,57 @@ func (q pgQuerier) ledger(ctx context.Context) ([]LedgerEntry, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+func (q pgQuerier) unitFailure(ctx context.Context, job, unitKey string) (string, []byte, bool, error) {
+	r, err := q.q.GetUnitFailure(ctx, pgdb.GetUnitFailureParams{Job: job, UnitKey: unitKey})
+	if pgNoRows(err) {
+		return "", nil, false, nil
+	}
+	return r.State, r.PayloadHash, err == nil, err
+}
+
+func (q pgQuerier) clearUnitFailure(ctx context.Context, job, unitKey string) error {
+	return q.q.ClearUnitFailure(ctx, pgdb.ClearUnitFailureParams{Job: job, UnitKey: unitKey})
+}
+
+func (q pgQuerier) recordUnitFailure(ctx context.Context, f unitFailure, now time.Time) error {
+	return q.q.RecordUnitFailure(ctx, pgdb.RecordUnitFailureParams{
+		Job: f.job, UnitKey: f.unitKey, Payload: f.payload, PayloadHash: f.hash, LastError: f.lastError,
+		Mark: f.mark, JobVersion: f.jobVersion, FirstFailedAt: now, UpdatedAt: now,
+	})
+}
+
+func (q pgQuerier) settleUnitFailure(ctx context.Context, job, unitKey string, maxAttempts int32) (string, int32, error) {
+	r, err := q.q.SettleUnitFailure(ctx, pgdb.SettleUnitFailureParams{MaxAttempts: maxAttempts, Job: job, UnitKey: unitKey})
+	return r.State, r.Attempts, err
+}
+
+func (q pgQuerier) retryingUnits(ctx context.Context, job, after string, limit int32) ([]unitFailure, error) {
+	rs, err := q.q.RetryingUnits(ctx, pgdb.RetryingUnitsParams{Job: job, After: after, RowLimit: limit})
+	out := make([]unitFailure, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, unitFailure{job: job, unitKey: r.UnitKey, payload: r.Payload})
+	}
+	return out, err
+}
+
+func (q pgQuerier) unitFailures(ctx context.Context) ([]ParkedUnit, error) {
+	rs, err := q.q.ListUnitFailures(ctx)
+	out := make([]ParkedUnit, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, ParkedUnit{Job: r.Job, Key: r.UnitKey, Payload: r.Payload, Attempts: int(r.Attempts),
+			LastError: r.LastError, State: r.State, Mark: r.Mark, JobVersion: int(r.JobVersion),
+			FirstFailedAt: r.FirstFailedAt, UpdatedAt: r.UpdatedAt})
+	}
+	return out, err
+}
+
+func (q pgQuerier) retryUnit(ctx context.Context, job, unitKey string, now time.Time) (bool, error) {
+	n, err := q.q.RetryUnit(ctx, pgdb.RetryUnitParams{UpdatedAt: now, Job: job, UnitKey: unitKey})
+	return n == 1, err
+}
+
+func (q pgQuerier) retryParkedUnits(ctx context.Context, job string, now time.Time) (int64, error) {
+	return q.q.RetryParkedUnits(ctx, pgdb.RetryParkedUnitsParams{UpdatedAt: now, Job: job})
 }

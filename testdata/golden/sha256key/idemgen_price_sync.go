@@ -127,7 +127,10 @@ func NewPriceSync(store *Store, src PriceSyncSource, fx PriceSyncEffects, opts .
 			version:     1,
 			when:        whenAlways,
 		}},
-		keyOf:   Price.Key,
+		keyOf: Price.Key,
+		markOf: func(u Price) time.Time {
+			return u.SeenAt
+		},
 		name:    "price_sync",
 		version: 1,
 		write: func(ctx context.Context, q querier, u Price, key string, v int32) (Outcome, error) {

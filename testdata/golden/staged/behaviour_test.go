@@ -57,6 +57,30 @@ func (b *book) Fetch(ctx context.Context, w staged.Window, page string) ([]stage
 
 var base = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
+// rejectPoison makes the database refuse entries of account "poison".
+func rejectPoison(t *testing.T, db testdb.DB) {
+	t.Helper()
+	db.Exec(t,
+		`CREATE TRIGGER reject_poison BEFORE INSERT ON ledger_entries WHEN NEW.account = 'poison'
+		 BEGIN SELECT RAISE(ABORT, 'poison rejected'); END`,
+		`CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		 BEGIN IF NEW.account = 'poison' THEN RAISE EXCEPTION 'poison rejected'; END IF; RETURN NEW; END $$;
+		 CREATE TRIGGER reject_poison BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION reject_poison()`)
+}
+
+// poisonBook serves six entries over three pages; e5 is the poison.
+func poisonBook() *book {
+	src := &book{}
+	for i := 1; i <= 6; i++ {
+		acct := "ops"
+		if i == 5 {
+			acct = "poison"
+		}
+		src.entries = append(src.entries, staged.Entry{EntryID: fmt.Sprintf("e%d", i), Account: acct, AmountCents: int64(i), BookedAt: base.Add(-time.Duration(i) * time.Minute)})
+	}
+	return src
+}
+
 // A staged window is published whole or not at all: one entry the
 // database refuses keeps the whole window (three pages) unpublished, the
 // watermark unmoved and no effect performed; once it is accepted, the
@@ -65,20 +89,8 @@ func TestStagedWindowIsAllOrNothing(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, db testdb.DB) {
 		ctx := context.Background()
 		st := open(t, db)
-		db.Exec(t,
-			`CREATE TRIGGER reject_poison BEFORE INSERT ON ledger_entries WHEN NEW.account = 'poison'
-			 BEGIN SELECT RAISE(ABORT, 'poison rejected'); END`,
-			`CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-			 BEGIN IF NEW.account = 'poison' THEN RAISE EXCEPTION 'poison rejected'; END IF; RETURN NEW; END $$;
-			 CREATE TRIGGER reject_poison BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION reject_poison()`)
-		src := &book{}
-		for i := 1; i <= 6; i++ {
-			acct := "ops"
-			if i == 5 {
-				acct = "poison"
-			}
-			src.entries = append(src.entries, staged.Entry{EntryID: fmt.Sprintf("e%d", i), Account: acct, AmountCents: int64(i), BookedAt: base.Add(-time.Duration(i) * time.Minute)})
-		}
+		rejectPoison(t, db)
+		src := poisonBook()
 		clock := testdb.NewClock(base)
 		calls := &testdb.Calls{}
 		j, err := staged.NewLedgerImport(st, src, staged.LedgerImportEffects{
@@ -112,6 +124,96 @@ func TestStagedWindowIsAllOrNothing(t *testing.T) {
 		clock.Advance(time.Minute)
 		if rep, err = j.Run(ctx); err != nil || rep.Inserted+rep.Updated != 0 || rep.EffectsDone != 0 || calls.Total() != 6 {
 			t.Fatalf("re-run: %s, %v, %d calls", rep, err, calls.Total())
+		}
+	})
+}
+
+// One poison entry cannot hold a staged job for ever: it fails its whole
+// window for max_attempts (2) runs, is parked, and the next run publishes
+// the window without it and moves the watermark past it. Retried once the
+// database accepts it, it is written from its stored payload.
+func TestStagedWindowPublishedOncePoisonIsParked(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db testdb.DB) {
+		ctx := context.Background()
+		st := open(t, db)
+		rejectPoison(t, db)
+		clock := testdb.NewClock(base)
+		calls := &testdb.Calls{}
+		src := poisonBook()
+		j, err := staged.NewLedgerImport(st, src, staged.LedgerImportEffects{
+			AnnounceEntry: staged.AnnounceEntryFunc(func(ctx context.Context, key string, e staged.Entry) error { calls.Add(key); return nil }),
+		}, staged.WithClock(clock.Now), staged.WithStart(base.Add(-time.Hour)), staged.WithLogger(testdb.Quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := j.Run(ctx); err != nil || rep.Failed != 6 || rep.Parked != 0 || rep.Inserted != 0 {
+			t.Fatalf("first run: %s, %v", rep, err)
+		}
+		// The second failure, here of the same entries handed in as one
+		// batch, parks e5; each unit is reported under its own key.
+		clock.Advance(time.Minute)
+		rep, err := j.Process(ctx, src.entries...)
+		if err != nil || rep.Failed != 6 || rep.Parked != 1 || rep.Inserted != 0 || len(rep.Units) != 6 {
+			t.Fatalf("second attempt: %s, %v", rep, err)
+		}
+		for i, u := range rep.Units {
+			want := staged.OutcomeFailed
+			if i == 4 {
+				want = staged.OutcomeParked
+			}
+			if u.Key != src.entries[i].Key() || u.Outcome != want || u.Err == nil {
+				t.Fatalf("unit %d reported %+v, want key %s, %s", i, u, src.entries[i].Key(), want)
+			}
+		}
+		clock.Advance(time.Minute)
+		units, err := st.Parked(ctx)
+		if err != nil || len(units) != 1 || units[0].Key != "ledger:entry:e5" || units[0].State != "parked" || units[0].Attempts != 2 ||
+			units[0].Mark == nil || !units[0].Mark.Equal(base.Add(-5*time.Minute)) {
+			t.Fatalf("only the failing entry is recorded, and parked: %+v, %v", units, err)
+		}
+		rep, err = j.Run(ctx)
+		if err != nil || rep.Inserted != 5 || rep.Parked != 1 || rep.Failed != 1 || rep.EffectsDone != 5 {
+			t.Fatalf("run after parking: %s, %v", rep, err)
+		}
+		rows, _ := j.Rows(ctx)
+		if len(rows) != 5 {
+			t.Fatalf("%d rows published, want the window without e5", len(rows))
+		}
+		// The watermark moved past e5: the next window (mark minus the 5m
+		// overlap) holds e1 to e3 only.
+		clock.Advance(time.Minute)
+		if rep, err := j.Run(ctx); err != nil || rep.Seen != 3 || rep.Parked != 0 || rep.Unchanged != 3 {
+			t.Fatalf("next run: %s, %v", rep, err)
+		}
+
+		// A batch that another entry fails still reports e5 parked, not failing
+		// anew; once that entry is back to what was written, its row goes.
+		window := staged.Window{Since: base.Add(-time.Hour), Until: base}
+		src.entries[5].Account = "poison"
+		if rep, err := j.Backfill(ctx, window); err != nil || rep.Failed != 6 || rep.Parked != 1 || rep.Inserted+rep.Unchanged != 0 {
+			t.Fatalf("backfill failed by e6: %s, %v", rep, err)
+		}
+		src.entries[5].Account = "ops"
+		if rep, err := j.Backfill(ctx, window); err != nil || rep.Failed != 1 || rep.Parked != 1 || rep.Unchanged != 5 {
+			t.Fatalf("backfill with e6 restored: %s, %v", rep, err)
+		}
+		if units, err := st.Parked(ctx); err != nil || len(units) != 1 || units[0].Key != "ledger:entry:e5" || units[0].Attempts != 2 {
+			t.Fatalf("parked table %+v, %v; want e5 alone, not attempted again", units, err)
+		}
+
+		db.Exec(t, `DROP TRIGGER reject_poison`, `DROP TRIGGER reject_poison ON ledger_entries`)
+		if n, err := st.RetryParked(ctx, "ledger_import"); n != 1 || err != nil {
+			t.Fatalf("RetryParked: %d, %v", n, err)
+		}
+		clock.Advance(time.Minute)
+		if rep, err := j.Run(ctx); err != nil || rep.Inserted != 1 || rep.EffectsDone != 1 {
+			t.Fatalf("run after the retry: %s, %v", rep, err)
+		}
+		if units, err := st.Parked(ctx); err != nil || len(units) != 0 {
+			t.Fatalf("the written unit's row is left: %+v, %v", units, err)
+		}
+		if rows, _ := j.Rows(ctx); len(rows) != 6 || calls.Total() != 6 || calls.Keys() != 6 {
+			t.Fatalf("%d rows, %d announcements over %d keys; want 6, each once", len(rows), calls.Total(), calls.Keys())
 		}
 	})
 }

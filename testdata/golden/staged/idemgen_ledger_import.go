@@ -91,10 +91,14 @@ func NewLedgerImport(store *Store, src LedgerImportSource, fx LedgerImportEffect
 			version:     1,
 			when:        whenInserted,
 		}},
-		keyOf:   Entry.Key,
-		name:    "ledger_import",
-		stage:   true,
-		version: 1,
+		keyOf: Entry.Key,
+		markOf: func(u Entry) time.Time {
+			return u.BookedAt
+		},
+		maxAttempts: 2,
+		name:        "ledger_import",
+		stage:       true,
+		version:     1,
 		write: func(ctx context.Context, q querier, u Entry, key string, v int32) (Outcome, error) {
 			return q.(destQuerier).writeLedgerImport(ctx, u, key, v)
 		},

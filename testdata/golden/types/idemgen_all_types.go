@@ -76,8 +76,11 @@ func NewAllTypes(store *Store, src AllTypesSource, opts ...Option) (*AllTypes, e
 		canonical: Record.canonical,
 		checkSeen: false,
 		keyOf:     Record.Key,
-		name:      "all_types",
-		version:   1,
+		markOf: func(u Record) time.Time {
+			return u.At
+		},
+		name:    "all_types",
+		version: 1,
 		write: func(ctx context.Context, q querier, u Record, key string, v int32) (Outcome, error) {
 			return q.(destQuerier).writeAllTypes(ctx, u, key, v)
 		},

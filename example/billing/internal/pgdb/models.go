@@ -25,6 +25,20 @@ type BillingIdemLedger struct {
 	DoneAt        *time.Time
 }
 
+type BillingIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int32
+	LastError     string
+	State         string
+	Mark          *time.Time
+	JobVersion    int32
+	FirstFailedAt time.Time
+	UpdatedAt     time.Time
+}
+
 type BillingIdemProgress struct {
 	Job            string
 	Watermark      *time.Time

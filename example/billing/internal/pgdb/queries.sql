@@ -55,8 +55,9 @@ SET state = 'done', result = @result, lease_until = NULL, done_at = @done_at, up
 WHERE effect_key = @effect_key AND lease_owner = @owner AND state = 'pending';
 
 -- name: ReleaseEffect :one
+-- park: the provider called the failure permanent, so no attempt is left.
 UPDATE billing_idem_ledger
-SET state = CASE WHEN attempts >= @max_attempts THEN 'failed' ELSE 'pending' END,
+SET state = CASE WHEN attempts >= @max_attempts OR CAST(@park AS boolean) THEN 'failed' ELSE 'pending' END,
     lease_owner = NULL, lease_until = NULL, last_error = @last_error, updated_at = @updated_at
 WHERE effect_key = @effect_key AND lease_owner = @owner
 RETURNING state;
@@ -76,6 +77,53 @@ DELETE FROM billing_idem_ledger WHERE job = @job AND effect = @effect AND state 
 -- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM billing_idem_ledger ORDER BY effect_key;
+
+-- name: GetUnitFailure :one
+SELECT state, payload_hash FROM billing_idem_parked WHERE job = @job AND unit_key = @unit_key;
+
+-- name: ClearUnitFailure :exec
+DELETE FROM billing_idem_parked WHERE job = @job AND unit_key = @unit_key;
+
+-- name: RecordUnitFailure :exec
+-- Each failed write counts one attempt; the row keeps the payload that failed last.
+INSERT INTO billing_idem_parked AS f (job, unit_key, payload, payload_hash, attempts, last_error, state, mark, job_version, first_failed_at, updated_at)
+VALUES (@job, @unit_key, @payload, @payload_hash, 1, @last_error, 'failing', @mark, @job_version, @first_failed_at, @updated_at)
+ON CONFLICT (job, unit_key) DO UPDATE SET
+    payload = excluded.payload,
+    payload_hash = excluded.payload_hash,
+    attempts = f.attempts + 1,
+    last_error = excluded.last_error,
+    mark = excluded.mark,
+    job_version = excluded.job_version,
+    updated_at = excluded.updated_at;
+
+-- name: SettleUnitFailure :one
+-- Parked at max_attempts; a unit put back for retry stays so (each Run retries it) until then.
+-- A statement of its own: sqlc drops parameters inside ON CONFLICT DO UPDATE on SQLite.
+UPDATE billing_idem_parked
+SET state = CASE WHEN attempts >= @max_attempts THEN 'parked' WHEN state = 'retry' THEN 'retry' ELSE 'failing' END
+WHERE job = @job AND unit_key = @unit_key
+RETURNING state, attempts;
+
+-- name: RetryingUnits :many
+SELECT unit_key, payload FROM billing_idem_parked
+WHERE job = @job AND state = 'retry' AND unit_key > @after
+ORDER BY unit_key
+LIMIT @row_limit;
+
+-- name: ListUnitFailures :many
+SELECT job, unit_key, payload, attempts, last_error, state, mark, job_version, first_failed_at, updated_at
+FROM billing_idem_parked ORDER BY job, unit_key;
+
+-- name: RetryUnit :execrows
+-- What `idemgen ledger retry` does: the next Run (Drain for handed-in units)
+-- writes the unit again from its stored payload, counting attempts from 0.
+UPDATE billing_idem_parked SET state = 'retry', attempts = 0, updated_at = @updated_at
+WHERE job = @job AND unit_key = @unit_key;
+
+-- name: RetryParkedUnits :execrows
+UPDATE billing_idem_parked SET state = 'retry', attempts = 0, updated_at = @updated_at
+WHERE job = @job AND state = 'parked';
 
 -- name: WriteInvoiceSync :one
 INSERT INTO invoices AS d (invoice_id, customer_id, amount_cents, created_at, updated_at, idemgen_key, idemgen_job_version)

@@ -25,6 +25,20 @@ type BillingIdemLedger struct {
 	DoneAt        sql.NullString
 }
 
+type BillingIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int64
+	LastError     string
+	State         string
+	Mark          sql.NullString
+	JobVersion    int64
+	FirstFailedAt string
+	UpdatedAt     string
+}
+
 type BillingIdemProgress struct {
 	Job            string
 	Watermark      sql.NullString

@@ -27,6 +27,20 @@ type IdemrtIdemLedger struct {
 	DoneAt        *time.Time
 }
 
+type IdemrtIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int32
+	LastError     string
+	State         string
+	Mark          *time.Time
+	JobVersion    int32
+	FirstFailedAt time.Time
+	UpdatedAt     time.Time
+}
+
 type IdemrtIdemProgress struct {
 	Job            string
 	Watermark      *time.Time

@@ -38,6 +38,20 @@ func (q *Queries) ClaimEffect(ctx context.Context, arg ClaimEffectParams) (int64
 	return result.RowsAffected(), nil
 }
 
+const clearUnitFailure = `-- name: ClearUnitFailure :exec
+DELETE FROM idemrt_idem_parked WHERE job = $1 AND unit_key = $2
+`
+
+type ClearUnitFailureParams struct {
+	Job     string
+	UnitKey string
+}
+
+func (q *Queries) ClearUnitFailure(ctx context.Context, arg ClearUnitFailureParams) error {
+	_, err := q.db.Exec(ctx, clearUnitFailure, arg.Job, arg.UnitKey)
+	return err
+}
+
 const completeEffect = `-- name: CompleteEffect :execrows
 UPDATE idemrt_idem_ledger
 SET state = 'done', result = $1, lease_until = NULL, done_at = $2, updated_at = $3
@@ -126,6 +140,27 @@ func (q *Queries) GetProgress(ctx context.Context, job string) (GetProgressRow, 
 	return i, err
 }
 
+const getUnitFailure = `-- name: GetUnitFailure :one
+SELECT state, payload_hash FROM idemrt_idem_parked WHERE job = $1 AND unit_key = $2
+`
+
+type GetUnitFailureParams struct {
+	Job     string
+	UnitKey string
+}
+
+type GetUnitFailureRow struct {
+	State       string
+	PayloadHash []byte
+}
+
+func (q *Queries) GetUnitFailure(ctx context.Context, arg GetUnitFailureParams) (GetUnitFailureRow, error) {
+	row := q.db.QueryRow(ctx, getUnitFailure, arg.Job, arg.UnitKey)
+	var i GetUnitFailureRow
+	err := row.Scan(&i.State, &i.PayloadHash)
+	return i, err
+}
+
 const listLedger = `-- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM idemrt_idem_ledger ORDER BY effect_key
@@ -164,6 +199,55 @@ func (q *Queries) ListLedger(ctx context.Context) ([]ListLedgerRow, error) {
 			&i.LeaseOwner,
 			&i.Result,
 			&i.LastError,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listUnitFailures = `-- name: ListUnitFailures :many
+SELECT job, unit_key, payload, attempts, last_error, state, mark, job_version, first_failed_at, updated_at
+FROM idemrt_idem_parked ORDER BY job, unit_key
+`
+
+type ListUnitFailuresRow struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	Attempts      int32
+	LastError     string
+	State         string
+	Mark          *time.Time
+	JobVersion    int32
+	FirstFailedAt time.Time
+	UpdatedAt     time.Time
+}
+
+func (q *Queries) ListUnitFailures(ctx context.Context) ([]ListUnitFailuresRow, error) {
+	rows, err := q.db.Query(ctx, listUnitFailures)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListUnitFailuresRow
+	for rows.Next() {
+		var i ListUnitFailuresRow
+		if err := rows.Scan(
+			&i.Job,
+			&i.UnitKey,
+			&i.Payload,
+			&i.Attempts,
+			&i.LastError,
+			&i.State,
+			&i.Mark,
+			&i.JobVersion,
+			&i.FirstFailedAt,
+			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -244,25 +328,69 @@ func (q *Queries) PurgeEffects(ctx context.Context, arg PurgeEffectsParams) (int
 	return result.RowsAffected(), nil
 }
 
+const recordUnitFailure = `-- name: RecordUnitFailure :exec
+INSERT INTO idemrt_idem_parked AS f (job, unit_key, payload, payload_hash, attempts, last_error, state, mark, job_version, first_failed_at, updated_at)
+VALUES ($1, $2, $3, $4, 1, $5, 'failing', $6, $7, $8, $9)
+ON CONFLICT (job, unit_key) DO UPDATE SET
+    payload = excluded.payload,
+    payload_hash = excluded.payload_hash,
+    attempts = f.attempts + 1,
+    last_error = excluded.last_error,
+    mark = excluded.mark,
+    job_version = excluded.job_version,
+    updated_at = excluded.updated_at
+`
+
+type RecordUnitFailureParams struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	LastError     string
+	Mark          *time.Time
+	JobVersion    int32
+	FirstFailedAt time.Time
+	UpdatedAt     time.Time
+}
+
+// Each failed write counts one attempt; the row keeps the payload that failed last.
+func (q *Queries) RecordUnitFailure(ctx context.Context, arg RecordUnitFailureParams) error {
+	_, err := q.db.Exec(ctx, recordUnitFailure,
+		arg.Job,
+		arg.UnitKey,
+		arg.Payload,
+		arg.PayloadHash,
+		arg.LastError,
+		arg.Mark,
+		arg.JobVersion,
+		arg.FirstFailedAt,
+		arg.UpdatedAt,
+	)
+	return err
+}
+
 const releaseEffect = `-- name: ReleaseEffect :one
 UPDATE idemrt_idem_ledger
-SET state = CASE WHEN attempts >= $1 THEN 'failed' ELSE 'pending' END,
-    lease_owner = NULL, lease_until = NULL, last_error = $2, updated_at = $3
-WHERE effect_key = $4 AND lease_owner = $5
+SET state = CASE WHEN attempts >= $1 OR CAST($2 AS boolean) THEN 'failed' ELSE 'pending' END,
+    lease_owner = NULL, lease_until = NULL, last_error = $3, updated_at = $4
+WHERE effect_key = $5 AND lease_owner = $6
 RETURNING state
 `
 
 type ReleaseEffectParams struct {
 	MaxAttempts int32
+	Park        bool
 	LastError   *string
 	UpdatedAt   time.Time
 	EffectKey   string
 	Owner       *string
 }
 
+// park: the provider called the failure permanent, so no attempt is left.
 func (q *Queries) ReleaseEffect(ctx context.Context, arg ReleaseEffectParams) (string, error) {
 	row := q.db.QueryRow(ctx, releaseEffect,
 		arg.MaxAttempts,
+		arg.Park,
 		arg.LastError,
 		arg.UpdatedAt,
 		arg.EffectKey,
@@ -304,6 +432,83 @@ func (q *Queries) ReserveEffect(ctx context.Context, arg ReserveEffectParams) er
 		arg.UpdatedAt,
 	)
 	return err
+}
+
+const retryParkedUnits = `-- name: RetryParkedUnits :execrows
+UPDATE idemrt_idem_parked SET state = 'retry', attempts = 0, updated_at = $1
+WHERE job = $2 AND state = 'parked'
+`
+
+type RetryParkedUnitsParams struct {
+	UpdatedAt time.Time
+	Job       string
+}
+
+func (q *Queries) RetryParkedUnits(ctx context.Context, arg RetryParkedUnitsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, retryParkedUnits, arg.UpdatedAt, arg.Job)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const retryUnit = `-- name: RetryUnit :execrows
+UPDATE idemrt_idem_parked SET state = 'retry', attempts = 0, updated_at = $1
+WHERE job = $2 AND unit_key = $3
+`
+
+type RetryUnitParams struct {
+	UpdatedAt time.Time
+	Job       string
+	UnitKey   string
+}
+
+// What `idemgen ledger retry` does: the next Run (Drain for handed-in units)
+// writes the unit again from its stored payload, counting attempts from 0.
+func (q *Queries) RetryUnit(ctx context.Context, arg RetryUnitParams) (int64, error) {
+	result, err := q.db.Exec(ctx, retryUnit, arg.UpdatedAt, arg.Job, arg.UnitKey)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const retryingUnits = `-- name: RetryingUnits :many
+SELECT unit_key, payload FROM idemrt_idem_parked
+WHERE job = $1 AND state = 'retry' AND unit_key > $2
+ORDER BY unit_key
+LIMIT $3
+`
+
+type RetryingUnitsParams struct {
+	Job      string
+	After    string
+	RowLimit int32
+}
+
+type RetryingUnitsRow struct {
+	UnitKey string
+	Payload []byte
+}
+
+func (q *Queries) RetryingUnits(ctx context.Context, arg RetryingUnitsParams) ([]RetryingUnitsRow, error) {
+	rows, err := q.db.Query(ctx, retryingUnits, arg.Job, arg.After, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RetryingUnitsRow
+	for rows.Next() {
+		var i RetryingUnitsRow
+		if err := rows.Scan(&i.UnitKey, &i.Payload); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const saveCursor = `-- name: SaveCursor :exec
@@ -406,4 +611,31 @@ func (q *Queries) SeenHash(ctx context.Context, arg SeenHashParams) ([]byte, err
 	var payload_hash []byte
 	err := row.Scan(&payload_hash)
 	return payload_hash, err
+}
+
+const settleUnitFailure = `-- name: SettleUnitFailure :one
+UPDATE idemrt_idem_parked
+SET state = CASE WHEN attempts >= $1 THEN 'parked' WHEN state = 'retry' THEN 'retry' ELSE 'failing' END
+WHERE job = $2 AND unit_key = $3
+RETURNING state, attempts
+`
+
+type SettleUnitFailureParams struct {
+	MaxAttempts int32
+	Job         string
+	UnitKey     string
+}
+
+type SettleUnitFailureRow struct {
+	State    string
+	Attempts int32
+}
+
+// Parked at max_attempts; a unit put back for retry stays so (each Run retries it) until then.
+// A statement of its own: sqlc drops parameters inside ON CONFLICT DO UPDATE on SQLite.
+func (q *Queries) SettleUnitFailure(ctx context.Context, arg SettleUnitFailureParams) (SettleUnitFailureRow, error) {
+	row := q.db.QueryRow(ctx, settleUnitFailure, arg.MaxAttempts, arg.Job, arg.UnitKey)
+	var i SettleUnitFailureRow
+	err := row.Scan(&i.State, &i.Attempts)
+	return i, err
 }

@@ -27,6 +27,20 @@ type IdemrtIdemLedger struct {
 	DoneAt        sql.NullString
 }
 
+type IdemrtIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int64
+	LastError     string
+	State         string
+	Mark          sql.NullString
+	JobVersion    int64
+	FirstFailedAt string
+	UpdatedAt     string
+}
+
 type IdemrtIdemProgress struct {
 	Job            string
 	Watermark      sql.NullString

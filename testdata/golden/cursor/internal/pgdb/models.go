@@ -25,6 +25,20 @@ type CursorIdemLedger struct {
 	DoneAt        *time.Time
 }
 
+type CursorIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int32
+	LastError     string
+	State         string
+	Mark          *time.Time
+	JobVersion    int32
+	FirstFailedAt time.Time
+	UpdatedAt     time.Time
+}
+
 type CursorIdemProgress struct {
 	Job            string
 	Watermark      *time.Time

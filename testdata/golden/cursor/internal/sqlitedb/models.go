@@ -25,6 +25,20 @@ type CursorIdemLedger struct {
 	DoneAt        sql.NullString
 }
 
+type CursorIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int64
+	LastError     string
+	State         string
+	Mark          sql.NullString
+	JobVersion    int64
+	FirstFailedAt string
+	UpdatedAt     string
+}
+
 type CursorIdemProgress struct {
 	Job            string
 	Watermark      sql.NullString

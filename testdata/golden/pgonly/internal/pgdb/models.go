@@ -35,6 +35,20 @@ type PgonlyIdemLedger struct {
 	DoneAt        *time.Time
 }
 
+type PgonlyIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int32
+	LastError     string
+	State         string
+	Mark          *time.Time
+	JobVersion    int32
+	FirstFailedAt time.Time
+	UpdatedAt     time.Time
+}
+
 type PgonlyIdemProgress struct {
 	Job            string
 	Watermark      *time.Time

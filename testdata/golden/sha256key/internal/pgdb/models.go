@@ -53,3 +53,17 @@ type Price struct {
 	IdemgenRev        int64
 	IdemgenWrite      string
 }
+
+type Sha256keyIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int32
+	LastError     string
+	State         string
+	Mark          *time.Time
+	JobVersion    int32
+	FirstFailedAt time.Time
+	UpdatedAt     time.Time
+}

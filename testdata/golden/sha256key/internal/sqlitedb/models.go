@@ -53,3 +53,17 @@ type Price struct {
 	IdemgenRev        int64
 	IdemgenWrite      string
 }
+
+type Sha256keyIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int64
+	LastError     string
+	State         string
+	Mark          sql.NullString
+	JobVersion    int64
+	FirstFailedAt string
+	UpdatedAt     string
+}

@@ -46,6 +46,20 @@ type StagedIdemLedger struct {
 	DoneAt        *time.Time
 }
 
+type StagedIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int32
+	LastError     string
+	State         string
+	Mark          *time.Time
+	JobVersion    int32
+	FirstFailedAt time.Time
+	UpdatedAt     time.Time
+}
+
 type StagedIdemProgress struct {
 	Job            string
 	Watermark      *time.Time

@@ -45,6 +45,20 @@ type StagedIdemLedger struct {
 	DoneAt        sql.NullString
 }
 
+type StagedIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int64
+	LastError     string
+	State         string
+	Mark          sql.NullString
+	JobVersion    int64
+	FirstFailedAt string
+	UpdatedAt     string
+}
+
 type StagedIdemProgress struct {
 	Job            string
 	Watermark      sql.NullString

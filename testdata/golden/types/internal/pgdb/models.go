@@ -54,6 +54,20 @@ type TypesIdemLedger struct {
 	DoneAt        *time.Time
 }
 
+type TypesIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int32
+	LastError     string
+	State         string
+	Mark          *time.Time
+	JobVersion    int32
+	FirstFailedAt time.Time
+	UpdatedAt     time.Time
+}
+
 type TypesIdemProgress struct {
 	Job            string
 	Watermark      *time.Time

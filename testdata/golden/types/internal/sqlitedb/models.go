@@ -51,6 +51,20 @@ type TypesIdemLedger struct {
 	DoneAt        sql.NullString
 }
 
+type TypesIdemParked struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	PayloadHash   []byte
+	Attempts      int64
+	LastError     string
+	State         string
+	Mark          sql.NullString
+	JobVersion    int64
+	FirstFailedAt string
+	UpdatedAt     string
+}
+
 type TypesIdemProgress struct {
 	Job            string
 	Watermark      sql.NullString

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/example/billing"
+)
+
+// The database refuses invoices of customer "poison" (a constraint the
+// source does not know about), so their writes fail on every attempt.
+const (
+	refusePoisonSQLite = `CREATE TRIGGER refuse_poison BEFORE INSERT ON invoices WHEN NEW.customer_id = 'poison'
+		BEGIN SELECT RAISE(ABORT, 'poison invoice refused'); END`
+	refusePoisonPostgres = `CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.customer_id = 'poison' THEN RAISE EXCEPTION 'poison invoice refused'; END IF; RETURN NEW; END $$;
+		CREATE TRIGGER refuse_poison BEFORE INSERT ON invoices FOR EACH ROW EXECUTE FUNCTION refuse_poison()`
+	acceptPoisonSQLite   = `DROP TRIGGER refuse_poison`
+	acceptPoisonPostgres = `DROP TRIGGER refuse_poison ON invoices`
+)
+
+// runGap separates runs: twice the overlap, so only a watermark held at a
+// failed unit makes a run fetch that unit again.
+const runGap = 20 * time.Minute
+
+// poisoned serves inv-1, inv-2 and inv-3 and makes the database refuse inv-2.
+func poisoned(t *testing.T, f *fixture, db rawDB) billing.Invoice {
+	t.Helper()
+	db(t, refusePoisonSQLite, refusePoisonPostgres)
+	f.invoice("inv-1", 100, f.base.Add(-3*time.Minute))
+	poison := f.invoice("inv-2", 200, f.base.Add(-2*time.Minute))
+	poison.CustomerID = "poison"
+	f.api.put(poison)
+	f.invoice("inv-3", 300, f.base.Add(-time.Minute))
+	return poison
+}
+
+func parkedUnits(t *testing.T, st *billing.Store) []billing.ParkedUnit {
+	t.Helper()
+	units, err := st.Parked(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return units
+}
+
+// parkedPoison serves inv-1 to inv-3 and runs the job until the database's
+// refusals of inv-2 have parked it (max_attempts is 3), checking that the
+// failing runs hold the watermark at it.
+func parkedPoison(t *testing.T, st *billing.Store, db rawDB) (*fixture, *billing.InvoiceSync, billing.Invoice) {
+	t.Helper()
+	f := newFixture()
+	poison := poisoned(t, f, db)
+	j := f.job(t, st)
+	for run := 1; run <= 3; run++ {
+		rep := runJob(t, j)
+		wantParked, wantNew := 0, 0
+		if run == 1 {
+			wantNew = 2
+		}
+		if run == 3 {
+			wantParked = 1
+		}
+		if rep.Failed != 1 || rep.Parked != wantParked || rep.Inserted != wantNew || rep.EffectsDone != wantNew {
+			t.Fatalf("run %d: %s", run, rep)
+		}
+		if since := f.api.lastWindow().Since; run > 1 && !since.Equal(poison.UpdatedAt.Add(-10*time.Minute)) {
+			t.Fatalf("run %d fetched from %s; a failing unit must hold the watermark at itself (%s minus the overlap)", run, since, poison.UpdatedAt)
+		}
+		f.clk.advance(runGap)
+	}
+	return f, j, poison
+}
+
+// A unit the database keeps refusing fails alone and holds the watermark;
+// after max_attempts failed runs it is parked, and the watermark passes it.
+// Fetched again with the same payload it is skipped, not attempted; once
+// upstream fixes it (a new payload) it is written, and its row goes.
+func TestPoisonUnitIsParkedAndPassed(t *testing.T) {
+	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+		ctx := context.Background()
+		f, j, poison := parkedPoison(t, st, db)
+
+		units := parkedUnits(t, st)
+		if len(units) != 1 {
+			t.Fatalf("parked table %+v, want inv-2 alone", units)
+		}
+		u := units[0]
+		if u.Job != "invoice_sync" || u.Key != poison.Key() || u.State != "parked" || u.Attempts != 3 ||
+			!strings.Contains(u.LastError, "poison invoice refused") || u.Mark == nil || !u.Mark.Equal(poison.UpdatedAt) ||
+			u.FirstFailedAt.IsZero() || !u.UpdatedAt.After(u.FirstFailedAt) {
+			t.Fatalf("parked row %+v", u)
+		}
+		var stored billing.Invoice
+		if err := json.Unmarshal(u.Payload, &stored); err != nil || stored.CustomerID != "poison" || !stored.UpdatedAt.Equal(poison.UpdatedAt) {
+			t.Fatalf("stored payload %s (%v), want inv-2 as fetched", u.Payload, err)
+		}
+
+		// The watermark passed it: this run's window starts after it.
+		if rep := runJob(t, j); rep.Seen != 0 || f.api.lastWindow().Since.Before(poison.UpdatedAt) {
+			t.Fatalf("run after parking: %s, window %+v", rep, f.api.lastWindow())
+		}
+		got := rows(t, j)
+		if _, ok := got["inv-2"]; ok || len(got) != 2 {
+			t.Fatalf("rows %v, want inv-1 and inv-3", got)
+		}
+
+		// Fetched again with the same payload it is skipped: not attempted
+		// (the trigger would have failed it a fourth time), but reported.
+		rep, err := j.Backfill(ctx, billing.Window{Since: f.base.Add(-time.Hour), Until: f.base})
+		if err != nil || rep.Seen != 3 || rep.Unchanged != 2 || rep.Parked != 1 || rep.Failed != 1 {
+			t.Fatalf("backfill over the parked unit: %s, %v", rep, err)
+		}
+		if units := parkedUnits(t, st); len(units) != 1 || units[0].Attempts != 3 || units[0].State != "parked" {
+			t.Fatalf("a skipped unit was attempted: %+v", units)
+		}
+
+		// Upstream fixes the invoice: a new payload is attempted, and written.
+		fixed := poison
+		fixed.CustomerID = "cus"
+		fixed.UpdatedAt = f.clk.Now()
+		f.api.put(fixed)
+		f.clk.advance(runGap)
+		if rep := runJob(t, j); rep.Inserted != 1 || rep.Failed != 0 || rep.Parked != 0 || rep.EffectsDone != 1 {
+			t.Fatalf("run with the fixed invoice: %s", rep)
+		}
+		if units := parkedUnits(t, st); len(units) != 0 {
+			t.Fatalf("the written unit's row is left: %+v", units)
+		}
+		if got := rows(t, j)["inv-2"].CustomerID; got != "cus" {
+			t.Fatalf("inv-2 customer %q, want the fixed one", got)
+		}
+		if calls, applied := f.mail.totals(); calls != 3 || applied != 3 {
+			t.Fatalf("notifier saw %d calls, %d applied; want one per invoice", calls, applied)
+		}
+	})
+}
+
+// A person puts a parked unit back: each Run writes it from its stored
+// payload, counting attempts from 0, until the write succeeds and its row
+// goes with it.
+func TestRetryPutsAParkedUnitBack(t *testing.T) {
+	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+		ctx := context.Background()
+		f, j, _ := parkedPoison(t, st, db)
+
+		if ok, err := st.Retry(ctx, "invoice_sync", "billing:invoice:nope"); ok || err != nil {
+			t.Fatalf("Retry of an unknown key: %v, %v", ok, err)
+		}
+		if n, err := st.RetryParked(ctx, "invoice_sync"); n != 1 || err != nil {
+			t.Fatalf("RetryParked: %d, %v; want 1", n, err)
+		}
+		if units := parkedUnits(t, st); len(units) != 1 || units[0].State != "retry" || units[0].Attempts != 0 {
+			t.Fatalf("after RetryParked: %+v", units)
+		}
+		// Still refused: one attempt more, and it stays put back for the next Run.
+		if rep := runJob(t, j); rep.Seen != 1 || rep.Failed != 1 || rep.Parked != 0 {
+			t.Fatalf("retry still refused: %s", rep)
+		}
+		if units := parkedUnits(t, st); len(units) != 1 || units[0].State != "retry" || units[0].Attempts != 1 {
+			t.Fatalf("after a failed retry: %+v", units)
+		}
+		db(t, acceptPoisonSQLite, acceptPoisonPostgres)
+		f.clk.advance(runGap)
+		if rep := runJob(t, j); rep.Seen != 1 || rep.Inserted != 1 || rep.Failed != 0 || rep.EffectsDone != 1 {
+			t.Fatalf("retry after the fix: %s", rep)
+		}
+		if units := parkedUnits(t, st); len(units) != 0 {
+			t.Fatalf("the written unit's row is left: %+v", units)
+		}
+		if got := rows(t, j)["inv-2"]; got.CustomerID != "poison" || got.AmountCents != 200 {
+			t.Fatalf("inv-2 %+v, want the stored payload", got)
+		}
+		f.clk.advance(runGap)
+		if rep := runJob(t, j); rep.Seen != 0 {
+			t.Fatalf("run after the retry: %s", rep)
+		}
+		if calls, _ := f.mail.totals(); calls != 3 {
+			t.Fatalf("notifier saw %d calls, want one per invoice", calls)
+		}
+	})
+}
+
+// A unit that fails twice, under its max_attempts, and is then written
+// leaves no row behind; the watermark moves on.
+func TestUnitFailingTwiceThenWrittenLeavesNoRow(t *testing.T) {
+	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+		f := newFixture()
+		poison := poisoned(t, f, db)
+		j := f.job(t, st)
+		for run := 1; run <= 2; run++ {
+			if rep := runJob(t, j); rep.Failed != 1 || rep.Parked != 0 {
+				t.Fatalf("run %d: %s", run, rep)
+			}
+			f.clk.advance(runGap)
+		}
+		if units := parkedUnits(t, st); len(units) != 1 || units[0].State != "failing" || units[0].Attempts != 2 {
+			t.Fatalf("after two failures: %+v", units)
+		}
+		db(t, acceptPoisonSQLite, acceptPoisonPostgres)
+		if rep := runJob(t, j); rep.Inserted != 1 || rep.Failed != 0 || rep.EffectsDone != 1 {
+			t.Fatalf("run after the fix: %s", rep)
+		}
+		if units := parkedUnits(t, st); len(units) != 0 {
+			t.Fatalf("the written unit's row is left: %+v", units)
+		}
+		f.clk.advance(runGap)
+		if rep := runJob(t, j); rep.Seen != 0 || f.api.lastWindow().Since.Before(poison.UpdatedAt) {
+			t.Fatalf("the watermark did not move on: %s, window %+v", rep, f.api.lastWindow())
+		}
+	})
+}
+
+// Handed-in units without max_attempts stay failing, however often they
+// fail; a person's Retry makes Drain write them from the stored payload.
+func TestWebhookFailureRetriedByDrain(t *testing.T) {
+	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+		ctx := context.Background()
+		db(t, `CREATE TRIGGER refuse_payment BEFORE INSERT ON payments WHEN NEW.invoice_id = 'gone'
+			BEGIN SELECT RAISE(ABORT, 'invoice gone'); END`,
+			`CREATE FUNCTION refuse_payment() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN IF NEW.invoice_id = 'gone' THEN RAISE EXCEPTION 'invoice gone'; END IF; RETURN NEW; END $$;
+			CREATE TRIGGER refuse_payment BEFORE INSERT ON payments FOR EACH ROW EXECUTE FUNCTION refuse_payment()`)
+		f := newFixture()
+		rc := newReceipts()
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, billing.WithClock(f.clk.Now), billing.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := billing.Payment{EventID: "evt_9", InvoiceID: "gone", AmountCents: 900, PaidAt: f.base}
+		for try := 1; try <= 4; try++ {
+			rep, _ := hook.Process(ctx, p)
+			if rep.Failed != 1 || rep.Parked != 0 || rep.Units[0].Outcome != billing.OutcomeFailed {
+				t.Fatalf("delivery %d: %s %+v", try, rep, rep.Units)
+			}
+		}
+		if units := parkedUnits(t, st); len(units) != 1 || units[0].State != "failing" || units[0].Attempts != 4 || units[0].Mark != nil {
+			t.Fatalf("payment_webhook has no max_attempts, so the unit stays failing: %+v", units)
+		}
+		if rep, err := hook.Drain(ctx); err != nil || rep.Seen != 0 {
+			t.Fatalf("Drain wrote a unit nobody put back: %s, %v", rep, err)
+		}
+		db(t, `DROP TRIGGER refuse_payment`, `DROP TRIGGER refuse_payment ON payments`)
+		if ok, err := st.Retry(ctx, "payment_webhook", p.Key()); !ok || err != nil {
+			t.Fatalf("Retry: %v, %v", ok, err)
+		}
+		if rep, err := hook.Drain(ctx); err != nil || rep.Inserted != 1 || rep.EffectsDone != 1 {
+			t.Fatalf("Drain after Retry: %s, %v", rep, err)
+		}
+		if units := parkedUnits(t, st); len(units) != 0 {
+			t.Fatalf("the written unit's row is left: %+v", units)
+		}
+		if rep, _ := hook.Process(ctx, p); rep.Deduped != 1 || rc.calls[billing.SendReceiptKey(p)] != 1 {
+			t.Fatalf("redelivery after the retry: %s, %d receipts", rep, rc.calls[billing.SendReceiptKey(p)])
+		}
+	})
+}
+
+// A provider that calls its failure permanent parks the effect after one
+// call; no later run, drain or replay calls it again.
+func TestPermanentEffectFailureParksAtOnce(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		ctx := context.Background()
+		f := newFixture()
+		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
+		f.mail.bounce = true
+		j := f.job(t, st)
+		if rep := runJob(t, j); rep.Inserted != 1 || rep.EffectsParked != 1 || rep.EffectsFailed != 1 {
+			t.Fatalf("first run: %s", rep)
+		}
+		entries, err := st.Ledger(ctx)
+		if err != nil || len(entries) != 1 || entries[0].State != "failed" || entries[0].Attempts != 1 ||
+			!strings.Contains(entries[0].LastError, "permanent: mailbox does not exist") {
+			t.Fatalf("ledger %+v, %v; want failed after one attempt", entries, err)
+		}
+		f.mail.bounce = false // it would succeed now, but a permanent failure is not retried
+		f.clk.advance(time.Minute)
+		if rep := runJob(t, j); rep.EffectsDone != 0 {
+			t.Fatalf("next run: %s", rep)
+		}
+		if rep, err := j.Drain(ctx); err != nil || rep.EffectsDone != 0 {
+			t.Fatalf("drain: %s, %v", rep, err)
+		}
+		rep, err := j.Backfill(ctx, billing.Window{Since: f.base.Add(-time.Hour), Until: f.base})
+		if err != nil || rep.EffectsParked != 1 || rep.EffectsDone != 0 {
+			t.Fatalf("replay: %s, %v; want the effect reported parked", rep, err)
+		}
+		if calls, _ := f.mail.totals(); calls != 1 {
+			t.Fatalf("provider called %d times, want once", calls)
+		}
+	})
+}
+
+// The same on handed-in units: the replayed Process reports the effect
+// parked, with the provider's permanent error, and calls nothing.
+func TestPermanentEffectFailureOnProcessReplay(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		ctx := context.Background()
+		f := newFixture()
+		rc := newReceipts()
+		rc.decline = true
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, billing.WithClock(f.clk.Now), billing.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := billing.Payment{EventID: "evt_1", InvoiceID: "inv-1", AmountCents: 500, PaidAt: f.base}
+		first, _ := hook.Process(ctx, p)
+		if first.Inserted != 1 || first.EffectsParked != 1 {
+			t.Fatalf("first: %s", first)
+		}
+		if er := first.Units[0].Effects[0]; er.Outcome != billing.EffectParked || !errors.Is(er.Err, billing.ErrPermanent) || !errors.Is(er.Err, errDeclined) {
+			t.Fatalf("first effect %+v, want parked with the provider's permanent error", er)
+		}
+		rc.decline = false
+		again, _ := hook.Process(ctx, p)
+		if again.Deduped != 1 || again.EffectsParked != 1 || again.Units[0].Effects[0].Outcome != billing.EffectParked {
+			t.Fatalf("replay: %s %+v", again, again.Units)
+		}
+		if rep, err := hook.Drain(ctx); err != nil || rep.EffectsDone != 0 {
+			t.Fatalf("drain: %s, %v", rep, err)
+		}
+		if n := rc.calls[billing.SendReceiptKey(p)]; n != 1 {
+			t.Fatalf("receipt provider called %d times, want once", n)
+		}
+	})
+}
