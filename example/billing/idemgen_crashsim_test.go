@@ -92,7 +92,8 @@ func TestCrashSimInvoiceSync(t *testing.T) {
 			u.UpdatedAt = simMark(vid, rev)
 			return u
 		},
-		version: 1,
+		unitMaxAttempts: 3,
+		version:         1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {

@@ -40,6 +40,9 @@ func crashTest(f *jen.File, p *model.Package, j *model.Job) {
 		jen.Id("unit"):       simUnitFunc(j),
 		jen.Id("newJob"):     simNewJob(j),
 	}
+	if j.Unit.MaxAttempts > 0 {
+		def[jen.Id("unitMaxAttempts")] = jen.Lit(j.Unit.MaxAttempts)
+	}
 	if j.Dest != nil && j.Dest.NewerWins != nil {
 		def[jen.Id("newerWins")] = jen.Lit(j.Dest.NewerWins.Name)
 	}

@@ -104,14 +104,16 @@ type simJob[U any] struct {
 	hasDest    bool
 	stage      bool   // units and progress share one transaction per batch
 	newerWins  string // the newer_wins field, if any
-	overlap    time.Duration
-	lease      time.Duration // the longest effect lease
-	effects    []simEffect
-	unit       func(id, rev int) U
-	markOf     func(U) time.Time
-	setMark    func(*U, time.Time)
-	rows       func(ctx context.Context, st store) ([]U, error)
-	newJob     func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[U], error)
+	// unitMaxAttempts parks a unit whose write failed this many times; 0 never.
+	unitMaxAttempts int
+	overlap         time.Duration
+	lease           time.Duration // the longest effect lease
+	effects         []simEffect
+	unit            func(id, rev int) U
+	markOf          func(U) time.Time
+	setMark         func(*U, time.Time)
+	rows            func(ctx context.Context, st store) ([]U, error)
+	newJob          func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[U], error)
 }
 
 func (j *simJob[U]) keyOf(u U) string { return oracleKey(j.key, nil, u) }
@@ -219,12 +221,16 @@ type simProvider struct {
 	failCall, failTimes int
 	failing             map[string]int
 	failInc             map[int]string // incarnation -> the key whose calls fail there
-	journal             *os.File       // subprocess mode: every call, synced before it returns
+	// permanentCall's key fails permanently, as a declined card (-1: none).
+	permanentCall int
+	permanent     map[string]bool
+	journal       *os.File // subprocess mode: every call, synced before it returns
 }
 
 func newSimProvider() *simProvider {
 	return &simProvider{calls: map[string]int{}, applied: map[string]int{}, first: map[string][]byte{},
-		effect: map[string]string{}, faults: map[int]simFault{}, failCall: -1, failing: map[string]int{}, failInc: map[int]string{}}
+		effect: map[string]string{}, faults: map[int]simFault{}, failCall: -1, failing: map[string]int{}, failInc: map[int]string{},
+		permanentCall: -1, permanent: map[string]bool{}}
 }
 
 func (p *simProvider) call(ctx context.Context, effect, key string) ([]byte, error) {
@@ -237,6 +243,12 @@ func (p *simProvider) call(ctx context.Context, effect, key string) ([]byte, err
 	p.order = append(p.order, key)
 	if n == p.failCall {
 		p.failing[key] = p.failTimes
+	}
+	if n == p.permanentCall {
+		p.permanent[key] = true
+	}
+	if p.permanent[key] {
+		return nil, Permanent(fmt.Errorf("simulated permanent failure of %s: card declined", key))
 	}
 	if p.failing[key] > 0 {
 		p.failing[key]--
@@ -340,7 +352,7 @@ func (s simScenario) overlapping() bool {
 // oracle to predict every provider call, not only every applied effect.
 func (s simScenario) exactCalls() bool {
 	switch s.family {
-	case "clean", "writefail", "poison", "failk", "takeover", "livelease", "bump", "mismatch",
+	case "clean", "writefail", "poison", "failk", "permanent", "takeover", "livelease", "bump", "mismatch",
 		"purge-young", "resplost", "failpre", "commitunknown":
 		return true
 	}
@@ -403,9 +415,10 @@ type simRun[U any] struct {
 	late    map[string]bool  // late arrivals: behind the mark when they appear
 	// redeliver holds handed-in units whose write failed: the caller's
 	// queue hands them in again with the next call.
-	redeliver []U
-	runs      []simRunRecord // sequential runs, for the report counts
-	parked    int            // effects parked, as reported
+	redeliver     []U
+	runs          []simRunRecord // sequential runs, for the report counts
+	parkedEffects int            // effects parked, as reported
+	parkedUnits   int            // units parked or skipped as parked, as reported
 }
 
 // simRunRecord is one sequential run's report and what it was served.
@@ -465,9 +478,8 @@ func (r *simRun[U]) hook(inc *simInc) crashHook {
 		case r.sc.family == "writefail" && n == r.sc.at:
 			fail = errors.New("simulated write failure")
 			r.failedKey = detail
-		case r.poisonKey != "" && p == r.job.failPoint() && detail == r.poisonKey:
-			fail = errors.New("simulated poison unit: its write always fails")
 		}
+		poison := r.poisonKey != "" && p == r.job.failPoint() && detail == r.poisonKey
 		purge := strings.HasPrefix(r.sc.family, "purge-") && n == r.sc.at
 		if p == pointSQLAfter && (detail == "COMMIT" || strings.HasPrefix(detail, "auto ")) {
 			r.dirty = true
@@ -486,6 +498,11 @@ func (r *simRun[U]) hook(inc *simInc) crashHook {
 		}
 		if p != pointSQLBefore && p != pointSQLAfter {
 			r.checkAt(ctx, p, detail)
+		}
+		if poison && !r.parked(ctx, detail) {
+			// The poison unit's write fails every time it is attempted; a
+			// parked one is not attempted (else the oracle sees its row).
+			fail = errors.New("simulated poison unit: its write always fails")
 		}
 		if crash {
 			inc.crashed <- struct{}{}
@@ -511,6 +528,12 @@ func (r *simRun[U]) hook(inc *simInc) crashHook {
 		}
 		return fail
 	}
+}
+
+// parked reports whether the unit is parked, on committed state.
+func (r *simRun[U]) parked(ctx context.Context, key string) bool {
+	state, _, found, err := r.db.observer().auto().unitFailure(context.WithoutCancel(ctx), r.job.name, key)
+	return err == nil && found && state == unitParked
 }
 
 // checkAt checks the invariants that must hold at every point, on
@@ -1064,7 +1087,8 @@ func (r *simRun[U]) record(out simOutcome, inc int) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.parked += out.rep.EffectsParked
+	r.parkedEffects += out.rep.EffectsParked
+	r.parkedUnits += out.rep.Parked
 	r.runs = append(r.runs, simRunRecord{rep: out.rep, inc: inc})
 }
 
@@ -1086,10 +1110,13 @@ func (r *simRun[U]) concurrently(phase int) {
 // convergenceRuns is how many clean runs may follow the last fault.
 func (r *simRun[U]) convergenceRuns() int {
 	n := 3
-	if r.sc.family == "failk" {
+	switch r.sc.family {
+	case "failk":
 		for _, fx := range r.job.effects {
 			n = max(n, fx.maxAttempts+2)
 		}
+	case "poison":
+		n = max(n, r.job.unitMaxAttempts+2)
 	}
 	return n
 }

@@ -70,7 +70,8 @@ func TestCrashSimEventImport(t *testing.T) {
 			u.Name = fmt.Sprintf("name-%d.%d", vid, rev)
 			return u
 		},
-		version: 3,
+		unitMaxAttempts: 2,
+		version:         3,
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {

@@ -16,6 +16,7 @@ package none_nodest
 //	writefail      one unit's write fails and rolls back                    3 8
 //	poison         one unit's write fails every time                        3 8
 //	failk          an effect fails max_attempts-1 times, then max_attempts  8
+//	permanent      the provider declines for good: parked at once           8
 //	takeover       a worker stalls past its lease, another takes over,      2 5
 //	               the first one's late call succeeds or fails
 //	livelease      a second worker meets a live lease                       2 5
@@ -101,7 +102,7 @@ func (r *simRun[U]) expect() simExpect[U] {
 			}
 		}
 	}
-	if r.sc.poison > 0 && (r.job.stage || r.job.source == SourceCursorName) {
+	if r.sc.poison > 0 && r.job.unitMaxAttempts == 0 && (r.job.stage || r.job.source == SourceCursorName) {
 		// The poison unit's batch is never published, or its page never
 		// passed: what lies behind it is not applied.
 		e.relaxedRows = true
@@ -129,6 +130,13 @@ func (r *simRun[U]) expect() simExpect[U] {
 				} else {
 					e.calls[k] = r.sc.times + 1
 				}
+			}
+		case "permanent":
+			if r.sc.call < len(r.prov.order) {
+				k := r.prov.order[r.sc.call]
+				e.calls[k] = 1
+				e.parked[k] = true
+				delete(e.must, k)
 			}
 		case "takeover":
 			// A's late call and B's; when B's fails, a later run's retry too.
@@ -210,9 +218,10 @@ func (r *simRun[U]) checkEnd() []string {
 			r.violate("end: effect %s applied though it failed max_attempts times", k)
 		}
 	}
-	if len(exp.parked) > 0 && r.parked == 0 {
+	if len(exp.parked) > 0 && r.parkedEffects == 0 {
 		r.violate("end: no report counted the parked effect")
 	}
+	r.checkParkedUnits(ctx)
 	entries, err := obs.auto().ledger(ctx)
 	if err != nil {
 		r.violate("end: read ledger: %v", err)
@@ -264,6 +273,46 @@ func (r *simRun[U]) checkEnd() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.violations
+}
+
+// checkParkedUnits: at the end only the poison unit may be left in the
+// parked table, parked if the job parks units (and then reported, and
+// passed by the watermark); a unit whose write failed once is cleared by
+// its successful retry.
+func (r *simRun[U]) checkParkedUnits(ctx context.Context) {
+	units, err := r.db.observer().auto().unitFailures(ctx)
+	if err != nil {
+		r.violate("end: read parked units: %v", err)
+		return
+	}
+	parked := false
+	for _, u := range units {
+		switch {
+		case u.Job != r.job.name:
+		case u.Key != r.poisonKey:
+			r.violate("end: unit %s left in the parked table (%s, %d attempts) though its write succeeded", u.Key, u.State, u.Attempts)
+		case r.job.unitMaxAttempts > 0 && u.State != unitParked:
+			r.violate("end: poison unit %s is %s after %d attempts, want parked at max_attempts %d", u.Key, u.State, u.Attempts, r.job.unitMaxAttempts)
+		default:
+			parked = u.State == unitParked
+		}
+	}
+	if r.sc.poison == 0 || r.job.unitMaxAttempts == 0 {
+		return
+	}
+	if !parked {
+		r.violate("end: poison unit %s was not parked after %d failed writes", r.poisonKey, r.job.unitMaxAttempts)
+	}
+	if r.parkedUnits == 0 {
+		r.violate("end: no report counted the parked unit")
+	}
+	if r.job.source == SourceWatermarkName {
+		prog, err := r.db.observer().auto().progress(ctx, r.job.name)
+		mark := r.job.markOf(r.job.unit(r.sc.poison, 1))
+		if err != nil || !prog.hasMark || !prog.watermark.After(mark) {
+			r.violate("end: the watermark (%v) did not pass the parked unit's mark %s", prog.watermark, mark)
+		}
+	}
 }
 
 // checkRows: one row per key, equal to the oracle's version.
@@ -521,8 +570,11 @@ func newSimRun[U any](t testing.TB, job *simJob[U], db simDB, sc simScenario, en
 	if sc.faults != nil {
 		r.prov.faults = sc.faults
 	}
-	if sc.family == "failk" {
+	switch sc.family {
+	case "failk":
 		r.prov.failCall, r.prov.failTimes = sc.call, sc.times
+	case "permanent":
+		r.prov.permanentCall = sc.call
 	}
 	if sc.seed > 0 {
 		r.rng = rand.New(rand.NewPCG(sc.seed, 0))
@@ -732,6 +784,11 @@ func simPlan[U any](job *simJob[U], clean *simRun[U], trace []simHit, full bool)
 				add(sc)
 			}
 		}
+		if c >= 0 {
+			sc := newScenario("permanent")
+			sc.call = c
+			add(sc)
+		}
 		if k, ok := firstCall[fx.name]; ok {
 			for _, v := range []string{"b-done late-ok", "b-done late-fails", "b-paused late-ok", "b-paused late-fails", "b-before b-fails"} {
 				sc := at("takeover", k)
@@ -856,7 +913,7 @@ func simSample(plan []simScenario) []simScenario {
 		if n == 0 {
 			n = 1
 		}
-		if f == "failk" || f == "bump" {
+		if f == "failk" || f == "bump" || f == "permanent" {
 			n = len(all)
 		}
 		step := max(1, len(all)/n)

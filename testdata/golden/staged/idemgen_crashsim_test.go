@@ -89,7 +89,8 @@ func TestCrashSimLedgerImport(t *testing.T) {
 			u.BookedAt = simMark(vid, rev)
 			return u
 		},
-		version: 1,
+		unitMaxAttempts: 2,
+		version:         1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
 		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
