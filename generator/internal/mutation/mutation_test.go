@@ -88,7 +88,7 @@ var cursorMutants = []mutant{
 
 var priceMutants = []mutant{
 	{name: "content hash without lengths", test: priceTest, edits: edit(keysFile,
-		`binary\.BigEndian\.PutUint64\(n\[:\], uint64\(len\(p\)\)\)\n\t\th\.Write\(n\[:\]\)\n`, "")},
+		`binary\.BigEndian\.PutUint64\(n\[:\], uint64\(len\(p\)\)\)\n\t\th\.Write\(n\[:\]\)\n`, "_ = binary.BigEndian\n\t\t_ = n\n")},
 	{name: "newer_wins on an int64 turned from >= into >", test: priceTest, edits: edit(sqliteSQL,
 		`WHERE excluded\.rev >= d\.rev`, "WHERE excluded.rev > d.rev")},
 	{name: "upsert without its version guard (PostgreSQL)", test: priceTest, db: "postgres", edits: edit(pgSQL,
@@ -157,7 +157,7 @@ var exampleMutants = []mutant{
 	{name: "attempts counter never incremented", test: syncTest, edits: edit(sqliteSQL,
 		`attempts = attempts \+ 1`, "attempts = attempts")},
 	{name: "effect parked one attempt early", test: syncTest, edits: edit(sqliteSQL,
-		`CASE WHEN attempts >= \?1`, "CASE WHEN attempts + 1 >= ?1")},
+		`SET state = CASE WHEN attempts >= \?1 OR`, "SET state = CASE WHEN attempts + 1 >= ?1 OR")},
 	{name: "purge deletes pending ledger rows", test: syncTest, edits: edit(sqliteSQL,
 		`AND state = 'done' AND done_at < \?3`, "AND (state = 'done' OR state = 'pending') AND coalesce(done_at, ?3) <= ?3")},
 	{name: "purge deletes young ledger rows", test: syncTest, edits: edit(sqliteSQL,
