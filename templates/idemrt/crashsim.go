@@ -403,6 +403,7 @@ type simRun[U any] struct {
 	poisonKey  string      // the unit key whose write always fails
 	recorder   string      // takeover: the lease owner that must record pausedKey
 	failedKey  string      // writefail: the unit whose write failed
+	failedAt   int         // writefail: how many deliveries the world had made then
 	// dirty says committed state may have changed since the last check:
 	// a COMMIT or a statement outside a transaction ran, or the world moved.
 	dirty bool
@@ -477,7 +478,7 @@ func (r *simRun[U]) hook(inc *simInc) crashHook {
 			fail = errors.New("simulated: the commit succeeded but the client saw an error")
 		case r.sc.family == "writefail" && n == r.sc.at:
 			fail = errors.New("simulated write failure")
-			r.failedKey = detail
+			r.failedKey, r.failedAt = detail, len(r.history)
 		}
 		poison := r.poisonKey != "" && p == r.job.failPoint() && detail == r.poisonKey
 		purge := strings.HasPrefix(r.sc.family, "purge-") && n == r.sc.at
