@@ -61,7 +61,7 @@ type simExpect[U any] struct {
 	parked      map[string]bool // effect keys that end parked, never applied
 	// parkedApplied is a parked key a stalled worker's late call applied.
 	parkedApplied string
-	calls       map[string]int  // exact calls per key; nil when not predictable
+	calls         map[string]int // exact calls per key; nil when not predictable
 }
 
 func (r *simRun[U]) expect() simExpect[U] {
