@@ -17,7 +17,6 @@ package bumpv1
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -305,7 +304,7 @@ func (s simScenario) String() string {
 	if len(s.crashAt) > 0 {
 		parts = append(parts, "crash@"+strings.Trim(fmt.Sprint(s.crashAt), "[]"))
 	}
-	for _, k := range slices.Sorted(mapsKeys(s.faults)) {
+	for _, k := range slices.Sorted(maps.Keys(s.faults)) {
 		parts = append(parts, fmt.Sprintf("fault%d@call%d", s.faults[k], k))
 	}
 	if s.call >= 0 {
@@ -327,16 +326,6 @@ func (s simScenario) String() string {
 		parts = append(parts, s.variant)
 	}
 	return strings.Join(parts, " ")
-}
-
-func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // overlapping reports whether two workers may run at once: then a version
@@ -1180,11 +1169,6 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-func simJSON(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
 }
 
 // simOwner names an incarnation's lease owner.

@@ -752,7 +752,7 @@ func simPlan[U any](job *simJob[U], clean *simRun[U], trace []simHit, full bool)
 	clean.prov.mu.Lock()
 	order := slices.Clone(clean.prov.order)
 	clean.prov.mu.Unlock()
-	calls := min(len(order), callsBefore(clean, trace))
+	calls := min(len(order), callsBefore(trace))
 	for c := 0; c < calls; c++ {
 		for _, f := range []struct {
 			family string
@@ -875,7 +875,7 @@ func simPlan[U any](job *simJob[U], clean *simRun[U], trace []simHit, full bool)
 
 // callsBefore counts the provider calls the discovery run made before
 // convergence.
-func callsBefore[U any](clean *simRun[U], trace []simHit) int {
+func callsBefore(trace []simHit) int {
 	n := 0
 	for _, h := range trace {
 		if h.p == pointEffectBeforeCall {
