@@ -856,7 +856,8 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 	return task
 }
 
-// newVerbs builds the job on st with the versions in force.
+// newVerbs builds the job on st with the versions in force; opts come last,
+// so they override the scenario's clock.
 func (r *simRun[U]) newVerbs(st store, opts ...Option) simVerbs[U] {
 	opts = append([]Option{WithClock(r.now), WithStart(simBase.Add(-24 * time.Hour)), WithLogger(simLogger)}, opts...)
 	if edit := editFor(r.versions, r.job); edit != nil {
@@ -898,20 +899,7 @@ func (t *simTask) finish() simOutcome {
 // end checks): no hook, its own clock.
 func (r *simRun[U]) aux(now func() time.Time) (simVerbs[U], func()) {
 	st, _, closeInc := r.db.incarnation(r.t, nil)
-	opts := []Option{WithStart(simBase.Add(-24 * time.Hour)), WithLogger(simLogger)}
-	if edit := editFor(r.versions, r.job); edit != nil {
-		opts = append(opts, withDefEdit(edit))
-	}
-	src := any(r.window)
-	if r.job.source == SourceCursorName {
-		src = r.cursor
-	}
-	opts = append(opts, WithClock(now))
-	verbs, err := r.job.newJob(st, src, r.prov, opts...)
-	if err != nil {
-		r.t.Fatalf("new job: %v", err)
-	}
-	return verbs, closeInc
+	return r.newVerbs(st, WithClock(now)), closeInc
 }
 
 // play runs the whole scenario and returns the invariant violations.

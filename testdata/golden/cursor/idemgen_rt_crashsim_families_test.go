@@ -939,7 +939,7 @@ func simSample(plan []simScenario) []simScenario {
 			n = len(all)
 		}
 		step := max(1, len(all)/n)
-		for i := 0; i < len(all) && len(out) < 1000; i += step {
+		for i := 0; i < len(all); i += step {
 			out = append(out, all[i])
 			if n--; n == 0 {
 				break
