@@ -20,7 +20,7 @@ import (
 	"golang.org/x/tools/go/analysis/unitchecker"
 
 	"github.com/idemgen/idemgen/cmd/idemgen/cli"
-	"github.com/idemgen/idemgen/lint"
+	"github.com/idemgen/idemgen/generator/lint"
 )
 
 func main() {

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/tools/go/packages"
 
 	"github.com/idemgen/idemgen/generator/sqlc"
-	"github.com/idemgen/idemgen/lint"
+	"github.com/idemgen/idemgen/generator/lint"
 )
 
 // runLint loads the packages with go/packages, runs idemgen's analyzers

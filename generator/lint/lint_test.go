@@ -6,7 +6,7 @@ import (
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/analysis/analysistest"
 
-	"github.com/idemgen/idemgen/lint"
+	"github.com/idemgen/idemgen/generator/lint"
 )
 
 func TestAnalyzers(t *testing.T) {
