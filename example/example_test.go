@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/example/billing"
+	"github.com/idemgen/idemgen/idem"
 )
 
 // Every test here runs on SQLite and, when IDEMGEN_TEST_POSTGRES is set, on
@@ -89,7 +90,7 @@ func newFixture() *fixture {
 func (f *fixture) job(t *testing.T, st *billing.Store) *billing.InvoiceSync {
 	t.Helper()
 	j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
-		billing.WithClock(f.clk.Now), billing.WithLogger(quiet), billing.WithStart(f.base.Add(-24*time.Hour)))
+		idem.WithClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func (f *fixture) invoice(id string, amount int64, updated time.Time) billing.In
 	return inv
 }
 
-func runJob(t *testing.T, j *billing.InvoiceSync) billing.Report {
+func runJob(t *testing.T, j *billing.InvoiceSync) idem.Report {
 	t.Helper()
 	rep, err := j.Run(context.Background())
 	if err != nil {
@@ -140,7 +141,7 @@ func TestRerunChangesNothing(t *testing.T) {
 		}
 		// Re-run the same window, twice: no writes, no effects.
 		for range 2 {
-			rep, err := j.Backfill(context.Background(), billing.Window{Since: f.base.Add(-time.Hour), Until: f.base})
+			rep, err := j.Backfill(context.Background(), idem.Window{Since: f.base.Add(-time.Hour), Until: f.base})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +187,7 @@ func TestNewerWinsRejectsOlderReplay(t *testing.T) {
 		runJob(t, j)
 		// The source now serves an older version (a replica lagging behind).
 		f.invoice("inv-1", 100, f.base.Add(-30*time.Minute))
-		rep, err := j.Backfill(context.Background(), billing.Window{Since: f.base.Add(-time.Hour), Until: f.base})
+		rep, err := j.Backfill(context.Background(), idem.Window{Since: f.base.Add(-time.Hour), Until: f.base})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +271,7 @@ func TestLeaseTakeover(t *testing.T) {
 		hang := make(chan struct{})
 		f.mail.hang = hang
 		a := f.job(t, st)
-		done := make(chan billing.Report)
+		done := make(chan idem.Report)
 		go func() { rep, _ := a.Run(context.Background()); done <- rep }()
 		// Wait until A's provider call is in flight (it applied, then hangs).
 		for {
@@ -360,7 +361,7 @@ func TestWebhookInsertOnceDedupeAndMismatch(t *testing.T) {
 	eachDB(t, func(t *testing.T, st *billing.Store) {
 		f := newFixture()
 		rc := newReceipts()
-		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, billing.WithClock(f.clk.Now), billing.WithLogger(quiet))
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(f.clk.Now), idem.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +376,7 @@ func TestWebhookInsertOnceDedupeAndMismatch(t *testing.T) {
 		if first.Inserted != 1 || again.Deduped != 1 || bad.Mismatched != 1 {
 			t.Fatalf("first %s / again %s / changed %s", first, again, bad)
 		}
-		if !bytes.Equal(again.Units[0].Effects[0].Result, []byte("rcpt-evt_1")) || again.Units[0].Effects[0].Outcome != billing.EffectDeduped {
+		if !bytes.Equal(again.Units[0].Effects[0].Result, []byte("rcpt-evt_1")) || again.Units[0].Effects[0].Outcome != idem.EffectDeduped {
 			t.Fatalf("replay did not return the kept result: %+v", again.Units[0].Effects)
 		}
 		if !strings.Contains(bad.Units[0].Err.Error(), "different payload") {
@@ -482,7 +483,7 @@ func TestLogsCarryKeys(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
-		billing.WithClock(f.clk.Now), billing.WithLogger(log), billing.WithStart(f.base.Add(-time.Hour)))
+		idem.WithClock(f.clk.Now), idem.WithLogger(log), idem.WithStart(f.base.Add(-time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/example/billing"
+	"github.com/idemgen/idemgen/idem"
 )
 
 // billingAPI stands in for the billing service: a list of invoices, served
@@ -16,7 +17,7 @@ type billingAPI struct {
 	mu       sync.Mutex
 	invoices map[string]billing.Invoice
 	fetches  int
-	windows  []billing.Window // the window of every first page fetched
+	windows  []idem.Window // the window of every first page fetched
 }
 
 func newBillingAPI() *billingAPI { return &billingAPI{invoices: map[string]billing.Invoice{}} }
@@ -28,7 +29,7 @@ func (b *billingAPI) put(inv billing.Invoice) {
 }
 
 // Fetch implements billing.InvoiceSyncSource.
-func (b *billingAPI) Fetch(ctx context.Context, w billing.Window, page string) ([]billing.Invoice, string, error) {
+func (b *billingAPI) Fetch(ctx context.Context, w idem.Window, page string) ([]billing.Invoice, string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.fetches++
@@ -55,11 +56,11 @@ func (b *billingAPI) Fetch(ctx context.Context, w billing.Window, page string) (
 }
 
 // lastWindow is the window of the last fetch of a first page.
-func (b *billingAPI) lastWindow() billing.Window {
+func (b *billingAPI) lastWindow() idem.Window {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.windows) == 0 {
-		return billing.Window{}
+		return idem.Window{}
 	}
 	return b.windows[len(b.windows)-1]
 }
@@ -90,7 +91,7 @@ func (n *notifier) NotifyNewInvoice(ctx context.Context, key string, inv billing
 	n.calls[key]++
 	if n.bounce {
 		n.mu.Unlock()
-		return billing.Permanent(errNoMailbox)
+		return idem.Permanent(errNoMailbox)
 	}
 	if n.failing {
 		n.mu.Unlock()
@@ -137,7 +138,7 @@ func (r *receipts) SendReceipt(ctx context.Context, key string, p billing.Paymen
 	defer r.mu.Unlock()
 	r.calls[key]++
 	if r.decline {
-		return nil, billing.Permanent(errDeclined)
+		return nil, idem.Permanent(errDeclined)
 	}
 	return []byte("rcpt-" + p.EventID), nil
 }

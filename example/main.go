@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/example/billing"
+	"github.com/idemgen/idemgen/idem"
 )
 
 func main() {
@@ -117,7 +118,7 @@ func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Wr
 	newJob := func() (*billing.InvoiceSync, error) {
 		// A new job value is a restarted process: new lease owner, no caches.
 		return billing.NewInvoiceSync(store, api, billing.InvoiceSyncEffects{NotifyNewInvoice: mail},
-			billing.WithClock(clk.Now), billing.WithLogger(log), billing.WithStart(base.Add(-24*time.Hour)))
+			idem.WithClock(clk.Now), idem.WithLogger(log), idem.WithStart(base.Add(-24*time.Hour)))
 	}
 	job, err := newJob()
 	if err != nil {
@@ -128,7 +129,7 @@ func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Wr
 	} else if len(earlier) > 0 {
 		return againDemo(ctx, store, job, api, mail, clk, out, len(earlier))
 	}
-	step := func(title string, rep billing.Report, err error) {
+	step := func(title string, rep idem.Report, err error) {
 		fmt.Fprintf(out, "\n== %s\n%s\n", title, rep)
 		if err != nil {
 			fmt.Fprintf(out, "run stopped: %v\n", err)
@@ -180,7 +181,7 @@ func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Wr
 
 func webhookDemo(ctx context.Context, store *billing.Store, clk *clock, log *slog.Logger, out io.Writer) error {
 	rc := newReceipts()
-	hook, err := billing.NewPaymentWebhook(store, billing.PaymentWebhookEffects{SendReceipt: rc}, billing.WithClock(clk.Now), billing.WithLogger(log))
+	hook, err := billing.NewPaymentWebhook(store, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(clk.Now), idem.WithLogger(log))
 	if err != nil {
 		return err
 	}
@@ -215,7 +216,7 @@ func againDemo(ctx context.Context, store *billing.Store, job *billing.InvoiceSy
 	if err := printStale(ctx, job, out, "before"); err != nil {
 		return err
 	}
-	rep, err := job.Backfill(ctx, billing.Window{Since: base.Add(-24 * time.Hour), Until: clk.Now()})
+	rep, err := job.Backfill(ctx, idem.Window{Since: base.Add(-24 * time.Hour), Until: clk.Now()})
 	fmt.Fprintf(out, "\n== backfill of every invoice, through the same keys and ledger\n%s\n", rep)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/example/billing"
+	"github.com/idemgen/idemgen/idem"
 )
 
 // The database refuses invoices of customer "poison" (a constraint the
@@ -39,7 +40,7 @@ func poisoned(t *testing.T, f *fixture, db rawDB) billing.Invoice {
 	return poison
 }
 
-func parkedUnits(t *testing.T, st *billing.Store) []billing.ParkedUnit {
+func parkedUnits(t *testing.T, st *billing.Store) []idem.ParkedUnit {
 	t.Helper()
 	units, err := st.Parked(context.Background())
 	if err != nil {
@@ -111,7 +112,7 @@ func TestPoisonUnitIsParkedAndPassed(t *testing.T) {
 
 		// Fetched again with the same payload it is skipped: not attempted
 		// (the trigger would have failed it a fourth time), but reported.
-		rep, err := j.Backfill(ctx, billing.Window{Since: f.base.Add(-time.Hour), Until: f.base})
+		rep, err := j.Backfill(ctx, idem.Window{Since: f.base.Add(-time.Hour), Until: f.base})
 		if err != nil || rep.Seen != 3 || rep.Unchanged != 2 || rep.Parked != 1 || rep.Failed != 1 {
 			t.Fatalf("backfill over the parked unit: %s, %v", rep, err)
 		}
@@ -227,14 +228,14 @@ func TestWebhookFailureRetriedByDrain(t *testing.T) {
 			CREATE TRIGGER refuse_payment BEFORE INSERT ON payments FOR EACH ROW EXECUTE FUNCTION refuse_payment()`)
 		f := newFixture()
 		rc := newReceipts()
-		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, billing.WithClock(f.clk.Now), billing.WithLogger(quiet))
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(f.clk.Now), idem.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := billing.Payment{EventID: "evt_9", InvoiceID: "gone", AmountCents: 900, PaidAt: f.base}
 		for try := 1; try <= 4; try++ {
 			rep, _ := hook.Process(ctx, p)
-			if rep.Failed != 1 || rep.Parked != 0 || rep.Units[0].Outcome != billing.OutcomeFailed {
+			if rep.Failed != 1 || rep.Parked != 0 || rep.Units[0].Outcome != idem.OutcomeFailed {
 				t.Fatalf("delivery %d: %s %+v", try, rep, rep.Units)
 			}
 		}
@@ -285,7 +286,7 @@ func TestPermanentEffectFailureParksAtOnce(t *testing.T) {
 		if rep, err := j.Drain(ctx); err != nil || rep.EffectsDone != 0 {
 			t.Fatalf("drain: %s, %v", rep, err)
 		}
-		rep, err := j.Backfill(ctx, billing.Window{Since: f.base.Add(-time.Hour), Until: f.base})
+		rep, err := j.Backfill(ctx, idem.Window{Since: f.base.Add(-time.Hour), Until: f.base})
 		if err != nil || rep.EffectsParked != 1 || rep.EffectsDone != 0 {
 			t.Fatalf("replay: %s, %v; want the effect reported parked", rep, err)
 		}
@@ -303,7 +304,7 @@ func TestPermanentEffectFailureOnProcessReplay(t *testing.T) {
 		f := newFixture()
 		rc := newReceipts()
 		rc.decline = true
-		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, billing.WithClock(f.clk.Now), billing.WithLogger(quiet))
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(f.clk.Now), idem.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,12 +313,12 @@ func TestPermanentEffectFailureOnProcessReplay(t *testing.T) {
 		if first.Inserted != 1 || first.EffectsParked != 1 {
 			t.Fatalf("first: %s", first)
 		}
-		if er := first.Units[0].Effects[0]; er.Outcome != billing.EffectParked || !errors.Is(er.Err, billing.ErrPermanent) || !errors.Is(er.Err, errDeclined) {
+		if er := first.Units[0].Effects[0]; er.Outcome != idem.EffectParked || !errors.Is(er.Err, idem.ErrPermanent) || !errors.Is(er.Err, errDeclined) {
 			t.Fatalf("first effect %+v, want parked with the provider's permanent error", er)
 		}
 		rc.decline = false
 		again, _ := hook.Process(ctx, p)
-		if again.Deduped != 1 || again.EffectsParked != 1 || again.Units[0].Effects[0].Outcome != billing.EffectParked {
+		if again.Deduped != 1 || again.EffectsParked != 1 || again.Units[0].Effects[0].Outcome != idem.EffectParked {
 			t.Fatalf("replay: %s %+v", again, again.Units)
 		}
 		if rep, err := hook.Drain(ctx); err != nil || rep.EffectsDone != 0 {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
-	"strings"
 
 	"github.com/dave/jennifer/jen"
 
@@ -33,7 +32,7 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 		return nil, fmt.Errorf("resolve spec: %w", err)
 	}
 	files := Files{}
-	if err := runtimeFiles(files, p, opts.ImportPath); err != nil {
+	if err := ledgerAdapters(files, p, opts.ImportPath); err != nil {
 		return nil, err
 	}
 	emit := func(name string, jf *jen.File) error {
@@ -83,22 +82,15 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 	return files, nil
 }
 
-// runtimeFiles copies the engine sources into the package, renamed.
-func runtimeFiles(files Files, p *model.Package, importPath string) error {
-	perDialect := map[string]model.Dialect{
-		"postgres.go": model.Postgres, "pgadapter.go": model.Postgres, "crashsim_postgres.go": model.Postgres,
-		"sqlite.go": model.SQLite, "sqliteadapter.go": model.SQLite, "crashsim_sqlite.go": model.SQLite,
-	}
-	entries, err := fs.ReadDir(templates.FS, "idemrt")
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		if d, ok := perDialect[name]; ok && !p.Has(d) {
+// ledgerAdapters copies the ledger adapters of templates/idemrt into the
+// package: they implement the runtime's idem.Querier over the package's own
+// sqlc code, one file per dialect. Everything else lives in the runtime
+// package the generated code imports.
+func ledgerAdapters(files Files, p *model.Package, importPath string) error {
+	adapters := map[string]model.Dialect{"pgadapter.go": model.Postgres, "sqliteadapter.go": model.SQLite}
+	out := map[string]string{"pgadapter.go": "idemgen_postgres_ledger.go", "sqliteadapter.go": "idemgen_sqlite_ledger.go"}
+	for name, d := range adapters {
+		if !p.Has(d) {
 			continue
 		}
 		src, err := fs.ReadFile(templates.FS, "idemrt/"+name)
@@ -107,12 +99,7 @@ func runtimeFiles(files Files, p *model.Package, importPath string) error {
 		}
 		src = bytes.Replace(src, []byte("package idemrt\n"), []byte(Header+"\n\npackage "+p.Name+"\n"), 1)
 		src = bytes.ReplaceAll(src, []byte(`"github.com/idemgen/idemgen/templates/idemrt/internal/`), []byte(`"`+importPath+`/internal/`))
-		out := "idemgen_rt_" + name
-		if strings.HasPrefix(name, "crashsim") {
-			// The crash simulation is test code: production builds carry none of it.
-			out = strings.TrimSuffix(out, ".go") + "_test.go"
-		}
-		files[out] = src
+		files[out[name]] = src
 	}
 	return nil
 }

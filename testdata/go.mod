@@ -22,3 +22,8 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
+
+// The goldens build against the runtime in this checkout.
+require github.com/idemgen/idemgen v0.0.0
+
+replace github.com/idemgen/idemgen => ../

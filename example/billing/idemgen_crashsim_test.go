@@ -6,6 +6,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"testing"
 	"time"
@@ -14,191 +16,191 @@ import (
 // TestCrashSimInvoiceSync crashes the invoice_sync job at every durable boundary, restarts it and checks
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimInvoiceSync(t *testing.T) {
-	job := &simJob[Invoice]{
-		effects: []simEffect{{
-			keepResult:  false,
-			key:         "notify:new-invoice:v{version}:{invoice_id}",
-			lease:       5 * time.Minute,
-			maxAttempts: 5,
-			name:        "notify_new_invoice",
-			retention:   720 * time.Hour,
-			version:     2,
-			when:        whenInserted,
+	job := &crashsim.Job[Invoice]{
+		Effects: []crashsim.Effect{{
+			KeepResult:  false,
+			Key:         "notify:new-invoice:v{version}:{invoice_id}",
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "notify_new_invoice",
+			Retention:   720 * time.Hour,
+			Version:     2,
+			When:        idem.WhenInserted,
 		}},
-		fields: []simField{{
-			inKey: true,
-			name:  "invoice_id",
-			typ:   "string",
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "invoice_id",
+			Type:  "string",
 		}, {
-			name: "customer_id",
-			typ:  "string",
+			Name: "customer_id",
+			Type: "string",
 		}, {
-			name: "amount_cents",
-			typ:  "int64",
+			Name: "amount_cents",
+			Type: "int64",
 		}, {
-			name: "created_at",
-			typ:  "time",
+			Name: "created_at",
+			Type: "time",
 		}, {
-			name: "updated_at",
-			typ:  "time",
+			Name: "updated_at",
+			Type: "time",
 		}},
-		hasDest:    true,
-		insertOnce: false,
-		key:        "billing:invoice:{invoice_id}",
-		lease:      5 * time.Minute,
-		markOf: func(u Invoice) time.Time {
+		HasDest:    true,
+		InsertOnce: false,
+		Key:        "billing:invoice:{invoice_id}",
+		Lease:      5 * time.Minute,
+		MarkOf: func(u Invoice) time.Time {
 			return u.UpdatedAt
 		},
-		name: "invoice_sync",
-		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Invoice], error) {
-			j, err := NewInvoiceSync(&Store{st: st}, src.(*simWindowSource[Invoice]), InvoiceSyncEffects{NotifyNewInvoice: NotifyNewInvoiceFunc(func(ctx context.Context, key string, unit Invoice) error {
-				_, err := fx.call(ctx, "notify_new_invoice", key)
+		Name: "invoice_sync",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Invoice], error) {
+			j, err := NewInvoiceSync(&Store{st: st}, src.(*crashsim.WindowSource[Invoice]), InvoiceSyncEffects{NotifyNewInvoice: NotifyNewInvoiceFunc(func(ctx context.Context, key string, unit Invoice) error {
+				_, err := fx.Call(ctx, "notify_new_invoice", key)
 				return err
 			})}, opts...)
 			if err != nil {
-				return simVerbs[Invoice]{}, err
+				return crashsim.Verbs[Invoice]{}, err
 			}
-			return simVerbs[Invoice]{
-				backfill: j.Backfill,
-				drain:    j.Drain,
-				process:  j.Process,
-				purge:    j.Purge,
-				run:      j.Run,
-				stale:    j.Stale,
+			return crashsim.Verbs[Invoice]{
+				Backfill: j.Backfill,
+				Drain:    j.Drain,
+				Process:  j.Process,
+				Purge:    j.Purge,
+				Run:      j.Run,
+				Stale:    j.Stale,
 			}, nil
 		},
-		newerWins: "updated_at",
-		overlap:   10 * time.Minute,
-		points:    invoiceSyncCrashPoints,
-		rows: func(ctx context.Context, st store) ([]Invoice, error) {
-			return st.auto().(destQuerier).listInvoiceSync(ctx)
+		NewerWins: "updated_at",
+		Overlap:   10 * time.Minute,
+		Points:    invoiceSyncCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Invoice, error) {
+			return st.Auto().(destQuerier).listInvoiceSync(ctx)
 		},
-		setMark: func(u *Invoice, t time.Time) {
+		SetMark: func(u *Invoice, t time.Time) {
 			u.UpdatedAt = t
 		},
-		source: "watermark",
-		stage:  false,
-		unit: func(id, rev int) Invoice {
+		Source: "watermark",
+		Stage:  false,
+		Unit: func(id, rev int) Invoice {
 			var u Invoice
 			// Units 5 and 6 share every value outside the key.
 			vid := id
 			if id == 6 {
 				vid = 5
 			}
-			u.InvoiceID = simKeyText("billing:invoice:{invoice_id}", "invoice_id", id)
+			u.InvoiceID = crashsim.KeyText("billing:invoice:{invoice_id}", "invoice_id", id)
 			u.CustomerID = fmt.Sprintf("customer_id-%d.%d", vid, rev)
 			u.AmountCents = int64((vid*100 + rev))
-			u.CreatedAt = simBase.Add(time.Duration((vid*100 + rev)) * time.Minute)
-			u.UpdatedAt = simMark(vid, rev)
+			u.CreatedAt = crashsim.Base.Add(time.Duration((vid*100 + rev)) * time.Minute)
+			u.UpdatedAt = crashsim.Mark(vid, rev)
 			return u
 		},
-		unitMaxAttempts: 3,
-		version:         1,
+		UnitMaxAttempts: 3,
+		Version:         1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
-		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
 			return NewSQLiteStore(db)
 		}), job)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		env := simPostgresEnv(t, func(pool *pgxpool.Pool) simStore {
+		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
 		})
 		if env == nil {
 			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
 		}
-		simulate(t, env, job)
+		crashsim.Run(t, env, job)
 	})
 }
 
 // TestCrashSimPaymentWebhook crashes the payment_webhook job at every durable boundary, restarts it and checks
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimPaymentWebhook(t *testing.T) {
-	job := &simJob[Payment]{
-		effects: []simEffect{{
-			keepResult:  true,
-			key:         "receipt:v{version}:{event_id}",
-			lease:       2 * time.Minute,
-			maxAttempts: 3,
-			name:        "send_receipt",
-			retention:   720 * time.Hour,
-			version:     1,
-			when:        whenInserted,
+	job := &crashsim.Job[Payment]{
+		Effects: []crashsim.Effect{{
+			KeepResult:  true,
+			Key:         "receipt:v{version}:{event_id}",
+			Lease:       2 * time.Minute,
+			MaxAttempts: 3,
+			Name:        "send_receipt",
+			Retention:   720 * time.Hour,
+			Version:     1,
+			When:        idem.WhenInserted,
 		}},
-		fields: []simField{{
-			inKey: true,
-			name:  "event_id",
-			typ:   "string",
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "event_id",
+			Type:  "string",
 		}, {
-			name: "invoice_id",
-			typ:  "string",
+			Name: "invoice_id",
+			Type: "string",
 		}, {
-			name: "amount_cents",
-			typ:  "int64",
+			Name: "amount_cents",
+			Type: "int64",
 		}, {
-			name: "paid_at",
-			typ:  "time",
+			Name: "paid_at",
+			Type: "time",
 		}, {
-			name:     "note",
-			nullable: true,
-			typ:      "string",
+			Name:     "note",
+			Nullable: true,
+			Type:     "string",
 		}},
-		hasDest:    true,
-		insertOnce: true,
-		key:        "payments:event:{event_id}",
-		lease:      5 * time.Minute,
-		name:       "payment_webhook",
-		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Payment], error) {
+		HasDest:    true,
+		InsertOnce: true,
+		Key:        "payments:event:{event_id}",
+		Lease:      5 * time.Minute,
+		Name:       "payment_webhook",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Payment], error) {
 			j, err := NewPaymentWebhook(&Store{st: st}, PaymentWebhookEffects{SendReceipt: SendReceiptFunc(func(ctx context.Context, key string, unit Payment) ([]byte, error) {
-				return fx.call(ctx, "send_receipt", key)
+				return fx.Call(ctx, "send_receipt", key)
 			})}, opts...)
 			if err != nil {
-				return simVerbs[Payment]{}, err
+				return crashsim.Verbs[Payment]{}, err
 			}
-			return simVerbs[Payment]{
-				drain:   j.Drain,
-				process: j.Process,
-				purge:   j.Purge,
-				stale:   j.Stale,
+			return crashsim.Verbs[Payment]{
+				Drain:   j.Drain,
+				Process: j.Process,
+				Purge:   j.Purge,
+				Stale:   j.Stale,
 			}, nil
 		},
-		points: paymentWebhookCrashPoints,
-		rows: func(ctx context.Context, st store) ([]Payment, error) {
-			return st.auto().(destQuerier).listPaymentWebhook(ctx)
+		Points: paymentWebhookCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Payment, error) {
+			return st.Auto().(destQuerier).listPaymentWebhook(ctx)
 		},
-		source: "none",
-		stage:  false,
-		unit: func(id, rev int) Payment {
+		Source: "none",
+		Stage:  false,
+		Unit: func(id, rev int) Payment {
 			var u Payment
 			// Units 5 and 6 share every value outside the key.
 			vid := id
 			if id == 6 {
 				vid = 5
 			}
-			u.EventID = simKeyText("payments:event:{event_id}", "event_id", id)
+			u.EventID = crashsim.KeyText("payments:event:{event_id}", "event_id", id)
 			u.InvoiceID = fmt.Sprintf("invoice_id-%d.%d", vid, rev)
 			u.AmountCents = int64((vid*100 + rev))
-			u.PaidAt = simBase.Add(time.Duration((vid*100 + rev)) * time.Minute)
+			u.PaidAt = crashsim.Base.Add(time.Duration((vid*100 + rev)) * time.Minute)
 			if rev == 1 {
 				v := fmt.Sprintf("note-%d.%d", vid, rev)
 				u.Note = &v
 			}
 			return u
 		},
-		version: 1,
+		Version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
-		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
 			return NewSQLiteStore(db)
 		}), job)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		env := simPostgresEnv(t, func(pool *pgxpool.Pool) simStore {
+		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
 		})
 		if env == nil {
 			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
 		}
-		simulate(t, env, job)
+		crashsim.Run(t, env, job)
 	})
 }

@@ -5,6 +5,7 @@ package billing
 import (
 	"context"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
 	"time"
 )
 
@@ -33,7 +34,7 @@ func (u Invoice) canonical() Invoice {
 type InvoiceSyncSource interface {
 	// Fetch returns the units whose updated_at lies in w, one page at a time:
 	// page is "" for the first page, and next is "" after the last.
-	Fetch(ctx context.Context, w Window, page string) (units []Invoice, next string, err error)
+	Fetch(ctx context.Context, w idem.Window, page string) (units []Invoice, next string, err error)
 }
 
 // NotifyNewInvoice performs the notify_new_invoice effect of the invoice_sync job. key is the effect's
@@ -63,12 +64,12 @@ type InvoiceSyncEffects struct {
 
 // InvoiceSync runs the invoice_sync job (version 1). Copy invoices from billing and announce new ones.
 type InvoiceSync struct {
-	e   *engine[Invoice]
+	e   *idem.Engine[Invoice]
 	src InvoiceSyncSource
 }
 
 // NewInvoiceSync returns the invoice_sync job over store.
-func NewInvoiceSync(store *Store, src InvoiceSyncSource, fx InvoiceSyncEffects, opts ...Option) (*InvoiceSync, error) {
+func NewInvoiceSync(store *Store, src InvoiceSyncSource, fx InvoiceSyncEffects, opts ...idem.Option) (*InvoiceSync, error) {
 	if store == nil {
 		return nil, fmt.Errorf("job \"invoice_sync\": nil store")
 	}
@@ -78,51 +79,51 @@ func NewInvoiceSync(store *Store, src InvoiceSyncSource, fx InvoiceSyncEffects, 
 	if fx.NotifyNewInvoice == nil {
 		return nil, fmt.Errorf("job \"invoice_sync\": no provider for effect \"notify_new_invoice\"")
 	}
-	def := &jobDef[Invoice]{
-		canonical: Invoice.canonical,
-		checkSeen: false,
-		effects: []effectDef[Invoice]{{
-			call: func(ctx context.Context, key string, unit Invoice) ([]byte, error) {
+	def := &idem.Job[Invoice]{
+		Canonical: Invoice.canonical,
+		CheckSeen: false,
+		Effects: []idem.Effect[Invoice]{{
+			Call: func(ctx context.Context, key string, unit Invoice) ([]byte, error) {
 				return nil, fx.NotifyNewInvoice.NotifyNewInvoice(ctx, key, unit)
 			},
-			keepResult:  false,
-			keyOf:       NotifyNewInvoiceKey,
-			lease:       5 * time.Minute,
-			maxAttempts: 5,
-			name:        "notify_new_invoice",
-			retention:   720 * time.Hour,
-			version:     2,
-			when:        whenInserted,
+			KeepResult:  false,
+			KeyOf:       NotifyNewInvoiceKey,
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "notify_new_invoice",
+			Retention:   720 * time.Hour,
+			Version:     2,
+			When:        idem.WhenInserted,
 		}},
-		keyOf: Invoice.Key,
-		markOf: func(u Invoice) time.Time {
+		KeyOf: Invoice.Key,
+		MarkOf: func(u Invoice) time.Time {
 			return u.UpdatedAt
 		},
-		maxAttempts: 3,
-		name:        "invoice_sync",
-		version:     1,
-		write: func(ctx context.Context, q querier, u Invoice, key string, v int32) (Outcome, error) {
+		MaxAttempts: 3,
+		Name:        "invoice_sync",
+		Version:     1,
+		Write: func(ctx context.Context, q idem.Querier, u Invoice, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeInvoiceSync(ctx, u, key, v)
 		},
 	}
 	return &InvoiceSync{
-		e:   newEngine(def, store.st, opts),
+		e:   idem.NewEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }
 
 // Run performs owed effects, then fetches the window from the stored watermark minus the
 // overlap (10m0s) to now, applies it, and only then advances the watermark.
-func (j *InvoiceSync) Run(ctx context.Context) (Report, error) {
-	return j.e.runWatermark(ctx, 10*time.Minute, j.src.Fetch, func(u Invoice) time.Time {
+func (j *InvoiceSync) Run(ctx context.Context) (idem.Report, error) {
+	return j.e.RunWatermark(ctx, 10*time.Minute, j.src.Fetch, func(u Invoice) time.Time {
 		return u.UpdatedAt
 	})
 }
 
 // Backfill re-runs a past window through the same keys and ledger: rows converge,
 // effects already performed are not repeated, and the watermark does not move.
-func (j *InvoiceSync) Backfill(ctx context.Context, w Window) (Report, error) {
-	return j.e.backfill(ctx, w, j.src.Fetch, func(u Invoice) time.Time {
+func (j *InvoiceSync) Backfill(ctx context.Context, w idem.Window) (idem.Report, error) {
+	return j.e.Backfill(ctx, w, j.src.Fetch, func(u Invoice) time.Time {
 		return u.UpdatedAt
 	})
 }
@@ -130,31 +131,31 @@ func (j *InvoiceSync) Backfill(ctx context.Context, w Window) (Report, error) {
 // Process applies handed-in units (a queue message, a webhook) and reports each one.
 // A repeated key with the same payload is deduped; with a different payload it is a
 // mismatch (ErrPayloadMismatch), never silently dropped.
-func (j *InvoiceSync) Process(ctx context.Context, units ...Invoice) (Report, error) {
-	return j.e.process(ctx, units)
+func (j *InvoiceSync) Process(ctx context.Context, units ...Invoice) (idem.Report, error) {
+	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
-func (j *InvoiceSync) Drain(ctx context.Context) (Report, error) {
-	return j.e.drainJob(ctx)
+func (j *InvoiceSync) Drain(ctx context.Context) (idem.Report, error) {
+	return j.e.Drain(ctx)
 }
 
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *InvoiceSync) Purge(ctx context.Context) (int64, error) {
-	return j.e.purge(ctx)
+	return j.e.Purge(ctx)
 }
 
 // Rows reads every invoices row back as units, ordered by the unique key (for checks
 // and small tables: it loads them all).
 func (j *InvoiceSync) Rows(ctx context.Context) ([]Invoice, error) {
-	return j.e.st.auto().(destQuerier).listInvoiceSync(ctx)
+	return j.e.Store().Auto().(destQuerier).listInvoiceSync(ctx)
 }
 
 // Stale returns the keys of up to limit invoices rows last computed by an older job
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *InvoiceSync) Stale(ctx context.Context, limit int) ([]string, error) {
-	return j.e.st.auto().(destQuerier).staleInvoiceSync(ctx, int32(j.e.def.version), int32(limit))
+	return j.e.Store().Auto().(destQuerier).staleInvoiceSync(ctx, int32(j.e.Job().Version), int32(limit))
 }
 
 // invoiceSyncCrashPoints are the durable boundaries of the invoice_sync job, where the crash tests stop it.
-var invoiceSyncCrashPoints = []crashPoint{pointRunStart, pointBatchStart, pointUnitStart, pointUnitBeforeCommit, pointUnitAfterCommit, pointEffectClaimed, pointEffectBeforeCall, pointEffectAfterCall, pointEffectRecorded, pointProgressBefore, pointProgressAfter}
+var invoiceSyncCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}

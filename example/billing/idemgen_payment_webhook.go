@@ -5,6 +5,7 @@ package billing
 import (
 	"context"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
 	"time"
 )
 
@@ -56,71 +57,71 @@ type PaymentWebhookEffects struct {
 
 // PaymentWebhook runs the payment_webhook job (version 1). Record payments handed in by the payment provider's webhook and send one receipt each.
 type PaymentWebhook struct {
-	e *engine[Payment]
+	e *idem.Engine[Payment]
 }
 
 // NewPaymentWebhook returns the payment_webhook job over store.
-func NewPaymentWebhook(store *Store, fx PaymentWebhookEffects, opts ...Option) (*PaymentWebhook, error) {
+func NewPaymentWebhook(store *Store, fx PaymentWebhookEffects, opts ...idem.Option) (*PaymentWebhook, error) {
 	if store == nil {
 		return nil, fmt.Errorf("job \"payment_webhook\": nil store")
 	}
 	if fx.SendReceipt == nil {
 		return nil, fmt.Errorf("job \"payment_webhook\": no provider for effect \"send_receipt\"")
 	}
-	def := &jobDef[Payment]{
-		canonical: Payment.canonical,
-		checkSeen: true,
-		effects: []effectDef[Payment]{{
-			call: func(ctx context.Context, key string, unit Payment) ([]byte, error) {
+	def := &idem.Job[Payment]{
+		Canonical: Payment.canonical,
+		CheckSeen: true,
+		Effects: []idem.Effect[Payment]{{
+			Call: func(ctx context.Context, key string, unit Payment) ([]byte, error) {
 				return fx.SendReceipt.SendReceipt(ctx, key, unit)
 			},
-			keepResult:  true,
-			keyOf:       SendReceiptKey,
-			lease:       2 * time.Minute,
-			maxAttempts: 3,
-			name:        "send_receipt",
-			retention:   720 * time.Hour,
-			version:     1,
-			when:        whenInserted,
+			KeepResult:  true,
+			KeyOf:       SendReceiptKey,
+			Lease:       2 * time.Minute,
+			MaxAttempts: 3,
+			Name:        "send_receipt",
+			Retention:   720 * time.Hour,
+			Version:     1,
+			When:        idem.WhenInserted,
 		}},
-		keyOf:   Payment.Key,
-		name:    "payment_webhook",
-		version: 1,
-		write: func(ctx context.Context, q querier, u Payment, key string, v int32) (Outcome, error) {
+		KeyOf:   Payment.Key,
+		Name:    "payment_webhook",
+		Version: 1,
+		Write: func(ctx context.Context, q idem.Querier, u Payment, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writePaymentWebhook(ctx, u, key, v)
 		},
 	}
-	return &PaymentWebhook{e: newEngine(def, store.st, opts)}, nil
+	return &PaymentWebhook{e: idem.NewEngine(def, store.st, opts)}, nil
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one.
 // A repeated key with the same payload is deduped; with a different payload it is a
 // mismatch (ErrPayloadMismatch), never silently dropped.
-func (j *PaymentWebhook) Process(ctx context.Context, units ...Payment) (Report, error) {
-	return j.e.process(ctx, units)
+func (j *PaymentWebhook) Process(ctx context.Context, units ...Payment) (idem.Report, error) {
+	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
-func (j *PaymentWebhook) Drain(ctx context.Context) (Report, error) {
-	return j.e.drainJob(ctx)
+func (j *PaymentWebhook) Drain(ctx context.Context) (idem.Report, error) {
+	return j.e.Drain(ctx)
 }
 
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *PaymentWebhook) Purge(ctx context.Context) (int64, error) {
-	return j.e.purge(ctx)
+	return j.e.Purge(ctx)
 }
 
 // Rows reads every payments row back as units, ordered by the unique key (for checks
 // and small tables: it loads them all).
 func (j *PaymentWebhook) Rows(ctx context.Context) ([]Payment, error) {
-	return j.e.st.auto().(destQuerier).listPaymentWebhook(ctx)
+	return j.e.Store().Auto().(destQuerier).listPaymentWebhook(ctx)
 }
 
 // Stale returns the keys of up to limit payments rows last computed by an older job
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *PaymentWebhook) Stale(ctx context.Context, limit int) ([]string, error) {
-	return j.e.st.auto().(destQuerier).stalePaymentWebhook(ctx, int32(j.e.def.version), int32(limit))
+	return j.e.Store().Auto().(destQuerier).stalePaymentWebhook(ctx, int32(j.e.Job().Version), int32(limit))
 }
 
 // paymentWebhookCrashPoints are the durable boundaries of the payment_webhook job, where the crash tests stop it.
-var paymentWebhookCrashPoints = []crashPoint{pointRunStart, pointUnitStart, pointUnitBeforeCommit, pointUnitAfterCommit, pointEffectClaimed, pointEffectBeforeCall, pointEffectAfterCall, pointEffectRecorded}
+var paymentWebhookCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}

@@ -5,10 +5,11 @@ package billing
 import (
 	"context"
 	pgdb "github.com/idemgen/idemgen/example/billing/internal/pgdb"
+	"github.com/idemgen/idemgen/idem"
 )
 
 // writeInvoiceSync upserts u into invoices (upsert).
-func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (Outcome, error) {
+func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WriteInvoiceSync(ctx, pgdb.WriteInvoiceSyncParams{
 		AmountCents:       u.AmountCents,
 		CreatedAt:         u.CreatedAt,
@@ -19,13 +20,13 @@ func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, 
 		UpdatedAt:         u.UpdatedAt,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if pgNoRows(err) {
-		return OutcomeUnchanged, nil
+	if idem.PgNoRows(err) {
+		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listInvoiceSync reads every invoices row back as units.
@@ -56,7 +57,7 @@ func (q pgQuerier) staleInvoiceSync(ctx context.Context, v, limit int32) ([]stri
 }
 
 // writePaymentWebhook upserts u into payments (insert_once).
-func (q pgQuerier) writePaymentWebhook(ctx context.Context, u Payment, key string, v int32) (Outcome, error) {
+func (q pgQuerier) writePaymentWebhook(ctx context.Context, u Payment, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WritePaymentWebhook(ctx, pgdb.WritePaymentWebhookParams{
 		AmountCents:       u.AmountCents,
 		EventID:           u.EventID,
@@ -67,13 +68,13 @@ func (q pgQuerier) writePaymentWebhook(ctx context.Context, u Payment, key strin
 		PaidAt:            u.PaidAt,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if pgNoRows(err) {
-		return OutcomeDeduped, nil
+	if idem.PgNoRows(err) {
+		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listPaymentWebhook reads every payments row back as units.

@@ -5,27 +5,28 @@ package billing
 import (
 	"context"
 	sqlitedb "github.com/idemgen/idemgen/example/billing/internal/sqlitedb"
+	"github.com/idemgen/idemgen/idem"
 )
 
 // writeInvoiceSync upserts u into invoices (upsert).
-func (q sqliteQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (Outcome, error) {
+func (q sqliteQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WriteInvoiceSync(ctx, sqlitedb.WriteInvoiceSyncParams{
 		AmountCents:       u.AmountCents,
-		CreatedAt:         sqliteTime(u.CreatedAt),
+		CreatedAt:         idem.SQLiteTime(u.CreatedAt),
 		CustomerID:        u.CustomerID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		InvoiceID:         u.InvoiceID,
-		UpdatedAt:         sqliteTime(u.UpdatedAt),
+		UpdatedAt:         idem.SQLiteTime(u.UpdatedAt),
 	})
 	// No row back means the conflict clause wrote nothing.
-	if sqliteNoRows(err) {
-		return OutcomeUnchanged, nil
+	if idem.SQLiteNoRows(err) {
+		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listInvoiceSync reads every invoices row back as units.
@@ -38,10 +39,10 @@ func (q sqliteQuerier) listInvoiceSync(ctx context.Context) ([]Invoice, error) {
 	for _, r := range rs {
 		out = append(out, Invoice{
 			AmountCents: r.AmountCents,
-			CreatedAt:   readTime(r.CreatedAt, &err),
+			CreatedAt:   idem.ReadTime(r.CreatedAt, &err),
 			CustomerID:  r.CustomerID,
 			InvoiceID:   r.InvoiceID,
-			UpdatedAt:   readTime(r.UpdatedAt, &err),
+			UpdatedAt:   idem.ReadTime(r.UpdatedAt, &err),
 		})
 	}
 	return out, err
@@ -56,24 +57,24 @@ func (q sqliteQuerier) staleInvoiceSync(ctx context.Context, v, limit int32) ([]
 }
 
 // writePaymentWebhook upserts u into payments (insert_once).
-func (q sqliteQuerier) writePaymentWebhook(ctx context.Context, u Payment, key string, v int32) (Outcome, error) {
+func (q sqliteQuerier) writePaymentWebhook(ctx context.Context, u Payment, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WritePaymentWebhook(ctx, sqlitedb.WritePaymentWebhookParams{
 		AmountCents:       u.AmountCents,
 		EventID:           u.EventID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		InvoiceID:         u.InvoiceID,
-		Note:              sqlNullString(u.Note),
-		PaidAt:            sqliteTime(u.PaidAt),
+		Note:              idem.SQLNullString(u.Note),
+		PaidAt:            idem.SQLiteTime(u.PaidAt),
 	})
 	// No row back means the conflict clause wrote nothing.
-	if sqliteNoRows(err) {
-		return OutcomeDeduped, nil
+	if idem.SQLiteNoRows(err) {
+		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listPaymentWebhook reads every payments row back as units.
@@ -88,8 +89,8 @@ func (q sqliteQuerier) listPaymentWebhook(ctx context.Context) ([]Payment, error
 			AmountCents: r.AmountCents,
 			EventID:     r.EventID,
 			InvoiceID:   r.InvoiceID,
-			Note:        readNullString(r.Note),
-			PaidAt:      readTime(r.PaidAt, &err),
+			Note:        idem.ReadNullString(r.Note),
+			PaidAt:      idem.ReadTime(r.PaidAt, &err),
 		})
 	}
 	return out, err

@@ -27,46 +27,46 @@ func crashTest(f *jen.File, p *model.Package, j *model.Job) {
 		lease = max(lease, e.Lease)
 	}
 	def := jen.Dict{
-		jen.Id("name"):       jen.Lit(j.Name),
-		jen.Id("source"):     jen.Lit(string(j.Source)),
-		jen.Id("version"):    jen.Lit(j.Version),
-		jen.Id("points"):     jen.Id(j.Lower() + "CrashPoints"),
-		jen.Id("key"):        jen.Lit(j.Key.Text),
-		jen.Id("fields"):     simFields(j),
-		jen.Id("insertOnce"): jen.Lit(j.Dest != nil && j.Dest.Write == model.InsertOnce),
-		jen.Id("hasDest"):    jen.Lit(j.Dest != nil),
-		jen.Id("stage"):      jen.Lit(j.Dest != nil && j.Dest.Stage),
-		jen.Id("lease"):      durationLit(lease),
-		jen.Id("unit"):       simUnitFunc(j),
-		jen.Id("newJob"):     simNewJob(j),
+		jen.Id("Name"):       jen.Lit(j.Name),
+		jen.Id("Source"):     jen.Lit(string(j.Source)),
+		jen.Id("Version"):    jen.Lit(j.Version),
+		jen.Id("Points"):     jen.Id(j.Lower() + "CrashPoints"),
+		jen.Id("Key"):        jen.Lit(j.Key.Text),
+		jen.Id("Fields"):     simFields(j),
+		jen.Id("InsertOnce"): jen.Lit(j.Dest != nil && j.Dest.Write == model.InsertOnce),
+		jen.Id("HasDest"):    jen.Lit(j.Dest != nil),
+		jen.Id("Stage"):      jen.Lit(j.Dest != nil && j.Dest.Stage),
+		jen.Id("Lease"):      durationLit(lease),
+		jen.Id("Unit"):       simUnitFunc(j),
+		jen.Id("NewJob"):     simNewJob(j),
 	}
 	if j.Unit.MaxAttempts > 0 {
-		def[jen.Id("unitMaxAttempts")] = jen.Lit(j.Unit.MaxAttempts)
+		def[jen.Id("UnitMaxAttempts")] = jen.Lit(j.Unit.MaxAttempts)
 	}
 	if j.Dest != nil && j.Dest.NewerWins != nil {
-		def[jen.Id("newerWins")] = jen.Lit(j.Dest.NewerWins.Name)
+		def[jen.Id("NewerWins")] = jen.Lit(j.Dest.NewerWins.Name)
 	}
 	if j.Watermark != nil {
-		def[jen.Id("overlap")] = durationLit(j.Overlap)
-		def[jen.Id("markOf")] = jen.Func().Params(jen.Id("u").Id(unit)).Add(Time()).Block(jen.Return(jen.Id("u").Dot(j.Watermark.GoName)))
-		def[jen.Id("setMark")] = jen.Func().Params(jen.Id("u").Op("*").Id(unit), jen.Id("t").Add(Time())).Block(jen.Id("u").Dot(j.Watermark.GoName).Op("=").Id("t"))
+		def[jen.Id("Overlap")] = durationLit(j.Overlap)
+		def[jen.Id("MarkOf")] = jen.Func().Params(jen.Id("u").Id(unit)).Add(Time()).Block(jen.Return(jen.Id("u").Dot(j.Watermark.GoName)))
+		def[jen.Id("SetMark")] = jen.Func().Params(jen.Id("u").Op("*").Id(unit), jen.Id("t").Add(Time())).Block(jen.Id("u").Dot(j.Watermark.GoName).Op("=").Id("t"))
 	}
 	if j.Dest != nil {
-		def[jen.Id("rows")] = jen.Func().Params(jen.Id("ctx").Add(Context()), jen.Id("st").Id("store")).Params(jen.Index().Id(unit), jen.Error()).Block(
-			jen.Return(jen.Id("st").Dot("auto").Call().Assert(jen.Id("destQuerier")).Dot("list" + j.GoName).Call(jen.Id("ctx"))))
+		def[jen.Id("Rows")] = jen.Func().Params(jen.Id("ctx").Add(Context()), jen.Id("st").Add(rt("Store"))).Params(jen.Index().Id(unit), jen.Error()).Block(
+			jen.Return(jen.Id("st").Dot("Auto").Call().Assert(jen.Id("destQuerier")).Dot("list" + j.GoName).Call(jen.Id("ctx"))))
 	}
 	if len(j.Effects) > 0 {
-		def[jen.Id("effects")] = jen.Index().Id("simEffect").ValuesFunc(func(g *jen.Group) {
+		def[jen.Id("Effects")] = jen.Index().Add(sim("Effect")).ValuesFunc(func(g *jen.Group) {
 			for _, e := range j.Effects {
 				g.Values(jen.Dict{
-					jen.Id("name"):        jen.Lit(e.Name),
-					jen.Id("when"):        jen.Id(whenConst(e.When)),
-					jen.Id("key"):         jen.Lit(e.Key.Text),
-					jen.Id("version"):     jen.Lit(e.Version),
-					jen.Id("keepResult"):  jen.Lit(e.KeepResult),
-					jen.Id("maxAttempts"): jen.Lit(e.MaxAttempts),
-					jen.Id("retention"):   durationLit(e.Retention),
-					jen.Id("lease"):       durationLit(e.Lease),
+					jen.Id("Name"):        jen.Lit(e.Name),
+					jen.Id("When"):        whenConst(e.When),
+					jen.Id("Key"):         jen.Lit(e.Key.Text),
+					jen.Id("Version"):     jen.Lit(e.Version),
+					jen.Id("KeepResult"):  jen.Lit(e.KeepResult),
+					jen.Id("MaxAttempts"): jen.Lit(e.MaxAttempts),
+					jen.Id("Retention"):   durationLit(e.Retention),
+					jen.Id("Lease"):       durationLit(e.Lease),
 				})
 			}
 		})
@@ -75,19 +75,19 @@ func crashTest(f *jen.File, p *model.Package, j *model.Job) {
 	f.Commentf("%s crashes the %s job at every durable boundary, restarts it and checks", name, j.Name)
 	f.Comment("SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.")
 	f.Func().Id(name).Params(jen.Id("t").Op("*").Qual("testing", "T")).BlockFunc(func(g *jen.Group) {
-		g.Id("job").Op(":=").Op("&").Id("simJob").Types(jen.Id(unit)).Values(def)
+		g.Id("job").Op(":=").Op("&").Add(sim("Job")).Types(jen.Id(unit)).Values(def)
 		if p.Has(model.SQLite) {
 			g.Id("t").Dot("Run").Call(jen.Lit("sqlite"), jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
-				jen.Id("simulate").Call(jen.Id("t"), jen.Id("simSQLiteEnv").Call(jen.Id("t"),
-					jen.Func().Params(jen.Id("db").Op("*").Add(SQLDB())).Id("simStore").Block(jen.Return(jen.Id("NewSQLiteStore").Call(jen.Id("db"))))), jen.Id("job")),
+				sim("Run").Call(jen.Id("t"), sim("SQLite").Call(jen.Id("t"),
+					jen.Func().Params(jen.Id("db").Op("*").Add(SQLDB())).Add(sim("Store")).Block(jen.Return(jen.Id("NewSQLiteStore").Call(jen.Id("db"))))), jen.Id("job")),
 			))
 		}
 		if p.Has(model.Postgres) {
 			g.Id("t").Dot("Run").Call(jen.Lit("postgres"), jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
-				jen.Id("env").Op(":=").Id("simPostgresEnv").Call(jen.Id("t"),
-					jen.Func().Params(jen.Id("pool").Op("*").Add(PgxPool())).Id("simStore").Block(jen.Return(jen.Id("NewPostgresStore").Call(jen.Id("pool"))))),
+				jen.Id("env").Op(":=").Add(sim("Postgres")).Call(jen.Id("t"),
+					jen.Func().Params(jen.Id("pool").Op("*").Add(PgxPool())).Add(sim("Store")).Block(jen.Return(jen.Id("NewPostgresStore").Call(jen.Id("pool"))))),
 				jen.If(jen.Id("env").Op("==").Nil()).Block(jen.Id("t").Dot("Skip").Call(jen.Lit("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant"))),
-				jen.Id("simulate").Call(jen.Id("t"), jen.Id("env"), jen.Id("job")),
+				sim("Run").Call(jen.Id("t"), jen.Id("env"), jen.Id("job")),
 			))
 		}
 	})
@@ -96,18 +96,18 @@ func crashTest(f *jen.File, p *model.Package, j *model.Job) {
 // simNewJob builds the job for one incarnation, each effect calling the fake provider.
 func simNewJob(j *model.Job) *jen.Statement {
 	unit := j.Unit.GoName
-	verbs := jen.Id("simVerbs").Types(jen.Id(unit))
+	verbs := sim("Verbs").Types(jen.Id(unit))
 	args := []jen.Code{jen.Op("&").Id("Store").Values(jen.Dict{jen.Id("st"): jen.Id("st")})}
 	switch j.Source {
 	case model.SourceWatermark:
-		args = append(args, jen.Id("src").Assert(jen.Op("*").Id("simWindowSource").Types(jen.Id(unit))))
+		args = append(args, jen.Id("src").Assert(jen.Op("*").Add(sim("WindowSource")).Types(jen.Id(unit))))
 	case model.SourceCursor:
-		args = append(args, jen.Id("src").Assert(jen.Op("*").Id("simCursorSource").Types(jen.Id(unit))))
+		args = append(args, jen.Id("src").Assert(jen.Op("*").Add(sim("CursorSource")).Types(jen.Id(unit))))
 	}
 	if len(j.Effects) > 0 {
 		args = append(args, jen.Id(effectsName(j)).Values(jen.DictFunc(func(d jen.Dict) {
 			for _, e := range j.Effects {
-				call := jen.Id("fx").Dot("call").Call(jen.Id("ctx"), jen.Lit(e.Name), jen.Id("key"))
+				call := jen.Id("fx").Dot("Call").Call(jen.Id("ctx"), jen.Lit(e.Name), jen.Id("key"))
 				body := jen.List(jen.Id("_"), jen.Id("err")).Op(":=").Add(call).Line().Return(jen.Id("err"))
 				if e.KeepResult {
 					body = jen.Return(call)
@@ -117,17 +117,17 @@ func simNewJob(j *model.Job) *jen.Statement {
 		})))
 	}
 	args = append(args, jen.Id("opts").Op("..."))
-	v := jen.Dict{jen.Id("process"): jen.Id("j").Dot("Process"), jen.Id("drain"): jen.Id("j").Dot("Drain"), jen.Id("purge"): jen.Id("j").Dot("Purge")}
+	v := jen.Dict{jen.Id("Process"): jen.Id("j").Dot("Process"), jen.Id("Drain"): jen.Id("j").Dot("Drain"), jen.Id("Purge"): jen.Id("j").Dot("Purge")}
 	if j.Dest != nil {
-		v[jen.Id("stale")] = jen.Id("j").Dot("Stale")
+		v[jen.Id("Stale")] = jen.Id("j").Dot("Stale")
 	}
 	if j.Source != model.SourceNone {
-		v[jen.Id("run")] = jen.Id("j").Dot("Run")
+		v[jen.Id("Run")] = jen.Id("j").Dot("Run")
 	}
 	if j.Source == model.SourceWatermark {
-		v[jen.Id("backfill")] = jen.Id("j").Dot("Backfill")
+		v[jen.Id("Backfill")] = jen.Id("j").Dot("Backfill")
 	}
-	return jen.Func().Params(jen.Id("st").Id("store"), jen.Id("src").Any(), jen.Id("fx").Op("*").Id("simProvider"), jen.Id("opts").Op("...").Id("Option")).
+	return jen.Func().Params(jen.Id("st").Add(rt("Store")), jen.Id("src").Any(), jen.Id("fx").Op("*").Add(sim("Provider")), jen.Id("opts").Op("...").Add(rt("Option"))).
 		Params(verbs.Clone(), jen.Error()).Block(
 		jen.List(jen.Id("j"), jen.Id("err")).Op(":=").Id("New"+j.GoName).Call(args...),
 		jen.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(verbs.Clone().Values(), jen.Id("err"))),
@@ -157,9 +157,9 @@ func simUnitFunc(j *model.Job) *jen.Statement {
 			var v *jen.Statement
 			switch {
 			case j.Watermark == f:
-				v = jen.Id("simMark").Call(vid.Clone(), rev.Clone())
+				v = sim("Mark").Call(vid.Clone(), rev.Clone())
 			case inKey[f] && f.Type == model.String:
-				v = jen.Id("simKeyText").Call(jen.Lit(j.Key.Text), jen.Lit(f.Name), id.Clone())
+				v = sim("KeyText").Call(jen.Lit(j.Key.Text), jen.Lit(f.Name), id.Clone())
 			case inKey[f]:
 				v = simValue(f, id.Clone(), jen.Lit(0))
 			default:
@@ -196,7 +196,7 @@ func simValue(f *model.Field, id, rev *jen.Statement) *jen.Statement {
 	case model.Bool:
 		return n.Op("%").Lit(2).Op("==").Lit(0)
 	case model.Time:
-		return jen.Id("simBase").Dot("Add").Call(jen.Qual("time", "Duration").Call(n).Op("*").Qual("time", "Minute"))
+		return sim("Base").Dot("Add").Call(jen.Qual("time", "Duration").Call(n).Op("*").Qual("time", "Minute"))
 	case model.Bytes:
 		return jen.Index().Byte().Values(jen.Byte().Call(id), jen.Byte().Call(rev))
 	case model.JSON:
@@ -215,14 +215,14 @@ func simFields(j *model.Job) *jen.Statement {
 	for _, f := range j.Key.Fields() {
 		inKey[f] = true
 	}
-	return jen.Index().Id("simField").ValuesFunc(func(g *jen.Group) {
+	return jen.Index().Add(sim("Field")).ValuesFunc(func(g *jen.Group) {
 		for _, f := range j.Unit.Fields {
-			d := jen.Dict{jen.Id("name"): jen.Lit(f.Name), jen.Id("typ"): jen.Lit(string(f.Type))}
+			d := jen.Dict{jen.Id("Name"): jen.Lit(f.Name), jen.Id("Type"): jen.Lit(string(f.Type))}
 			if f.Nullable {
-				d[jen.Id("nullable")] = jen.True()
+				d[jen.Id("Nullable")] = jen.True()
 			}
 			if inKey[f] {
-				d[jen.Id("inKey")] = jen.True()
+				d[jen.Id("InKey")] = jen.True()
 			}
 			g.Values(d)
 		}

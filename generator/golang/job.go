@@ -44,7 +44,7 @@ func sourceInterface(f *jen.File, j *model.Job) {
 		f.Type().Id(sourceName(j)).Interface(
 			jen.Commentf("Fetch returns the units whose %s lies in w, one page at a time:", j.Watermark.Name).Line().
 				Comment("page is \"\" for the first page, and next is \"\" after the last.").Line().
-				Id("Fetch").Params(jen.Id("ctx").Add(Context()), jen.Id("w").Id("Window"), jen.Id("page").String()).
+				Id("Fetch").Params(jen.Id("ctx").Add(Context()), jen.Id("w").Add(rt("Window")), jen.Id("page").String()).
 				Params(jen.Id("units").Index().Id(unit), jen.Id("next").String(), jen.Id("err").Error()),
 		)
 	case model.SourceCursor:
@@ -117,15 +117,16 @@ func jobType(f *jen.File, j *model.Job) {
 		f.Commentf("%s runs the %s job (version %d).", j.GoName, j.Name, j.Version)
 	}
 	f.Type().Id(j.GoName).StructFunc(func(g *jen.Group) {
-		g.Id("e").Op("*").Id("engine").Types(jen.Id(j.Unit.GoName))
+		g.Id("e").Op("*").Add(rt("Engine")).Types(jen.Id(j.Unit.GoName))
 		if j.Source != model.SourceNone {
 			g.Id("src").Id(sourceName(j))
 		}
 	})
 }
 
-func whenConst(w model.When) string {
-	return map[model.When]string{model.WhenInserted: "whenInserted", model.WhenChanged: "whenChanged", model.WhenAlways: "whenAlways"}[w]
+// whenConst is the runtime's constant for when an effect is decided: idem.WhenInserted, ...
+func whenConst(w model.When) *jen.Statement {
+	return rt(map[model.When]string{model.WhenInserted: "WhenInserted", model.WhenChanged: "WhenChanged", model.WhenAlways: "WhenAlways"}[w])
 }
 
 // jobConstructor emits NewInvoiceSync, which checks its arguments and wires
@@ -139,7 +140,7 @@ func jobConstructor(f *jen.File, j *model.Job) {
 	if len(j.Effects) > 0 {
 		params = append(params, jen.Id("fx").Id(effectsName(j)))
 	}
-	params = append(params, jen.Id("opts").Op("...").Id("Option"))
+	params = append(params, jen.Id("opts").Op("...").Add(rt("Option")))
 	f.Commentf("New%s returns the %s job over store.", j.GoName, j.Name)
 	f.Func().Id("New"+j.GoName).Params(params...).Params(jen.Op("*").Id(j.GoName), jen.Error()).BlockFunc(func(g *jen.Group) {
 		g.If(jen.Id("store").Op("==").Nil()).Block(
@@ -153,39 +154,39 @@ func jobConstructor(f *jen.File, j *model.Job) {
 				jen.Return(jen.Nil(), Errorf().Call(jen.Lit(fmt.Sprintf("job %q: no provider for effect %q", j.Name, e.Name)))))
 		}
 		def := jen.Dict{
-			jen.Id("name"):      jen.Lit(j.Name),
-			jen.Id("version"):   jen.Lit(j.Version),
-			jen.Id("keyOf"):     jen.Id(unit).Dot("Key"),
-			jen.Id("canonical"): jen.Id(unit).Dot("canonical"),
-			jen.Id("checkSeen"): jen.Lit(j.Source == model.SourceNone),
+			jen.Id("Name"):      jen.Lit(j.Name),
+			jen.Id("Version"):   jen.Lit(j.Version),
+			jen.Id("KeyOf"):     jen.Id(unit).Dot("Key"),
+			jen.Id("Canonical"): jen.Id(unit).Dot("canonical"),
+			jen.Id("CheckSeen"): jen.Lit(j.Source == model.SourceNone),
 		}
 		if j.Dest != nil && j.Dest.Stage {
-			def[jen.Id("stage")] = jen.True()
+			def[jen.Id("Stage")] = jen.True()
 		}
 		if j.Unit.MaxAttempts > 0 {
-			def[jen.Id("maxAttempts")] = jen.Lit(j.Unit.MaxAttempts)
+			def[jen.Id("MaxAttempts")] = jen.Lit(j.Unit.MaxAttempts)
 		}
 		if j.Watermark != nil {
-			def[jen.Id("markOf")] = markOfFunc(j)
+			def[jen.Id("MarkOf")] = markOfFunc(j)
 		}
 		if j.Dest != nil {
-			def[jen.Id("write")] = jen.Func().Params(
-				jen.Id("ctx").Add(Context()), jen.Id("q").Id("querier"), jen.Id("u").Id(unit),
+			def[jen.Id("Write")] = jen.Func().Params(
+				jen.Id("ctx").Add(Context()), jen.Id("q").Add(rt("Querier")), jen.Id("u").Id(unit),
 				jen.Id("key").String(), jen.Id("v").Int32(),
-			).Params(jen.Id("Outcome"), jen.Error()).Block(
+			).Params(rt("Outcome"), jen.Error()).Block(
 				jen.Return(jen.Id("q").Assert(jen.Id("destQuerier")).Dot("write"+j.GoName).Call(
 					jen.Id("ctx"), jen.Id("u"), jen.Id("key"), jen.Id("v"))),
 			)
 		}
 		if len(j.Effects) > 0 {
-			def[jen.Id("effects")] = jen.Index().Id("effectDef").Types(jen.Id(unit)).ValuesFunc(func(g *jen.Group) {
+			def[jen.Id("Effects")] = jen.Index().Add(rt("Effect")).Types(jen.Id(unit)).ValuesFunc(func(g *jen.Group) {
 				for _, e := range j.Effects {
 					g.Add(effectDef(j, e))
 				}
 			})
 		}
-		g.Id("def").Op(":=").Op("&").Id("jobDef").Types(jen.Id(unit)).Values(def)
-		job := jen.Dict{jen.Id("e"): jen.Id("newEngine").Call(jen.Id("def"), jen.Id("store").Dot("st"), jen.Id("opts"))}
+		g.Id("def").Op(":=").Op("&").Add(rt("Job")).Types(jen.Id(unit)).Values(def)
+		job := jen.Dict{jen.Id("e"): rt("NewEngine").Call(jen.Id("def"), jen.Id("store").Dot("st"), jen.Id("opts"))}
 		if j.Source != model.SourceNone {
 			job[jen.Id("src")] = jen.Id("src")
 		}
@@ -201,17 +202,17 @@ func effectDef(j *model.Job, e *model.Effect) *jen.Statement {
 		call = call.Block(jen.Return(jen.Nil(), jen.Id("fx").Dot(e.GoName).Dot(e.GoName).Call(jen.Id("ctx"), jen.Id("key"), jen.Id("unit"))))
 	}
 	d := jen.Dict{
-		jen.Id("name"):        jen.Lit(e.Name),
-		jen.Id("version"):     jen.Lit(e.Version),
-		jen.Id("when"):        jen.Id(whenConst(e.When)),
-		jen.Id("keyOf"):       jen.Id(e.GoName + "Key"),
-		jen.Id("lease"):       durationLit(e.Lease),
-		jen.Id("keepResult"):  jen.Lit(e.KeepResult),
-		jen.Id("maxAttempts"): jen.Lit(e.MaxAttempts),
-		jen.Id("call"):        call,
+		jen.Id("Name"):        jen.Lit(e.Name),
+		jen.Id("Version"):     jen.Lit(e.Version),
+		jen.Id("When"):        whenConst(e.When),
+		jen.Id("KeyOf"):       jen.Id(e.GoName + "Key"),
+		jen.Id("Lease"):       durationLit(e.Lease),
+		jen.Id("KeepResult"):  jen.Lit(e.KeepResult),
+		jen.Id("MaxAttempts"): jen.Lit(e.MaxAttempts),
+		jen.Id("Call"):        call,
 	}
 	if e.Retention > 0 {
-		d[jen.Id("retention")] = durationLit(e.Retention)
+		d[jen.Id("Retention")] = durationLit(e.Retention)
 	}
 	return jen.Values(d)
 }
@@ -228,52 +229,52 @@ func recv(j *model.Job) *jen.Statement { return jen.Params(jen.Id("j").Op("*").I
 // jobVerbs emits Run, Backfill, Process, Drain, Purge and Stale as they apply.
 func jobVerbs(f *jen.File, j *model.Job) {
 	ctx := jen.Id("ctx").Add(Context())
-	report := jen.Params(jen.Id("Report"), jen.Error())
+	report := jen.Params(rt("Report"), jen.Error())
 	switch j.Source {
 	case model.SourceWatermark:
 		markOf := markOfFunc(j)
 		f.Commentf("Run performs owed effects, then fetches the window from the stored watermark minus the")
 		f.Commentf("overlap (%s) to now, applies it, and only then advances the watermark.", j.Overlap)
 		f.Func().Add(recv(j)).Id("Run").Params(ctx.Clone()).Add(report.Clone()).Block(
-			jen.Return(jen.Id("j").Dot("e").Dot("runWatermark").Call(jen.Id("ctx"), durationLit(j.Overlap), jen.Id("j").Dot("src").Dot("Fetch"), markOf.Clone())),
+			jen.Return(jen.Id("j").Dot("e").Dot("RunWatermark").Call(jen.Id("ctx"), durationLit(j.Overlap), jen.Id("j").Dot("src").Dot("Fetch"), markOf.Clone())),
 		)
 		f.Comment("Backfill re-runs a past window through the same keys and ledger: rows converge,")
 		f.Comment("effects already performed are not repeated, and the watermark does not move.")
-		f.Func().Add(recv(j)).Id("Backfill").Params(ctx.Clone(), jen.Id("w").Id("Window")).Add(report.Clone()).Block(
-			jen.Return(jen.Id("j").Dot("e").Dot("backfill").Call(jen.Id("ctx"), jen.Id("w"), jen.Id("j").Dot("src").Dot("Fetch"), markOf.Clone())),
+		f.Func().Add(recv(j)).Id("Backfill").Params(ctx.Clone(), jen.Id("w").Add(rt("Window"))).Add(report.Clone()).Block(
+			jen.Return(jen.Id("j").Dot("e").Dot("Backfill").Call(jen.Id("ctx"), jen.Id("w"), jen.Id("j").Dot("src").Dot("Fetch"), markOf.Clone())),
 		)
 	case model.SourceCursor:
 		f.Comment("Run performs owed effects, then applies pages from the stored cursor; the cursor")
 		f.Comment("advances only after its whole page is applied.")
 		f.Func().Add(recv(j)).Id("Run").Params(ctx.Clone()).Add(report.Clone()).Block(
-			jen.Return(jen.Id("j").Dot("e").Dot("runCursorJob").Call(jen.Id("ctx"), jen.Id("j").Dot("src").Dot("Fetch"))),
+			jen.Return(jen.Id("j").Dot("e").Dot("RunCursor").Call(jen.Id("ctx"), jen.Id("j").Dot("src").Dot("Fetch"))),
 		)
 	}
 	f.Comment("Process applies handed-in units (a queue message, a webhook) and reports each one.")
 	f.Comment("A repeated key with the same payload is deduped; with a different payload it is a")
 	f.Comment("mismatch (ErrPayloadMismatch), never silently dropped.")
 	f.Func().Add(recv(j)).Id("Process").Params(ctx.Clone(), jen.Id("units").Op("...").Id(j.Unit.GoName)).Add(report.Clone()).Block(
-		jen.Return(jen.Id("j").Dot("e").Dot("process").Call(jen.Id("ctx"), jen.Id("units"))),
+		jen.Return(jen.Id("j").Dot("e").Dot("Process").Call(jen.Id("ctx"), jen.Id("units"))),
 	)
 	f.Comment("Drain performs every effect still owed by earlier runs: crashed, failed or leased out.")
 	f.Func().Add(recv(j)).Id("Drain").Params(ctx.Clone()).Add(report.Clone()).Block(
-		jen.Return(jen.Id("j").Dot("e").Dot("drainJob").Call(jen.Id("ctx"))),
+		jen.Return(jen.Id("j").Dot("e").Dot("Drain").Call(jen.Id("ctx"))),
 	)
 	f.Comment("Purge deletes done ledger rows older than each effect's retention and returns how many.")
 	f.Func().Add(recv(j)).Id("Purge").Params(ctx.Clone()).Params(jen.Int64(), jen.Error()).Block(
-		jen.Return(jen.Id("j").Dot("e").Dot("purge").Call(jen.Id("ctx"))),
+		jen.Return(jen.Id("j").Dot("e").Dot("Purge").Call(jen.Id("ctx"))),
 	)
 	if j.Dest != nil {
 		f.Commentf("Rows reads every %s row back as units, ordered by the unique key (for checks", j.Dest.Table)
 		f.Comment("and small tables: it loads them all).")
 		f.Func().Add(recv(j)).Id("Rows").Params(ctx.Clone()).Params(jen.Index().Id(j.Unit.GoName), jen.Error()).Block(
-			jen.Return(jen.Id("j").Dot("e").Dot("st").Dot("auto").Call().Assert(jen.Id("destQuerier")).Dot("list" + j.GoName).Call(jen.Id("ctx"))),
+			jen.Return(jen.Id("j").Dot("e").Dot("Store").Call().Dot("Auto").Call().Assert(jen.Id("destQuerier")).Dot("list" + j.GoName).Call(jen.Id("ctx"))),
 		)
 		f.Commentf("Stale returns the keys of up to limit %s rows last computed by an older job", j.Dest.Table)
 		f.Commentf("version than %d, so they can be found and recomputed (Backfill, or Process).", j.Version)
 		f.Func().Add(recv(j)).Id("Stale").Params(ctx.Clone(), jen.Id("limit").Int()).Params(jen.Index().String(), jen.Error()).Block(
-			jen.Return(jen.Id("j").Dot("e").Dot("st").Dot("auto").Call().Assert(jen.Id("destQuerier")).Dot("stale"+j.GoName).Call(
-				jen.Id("ctx"), jen.Int32().Call(jen.Id("j").Dot("e").Dot("def").Dot("version")), jen.Int32().Call(jen.Id("limit")))),
+			jen.Return(jen.Id("j").Dot("e").Dot("Store").Call().Dot("Auto").Call().Assert(jen.Id("destQuerier")).Dot("stale"+j.GoName).Call(
+				jen.Id("ctx"), jen.Int32().Call(jen.Id("j").Dot("e").Dot("Job").Call().Dot("Version")), jen.Int32().Call(jen.Id("limit")))),
 		)
 	}
 }
@@ -282,21 +283,21 @@ func jobVerbs(f *jen.File, j *model.Job) {
 //
 //	var invoiceSyncCrashPoints = []crashPoint{pointRunStart, ...}
 func crashPoints(f *jen.File, j *model.Job) {
-	points := []string{"pointRunStart"}
+	points := []string{"PointRunStart"}
 	if j.Source != model.SourceNone {
-		points = append(points, "pointBatchStart")
+		points = append(points, "PointBatchStart")
 	}
-	points = append(points, "pointUnitStart", "pointUnitBeforeCommit", "pointUnitAfterCommit")
+	points = append(points, "PointUnitStart", "PointUnitBeforeCommit", "PointUnitAfterCommit")
 	if len(j.Effects) > 0 {
-		points = append(points, "pointEffectClaimed", "pointEffectBeforeCall", "pointEffectAfterCall", "pointEffectRecorded")
+		points = append(points, "PointEffectClaimed", "PointEffectBeforeCall", "PointEffectAfterCall", "PointEffectRecorded")
 	}
 	if j.Source != model.SourceNone {
-		points = append(points, "pointProgressBefore", "pointProgressAfter")
+		points = append(points, "PointProgressBefore", "PointProgressAfter")
 	}
 	f.Commentf("%sCrashPoints are the durable boundaries of the %s job, where the crash tests stop it.", j.Lower(), j.Name)
-	f.Var().Id(j.Lower() + "CrashPoints").Op("=").Index().Id("crashPoint").ValuesFunc(func(g *jen.Group) {
+	f.Var().Id(j.Lower() + "CrashPoints").Op("=").Index().Add(rt("CrashPoint")).ValuesFunc(func(g *jen.Group) {
 		for _, p := range points {
-			g.Id(p)
+			g.Add(rt(p))
 		}
 	})
 }

@@ -32,6 +32,8 @@ func newFile(pkg string) *jen.File {
 	f.ImportName("github.com/jackc/pgx/v5/stdlib", "stdlib")
 	f.ImportName("github.com/pressly/goose/v3", "goose")
 	f.ImportName(uuidPkg, "uuid")
+	f.ImportName(idemPkg, "idem")
+	f.ImportName(crashsimPkg, "crashsim")
 	return f
 }
 
@@ -63,3 +65,15 @@ func goType(f *model.Field) *jen.Statement {
 	}
 	return t
 }
+
+// The runtime packages generated code imports.
+const (
+	idemPkg     = "github.com/idemgen/idemgen/idem"
+	crashsimPkg = "github.com/idemgen/idemgen/idem/crashsim"
+)
+
+// rt refers to a name of the runtime package: rt("Report") is idem.Report.
+func rt(name string) *jen.Statement { return jen.Qual(idemPkg, name) }
+
+// sim refers to a name of the crash-simulation harness: sim("Run") is crashsim.Run.
+func sim(name string) *jen.Statement { return jen.Qual(crashsimPkg, name) }

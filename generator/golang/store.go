@@ -1,7 +1,11 @@
 package golang
 
 import (
+	"strings"
+
 	"fmt"
+
+	"github.com/idemgen/idemgen/idem"
 
 	"github.com/dave/jennifer/jen"
 
@@ -14,6 +18,7 @@ import (
 func StoreFile(p *model.Package) *jen.File {
 	f := newFile(p.Name)
 	f.Anon("embed")
+	runtimeHandshake(f)
 	storeType(f, p)
 	destQuerier(f, p)
 	f.Comment("//go:embed migrations")
@@ -30,11 +35,12 @@ func StoreFile(p *model.Package) *jen.File {
 	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("Migrate").Params(jen.Id("ctx").Add(Context())).Error().Block(
 		jen.Return(jen.Id("s").Dot("migrate").Call(jen.Id("ctx"))),
 	)
-	f.Comment("engineStore gives the generated crash tests the engine's view of the store.")
-	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("engineStore").Params().Id("store").Block(jen.Return(jen.Id("s").Dot("st")))
+	f.Comment("Runtime returns the runtime's view of the store, for integrations written once for")
+	f.Comment("every generated package (the crash tests, a queue worker).")
+	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("Runtime").Params().Add(rt("Store")).Block(jen.Return(jen.Id("s").Dot("st")))
 	f.Comment("Ledger lists every ledger row, ordered by effect key, for operators and tests.")
-	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("Ledger").Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Id("LedgerEntry"), jen.Error()).Block(
-		jen.Return(jen.Id("s").Dot("st").Dot("auto").Call().Dot("ledger").Call(jen.Id("ctx"))),
+	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("Ledger").Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Add(rt("LedgerEntry")), jen.Error()).Block(
+		jen.Return(jen.Id("s").Dot("st").Dot("Auto").Call().Dot("Ledger").Call(jen.Id("ctx"))),
 	)
 	parkedMethods(f)
 	return f
@@ -47,13 +53,13 @@ func StoreFile(p *model.Package) *jen.File {
 //	func (s *Store) RetryParked(ctx context.Context, job string) (int64, error)
 func parkedMethods(f *jen.File) {
 	store := jen.Params(jen.Id("s").Op("*").Id("Store"))
-	auto := jen.Id("s").Dot("st").Dot("auto").Call()
+	auto := jen.Id("s").Dot("st").Dot("Auto").Call()
 	now := jen.Qual("time", "Now").Call()
 	f.Comment("Parked lists the units whose writes failed and that were not written since, ordered")
 	f.Comment("by job and key: failing (progress waits for them), parked after their job's")
 	f.Comment("max_attempts (progress passes them), or put back for retry.")
-	f.Func().Add(store.Clone()).Id("Parked").Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Id("ParkedUnit"), jen.Error()).Block(
-		jen.Return(auto.Clone().Dot("unitFailures").Call(jen.Id("ctx"))),
+	f.Func().Add(store.Clone()).Id("Parked").Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Add(rt("ParkedUnit")), jen.Error()).Block(
+		jen.Return(auto.Clone().Dot("UnitFailures").Call(jen.Id("ctx"))),
 	)
 	f.Comment("Retry puts job's failed or parked unit under key back, with its attempts at 0: the")
 	f.Comment("next Run (Drain, for a job of handed-in units) writes it again from its stored")
@@ -61,13 +67,27 @@ func parkedMethods(f *jen.File) {
 	f.Comment("max_attempts times. It reports whether there was such a unit. `idemgen ledger")
 	f.Comment("retry` calls it.")
 	f.Func().Add(store.Clone()).Id("Retry").Params(jen.Id("ctx").Add(Context()), jen.List(jen.Id("job"), jen.Id("key")).String()).Params(jen.Bool(), jen.Error()).Block(
-		jen.Return(auto.Clone().Dot("retryUnit").Call(jen.Id("ctx"), jen.Id("job"), jen.Id("key"), now.Clone())),
+		jen.Return(auto.Clone().Dot("RetryUnit").Call(jen.Id("ctx"), jen.Id("job"), jen.Id("key"), now.Clone())),
 	)
 	f.Comment("RetryParked puts every parked unit of job back, as Retry does, and returns how many.")
 	f.Func().Add(store.Clone()).Id("RetryParked").Params(jen.Id("ctx").Add(Context()), jen.Id("job").String()).Params(jen.Int64(), jen.Error()).Block(
-		jen.Return(auto.Clone().Dot("retryParkedUnits").Call(jen.Id("ctx"), jen.Id("job"), now.Clone())),
+		jen.Return(auto.Clone().Dot("RetryParkedUnits").Call(jen.Id("ctx"), jen.Id("job"), now.Clone())),
 	)
 }
+
+// runtimeHandshake emits a compile-time check that the runtime is at least
+// as new as this generator (an undefined name otherwise):
+//
+//	const _ = idem.IsAtLeastVersion0_2_0
+func runtimeHandshake(f *jen.File) {
+	f.Commentf("This package needs the idem runtime %s or newer; if the next line does not", idem.Version)
+	f.Commentf("compile, upgrade it: go get github.com/idemgen/idemgen@latest")
+	f.Const().Id("_").Op("=").Add(rt(RuntimeHandshake))
+}
+
+// RuntimeHandshake is the runtime constant generated code refers to, named
+// after the runtime version this generator emits code for.
+var RuntimeHandshake = "IsAtLeastVersion" + strings.ReplaceAll(idem.Version, ".", "_")
 
 // storeType emits:
 //
@@ -75,7 +95,7 @@ func parkedMethods(f *jen.File) {
 func storeType(f *jen.File, p *model.Package) {
 	f.Commentf("Store is the database the %s jobs run against, PostgreSQL or SQLite.", p.Name)
 	f.Type().Id("Store").Struct(
-		jen.Id("st").Id("store"),
+		jen.Id("st").Add(rt("Store")),
 		jen.Id("migrate").Func().Params(Context()).Error(),
 	)
 }
@@ -86,12 +106,12 @@ func storeType(f *jen.File, p *model.Package) {
 func destQuerier(f *jen.File, p *model.Package) {
 	f.Comment("destQuerier is implemented by each dialect's querier for every destination table.")
 	f.Type().Id("destQuerier").InterfaceFunc(func(g *jen.Group) {
-		g.Id("querier")
+		g.Add(rt("Querier"))
 		for _, j := range p.Jobs {
 			if j.Dest == nil {
 				continue
 			}
-			g.Id("write"+j.GoName).Params(Context(), jen.Id(j.Unit.GoName), jen.String(), jen.Int32()).Params(jen.Id("Outcome"), jen.Error())
+			g.Id("write"+j.GoName).Params(Context(), jen.Id(j.Unit.GoName), jen.String(), jen.Int32()).Params(rt("Outcome"), jen.Error())
 			g.Id("list"+j.GoName).Params(Context()).Params(jen.Index().Id(j.Unit.GoName), jen.Error())
 			g.Id("stale"+j.GoName).Params(Context(), jen.Int32(), jen.Int32()).Params(jen.Index().String(), jen.Error())
 		}
@@ -125,7 +145,7 @@ func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
 					jen.Id("db").Op(":=").Qual("github.com/jackc/pgx/v5/stdlib", "OpenDBFromPool").Call(jen.Id("pool")),
 					jen.Defer().Id("db").Dot("Close").Call(),
 					sub, check,
-					jen.Return(jen.Id("migrate").Call(jen.Id("ctx"), jen.Id("db"), jen.Qual("github.com/pressly/goose/v3", "DialectPostgres"), jen.Id("sub"), table)),
+					jen.Return(rt("Migrate").Call(jen.Id("ctx"), jen.Id("db"), jen.Qual("github.com/pressly/goose/v3", "DialectPostgres"), jen.Id("sub"), table)),
 				),
 			})),
 		)
@@ -138,7 +158,7 @@ func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
 			jen.Id("st"): jen.Id("sqliteStore").Values(jen.Id("db")),
 			jen.Id("migrate"): jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
 				sub, check,
-				jen.Return(jen.Id("migrate").Call(jen.Id("ctx"), jen.Id("db"), jen.Qual("github.com/pressly/goose/v3", "DialectSQLite3"), jen.Id("sub"), table)),
+				jen.Return(rt("Migrate").Call(jen.Id("ctx"), jen.Id("db"), jen.Qual("github.com/pressly/goose/v3", "DialectSQLite3"), jen.Id("sub"), table)),
 			),
 		})),
 	)
@@ -146,15 +166,15 @@ func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
 
 // DialectFile emits one dialect's destination queries for every job:
 //
-//	func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (Outcome, error)
+//	func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (idem.Outcome, error)
 //	func (q pgQuerier) listInvoiceSync(ctx context.Context) ([]Invoice, error)
 //	func (q pgQuerier) staleInvoiceSync(ctx context.Context, v, limit int32) ([]string, error)
 func DialectFile(p *model.Package, d model.Dialect, importPath string) *jen.File {
 	f := newFile(p.Name)
 	db := importPath + "/" + sqlgen.LayoutOf(d).Out
-	recvType, noRows := "sqliteQuerier", "sqliteNoRows"
+	recvType, noRows := "sqliteQuerier", "SQLiteNoRows"
 	if d == model.Postgres {
-		recvType, noRows = "pgQuerier", "pgNoRows"
+		recvType, noRows = "pgQuerier", "PgNoRows"
 	}
 	r := jen.Params(jen.Id("q").Id(recvType))
 	for _, j := range p.Jobs {
@@ -175,12 +195,12 @@ func DialectFile(p *model.Package, d model.Dialect, importPath string) *jen.File
 		}
 		f.Commentf("write%s upserts u into %s (%s).", j.GoName, j.Dest.Table, j.Dest.Write)
 		f.Func().Add(r.Clone()).Id("write"+j.GoName).Params(jen.Id("ctx").Add(Context()), jen.Id("u").Id(j.Unit.GoName), jen.Id("key").String(), jen.Id("v").Int32()).
-			Params(jen.Id("Outcome"), jen.Error()).Block(
+			Params(rt("Outcome"), jen.Error()).Block(
 			jen.List(jen.Id("w"), jen.Id("err")).Op(":=").Id("q").Dot("q").Dot("Write"+j.GoName).Call(jen.Id("ctx"), jen.Qual(db, "Write"+j.GoName+"Params").Values(params)),
 			jen.Comment("No row back means the conflict clause wrote nothing."),
-			jen.If(jen.Id(noRows).Call(jen.Id("err"))).Block(jen.Return(jen.Id(nothing), jen.Nil())),
+			jen.If(rt(noRows).Call(jen.Id("err"))).Block(jen.Return(rt(nothing), jen.Nil())),
 			jen.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Lit(""), jen.Id("err"))),
-			jen.Return(jen.Id("Outcome").Call(jen.Id("w")), jen.Nil()),
+			jen.Return(rt("Outcome").Call(jen.Id("w")), jen.Nil()),
 		)
 
 		f.Commentf("list%s reads every %s row back as units.", j.GoName, j.Dest.Table)
@@ -223,21 +243,21 @@ func toDB(d model.Dialect, f *model.Field, v *jen.Statement) *jen.Statement {
 	if f.Nullable {
 		switch f.Type {
 		case model.String:
-			return jen.Id("sqlNullString").Call(v)
+			return rt("SQLNullString").Call(v)
 		case model.Int32, model.Int64:
-			return jen.Id("sqlNullInt").Call(v)
+			return rt("SQLNullInt").Call(v)
 		case model.Float64:
-			return jen.Id("sqlNullFloat").Call(v)
+			return rt("SQLNullFloat").Call(v)
 		case model.Bool:
-			return jen.Id("sqlNullBool").Call(v)
+			return rt("SQLNullBool").Call(v)
 		case model.Time:
-			return jen.Id("sqlNullTime").Call(v)
+			return rt("SQLNullTime").Call(v)
 		case model.JSON:
-			return jen.Id("sqlNullBytes").Call(v)
+			return rt("SQLNullBytes").Call(v)
 		case model.UUID:
-			return jen.Id("sqlNullStringer").Call(v)
+			return rt("SQLNullStringer").Call(v)
 		case model.Bytes:
-			return jen.Id("sqlNullBlob").Call(v)
+			return rt("SQLNullBlob").Call(v)
 		}
 		return v
 	}
@@ -245,7 +265,7 @@ func toDB(d model.Dialect, f *model.Field, v *jen.Statement) *jen.Statement {
 	case model.Int32:
 		return jen.Int64().Call(v)
 	case model.Time:
-		return jen.Id("sqliteTime").Call(v)
+		return rt("SQLiteTime").Call(v)
 	case model.JSON:
 		return jen.String().Call(v)
 	case model.UUID:
@@ -263,23 +283,23 @@ func fromDB(d model.Dialect, f *model.Field, v *jen.Statement) *jen.Statement {
 	if f.Nullable {
 		switch f.Type {
 		case model.String:
-			return jen.Id("readNullString").Call(v)
+			return rt("ReadNullString").Call(v)
 		case model.Int32:
-			return jen.Id("readNullInt").Types(jen.Int32()).Call(v)
+			return rt("ReadNullInt").Types(jen.Int32()).Call(v)
 		case model.Int64:
-			return jen.Id("readNullInt").Types(jen.Int64()).Call(v)
+			return rt("ReadNullInt").Types(jen.Int64()).Call(v)
 		case model.Float64:
-			return jen.Id("readNullFloat").Call(v)
+			return rt("ReadNullFloat").Call(v)
 		case model.Bool:
-			return jen.Id("readNullBool").Call(v)
+			return rt("ReadNullBool").Call(v)
 		case model.Time:
-			return jen.Id("readNullTime").Call(v, errp)
+			return rt("ReadNullTime").Call(v, errp)
 		case model.JSON:
-			return jen.Id("readNullBytes").Types(jen.Qual(jsonPkg, "RawMessage")).Call(v)
+			return rt("ReadNullBytes").Types(jen.Qual(jsonPkg, "RawMessage")).Call(v)
 		case model.UUID:
-			return jen.Id("readNullParsed").Call(v, jen.Qual(uuidPkg, "Parse"), errp)
+			return rt("ReadNullParsed").Call(v, jen.Qual(uuidPkg, "Parse"), errp)
 		case model.Bytes:
-			return jen.Id("readNullBlob").Call(v)
+			return rt("ReadNullBlob").Call(v)
 		}
 		return v
 	}
@@ -287,11 +307,11 @@ func fromDB(d model.Dialect, f *model.Field, v *jen.Statement) *jen.Statement {
 	case model.Int32:
 		return jen.Int32().Call(v)
 	case model.Time:
-		return jen.Id("readTime").Call(v, errp)
+		return rt("ReadTime").Call(v, errp)
 	case model.JSON:
 		return jen.Qual(jsonPkg, "RawMessage").Call(v)
 	case model.UUID:
-		return jen.Id("readParsed").Call(v, jen.Qual(uuidPkg, "Parse"), errp)
+		return rt("ReadParsed").Call(v, jen.Qual(uuidPkg, "Parse"), errp)
 	}
 	return v
 }

@@ -60,7 +60,7 @@ func keyExpr(k model.Key, u *jen.Statement) *jen.Statement {
 			for _, f := range p.SHA256 {
 				args = append(args, renderField(f, u.Clone().Dot(f.GoName)))
 			}
-			parts = append(parts, jen.Id("keySHA256").Call(args...))
+			parts = append(parts, rt("KeySHA256").Call(args...))
 		default:
 			parts = append(parts, jen.Lit(p.Literal))
 		}
@@ -79,7 +79,7 @@ func escaped(s *jen.Statement, seps string) *jen.Statement {
 	if seps == "" {
 		return s
 	}
-	return jen.Id("keyEscape").Call(s, jen.Lit(seps))
+	return rt("KeyEscape").Call(s, jen.Lit(seps))
 }
 
 // renderField renders one field value as key text.
@@ -89,17 +89,17 @@ func renderField(f *model.Field, v *jen.Statement) *jen.Statement {
 		case model.String:
 			return v
 		case model.Int32:
-			return jen.Id("keyInt").Call(jen.Int64().Call(v))
+			return rt("KeyInt").Call(jen.Int64().Call(v))
 		case model.Int64:
-			return jen.Id("keyInt").Call(v)
+			return rt("KeyInt").Call(v)
 		case model.Float64:
-			return jen.Id("keyFloat").Call(v)
+			return rt("KeyFloat").Call(v)
 		case model.Bool:
-			return jen.Id("keyBool").Call(v)
+			return rt("KeyBool").Call(v)
 		case model.Time:
-			return jen.Id("keyTime").Call(v)
+			return rt("KeyTime").Call(v)
 		case model.Bytes:
-			return jen.Id("keyBytes").Call(v)
+			return rt("KeyBytes").Call(v)
 		case model.JSON:
 			return jen.String().Call(v)
 		default: // uuid

@@ -98,11 +98,11 @@ func TestExampleShapes(t *testing.T) {
 // per job whose key fields, read off the Key method, are the fields of
 // the key template; an effect interface and adapter per effect.
 func TestGoldenShapes(t *testing.T) {
-	dirs, err := filepath.Glob("../testdata/golden/*/idemgen.yaml")
+	dirs, err := filepath.Glob("../../testdata/golden/*/idemgen.yaml")
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no golden specs: %v", err)
 	}
-	found := load(t, "../testdata", "./golden/...")
+	found := load(t, "../../testdata", "./golden/...")
 	for _, specPath := range dirs {
 		dir := filepath.Base(filepath.Dir(specPath))
 		t.Run(dir, func(t *testing.T) {

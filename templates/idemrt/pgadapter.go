@@ -3,6 +3,8 @@ package idemrt
 import (
 	"time"
 
+	"github.com/idemgen/idemgen/idem"
+
 	"context"
 
 	"github.com/jackc/pgx/v5"
@@ -14,122 +16,122 @@ import (
 // pgStore runs the package's queries on PostgreSQL through pgx.
 type pgStore struct{ pool *pgxpool.Pool }
 
-func (s pgStore) inTx(ctx context.Context, fn func(q querier) error) error {
-	return pgInTx(ctx, s.pool, func(tx pgx.Tx) error { return fn(pgQuerier{pgdb.New(tx)}) })
+func (s pgStore) InTx(ctx context.Context, fn func(q idem.Querier) error) error {
+	return idem.PgInTx(ctx, s.pool, func(tx pgx.Tx) error { return fn(pgQuerier{pgdb.New(tx)}) })
 }
 
-func (s pgStore) auto() querier { return pgQuerier{pgdb.New(s.pool)} }
+func (s pgStore) Auto() idem.Querier { return pgQuerier{pgdb.New(s.pool)} }
 
 // pgQuerier adapts the sqlc-generated PostgreSQL queries to the engine.
 type pgQuerier struct{ q *pgdb.Queries }
 
-func (q pgQuerier) progress(ctx context.Context, job string) (progressRow, error) {
+func (q pgQuerier) Progress(ctx context.Context, job string) (idem.ProgressRow, error) {
 	r, err := q.q.GetProgress(ctx, job)
-	if pgNoRows(err) {
-		return progressRow{}, nil
+	if idem.PgNoRows(err) {
+		return idem.ProgressRow{}, nil
 	}
 	if err != nil {
-		return progressRow{}, err
+		return idem.ProgressRow{}, err
 	}
-	p := progressRow{found: true, position: r.CursorPosition}
+	p := idem.ProgressRow{Found: true, Position: r.CursorPosition}
 	if r.Watermark != nil {
-		p.watermark, p.hasMark = *r.Watermark, true
+		p.Watermark, p.HasMark = *r.Watermark, true
 	}
 	if r.CursorToken != nil {
-		p.cursor = *r.CursorToken
+		p.Cursor = *r.CursorToken
 	}
 	return p, nil
 }
 
-func (q pgQuerier) saveWatermark(ctx context.Context, job string, mark time.Time, jobVersion int32, now time.Time) error {
+func (q pgQuerier) SaveWatermark(ctx context.Context, job string, mark time.Time, jobVersion int32, now time.Time) error {
 	return q.q.SaveWatermark(ctx, pgdb.SaveWatermarkParams{Job: job, Watermark: &mark, JobVersion: jobVersion, UpdatedAt: now})
 }
 
-func (q pgQuerier) saveCursor(ctx context.Context, job, cursor string, position int64, jobVersion int32, now time.Time) error {
+func (q pgQuerier) SaveCursor(ctx context.Context, job, cursor string, position int64, jobVersion int32, now time.Time) error {
 	return q.q.SaveCursor(ctx, pgdb.SaveCursorParams{Job: job, CursorToken: &cursor, CursorPosition: position, JobVersion: jobVersion, UpdatedAt: now})
 }
 
-func (q pgQuerier) see(ctx context.Context, job, unitKey string, hash []byte, jobVersion int32, now time.Time) ([]byte, bool, error) {
+func (q pgQuerier) See(ctx context.Context, job, unitKey string, hash []byte, jobVersion int32, now time.Time) ([]byte, bool, error) {
 	_, err := q.q.SeeUnit(ctx, pgdb.SeeUnitParams{Job: job, UnitKey: unitKey, PayloadHash: hash, JobVersion: jobVersion, FirstSeen: now})
 	if err == nil {
 		return nil, true, nil
 	}
-	if !pgNoRows(err) {
+	if !idem.PgNoRows(err) {
 		return nil, false, err
 	}
 	prev, err := q.q.SeenHash(ctx, pgdb.SeenHashParams{Job: job, UnitKey: unitKey})
 	return prev, false, err
 }
 
-func (q pgQuerier) reserve(ctx context.Context, r ledgerRow, now time.Time) error {
+func (q pgQuerier) Reserve(ctx context.Context, r idem.LedgerRow, now time.Time) error {
 	return q.q.ReserveEffect(ctx, pgdb.ReserveEffectParams{
-		EffectKey: r.key, Job: r.job, Effect: r.effect, EffectVersion: r.effectVersion, JobVersion: r.jobVersion,
-		UnitKey: r.unitKey, Payload: r.payload, CreatedAt: now, UpdatedAt: now,
+		EffectKey: r.Key, Job: r.Job, Effect: r.Effect, EffectVersion: r.EffectVersion, JobVersion: r.JobVersion,
+		UnitKey: r.UnitKey, Payload: r.Payload, CreatedAt: now, UpdatedAt: now,
 	})
 }
 
-func (q pgQuerier) decided(ctx context.Context, job, effect, unitKey string, version int32) (bool, error) {
+func (q pgQuerier) Decided(ctx context.Context, job, effect, unitKey string, version int32) (bool, error) {
 	n, err := q.q.CountDecided(ctx, pgdb.CountDecidedParams{Job: job, Effect: effect, UnitKey: unitKey, EffectVersion: version})
 	return n > 0, err
 }
 
-func (q pgQuerier) claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error) {
+func (q pgQuerier) Claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error) {
 	n, err := q.q.ClaimEffect(ctx, pgdb.ClaimEffectParams{Owner: &owner, LeaseUntil: &until, UpdatedAt: now, EffectKey: key, Now: &now})
 	return n == 1, err
 }
 
-func (q pgQuerier) complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error) {
+func (q pgQuerier) Complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error) {
 	n, err := q.q.CompleteEffect(ctx, pgdb.CompleteEffectParams{Result: result, DoneAt: &now, UpdatedAt: now, EffectKey: key, Owner: &owner})
 	return n == 1, err
 }
 
-func (q pgQuerier) release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (string, error) {
+func (q pgQuerier) Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (string, error) {
 	state, err := q.q.ReleaseEffect(ctx, pgdb.ReleaseEffectParams{MaxAttempts: maxAttempts, Park: park, LastError: &lastErr, UpdatedAt: now, EffectKey: key, Owner: &owner})
-	if pgNoRows(err) {
-		return statePending, nil // the lease was taken over; the new holder decides
+	if idem.PgNoRows(err) {
+		return idem.StatePending, nil // the lease was taken over; the new holder decides
 	}
 	return state, err
 }
 
-func (q pgQuerier) effect(ctx context.Context, key string) (ledgerRow, bool, error) {
+func (q pgQuerier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, error) {
 	r, err := q.q.GetEffect(ctx, key)
-	if pgNoRows(err) {
-		return ledgerRow{}, false, nil
+	if idem.PgNoRows(err) {
+		return idem.LedgerRow{}, false, nil
 	}
 	if err != nil {
-		return ledgerRow{}, false, err
+		return idem.LedgerRow{}, false, err
 	}
-	row := ledgerRow{key: key, state: r.State, result: r.Result}
+	row := idem.LedgerRow{Key: key, State: r.State, Result: r.Result}
 	if r.LastError != nil {
-		row.lastError = *r.LastError
+		row.LastError = *r.LastError
 	}
 	return row, true, nil
 }
 
-func (q pgQuerier) pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]ledgerRow, error) {
+func (q pgQuerier) Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]idem.LedgerRow, error) {
 	rs, err := q.q.PendingEffects(ctx, pgdb.PendingEffectsParams{Job: job, Now: &now, After: after, RowLimit: limit})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ledgerRow, 0, len(rs))
+	out := make([]idem.LedgerRow, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, ledgerRow{key: r.EffectKey, job: job, effect: r.Effect, unitKey: r.UnitKey, payload: r.Payload, state: statePending})
+		out = append(out, idem.LedgerRow{Key: r.EffectKey, Job: job, Effect: r.Effect, UnitKey: r.UnitKey, Payload: r.Payload, State: idem.StatePending})
 	}
 	return out, nil
 }
 
-func (q pgQuerier) purge(ctx context.Context, job, effect string, before time.Time) (int64, error) {
+func (q pgQuerier) Purge(ctx context.Context, job, effect string, before time.Time) (int64, error) {
 	return q.q.PurgeEffects(ctx, pgdb.PurgeEffectsParams{Job: job, Effect: effect, Before: &before})
 }
 
-func (q pgQuerier) ledger(ctx context.Context) ([]LedgerEntry, error) {
+func (q pgQuerier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
 	rs, err := q.q.ListLedger(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]LedgerEntry, 0, len(rs))
+	out := make([]idem.LedgerEntry, 0, len(rs))
 	for _, r := range rs {
-		e := LedgerEntry{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, EffectVersion: int(r.EffectVersion),
+		e := idem.LedgerEntry{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, EffectVersion: int(r.EffectVersion),
 			UnitKey: r.UnitKey, State: r.State, Attempts: int(r.Attempts), Result: r.Result}
 		if r.LeaseOwner != nil {
 			e.LeaseOwner = *r.LeaseOwner
@@ -142,55 +144,55 @@ func (q pgQuerier) ledger(ctx context.Context) ([]LedgerEntry, error) {
 	return out, nil
 }
 
-func (q pgQuerier) unitFailure(ctx context.Context, job, unitKey string) (string, []byte, bool, error) {
+func (q pgQuerier) LookupUnitFailure(ctx context.Context, job, unitKey string) (string, []byte, bool, error) {
 	r, err := q.q.GetUnitFailure(ctx, pgdb.GetUnitFailureParams{Job: job, UnitKey: unitKey})
-	if pgNoRows(err) {
+	if idem.PgNoRows(err) {
 		return "", nil, false, nil
 	}
 	return r.State, r.PayloadHash, err == nil, err
 }
 
-func (q pgQuerier) clearUnitFailure(ctx context.Context, job, unitKey string) error {
+func (q pgQuerier) ClearUnitFailure(ctx context.Context, job, unitKey string) error {
 	return q.q.ClearUnitFailure(ctx, pgdb.ClearUnitFailureParams{Job: job, UnitKey: unitKey})
 }
 
-func (q pgQuerier) recordUnitFailure(ctx context.Context, f unitFailure, now time.Time) error {
+func (q pgQuerier) RecordUnitFailure(ctx context.Context, f idem.UnitFailure, now time.Time) error {
 	return q.q.RecordUnitFailure(ctx, pgdb.RecordUnitFailureParams{
-		Job: f.job, UnitKey: f.unitKey, Payload: f.payload, PayloadHash: f.hash, LastError: f.lastError,
-		Mark: f.mark, JobVersion: f.jobVersion, FirstFailedAt: now, UpdatedAt: now,
+		Job: f.Job, UnitKey: f.UnitKey, Payload: f.Payload, PayloadHash: f.Hash, LastError: f.LastError,
+		Mark: f.Mark, JobVersion: f.JobVersion, FirstFailedAt: now, UpdatedAt: now,
 	})
 }
 
-func (q pgQuerier) settleUnitFailure(ctx context.Context, job, unitKey string, maxAttempts int32) (string, int32, error) {
+func (q pgQuerier) SettleUnitFailure(ctx context.Context, job, unitKey string, maxAttempts int32) (string, int32, error) {
 	r, err := q.q.SettleUnitFailure(ctx, pgdb.SettleUnitFailureParams{MaxAttempts: maxAttempts, Job: job, UnitKey: unitKey})
 	return r.State, r.Attempts, err
 }
 
-func (q pgQuerier) retryingUnits(ctx context.Context, job, after string, limit int32) ([]unitFailure, error) {
+func (q pgQuerier) RetryingUnits(ctx context.Context, job, after string, limit int32) ([]idem.UnitFailure, error) {
 	rs, err := q.q.RetryingUnits(ctx, pgdb.RetryingUnitsParams{Job: job, After: after, RowLimit: limit})
-	out := make([]unitFailure, 0, len(rs))
+	out := make([]idem.UnitFailure, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, unitFailure{job: job, unitKey: r.UnitKey, payload: r.Payload})
+		out = append(out, idem.UnitFailure{Job: job, UnitKey: r.UnitKey, Payload: r.Payload})
 	}
 	return out, err
 }
 
-func (q pgQuerier) unitFailures(ctx context.Context) ([]ParkedUnit, error) {
+func (q pgQuerier) UnitFailures(ctx context.Context) ([]idem.ParkedUnit, error) {
 	rs, err := q.q.ListUnitFailures(ctx)
-	out := make([]ParkedUnit, 0, len(rs))
+	out := make([]idem.ParkedUnit, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, ParkedUnit{Job: r.Job, Key: r.UnitKey, Payload: r.Payload, Attempts: int(r.Attempts),
+		out = append(out, idem.ParkedUnit{Job: r.Job, Key: r.UnitKey, Payload: r.Payload, Attempts: int(r.Attempts),
 			LastError: r.LastError, State: r.State, Mark: r.Mark, JobVersion: int(r.JobVersion),
 			FirstFailedAt: r.FirstFailedAt, UpdatedAt: r.UpdatedAt})
 	}
 	return out, err
 }
 
-func (q pgQuerier) retryUnit(ctx context.Context, job, unitKey string, now time.Time) (bool, error) {
+func (q pgQuerier) RetryUnit(ctx context.Context, job, unitKey string, now time.Time) (bool, error) {
 	n, err := q.q.RetryUnit(ctx, pgdb.RetryUnitParams{UpdatedAt: now, Job: job, UnitKey: unitKey})
 	return n == 1, err
 }
 
-func (q pgQuerier) retryParkedUnits(ctx context.Context, job string, now time.Time) (int64, error) {
+func (q pgQuerier) RetryParkedUnits(ctx context.Context, job string, now time.Time) (int64, error) {
 	return q.q.RetryParkedUnits(ctx, pgdb.RetryParkedUnitsParams{UpdatedAt: now, Job: job})
 }

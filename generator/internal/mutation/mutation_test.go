@@ -31,7 +31,7 @@ type mutant struct {
 }
 
 type mutantEdit struct {
-	file string // relative to the target package's directory
+	file string // relative to the target package's directory, or to the repository root for runtime files (idem/...)
 	old  string // a regular expression that must match exactly once
 	new  string
 }
@@ -48,8 +48,10 @@ type mutantTarget struct {
 }
 
 const (
-	engineFile = "idemgen_rt_engine.go"
-	keysFile   = "idemgen_rt_keys.go"
+	// Files of the runtime package, relative to the repository root: a
+	// mutant there is seen by every package that imports it.
+	engineFile = "idem/engine.go"
+	keysFile   = "idem/keys.go"
 	sqliteSQL  = "internal/sqlitedb/queries.sql.go"
 	pgSQL      = "internal/pgdb/queries.sql.go"
 	syncTest   = "TestCrashSimInvoiceSync"
@@ -71,7 +73,7 @@ func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file, old, 
 var cursorMutants = []mutant{
 	{name: "cursor saved before its page is applied", test: cursorTest, edits: edit(engineFile,
 		`res, err = e\.apply\(ctx, units, rep, false, nil\)\n`,
-		"if advance {\n\t\t\t\t_ = saveCursor(e.st.auto())\n\t\t\t}\n\t\t\tres, err = e.apply(ctx, units, rep, false, nil)\n")},
+		"if advance {\n\t\t\t\t_ = saveCursor(e.st.Auto())\n\t\t\t}\n\t\t\tres, err = e.apply(ctx, units, rep, false, nil)\n")},
 	{name: "cursor moved back by a slower run", test: cursorTest, edits: edit(sqliteSQL,
 		`WHERE excluded\.cursor_position > p\.cursor_position`, "")},
 	{name: "insert_once without ON CONFLICT", test: cursorTest, edits: edit(sqliteSQL,
@@ -81,7 +83,7 @@ var cursorMutants = []mutant{
 	{name: "cursor passes a page with a failed unit", test: cursorTest, edits: edit(engineFile,
 		`if err == nil && res\.failed == 0 && advance \{`, "if err == nil && advance {")},
 	{name: "kept result never stored", test: cursorTest, edits: edit(engineFile,
-		`if !fx\.keepResult \{`, "if true {")},
+		`if !fx\.KeepResult \{`, "if true {")},
 	{name: "attempts counter stuck after the first claim", test: cursorTest, edits: edit(sqliteSQL,
 		`attempts = attempts \+ 1`, "attempts = min(attempts + 1, 1)")},
 }
@@ -97,22 +99,22 @@ var priceMutants = []mutant{
 
 var stageMutants = []mutant{
 	{name: "staged progress saved outside the batch's transaction", test: stageTest, edits: edit(engineFile,
-		`if err := save\(q\); err != nil \{`, "if err := save(e.st.auto()); err != nil {")},
+		`if err := save\(q\); err != nil \{`, "if err := save(e.st.Auto()); err != nil {")},
 	{name: "staged batch committed unit by unit", test: stageTest, edits: edit(engineFile,
 		`o, err := e\.writeUnit\(ctx, q, u, keys\[i\]\)`,
-		"var o Outcome\n\t\t\terr := e.st.inTx(ctx, func(q querier) (err error) { o, err = e.writeUnit(ctx, q, u, keys[i]); return err })")},
+		"var o Outcome\n\t\t\terr := e.st.inTx(ctx, func(q Querier) (err error) { o, err = e.writeUnit(ctx, q, u, keys[i]); return err })")},
 }
 
 var exampleMutants = []mutant{
 	{name: "progress saved before the work", test: syncTest, edits: edit(engineFile,
 		`return e\.runWindow\(ctx, w, true, fetch, markOf, rep\)`,
-		"if err := e.st.auto().saveWatermark(ctx, e.def.name, w.Until, e.def.version, e.opt.now()); err != nil {\n\t\t\treturn err\n\t\t}\n\t\treturn e.runWindow(ctx, w, true, fetch, markOf, rep)")},
+		"if err := e.st.Auto().SaveWatermark(ctx, e.def.Name, w.Until, e.def.Version, e.opt.now()); err != nil {\n\t\t\treturn err\n\t\t}\n\t\treturn e.runWindow(ctx, w, true, fetch, markOf, rep)")},
 	{name: "ledger marked done before the provider call", test: syncTest, edits: edit(engineFile,
-		`result, callErr := fx\.call\(ctx, key, u\)`,
-		"_, _ = e.st.auto().complete(ctx, key, e.opt.owner, nil, e.opt.now())\n\tresult, callErr := fx.call(ctx, key, u)")},
+		`result, callErr := fx\.Call\(ctx, key, u\)`,
+		"_, _ = e.st.Auto().Complete(ctx, key, e.opt.owner, nil, e.opt.now())\n\tresult, callErr := fx.Call(ctx, key, u)")},
 	{name: "a fresh idempotency key per attempt", test: syncTest, edits: edit(engineFile,
-		`result, callErr := fx\.call\(ctx, key, u\)`,
-		`result, callErr := fx.call(ctx, key+"/"+e.opt.owner, u)`)},
+		`result, callErr := fx\.Call\(ctx, key, u\)`,
+		`result, callErr := fx.Call(ctx, key+"/"+e.opt.owner, u)`)},
 	{name: "insert without ON CONFLICT", test: syncTest, edits: edit(sqliteSQL,
 		`(?s)ON CONFLICT \(invoice_id\) DO UPDATE SET.*?RETURNING idemgen_write`, "RETURNING idemgen_write")},
 	{name: "insert without ON CONFLICT (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
@@ -129,21 +131,21 @@ var exampleMutants = []mutant{
 		`WHERE excluded\.updated_at >= d\.updated_at AND `, "WHERE excluded.updated_at > d.updated_at AND ")},
 	{name: "reservation outside the destination's transaction", test: syncTest, edits: []mutantEdit{
 		// Reservations are collected during the write and inserted after the commit.
-		{engineFile, `type engine\[U any\] struct \{`, "type engine[U any] struct {\n\towed []ledgerRow"},
-		{engineFile, `if err := q\.reserve\(ctx, r, now\); err != nil \{`,
+		{engineFile, `type Engine\[U any\] struct \{`, "type Engine[U any] struct {\n\towed []LedgerRow"},
+		{engineFile, `if err := q\.Reserve\(ctx, r, now\); err != nil \{`,
 			"e.owed = append(e.owed, r)\n\t\tif err := error(nil); err != nil {"},
-		{engineFile, `err = e\.hit\(ctx, pointUnitAfterCommit, key\)\n\t\}`,
-			"err = e.hit(ctx, pointUnitAfterCommit, key)\n\t}\n\tfor _, r := range e.owed {\n\t\t_ = e.st.auto().reserve(ctx, r, e.opt.now())\n\t}\n\te.owed = nil"}}},
+		{engineFile, `err = e\.hit\(ctx, PointUnitAfterCommit, key\)\n\t\}`,
+			"err = e.hit(ctx, PointUnitAfterCommit, key)\n\t}\n\tfor _, r := range e.owed {\n\t\t_ = e.st.Auto().Reserve(ctx, r, e.opt.now())\n\t}\n\te.owed = nil"}}},
 	{name: "reservation committed on its own right after the write's commit", test: syncTest, edits: []mutantEdit{
 		// No named point lies between the two commits: only the SQL boundaries do.
-		{engineFile, `type engine\[U any\] struct \{`, "type engine[U any] struct {\n\towed []ledgerRow"},
-		{engineFile, `if err := q\.reserve\(ctx, r, now\); err != nil \{`,
+		{engineFile, `type Engine\[U any\] struct \{`, "type Engine[U any] struct {\n\towed []LedgerRow"},
+		{engineFile, `if err := q\.Reserve\(ctx, r, now\); err != nil \{`,
 			"e.owed = append(e.owed, r)\n\t\tif err := error(nil); err != nil {"},
-		{engineFile, `\n\tif err == nil \{\n\t\terr = e\.hit\(ctx, pointUnitAfterCommit, key\)\n\t\}`,
-			"\n\tfor _, r := range e.owed {\n\t\t_ = e.st.auto().reserve(ctx, r, e.opt.now())\n\t}\n\te.owed = nil\n\tif err == nil {\n\t\terr = e.hit(ctx, pointUnitAfterCommit, key)\n\t}"}}},
+		{engineFile, `\n\tif err == nil \{\n\t\terr = e\.hit\(ctx, PointUnitAfterCommit, key\)\n\t\}`,
+			"\n\tfor _, r := range e.owed {\n\t\t_ = e.st.Auto().Reserve(ctx, r, e.opt.now())\n\t}\n\te.owed = nil\n\tif err == nil {\n\t\terr = e.hit(ctx, PointUnitAfterCommit, key)\n\t}"}}},
 	{name: "provider called without reading the ledger", test: syncTest, edits: edit(engineFile,
-		`claimed, err := e\.st\.auto\(\)\.claim\(ctx, key, e\.opt\.owner, now, leaseUntil\)`,
-		"_, _ = e.st.auto().claim(ctx, key, e.opt.owner, now, leaseUntil)\n\tclaimed, err := true, error(nil)")},
+		`claimed, err := e\.st\.Auto\(\)\.Claim\(ctx, key, e\.opt\.owner, now, leaseUntil\)`,
+		"_, _ = e.st.Auto().Claim(ctx, key, e.opt.owner, now, leaseUntil)\n\tclaimed, err := true, error(nil)")},
 	{name: "lease without a fencing check", test: syncTest, edits: edit(engineFile,
 		`if !e\.opt\.now\(\)\.Before\(leaseUntil\) \{`, "if false {")},
 	{name: "claim steals a live lease", test: syncTest, edits: edit(sqliteSQL,
@@ -260,6 +262,9 @@ func TestMutantsAreKilled(t *testing.T) {
 					contents := map[string][]byte{}
 					for _, e := range m.edits {
 						path := filepath.Join(dir, filepath.FromSlash(e.file))
+						if strings.HasPrefix(e.file, "idem/") {
+							path = filepath.Join(root, filepath.FromSlash(e.file))
+						}
 						src, ok := contents[path]
 						if !ok {
 							var err error

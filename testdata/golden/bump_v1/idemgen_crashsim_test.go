@@ -6,6 +6,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"testing"
 	"time"
@@ -14,105 +16,105 @@ import (
 // TestCrashSimOrderSync crashes the order_sync job at every durable boundary, restarts it and checks
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimOrderSync(t *testing.T) {
-	job := &simJob[Order]{
-		effects: []simEffect{{
-			keepResult:  false,
-			key:         "notify:v{version}:{order_id}",
-			lease:       5 * time.Minute,
-			maxAttempts: 5,
-			name:        "notify",
-			retention:   0 * time.Hour,
-			version:     1,
-			when:        whenInserted,
+	job := &crashsim.Job[Order]{
+		Effects: []crashsim.Effect{{
+			KeepResult:  false,
+			Key:         "notify:v{version}:{order_id}",
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "notify",
+			Retention:   0 * time.Hour,
+			Version:     1,
+			When:        idem.WhenInserted,
 		}, {
-			keepResult:  false,
-			key:         "audit:v{version}:{order_id}:{status}",
-			lease:       5 * time.Minute,
-			maxAttempts: 5,
-			name:        "audit",
-			retention:   0 * time.Hour,
-			version:     1,
-			when:        whenChanged,
+			KeepResult:  false,
+			Key:         "audit:v{version}:{order_id}:{status}",
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "audit",
+			Retention:   0 * time.Hour,
+			Version:     1,
+			When:        idem.WhenChanged,
 		}},
-		fields: []simField{{
-			inKey: true,
-			name:  "order_id",
-			typ:   "string",
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "order_id",
+			Type:  "string",
 		}, {
-			name: "status",
-			typ:  "string",
+			Name: "status",
+			Type: "string",
 		}, {
-			name: "updated_at",
-			typ:  "time",
+			Name: "updated_at",
+			Type: "time",
 		}},
-		hasDest:    true,
-		insertOnce: false,
-		key:        "order:{order_id}",
-		lease:      5 * time.Minute,
-		markOf: func(u Order) time.Time {
+		HasDest:    true,
+		InsertOnce: false,
+		Key:        "order:{order_id}",
+		Lease:      5 * time.Minute,
+		MarkOf: func(u Order) time.Time {
 			return u.UpdatedAt
 		},
-		name: "order_sync",
-		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Order], error) {
-			j, err := NewOrderSync(&Store{st: st}, src.(*simWindowSource[Order]), OrderSyncEffects{
+		Name: "order_sync",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Order], error) {
+			j, err := NewOrderSync(&Store{st: st}, src.(*crashsim.WindowSource[Order]), OrderSyncEffects{
 				Audit: AuditFunc(func(ctx context.Context, key string, unit Order) error {
-					_, err := fx.call(ctx, "audit", key)
+					_, err := fx.Call(ctx, "audit", key)
 					return err
 				}),
 				Notify: NotifyFunc(func(ctx context.Context, key string, unit Order) error {
-					_, err := fx.call(ctx, "notify", key)
+					_, err := fx.Call(ctx, "notify", key)
 					return err
 				}),
 			}, opts...)
 			if err != nil {
-				return simVerbs[Order]{}, err
+				return crashsim.Verbs[Order]{}, err
 			}
-			return simVerbs[Order]{
-				backfill: j.Backfill,
-				drain:    j.Drain,
-				process:  j.Process,
-				purge:    j.Purge,
-				run:      j.Run,
-				stale:    j.Stale,
+			return crashsim.Verbs[Order]{
+				Backfill: j.Backfill,
+				Drain:    j.Drain,
+				Process:  j.Process,
+				Purge:    j.Purge,
+				Run:      j.Run,
+				Stale:    j.Stale,
 			}, nil
 		},
-		newerWins: "updated_at",
-		overlap:   10 * time.Minute,
-		points:    orderSyncCrashPoints,
-		rows: func(ctx context.Context, st store) ([]Order, error) {
-			return st.auto().(destQuerier).listOrderSync(ctx)
+		NewerWins: "updated_at",
+		Overlap:   10 * time.Minute,
+		Points:    orderSyncCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Order, error) {
+			return st.Auto().(destQuerier).listOrderSync(ctx)
 		},
-		setMark: func(u *Order, t time.Time) {
+		SetMark: func(u *Order, t time.Time) {
 			u.UpdatedAt = t
 		},
-		source: "watermark",
-		stage:  false,
-		unit: func(id, rev int) Order {
+		Source: "watermark",
+		Stage:  false,
+		Unit: func(id, rev int) Order {
 			var u Order
 			// Units 5 and 6 share every value outside the key.
 			vid := id
 			if id == 6 {
 				vid = 5
 			}
-			u.OrderID = simKeyText("order:{order_id}", "order_id", id)
+			u.OrderID = crashsim.KeyText("order:{order_id}", "order_id", id)
 			u.Status = fmt.Sprintf("status-%d.%d", vid, rev)
-			u.UpdatedAt = simMark(vid, rev)
+			u.UpdatedAt = crashsim.Mark(vid, rev)
 			return u
 		},
-		version: 1,
+		Version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
-		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
 			return NewSQLiteStore(db)
 		}), job)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		env := simPostgresEnv(t, func(pool *pgxpool.Pool) simStore {
+		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
 		})
 		if env == nil {
 			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
 		}
-		simulate(t, env, job)
+		crashsim.Run(t, env, job)
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/idem"
 	bumpv1 "github.com/idemgen/idemgen/testdata/golden/bump_v1"
 	bumpv2 "github.com/idemgen/idemgen/testdata/golden/bump_v2"
 	"github.com/idemgen/idemgen/testdata/golden/internal/testdb"
@@ -28,13 +29,13 @@ func (p *providers) auditCall(key string) error  { p.audit.Add(key); return nil 
 
 type v1Source struct{ orders []bumpv1.Order }
 
-func (s *v1Source) Fetch(ctx context.Context, w bumpv1.Window, page string) ([]bumpv1.Order, string, error) {
+func (s *v1Source) Fetch(ctx context.Context, w idem.Window, page string) ([]bumpv1.Order, string, error) {
 	return s.orders, "", nil
 }
 
 type v2Source struct{ orders []bumpv2.Order }
 
-func (s *v2Source) Fetch(ctx context.Context, w bumpv2.Window, page string) ([]bumpv2.Order, string, error) {
+func (s *v2Source) Fetch(ctx context.Context, w idem.Window, page string) ([]bumpv2.Order, string, error) {
 	return s.orders, "", nil
 }
 
@@ -65,11 +66,11 @@ func TestVersionBumpPerformsOnceMoreAndRepeatsNothingElse(t *testing.T) {
 		j1, err := bumpv1.NewOrderSync(st1, src1, bumpv1.OrderSyncEffects{
 			Notify: bumpv1.NotifyFunc(func(ctx context.Context, key string, u bumpv1.Order) error { return fx.notifyCall(key) }),
 			Audit:  bumpv1.AuditFunc(func(ctx context.Context, key string, u bumpv1.Order) error { return fx.auditCall(key) }),
-		}, bumpv1.WithClock(clock), bumpv1.WithLogger(testdb.Quiet))
+		}, idem.WithClock(clock), idem.WithLogger(testdb.Quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
-		window1 := bumpv1.Window{Since: base.Add(-time.Hour), Until: base}
+		window1 := idem.Window{Since: base.Add(-time.Hour), Until: base}
 		if rep, err := j1.Backfill(ctx, window1); err != nil || rep.Inserted != 3 || rep.EffectsDone != 6 {
 			t.Fatalf("v1: %s, %v", rep, err)
 		}
@@ -91,11 +92,11 @@ func TestVersionBumpPerformsOnceMoreAndRepeatsNothingElse(t *testing.T) {
 		j2, err := bumpv2.NewOrderSync(st2, src2, bumpv2.OrderSyncEffects{
 			Notify: bumpv2.NotifyFunc(func(ctx context.Context, key string, u bumpv2.Order) error { return fx.notifyCall(key) }),
 			Audit:  bumpv2.AuditFunc(func(ctx context.Context, key string, u bumpv2.Order) error { return fx.auditCall(key) }),
-		}, bumpv2.WithClock(clock), bumpv2.WithLogger(testdb.Quiet))
+		}, idem.WithClock(clock), idem.WithLogger(testdb.Quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
-		window2 := bumpv2.Window{Since: base.Add(-time.Hour), Until: base}
+		window2 := idem.Window{Since: base.Add(-time.Hour), Until: base}
 		rep, err := j2.Backfill(ctx, window2)
 		if err != nil || rep.Unchanged != 3 || rep.Inserted+rep.Updated != 0 || rep.EffectsDone != 3 {
 			t.Fatalf("v2 first pass: %s, %v", rep, err)

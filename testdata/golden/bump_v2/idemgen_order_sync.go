@@ -5,6 +5,7 @@ package bumpv2
 import (
 	"context"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
 	"time"
 )
 
@@ -30,7 +31,7 @@ func (u Order) canonical() Order {
 type OrderSyncSource interface {
 	// Fetch returns the units whose updated_at lies in w, one page at a time:
 	// page is "" for the first page, and next is "" after the last.
-	Fetch(ctx context.Context, w Window, page string) (units []Order, next string, err error)
+	Fetch(ctx context.Context, w idem.Window, page string) (units []Order, next string, err error)
 }
 
 // Notify performs the notify effect of the order_sync job. key is the effect's
@@ -70,7 +71,7 @@ func (fn AuditFunc) Audit(ctx context.Context, key string, unit Order) error {
 
 // AuditKey returns the audit effect key for u, "audit:v{version}:{order_id}:{status}" (version 1).
 func AuditKey(u Order) string {
-	return "audit:v1:" + keyEscape(u.OrderID, ":") + ":" + keyEscape(u.Status, ":")
+	return "audit:v1:" + idem.KeyEscape(u.OrderID, ":") + ":" + idem.KeyEscape(u.Status, ":")
 }
 
 // OrderSyncEffects holds the providers of the order_sync job's effects; all are required.
@@ -81,12 +82,12 @@ type OrderSyncEffects struct {
 
 // OrderSync runs the order_sync job (version 1).
 type OrderSync struct {
-	e   *engine[Order]
+	e   *idem.Engine[Order]
 	src OrderSyncSource
 }
 
 // NewOrderSync returns the order_sync job over store.
-func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts ...Option) (*OrderSync, error) {
+func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts ...idem.Option) (*OrderSync, error) {
 	if store == nil {
 		return nil, fmt.Errorf("job \"order_sync\": nil store")
 	}
@@ -99,60 +100,60 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 	if fx.Audit == nil {
 		return nil, fmt.Errorf("job \"order_sync\": no provider for effect \"audit\"")
 	}
-	def := &jobDef[Order]{
-		canonical: Order.canonical,
-		checkSeen: false,
-		effects: []effectDef[Order]{{
-			call: func(ctx context.Context, key string, unit Order) ([]byte, error) {
+	def := &idem.Job[Order]{
+		Canonical: Order.canonical,
+		CheckSeen: false,
+		Effects: []idem.Effect[Order]{{
+			Call: func(ctx context.Context, key string, unit Order) ([]byte, error) {
 				return nil, fx.Notify.Notify(ctx, key, unit)
 			},
-			keepResult:  false,
-			keyOf:       NotifyKey,
-			lease:       5 * time.Minute,
-			maxAttempts: 5,
-			name:        "notify",
-			version:     2,
-			when:        whenInserted,
+			KeepResult:  false,
+			KeyOf:       NotifyKey,
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "notify",
+			Version:     2,
+			When:        idem.WhenInserted,
 		}, {
-			call: func(ctx context.Context, key string, unit Order) ([]byte, error) {
+			Call: func(ctx context.Context, key string, unit Order) ([]byte, error) {
 				return nil, fx.Audit.Audit(ctx, key, unit)
 			},
-			keepResult:  false,
-			keyOf:       AuditKey,
-			lease:       5 * time.Minute,
-			maxAttempts: 5,
-			name:        "audit",
-			version:     1,
-			when:        whenChanged,
+			KeepResult:  false,
+			KeyOf:       AuditKey,
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "audit",
+			Version:     1,
+			When:        idem.WhenChanged,
 		}},
-		keyOf: Order.Key,
-		markOf: func(u Order) time.Time {
+		KeyOf: Order.Key,
+		MarkOf: func(u Order) time.Time {
 			return u.UpdatedAt
 		},
-		name:    "order_sync",
-		version: 1,
-		write: func(ctx context.Context, q querier, u Order, key string, v int32) (Outcome, error) {
+		Name:    "order_sync",
+		Version: 1,
+		Write: func(ctx context.Context, q idem.Querier, u Order, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeOrderSync(ctx, u, key, v)
 		},
 	}
 	return &OrderSync{
-		e:   newEngine(def, store.st, opts),
+		e:   idem.NewEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }
 
 // Run performs owed effects, then fetches the window from the stored watermark minus the
 // overlap (10m0s) to now, applies it, and only then advances the watermark.
-func (j *OrderSync) Run(ctx context.Context) (Report, error) {
-	return j.e.runWatermark(ctx, 10*time.Minute, j.src.Fetch, func(u Order) time.Time {
+func (j *OrderSync) Run(ctx context.Context) (idem.Report, error) {
+	return j.e.RunWatermark(ctx, 10*time.Minute, j.src.Fetch, func(u Order) time.Time {
 		return u.UpdatedAt
 	})
 }
 
 // Backfill re-runs a past window through the same keys and ledger: rows converge,
 // effects already performed are not repeated, and the watermark does not move.
-func (j *OrderSync) Backfill(ctx context.Context, w Window) (Report, error) {
-	return j.e.backfill(ctx, w, j.src.Fetch, func(u Order) time.Time {
+func (j *OrderSync) Backfill(ctx context.Context, w idem.Window) (idem.Report, error) {
+	return j.e.Backfill(ctx, w, j.src.Fetch, func(u Order) time.Time {
 		return u.UpdatedAt
 	})
 }
@@ -160,31 +161,31 @@ func (j *OrderSync) Backfill(ctx context.Context, w Window) (Report, error) {
 // Process applies handed-in units (a queue message, a webhook) and reports each one.
 // A repeated key with the same payload is deduped; with a different payload it is a
 // mismatch (ErrPayloadMismatch), never silently dropped.
-func (j *OrderSync) Process(ctx context.Context, units ...Order) (Report, error) {
-	return j.e.process(ctx, units)
+func (j *OrderSync) Process(ctx context.Context, units ...Order) (idem.Report, error) {
+	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
-func (j *OrderSync) Drain(ctx context.Context) (Report, error) {
-	return j.e.drainJob(ctx)
+func (j *OrderSync) Drain(ctx context.Context) (idem.Report, error) {
+	return j.e.Drain(ctx)
 }
 
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *OrderSync) Purge(ctx context.Context) (int64, error) {
-	return j.e.purge(ctx)
+	return j.e.Purge(ctx)
 }
 
 // Rows reads every orders row back as units, ordered by the unique key (for checks
 // and small tables: it loads them all).
 func (j *OrderSync) Rows(ctx context.Context) ([]Order, error) {
-	return j.e.st.auto().(destQuerier).listOrderSync(ctx)
+	return j.e.Store().Auto().(destQuerier).listOrderSync(ctx)
 }
 
 // Stale returns the keys of up to limit orders rows last computed by an older job
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *OrderSync) Stale(ctx context.Context, limit int) ([]string, error) {
-	return j.e.st.auto().(destQuerier).staleOrderSync(ctx, int32(j.e.def.version), int32(limit))
+	return j.e.Store().Auto().(destQuerier).staleOrderSync(ctx, int32(j.e.Job().Version), int32(limit))
 }
 
 // orderSyncCrashPoints are the durable boundaries of the order_sync job, where the crash tests stop it.
-var orderSyncCrashPoints = []crashPoint{pointRunStart, pointBatchStart, pointUnitStart, pointUnitBeforeCommit, pointUnitAfterCommit, pointEffectClaimed, pointEffectBeforeCall, pointEffectAfterCall, pointEffectRecorded, pointProgressBefore, pointProgressAfter}
+var orderSyncCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}

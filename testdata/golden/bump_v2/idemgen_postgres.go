@@ -4,11 +4,12 @@ package bumpv2
 
 import (
 	"context"
+	"github.com/idemgen/idemgen/idem"
 	pgdb "github.com/idemgen/idemgen/testdata/golden/bump_v2/internal/pgdb"
 )
 
 // writeOrderSync upserts u into orders (upsert).
-func (q pgQuerier) writeOrderSync(ctx context.Context, u Order, key string, v int32) (Outcome, error) {
+func (q pgQuerier) writeOrderSync(ctx context.Context, u Order, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WriteOrderSync(ctx, pgdb.WriteOrderSyncParams{
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
@@ -17,13 +18,13 @@ func (q pgQuerier) writeOrderSync(ctx context.Context, u Order, key string, v in
 		UpdatedAt:         u.UpdatedAt,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if pgNoRows(err) {
-		return OutcomeUnchanged, nil
+	if idem.PgNoRows(err) {
+		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listOrderSync reads every orders row back as units.

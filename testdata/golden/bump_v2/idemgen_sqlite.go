@@ -4,26 +4,27 @@ package bumpv2
 
 import (
 	"context"
+	"github.com/idemgen/idemgen/idem"
 	sqlitedb "github.com/idemgen/idemgen/testdata/golden/bump_v2/internal/sqlitedb"
 )
 
 // writeOrderSync upserts u into orders (upsert).
-func (q sqliteQuerier) writeOrderSync(ctx context.Context, u Order, key string, v int32) (Outcome, error) {
+func (q sqliteQuerier) writeOrderSync(ctx context.Context, u Order, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WriteOrderSync(ctx, sqlitedb.WriteOrderSyncParams{
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		OrderID:           u.OrderID,
 		Status:            u.Status,
-		UpdatedAt:         sqliteTime(u.UpdatedAt),
+		UpdatedAt:         idem.SQLiteTime(u.UpdatedAt),
 	})
 	// No row back means the conflict clause wrote nothing.
-	if sqliteNoRows(err) {
-		return OutcomeUnchanged, nil
+	if idem.SQLiteNoRows(err) {
+		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listOrderSync reads every orders row back as units.
@@ -37,7 +38,7 @@ func (q sqliteQuerier) listOrderSync(ctx context.Context) ([]Order, error) {
 		out = append(out, Order{
 			OrderID:   r.OrderID,
 			Status:    r.Status,
-			UpdatedAt: readTime(r.UpdatedAt, &err),
+			UpdatedAt: idem.ReadTime(r.UpdatedAt, &err),
 		})
 	}
 	return out, err

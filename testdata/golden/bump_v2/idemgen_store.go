@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -14,16 +15,20 @@ import (
 	"time"
 )
 
+// This package needs the idem runtime 0.2.0 or newer; if the next line does not
+// compile, upgrade it: go get github.com/idemgen/idemgen@latest
+const _ = idem.IsAtLeastVersion0_2_0
+
 // Store is the database the bumpv2 jobs run against, PostgreSQL or SQLite.
 type Store struct {
-	st      store
+	st      idem.Store
 	migrate func(context.Context) error
 }
 
 // destQuerier is implemented by each dialect's querier for every destination table.
 type destQuerier interface {
-	querier
-	writeOrderSync(context.Context, Order, string, int32) (Outcome, error)
+	idem.Querier
+	writeOrderSync(context.Context, Order, string, int32) (idem.Outcome, error)
 	listOrderSync(context.Context) ([]Order, error)
 	staleOrderSync(context.Context, int32, int32) ([]string, error)
 }
@@ -53,7 +58,7 @@ func NewPostgresStore(pool *pgxpool.Pool) *Store {
 			if err != nil {
 				return err
 			}
-			return migrate(ctx, db, goose.DialectPostgres, sub, "bump_migrations")
+			return idem.Migrate(ctx, db, goose.DialectPostgres, sub, "bump_migrations")
 		},
 		st: pgStore{pool},
 	}
@@ -68,7 +73,7 @@ func NewSQLiteStore(db *sql.DB) *Store {
 			if err != nil {
 				return err
 			}
-			return migrate(ctx, db, goose.DialectSQLite3, sub, "bump_migrations")
+			return idem.Migrate(ctx, db, goose.DialectSQLite3, sub, "bump_migrations")
 		},
 		st: sqliteStore{db},
 	}
@@ -79,21 +84,22 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return s.migrate(ctx)
 }
 
-// engineStore gives the generated crash tests the engine's view of the store.
-func (s *Store) engineStore() store {
+// Runtime returns the runtime's view of the store, for integrations written once for
+// every generated package (the crash tests, a queue worker).
+func (s *Store) Runtime() idem.Store {
 	return s.st
 }
 
 // Ledger lists every ledger row, ordered by effect key, for operators and tests.
-func (s *Store) Ledger(ctx context.Context) ([]LedgerEntry, error) {
-	return s.st.auto().ledger(ctx)
+func (s *Store) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
+	return s.st.Auto().Ledger(ctx)
 }
 
 // Parked lists the units whose writes failed and that were not written since, ordered
 // by job and key: failing (progress waits for them), parked after their job's
 // max_attempts (progress passes them), or put back for retry.
-func (s *Store) Parked(ctx context.Context) ([]ParkedUnit, error) {
-	return s.st.auto().unitFailures(ctx)
+func (s *Store) Parked(ctx context.Context) ([]idem.ParkedUnit, error) {
+	return s.st.Auto().UnitFailures(ctx)
 }
 
 // Retry puts job's failed or parked unit under key back, with its attempts at 0: the
@@ -102,10 +108,10 @@ func (s *Store) Parked(ctx context.Context) ([]ParkedUnit, error) {
 // max_attempts times. It reports whether there was such a unit. `idemgen ledger
 // retry` calls it.
 func (s *Store) Retry(ctx context.Context, job, key string) (bool, error) {
-	return s.st.auto().retryUnit(ctx, job, key, time.Now())
+	return s.st.Auto().RetryUnit(ctx, job, key, time.Now())
 }
 
 // RetryParked puts every parked unit of job back, as Retry does, and returns how many.
 func (s *Store) RetryParked(ctx context.Context, job string) (int64, error) {
-	return s.st.auto().retryParkedUnits(ctx, job, time.Now())
+	return s.st.Auto().RetryParkedUnits(ctx, job, time.Now())
 }

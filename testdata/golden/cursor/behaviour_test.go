@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/testdata/golden/cursor"
 	"github.com/idemgen/idemgen/testdata/golden/internal/testdb"
 )
@@ -97,14 +98,14 @@ func (r *registry) RegisterEvent(ctx context.Context, key string, e cursor.Event
 
 func newJob(t *testing.T, st *cursor.Store, src *feed, reg *registry) *cursor.EventImport {
 	t.Helper()
-	j, err := cursor.NewEventImport(st, src, cursor.EventImportEffects{RegisterEvent: reg}, cursor.WithLogger(testdb.Quiet))
+	j, err := cursor.NewEventImport(st, src, cursor.EventImportEffects{RegisterEvent: reg}, idem.WithLogger(testdb.Quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return j
 }
 
-func run(t *testing.T, j *cursor.EventImport) cursor.Report {
+func run(t *testing.T, j *cursor.EventImport) idem.Report {
 	t.Helper()
 	rep, err := j.Run(context.Background())
 	if err != nil {
@@ -169,7 +170,7 @@ func poisonFeed() *feed {
 	return src
 }
 
-func parked(t *testing.T, st *cursor.Store) []cursor.ParkedUnit {
+func parked(t *testing.T, st *cursor.Store) []idem.ParkedUnit {
 	t.Helper()
 	units, err := st.Parked(context.Background())
 	if err != nil {
@@ -255,7 +256,7 @@ func TestParkedUnitIsPassedThenRetried(t *testing.T) {
 
 		// The same payload handed in is skipped: reported, not attempted.
 		rep, err := j.Process(ctx, stored)
-		if err != nil || rep.Parked != 1 || rep.Failed != 1 || rep.Units[0].Outcome != cursor.OutcomeParked || !errors.Is(rep.Units[0].Err, cursor.ErrParked) {
+		if err != nil || rep.Parked != 1 || rep.Failed != 1 || rep.Units[0].Outcome != idem.OutcomeParked || !errors.Is(rep.Units[0].Err, idem.ErrParked) {
 			t.Fatalf("Process of the parked unit: %s %+v, %v", rep, rep.Units, err)
 		}
 		if units := parked(t, st); len(units) != 1 || units[0].Attempts != 2 {
@@ -321,7 +322,7 @@ func TestInsertOnceKeepsFirstAndResultIsReplayed(t *testing.T) {
 		if err != nil || again.Deduped != 1 || again.EffectsDeduped != 1 {
 			t.Fatalf("replay: %s, %v", again, err)
 		}
-		if er := again.Units[0].Effects[0]; er.Outcome != cursor.EffectDeduped || string(er.Result) != "reg-1#1" {
+		if er := again.Units[0].Effects[0]; er.Outcome != idem.EffectDeduped || string(er.Result) != "reg-1#1" {
 			t.Fatalf("replayed effect %+v, want the kept result reg-1#1", er)
 		}
 		if reg.calls.Total() != 1 {

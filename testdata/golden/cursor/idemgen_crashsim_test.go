@@ -6,6 +6,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"testing"
 	"time"
@@ -14,52 +16,52 @@ import (
 // TestCrashSimEventImport crashes the event_import job at every durable boundary, restarts it and checks
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimEventImport(t *testing.T) {
-	job := &simJob[Event]{
-		effects: []simEffect{{
-			keepResult:  true,
-			key:         "register:v{version}:j{job_version}:{seq}",
-			lease:       5 * time.Minute,
-			maxAttempts: 2,
-			name:        "register_event",
-			retention:   0 * time.Hour,
-			version:     1,
-			when:        whenAlways,
+	job := &crashsim.Job[Event]{
+		Effects: []crashsim.Effect{{
+			KeepResult:  true,
+			Key:         "register:v{version}:j{job_version}:{seq}",
+			Lease:       5 * time.Minute,
+			MaxAttempts: 2,
+			Name:        "register_event",
+			Retention:   0 * time.Hour,
+			Version:     1,
+			When:        idem.WhenAlways,
 		}},
-		fields: []simField{{
-			inKey: true,
-			name:  "seq",
-			typ:   "int64",
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "seq",
+			Type:  "int64",
 		}, {
-			name: "name",
-			typ:  "string",
+			Name: "name",
+			Type: "string",
 		}},
-		hasDest:    true,
-		insertOnce: true,
-		key:        "event:{seq}",
-		lease:      5 * time.Minute,
-		name:       "event_import",
-		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Event], error) {
-			j, err := NewEventImport(&Store{st: st}, src.(*simCursorSource[Event]), EventImportEffects{RegisterEvent: RegisterEventFunc(func(ctx context.Context, key string, unit Event) ([]byte, error) {
-				return fx.call(ctx, "register_event", key)
+		HasDest:    true,
+		InsertOnce: true,
+		Key:        "event:{seq}",
+		Lease:      5 * time.Minute,
+		Name:       "event_import",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Event], error) {
+			j, err := NewEventImport(&Store{st: st}, src.(*crashsim.CursorSource[Event]), EventImportEffects{RegisterEvent: RegisterEventFunc(func(ctx context.Context, key string, unit Event) ([]byte, error) {
+				return fx.Call(ctx, "register_event", key)
 			})}, opts...)
 			if err != nil {
-				return simVerbs[Event]{}, err
+				return crashsim.Verbs[Event]{}, err
 			}
-			return simVerbs[Event]{
-				drain:   j.Drain,
-				process: j.Process,
-				purge:   j.Purge,
-				run:     j.Run,
-				stale:   j.Stale,
+			return crashsim.Verbs[Event]{
+				Drain:   j.Drain,
+				Process: j.Process,
+				Purge:   j.Purge,
+				Run:     j.Run,
+				Stale:   j.Stale,
 			}, nil
 		},
-		points: eventImportCrashPoints,
-		rows: func(ctx context.Context, st store) ([]Event, error) {
-			return st.auto().(destQuerier).listEventImport(ctx)
+		Points: eventImportCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Event, error) {
+			return st.Auto().(destQuerier).listEventImport(ctx)
 		},
-		source: "cursor",
-		stage:  false,
-		unit: func(id, rev int) Event {
+		Source: "cursor",
+		Stage:  false,
+		Unit: func(id, rev int) Event {
 			var u Event
 			// Units 5 and 6 share every value outside the key.
 			vid := id
@@ -70,21 +72,21 @@ func TestCrashSimEventImport(t *testing.T) {
 			u.Name = fmt.Sprintf("name-%d.%d", vid, rev)
 			return u
 		},
-		unitMaxAttempts: 2,
-		version:         3,
+		UnitMaxAttempts: 2,
+		Version:         3,
 	}
 	t.Run("sqlite", func(t *testing.T) {
-		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
 			return NewSQLiteStore(db)
 		}), job)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		env := simPostgresEnv(t, func(pool *pgxpool.Pool) simStore {
+		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
 		})
 		if env == nil {
 			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
 		}
-		simulate(t, env, job)
+		crashsim.Run(t, env, job)
 	})
 }

@@ -5,6 +5,7 @@ package cursor
 import (
 	"context"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
 	"time"
 )
 
@@ -16,7 +17,7 @@ type Event struct {
 
 // Key returns the unit's idempotency key, "event:{seq}".
 func (u Event) Key() string {
-	return "event:" + keyInt(u.Seq)
+	return "event:" + idem.KeyInt(u.Seq)
 }
 
 // canonical returns u with times in UTC, so equal instants encode equally.
@@ -49,7 +50,7 @@ func (fn RegisterEventFunc) RegisterEvent(ctx context.Context, key string, unit 
 
 // RegisterEventKey returns the register_event effect key for u, "register:v{version}:j{job_version}:{seq}" (version 1).
 func RegisterEventKey(u Event) string {
-	return "register:v1:j3:" + keyInt(u.Seq)
+	return "register:v1:j3:" + idem.KeyInt(u.Seq)
 }
 
 // EventImportEffects holds the providers of the event_import job's effects; all are required.
@@ -59,12 +60,12 @@ type EventImportEffects struct {
 
 // EventImport runs the event_import job (version 3). Import events page by page and register each one.
 type EventImport struct {
-	e   *engine[Event]
+	e   *idem.Engine[Event]
 	src EventImportSource
 }
 
 // NewEventImport returns the event_import job over store.
-func NewEventImport(store *Store, src EventImportSource, fx EventImportEffects, opts ...Option) (*EventImport, error) {
+func NewEventImport(store *Store, src EventImportSource, fx EventImportEffects, opts ...idem.Option) (*EventImport, error) {
 	if store == nil {
 		return nil, fmt.Errorf("job \"event_import\": nil store")
 	}
@@ -74,69 +75,69 @@ func NewEventImport(store *Store, src EventImportSource, fx EventImportEffects, 
 	if fx.RegisterEvent == nil {
 		return nil, fmt.Errorf("job \"event_import\": no provider for effect \"register_event\"")
 	}
-	def := &jobDef[Event]{
-		canonical: Event.canonical,
-		checkSeen: false,
-		effects: []effectDef[Event]{{
-			call: func(ctx context.Context, key string, unit Event) ([]byte, error) {
+	def := &idem.Job[Event]{
+		Canonical: Event.canonical,
+		CheckSeen: false,
+		Effects: []idem.Effect[Event]{{
+			Call: func(ctx context.Context, key string, unit Event) ([]byte, error) {
 				return fx.RegisterEvent.RegisterEvent(ctx, key, unit)
 			},
-			keepResult:  true,
-			keyOf:       RegisterEventKey,
-			lease:       5 * time.Minute,
-			maxAttempts: 2,
-			name:        "register_event",
-			version:     1,
-			when:        whenAlways,
+			KeepResult:  true,
+			KeyOf:       RegisterEventKey,
+			Lease:       5 * time.Minute,
+			MaxAttempts: 2,
+			Name:        "register_event",
+			Version:     1,
+			When:        idem.WhenAlways,
 		}},
-		keyOf:       Event.Key,
-		maxAttempts: 2,
-		name:        "event_import",
-		version:     3,
-		write: func(ctx context.Context, q querier, u Event, key string, v int32) (Outcome, error) {
+		KeyOf:       Event.Key,
+		MaxAttempts: 2,
+		Name:        "event_import",
+		Version:     3,
+		Write: func(ctx context.Context, q idem.Querier, u Event, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeEventImport(ctx, u, key, v)
 		},
 	}
 	return &EventImport{
-		e:   newEngine(def, store.st, opts),
+		e:   idem.NewEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }
 
 // Run performs owed effects, then applies pages from the stored cursor; the cursor
 // advances only after its whole page is applied.
-func (j *EventImport) Run(ctx context.Context) (Report, error) {
-	return j.e.runCursorJob(ctx, j.src.Fetch)
+func (j *EventImport) Run(ctx context.Context) (idem.Report, error) {
+	return j.e.RunCursor(ctx, j.src.Fetch)
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one.
 // A repeated key with the same payload is deduped; with a different payload it is a
 // mismatch (ErrPayloadMismatch), never silently dropped.
-func (j *EventImport) Process(ctx context.Context, units ...Event) (Report, error) {
-	return j.e.process(ctx, units)
+func (j *EventImport) Process(ctx context.Context, units ...Event) (idem.Report, error) {
+	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
-func (j *EventImport) Drain(ctx context.Context) (Report, error) {
-	return j.e.drainJob(ctx)
+func (j *EventImport) Drain(ctx context.Context) (idem.Report, error) {
+	return j.e.Drain(ctx)
 }
 
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *EventImport) Purge(ctx context.Context) (int64, error) {
-	return j.e.purge(ctx)
+	return j.e.Purge(ctx)
 }
 
 // Rows reads every events row back as units, ordered by the unique key (for checks
 // and small tables: it loads them all).
 func (j *EventImport) Rows(ctx context.Context) ([]Event, error) {
-	return j.e.st.auto().(destQuerier).listEventImport(ctx)
+	return j.e.Store().Auto().(destQuerier).listEventImport(ctx)
 }
 
 // Stale returns the keys of up to limit events rows last computed by an older job
 // version than 3, so they can be found and recomputed (Backfill, or Process).
 func (j *EventImport) Stale(ctx context.Context, limit int) ([]string, error) {
-	return j.e.st.auto().(destQuerier).staleEventImport(ctx, int32(j.e.def.version), int32(limit))
+	return j.e.Store().Auto().(destQuerier).staleEventImport(ctx, int32(j.e.Job().Version), int32(limit))
 }
 
 // eventImportCrashPoints are the durable boundaries of the event_import job, where the crash tests stop it.
-var eventImportCrashPoints = []crashPoint{pointRunStart, pointBatchStart, pointUnitStart, pointUnitBeforeCommit, pointUnitAfterCommit, pointEffectClaimed, pointEffectBeforeCall, pointEffectAfterCall, pointEffectRecorded, pointProgressBefore, pointProgressAfter}
+var eventImportCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}

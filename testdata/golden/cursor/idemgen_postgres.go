@@ -4,11 +4,12 @@ package cursor
 
 import (
 	"context"
+	"github.com/idemgen/idemgen/idem"
 	pgdb "github.com/idemgen/idemgen/testdata/golden/cursor/internal/pgdb"
 )
 
 // writeEventImport upserts u into events (insert_once).
-func (q pgQuerier) writeEventImport(ctx context.Context, u Event, key string, v int32) (Outcome, error) {
+func (q pgQuerier) writeEventImport(ctx context.Context, u Event, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WriteEventImport(ctx, pgdb.WriteEventImportParams{
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
@@ -16,13 +17,13 @@ func (q pgQuerier) writeEventImport(ctx context.Context, u Event, key string, v 
 		Seq:               u.Seq,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if pgNoRows(err) {
-		return OutcomeDeduped, nil
+	if idem.PgNoRows(err) {
+		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listEventImport reads every events row back as units.

@@ -4,11 +4,12 @@ package cursor
 
 import (
 	"context"
+	"github.com/idemgen/idemgen/idem"
 	sqlitedb "github.com/idemgen/idemgen/testdata/golden/cursor/internal/sqlitedb"
 )
 
 // writeEventImport upserts u into events (insert_once).
-func (q sqliteQuerier) writeEventImport(ctx context.Context, u Event, key string, v int32) (Outcome, error) {
+func (q sqliteQuerier) writeEventImport(ctx context.Context, u Event, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WriteEventImport(ctx, sqlitedb.WriteEventImportParams{
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
@@ -16,13 +17,13 @@ func (q sqliteQuerier) writeEventImport(ctx context.Context, u Event, key string
 		Seq:               u.Seq,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if sqliteNoRows(err) {
-		return OutcomeDeduped, nil
+	if idem.SQLiteNoRows(err) {
+		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listEventImport reads every events row back as units.

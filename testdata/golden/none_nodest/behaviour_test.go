@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/testdata/golden/internal/testdb"
 	"github.com/idemgen/idemgen/testdata/golden/none_nodest"
 )
@@ -58,7 +59,7 @@ func TestAlwaysEffectOncePerKey(t *testing.T) {
 		st := open(t, db)
 		clk := testdb.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		a := &acker{}
-		j, err := none_nodest.NewMessageAck(st, none_nodest.MessageAckEffects{Ack: a}, none_nodest.WithClock(clk.Now), none_nodest.WithLogger(testdb.Quiet))
+		j, err := none_nodest.NewMessageAck(st, none_nodest.MessageAckEffects{Ack: a}, idem.WithClock(clk.Now), idem.WithLogger(testdb.Quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +77,7 @@ func TestAlwaysEffectOncePerKey(t *testing.T) {
 		changed := m1
 		changed.Body = json.RawMessage(`{"n":2}`)
 		rep, _ = j.Process(ctx, changed)
-		if rep.Mismatched != 1 || !errors.Is(rep.Units[0].Err, none_nodest.ErrPayloadMismatch) || rep.EffectsDone+rep.EffectsDeduped != 0 {
+		if rep.Mismatched != 1 || !errors.Is(rep.Units[0].Err, idem.ErrPayloadMismatch) || rep.EffectsDone+rep.EffectsDeduped != 0 {
 			t.Fatalf("changed payload: %s, %+v", rep, rep.Units)
 		}
 		if a.calls.Total() != 2 || a.calls.Keys() != 2 {
@@ -99,7 +100,7 @@ func TestFailedEffectIsDrained(t *testing.T) {
 		ctx := context.Background()
 		st := open(t, db)
 		a := &acker{failing: true}
-		j, err := none_nodest.NewMessageAck(st, none_nodest.MessageAckEffects{Ack: a}, none_nodest.WithLogger(testdb.Quiet))
+		j, err := none_nodest.NewMessageAck(st, none_nodest.MessageAckEffects{Ack: a}, idem.WithLogger(testdb.Quiet))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/google/uuid"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"testing"
 	"time"
@@ -16,48 +18,48 @@ import (
 // TestCrashSimMessageAck crashes the message_ack job at every durable boundary, restarts it and checks
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimMessageAck(t *testing.T) {
-	job := &simJob[Message]{
-		effects: []simEffect{{
-			keepResult:  false,
-			key:         "ack:v{version}:{message_id}",
-			lease:       90 * time.Second,
-			maxAttempts: 5,
-			name:        "ack",
-			retention:   24 * time.Hour,
-			version:     1,
-			when:        whenAlways,
+	job := &crashsim.Job[Message]{
+		Effects: []crashsim.Effect{{
+			KeepResult:  false,
+			Key:         "ack:v{version}:{message_id}",
+			Lease:       90 * time.Second,
+			MaxAttempts: 5,
+			Name:        "ack",
+			Retention:   24 * time.Hour,
+			Version:     1,
+			When:        idem.WhenAlways,
 		}},
-		fields: []simField{{
-			inKey: true,
-			name:  "message_id",
-			typ:   "uuid",
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "message_id",
+			Type:  "uuid",
 		}, {
-			name: "body",
-			typ:  "json",
+			Name: "body",
+			Type: "json",
 		}},
-		hasDest:    false,
-		insertOnce: false,
-		key:        "msg:{message_id}",
-		lease:      5 * time.Minute,
-		name:       "message_ack",
-		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Message], error) {
+		HasDest:    false,
+		InsertOnce: false,
+		Key:        "msg:{message_id}",
+		Lease:      5 * time.Minute,
+		Name:       "message_ack",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Message], error) {
 			j, err := NewMessageAck(&Store{st: st}, MessageAckEffects{Ack: AckFunc(func(ctx context.Context, key string, unit Message) error {
-				_, err := fx.call(ctx, "ack", key)
+				_, err := fx.Call(ctx, "ack", key)
 				return err
 			})}, opts...)
 			if err != nil {
-				return simVerbs[Message]{}, err
+				return crashsim.Verbs[Message]{}, err
 			}
-			return simVerbs[Message]{
-				drain:   j.Drain,
-				process: j.Process,
-				purge:   j.Purge,
+			return crashsim.Verbs[Message]{
+				Drain:   j.Drain,
+				Process: j.Process,
+				Purge:   j.Purge,
 			}, nil
 		},
-		points: messageAckCrashPoints,
-		source: "none",
-		stage:  false,
-		unit: func(id, rev int) Message {
+		Points: messageAckCrashPoints,
+		Source: "none",
+		Stage:  false,
+		Unit: func(id, rev int) Message {
 			var u Message
 			// Units 5 and 6 share every value outside the key.
 			vid := id
@@ -68,20 +70,20 @@ func TestCrashSimMessageAck(t *testing.T) {
 			u.Body = json.RawMessage(fmt.Sprintf("{\"id\": %d, \"rev\": %d}", vid, rev))
 			return u
 		},
-		version: 1,
+		Version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
-		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
 			return NewSQLiteStore(db)
 		}), job)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		env := simPostgresEnv(t, func(pool *pgxpool.Pool) simStore {
+		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
 		})
 		if env == nil {
 			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
 		}
-		simulate(t, env, job)
+		crashsim.Run(t, env, job)
 	})
 }

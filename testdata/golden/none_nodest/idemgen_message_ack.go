@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/google/uuid"
+	"github.com/idemgen/idemgen/idem"
 	"time"
 )
 
@@ -53,56 +54,56 @@ type MessageAckEffects struct {
 
 // MessageAck runs the message_ack job (version 1).
 type MessageAck struct {
-	e *engine[Message]
+	e *idem.Engine[Message]
 }
 
 // NewMessageAck returns the message_ack job over store.
-func NewMessageAck(store *Store, fx MessageAckEffects, opts ...Option) (*MessageAck, error) {
+func NewMessageAck(store *Store, fx MessageAckEffects, opts ...idem.Option) (*MessageAck, error) {
 	if store == nil {
 		return nil, fmt.Errorf("job \"message_ack\": nil store")
 	}
 	if fx.Ack == nil {
 		return nil, fmt.Errorf("job \"message_ack\": no provider for effect \"ack\"")
 	}
-	def := &jobDef[Message]{
-		canonical: Message.canonical,
-		checkSeen: true,
-		effects: []effectDef[Message]{{
-			call: func(ctx context.Context, key string, unit Message) ([]byte, error) {
+	def := &idem.Job[Message]{
+		Canonical: Message.canonical,
+		CheckSeen: true,
+		Effects: []idem.Effect[Message]{{
+			Call: func(ctx context.Context, key string, unit Message) ([]byte, error) {
 				return nil, fx.Ack.Ack(ctx, key, unit)
 			},
-			keepResult:  false,
-			keyOf:       AckKey,
-			lease:       90 * time.Second,
-			maxAttempts: 5,
-			name:        "ack",
-			retention:   24 * time.Hour,
-			version:     1,
-			when:        whenAlways,
+			KeepResult:  false,
+			KeyOf:       AckKey,
+			Lease:       90 * time.Second,
+			MaxAttempts: 5,
+			Name:        "ack",
+			Retention:   24 * time.Hour,
+			Version:     1,
+			When:        idem.WhenAlways,
 		}},
-		keyOf:   Message.Key,
-		name:    "message_ack",
-		version: 1,
+		KeyOf:   Message.Key,
+		Name:    "message_ack",
+		Version: 1,
 	}
-	return &MessageAck{e: newEngine(def, store.st, opts)}, nil
+	return &MessageAck{e: idem.NewEngine(def, store.st, opts)}, nil
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one.
 // A repeated key with the same payload is deduped; with a different payload it is a
 // mismatch (ErrPayloadMismatch), never silently dropped.
-func (j *MessageAck) Process(ctx context.Context, units ...Message) (Report, error) {
-	return j.e.process(ctx, units)
+func (j *MessageAck) Process(ctx context.Context, units ...Message) (idem.Report, error) {
+	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
-func (j *MessageAck) Drain(ctx context.Context) (Report, error) {
-	return j.e.drainJob(ctx)
+func (j *MessageAck) Drain(ctx context.Context) (idem.Report, error) {
+	return j.e.Drain(ctx)
 }
 
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *MessageAck) Purge(ctx context.Context) (int64, error) {
-	return j.e.purge(ctx)
+	return j.e.Purge(ctx)
 }
 
 // messageAckCrashPoints are the durable boundaries of the message_ack job, where the crash tests stop it.
-var messageAckCrashPoints = []crashPoint{pointRunStart, pointUnitStart, pointUnitBeforeCommit, pointUnitAfterCommit, pointEffectClaimed, pointEffectBeforeCall, pointEffectAfterCall, pointEffectRecorded}
+var messageAckCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/testdata/golden/internal/testdb"
 	"github.com/idemgen/idemgen/testdata/golden/pgonly"
 )
@@ -20,7 +21,7 @@ func TestSingleFieldUnitOnPostgres(t *testing.T) {
 		if err := st.Migrate(ctx); err != nil {
 			t.Fatal(err)
 		}
-		j, err := pgonly.NewDeviceRegister(st, pgonly.WithLogger(testdb.Quiet))
+		j, err := pgonly.NewDeviceRegister(st, idem.WithLogger(testdb.Quiet))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ package pgonly
 import (
 	"context"
 	"github.com/google/uuid"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"testing"
 	"time"
@@ -13,49 +15,49 @@ import (
 // TestCrashSimDeviceRegister crashes the device_register job at every durable boundary, restarts it and checks
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimDeviceRegister(t *testing.T) {
-	job := &simJob[Device]{
-		fields: []simField{{
-			inKey: true,
-			name:  "device_id",
-			typ:   "uuid",
+	job := &crashsim.Job[Device]{
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "device_id",
+			Type:  "uuid",
 		}},
-		hasDest:    true,
-		insertOnce: false,
-		key:        "device:{device_id}",
-		lease:      5 * time.Minute,
-		name:       "device_register",
-		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Device], error) {
+		HasDest:    true,
+		InsertOnce: false,
+		Key:        "device:{device_id}",
+		Lease:      5 * time.Minute,
+		Name:       "device_register",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Device], error) {
 			j, err := NewDeviceRegister(&Store{st: st}, opts...)
 			if err != nil {
-				return simVerbs[Device]{}, err
+				return crashsim.Verbs[Device]{}, err
 			}
-			return simVerbs[Device]{
-				drain:   j.Drain,
-				process: j.Process,
-				purge:   j.Purge,
-				stale:   j.Stale,
+			return crashsim.Verbs[Device]{
+				Drain:   j.Drain,
+				Process: j.Process,
+				Purge:   j.Purge,
+				Stale:   j.Stale,
 			}, nil
 		},
-		points: deviceRegisterCrashPoints,
-		rows: func(ctx context.Context, st store) ([]Device, error) {
-			return st.auto().(destQuerier).listDeviceRegister(ctx)
+		Points: deviceRegisterCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Device, error) {
+			return st.Auto().(destQuerier).listDeviceRegister(ctx)
 		},
-		source: "none",
-		stage:  false,
-		unit: func(id, rev int) Device {
+		Source: "none",
+		Stage:  false,
+		Unit: func(id, rev int) Device {
 			var u Device
 			u.DeviceID = uuid.UUID{0: byte(id), 1: byte(0)}
 			return u
 		},
-		version: 1,
+		Version: 1,
 	}
 	t.Run("postgres", func(t *testing.T) {
-		env := simPostgresEnv(t, func(pool *pgxpool.Pool) simStore {
+		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
 		})
 		if env == nil {
 			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
 		}
-		simulate(t, env, job)
+		crashsim.Run(t, env, job)
 	})
 }

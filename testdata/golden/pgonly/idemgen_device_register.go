@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/google/uuid"
+	"github.com/idemgen/idemgen/idem"
 )
 
 // Device is one unit of work of the device_register job.
@@ -28,55 +29,55 @@ type DeviceRegisterEffects struct{}
 
 // DeviceRegister runs the device_register job (version 1).
 type DeviceRegister struct {
-	e *engine[Device]
+	e *idem.Engine[Device]
 }
 
 // NewDeviceRegister returns the device_register job over store.
-func NewDeviceRegister(store *Store, opts ...Option) (*DeviceRegister, error) {
+func NewDeviceRegister(store *Store, opts ...idem.Option) (*DeviceRegister, error) {
 	if store == nil {
 		return nil, fmt.Errorf("job \"device_register\": nil store")
 	}
-	def := &jobDef[Device]{
-		canonical: Device.canonical,
-		checkSeen: true,
-		keyOf:     Device.Key,
-		name:      "device_register",
-		version:   1,
-		write: func(ctx context.Context, q querier, u Device, key string, v int32) (Outcome, error) {
+	def := &idem.Job[Device]{
+		Canonical: Device.canonical,
+		CheckSeen: true,
+		KeyOf:     Device.Key,
+		Name:      "device_register",
+		Version:   1,
+		Write: func(ctx context.Context, q idem.Querier, u Device, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeDeviceRegister(ctx, u, key, v)
 		},
 	}
-	return &DeviceRegister{e: newEngine(def, store.st, opts)}, nil
+	return &DeviceRegister{e: idem.NewEngine(def, store.st, opts)}, nil
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one.
 // A repeated key with the same payload is deduped; with a different payload it is a
 // mismatch (ErrPayloadMismatch), never silently dropped.
-func (j *DeviceRegister) Process(ctx context.Context, units ...Device) (Report, error) {
-	return j.e.process(ctx, units)
+func (j *DeviceRegister) Process(ctx context.Context, units ...Device) (idem.Report, error) {
+	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
-func (j *DeviceRegister) Drain(ctx context.Context) (Report, error) {
-	return j.e.drainJob(ctx)
+func (j *DeviceRegister) Drain(ctx context.Context) (idem.Report, error) {
+	return j.e.Drain(ctx)
 }
 
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *DeviceRegister) Purge(ctx context.Context) (int64, error) {
-	return j.e.purge(ctx)
+	return j.e.Purge(ctx)
 }
 
 // Rows reads every devices row back as units, ordered by the unique key (for checks
 // and small tables: it loads them all).
 func (j *DeviceRegister) Rows(ctx context.Context) ([]Device, error) {
-	return j.e.st.auto().(destQuerier).listDeviceRegister(ctx)
+	return j.e.Store().Auto().(destQuerier).listDeviceRegister(ctx)
 }
 
 // Stale returns the keys of up to limit devices rows last computed by an older job
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *DeviceRegister) Stale(ctx context.Context, limit int) ([]string, error) {
-	return j.e.st.auto().(destQuerier).staleDeviceRegister(ctx, int32(j.e.def.version), int32(limit))
+	return j.e.Store().Auto().(destQuerier).staleDeviceRegister(ctx, int32(j.e.Job().Version), int32(limit))
 }
 
 // deviceRegisterCrashPoints are the durable boundaries of the device_register job, where the crash tests stop it.
-var deviceRegisterCrashPoints = []crashPoint{pointRunStart, pointUnitStart, pointUnitBeforeCommit, pointUnitAfterCommit}
+var deviceRegisterCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit}

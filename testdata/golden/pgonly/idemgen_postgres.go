@@ -4,24 +4,25 @@ package pgonly
 
 import (
 	"context"
+	"github.com/idemgen/idemgen/idem"
 	pgdb "github.com/idemgen/idemgen/testdata/golden/pgonly/internal/pgdb"
 )
 
 // writeDeviceRegister upserts u into devices (upsert).
-func (q pgQuerier) writeDeviceRegister(ctx context.Context, u Device, key string, v int32) (Outcome, error) {
+func (q pgQuerier) writeDeviceRegister(ctx context.Context, u Device, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WriteDeviceRegister(ctx, pgdb.WriteDeviceRegisterParams{
 		DeviceID:          u.DeviceID,
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if pgNoRows(err) {
-		return OutcomeUnchanged, nil
+	if idem.PgNoRows(err) {
+		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listDeviceRegister reads every devices row back as units.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/testdata/golden/internal/testdb"
 	"github.com/idemgen/idemgen/testdata/golden/sha256key"
 )
@@ -62,7 +63,7 @@ func TestSHA256KeysAreStableAndDistinct(t *testing.T) {
 
 type prices struct{ list []sha256key.Price }
 
-func (s *prices) Fetch(ctx context.Context, w sha256key.Window, page string) ([]sha256key.Price, string, error) {
+func (s *prices) Fetch(ctx context.Context, w idem.Window, page string) ([]sha256key.Price, string, error) {
 	var out []sha256key.Price
 	for _, p := range s.list {
 		if !p.SeenAt.Before(w.Since) && p.SeenAt.Before(w.Until) {
@@ -92,12 +93,12 @@ func TestChangedNewerWinsAndRenamedTables(t *testing.T) {
 		src := &prices{}
 		fx := &providers{}
 		j, err := sha256key.NewPriceSync(st, src, sha256key.PriceSyncEffects{PublishChange: fx, TouchIndex: fx},
-			sha256key.WithClock(func() time.Time { return base }), sha256key.WithLogger(testdb.Quiet), sha256key.WithStart(base.Add(-time.Hour)))
+			idem.WithClock(func() time.Time { return base }), idem.WithLogger(testdb.Quiet), idem.WithStart(base.Add(-time.Hour)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		window := sha256key.Window{Since: base.Add(-time.Hour), Until: base}
-		serve := func(rev, cents int64) sha256key.Report {
+		window := idem.Window{Since: base.Add(-time.Hour), Until: base}
+		serve := func(rev, cents int64) idem.Report {
 			t.Helper()
 			src.list = []sha256key.Price{
 				{Sku: "sku-1", Region: "eu", Rev: rev, Cents: cents, SeenAt: base.Add(-time.Minute)},

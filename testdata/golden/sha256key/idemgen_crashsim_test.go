@@ -5,6 +5,8 @@ package sha256key
 import (
 	"context"
 	"database/sql"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"testing"
 	"time"
@@ -13,114 +15,114 @@ import (
 // TestCrashSimPriceSync crashes the price_sync job at every durable boundary, restarts it and checks
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimPriceSync(t *testing.T) {
-	job := &simJob[Price]{
-		effects: []simEffect{{
-			keepResult:  false,
-			key:         "publish:v{version}:{sha256(sku,region)}:{rev}",
-			lease:       5 * time.Minute,
-			maxAttempts: 5,
-			name:        "publish_change",
-			retention:   0 * time.Hour,
-			version:     1,
-			when:        whenChanged,
+	job := &crashsim.Job[Price]{
+		Effects: []crashsim.Effect{{
+			KeepResult:  false,
+			Key:         "publish:v{version}:{sha256(sku,region)}:{rev}",
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "publish_change",
+			Retention:   0 * time.Hour,
+			Version:     1,
+			When:        idem.WhenChanged,
 		}, {
-			keepResult:  false,
-			key:         "index:{sha256(sku,region)}",
-			lease:       5 * time.Minute,
-			maxAttempts: 5,
-			name:        "touch_index",
-			retention:   0 * time.Hour,
-			version:     1,
-			when:        whenAlways,
+			KeepResult:  false,
+			Key:         "index:{sha256(sku,region)}",
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "touch_index",
+			Retention:   0 * time.Hour,
+			Version:     1,
+			When:        idem.WhenAlways,
 		}},
-		fields: []simField{{
-			inKey: true,
-			name:  "sku",
-			typ:   "string",
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "sku",
+			Type:  "string",
 		}, {
-			inKey: true,
-			name:  "region",
-			typ:   "string",
+			InKey: true,
+			Name:  "region",
+			Type:  "string",
 		}, {
-			name: "rev",
-			typ:  "int64",
+			Name: "rev",
+			Type: "int64",
 		}, {
-			name: "cents",
-			typ:  "int64",
+			Name: "cents",
+			Type: "int64",
 		}, {
-			name: "seen_at",
-			typ:  "time",
+			Name: "seen_at",
+			Type: "time",
 		}},
-		hasDest:    true,
-		insertOnce: false,
-		key:        "price:{sha256(sku, region)}",
-		lease:      5 * time.Minute,
-		markOf: func(u Price) time.Time {
+		HasDest:    true,
+		InsertOnce: false,
+		Key:        "price:{sha256(sku, region)}",
+		Lease:      5 * time.Minute,
+		MarkOf: func(u Price) time.Time {
 			return u.SeenAt
 		},
-		name: "price_sync",
-		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Price], error) {
-			j, err := NewPriceSync(&Store{st: st}, src.(*simWindowSource[Price]), PriceSyncEffects{
+		Name: "price_sync",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Price], error) {
+			j, err := NewPriceSync(&Store{st: st}, src.(*crashsim.WindowSource[Price]), PriceSyncEffects{
 				PublishChange: PublishChangeFunc(func(ctx context.Context, key string, unit Price) error {
-					_, err := fx.call(ctx, "publish_change", key)
+					_, err := fx.Call(ctx, "publish_change", key)
 					return err
 				}),
 				TouchIndex: TouchIndexFunc(func(ctx context.Context, key string, unit Price) error {
-					_, err := fx.call(ctx, "touch_index", key)
+					_, err := fx.Call(ctx, "touch_index", key)
 					return err
 				}),
 			}, opts...)
 			if err != nil {
-				return simVerbs[Price]{}, err
+				return crashsim.Verbs[Price]{}, err
 			}
-			return simVerbs[Price]{
-				backfill: j.Backfill,
-				drain:    j.Drain,
-				process:  j.Process,
-				purge:    j.Purge,
-				run:      j.Run,
-				stale:    j.Stale,
+			return crashsim.Verbs[Price]{
+				Backfill: j.Backfill,
+				Drain:    j.Drain,
+				Process:  j.Process,
+				Purge:    j.Purge,
+				Run:      j.Run,
+				Stale:    j.Stale,
 			}, nil
 		},
-		newerWins: "rev",
-		overlap:   5 * time.Minute,
-		points:    priceSyncCrashPoints,
-		rows: func(ctx context.Context, st store) ([]Price, error) {
-			return st.auto().(destQuerier).listPriceSync(ctx)
+		NewerWins: "rev",
+		Overlap:   5 * time.Minute,
+		Points:    priceSyncCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Price, error) {
+			return st.Auto().(destQuerier).listPriceSync(ctx)
 		},
-		setMark: func(u *Price, t time.Time) {
+		SetMark: func(u *Price, t time.Time) {
 			u.SeenAt = t
 		},
-		source: "watermark",
-		stage:  false,
-		unit: func(id, rev int) Price {
+		Source: "watermark",
+		Stage:  false,
+		Unit: func(id, rev int) Price {
 			var u Price
 			// Units 5 and 6 share every value outside the key.
 			vid := id
 			if id == 6 {
 				vid = 5
 			}
-			u.Sku = simKeyText("price:{sha256(sku, region)}", "sku", id)
-			u.Region = simKeyText("price:{sha256(sku, region)}", "region", id)
+			u.Sku = crashsim.KeyText("price:{sha256(sku, region)}", "sku", id)
+			u.Region = crashsim.KeyText("price:{sha256(sku, region)}", "region", id)
 			u.Rev = int64((vid*100 + rev))
 			u.Cents = int64((vid*100 + rev))
-			u.SeenAt = simMark(vid, rev)
+			u.SeenAt = crashsim.Mark(vid, rev)
 			return u
 		},
-		version: 1,
+		Version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
-		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
 			return NewSQLiteStore(db)
 		}), job)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		env := simPostgresEnv(t, func(pool *pgxpool.Pool) simStore {
+		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
 		})
 		if env == nil {
 			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
 		}
-		simulate(t, env, job)
+		crashsim.Run(t, env, job)
 	})
 }

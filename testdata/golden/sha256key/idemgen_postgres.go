@@ -4,11 +4,12 @@ package sha256key
 
 import (
 	"context"
+	"github.com/idemgen/idemgen/idem"
 	pgdb "github.com/idemgen/idemgen/testdata/golden/sha256key/internal/pgdb"
 )
 
 // writePriceSync upserts u into prices (upsert).
-func (q pgQuerier) writePriceSync(ctx context.Context, u Price, key string, v int32) (Outcome, error) {
+func (q pgQuerier) writePriceSync(ctx context.Context, u Price, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WritePriceSync(ctx, pgdb.WritePriceSyncParams{
 		Cents:             u.Cents,
 		IdemgenJobVersion: v,
@@ -19,13 +20,13 @@ func (q pgQuerier) writePriceSync(ctx context.Context, u Price, key string, v in
 		Sku:               u.Sku,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if pgNoRows(err) {
-		return OutcomeUnchanged, nil
+	if idem.PgNoRows(err) {
+		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listPriceSync reads every prices row back as units.

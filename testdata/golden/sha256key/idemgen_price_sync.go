@@ -5,6 +5,7 @@ package sha256key
 import (
 	"context"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
 	"time"
 )
 
@@ -19,7 +20,7 @@ type Price struct {
 
 // Key returns the unit's idempotency key, "price:{sha256(sku, region)}".
 func (u Price) Key() string {
-	return "price:" + keySHA256(u.Sku, u.Region)
+	return "price:" + idem.KeySHA256(u.Sku, u.Region)
 }
 
 // canonical returns u with times in UTC, so equal instants encode equally.
@@ -32,7 +33,7 @@ func (u Price) canonical() Price {
 type PriceSyncSource interface {
 	// Fetch returns the units whose seen_at lies in w, one page at a time:
 	// page is "" for the first page, and next is "" after the last.
-	Fetch(ctx context.Context, w Window, page string) (units []Price, next string, err error)
+	Fetch(ctx context.Context, w idem.Window, page string) (units []Price, next string, err error)
 }
 
 // PublishChange performs the publish_change effect of the price_sync job. key is the effect's
@@ -52,7 +53,7 @@ func (fn PublishChangeFunc) PublishChange(ctx context.Context, key string, unit 
 
 // PublishChangeKey returns the publish_change effect key for u, "publish:v{version}:{sha256(sku,region)}:{rev}" (version 1).
 func PublishChangeKey(u Price) string {
-	return "publish:v1:" + keySHA256(u.Sku, u.Region) + ":" + keyEscape(keyInt(u.Rev), ":")
+	return "publish:v1:" + idem.KeySHA256(u.Sku, u.Region) + ":" + idem.KeyEscape(idem.KeyInt(u.Rev), ":")
 }
 
 // TouchIndex performs the touch_index effect of the price_sync job. key is the effect's
@@ -72,7 +73,7 @@ func (fn TouchIndexFunc) TouchIndex(ctx context.Context, key string, unit Price)
 
 // TouchIndexKey returns the touch_index effect key for u, "index:{sha256(sku,region)}" (version 1).
 func TouchIndexKey(u Price) string {
-	return "index:" + keySHA256(u.Sku, u.Region)
+	return "index:" + idem.KeySHA256(u.Sku, u.Region)
 }
 
 // PriceSyncEffects holds the providers of the price_sync job's effects; all are required.
@@ -83,12 +84,12 @@ type PriceSyncEffects struct {
 
 // PriceSync runs the price_sync job (version 1).
 type PriceSync struct {
-	e   *engine[Price]
+	e   *idem.Engine[Price]
 	src PriceSyncSource
 }
 
 // NewPriceSync returns the price_sync job over store.
-func NewPriceSync(store *Store, src PriceSyncSource, fx PriceSyncEffects, opts ...Option) (*PriceSync, error) {
+func NewPriceSync(store *Store, src PriceSyncSource, fx PriceSyncEffects, opts ...idem.Option) (*PriceSync, error) {
 	if store == nil {
 		return nil, fmt.Errorf("job \"price_sync\": nil store")
 	}
@@ -101,60 +102,60 @@ func NewPriceSync(store *Store, src PriceSyncSource, fx PriceSyncEffects, opts .
 	if fx.TouchIndex == nil {
 		return nil, fmt.Errorf("job \"price_sync\": no provider for effect \"touch_index\"")
 	}
-	def := &jobDef[Price]{
-		canonical: Price.canonical,
-		checkSeen: false,
-		effects: []effectDef[Price]{{
-			call: func(ctx context.Context, key string, unit Price) ([]byte, error) {
+	def := &idem.Job[Price]{
+		Canonical: Price.canonical,
+		CheckSeen: false,
+		Effects: []idem.Effect[Price]{{
+			Call: func(ctx context.Context, key string, unit Price) ([]byte, error) {
 				return nil, fx.PublishChange.PublishChange(ctx, key, unit)
 			},
-			keepResult:  false,
-			keyOf:       PublishChangeKey,
-			lease:       5 * time.Minute,
-			maxAttempts: 5,
-			name:        "publish_change",
-			version:     1,
-			when:        whenChanged,
+			KeepResult:  false,
+			KeyOf:       PublishChangeKey,
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "publish_change",
+			Version:     1,
+			When:        idem.WhenChanged,
 		}, {
-			call: func(ctx context.Context, key string, unit Price) ([]byte, error) {
+			Call: func(ctx context.Context, key string, unit Price) ([]byte, error) {
 				return nil, fx.TouchIndex.TouchIndex(ctx, key, unit)
 			},
-			keepResult:  false,
-			keyOf:       TouchIndexKey,
-			lease:       5 * time.Minute,
-			maxAttempts: 5,
-			name:        "touch_index",
-			version:     1,
-			when:        whenAlways,
+			KeepResult:  false,
+			KeyOf:       TouchIndexKey,
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "touch_index",
+			Version:     1,
+			When:        idem.WhenAlways,
 		}},
-		keyOf: Price.Key,
-		markOf: func(u Price) time.Time {
+		KeyOf: Price.Key,
+		MarkOf: func(u Price) time.Time {
 			return u.SeenAt
 		},
-		name:    "price_sync",
-		version: 1,
-		write: func(ctx context.Context, q querier, u Price, key string, v int32) (Outcome, error) {
+		Name:    "price_sync",
+		Version: 1,
+		Write: func(ctx context.Context, q idem.Querier, u Price, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writePriceSync(ctx, u, key, v)
 		},
 	}
 	return &PriceSync{
-		e:   newEngine(def, store.st, opts),
+		e:   idem.NewEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }
 
 // Run performs owed effects, then fetches the window from the stored watermark minus the
 // overlap (5m0s) to now, applies it, and only then advances the watermark.
-func (j *PriceSync) Run(ctx context.Context) (Report, error) {
-	return j.e.runWatermark(ctx, 5*time.Minute, j.src.Fetch, func(u Price) time.Time {
+func (j *PriceSync) Run(ctx context.Context) (idem.Report, error) {
+	return j.e.RunWatermark(ctx, 5*time.Minute, j.src.Fetch, func(u Price) time.Time {
 		return u.SeenAt
 	})
 }
 
 // Backfill re-runs a past window through the same keys and ledger: rows converge,
 // effects already performed are not repeated, and the watermark does not move.
-func (j *PriceSync) Backfill(ctx context.Context, w Window) (Report, error) {
-	return j.e.backfill(ctx, w, j.src.Fetch, func(u Price) time.Time {
+func (j *PriceSync) Backfill(ctx context.Context, w idem.Window) (idem.Report, error) {
+	return j.e.Backfill(ctx, w, j.src.Fetch, func(u Price) time.Time {
 		return u.SeenAt
 	})
 }
@@ -162,31 +163,31 @@ func (j *PriceSync) Backfill(ctx context.Context, w Window) (Report, error) {
 // Process applies handed-in units (a queue message, a webhook) and reports each one.
 // A repeated key with the same payload is deduped; with a different payload it is a
 // mismatch (ErrPayloadMismatch), never silently dropped.
-func (j *PriceSync) Process(ctx context.Context, units ...Price) (Report, error) {
-	return j.e.process(ctx, units)
+func (j *PriceSync) Process(ctx context.Context, units ...Price) (idem.Report, error) {
+	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
-func (j *PriceSync) Drain(ctx context.Context) (Report, error) {
-	return j.e.drainJob(ctx)
+func (j *PriceSync) Drain(ctx context.Context) (idem.Report, error) {
+	return j.e.Drain(ctx)
 }
 
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *PriceSync) Purge(ctx context.Context) (int64, error) {
-	return j.e.purge(ctx)
+	return j.e.Purge(ctx)
 }
 
 // Rows reads every prices row back as units, ordered by the unique key (for checks
 // and small tables: it loads them all).
 func (j *PriceSync) Rows(ctx context.Context) ([]Price, error) {
-	return j.e.st.auto().(destQuerier).listPriceSync(ctx)
+	return j.e.Store().Auto().(destQuerier).listPriceSync(ctx)
 }
 
 // Stale returns the keys of up to limit prices rows last computed by an older job
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *PriceSync) Stale(ctx context.Context, limit int) ([]string, error) {
-	return j.e.st.auto().(destQuerier).stalePriceSync(ctx, int32(j.e.def.version), int32(limit))
+	return j.e.Store().Auto().(destQuerier).stalePriceSync(ctx, int32(j.e.Job().Version), int32(limit))
 }
 
 // priceSyncCrashPoints are the durable boundaries of the price_sync job, where the crash tests stop it.
-var priceSyncCrashPoints = []crashPoint{pointRunStart, pointBatchStart, pointUnitStart, pointUnitBeforeCommit, pointUnitAfterCommit, pointEffectClaimed, pointEffectBeforeCall, pointEffectAfterCall, pointEffectRecorded, pointProgressBefore, pointProgressAfter}
+var priceSyncCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}

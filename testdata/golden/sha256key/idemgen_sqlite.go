@@ -4,28 +4,29 @@ package sha256key
 
 import (
 	"context"
+	"github.com/idemgen/idemgen/idem"
 	sqlitedb "github.com/idemgen/idemgen/testdata/golden/sha256key/internal/sqlitedb"
 )
 
 // writePriceSync upserts u into prices (upsert).
-func (q sqliteQuerier) writePriceSync(ctx context.Context, u Price, key string, v int32) (Outcome, error) {
+func (q sqliteQuerier) writePriceSync(ctx context.Context, u Price, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WritePriceSync(ctx, sqlitedb.WritePriceSyncParams{
 		Cents:             u.Cents,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		Region:            u.Region,
 		Rev:               u.Rev,
-		SeenAt:            sqliteTime(u.SeenAt),
+		SeenAt:            idem.SQLiteTime(u.SeenAt),
 		Sku:               u.Sku,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if sqliteNoRows(err) {
-		return OutcomeUnchanged, nil
+	if idem.SQLiteNoRows(err) {
+		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listPriceSync reads every prices row back as units.
@@ -40,7 +41,7 @@ func (q sqliteQuerier) listPriceSync(ctx context.Context) ([]Price, error) {
 			Cents:  r.Cents,
 			Region: r.Region,
 			Rev:    r.Rev,
-			SeenAt: readTime(r.SeenAt, &err),
+			SeenAt: idem.ReadTime(r.SeenAt, &err),
 			Sku:    r.Sku,
 		})
 	}

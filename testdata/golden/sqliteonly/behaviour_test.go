@@ -6,6 +6,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/testdata/golden/internal/testdb"
 	"github.com/idemgen/idemgen/testdata/golden/sqliteonly"
 )
@@ -32,7 +33,7 @@ func TestSingleFieldUnitOnSQLite(t *testing.T) {
 			t.Fatal(err)
 		}
 		src := &tags{pages: [][]sqliteonly.Tag{{{Tag: "go"}, {Tag: "sql"}}, {{Tag: "go"}, {Tag: "yaml"}}}}
-		j, err := sqliteonly.NewTagCollect(st, src, sqliteonly.WithLogger(testdb.Quiet))
+		j, err := sqliteonly.NewTagCollect(st, src, idem.WithLogger(testdb.Quiet))
 		if err != nil {
 			t.Fatal(err)
 		}

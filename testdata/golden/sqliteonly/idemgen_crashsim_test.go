@@ -5,6 +5,8 @@ package sqliteonly
 import (
 	"context"
 	"database/sql"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/crashsim"
 	"testing"
 	"time"
 )
@@ -12,45 +14,45 @@ import (
 // TestCrashSimTagCollect crashes the tag_collect job at every durable boundary, restarts it and checks
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimTagCollect(t *testing.T) {
-	job := &simJob[Tag]{
-		fields: []simField{{
-			inKey: true,
-			name:  "tag",
-			typ:   "string",
+	job := &crashsim.Job[Tag]{
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "tag",
+			Type:  "string",
 		}},
-		hasDest:    true,
-		insertOnce: true,
-		key:        "tag:{tag}",
-		lease:      5 * time.Minute,
-		name:       "tag_collect",
-		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Tag], error) {
-			j, err := NewTagCollect(&Store{st: st}, src.(*simCursorSource[Tag]), opts...)
+		HasDest:    true,
+		InsertOnce: true,
+		Key:        "tag:{tag}",
+		Lease:      5 * time.Minute,
+		Name:       "tag_collect",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Tag], error) {
+			j, err := NewTagCollect(&Store{st: st}, src.(*crashsim.CursorSource[Tag]), opts...)
 			if err != nil {
-				return simVerbs[Tag]{}, err
+				return crashsim.Verbs[Tag]{}, err
 			}
-			return simVerbs[Tag]{
-				drain:   j.Drain,
-				process: j.Process,
-				purge:   j.Purge,
-				run:     j.Run,
-				stale:   j.Stale,
+			return crashsim.Verbs[Tag]{
+				Drain:   j.Drain,
+				Process: j.Process,
+				Purge:   j.Purge,
+				Run:     j.Run,
+				Stale:   j.Stale,
 			}, nil
 		},
-		points: tagCollectCrashPoints,
-		rows: func(ctx context.Context, st store) ([]Tag, error) {
-			return st.auto().(destQuerier).listTagCollect(ctx)
+		Points: tagCollectCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Tag, error) {
+			return st.Auto().(destQuerier).listTagCollect(ctx)
 		},
-		source: "cursor",
-		stage:  false,
-		unit: func(id, rev int) Tag {
+		Source: "cursor",
+		Stage:  false,
+		Unit: func(id, rev int) Tag {
 			var u Tag
-			u.Tag = simKeyText("tag:{tag}", "tag", id)
+			u.Tag = crashsim.KeyText("tag:{tag}", "tag", id)
 			return u
 		},
-		version: 1,
+		Version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
-		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
 			return NewSQLiteStore(db)
 		}), job)
 	})

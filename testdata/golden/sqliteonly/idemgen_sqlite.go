@@ -4,24 +4,25 @@ package sqliteonly
 
 import (
 	"context"
+	"github.com/idemgen/idemgen/idem"
 	sqlitedb "github.com/idemgen/idemgen/testdata/golden/sqliteonly/internal/sqlitedb"
 )
 
 // writeTagCollect upserts u into tags (insert_once).
-func (q sqliteQuerier) writeTagCollect(ctx context.Context, u Tag, key string, v int32) (Outcome, error) {
+func (q sqliteQuerier) writeTagCollect(ctx context.Context, u Tag, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WriteTagCollect(ctx, sqlitedb.WriteTagCollectParams{
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		Tag:               u.Tag,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if sqliteNoRows(err) {
-		return OutcomeDeduped, nil
+	if idem.SQLiteNoRows(err) {
+		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listTagCollect reads every tags row back as units.

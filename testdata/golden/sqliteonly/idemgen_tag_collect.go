@@ -5,6 +5,7 @@ package sqliteonly
 import (
 	"context"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
 )
 
 // Tag is one unit of work of the tag_collect job.
@@ -34,68 +35,68 @@ type TagCollectEffects struct{}
 
 // TagCollect runs the tag_collect job (version 1).
 type TagCollect struct {
-	e   *engine[Tag]
+	e   *idem.Engine[Tag]
 	src TagCollectSource
 }
 
 // NewTagCollect returns the tag_collect job over store.
-func NewTagCollect(store *Store, src TagCollectSource, opts ...Option) (*TagCollect, error) {
+func NewTagCollect(store *Store, src TagCollectSource, opts ...idem.Option) (*TagCollect, error) {
 	if store == nil {
 		return nil, fmt.Errorf("job \"tag_collect\": nil store")
 	}
 	if src == nil {
 		return nil, fmt.Errorf("job \"tag_collect\": nil source")
 	}
-	def := &jobDef[Tag]{
-		canonical: Tag.canonical,
-		checkSeen: false,
-		keyOf:     Tag.Key,
-		name:      "tag_collect",
-		version:   1,
-		write: func(ctx context.Context, q querier, u Tag, key string, v int32) (Outcome, error) {
+	def := &idem.Job[Tag]{
+		Canonical: Tag.canonical,
+		CheckSeen: false,
+		KeyOf:     Tag.Key,
+		Name:      "tag_collect",
+		Version:   1,
+		Write: func(ctx context.Context, q idem.Querier, u Tag, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeTagCollect(ctx, u, key, v)
 		},
 	}
 	return &TagCollect{
-		e:   newEngine(def, store.st, opts),
+		e:   idem.NewEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }
 
 // Run performs owed effects, then applies pages from the stored cursor; the cursor
 // advances only after its whole page is applied.
-func (j *TagCollect) Run(ctx context.Context) (Report, error) {
-	return j.e.runCursorJob(ctx, j.src.Fetch)
+func (j *TagCollect) Run(ctx context.Context) (idem.Report, error) {
+	return j.e.RunCursor(ctx, j.src.Fetch)
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one.
 // A repeated key with the same payload is deduped; with a different payload it is a
 // mismatch (ErrPayloadMismatch), never silently dropped.
-func (j *TagCollect) Process(ctx context.Context, units ...Tag) (Report, error) {
-	return j.e.process(ctx, units)
+func (j *TagCollect) Process(ctx context.Context, units ...Tag) (idem.Report, error) {
+	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
-func (j *TagCollect) Drain(ctx context.Context) (Report, error) {
-	return j.e.drainJob(ctx)
+func (j *TagCollect) Drain(ctx context.Context) (idem.Report, error) {
+	return j.e.Drain(ctx)
 }
 
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *TagCollect) Purge(ctx context.Context) (int64, error) {
-	return j.e.purge(ctx)
+	return j.e.Purge(ctx)
 }
 
 // Rows reads every tags row back as units, ordered by the unique key (for checks
 // and small tables: it loads them all).
 func (j *TagCollect) Rows(ctx context.Context) ([]Tag, error) {
-	return j.e.st.auto().(destQuerier).listTagCollect(ctx)
+	return j.e.Store().Auto().(destQuerier).listTagCollect(ctx)
 }
 
 // Stale returns the keys of up to limit tags rows last computed by an older job
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *TagCollect) Stale(ctx context.Context, limit int) ([]string, error) {
-	return j.e.st.auto().(destQuerier).staleTagCollect(ctx, int32(j.e.def.version), int32(limit))
+	return j.e.Store().Auto().(destQuerier).staleTagCollect(ctx, int32(j.e.Job().Version), int32(limit))
 }
 
 // tagCollectCrashPoints are the durable boundaries of the tag_collect job, where the crash tests stop it.
-var tagCollectCrashPoints = []crashPoint{pointRunStart, pointBatchStart, pointUnitStart, pointUnitBeforeCommit, pointUnitAfterCommit, pointProgressBefore, pointProgressAfter}
+var tagCollectCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}

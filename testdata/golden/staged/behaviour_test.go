@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/testdata/golden/internal/testdb"
 	"github.com/idemgen/idemgen/testdata/golden/staged"
 )
@@ -35,7 +36,7 @@ type book struct {
 	entries []staged.Entry
 }
 
-func (b *book) Fetch(ctx context.Context, w staged.Window, page string) ([]staged.Entry, string, error) {
+func (b *book) Fetch(ctx context.Context, w idem.Window, page string) ([]staged.Entry, string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var in []staged.Entry
@@ -95,7 +96,7 @@ func TestStagedWindowIsAllOrNothing(t *testing.T) {
 		calls := &testdb.Calls{}
 		j, err := staged.NewLedgerImport(st, src, staged.LedgerImportEffects{
 			AnnounceEntry: staged.AnnounceEntryFunc(func(ctx context.Context, key string, e staged.Entry) error { calls.Add(key); return nil }),
-		}, staged.WithClock(clock.Now), staged.WithStart(base.Add(-time.Hour)))
+		}, idem.WithClock(clock.Now), idem.WithStart(base.Add(-time.Hour)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +143,7 @@ func TestStagedWindowPublishedOncePoisonIsParked(t *testing.T) {
 		src := poisonBook()
 		j, err := staged.NewLedgerImport(st, src, staged.LedgerImportEffects{
 			AnnounceEntry: staged.AnnounceEntryFunc(func(ctx context.Context, key string, e staged.Entry) error { calls.Add(key); return nil }),
-		}, staged.WithClock(clock.Now), staged.WithStart(base.Add(-time.Hour)), staged.WithLogger(testdb.Quiet))
+		}, idem.WithClock(clock.Now), idem.WithStart(base.Add(-time.Hour)), idem.WithLogger(testdb.Quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,9 +158,9 @@ func TestStagedWindowPublishedOncePoisonIsParked(t *testing.T) {
 			t.Fatalf("second attempt: %s, %v", rep, err)
 		}
 		for i, u := range rep.Units {
-			want := staged.OutcomeFailed
+			want := idem.OutcomeFailed
 			if i == 4 {
-				want = staged.OutcomeParked
+				want = idem.OutcomeParked
 			}
 			if u.Key != src.entries[i].Key() || u.Outcome != want || u.Err == nil {
 				t.Fatalf("unit %d reported %+v, want key %s, %s", i, u, src.entries[i].Key(), want)
@@ -188,7 +189,7 @@ func TestStagedWindowPublishedOncePoisonIsParked(t *testing.T) {
 
 		// A batch that another entry fails still reports e5 parked, not failing
 		// anew; once that entry is back to what was written, its row goes.
-		window := staged.Window{Since: base.Add(-time.Hour), Until: base}
+		window := idem.Window{Since: base.Add(-time.Hour), Until: base}
 		src.entries[5].Account = "poison"
 		if rep, err := j.Backfill(ctx, window); err != nil || rep.Failed != 6 || rep.Parked != 1 || rep.Inserted+rep.Unchanged != 0 {
 			t.Fatalf("backfill failed by e6: %s, %v", rep, err)

@@ -7,6 +7,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"testing"
 	"time"
@@ -15,149 +17,149 @@ import (
 // TestCrashSimLedgerImport crashes the ledger_import job at every durable boundary, restarts it and checks
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimLedgerImport(t *testing.T) {
-	job := &simJob[Entry]{
-		effects: []simEffect{{
-			keepResult:  false,
-			key:         "announce:{entry_id}",
-			lease:       1 * time.Minute,
-			maxAttempts: 5,
-			name:        "announce_entry",
-			retention:   0 * time.Hour,
-			version:     1,
-			when:        whenInserted,
+	job := &crashsim.Job[Entry]{
+		Effects: []crashsim.Effect{{
+			KeepResult:  false,
+			Key:         "announce:{entry_id}",
+			Lease:       1 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "announce_entry",
+			Retention:   0 * time.Hour,
+			Version:     1,
+			When:        idem.WhenInserted,
 		}},
-		fields: []simField{{
-			inKey: true,
-			name:  "entry_id",
-			typ:   "string",
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "entry_id",
+			Type:  "string",
 		}, {
-			name: "account",
-			typ:  "string",
+			Name: "account",
+			Type: "string",
 		}, {
-			name: "amount_cents",
-			typ:  "int64",
+			Name: "amount_cents",
+			Type: "int64",
 		}, {
-			name: "booked_at",
-			typ:  "time",
+			Name: "booked_at",
+			Type: "time",
 		}},
-		hasDest:    true,
-		insertOnce: false,
-		key:        "ledger:entry:{entry_id}",
-		lease:      5 * time.Minute,
-		markOf: func(u Entry) time.Time {
+		HasDest:    true,
+		InsertOnce: false,
+		Key:        "ledger:entry:{entry_id}",
+		Lease:      5 * time.Minute,
+		MarkOf: func(u Entry) time.Time {
 			return u.BookedAt
 		},
-		name: "ledger_import",
-		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Entry], error) {
-			j, err := NewLedgerImport(&Store{st: st}, src.(*simWindowSource[Entry]), LedgerImportEffects{AnnounceEntry: AnnounceEntryFunc(func(ctx context.Context, key string, unit Entry) error {
-				_, err := fx.call(ctx, "announce_entry", key)
+		Name: "ledger_import",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Entry], error) {
+			j, err := NewLedgerImport(&Store{st: st}, src.(*crashsim.WindowSource[Entry]), LedgerImportEffects{AnnounceEntry: AnnounceEntryFunc(func(ctx context.Context, key string, unit Entry) error {
+				_, err := fx.Call(ctx, "announce_entry", key)
 				return err
 			})}, opts...)
 			if err != nil {
-				return simVerbs[Entry]{}, err
+				return crashsim.Verbs[Entry]{}, err
 			}
-			return simVerbs[Entry]{
-				backfill: j.Backfill,
-				drain:    j.Drain,
-				process:  j.Process,
-				purge:    j.Purge,
-				run:      j.Run,
-				stale:    j.Stale,
+			return crashsim.Verbs[Entry]{
+				Backfill: j.Backfill,
+				Drain:    j.Drain,
+				Process:  j.Process,
+				Purge:    j.Purge,
+				Run:      j.Run,
+				Stale:    j.Stale,
 			}, nil
 		},
-		newerWins: "booked_at",
-		overlap:   5 * time.Minute,
-		points:    ledgerImportCrashPoints,
-		rows: func(ctx context.Context, st store) ([]Entry, error) {
-			return st.auto().(destQuerier).listLedgerImport(ctx)
+		NewerWins: "booked_at",
+		Overlap:   5 * time.Minute,
+		Points:    ledgerImportCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Entry, error) {
+			return st.Auto().(destQuerier).listLedgerImport(ctx)
 		},
-		setMark: func(u *Entry, t time.Time) {
+		SetMark: func(u *Entry, t time.Time) {
 			u.BookedAt = t
 		},
-		source: "watermark",
-		stage:  true,
-		unit: func(id, rev int) Entry {
+		Source: "watermark",
+		Stage:  true,
+		Unit: func(id, rev int) Entry {
 			var u Entry
 			// Units 5 and 6 share every value outside the key.
 			vid := id
 			if id == 6 {
 				vid = 5
 			}
-			u.EntryID = simKeyText("ledger:entry:{entry_id}", "entry_id", id)
+			u.EntryID = crashsim.KeyText("ledger:entry:{entry_id}", "entry_id", id)
 			u.Account = fmt.Sprintf("account-%d.%d", vid, rev)
 			u.AmountCents = int64((vid*100 + rev))
-			u.BookedAt = simMark(vid, rev)
+			u.BookedAt = crashsim.Mark(vid, rev)
 			return u
 		},
-		unitMaxAttempts: 2,
-		version:         1,
+		UnitMaxAttempts: 2,
+		Version:         1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
-		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
 			return NewSQLiteStore(db)
 		}), job)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		env := simPostgresEnv(t, func(pool *pgxpool.Pool) simStore {
+		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
 		})
 		if env == nil {
 			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
 		}
-		simulate(t, env, job)
+		crashsim.Run(t, env, job)
 	})
 }
 
 // TestCrashSimPageImport crashes the page_import job at every durable boundary, restarts it and checks
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimPageImport(t *testing.T) {
-	job := &simJob[Change]{
-		effects: []simEffect{{
-			keepResult:  false,
-			key:         "index:{change_id}",
-			lease:       5 * time.Minute,
-			maxAttempts: 5,
-			name:        "index_change",
-			retention:   0 * time.Hour,
-			version:     1,
-			when:        whenInserted,
+	job := &crashsim.Job[Change]{
+		Effects: []crashsim.Effect{{
+			KeepResult:  false,
+			Key:         "index:{change_id}",
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "index_change",
+			Retention:   0 * time.Hour,
+			Version:     1,
+			When:        idem.WhenInserted,
 		}},
-		fields: []simField{{
-			inKey: true,
-			name:  "change_id",
-			typ:   "int64",
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "change_id",
+			Type:  "int64",
 		}, {
-			name: "body",
-			typ:  "json",
+			Name: "body",
+			Type: "json",
 		}},
-		hasDest:    true,
-		insertOnce: true,
-		key:        "feed:change:{change_id}",
-		lease:      5 * time.Minute,
-		name:       "page_import",
-		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Change], error) {
-			j, err := NewPageImport(&Store{st: st}, src.(*simCursorSource[Change]), PageImportEffects{IndexChange: IndexChangeFunc(func(ctx context.Context, key string, unit Change) error {
-				_, err := fx.call(ctx, "index_change", key)
+		HasDest:    true,
+		InsertOnce: true,
+		Key:        "feed:change:{change_id}",
+		Lease:      5 * time.Minute,
+		Name:       "page_import",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Change], error) {
+			j, err := NewPageImport(&Store{st: st}, src.(*crashsim.CursorSource[Change]), PageImportEffects{IndexChange: IndexChangeFunc(func(ctx context.Context, key string, unit Change) error {
+				_, err := fx.Call(ctx, "index_change", key)
 				return err
 			})}, opts...)
 			if err != nil {
-				return simVerbs[Change]{}, err
+				return crashsim.Verbs[Change]{}, err
 			}
-			return simVerbs[Change]{
-				drain:   j.Drain,
-				process: j.Process,
-				purge:   j.Purge,
-				run:     j.Run,
-				stale:   j.Stale,
+			return crashsim.Verbs[Change]{
+				Drain:   j.Drain,
+				Process: j.Process,
+				Purge:   j.Purge,
+				Run:     j.Run,
+				Stale:   j.Stale,
 			}, nil
 		},
-		points: pageImportCrashPoints,
-		rows: func(ctx context.Context, st store) ([]Change, error) {
-			return st.auto().(destQuerier).listPageImport(ctx)
+		Points: pageImportCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Change, error) {
+			return st.Auto().(destQuerier).listPageImport(ctx)
 		},
-		source: "cursor",
-		stage:  true,
-		unit: func(id, rev int) Change {
+		Source: "cursor",
+		Stage:  true,
+		Unit: func(id, rev int) Change {
 			var u Change
 			// Units 5 and 6 share every value outside the key.
 			vid := id
@@ -168,20 +170,20 @@ func TestCrashSimPageImport(t *testing.T) {
 			u.Body = json.RawMessage(fmt.Sprintf("{\"id\": %d, \"rev\": %d}", vid, rev))
 			return u
 		},
-		version: 1,
+		Version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
-		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
 			return NewSQLiteStore(db)
 		}), job)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		env := simPostgresEnv(t, func(pool *pgxpool.Pool) simStore {
+		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
 		})
 		if env == nil {
 			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
 		}
-		simulate(t, env, job)
+		crashsim.Run(t, env, job)
 	})
 }

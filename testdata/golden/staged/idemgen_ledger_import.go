@@ -5,6 +5,7 @@ package staged
 import (
 	"context"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
 	"time"
 )
 
@@ -31,7 +32,7 @@ func (u Entry) canonical() Entry {
 type LedgerImportSource interface {
 	// Fetch returns the units whose booked_at lies in w, one page at a time:
 	// page is "" for the first page, and next is "" after the last.
-	Fetch(ctx context.Context, w Window, page string) (units []Entry, next string, err error)
+	Fetch(ctx context.Context, w idem.Window, page string) (units []Entry, next string, err error)
 }
 
 // AnnounceEntry performs the announce_entry effect of the ledger_import job. key is the effect's
@@ -61,12 +62,12 @@ type LedgerImportEffects struct {
 
 // LedgerImport runs the ledger_import job (version 1). Import ledger entries a window at a time; readers never see half a window.
 type LedgerImport struct {
-	e   *engine[Entry]
+	e   *idem.Engine[Entry]
 	src LedgerImportSource
 }
 
 // NewLedgerImport returns the ledger_import job over store.
-func NewLedgerImport(store *Store, src LedgerImportSource, fx LedgerImportEffects, opts ...Option) (*LedgerImport, error) {
+func NewLedgerImport(store *Store, src LedgerImportSource, fx LedgerImportEffects, opts ...idem.Option) (*LedgerImport, error) {
 	if store == nil {
 		return nil, fmt.Errorf("job \"ledger_import\": nil store")
 	}
@@ -76,51 +77,51 @@ func NewLedgerImport(store *Store, src LedgerImportSource, fx LedgerImportEffect
 	if fx.AnnounceEntry == nil {
 		return nil, fmt.Errorf("job \"ledger_import\": no provider for effect \"announce_entry\"")
 	}
-	def := &jobDef[Entry]{
-		canonical: Entry.canonical,
-		checkSeen: false,
-		effects: []effectDef[Entry]{{
-			call: func(ctx context.Context, key string, unit Entry) ([]byte, error) {
+	def := &idem.Job[Entry]{
+		Canonical: Entry.canonical,
+		CheckSeen: false,
+		Effects: []idem.Effect[Entry]{{
+			Call: func(ctx context.Context, key string, unit Entry) ([]byte, error) {
 				return nil, fx.AnnounceEntry.AnnounceEntry(ctx, key, unit)
 			},
-			keepResult:  false,
-			keyOf:       AnnounceEntryKey,
-			lease:       1 * time.Minute,
-			maxAttempts: 5,
-			name:        "announce_entry",
-			version:     1,
-			when:        whenInserted,
+			KeepResult:  false,
+			KeyOf:       AnnounceEntryKey,
+			Lease:       1 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "announce_entry",
+			Version:     1,
+			When:        idem.WhenInserted,
 		}},
-		keyOf: Entry.Key,
-		markOf: func(u Entry) time.Time {
+		KeyOf: Entry.Key,
+		MarkOf: func(u Entry) time.Time {
 			return u.BookedAt
 		},
-		maxAttempts: 2,
-		name:        "ledger_import",
-		stage:       true,
-		version:     1,
-		write: func(ctx context.Context, q querier, u Entry, key string, v int32) (Outcome, error) {
+		MaxAttempts: 2,
+		Name:        "ledger_import",
+		Stage:       true,
+		Version:     1,
+		Write: func(ctx context.Context, q idem.Querier, u Entry, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeLedgerImport(ctx, u, key, v)
 		},
 	}
 	return &LedgerImport{
-		e:   newEngine(def, store.st, opts),
+		e:   idem.NewEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }
 
 // Run performs owed effects, then fetches the window from the stored watermark minus the
 // overlap (5m0s) to now, applies it, and only then advances the watermark.
-func (j *LedgerImport) Run(ctx context.Context) (Report, error) {
-	return j.e.runWatermark(ctx, 5*time.Minute, j.src.Fetch, func(u Entry) time.Time {
+func (j *LedgerImport) Run(ctx context.Context) (idem.Report, error) {
+	return j.e.RunWatermark(ctx, 5*time.Minute, j.src.Fetch, func(u Entry) time.Time {
 		return u.BookedAt
 	})
 }
 
 // Backfill re-runs a past window through the same keys and ledger: rows converge,
 // effects already performed are not repeated, and the watermark does not move.
-func (j *LedgerImport) Backfill(ctx context.Context, w Window) (Report, error) {
-	return j.e.backfill(ctx, w, j.src.Fetch, func(u Entry) time.Time {
+func (j *LedgerImport) Backfill(ctx context.Context, w idem.Window) (idem.Report, error) {
+	return j.e.Backfill(ctx, w, j.src.Fetch, func(u Entry) time.Time {
 		return u.BookedAt
 	})
 }
@@ -128,31 +129,31 @@ func (j *LedgerImport) Backfill(ctx context.Context, w Window) (Report, error) {
 // Process applies handed-in units (a queue message, a webhook) and reports each one.
 // A repeated key with the same payload is deduped; with a different payload it is a
 // mismatch (ErrPayloadMismatch), never silently dropped.
-func (j *LedgerImport) Process(ctx context.Context, units ...Entry) (Report, error) {
-	return j.e.process(ctx, units)
+func (j *LedgerImport) Process(ctx context.Context, units ...Entry) (idem.Report, error) {
+	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
-func (j *LedgerImport) Drain(ctx context.Context) (Report, error) {
-	return j.e.drainJob(ctx)
+func (j *LedgerImport) Drain(ctx context.Context) (idem.Report, error) {
+	return j.e.Drain(ctx)
 }
 
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *LedgerImport) Purge(ctx context.Context) (int64, error) {
-	return j.e.purge(ctx)
+	return j.e.Purge(ctx)
 }
 
 // Rows reads every ledger_entries row back as units, ordered by the unique key (for checks
 // and small tables: it loads them all).
 func (j *LedgerImport) Rows(ctx context.Context) ([]Entry, error) {
-	return j.e.st.auto().(destQuerier).listLedgerImport(ctx)
+	return j.e.Store().Auto().(destQuerier).listLedgerImport(ctx)
 }
 
 // Stale returns the keys of up to limit ledger_entries rows last computed by an older job
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *LedgerImport) Stale(ctx context.Context, limit int) ([]string, error) {
-	return j.e.st.auto().(destQuerier).staleLedgerImport(ctx, int32(j.e.def.version), int32(limit))
+	return j.e.Store().Auto().(destQuerier).staleLedgerImport(ctx, int32(j.e.Job().Version), int32(limit))
 }
 
 // ledgerImportCrashPoints are the durable boundaries of the ledger_import job, where the crash tests stop it.
-var ledgerImportCrashPoints = []crashPoint{pointRunStart, pointBatchStart, pointUnitStart, pointUnitBeforeCommit, pointUnitAfterCommit, pointEffectClaimed, pointEffectBeforeCall, pointEffectAfterCall, pointEffectRecorded, pointProgressBefore, pointProgressAfter}
+var ledgerImportCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}

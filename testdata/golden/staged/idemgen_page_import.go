@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/idemgen/idemgen/idem"
 	"time"
 )
 
@@ -17,7 +18,7 @@ type Change struct {
 
 // Key returns the unit's idempotency key, "feed:change:{change_id}".
 func (u Change) Key() string {
-	return "feed:change:" + keyInt(u.ChangeID)
+	return "feed:change:" + idem.KeyInt(u.ChangeID)
 }
 
 // canonical returns u with times in UTC, so equal instants encode equally.
@@ -49,7 +50,7 @@ func (fn IndexChangeFunc) IndexChange(ctx context.Context, key string, unit Chan
 
 // IndexChangeKey returns the index_change effect key for u, "index:{change_id}" (version 1).
 func IndexChangeKey(u Change) string {
-	return "index:" + keyInt(u.ChangeID)
+	return "index:" + idem.KeyInt(u.ChangeID)
 }
 
 // PageImportEffects holds the providers of the page_import job's effects; all are required.
@@ -59,12 +60,12 @@ type PageImportEffects struct {
 
 // PageImport runs the page_import job (version 1). Import a change feed page by page, each page published whole with its cursor.
 type PageImport struct {
-	e   *engine[Change]
+	e   *idem.Engine[Change]
 	src PageImportSource
 }
 
 // NewPageImport returns the page_import job over store.
-func NewPageImport(store *Store, src PageImportSource, fx PageImportEffects, opts ...Option) (*PageImport, error) {
+func NewPageImport(store *Store, src PageImportSource, fx PageImportEffects, opts ...idem.Option) (*PageImport, error) {
 	if store == nil {
 		return nil, fmt.Errorf("job \"page_import\": nil store")
 	}
@@ -74,69 +75,69 @@ func NewPageImport(store *Store, src PageImportSource, fx PageImportEffects, opt
 	if fx.IndexChange == nil {
 		return nil, fmt.Errorf("job \"page_import\": no provider for effect \"index_change\"")
 	}
-	def := &jobDef[Change]{
-		canonical: Change.canonical,
-		checkSeen: false,
-		effects: []effectDef[Change]{{
-			call: func(ctx context.Context, key string, unit Change) ([]byte, error) {
+	def := &idem.Job[Change]{
+		Canonical: Change.canonical,
+		CheckSeen: false,
+		Effects: []idem.Effect[Change]{{
+			Call: func(ctx context.Context, key string, unit Change) ([]byte, error) {
 				return nil, fx.IndexChange.IndexChange(ctx, key, unit)
 			},
-			keepResult:  false,
-			keyOf:       IndexChangeKey,
-			lease:       5 * time.Minute,
-			maxAttempts: 5,
-			name:        "index_change",
-			version:     1,
-			when:        whenInserted,
+			KeepResult:  false,
+			KeyOf:       IndexChangeKey,
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "index_change",
+			Version:     1,
+			When:        idem.WhenInserted,
 		}},
-		keyOf:   Change.Key,
-		name:    "page_import",
-		stage:   true,
-		version: 1,
-		write: func(ctx context.Context, q querier, u Change, key string, v int32) (Outcome, error) {
+		KeyOf:   Change.Key,
+		Name:    "page_import",
+		Stage:   true,
+		Version: 1,
+		Write: func(ctx context.Context, q idem.Querier, u Change, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writePageImport(ctx, u, key, v)
 		},
 	}
 	return &PageImport{
-		e:   newEngine(def, store.st, opts),
+		e:   idem.NewEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }
 
 // Run performs owed effects, then applies pages from the stored cursor; the cursor
 // advances only after its whole page is applied.
-func (j *PageImport) Run(ctx context.Context) (Report, error) {
-	return j.e.runCursorJob(ctx, j.src.Fetch)
+func (j *PageImport) Run(ctx context.Context) (idem.Report, error) {
+	return j.e.RunCursor(ctx, j.src.Fetch)
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one.
 // A repeated key with the same payload is deduped; with a different payload it is a
 // mismatch (ErrPayloadMismatch), never silently dropped.
-func (j *PageImport) Process(ctx context.Context, units ...Change) (Report, error) {
-	return j.e.process(ctx, units)
+func (j *PageImport) Process(ctx context.Context, units ...Change) (idem.Report, error) {
+	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
-func (j *PageImport) Drain(ctx context.Context) (Report, error) {
-	return j.e.drainJob(ctx)
+func (j *PageImport) Drain(ctx context.Context) (idem.Report, error) {
+	return j.e.Drain(ctx)
 }
 
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *PageImport) Purge(ctx context.Context) (int64, error) {
-	return j.e.purge(ctx)
+	return j.e.Purge(ctx)
 }
 
 // Rows reads every feed_changes row back as units, ordered by the unique key (for checks
 // and small tables: it loads them all).
 func (j *PageImport) Rows(ctx context.Context) ([]Change, error) {
-	return j.e.st.auto().(destQuerier).listPageImport(ctx)
+	return j.e.Store().Auto().(destQuerier).listPageImport(ctx)
 }
 
 // Stale returns the keys of up to limit feed_changes rows last computed by an older job
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *PageImport) Stale(ctx context.Context, limit int) ([]string, error) {
-	return j.e.st.auto().(destQuerier).stalePageImport(ctx, int32(j.e.def.version), int32(limit))
+	return j.e.Store().Auto().(destQuerier).stalePageImport(ctx, int32(j.e.Job().Version), int32(limit))
 }
 
 // pageImportCrashPoints are the durable boundaries of the page_import job, where the crash tests stop it.
-var pageImportCrashPoints = []crashPoint{pointRunStart, pointBatchStart, pointUnitStart, pointUnitBeforeCommit, pointUnitAfterCommit, pointEffectClaimed, pointEffectBeforeCall, pointEffectAfterCall, pointEffectRecorded, pointProgressBefore, pointProgressAfter}
+var pageImportCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}

@@ -4,11 +4,12 @@ package staged
 
 import (
 	"context"
+	"github.com/idemgen/idemgen/idem"
 	pgdb "github.com/idemgen/idemgen/testdata/golden/staged/internal/pgdb"
 )
 
 // writeLedgerImport upserts u into ledger_entries (upsert).
-func (q pgQuerier) writeLedgerImport(ctx context.Context, u Entry, key string, v int32) (Outcome, error) {
+func (q pgQuerier) writeLedgerImport(ctx context.Context, u Entry, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WriteLedgerImport(ctx, pgdb.WriteLedgerImportParams{
 		Account:           u.Account,
 		AmountCents:       u.AmountCents,
@@ -18,13 +19,13 @@ func (q pgQuerier) writeLedgerImport(ctx context.Context, u Entry, key string, v
 		IdemgenKey:        key,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if pgNoRows(err) {
-		return OutcomeUnchanged, nil
+	if idem.PgNoRows(err) {
+		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listLedgerImport reads every ledger_entries row back as units.
@@ -54,7 +55,7 @@ func (q pgQuerier) staleLedgerImport(ctx context.Context, v, limit int32) ([]str
 }
 
 // writePageImport upserts u into feed_changes (insert_once).
-func (q pgQuerier) writePageImport(ctx context.Context, u Change, key string, v int32) (Outcome, error) {
+func (q pgQuerier) writePageImport(ctx context.Context, u Change, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WritePageImport(ctx, pgdb.WritePageImportParams{
 		Body:              jsonValue(u.Body),
 		ChangeID:          u.ChangeID,
@@ -62,13 +63,13 @@ func (q pgQuerier) writePageImport(ctx context.Context, u Change, key string, v 
 		IdemgenKey:        key,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if pgNoRows(err) {
-		return OutcomeDeduped, nil
+	if idem.PgNoRows(err) {
+		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listPageImport reads every feed_changes row back as units.

@@ -5,27 +5,28 @@ package staged
 import (
 	"context"
 	"encoding/json"
+	"github.com/idemgen/idemgen/idem"
 	sqlitedb "github.com/idemgen/idemgen/testdata/golden/staged/internal/sqlitedb"
 )
 
 // writeLedgerImport upserts u into ledger_entries (upsert).
-func (q sqliteQuerier) writeLedgerImport(ctx context.Context, u Entry, key string, v int32) (Outcome, error) {
+func (q sqliteQuerier) writeLedgerImport(ctx context.Context, u Entry, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WriteLedgerImport(ctx, sqlitedb.WriteLedgerImportParams{
 		Account:           u.Account,
 		AmountCents:       u.AmountCents,
-		BookedAt:          sqliteTime(u.BookedAt),
+		BookedAt:          idem.SQLiteTime(u.BookedAt),
 		EntryID:           u.EntryID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if sqliteNoRows(err) {
-		return OutcomeUnchanged, nil
+	if idem.SQLiteNoRows(err) {
+		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listLedgerImport reads every ledger_entries row back as units.
@@ -39,7 +40,7 @@ func (q sqliteQuerier) listLedgerImport(ctx context.Context) ([]Entry, error) {
 		out = append(out, Entry{
 			Account:     r.Account,
 			AmountCents: r.AmountCents,
-			BookedAt:    readTime(r.BookedAt, &err),
+			BookedAt:    idem.ReadTime(r.BookedAt, &err),
 			EntryID:     r.EntryID,
 		})
 	}
@@ -55,7 +56,7 @@ func (q sqliteQuerier) staleLedgerImport(ctx context.Context, v, limit int32) ([
 }
 
 // writePageImport upserts u into feed_changes (insert_once).
-func (q sqliteQuerier) writePageImport(ctx context.Context, u Change, key string, v int32) (Outcome, error) {
+func (q sqliteQuerier) writePageImport(ctx context.Context, u Change, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WritePageImport(ctx, sqlitedb.WritePageImportParams{
 		Body:              string(jsonValue(u.Body)),
 		ChangeID:          u.ChangeID,
@@ -63,13 +64,13 @@ func (q sqliteQuerier) writePageImport(ctx context.Context, u Change, key string
 		IdemgenKey:        key,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if sqliteNoRows(err) {
-		return OutcomeDeduped, nil
+	if idem.SQLiteNoRows(err) {
+		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listPageImport reads every feed_changes row back as units.

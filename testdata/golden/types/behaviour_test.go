@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/testdata/golden/internal/testdb"
 	"github.com/idemgen/idemgen/testdata/golden/types"
 )
@@ -37,7 +38,7 @@ type source struct {
 	fetches int
 }
 
-func (s *source) Fetch(ctx context.Context, w types.Window, page string) ([]types.Record, string, error) {
+func (s *source) Fetch(ctx context.Context, w idem.Window, page string) ([]types.Record, string, error) {
 	s.fetches++
 	var out []types.Record
 	for _, r := range s.records {
@@ -183,7 +184,7 @@ func sameJSON(a, b json.RawMessage) bool {
 
 func job(t *testing.T, st *types.Store, src *source, clk *testdb.Clock) *types.AllTypes {
 	t.Helper()
-	j, err := types.NewAllTypes(st, src, types.WithClock(clk.Now), types.WithLogger(testdb.Quiet), types.WithStart(base.Add(-48*time.Hour)))
+	j, err := types.NewAllTypes(st, src, idem.WithClock(clk.Now), idem.WithLogger(testdb.Quiet), idem.WithStart(base.Add(-48*time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestEveryTypeRoundTrips(t *testing.T) {
 		// to what the database holds, NULLs and zones included.
 		clk.Advance(time.Minute)
 		for range 2 {
-			rep, err = j.Backfill(ctx, types.Window{Since: base.Add(-48 * time.Hour), Until: base})
+			rep, err = j.Backfill(ctx, idem.Window{Since: base.Add(-48 * time.Hour), Until: base})
 			if err != nil || rep.Unchanged != len(want) || rep.Inserted+rep.Updated+rep.Failed != 0 {
 				t.Fatalf("re-run: %s, %v", rep, err)
 			}
@@ -239,7 +240,7 @@ func TestEveryTypeRoundTrips(t *testing.T) {
 		full := want[0]
 		full.At = full.At.UTC()
 		src.records["full"] = full
-		if rep, err = j.Backfill(ctx, types.Window{Since: base.Add(-48 * time.Hour), Until: base}); err != nil || rep.Unchanged != len(want) {
+		if rep, err = j.Backfill(ctx, idem.Window{Since: base.Add(-48 * time.Hour), Until: base}); err != nil || rep.Unchanged != len(want) {
 			t.Fatalf("same instants in UTC: %s, %v", rep, err)
 		}
 
@@ -251,7 +252,7 @@ func TestEveryTypeRoundTrips(t *testing.T) {
 		filled.StrNull, filled.I32Null, filled.AtNull, filled.DocNull, filled.UidNull =
 			ptr("now set"), ptr(int32(-7)), ptr(base.Add(time.Hour)), json.RawMessage(`null`), ptr(uuid.Max)
 		src.records[swapped.ID], src.records[filled.ID] = swapped, filled
-		rep, err = j.Backfill(ctx, types.Window{Since: base.Add(-48 * time.Hour), Until: base})
+		rep, err = j.Backfill(ctx, idem.Window{Since: base.Add(-48 * time.Hour), Until: base})
 		if err != nil || rep.Updated != 2 || rep.Unchanged != 2 {
 			t.Fatalf("nulls swapped: %s, %v", rep, err)
 		}

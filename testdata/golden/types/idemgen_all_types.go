@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/google/uuid"
+	"github.com/idemgen/idemgen/idem"
 	"time"
 )
 
@@ -52,7 +53,7 @@ func (u Record) canonical() Record {
 type AllTypesSource interface {
 	// Fetch returns the units whose at lies in w, one page at a time:
 	// page is "" for the first page, and next is "" after the last.
-	Fetch(ctx context.Context, w Window, page string) (units []Record, next string, err error)
+	Fetch(ctx context.Context, w idem.Window, page string) (units []Record, next string, err error)
 }
 
 // AllTypesEffects holds the providers of the all_types job's effects; all are required.
@@ -60,49 +61,49 @@ type AllTypesEffects struct{}
 
 // AllTypes runs the all_types job (version 1). Copy records with one column of every type, each also nullable.
 type AllTypes struct {
-	e   *engine[Record]
+	e   *idem.Engine[Record]
 	src AllTypesSource
 }
 
 // NewAllTypes returns the all_types job over store.
-func NewAllTypes(store *Store, src AllTypesSource, opts ...Option) (*AllTypes, error) {
+func NewAllTypes(store *Store, src AllTypesSource, opts ...idem.Option) (*AllTypes, error) {
 	if store == nil {
 		return nil, fmt.Errorf("job \"all_types\": nil store")
 	}
 	if src == nil {
 		return nil, fmt.Errorf("job \"all_types\": nil source")
 	}
-	def := &jobDef[Record]{
-		canonical: Record.canonical,
-		checkSeen: false,
-		keyOf:     Record.Key,
-		markOf: func(u Record) time.Time {
+	def := &idem.Job[Record]{
+		Canonical: Record.canonical,
+		CheckSeen: false,
+		KeyOf:     Record.Key,
+		MarkOf: func(u Record) time.Time {
 			return u.At
 		},
-		name:    "all_types",
-		version: 1,
-		write: func(ctx context.Context, q querier, u Record, key string, v int32) (Outcome, error) {
+		Name:    "all_types",
+		Version: 1,
+		Write: func(ctx context.Context, q idem.Querier, u Record, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeAllTypes(ctx, u, key, v)
 		},
 	}
 	return &AllTypes{
-		e:   newEngine(def, store.st, opts),
+		e:   idem.NewEngine(def, store.st, opts),
 		src: src,
 	}, nil
 }
 
 // Run performs owed effects, then fetches the window from the stored watermark minus the
 // overlap (1h0m0s) to now, applies it, and only then advances the watermark.
-func (j *AllTypes) Run(ctx context.Context) (Report, error) {
-	return j.e.runWatermark(ctx, 1*time.Hour, j.src.Fetch, func(u Record) time.Time {
+func (j *AllTypes) Run(ctx context.Context) (idem.Report, error) {
+	return j.e.RunWatermark(ctx, 1*time.Hour, j.src.Fetch, func(u Record) time.Time {
 		return u.At
 	})
 }
 
 // Backfill re-runs a past window through the same keys and ledger: rows converge,
 // effects already performed are not repeated, and the watermark does not move.
-func (j *AllTypes) Backfill(ctx context.Context, w Window) (Report, error) {
-	return j.e.backfill(ctx, w, j.src.Fetch, func(u Record) time.Time {
+func (j *AllTypes) Backfill(ctx context.Context, w idem.Window) (idem.Report, error) {
+	return j.e.Backfill(ctx, w, j.src.Fetch, func(u Record) time.Time {
 		return u.At
 	})
 }
@@ -110,31 +111,31 @@ func (j *AllTypes) Backfill(ctx context.Context, w Window) (Report, error) {
 // Process applies handed-in units (a queue message, a webhook) and reports each one.
 // A repeated key with the same payload is deduped; with a different payload it is a
 // mismatch (ErrPayloadMismatch), never silently dropped.
-func (j *AllTypes) Process(ctx context.Context, units ...Record) (Report, error) {
-	return j.e.process(ctx, units)
+func (j *AllTypes) Process(ctx context.Context, units ...Record) (idem.Report, error) {
+	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
-func (j *AllTypes) Drain(ctx context.Context) (Report, error) {
-	return j.e.drainJob(ctx)
+func (j *AllTypes) Drain(ctx context.Context) (idem.Report, error) {
+	return j.e.Drain(ctx)
 }
 
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *AllTypes) Purge(ctx context.Context) (int64, error) {
-	return j.e.purge(ctx)
+	return j.e.Purge(ctx)
 }
 
 // Rows reads every records row back as units, ordered by the unique key (for checks
 // and small tables: it loads them all).
 func (j *AllTypes) Rows(ctx context.Context) ([]Record, error) {
-	return j.e.st.auto().(destQuerier).listAllTypes(ctx)
+	return j.e.Store().Auto().(destQuerier).listAllTypes(ctx)
 }
 
 // Stale returns the keys of up to limit records rows last computed by an older job
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *AllTypes) Stale(ctx context.Context, limit int) ([]string, error) {
-	return j.e.st.auto().(destQuerier).staleAllTypes(ctx, int32(j.e.def.version), int32(limit))
+	return j.e.Store().Auto().(destQuerier).staleAllTypes(ctx, int32(j.e.Job().Version), int32(limit))
 }
 
 // allTypesCrashPoints are the durable boundaries of the all_types job, where the crash tests stop it.
-var allTypesCrashPoints = []crashPoint{pointRunStart, pointBatchStart, pointUnitStart, pointUnitBeforeCommit, pointUnitAfterCommit, pointProgressBefore, pointProgressAfter}
+var allTypesCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/google/uuid"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"testing"
 	"time"
@@ -16,116 +18,116 @@ import (
 // TestCrashSimAllTypes crashes the all_types job at every durable boundary, restarts it and checks
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
 func TestCrashSimAllTypes(t *testing.T) {
-	job := &simJob[Record]{
-		fields: []simField{{
-			inKey: true,
-			name:  "id",
-			typ:   "string",
+	job := &crashsim.Job[Record]{
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "id",
+			Type:  "string",
 		}, {
-			name: "str",
-			typ:  "string",
+			Name: "str",
+			Type: "string",
 		}, {
-			name:     "str_null",
-			nullable: true,
-			typ:      "string",
+			Name:     "str_null",
+			Nullable: true,
+			Type:     "string",
 		}, {
-			name: "i32",
-			typ:  "int32",
+			Name: "i32",
+			Type: "int32",
 		}, {
-			name:     "i32_null",
-			nullable: true,
-			typ:      "int32",
+			Name:     "i32_null",
+			Nullable: true,
+			Type:     "int32",
 		}, {
-			name: "i64",
-			typ:  "int64",
+			Name: "i64",
+			Type: "int64",
 		}, {
-			name:     "i64_null",
-			nullable: true,
-			typ:      "int64",
+			Name:     "i64_null",
+			Nullable: true,
+			Type:     "int64",
 		}, {
-			name: "f64",
-			typ:  "float64",
+			Name: "f64",
+			Type: "float64",
 		}, {
-			name:     "f64_null",
-			nullable: true,
-			typ:      "float64",
+			Name:     "f64_null",
+			Nullable: true,
+			Type:     "float64",
 		}, {
-			name: "flag",
-			typ:  "bool",
+			Name: "flag",
+			Type: "bool",
 		}, {
-			name:     "flag_null",
-			nullable: true,
-			typ:      "bool",
+			Name:     "flag_null",
+			Nullable: true,
+			Type:     "bool",
 		}, {
-			name: "at",
-			typ:  "time",
+			Name: "at",
+			Type: "time",
 		}, {
-			name:     "at_null",
-			nullable: true,
-			typ:      "time",
+			Name:     "at_null",
+			Nullable: true,
+			Type:     "time",
 		}, {
-			name: "blob",
-			typ:  "bytes",
+			Name: "blob",
+			Type: "bytes",
 		}, {
-			name:     "blob_null",
-			nullable: true,
-			typ:      "bytes",
+			Name:     "blob_null",
+			Nullable: true,
+			Type:     "bytes",
 		}, {
-			name: "doc",
-			typ:  "json",
+			Name: "doc",
+			Type: "json",
 		}, {
-			name:     "doc_null",
-			nullable: true,
-			typ:      "json",
+			Name:     "doc_null",
+			Nullable: true,
+			Type:     "json",
 		}, {
-			name: "uid",
-			typ:  "uuid",
+			Name: "uid",
+			Type: "uuid",
 		}, {
-			name:     "uid_null",
-			nullable: true,
-			typ:      "uuid",
+			Name:     "uid_null",
+			Nullable: true,
+			Type:     "uuid",
 		}},
-		hasDest:    true,
-		insertOnce: false,
-		key:        "types:{id}",
-		lease:      5 * time.Minute,
-		markOf: func(u Record) time.Time {
+		HasDest:    true,
+		InsertOnce: false,
+		Key:        "types:{id}",
+		Lease:      5 * time.Minute,
+		MarkOf: func(u Record) time.Time {
 			return u.At
 		},
-		name: "all_types",
-		newJob: func(st store, src any, fx *simProvider, opts ...Option) (simVerbs[Record], error) {
-			j, err := NewAllTypes(&Store{st: st}, src.(*simWindowSource[Record]), opts...)
+		Name: "all_types",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Record], error) {
+			j, err := NewAllTypes(&Store{st: st}, src.(*crashsim.WindowSource[Record]), opts...)
 			if err != nil {
-				return simVerbs[Record]{}, err
+				return crashsim.Verbs[Record]{}, err
 			}
-			return simVerbs[Record]{
-				backfill: j.Backfill,
-				drain:    j.Drain,
-				process:  j.Process,
-				purge:    j.Purge,
-				run:      j.Run,
-				stale:    j.Stale,
+			return crashsim.Verbs[Record]{
+				Backfill: j.Backfill,
+				Drain:    j.Drain,
+				Process:  j.Process,
+				Purge:    j.Purge,
+				Run:      j.Run,
+				Stale:    j.Stale,
 			}, nil
 		},
-		newerWins: "at",
-		overlap:   1 * time.Hour,
-		points:    allTypesCrashPoints,
-		rows: func(ctx context.Context, st store) ([]Record, error) {
-			return st.auto().(destQuerier).listAllTypes(ctx)
+		NewerWins: "at",
+		Overlap:   1 * time.Hour,
+		Points:    allTypesCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Record, error) {
+			return st.Auto().(destQuerier).listAllTypes(ctx)
 		},
-		setMark: func(u *Record, t time.Time) {
+		SetMark: func(u *Record, t time.Time) {
 			u.At = t
 		},
-		source: "watermark",
-		stage:  false,
-		unit: func(id, rev int) Record {
+		Source: "watermark",
+		Stage:  false,
+		Unit: func(id, rev int) Record {
 			var u Record
 			// Units 5 and 6 share every value outside the key.
 			vid := id
 			if id == 6 {
 				vid = 5
 			}
-			u.ID = simKeyText("types:{id}", "id", id)
+			u.ID = crashsim.KeyText("types:{id}", "id", id)
 			u.Str = fmt.Sprintf("str-%d.%d", vid, rev)
 			if rev == 1 {
 				v := fmt.Sprintf("str_null-%d.%d", vid, rev)
@@ -151,9 +153,9 @@ func TestCrashSimAllTypes(t *testing.T) {
 				v := (vid*100+rev)%2 == 0
 				u.FlagNull = &v
 			}
-			u.At = simMark(vid, rev)
+			u.At = crashsim.Mark(vid, rev)
 			if rev == 1 {
-				v := simBase.Add(time.Duration((vid*100 + rev)) * time.Minute)
+				v := crashsim.Base.Add(time.Duration((vid*100 + rev)) * time.Minute)
 				u.AtNull = &v
 			}
 			u.Blob = []byte{byte(vid), byte(rev)}
@@ -167,20 +169,20 @@ func TestCrashSimAllTypes(t *testing.T) {
 			}
 			return u
 		},
-		version: 1,
+		Version: 1,
 	}
 	t.Run("sqlite", func(t *testing.T) {
-		simulate(t, simSQLiteEnv(t, func(db *sql.DB) simStore {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
 			return NewSQLiteStore(db)
 		}), job)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		env := simPostgresEnv(t, func(pool *pgxpool.Pool) simStore {
+		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
 		})
 		if env == nil {
 			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
 		}
-		simulate(t, env, job)
+		crashsim.Run(t, env, job)
 	})
 }

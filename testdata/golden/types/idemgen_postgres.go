@@ -4,11 +4,12 @@ package types
 
 import (
 	"context"
+	"github.com/idemgen/idemgen/idem"
 	pgdb "github.com/idemgen/idemgen/testdata/golden/types/internal/pgdb"
 )
 
 // writeAllTypes upserts u into records (upsert).
-func (q pgQuerier) writeAllTypes(ctx context.Context, u Record, key string, v int32) (Outcome, error) {
+func (q pgQuerier) writeAllTypes(ctx context.Context, u Record, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WriteAllTypes(ctx, pgdb.WriteAllTypesParams{
 		At:                u.At,
 		AtNull:            u.AtNull,
@@ -33,13 +34,13 @@ func (q pgQuerier) writeAllTypes(ctx context.Context, u Record, key string, v in
 		UidNull:           u.UidNull,
 	})
 	// No row back means the conflict clause wrote nothing.
-	if pgNoRows(err) {
-		return OutcomeUnchanged, nil
+	if idem.PgNoRows(err) {
+		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listAllTypes reads every records row back as units.

@@ -6,42 +6,43 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/google/uuid"
+	"github.com/idemgen/idemgen/idem"
 	sqlitedb "github.com/idemgen/idemgen/testdata/golden/types/internal/sqlitedb"
 )
 
 // writeAllTypes upserts u into records (upsert).
-func (q sqliteQuerier) writeAllTypes(ctx context.Context, u Record, key string, v int32) (Outcome, error) {
+func (q sqliteQuerier) writeAllTypes(ctx context.Context, u Record, key string, v int32) (idem.Outcome, error) {
 	w, err := q.q.WriteAllTypes(ctx, sqlitedb.WriteAllTypesParams{
-		At:                sqliteTime(u.At),
-		AtNull:            sqlNullTime(u.AtNull),
+		At:                idem.SQLiteTime(u.At),
+		AtNull:            idem.SQLNullTime(u.AtNull),
 		Blob:              bytesValue(u.Blob),
-		BlobNull:          sqlNullBlob(u.BlobNull),
+		BlobNull:          idem.SQLNullBlob(u.BlobNull),
 		Doc:               string(jsonValue(u.Doc)),
-		DocNull:           sqlNullBytes(u.DocNull),
+		DocNull:           idem.SQLNullBytes(u.DocNull),
 		F64:               u.F64,
-		F64Null:           sqlNullFloat(u.F64Null),
+		F64Null:           idem.SQLNullFloat(u.F64Null),
 		Flag:              u.Flag,
-		FlagNull:          sqlNullBool(u.FlagNull),
+		FlagNull:          idem.SQLNullBool(u.FlagNull),
 		I32:               int64(u.I32),
-		I32Null:           sqlNullInt(u.I32Null),
+		I32Null:           idem.SQLNullInt(u.I32Null),
 		I64:               u.I64,
-		I64Null:           sqlNullInt(u.I64Null),
+		I64Null:           idem.SQLNullInt(u.I64Null),
 		ID:                u.ID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		Str:               u.Str,
-		StrNull:           sqlNullString(u.StrNull),
+		StrNull:           idem.SQLNullString(u.StrNull),
 		Uid:               u.Uid.String(),
-		UidNull:           sqlNullStringer(u.UidNull),
+		UidNull:           idem.SQLNullStringer(u.UidNull),
 	})
 	// No row back means the conflict clause wrote nothing.
-	if sqliteNoRows(err) {
-		return OutcomeUnchanged, nil
+	if idem.SQLiteNoRows(err) {
+		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	return Outcome(w), nil
+	return idem.Outcome(w), nil
 }
 
 // listAllTypes reads every records row back as units.
@@ -53,25 +54,25 @@ func (q sqliteQuerier) listAllTypes(ctx context.Context) ([]Record, error) {
 	out := make([]Record, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, Record{
-			At:       readTime(r.At, &err),
-			AtNull:   readNullTime(r.AtNull, &err),
+			At:       idem.ReadTime(r.At, &err),
+			AtNull:   idem.ReadNullTime(r.AtNull, &err),
 			Blob:     r.Blob,
-			BlobNull: readNullBlob(r.BlobNull),
+			BlobNull: idem.ReadNullBlob(r.BlobNull),
 			Doc:      json.RawMessage(r.Doc),
-			DocNull:  readNullBytes[json.RawMessage](r.DocNull),
+			DocNull:  idem.ReadNullBytes[json.RawMessage](r.DocNull),
 			F64:      r.F64,
-			F64Null:  readNullFloat(r.F64Null),
+			F64Null:  idem.ReadNullFloat(r.F64Null),
 			Flag:     r.Flag,
-			FlagNull: readNullBool(r.FlagNull),
+			FlagNull: idem.ReadNullBool(r.FlagNull),
 			I32:      int32(r.I32),
-			I32Null:  readNullInt[int32](r.I32Null),
+			I32Null:  idem.ReadNullInt[int32](r.I32Null),
 			I64:      r.I64,
-			I64Null:  readNullInt[int64](r.I64Null),
+			I64Null:  idem.ReadNullInt[int64](r.I64Null),
 			ID:       r.ID,
 			Str:      r.Str,
-			StrNull:  readNullString(r.StrNull),
-			Uid:      readParsed(r.Uid, uuid.Parse, &err),
-			UidNull:  readNullParsed(r.UidNull, uuid.Parse, &err),
+			StrNull:  idem.ReadNullString(r.StrNull),
+			Uid:      idem.ReadParsed(r.Uid, uuid.Parse, &err),
+			UidNull:  idem.ReadNullParsed(r.UidNull, uuid.Parse, &err),
 		})
 	}
 	return out, err

@@ -1,0 +1,950 @@
+package crashsim
+
+// The crash simulation's end checks, its scenario families and its entry
+// point. Each family reaches one or more of SPEC.md's guarantees:
+//
+//	family         what happens                                             guarantees
+//	clean          the fixture, no fault; report counts checked             1 2 4
+//	crash          crash at every named point and durable SQL boundary      1 2 3
+//	crash2         a second crash during recovery (sampled)                 1 2 3
+//	subprocess     a real process death (os.Exit) at points of phase 0      1 2 3
+//	resplost       the provider applies, the caller sees an error           2
+//	failpre        the provider fails before applying                       2 8
+//	commitunknown  a commit succeeds but the client sees an error           1 2 3
+//	writefail      one unit's write fails and rolls back                    3 8
+//	poison         one unit's write fails every time                        3 8
+//	failk          an effect fails max_attempts-1 times, then max_attempts  8
+//	permanent      the provider declines for good: parked at once           8
+//	takeover       a worker stalls past its lease, another takes over,      2 5
+//	               the first one's late call succeeds or fails
+//	livelease      a second worker meets a live lease                       2 5
+//	purge-young    purge at a point, nothing past retention                 2
+//	purge-old      purge at a point, everything done past retention         2
+//	preempt        one worker paused at a point while another runs on       3 5
+//	double         the same run started twice at once                       5
+//	concurrent     two workers with seeded jitter                           5
+//	bump           an effect's or the job's version bumped mid-history      6
+//	mismatch       a handed-in key redelivered with one field changed       7
+//
+// Every scenario also re-runs and backfills after convergence (4), checks
+// kept results against the provider's first answer, and purges once more
+// past retention. The watermark fixture carries late arrivals inside the
+// overlap and on its boundary.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+)
+
+// expect is the oracle's end state for this scenario: the rows, the effect
+// keys that must and may be applied, and (for deterministic families) the
+// provider calls per key.
+type simExpect[U any] struct {
+	rows        map[string]U
+	relaxedRows bool // which version of a row wins is up to the schedule
+	must, may   map[string]bool
+	parked      map[string]bool // effect keys that end parked, never applied
+	// parkedApplied is a parked key a stalled worker's late call applied.
+	parkedApplied string
+	calls         map[string]int // exact calls per key; nil when not predictable
+}
+
+func (r *simRun[U]) expect() simExpect[U] {
+	m := newSimModel(r.job)
+	lastOf := map[string]int{}
+	failed := -1 // the delivery whose write failed, if a newer one replaced it before the retry
+	for i, d := range r.history {
+		k := r.job.keyOf(d.unit)
+		if k == r.failedKey && i < r.failedAt {
+			failed = i
+		}
+		lastOf[k] = i
+	}
+	if r.job.Source != SourceWatermarkName || failed < 0 || lastOf[r.failedKey] == failed {
+		failed = -1 // a cursor or a queue hands the failed version in again
+	}
+	mustKeys := map[string]bool{}
+	may := map[string]bool{}
+	for i, d := range r.history {
+		if r.isPoison(d.unit) {
+			continue
+		}
+		if i == failed {
+			continue // its write failed, and the source served a newer version before the retry
+		}
+		_, keys := m.apply(d)
+		last := lastOf[r.job.keyOf(d.unit)] == i
+		for _, k := range keys {
+			may[k] = true
+			if last {
+				mustKeys[k] = true
+			}
+		}
+		// Under overlap any version may be the one inserted first.
+		for fi, fx := range r.job.Effects {
+			if fx.When == idem.WhenInserted || r.job.InsertOnce {
+				may[oracleKey(fx.Key, d.versions.vars(fi), d.unit)] = true
+			}
+		}
+	}
+	e := simExpect[U]{rows: m.rows, must: m.owed, may: may, parked: map[string]bool{}}
+	if r.sc.overlapping() {
+		e.relaxedRows = r.job.InsertOnce
+		e.must = map[string]bool{}
+		for k := range m.owed {
+			if mustKeys[k] || r.insertedOnce(k) {
+				e.must[k] = true
+			}
+		}
+	}
+	if r.sc.poison > 0 && r.job.UnitMaxAttempts == 0 && (r.job.Stage || r.job.Source == SourceCursorName) {
+		// The poison unit's batch is never published, or its page never
+		// passed: what lies behind it is not applied.
+		e.relaxedRows = true
+		e.must = map[string]bool{}
+	}
+	if r.sc.exactCalls() && !e.relaxedRows {
+		e.calls = map[string]int{}
+		for k := range e.must {
+			e.calls[k] = 1
+		}
+		r.prov.mu.Lock()
+		switch r.sc.family {
+		case "resplost", "failpre":
+			if r.sc.call < len(r.prov.order) {
+				e.calls[r.prov.order[r.sc.call]] = 2
+			}
+		case "failk":
+			if r.sc.call < len(r.prov.order) {
+				k := r.prov.order[r.sc.call]
+				max := r.effectOf(k).MaxAttempts
+				if r.sc.times >= max {
+					e.calls[k] = max
+					e.parked[k] = true
+					delete(e.must, k)
+				} else {
+					e.calls[k] = r.sc.times + 1
+				}
+			}
+		case "permanent":
+			if r.sc.call < len(r.prov.order) {
+				k := r.prov.order[r.sc.call]
+				e.calls[k] = 1
+				e.parked[k] = true
+				delete(e.must, k)
+			}
+		case "takeover":
+			// A's late call and B's; when B's fails, a later run's retry
+			// too, unless B's was the last attempt: then the effect is
+			// parked, though A's late call applied it (the ledger cannot know).
+			k := r.pausedKey
+			e.calls[k] = 2
+			if strings.Contains(r.sc.variant, "b-fails") {
+				if r.effectOf(k).MaxAttempts <= 2 {
+					e.parked[k], e.parkedApplied = true, k
+					delete(e.must, k)
+				} else {
+					e.calls[k] = 3
+				}
+			}
+		}
+		r.prov.mu.Unlock()
+	}
+	return e
+}
+
+// insertedOnce reports whether an effect key is owed whatever the schedule:
+// every version of its unit renders the same key.
+func (r *simRun[U]) insertedOnce(k string) bool {
+	for fi, fx := range r.job.Effects {
+		for _, d := range r.history {
+			if oracleKey(fx.Key, d.versions.vars(fi), d.unit) != k {
+				continue
+			}
+			unit := r.job.keyOf(d.unit)
+			return !slices.ContainsFunc(r.history, func(o simDelivery[U]) bool {
+				return r.job.keyOf(o.unit) == unit && oracleKey(fx.Key, o.versions.vars(fi), o.unit) != k
+			})
+		}
+	}
+	return false
+}
+
+// effectOf is the effect an applied key belongs to.
+func (r *simRun[U]) effectOf(key string) Effect {
+	name := r.prov.effect[key]
+	for _, fx := range r.job.Effects {
+		if fx.Name == name {
+			return fx
+		}
+	}
+	return Effect{}
+}
+
+// checkEnd checks the end state against the oracle.
+func (r *simRun[U]) checkEnd() []string {
+	ctx := context.Background()
+	obs := r.db.observer()
+	exp := r.expect()
+	if r.job.HasDest {
+		r.checkRows(ctx, exp)
+	}
+	r.prov.mu.Lock()
+	applied := maps.Clone(r.prov.applied)
+	calls := maps.Clone(r.prov.calls)
+	first := maps.Clone(r.prov.first)
+	r.prov.mu.Unlock()
+	for k := range exp.must {
+		if applied[k] != 1 {
+			r.violate("end: effect %s applied %d times, want once", k, applied[k])
+		}
+	}
+	for k := range applied {
+		if !exp.must[k] && !exp.may[k] {
+			r.violate("end: provider applied unexpected effect key %s (the spec's key templates give no such key)", k)
+		}
+	}
+	if exp.calls != nil {
+		for k, n := range calls {
+			if n != exp.calls[k] {
+				r.violate("end: provider called %d times for %s, want %d", n, k, exp.calls[k])
+			}
+		}
+		for k, n := range exp.calls {
+			if calls[k] == 0 && n > 0 {
+				r.violate("end: provider never called for %s, want %d calls", k, n)
+			}
+		}
+	}
+	for k := range exp.parked {
+		if applied[k] != 0 && k != exp.parkedApplied {
+			r.violate("end: effect %s applied though it failed max_attempts times", k)
+		}
+	}
+	if len(exp.parked) > 0 && r.parkedEffects == 0 {
+		r.violate("end: no report counted the parked effect")
+	}
+	r.checkParkedUnits(ctx)
+	entries, err := obs.Auto().Ledger(ctx)
+	if err != nil {
+		r.violate("end: read ledger: %v", err)
+	}
+	keep := map[string]bool{}
+	for _, fx := range r.job.Effects {
+		keep[fx.Name] = fx.KeepResult
+	}
+	for _, e := range entries {
+		switch {
+		case e.Key == r.pausedKey && r.recorder != "" && e.LeaseOwner != r.recorder:
+			r.violate("end: ledger row %s was recorded by %q, a worker whose lease was taken over, not by the new owner %q", e.Key, e.LeaseOwner, r.recorder)
+		case exp.parked[e.Key] && e.State != idem.StateFailed:
+			r.violate("end: ledger row %s is %s, want failed (parked after max_attempts)", e.Key, e.State)
+		case !exp.parked[e.Key] && e.State != idem.StateDone:
+			r.violate("end: ledger row %s is %s, want done", e.Key, e.State)
+		case e.State == idem.StateDone && applied[e.Key] != 1:
+			r.violate("end: ledger row %s is done but matches no applied effect", e.Key)
+		case e.State == idem.StateDone && keep[e.Effect] && string(e.Result) != string(first[e.Key]):
+			r.violate("end: ledger row %s keeps result %q, want the provider's first answer %q", e.Key, e.Result, first[e.Key])
+		case e.State == idem.StateDone && !keep[e.Effect] && len(e.Result) > 0:
+			r.violate("end: ledger row %s keeps a result though keep_result is off", e.Key)
+		}
+	}
+	want := len(applied) + len(exp.parked)
+	if exp.parkedApplied != "" {
+		want-- // applied and parked: one row
+	}
+	if len(entries) != want && r.sc.family != "purge-old" {
+		r.violate("end: %d ledger rows for %d applied and %d parked effects, want %d", len(entries), len(applied), len(exp.parked), want)
+	}
+	if r.sc.family == "clean" {
+		r.checkCounts()
+	}
+	if r.sc.family == "mismatch" {
+		r.checkMismatch(ctx, exp)
+	}
+	if r.sc.family == "clean" && r.job.Source == SourceNoneName {
+		r.checkReplay(ctx)
+	}
+	if r.sc.family == "bump" && r.sc.bump < 0 && r.job.HasDest {
+		verbs, closeInc := r.aux(r.now)
+		stale, err := verbs.Stale(ctx, 100)
+		closeInc()
+		if err != nil || len(stale) > 0 {
+			r.violate("end: after a job version bump and a backfill, rows of the old version remain: %v (err %v)", stale, err)
+		}
+	}
+	r.checkRerun(ctx, exp)
+	if slices.ContainsFunc(r.job.Effects, func(fx Effect) bool { return fx.Retention > 0 }) {
+		r.purgeNow(ctx, "after convergence", true)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.violations
+}
+
+// checkParkedUnits: at the end only the poison unit may be left in the
+// parked table, parked if the job parks units (and then reported, and
+// passed by the watermark); a unit whose write failed once is cleared by
+// its successful retry.
+func (r *simRun[U]) checkParkedUnits(ctx context.Context) {
+	units, err := r.db.observer().Auto().UnitFailures(ctx)
+	if err != nil {
+		r.violate("end: read parked units: %v", err)
+		return
+	}
+	parked := false
+	for _, u := range units {
+		switch {
+		case u.Job != r.job.Name:
+		case u.Key != r.poisonKey:
+			r.violate("end: unit %s left in the parked table (%s, %d attempts) though its write succeeded", u.Key, u.State, u.Attempts)
+		case r.job.UnitMaxAttempts > 0 && u.State != idem.UnitStateParked:
+			r.violate("end: poison unit %s is %s after %d attempts, want parked at max_attempts %d", u.Key, u.State, u.Attempts, r.job.UnitMaxAttempts)
+		default:
+			parked = u.State == idem.UnitStateParked
+		}
+	}
+	if r.sc.poison == 0 || r.job.UnitMaxAttempts == 0 {
+		return
+	}
+	if !parked {
+		r.violate("end: poison unit %s was not parked after %d failed writes", r.poisonKey, r.job.UnitMaxAttempts)
+	}
+	if r.parkedUnits == 0 {
+		r.violate("end: no report counted the parked unit")
+	}
+	if r.job.Source == SourceWatermarkName {
+		prog, err := r.db.observer().Auto().Progress(ctx, r.job.Name)
+		mark := r.job.MarkOf(r.job.Unit(r.sc.poison, 1))
+		if err != nil || !prog.HasMark || !prog.Watermark.After(mark) {
+			r.violate("end: the watermark (%v) did not pass the parked unit's mark %s", prog.Watermark, mark)
+		}
+	}
+}
+
+// checkRows: one row per key, equal to the oracle's version.
+func (r *simRun[U]) checkRows(ctx context.Context, exp simExpect[U]) {
+	rows, err := r.job.Rows(ctx, r.db.observer())
+	if err != nil {
+		r.violate("end: read rows: %v", err)
+		return
+	}
+	got := map[string]string{}
+	for _, row := range rows {
+		k := r.job.keyOf(row)
+		if _, dup := got[k]; dup {
+			r.violate("end: two rows for key %s", k)
+		}
+		got[k] = oracleJSON(row)
+	}
+	if exp.relaxedRows {
+		for k, row := range got {
+			if !r.isVersionOf(k, row) {
+				r.violate("end: row %s = %s is no version the source delivered", k, row)
+			}
+		}
+		return
+	}
+	if len(rows) != len(exp.rows) {
+		r.violate("end: %d rows, want one per key (%d)", len(rows), len(exp.rows))
+	}
+	for k, u := range exp.rows {
+		if want := oracleJSON(u); got[k] != want {
+			r.violate("end: row %s = %s, want %s", k, got[k], want)
+		}
+	}
+}
+
+func (r *simRun[U]) isVersionOf(key, row string) bool {
+	return slices.ContainsFunc(r.history, func(d simDelivery[U]) bool {
+		return r.job.keyOf(d.unit) == key && oracleJSON(d.unit) == row
+	})
+}
+
+// checkRerun: re-running the completed window, and backfilling from the
+// start, write nothing and perform nothing (a poison unit fails again).
+func (r *simRun[U]) checkRerun(ctx context.Context, exp simExpect[U]) {
+	failing := 0
+	if r.sc.poison > 0 {
+		failing = 1
+	}
+	r.setClock(r.now().Add(time.Minute))
+	out := r.cleanRun(len(r.phases) - 1)
+	if out.rep.Inserted+out.rep.Updated+out.rep.EffectsDone != 0 || (failing == 0 && out.err != nil) {
+		r.violate("end: a re-run changed something: %s (err %v)", out.rep, out.err)
+	}
+	if r.job.Source != SourceWatermarkName {
+		return
+	}
+	out, _ = r.runTask(len(r.phases)-1, workBackfill)
+	rep, err := out.rep, out.err
+	if rep.Inserted+rep.Updated+rep.EffectsDone != 0 || (failing == 0 && (err != nil || rep.Failed != 0)) {
+		r.violate("end: a backfill from the start changed something: %s (err %v)", rep, err)
+	}
+}
+
+// checkCounts compares each sequential run's report with the oracle's
+// count of what it was served.
+func (r *simRun[U]) checkCounts() {
+	m := newSimModel(r.job)
+	served := func(inc int) []U {
+		switch r.job.Source {
+		case SourceWatermarkName:
+			r.window.mu.Lock()
+			defer r.window.mu.Unlock()
+			return r.window.served[inc]
+		case SourceCursorName:
+			r.cursor.mu.Lock()
+			defer r.cursor.mu.Unlock()
+			return r.cursor.served[inc]
+		}
+		return nil
+	}
+	phase := 0
+	for _, run := range r.runs {
+		units := served(run.inc)
+		if r.job.Source == SourceNoneName {
+			if phase >= len(r.phases) {
+				break
+			}
+			units = r.phases[phase]
+			phase++
+		}
+		// The oracle counts on its own: Report's counting is code under test.
+		want := map[idem.Outcome]int{}
+		done := 0
+		for _, u := range units {
+			owed := maps.Clone(m.owed)
+			o, keys := m.apply(simDelivery[U]{unit: u, versions: r.versions})
+			want[o]++
+			for _, k := range keys {
+				if !owed[k] {
+					done++ // a key decided again is deduped, not done again
+					owed[k] = true
+				}
+			}
+		}
+		got := run.rep
+		if got.Seen != len(units) || got.Inserted != want[idem.OutcomeInserted] || got.Updated != want[idem.OutcomeUpdated] ||
+			got.Unchanged != want[idem.OutcomeUnchanged] || got.Deduped != want[idem.OutcomeDeduped] || got.Accepted != want[idem.OutcomeAccepted] ||
+			got.Failed != 0 || got.EffectsDone != done || got.EffectsFailed != 0 {
+			r.violate("report counts: got %s, the oracle wants seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d effects done=%d",
+				got, len(units), want[idem.OutcomeInserted], want[idem.OutcomeUpdated], want[idem.OutcomeUnchanged], want[idem.OutcomeDeduped], want[idem.OutcomeAccepted], done)
+		}
+	}
+}
+
+// checkReplay: handing every unit in again returns, for each effect kept,
+// the provider's first result, and calls nothing.
+func (r *simRun[U]) checkReplay(ctx context.Context) {
+	verbs, closeInc := r.aux(r.now)
+	defer closeInc()
+	r.prov.mu.Lock()
+	before := r.prov.n
+	first := maps.Clone(r.prov.first)
+	r.prov.mu.Unlock()
+	rep, err := verbs.Process(ctx, r.phases[0]...)
+	r.prov.mu.Lock()
+	calls := r.prov.n - before
+	r.prov.mu.Unlock()
+	if err != nil || calls != 0 || rep.Deduped != len(r.phases[0]) {
+		r.violate("replay: handing the units in again was not a pure dedupe: %s, %d provider calls (err %v)", rep, calls, err)
+	}
+	for _, ur := range rep.Units {
+		for _, er := range ur.Effects {
+			fx := r.effectOf(er.Key)
+			if fx.KeepResult && string(er.Result) != string(first[er.Key]) {
+				r.violate("replay: effect %s returned %q, want the provider's first result %q", er.Key, er.Result, first[er.Key])
+			}
+		}
+	}
+}
+
+// checkMismatch redelivers a known unit with one field changed at a time,
+// for every field outside the key: each must be reported as a mismatch,
+// write nothing and perform nothing.
+func (r *simRun[U]) checkMismatch(ctx context.Context, exp simExpect[U]) {
+	verbs, closeInc := r.aux(r.now)
+	defer closeInc()
+	orig := r.phases[0][0]
+	for _, f := range r.job.Fields {
+		if f.InKey {
+			continue
+		}
+		changed := oracleVary(orig, f)
+		r.prov.mu.Lock()
+		before := r.prov.n
+		r.prov.mu.Unlock()
+		rep, _ := verbs.Process(ctx, changed)
+		r.prov.mu.Lock()
+		calls := r.prov.n - before
+		r.prov.mu.Unlock()
+		if rep.Mismatched != 1 || rep.Inserted+rep.Updated != 0 || calls != 0 {
+			r.violate("mismatch: %s redelivered with field %s changed was not reported as a mismatch: %s, %d provider calls", r.job.keyOf(orig), f.Name, rep, calls)
+		}
+	}
+	if r.job.HasDest {
+		r.checkRows(ctx, exp)
+	}
+}
+
+// Subprocess mode: the test binary re-executes itself as a child that runs
+// the first run of phase 0 and exits for real at the planned point. The
+// fake provider's calls are journaled to a file, synced before each call
+// returns, so the outside world outlives the process.
+const (
+	simChildEnv     = "IDEMGEN_CRASHSIM_CHILD"
+	simChildCrashed = 73
+)
+
+// simChildDeaths counts children that died at their planned point.
+var simChildDeaths atomic.Int64
+
+type simChildSpec struct {
+	Locator string
+	CrashAt int
+	Journal string
+}
+
+// runChild runs phase 0's first run in a child process and merges what it
+// did at the provider; it reports whether the child died at its point.
+func (r *simRun[U]) runChild() bool {
+	journal := filepath.Join(r.t.TempDir(), "provider.journal")
+	spec, _ := json.Marshal(simChildSpec{Locator: r.db.locator(), CrashAt: r.sc.crashAt[0], Journal: journal})
+	test, sub, _ := strings.Cut(r.t.Name(), "/")
+	sub, _, _ = strings.Cut(sub, "/")
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$/^"+sub+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), simChildEnv+"="+string(spec))
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	crashed := errors.As(err, &exit) && exit.ExitCode() == simChildCrashed
+	if err != nil && !crashed {
+		r.violate("subprocess child failed: %v\n%s", err, out)
+	}
+	data, _ := os.ReadFile(journal)
+	r.prov.mu.Lock()
+	defer r.prov.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 3 {
+			continue
+		}
+		key := f[0]
+		r.prov.calls[key]++
+		r.prov.effect[key] = f[1]
+		r.prov.order = append(r.prov.order, key)
+		r.prov.n++
+		if r.prov.applied[key] == 0 {
+			r.prov.applied[key] = 1
+			r.prov.first[key] = []byte(f[2])
+		}
+	}
+	r.sc.crashAt = r.sc.crashAt[1:]
+	return crashed
+}
+
+// simChild is the child side: attach to the parent's database, replay the
+// fixture's first phase and run until the planned exit.
+func simChild[U any](t *testing.T, env Env, job *Job[U], raw string) {
+	var spec simChildSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatalf("child spec: %v", err)
+	}
+	f, err := os.OpenFile(spec.Journal, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newScenario("child")
+	sc.crashAt = []int{spec.CrashAt}
+	r := newSimRun(t, job, env.attach(t, spec.Locator), sc, env.name())
+	r.child = true
+	r.prov.journal = f
+	r.setClock(phaseClock(0))
+	r.serve(0)
+	r.runTask(0, workPhase)
+	os.Exit(0) // finished before the planned point
+}
+
+func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env string) *simRun[U] {
+	r := &simRun[U]{
+		t: t, job: job, db: db, sc: sc, env: env,
+		doneKeys: map[string]bool{}, late: map[string]bool{},
+		prov:     newSimProvider(),
+		window:   &WindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.MarkOf, served: map[int][]U{}},
+		cursor:   &CursorSource[U]{served: map[int][]U{}},
+		versions: baseVersions(job),
+	}
+	if sc.faults != nil {
+		r.prov.faults = sc.faults
+	}
+	switch sc.family {
+	case "failk":
+		r.prov.failCall, r.prov.failTimes = sc.call, sc.times
+	case "permanent":
+		r.prov.permanentCall = sc.call
+	}
+	if sc.seed > 0 {
+		r.rng = rand.New(rand.NewPCG(sc.seed, 0))
+	}
+	if sc.poison > 0 {
+		r.poisonKey = job.keyOf(job.Unit(sc.poison, 1))
+	}
+	r.phases = simPhases(job)
+	return r
+}
+
+// simSlots bounds how many scenarios play at once in this process; they
+// wait mostly on the database.
+var simSlots = make(chan struct{}, 4)
+
+// Run runs every scenario family for one job on one database kind.
+// Under -short it plays a deterministic sample; IDEMGEN_CRASHSIM_SCENARIO
+// replays one scenario by name.
+func Run[U any](t *testing.T, env Env, job *Job[U]) {
+	if raw := os.Getenv(simChildEnv); raw != "" {
+		simChild(t, env, job, raw)
+		return
+	}
+	start := time.Now()
+	deathsBefore := simChildDeaths.Load()
+	only := os.Getenv("IDEMGEN_CRASHSIM_SCENARIO")
+	failFast := os.Getenv("IDEMGEN_CRASHSIM_FAILFAST") != ""
+	var (
+		mu        sync.Mutex
+		failed    int
+		scenarios int
+		wg        sync.WaitGroup
+		families  = map[string]int{}
+		broken    = map[string]bool{}
+	)
+	verbose := os.Getenv("IDEMGEN_CRASHSIM_VERBOSE") != ""
+	play := func(sc simScenario) *simRun[U] {
+		began := time.Now()
+		r := newSimRun(t, job, env.fresh(t), sc, env.name())
+		v := r.play()
+		r.db.close()
+		if verbose {
+			t.Logf("%s: %d violations in %s", sc, len(v), time.Since(began).Round(time.Millisecond))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(v) > 0 {
+			failed++
+			broken[sc.family] = true
+			if failed <= 5 {
+				t.Errorf("crashsim %s %s: scenario %q broke invariants:\n  %s\nreplay: IDEMGEN_CRASHSIM_SCENARIO=%q go test -run '%s' .",
+					job.Name, env.name(), sc, strings.Join(v, "\n  "), sc.String(), t.Name())
+			}
+		}
+		return r
+	}
+	runOne := func(sc simScenario) {
+		if only != "" && sc.String() != only {
+			return
+		}
+		mu.Lock()
+		stop := failFast && failed > 0
+		if !stop {
+			scenarios++
+			families[sc.family]++
+		}
+		mu.Unlock()
+		if stop {
+			return
+		}
+		wg.Add(1)
+		simSlots <- struct{}{}
+		go func() {
+			defer func() { <-simSlots; wg.Done() }()
+			play(sc)
+		}()
+	}
+
+	// Discovery: a clean run records the trace of points hit.
+	var clean *simRun[U]
+	if only == "" || only == "clean" {
+		scenarios++
+		families["clean"]++
+		clean = play(newScenario("clean"))
+	} else {
+		clean = newSimRun(t, job, env.fresh(t), newScenario("clean"), env.name())
+		clean.play()
+		clean.db.close()
+	}
+	trace := slices.Clone(clean.trace[:clean.phaseHits])
+	for _, p := range job.Points {
+		if !slices.ContainsFunc(trace, func(h simHit) bool { return h.p == p }) {
+			t.Errorf("crashsim %s %s: declared point %s never hit in discovery", job.Name, env.name(), p)
+		}
+	}
+	if len(trace) == 0 {
+		t.Fatalf("crashsim %s %s: discovery hit no points", job.Name, env.name())
+	}
+	full := os.Getenv("IDEMGEN_CRASHSIM_FULL") != ""
+	plan := simPlan(job, clean, trace, full)
+	if testing.Short() && only == "" && !full {
+		plan = simSample(plan)
+	}
+	for _, sc := range plan {
+		runOne(sc)
+	}
+	wg.Wait()
+	if only != "" && scenarios == 0 {
+		t.Fatalf("no scenario named %q", only)
+	}
+	deaths := simChildDeaths.Load() - deathsBefore
+	if only == "" && deaths == 0 {
+		t.Errorf("crashsim %s %s: no subprocess child died at its point: subprocess mode is not exercised", job.Name, env.name())
+	}
+	var fams []string
+	for _, f := range slices.Sorted(maps.Keys(families)) {
+		fams = append(fams, fmt.Sprintf("%s=%d", f, families[f]))
+	}
+	if failed == 0 {
+		t.Logf("crashsim %s %s: %d points, %d scenarios in %d families (%d real process deaths), all invariants held in %s\n  families: %s",
+			job.Name, env.name(), len(trace), scenarios, len(families), deaths, time.Since(start).Round(time.Millisecond), strings.Join(fams, " "))
+	} else {
+		t.Errorf("crashsim %s %s: %d of %d scenarios broke invariants (families: %s)", job.Name, env.name(), failed, scenarios,
+			strings.Join(slices.Sorted(maps.Keys(broken)), ", "))
+	}
+}
+
+// simPlan enumerates every scenario of every family over the discovery trace.
+//
+// Without full, crash sites that leave the same state as a neighbouring
+// one are left out (simCrashSites), and purge-old takes every third point.
+func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []simScenario {
+	var plan []simScenario
+	add := func(sc simScenario) { plan = append(plan, sc) }
+	at := func(family string, k int) simScenario {
+		sc := newScenario(family)
+		sc.at = k
+		return sc
+	}
+	crash := simCrashSites(trace, full)
+	for _, k := range crash {
+		sc := newScenario("crash")
+		sc.crashAt = []int{k}
+		add(sc)
+	}
+	rng := rand.New(rand.NewPCG(uint64(len(trace)), 7))
+	for range 8 {
+		k := crash[rng.IntN(len(crash))]
+		sc := newScenario("crash2")
+		sc.crashAt = []int{k, k + 1 + rng.IntN(len(trace)/2+1)}
+		add(sc)
+	}
+	clean.prov.mu.Lock()
+	order := slices.Clone(clean.prov.order)
+	clean.prov.mu.Unlock()
+	calls := min(len(order), callsBefore(trace))
+	for c := 0; c < calls; c++ {
+		for _, f := range []struct {
+			family string
+			fault  simFault
+		}{{"resplost", faultRespLost}, {"failpre", faultFailPre}} {
+			sc := newScenario(f.family)
+			sc.call = c
+			sc.faults = map[int]simFault{c: f.fault}
+			add(sc)
+		}
+	}
+	firstPhase := len(trace)
+	if job.Source != SourceNoneName {
+		if i := slices.IndexFunc(trace[1:], func(h simHit) bool { return h.p == idem.PointRunStart }); i >= 0 {
+			firstPhase = i + 1
+		}
+	}
+	firstCall := map[string]int{} // effect -> its first call.before hit in phase 0
+	for k, h := range trace {
+		switch {
+		case h.p == idem.PointUnitAfterCommit || h.p == idem.PointProgressAfter:
+			add(at("commitunknown", k))
+		case h.p == job.failPoint() && h.detail != "":
+			add(at("writefail", k))
+		}
+		if h.p == idem.PointEffectBeforeCall && k < firstPhase {
+			name := clean.prov.effect[h.detail]
+			if _, ok := firstCall[name]; !ok {
+				firstCall[name] = k
+			}
+		}
+	}
+	// preempt@p over every point of the first phase outside a transaction.
+	for k := 0; k < firstPhase; k++ {
+		if !simInTx(job, trace[k]) && trace[k].p != pointSQLBefore && trace[k].p != pointSQLAfter {
+			add(at("preempt", k))
+		}
+	}
+	poison := newScenario("poison")
+	poison.poison = 2
+	add(poison)
+	for i, fx := range job.Effects {
+		c := slices.IndexFunc(order, func(k string) bool { return clean.prov.effect[k] == fx.Name })
+		if c >= 0 {
+			for _, times := range []int{fx.MaxAttempts - 1, fx.MaxAttempts} {
+				if times < 1 {
+					continue
+				}
+				sc := newScenario("failk")
+				sc.call, sc.times = c, times
+				add(sc)
+			}
+		}
+		if c >= 0 {
+			sc := newScenario("permanent")
+			sc.call = c
+			add(sc)
+		}
+		if k, ok := firstCall[fx.Name]; ok {
+			for _, v := range []string{"b-done late-ok", "b-done late-fails", "b-paused late-ok", "b-paused late-fails", "b-before b-fails"} {
+				sc := at("takeover", k)
+				sc.variant = v
+				add(sc)
+			}
+			add(at("livelease", k))
+		}
+		sc := newScenario("bump")
+		sc.bump = i + 1
+		add(sc)
+	}
+	if job.HasDest && job.Source == SourceWatermarkName {
+		sc := newScenario("bump")
+		sc.bump = -1
+		add(sc)
+	}
+	if slices.ContainsFunc(job.Effects, func(fx Effect) bool { return fx.Retention > 0 }) {
+		n := 0
+		for k, h := range trace {
+			if simInTx(job, h) || h.p == pointSQLBefore || h.p == pointSQLAfter {
+				continue
+			}
+			if full || n%3 == 0 {
+				add(at("purge-old", k))
+			}
+			if n%4 == 0 {
+				add(at("purge-young", k))
+			}
+			n++
+		}
+	}
+	if job.Source == SourceNoneName {
+		add(newScenario("mismatch"))
+	}
+	// Subprocess: real process deaths at points spread over phase 0,
+	// including inside the write transaction.
+	phase0 := firstPhase
+	if job.Source == SourceNoneName {
+		phase0 = len(trace) / 2
+	}
+	var exits []int
+	for i := 0; i < 5; i++ {
+		exits = append(exits, i*phase0/5)
+	}
+	if k := slices.IndexFunc(trace[:phase0], func(h simHit) bool { return h.p == idem.PointUnitBeforeCommit }); k >= 0 {
+		exits = append(exits, k)
+	}
+	for _, k := range slices.Compact(slices.Sorted(slices.Values(exits))) {
+		sc := newScenario("subprocess")
+		sc.crashAt = []int{k}
+		add(sc)
+	}
+	add(newScenario("double"))
+	for seed := uint64(1); seed <= 4; seed++ {
+		sc := newScenario("concurrent")
+		sc.seed = seed
+		add(sc)
+	}
+	return plan
+}
+
+// callsBefore counts the provider calls the discovery run made before
+// convergence.
+func callsBefore(trace []simHit) int {
+	n := 0
+	for _, h := range trace {
+		if h.p == idem.PointEffectBeforeCall {
+			n++
+		}
+	}
+	return n
+}
+
+// simCrashSites are the hits worth crashing at. A crash leaves the durable
+// state of the last COMMIT or statement outside a transaction, and the
+// provider's state; the position inside a transaction does not matter (all
+// of it rolls back). So every named point is a site, and so is every SQL
+// boundary after a durable statement unless the worker's next hit is a
+// named point (the same state). With full, every boundary before and after
+// each COMMIT and each statement outside a transaction is a site too.
+func simCrashSites(trace []simHit, full bool) []int {
+	var sites []int
+	named := func(k int) bool {
+		return k < len(trace) && trace[k].p != pointSQLBefore && trace[k].p != pointSQLAfter
+	}
+	for k, h := range trace {
+		durable := h.detail == "COMMIT" || strings.HasPrefix(h.detail, "auto ")
+		switch h.p {
+		case pointSQLBefore:
+			prev := k > 0 && trace[k-1].p == pointSQLAfter && trace[k-1].inc == h.inc
+			if full && (h.detail == "COMMIT" || (strings.HasPrefix(h.detail, "auto ") && !prev)) {
+				sites = append(sites, k)
+			}
+		case pointSQLAfter:
+			if durable && (full || !(named(k+1) && trace[k+1].inc == h.inc)) {
+				sites = append(sites, k)
+			}
+		default:
+			sites = append(sites, k)
+		}
+	}
+	return sites
+}
+
+// simSample is the -short plan: every family, a few of each, chosen
+// deterministically.
+func simSample(plan []simScenario) []simScenario {
+	byFamily := map[string][]simScenario{}
+	var order []string
+	for _, sc := range plan {
+		if _, ok := byFamily[sc.family]; !ok {
+			order = append(order, sc.family)
+		}
+		byFamily[sc.family] = append(byFamily[sc.family], sc)
+	}
+	quota := map[string]int{"crash": 10, "preempt": 3, "writefail": 2, "takeover": 2, "purge-old": 2, "subprocess": 1, "concurrent": 1, "crash2": 1}
+	var out []simScenario
+	for _, f := range order {
+		all := byFamily[f]
+		n := quota[f]
+		if n == 0 {
+			n = 1
+		}
+		if f == "failk" || f == "bump" || f == "permanent" {
+			n = len(all)
+		}
+		step := max(1, len(all)/n)
+		for i := 0; i < len(all); i += step {
+			out = append(out, all[i])
+			if n--; n == 0 {
+				break
+			}
+		}
+	}
+	return out
+}

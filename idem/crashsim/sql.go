@@ -1,0 +1,198 @@
+package crashsim
+
+// Crash points at the driver level: every SQL statement a crashing worker
+// sends is reported to the scenario's hook before it runs and after it has
+// run (for a query, after its rows are closed: SQLite commits an
+// autocommit statement then). The crash simulation can so stop a worker at
+// every durable boundary, not only at the engine's named points, and find a
+// durable step hidden between two of them. PostgreSQL gets the same through
+// a pgx tracer (crashsim_postgres.go).
+
+import (
+	"context"
+	"database/sql/driver"
+	"strings"
+	"sync"
+
+	"github.com/idemgen/idemgen/idem"
+)
+
+// simStatements classifies one connection's statements: "BEGIN", "COMMIT",
+// "ROLLBACK", "tx INSERT INTO t" inside a transaction, "auto UPDATE t"
+// outside one.
+type simStatements struct {
+	mu   sync.Mutex
+	inTx bool
+}
+
+// classify returns the statement's detail, or "" for statements that are
+// not the job's (a pool's ping).
+func (s *simStatements) classify(query string) string {
+	for {
+		query = strings.TrimSpace(query)
+		if !strings.HasPrefix(query, "--") {
+			break
+		}
+		_, rest, ok := strings.Cut(query, "\n")
+		if !ok {
+			return ""
+		}
+		query = rest
+	}
+	words := strings.Fields(query)
+	if len(words) == 0 {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch verb := strings.ToUpper(words[0]); verb {
+	case "BEGIN":
+		s.inTx = true
+		return "BEGIN"
+	case "COMMIT", "END":
+		s.inTx = false
+		return "COMMIT"
+	case "ROLLBACK":
+		s.inTx = false
+		return "ROLLBACK"
+	}
+	prefix := "auto "
+	if s.inTx {
+		prefix = "tx "
+	}
+	return prefix + strings.Join(words[:min(3, len(words))], " ")
+}
+
+// simConn reports a database/sql driver connection's statements to a hook.
+type simConn struct {
+	driver.Conn
+	hook  idem.CrashHook
+	stmts simStatements
+	mu    sync.Mutex
+	open  map[*simStmt]bool // prepared and not yet closed
+}
+
+// kill closes the connection under its user's feet, statements first:
+// SQLite keeps a connection (and the transaction it holds) open while a
+// statement of it is unfinalized.
+func (c *simConn) kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for st := range c.open {
+		_ = st.Stmt.Close()
+	}
+	_ = c.Conn.Close()
+}
+
+// around runs one statement between its two hook calls.
+func (c *simConn) around(ctx context.Context, query string, run func() error) error {
+	detail := c.stmts.classify(query)
+	if c.hook == nil || detail == "" {
+		return run()
+	}
+	if err := c.hook(ctx, pointSQLBefore, detail); err != nil {
+		return err
+	}
+	if err := run(); err != nil {
+		return err
+	}
+	return c.hook(ctx, pointSQLAfter, detail)
+}
+
+func (c *simConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	execer, ok := c.Conn.(driver.ExecerContext)
+	if !ok || len(args) > 0 {
+		return nil, driver.ErrSkip // database/sql prepares it: reported by simStmt
+	}
+	var res driver.Result
+	err := c.around(ctx, query, func() (err error) {
+		res, err = execer.ExecContext(ctx, query, args)
+		return err
+	})
+	return res, err
+}
+
+func (c *simConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	st, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	s := &simStmt{Stmt: st, conn: c, query: query}
+	c.mu.Lock()
+	if c.open == nil {
+		c.open = map[*simStmt]bool{}
+	}
+	c.open[s] = true
+	c.mu.Unlock()
+	return s, nil
+}
+
+func (c *simConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+}
+
+func (c *simConn) CheckNamedValue(v *driver.NamedValue) error {
+	if nc, ok := c.Conn.(driver.NamedValueChecker); ok {
+		return nc.CheckNamedValue(v)
+	}
+	return driver.ErrSkip
+}
+
+// simStmt reports a prepared statement's executions.
+type simStmt struct {
+	driver.Stmt
+	conn  *simConn
+	query string
+}
+
+func (s *simStmt) Close() error {
+	s.conn.mu.Lock()
+	delete(s.conn.open, s)
+	s.conn.mu.Unlock()
+	return s.Stmt.Close()
+}
+
+func (s *simStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	var res driver.Result
+	err := s.conn.around(ctx, s.query, func() (err error) {
+		res, err = s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+		return err
+	})
+	return res, err
+}
+
+// QueryContext reports the statement as run once its rows are closed.
+func (s *simStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	detail := s.conn.stmts.classify(s.query)
+	hook := s.conn.hook
+	if hook == nil || detail == "" {
+		return s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+	}
+	if err := hook(ctx, pointSQLBefore, detail); err != nil {
+		return nil, err
+	}
+	rows, err := s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	return &simRows{Rows: rows, after: func() error { return hook(ctx, pointSQLAfter, detail) }}, nil
+}
+
+func (s *simStmt) CheckNamedValue(v *driver.NamedValue) error {
+	if nc, ok := s.Stmt.(driver.NamedValueChecker); ok {
+		return nc.CheckNamedValue(v)
+	}
+	return s.conn.CheckNamedValue(v)
+}
+
+type simRows struct {
+	driver.Rows
+	after func() error
+}
+
+func (r *simRows) Close() error {
+	if err := r.Rows.Close(); err != nil {
+		return err
+	}
+	return r.after()
+}

@@ -1,0 +1,142 @@
+package crashsim
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/idemgen/idemgen/idem"
+
+	sqlite3 "github.com/ncruces/go-sqlite3/driver"
+	_ "github.com/ncruces/go-sqlite3/embed"
+)
+
+// simSQLite runs scenarios on SQLite files copied from one migrated template.
+type simSQLite struct {
+	template string
+	open     func(*sql.DB) Store
+}
+
+func SQLite(t testing.TB, open func(*sql.DB) Store) Env {
+	if os.Getenv(simChildEnv) != "" {
+		return simSQLite{open: open} // a child only attaches to its parent's file
+	}
+	path := filepath.Join(t.TempDir(), "template.db")
+	db, err := sql.Open("sqlite3", simSQLiteDSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := open(db).Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Fold the WAL into the file so a plain copy is complete.
+	if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	return simSQLite{template: path, open: open}
+}
+
+func simSQLiteDSN(path string) string {
+	// synchronous(off): the simulation kills processes, never the machine,
+	// and the OS keeps what a killed process wrote.
+	return "file:" + url.PathEscape(path) + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)&_pragma=synchronous(off)"
+}
+
+func (e simSQLite) name() string { return "sqlite" }
+
+func (e simSQLite) fresh(t testing.TB) simDB {
+	path := filepath.Join(t.TempDir(), "sim.db")
+	src, err := os.Open(e.template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	dst.Close()
+	return e.attach(t, path)
+}
+
+func (e simSQLite) attach(t testing.TB, path string) simDB {
+	obs, err := sql.Open("sqlite3", simSQLiteDSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &simSQLiteDB{path: path, open: e.open, obsDB: obs, obs: e.open(obs).Runtime()}
+}
+
+type simSQLiteDB struct {
+	path  string
+	open  func(*sql.DB) Store
+	obsDB *sql.DB
+	obs   idem.Store
+}
+
+func (d *simSQLiteDB) close() { d.obsDB.Close() }
+
+func (d *simSQLiteDB) locator() string { return d.path }
+
+func (d *simSQLiteDB) observer() idem.Store { return d.obs }
+
+func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idem.CrashHook) (idem.Store, func(), func()) {
+	if sqlHook == nil {
+		return d.obs, func() {}, func() {} // a helper outside the faults: the observer's handle serves
+	}
+	inner, err := (&sqlite3.SQLite{}).OpenConnector(simSQLiteDSN(d.path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &killableConnector{inner: inner, hook: sqlHook}
+	db := sql.OpenDB(c)
+	return d.open(db).Runtime(), c.kill, func() { db.Close() }
+}
+
+// killableConnector records every driver connection so a crash can close
+// them under database/sql's feet: SQLite rolls back what they had open,
+// exactly as when the process holding them dies.
+type killableConnector struct {
+	inner driver.Connector
+	hook  idem.CrashHook // every statement is reported to it
+	mu    sync.Mutex
+	conns []*simConn
+	dead  bool
+}
+
+func (c *killableConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		return nil, errors.New("simulated crash: this process is gone")
+	}
+	conn, err := c.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc := &simConn{Conn: conn, hook: c.hook}
+	c.conns = append(c.conns, sc)
+	return sc, nil
+}
+
+func (c *killableConnector) Driver() driver.Driver { return c.inner.Driver() }
+
+func (c *killableConnector) kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dead = true
+	for _, conn := range c.conns {
+		conn.kill()
+	}
+}

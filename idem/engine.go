@@ -1,0 +1,967 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Window is the time range a watermark run or backfill fetches: units whose
+// watermark field lies in [Since, Until).
+type Window struct {
+	Since, Until time.Time
+}
+
+// Outcome is what happened to one unit.
+type Outcome string
+
+const (
+	OutcomeInserted  Outcome = "inserted"  // a new destination row
+	OutcomeUpdated   Outcome = "updated"   // an existing row took newer data
+	OutcomeUnchanged Outcome = "unchanged" // the row already held this (or newer) data
+	OutcomeDeduped   Outcome = "deduped"   // the key was already handled; nothing written
+	OutcomeAccepted  Outcome = "accepted"  // no destination: the unit's effects were considered
+	OutcomeFailed    Outcome = "failed"    // the unit's write failed; retried on the next run
+	OutcomeMismatch  Outcome = "mismatch"  // a handed-in key came back with a different payload
+	OutcomeParked    Outcome = "parked"    // failed max_attempts runs, or parked with this payload already; progress passes it
+)
+
+// EffectOutcome is what happened to one effect of one unit.
+type EffectOutcome string
+
+const (
+	EffectDone    EffectOutcome = "done"    // the provider was called and the ledger marked done
+	EffectDeduped EffectOutcome = "deduped" // the ledger says done already; the kept result is returned
+	EffectFailed  EffectOutcome = "failed"  // the provider failed; retried on a later run
+	EffectParked  EffectOutcome = "parked"  // failed max_attempts times; left for a person
+	EffectBusy    EffectOutcome = "busy"    // another run holds the reservation's lease
+)
+
+// ErrPayloadMismatch is reported when a handed-in unit repeats a key with a
+// different payload: a retry must carry the same data.
+var ErrPayloadMismatch = errors.New("same key, different payload")
+
+// Report counts what one run did. Units is filled by Process only.
+type Report struct {
+	Job string
+
+	Seen, Inserted, Updated, Unchanged, Deduped, Accepted, Failed, Mismatched int
+
+	// Parked counts units parked by this run or skipped as parked. They were
+	// not written, so Failed counts them too.
+	Parked int
+
+	EffectsDone, EffectsDeduped, EffectsFailed, EffectsParked, EffectsBusy int
+
+	Units []UnitResult
+
+	// tried holds the effect keys this run already attempted: a failed
+	// effect waits for the next run instead of burning attempts twice.
+	tried map[string]bool
+}
+
+// UnitResult is the outcome of one handed-in unit and its effects.
+type UnitResult struct {
+	Key     string
+	Outcome Outcome
+	Err     error
+	Effects []EffectResult
+}
+
+// EffectResult is the outcome of one effect; Result is the kept result, if any.
+type EffectResult struct {
+	Effect  string
+	Key     string
+	Outcome EffectOutcome
+	Result  []byte
+	Err     error
+}
+
+func (r *Report) countUnit(o Outcome) {
+	r.Seen++
+	switch o {
+	case OutcomeInserted:
+		r.Inserted++
+	case OutcomeUpdated:
+		r.Updated++
+	case OutcomeUnchanged:
+		r.Unchanged++
+	case OutcomeDeduped:
+		r.Deduped++
+	case OutcomeAccepted:
+		r.Accepted++
+	case OutcomeFailed:
+		r.Failed++
+	case OutcomeMismatch:
+		r.Failed++
+		r.Mismatched++
+	case OutcomeParked:
+		r.Failed++
+		r.Parked++
+	}
+}
+
+func (r *Report) countEffect(o EffectOutcome) {
+	switch o {
+	case EffectDone:
+		r.EffectsDone++
+	case EffectDeduped:
+		r.EffectsDeduped++
+	case EffectFailed:
+		r.EffectsFailed++
+	case EffectParked:
+		r.EffectsFailed++
+		r.EffectsParked++
+	case EffectBusy:
+		r.EffectsBusy++
+	}
+}
+
+// Add adds o's counts and units to r, to sum the reports of several calls.
+func (r *Report) Add(o Report) {
+	r.Seen += o.Seen
+	r.Inserted += o.Inserted
+	r.Updated += o.Updated
+	r.Unchanged += o.Unchanged
+	r.Deduped += o.Deduped
+	r.Accepted += o.Accepted
+	r.Failed += o.Failed
+	r.Mismatched += o.Mismatched
+	r.Parked += o.Parked
+	r.EffectsDone += o.EffectsDone
+	r.EffectsDeduped += o.EffectsDeduped
+	r.EffectsFailed += o.EffectsFailed
+	r.EffectsParked += o.EffectsParked
+	r.EffectsBusy += o.EffectsBusy
+	r.Units = append(r.Units, o.Units...)
+}
+
+// LogValue lets a Report be logged as one slog group.
+func (r Report) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("job", r.Job),
+		slog.Int("seen", r.Seen), slog.Int("inserted", r.Inserted), slog.Int("updated", r.Updated),
+		slog.Int("unchanged", r.Unchanged), slog.Int("deduped", r.Deduped), slog.Int("accepted", r.Accepted),
+		slog.Int("failed", r.Failed), slog.Int("mismatched", r.Mismatched), slog.Int("parked", r.Parked),
+		slog.Int("effects_done", r.EffectsDone), slog.Int("effects_deduped", r.EffectsDeduped),
+		slog.Int("effects_failed", r.EffectsFailed), slog.Int("effects_parked", r.EffectsParked),
+		slog.Int("effects_busy", r.EffectsBusy),
+	)
+}
+
+// String prints the counts on one line.
+func (r Report) String() string {
+	return fmt.Sprintf("%s: seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d failed=%d mismatched=%d parked=%d effects: done=%d deduped=%d failed=%d parked=%d busy=%d",
+		r.Job, r.Seen, r.Inserted, r.Updated, r.Unchanged, r.Deduped, r.Accepted, r.Failed, r.Mismatched, r.Parked,
+		r.EffectsDone, r.EffectsDeduped, r.EffectsFailed, r.EffectsParked, r.EffectsBusy)
+}
+
+// Option configures a job.
+type Option func(*options)
+
+type options struct {
+	log      *slog.Logger
+	now      func() time.Time
+	owner    string
+	start    time.Time
+	maxPages int
+	hook     CrashHook
+	// defEdit is a func(*jobDef[U]) the crash tests use to rebuild a job
+	// with bumped versions, as a regenerated package would be.
+	defEdit any
+}
+
+// WithLogger sends the job's logs to l (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithClock replaces time.Now, for leases, windows and ledger times.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithOwner names this worker in ledger leases (default: a random id per job value).
+func WithOwner(owner string) Option { return func(o *options) { o.owner = owner } }
+
+// WithStart sets where a watermark job's first window begins (default: the zero time).
+func WithStart(t time.Time) Option { return func(o *options) { o.start = t } }
+
+// WithMaxPages bounds how many source pages one run fetches (default 10000).
+func WithMaxPages(n int) Option { return func(o *options) { o.maxPages = n } }
+
+// WithCrashHook is for the generated crash-simulation tests only.
+func WithCrashHook(h CrashHook) Option { return func(o *options) { o.hook = h } }
+
+// WithJobEdit is for the generated crash-simulation tests only.
+func WithJobEdit[U any](edit func(*Job[U])) Option { return func(o *options) { o.defEdit = edit } }
+
+// NewEngine is what every generated job constructor calls.
+func NewEngine[U any](def *Job[U], st Store, opts []Option) *Engine[U] {
+	o := newOptions(opts)
+	if edit, ok := o.defEdit.(func(*Job[U])); ok {
+		edit(def)
+	}
+	return &Engine[U]{def: def, st: st, opt: o}
+}
+
+func newOptions(opts []Option) options {
+	o := options{log: slog.Default(), now: time.Now, maxPages: 10000}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.owner == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		o.owner = hex.EncodeToString(b[:])
+	}
+	return o
+}
+
+// CrashPoint names a durable boundary of a job, where the crash tests stop it.
+type CrashPoint string
+
+const (
+	PointRunStart         CrashPoint = "run.start"
+	PointBatchStart       CrashPoint = "batch.start"
+	PointUnitStart        CrashPoint = "unit.start"
+	PointUnitBeforeCommit CrashPoint = "unit.commit.before"
+	PointUnitAfterCommit  CrashPoint = "unit.commit.after"
+	PointEffectClaimed    CrashPoint = "effect.claim.after"
+	PointEffectBeforeCall CrashPoint = "effect.call.before"
+	PointEffectAfterCall  CrashPoint = "effect.call.after"
+	PointEffectRecorded   CrashPoint = "effect.record.after"
+	PointProgressBefore   CrashPoint = "progress.save.before"
+	PointProgressAfter    CrashPoint = "progress.save.after"
+)
+
+// CrashHook is called at every crash point when set. It may block forever
+// (a crash: the goroutine is parked, nothing unwinds) or return an error the
+// job treats as the failure of the step just taken.
+type CrashHook func(ctx context.Context, p CrashPoint, detail string) error
+
+// ledger states.
+const (
+	StatePending = "pending"
+	StateDone    = "done"
+	StateFailed  = "failed"
+)
+
+// Store is one dialect's access to the package's tables.
+type Store interface {
+	// inTx runs fn in one transaction, committing when fn returns nil.
+	InTx(ctx context.Context, fn func(q Querier) error) error
+	// auto runs single statements outside a transaction.
+	Auto() Querier
+}
+
+// Querier holds the bookkeeping queries every job uses. Each dialect
+// implements it over its sqlc-generated queries.
+type Querier interface {
+	Progress(ctx context.Context, job string) (ProgressRow, error)
+	SaveWatermark(ctx context.Context, job string, mark time.Time, jobVersion int32, now time.Time) error
+	SaveCursor(ctx context.Context, job, cursor string, position int64, jobVersion int32, now time.Time) error
+	See(ctx context.Context, job, unitKey string, hash []byte, jobVersion int32, now time.Time) (prev []byte, fresh bool, err error)
+	Reserve(ctx context.Context, r LedgerRow, now time.Time) error
+	Decided(ctx context.Context, job, effect, unitKey string, version int32) (bool, error)
+	Claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error)
+	Complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error)
+	Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (state string, err error)
+	Effect(ctx context.Context, key string) (LedgerRow, bool, error)
+	Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]LedgerRow, error)
+	Purge(ctx context.Context, job, effect string, before time.Time) (int64, error)
+	Ledger(ctx context.Context) ([]LedgerEntry, error)
+	ParkQuerier
+}
+
+type ProgressRow struct {
+	Found     bool
+	Watermark time.Time
+	HasMark   bool
+	Cursor    string
+	Position  int64
+}
+
+type LedgerRow struct {
+	Key           string
+	Job           string
+	Effect        string
+	EffectVersion int32
+	JobVersion    int32
+	UnitKey       string
+	Payload       []byte
+	State         string
+	Attempts      int32
+	Result        []byte
+	LastError     string
+}
+
+// when an effect is decided, relative to the destination write.
+type When int
+
+const (
+	WhenAlways   When = iota
+	WhenInserted      // the write inserted the row
+	WhenChanged       // the write inserted or changed the row
+)
+
+func (w When) Matches(o Outcome) bool {
+	switch w {
+	case WhenInserted:
+		return o == OutcomeInserted
+	case WhenChanged:
+		return o == OutcomeInserted || o == OutcomeUpdated
+	}
+	return o != OutcomeFailed && o != OutcomeMismatch
+}
+
+// Job is what the generated code tells the engine about one job.
+type Job[U any] struct {
+	Name    string
+	Version int32
+	// keyOf renders the unit's idempotency key.
+	KeyOf func(U) string
+	// canonical returns the unit with times in UTC, so payloads compare by value.
+	Canonical func(U) U
+	// write upserts the unit into the destination; nil when there is none.
+	Write func(ctx context.Context, q Querier, u U, key string, jobVersion int32) (Outcome, error)
+	// checkSeen records handed-in keys with a payload hash (source: none).
+	CheckSeen bool
+	// stage publishes each window, page or Process call in one transaction.
+	Stage   bool
+	Effects []Effect[U]
+	// maxAttempts parks a unit whose write failed in this many runs; 0: never.
+	MaxAttempts int32
+	// markOf is a watermark job's watermark field, recorded with a failed unit.
+	MarkOf func(U) time.Time
+}
+
+type Effect[U any] struct {
+	Name        string
+	Version     int32
+	When        When
+	KeyOf       func(U) string
+	Lease       time.Duration
+	Retention   time.Duration // zero: keep forever
+	KeepResult  bool
+	MaxAttempts int32
+	// call performs the effect at the provider, passing key as its idempotency key.
+	Call func(ctx context.Context, key string, u U) ([]byte, error)
+}
+
+// Engine runs one job over one store.
+type Engine[U any] struct {
+	def *Job[U]
+	st  Store
+	opt options
+}
+
+// Job returns the definition the engine runs.
+func (e *Engine[U]) Job() *Job[U] { return e.def }
+
+// Store returns the store the engine runs over.
+func (e *Engine[U]) Store() Store { return e.st }
+
+func (e *Engine[U]) hit(ctx context.Context, p CrashPoint, detail string) error {
+	if e.opt.hook == nil {
+		return nil
+	}
+	return e.opt.hook(ctx, p, detail)
+}
+
+func (e *Engine[U]) payload(u U) ([]byte, error) {
+	b, err := json.Marshal(e.def.Canonical(u))
+	if err != nil {
+		return nil, fmt.Errorf("encode unit: %w", err)
+	}
+	return b, nil
+}
+
+// applied is what applying a batch tells the progress logic.
+type applied struct {
+	failed int
+	// oldestFailed is the smallest watermark value among failed units.
+	oldestFailed time.Time
+}
+
+// apply handles a batch of units: each in its own transaction, so one bad
+// unit never undoes the others, then the effects each one decided.
+func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect bool, markOf func(U) time.Time) (applied, error) {
+	var res applied
+	for _, u := range units {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		ur := e.applyUnit(ctx, u, rep)
+		if ur.Outcome == OutcomeFailed || ur.Outcome == OutcomeMismatch {
+			res.failed++
+			if markOf != nil {
+				if m := markOf(u); res.oldestFailed.IsZero() || m.Before(res.oldestFailed) {
+					res.oldestFailed = m
+				}
+			}
+		}
+		if collect {
+			rep.Units = append(rep.Units, ur)
+		}
+	}
+	return res, nil
+}
+
+func (e *Engine[U]) applyUnit(ctx context.Context, u U, rep *Report) UnitResult {
+	key := e.def.KeyOf(u)
+	log := e.opt.log.With(slog.String("job", e.def.Name), slog.String("key", key))
+	if err := e.hit(ctx, PointUnitStart, key); err != nil {
+		return e.failUnit(key, OutcomeFailed, err, rep, log)
+	}
+	var outcome Outcome
+	err := e.st.InTx(ctx, func(q Querier) error {
+		var err error
+		if outcome, err = e.writeUnit(ctx, q, u, key); err != nil {
+			return err
+		}
+		return e.hit(ctx, PointUnitBeforeCommit, key)
+	})
+	if err == nil {
+		err = e.hit(ctx, PointUnitAfterCommit, key)
+	}
+	if err != nil {
+		o := e.failedOutcome(ctx, u, key, err, log)
+		return e.failUnit(key, o, fmt.Errorf("job %q key %q: %w", e.def.Name, key, err), rep, log)
+	}
+	return e.finishUnit(ctx, u, key, outcome, rep, log)
+}
+
+func (e *Engine[U]) failUnit(key string, o Outcome, err error, rep *Report, log *slog.Logger) UnitResult {
+	rep.countUnit(o)
+	log.Warn("idemgen: unit failed", slog.String("outcome", string(o)), slog.Any("err", err))
+	return UnitResult{Key: key, Outcome: o, Err: err}
+}
+
+// finishUnit counts a committed unit and performs the effects it owes.
+func (e *Engine[U]) finishUnit(ctx context.Context, u U, key string, outcome Outcome, rep *Report, log *slog.Logger) UnitResult {
+	if outcome == OutcomeParked {
+		return e.skipParked(key, rep, log)
+	}
+	ur := UnitResult{Key: key, Outcome: outcome}
+	rep.countUnit(outcome)
+	log.Debug("idemgen: unit applied", slog.String("outcome", string(outcome)))
+	for _, fx := range e.def.Effects {
+		er := e.perform(ctx, fx, fx.KeyOf(u), u, rep, log)
+		if er.Outcome == "" {
+			continue // not owed
+		}
+		rep.countEffect(er.Outcome)
+		ur.Effects = append(ur.Effects, er)
+	}
+	return ur
+}
+
+// writeUnit does a unit's database work inside the caller's transaction:
+// the handed-in key record, the destination write, and the reservations of
+// the effects that write decides.
+func (e *Engine[U]) writeUnit(ctx context.Context, q Querier, u U, key string) (Outcome, error) {
+	payload, err := e.payload(u)
+	if err != nil {
+		return "", err
+	}
+	skip, err := e.checkParked(ctx, q, key, payload)
+	if err != nil {
+		return "", err
+	}
+	if skip {
+		return OutcomeParked, nil
+	}
+	now := e.opt.now()
+	outcome := OutcomeAccepted
+	if e.def.CheckSeen {
+		sum := sha256.Sum256(payload)
+		prev, fresh, err := q.See(ctx, e.def.Name, key, sum[:], e.def.Version, now)
+		if err != nil {
+			return "", fmt.Errorf("record key: %w", err)
+		}
+		if !fresh {
+			if !bytes.Equal(prev, sum[:]) {
+				return "", ErrPayloadMismatch
+			}
+			outcome = OutcomeDeduped
+		}
+	}
+	if e.def.Write != nil && outcome != OutcomeDeduped {
+		if outcome, err = e.def.Write(ctx, q, u, key, e.def.Version); err != nil {
+			return "", fmt.Errorf("write destination: %w", err)
+		}
+	}
+	// The reservation shares the write's transaction: no crash can
+	// separate "the row was inserted" from "the effect is owed".
+	for _, fx := range e.def.Effects {
+		decide := fx.When.Matches(outcome)
+		if !decide && outcome != OutcomeDeduped {
+			// A unit decided under an earlier effect version owes the
+			// new version once: version bumps are deliberate.
+			was, err := q.Decided(ctx, e.def.Name, fx.Name, key, fx.Version)
+			if err != nil {
+				return "", fmt.Errorf("effect %q: look up ledger: %w", fx.Name, err)
+			}
+			decide = was
+		}
+		if !decide {
+			continue
+		}
+		r := LedgerRow{
+			Key: fx.KeyOf(u), Job: e.def.Name, Effect: fx.Name, EffectVersion: fx.Version,
+			JobVersion: e.def.Version, UnitKey: key, Payload: payload,
+		}
+		if err := q.Reserve(ctx, r, now); err != nil {
+			return "", fmt.Errorf("effect %q: reserve: %w", fx.Name, err)
+		}
+	}
+	return outcome, nil
+}
+
+// applyStaged writes a whole window or page in one transaction, together
+// with the progress save, so readers never see half of it; the effects are
+// performed after the commit. One failing unit fails the batch, which is
+// retried whole on the next run: stage trades failure isolation for atomic
+// publication.
+func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, collect bool, save func(q Querier) error) (applied, error) {
+	if err := ctx.Err(); err != nil {
+		return applied{}, err
+	}
+	keys := make([]string, len(units))
+	outcomes := make([]Outcome, len(units))
+	failing := -1 // the unit whose write failed the batch, if one did
+	err := e.st.InTx(ctx, func(q Querier) error {
+		for i, u := range units {
+			failing = i
+			keys[i] = e.def.KeyOf(u)
+			if err := e.hit(ctx, PointUnitStart, keys[i]); err != nil {
+				return err
+			}
+			o, err := e.writeUnit(ctx, q, u, keys[i])
+			if err != nil {
+				return fmt.Errorf("key %q: %w", keys[i], err)
+			}
+			outcomes[i] = o
+		}
+		failing = -1
+		if save != nil {
+			if err := save(q); err != nil {
+				return err
+			}
+		}
+		return e.hit(ctx, PointUnitBeforeCommit, "")
+	})
+	if err == nil {
+		err = e.hit(ctx, PointUnitAfterCommit, "")
+	}
+	log := e.opt.log.With(slog.String("job", e.def.Name))
+	if err != nil {
+		err = fmt.Errorf("job %q: staged batch of %d units not published: %w", e.def.Name, len(units), err)
+		for i := range units {
+			if keys[i] == "" {
+				keys[i] = e.def.KeyOf(units[i]) // after the failing unit: not reached
+			}
+			o, ulog := OutcomeFailed, log.With(slog.String("key", keys[i]))
+			if i == failing {
+				o = e.failedOutcome(ctx, units[i], keys[i], err, ulog)
+			} else if outcomes[i] == OutcomeParked {
+				o = OutcomeParked // skipped before the batch failed: still parked
+			}
+			ur := e.failUnit(keys[i], o, err, rep, ulog)
+			if collect {
+				rep.Units = append(rep.Units, ur)
+			}
+		}
+		return applied{failed: len(units)}, nil
+	}
+	for i, u := range units {
+		ur := e.finishUnit(ctx, u, keys[i], outcomes[i], rep, log.With(slog.String("key", keys[i])))
+		if collect {
+			rep.Units = append(rep.Units, ur)
+		}
+	}
+	return applied{}, nil
+}
+
+// perform runs one reserved effect: claim its lease, call the provider with
+// the key, record the result. A key with no reservation is not owed.
+func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, rep *Report, log *slog.Logger) EffectResult {
+	er := EffectResult{Effect: fx.Name, Key: key}
+	if rep.tried[key] {
+		return EffectResult{}
+	}
+	log = log.With(slog.String("effect", fx.Name), slog.String("effect_key", key))
+	now := e.opt.now()
+	leaseUntil := now.Add(fx.Lease)
+	claimed, err := e.st.Auto().Claim(ctx, key, e.opt.owner, now, leaseUntil)
+	if err != nil {
+		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: claim: %w", fx.Name, key, err)
+		log.Warn("idemgen: effect claim failed", slog.Any("err", err))
+		return er
+	}
+	if !claimed {
+		row, found, err := e.st.Auto().Effect(ctx, key)
+		switch {
+		case err != nil:
+			er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: read ledger: %w", fx.Name, key, err)
+		case !found:
+			// Not reserved: the write did not decide this effect.
+		case row.State == StateDone:
+			er.Outcome, er.Result = EffectDeduped, row.Result
+		case row.State == StateFailed:
+			er.Outcome, er.Err = EffectParked, errors.New(row.LastError)
+		default:
+			er.Outcome = EffectBusy
+		}
+		return er
+	}
+	if rep.tried == nil {
+		rep.tried = map[string]bool{}
+	}
+	rep.tried[key] = true
+	if err := e.hit(ctx, PointEffectClaimed, key); err != nil {
+		return e.release(ctx, fx, key, err, log)
+	}
+	// Fence: a worker that stalled past its lease may have been taken over;
+	// the new holder performs the effect, this one must not call again.
+	if !e.opt.now().Before(leaseUntil) {
+		er.Outcome = EffectBusy
+		log.Warn("idemgen: effect lease expired before the call; left to the worker that took it over")
+		return er
+	}
+	if err := e.hit(ctx, PointEffectBeforeCall, key); err != nil {
+		return e.release(ctx, fx, key, err, log)
+	}
+	result, callErr := fx.Call(ctx, key, u)
+	if err := e.hit(ctx, PointEffectAfterCall, key); err != nil && callErr == nil {
+		callErr = err
+	}
+	if callErr != nil {
+		return e.release(ctx, fx, key, callErr, log)
+	}
+	if !fx.KeepResult {
+		result = nil
+	}
+	ok, err := e.st.Auto().Complete(ctx, key, e.opt.owner, result, e.opt.now())
+	if err != nil {
+		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: record done: %w", fx.Name, key, err)
+		log.Warn("idemgen: effect performed but not recorded; it will be retried with the same key", slog.Any("err", err))
+		return er
+	}
+	if !ok {
+		log.Warn("idemgen: effect lease was taken over before it was recorded; the provider saw the same key twice")
+	}
+	if err := e.hit(ctx, PointEffectRecorded, key); err != nil {
+		er.Outcome, er.Err = EffectFailed, err
+		return er
+	}
+	log.Info("idemgen: effect done")
+	er.Outcome, er.Result = EffectDone, result
+	return er
+}
+
+func (e *Engine[U]) release(ctx context.Context, fx Effect[U], key string, cause error, log *slog.Logger) EffectResult {
+	er := EffectResult{Effect: fx.Name, Key: key, Outcome: EffectFailed, Err: fmt.Errorf("effect %q key %q: %w", fx.Name, key, cause)}
+	permanent := errors.Is(cause, ErrPermanent)
+	state, err := e.st.Auto().Release(ctx, key, e.opt.owner, cause.Error(), fx.MaxAttempts, permanent, e.opt.now())
+	if err != nil {
+		log.Warn("idemgen: effect failed; releasing its lease failed too", slog.Any("err", cause), slog.Any("release_err", err))
+		return er
+	}
+	if state == StateFailed {
+		er.Outcome = EffectParked
+		if permanent {
+			log.Error("idemgen: effect parked: the provider called the failure permanent", slog.Any("err", cause))
+			return er
+		}
+		log.Error("idemgen: effect parked after max attempts", slog.Any("err", cause))
+		return er
+	}
+	log.Warn("idemgen: effect failed; it will be retried", slog.Any("err", cause))
+	return er
+}
+
+// drain performs every reservation of this job that is still pending and not
+// leased: effects owed by earlier runs that crashed or failed.
+func (e *Engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), rep *Report) error {
+	byName := map[string]Effect[U]{}
+	for _, fx := range e.def.Effects {
+		byName[fx.Name] = fx
+	}
+	after := ""
+	for {
+		rows, err := e.st.Auto().Pending(ctx, e.def.Name, e.opt.now(), after, 100)
+		if err != nil {
+			return fmt.Errorf("job %q: list pending effects: %w", e.def.Name, err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		for _, row := range rows {
+			after = row.Key
+			fx, ok := byName[row.Effect]
+			log := e.opt.log.With(slog.String("job", e.def.Name), slog.String("key", row.UnitKey))
+			if !ok {
+				log.Warn("idemgen: pending effect is no longer in the spec; left as is", slog.String("effect", row.Effect))
+				continue
+			}
+			u, err := decode(row.Payload)
+			if err != nil {
+				log.Error("idemgen: pending effect payload unreadable", slog.Any("err", err))
+				continue
+			}
+			er := e.perform(ctx, fx, row.Key, u, rep, log)
+			if er.Outcome != "" {
+				rep.countEffect(er.Outcome)
+			}
+		}
+	}
+}
+
+// runWindow fetches and applies one window page by page. With save, the
+// watermark advances afterwards, and never past a failed unit.
+func (e *Engine[U]) runWindow(ctx context.Context, w Window, save bool,
+	fetch func(ctx context.Context, w Window, page string) ([]U, string, error),
+	markOf func(U) time.Time, rep *Report) error {
+	page := ""
+	var oldestFailed time.Time
+	var staged []U
+	for n := 0; n < e.opt.maxPages; n++ {
+		if err := e.hit(ctx, PointBatchStart, page); err != nil {
+			return err
+		}
+		units, next, err := fetch(ctx, w, page)
+		if err != nil {
+			return fmt.Errorf("job %q: fetch window %s..%s: %w", e.def.Name, w.Since.Format(time.RFC3339), w.Until.Format(time.RFC3339), err)
+		}
+		if e.def.Stage {
+			staged = append(staged, units...)
+		} else {
+			res, err := e.apply(ctx, units, rep, false, markOf)
+			if err != nil {
+				return err
+			}
+			if res.failed > 0 && (oldestFailed.IsZero() || res.oldestFailed.Before(oldestFailed)) {
+				oldestFailed = res.oldestFailed
+			}
+		}
+		if next == "" || next == page {
+			break
+		}
+		page = next
+	}
+	if e.def.Stage {
+		var saveMark func(q Querier) error
+		if save {
+			saveMark = func(q Querier) error { return e.saveMark(ctx, q, w.Until) }
+		}
+		_, err := e.applyStaged(ctx, staged, rep, false, saveMark)
+		return err
+	}
+	if !save {
+		return nil
+	}
+	mark := w.Until
+	if !oldestFailed.IsZero() && oldestFailed.Before(mark) {
+		// Hold the mark at the oldest failure so the next window fetches it again.
+		mark = oldestFailed
+	}
+	return e.saveMark(ctx, e.st.Auto(), mark)
+}
+
+func (e *Engine[U]) saveMark(ctx context.Context, q Querier, mark time.Time) error {
+	if err := e.hit(ctx, PointProgressBefore, ""); err != nil {
+		return err
+	}
+	if err := q.SaveWatermark(ctx, e.def.Name, mark, e.def.Version, e.opt.now()); err != nil {
+		return fmt.Errorf("job %q: save watermark: %w", e.def.Name, err)
+	}
+	return e.hit(ctx, PointProgressAfter, "")
+}
+
+// nextWindow is the window a scheduled watermark run fetches.
+func (e *Engine[U]) nextWindow(ctx context.Context, overlap time.Duration) (Window, error) {
+	p, err := e.st.Auto().Progress(ctx, e.def.Name)
+	if err != nil {
+		return Window{}, fmt.Errorf("job %q: read progress: %w", e.def.Name, err)
+	}
+	since := e.opt.start
+	if p.HasMark {
+		since = p.Watermark.Add(-overlap)
+	}
+	return Window{Since: since, Until: e.opt.now()}, nil
+}
+
+// runCursor applies pages from the stored cursor on; the cursor advances
+// after each whole page, and stops at a page with a failed unit.
+func (e *Engine[U]) runCursor(ctx context.Context, fetch func(ctx context.Context, cursor string) ([]U, string, error), rep *Report) error {
+	p, err := e.st.Auto().Progress(ctx, e.def.Name)
+	if err != nil {
+		return fmt.Errorf("job %q: read progress: %w", e.def.Name, err)
+	}
+	cur, pos := p.Cursor, p.Position
+	for n := 0; n < e.opt.maxPages; n++ {
+		if err := e.hit(ctx, PointBatchStart, cur); err != nil {
+			return err
+		}
+		units, next, err := fetch(ctx, cur)
+		if err != nil {
+			return fmt.Errorf("job %q: fetch page after cursor %q: %w", e.def.Name, cur, err)
+		}
+		advance := next != "" && next != cur
+		saveCursor := func(q Querier) error {
+			if err := e.hit(ctx, PointProgressBefore, next); err != nil {
+				return err
+			}
+			// position orders cursors: a slower overlapping run cannot move it back.
+			if err := q.SaveCursor(ctx, e.def.Name, next, pos+1, e.def.Version, e.opt.now()); err != nil {
+				return fmt.Errorf("job %q: save cursor: %w", e.def.Name, err)
+			}
+			return e.hit(ctx, PointProgressAfter, next)
+		}
+		var res applied
+		if e.def.Stage {
+			var save func(q Querier) error
+			if advance {
+				save = saveCursor
+			}
+			res, err = e.applyStaged(ctx, units, rep, false, save)
+		} else {
+			res, err = e.apply(ctx, units, rep, false, nil)
+			if err == nil && res.failed == 0 && advance {
+				err = saveCursor(e.st.Auto())
+			}
+		}
+		if err != nil || res.failed > 0 || !advance {
+			return err
+		}
+		cur, pos = next, pos+1
+		if len(units) == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// finish logs the report once per run.
+func (e *Engine[U]) finish(ctx context.Context, rep *Report, err error) {
+	if err != nil {
+		e.opt.log.ErrorContext(ctx, "idemgen: run stopped", slog.Any("report", *rep), slog.Any("err", err))
+		return
+	}
+	e.opt.log.InfoContext(ctx, "idemgen: run done", slog.Any("report", *rep))
+}
+
+// purge deletes done ledger rows older than each effect's retention.
+func (e *Engine[U]) Purge(ctx context.Context) (int64, error) {
+	var total int64
+	for _, fx := range e.def.Effects {
+		if fx.Retention <= 0 {
+			continue
+		}
+		n, err := e.st.Auto().Purge(ctx, e.def.Name, fx.Name, e.opt.now().Add(-fx.Retention))
+		if err != nil {
+			return total, fmt.Errorf("job %q effect %q: purge: %w", e.def.Name, fx.Name, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// LedgerEntry is one ledger row, for operators and tests.
+type LedgerEntry struct {
+	Key           string
+	Job           string
+	Effect        string
+	EffectVersion int
+	UnitKey       string
+	State         string
+	Attempts      int
+	LeaseOwner    string
+	Result        []byte
+	LastError     string
+}
+
+// run wraps one scheduled run or call: report, logging, run-start point.
+func (e *Engine[U]) run(ctx context.Context, body func(rep *Report) error) (Report, error) {
+	rep := Report{Job: e.def.Name}
+	err := e.hit(ctx, PointRunStart, "")
+	if err == nil {
+		err = body(&rep)
+	}
+	e.finish(ctx, &rep, err)
+	return rep, err
+}
+
+func decodeUnit[U any](b []byte) (U, error) {
+	var u U
+	err := json.Unmarshal(b, &u)
+	return u, err
+}
+
+// runWatermark is a scheduled watermark run: owed effects first, then the
+// window since the stored mark minus overlap.
+func (e *Engine[U]) RunWatermark(ctx context.Context, overlap time.Duration,
+	fetch func(context.Context, Window, string) ([]U, string, error), markOf func(U) time.Time) (Report, error) {
+	return e.run(ctx, func(rep *Report) error {
+		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
+			return err
+		}
+		if err := e.retryUnits(ctx, rep); err != nil {
+			return err
+		}
+		w, err := e.nextWindow(ctx, overlap)
+		if err != nil {
+			return err
+		}
+		return e.runWindow(ctx, w, true, fetch, markOf, rep)
+	})
+}
+
+// backfill re-runs a past window through the same keys and ledger; it never moves progress.
+func (e *Engine[U]) Backfill(ctx context.Context, w Window,
+	fetch func(context.Context, Window, string) ([]U, string, error), markOf func(U) time.Time) (Report, error) {
+	return e.run(ctx, func(rep *Report) error { return e.runWindow(ctx, w, false, fetch, markOf, rep) })
+}
+
+// runCursorJob is a scheduled cursor run: owed effects first, then pages from the stored cursor.
+func (e *Engine[U]) RunCursor(ctx context.Context, fetch func(context.Context, string) ([]U, string, error)) (Report, error) {
+	return e.run(ctx, func(rep *Report) error {
+		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
+			return err
+		}
+		if err := e.retryUnits(ctx, rep); err != nil {
+			return err
+		}
+		return e.runCursor(ctx, fetch, rep)
+	})
+}
+
+// process applies handed-in units and reports each one.
+func (e *Engine[U]) Process(ctx context.Context, units []U) (Report, error) {
+	return e.run(ctx, func(rep *Report) error {
+		var err error
+		if e.def.Stage {
+			_, err = e.applyStaged(ctx, units, rep, true, nil)
+		} else {
+			_, err = e.apply(ctx, units, rep, true, nil)
+		}
+		return err
+	})
+}
+
+// drainJob performs every owed effect of the job; for handed-in units
+// (checkSeen: source none, which has no Run) it then writes the units a
+// person put back for retry.
+func (e *Engine[U]) Drain(ctx context.Context) (Report, error) {
+	return e.run(ctx, func(rep *Report) error {
+		if err := e.drain(ctx, decodeUnit[U], rep); err != nil || !e.def.CheckSeen {
+			return err
+		}
+		return e.retryUnits(ctx, rep)
+	})
+}

@@ -1,0 +1,31 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PgInTx runs fn in a READ COMMITTED transaction: the unique constraints
+// and ON CONFLICT clauses, not isolation, are what keep writes idempotent.
+func PgInTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// PgNoRows reports the "no row" result of a :one query, which for an upsert
+// means "nothing written", not an error.
+func PgNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
