@@ -26,7 +26,7 @@ import (
 // Field describes one unit field as the spec declares it.
 type Field struct {
 	Name     string // snake_case, the JSON name
-	Type      string // string int32 int64 float64 bool time bytes json uuid
+	Type     string // string int32 int64 float64 bool time bytes json uuid
 	Nullable bool
 	InKey    bool // a placeholder of the unit key
 }
