@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -103,13 +104,34 @@ func (f *fixture) invoice(id string, amount int64, updated time.Time) billing.In
 	return inv
 }
 
+// runJob runs j once. A run that stopped fails the test; one that ran to
+// its end must return a *idem.FailuresError exactly when its report counts
+// a unit or effect that did not end applied, one failure per count.
 func runJob(t *testing.T, j *billing.InvoiceSync) idem.Report {
 	t.Helper()
 	rep, err := j.Run(context.Background())
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	checkFailures(t, "run", rep, err, false)
 	return rep
+}
+
+// checkFailures holds a call's error to its report: nil when nothing
+// failed, else a *idem.FailuresError counting every failed unit and effect
+// (and busy effects, for Process).
+func checkFailures(t *testing.T, call string, rep idem.Report, err error, busyFails bool) {
+	t.Helper()
+	want := rep.Failed + rep.EffectsFailed
+	if busyFails {
+		want += rep.EffectsBusy
+	}
+	var fe *idem.FailuresError
+	switch {
+	case err == nil && want > 0:
+		t.Fatalf("%s: report counts %d failures but the error is nil: %s", call, want, rep)
+	case errors.As(err, &fe) && fe.Count != want:
+		t.Fatalf("%s: error counts %d failures, report %d: %v; %s", call, fe.Count, want, err, rep)
+	case err != nil && fe == nil:
+		t.Fatalf("%s: %v", call, err)
+	}
 }
 
 func rows(t *testing.T, j *billing.InvoiceSync) map[string]billing.Invoice {

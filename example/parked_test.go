@@ -113,7 +113,8 @@ func TestPoisonUnitIsParkedAndPassed(t *testing.T) {
 		// Fetched again with the same payload it is skipped: not attempted
 		// (the trigger would have failed it a fourth time), but reported.
 		rep, err := j.Backfill(ctx, idem.Window{Since: f.base.Add(-time.Hour), Until: f.base})
-		if err != nil || rep.Seen != 3 || rep.Unchanged != 2 || rep.Parked != 1 || rep.Failed != 1 {
+		checkFailures(t, "backfill over the parked unit", rep, err, false)
+		if !errors.Is(err, idem.ErrParked) || rep.Seen != 3 || rep.Unchanged != 2 || rep.Parked != 1 || rep.Failed != 1 {
 			t.Fatalf("backfill over the parked unit: %s, %v", rep, err)
 		}
 		if units := parkedUnits(t, st); len(units) != 1 || units[0].Attempts != 3 || units[0].State != "parked" {
@@ -287,8 +288,9 @@ func TestPermanentEffectFailureParksAtOnce(t *testing.T) {
 			t.Fatalf("drain: %s, %v", rep, err)
 		}
 		rep, err := j.Backfill(ctx, idem.Window{Since: f.base.Add(-time.Hour), Until: f.base})
-		if err != nil || rep.EffectsParked != 1 || rep.EffectsDone != 0 {
-			t.Fatalf("replay: %s, %v; want the effect reported parked", rep, err)
+		checkFailures(t, "replay", rep, err, false)
+		if !errors.Is(err, idem.ErrEffectParked) || !errors.Is(err, idem.ErrPermanent) || rep.EffectsParked != 1 || rep.EffectsDone != 0 {
+			t.Fatalf("replay: %s, %v; want the effect reported parked, permanently", rep, err)
 		}
 		if calls, _ := f.mail.totals(); calls != 1 {
 			t.Fatalf("provider called %d times, want once", calls)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -44,10 +45,6 @@ const (
 	EffectBusy    EffectOutcome = "busy"    // another run holds the reservation's lease
 )
 
-// ErrPayloadMismatch is reported when a handed-in unit repeats a key with a
-// different payload: a retry must carry the same data.
-var ErrPayloadMismatch = errors.New("same key, different payload")
-
 // Report counts what one run did. Units is filled by Process only.
 type Report struct {
 	Job string
@@ -62,9 +59,13 @@ type Report struct {
 
 	Units []UnitResult
 
-	// tried holds the effect keys this run already attempted: a failed
-	// effect waits for the next run instead of burning attempts twice.
-	tried map[string]bool
+	// tried holds the effect keys this call already attempted, with their
+	// results: a failed effect waits for the next run instead of burning
+	// attempts twice, and a repeat of the key in the call gets the result.
+	tried map[string]EffectResult
+
+	// failed collects what the call returns as its *FailuresError.
+	failed failures
 }
 
 // UnitResult is the outcome of one handed-in unit and its effects.
@@ -141,6 +142,11 @@ func (r *Report) Add(o Report) {
 	r.EffectsParked += o.EffectsParked
 	r.EffectsBusy += o.EffectsBusy
 	r.Units = append(r.Units, o.Units...)
+	for _, f := range o.failed.list {
+		r.failed.add(f)
+	}
+	r.failed.count += o.failed.count - len(o.failed.list)
+	r.failed.busy = append(r.failed.busy, o.failed.busy...)
 }
 
 // LogValue lets a Report be logged as one slog group.
@@ -322,8 +328,11 @@ func (w When) Matches(o Outcome) bool {
 type Job[U any] struct {
 	Name    string
 	Version int32
-	// keyOf renders the unit's idempotency key.
+	// KeyOf renders the unit's idempotency key.
 	KeyOf func(U) string
+	// CheckKey refuses a unit whose key placeholder renders empty, naming
+	// the field (wrapping ErrEmptyKey); nil when no placeholder can.
+	CheckKey func(U) error
 	// canonical returns the unit with times in UTC, so payloads compare by value.
 	Canonical func(U) U
 	// write upserts the unit into the destination; nil when there is none.
@@ -430,7 +439,7 @@ func (e *Engine[U]) applyUnit(ctx context.Context, u U, rep *Report) UnitResult 
 	}
 	if err != nil {
 		o := e.failedOutcome(ctx, u, key, err, log)
-		return e.failUnit(key, o, fmt.Errorf("job %q key %q: %w", e.def.Name, key, err), rep, log)
+		return e.failUnit(key, o, unitError(e.def.Name, key, o, err), rep, log)
 	}
 	return e.finishUnit(ctx, u, key, outcome, rep, log)
 }
@@ -438,7 +447,21 @@ func (e *Engine[U]) applyUnit(ctx context.Context, u U, rep *Report) UnitResult 
 func (e *Engine[U]) failUnit(key string, o Outcome, err error, rep *Report, log *slog.Logger) UnitResult {
 	rep.countUnit(o)
 	log.Warn("idemgen: unit failed", slog.String("outcome", string(o)), slog.Any("err", err))
-	return UnitResult{Key: key, Outcome: o, Err: err}
+	ur := UnitResult{Key: key, Outcome: o, Err: err}
+	rep.unitFailed(ur)
+	return ur
+}
+
+// unitError is the error of a unit that ended o: it names the job and the
+// key and wraps the sentinel callers test with errors.Is, and the cause.
+func unitError(job, key string, o Outcome, cause error) error {
+	switch {
+	case o == OutcomeMismatch, errors.Is(cause, ErrEmptyKey):
+		return fmt.Errorf("job %q key %q: %w", job, key, cause)
+	case o == OutcomeParked:
+		return fmt.Errorf("job %q key %q: %w: %w", job, key, ErrParked, cause)
+	}
+	return fmt.Errorf("job %q key %q: %w: %w", job, key, ErrWriteFailed, cause)
 }
 
 // finishUnit counts a committed unit and performs the effects it owes.
@@ -455,6 +478,7 @@ func (e *Engine[U]) finishUnit(ctx context.Context, u U, key string, outcome Out
 			continue // not owed
 		}
 		rep.countEffect(er.Outcome)
+		rep.effectEnded(er)
 		ur.Effects = append(ur.Effects, er)
 	}
 	return ur
@@ -464,6 +488,11 @@ func (e *Engine[U]) finishUnit(ctx context.Context, u U, key string, outcome Out
 // the handed-in key record, the destination write, and the reservations of
 // the effects that write decides.
 func (e *Engine[U]) writeUnit(ctx context.Context, q Querier, u U, key string) (Outcome, error) {
+	if e.def.CheckKey != nil {
+		if err := e.def.CheckKey(u); err != nil {
+			return "", err
+		}
+	}
 	payload, err := e.payload(u)
 	if err != nil {
 		return "", err
@@ -571,7 +600,7 @@ func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, col
 			} else if outcomes[i] == OutcomeParked {
 				o = OutcomeParked // skipped before the batch failed: still parked
 			}
-			ur := e.failUnit(keys[i], o, err, rep, ulog)
+			ur := e.failUnit(keys[i], o, unitError(e.def.Name, keys[i], o, err), rep, ulog)
 			if collect {
 				rep.Units = append(rep.Units, ur)
 			}
@@ -591,7 +620,13 @@ func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, col
 // the key, record the result. A key with no reservation is not owed.
 func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, rep *Report, log *slog.Logger) EffectResult {
 	er := EffectResult{Effect: fx.Name, Key: key}
-	if rep.tried[key] {
+	if first, ok := rep.tried[key]; ok {
+		// A repeat of the key in this call: the kept result of a done
+		// effect; nothing for a failed one, which waits for the next run.
+		if first.Outcome == EffectDone || first.Outcome == EffectDeduped {
+			er.Outcome, er.Result = EffectDeduped, first.Result
+			return er
+		}
 		return EffectResult{}
 	}
 	log = log.With(slog.String("effect", fx.Name), slog.String("effect_key", key))
@@ -599,37 +634,23 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	leaseUntil := now.Add(fx.Lease)
 	claimed, err := e.st.Auto().Claim(ctx, key, e.opt.owner, now, leaseUntil)
 	if err != nil {
-		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: claim: %w", fx.Name, key, err)
+		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: claim: %w", fx.Name, key, ErrEffectFailed, err)
 		log.Warn("idemgen: effect claim failed", slog.Any("err", err))
 		return er
 	}
 	if !claimed {
-		row, found, err := e.st.Auto().Effect(ctx, key)
-		switch {
-		case err != nil:
-			er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: read ledger: %w", fx.Name, key, err)
-		case !found:
-			// Not reserved: the write did not decide this effect.
-		case row.State == StateDone:
-			er.Outcome, er.Result = EffectDeduped, row.Result
-		case row.State == StateFailed:
-			er.Outcome, er.Err = EffectParked, errors.New(row.LastError)
-		default:
-			er.Outcome = EffectBusy
-		}
+		er = e.ledgerOutcome(ctx, fx, key)
+		e.remember(rep, er)
 		return er
 	}
-	if rep.tried == nil {
-		rep.tried = map[string]bool{}
-	}
-	rep.tried[key] = true
+	e.remember(rep, EffectResult{Outcome: EffectFailed}) // until it ends otherwise
 	if err := e.hit(ctx, PointEffectClaimed, key); err != nil {
 		return e.release(ctx, fx, key, err, log)
 	}
 	// Fence: a worker that stalled past its lease may have been taken over;
 	// the new holder performs the effect, this one must not call again.
 	if !e.opt.now().Before(leaseUntil) {
-		er.Outcome = EffectBusy
+		er.Outcome, er.Err = EffectBusy, fmt.Errorf("effect %q key %q: %w: lease expired before the call", fx.Name, key, ErrBusy)
 		log.Warn("idemgen: effect lease expired before the call; left to the worker that took it over")
 		return er
 	}
@@ -648,24 +669,67 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	}
 	ok, err := e.st.Auto().Complete(ctx, key, e.opt.owner, result, e.opt.now())
 	if err != nil {
-		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: record done: %w", fx.Name, key, err)
+		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: record done: %w", fx.Name, key, ErrEffectFailed, err)
 		log.Warn("idemgen: effect performed but not recorded; it will be retried with the same key", slog.Any("err", err))
 		return er
 	}
 	if !ok {
+		// Another worker took the lease over: the ledger, not this late
+		// call, says how the effect ended (done with its result, parked, or
+		// still with the new owner).
 		log.Warn("idemgen: effect lease was taken over before it was recorded; the provider saw the same key twice")
+		er = e.ledgerOutcome(ctx, fx, key)
+		e.remember(rep, er)
+		return er
 	}
 	if err := e.hit(ctx, PointEffectRecorded, key); err != nil {
-		er.Outcome, er.Err = EffectFailed, err
+		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: %w", fx.Name, key, ErrEffectFailed, err)
 		return er
 	}
 	log.Info("idemgen: effect done")
 	er.Outcome, er.Result = EffectDone, result
+	e.remember(rep, er)
 	return er
 }
 
+// ledgerOutcome reports an effect this worker does not hold as the ledger
+// has it; no outcome when it is not reserved (the write did not decide it).
+func (e *Engine[U]) ledgerOutcome(ctx context.Context, fx Effect[U], key string) EffectResult {
+	er := EffectResult{Effect: fx.Name, Key: key}
+	row, found, err := e.st.Auto().Effect(ctx, key)
+	switch {
+	case err != nil:
+		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: read ledger: %w", fx.Name, key, ErrEffectFailed, err)
+	case !found:
+	case row.State == StateDone:
+		er.Outcome, er.Result = EffectDeduped, row.Result
+	case row.State == StateFailed:
+		er.Outcome, er.Err = EffectParked, parkedError(fx.Name, key, row.LastError)
+	default:
+		er.Outcome, er.Err = EffectBusy, fmt.Errorf("effect %q key %q: %w", fx.Name, key, ErrBusy)
+	}
+	return er
+}
+
+// remember records the outcome of an effect key this call attempted.
+func (e *Engine[U]) remember(rep *Report, er EffectResult) {
+	if rep.tried == nil {
+		rep.tried = map[string]EffectResult{}
+	}
+	rep.tried[er.Key] = er
+}
+
+// parkedError is the error of an effect found parked in the ledger; a
+// permanent failure (see Permanent) still says so to errors.Is.
+func parkedError(effect, key, lastError string) error {
+	if strings.HasPrefix(lastError, permanentPrefix) {
+		return fmt.Errorf("effect %q key %q: %w: %w: %s", effect, key, ErrEffectParked, ErrPermanent, strings.TrimPrefix(lastError, permanentPrefix))
+	}
+	return fmt.Errorf("effect %q key %q: %w: %s", effect, key, ErrEffectParked, lastError)
+}
+
 func (e *Engine[U]) release(ctx context.Context, fx Effect[U], key string, cause error, log *slog.Logger) EffectResult {
-	er := EffectResult{Effect: fx.Name, Key: key, Outcome: EffectFailed, Err: fmt.Errorf("effect %q key %q: %w", fx.Name, key, cause)}
+	er := EffectResult{Effect: fx.Name, Key: key, Outcome: EffectFailed, Err: fmt.Errorf("effect %q key %q: %w: %w", fx.Name, key, ErrEffectFailed, cause)}
 	permanent := errors.Is(cause, ErrPermanent)
 	state, err := e.st.Auto().Release(ctx, key, e.opt.owner, cause.Error(), fx.MaxAttempts, permanent, e.opt.now())
 	if err != nil {
@@ -673,7 +737,7 @@ func (e *Engine[U]) release(ctx context.Context, fx Effect[U], key string, cause
 		return er
 	}
 	if state == StateFailed {
-		er.Outcome = EffectParked
+		er.Outcome, er.Err = EffectParked, fmt.Errorf("effect %q key %q: %w: %w", fx.Name, key, ErrEffectParked, cause)
 		if permanent {
 			log.Error("idemgen: effect parked: the provider called the failure permanent", slog.Any("err", cause))
 			return er
@@ -717,6 +781,7 @@ func (e *Engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), r
 			er := e.perform(ctx, fx, row.Key, u, rep, log)
 			if er.Outcome != "" {
 				rep.countEffect(er.Outcome)
+				rep.effectEnded(er)
 			}
 		}
 	}
@@ -849,6 +914,10 @@ func (e *Engine[U]) runCursor(ctx context.Context, fetch func(ctx context.Contex
 
 // finish logs the report once per run.
 func (e *Engine[U]) finish(ctx context.Context, rep *Report, err error) {
+	if fe := (*FailuresError)(nil); errors.As(err, &fe) {
+		e.opt.log.WarnContext(ctx, "idemgen: run done with failures", slog.Any("report", *rep), slog.Any("err", err))
+		return
+	}
 	if err != nil {
 		e.opt.log.ErrorContext(ctx, "idemgen: run stopped", slog.Any("report", *rep), slog.Any("err", err))
 		return
@@ -887,11 +956,16 @@ type LedgerEntry struct {
 }
 
 // run wraps one scheduled run or call: report, logging, run-start point.
-func (e *Engine[U]) run(ctx context.Context, body func(rep *Report) error) (Report, error) {
+// A call that ran to its end returns a *FailuresError when some unit or
+// effect did not end applied or deduped (busy effects count for Process).
+func (e *Engine[U]) run(ctx context.Context, busyFails bool, body func(rep *Report) error) (Report, error) {
 	rep := Report{Job: e.def.Name}
 	err := e.hit(ctx, PointRunStart, "")
 	if err == nil {
 		err = body(&rep)
+	}
+	if err == nil {
+		err = rep.failed.err(e.def.Name, busyFails)
 	}
 	e.finish(ctx, &rep, err)
 	return rep, err
@@ -907,7 +981,7 @@ func decodeUnit[U any](b []byte) (U, error) {
 // window since the stored mark minus overlap.
 func (e *Engine[U]) RunWatermark(ctx context.Context, overlap time.Duration,
 	fetch func(context.Context, Window, string) ([]U, string, error), markOf func(U) time.Time) (Report, error) {
-	return e.run(ctx, func(rep *Report) error {
+	return e.run(ctx, false, func(rep *Report) error {
 		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
 			return err
 		}
@@ -925,12 +999,12 @@ func (e *Engine[U]) RunWatermark(ctx context.Context, overlap time.Duration,
 // backfill re-runs a past window through the same keys and ledger; it never moves progress.
 func (e *Engine[U]) Backfill(ctx context.Context, w Window,
 	fetch func(context.Context, Window, string) ([]U, string, error), markOf func(U) time.Time) (Report, error) {
-	return e.run(ctx, func(rep *Report) error { return e.runWindow(ctx, w, false, fetch, markOf, rep) })
+	return e.run(ctx, false, func(rep *Report) error { return e.runWindow(ctx, w, false, fetch, markOf, rep) })
 }
 
 // runCursorJob is a scheduled cursor run: owed effects first, then pages from the stored cursor.
 func (e *Engine[U]) RunCursor(ctx context.Context, fetch func(context.Context, string) ([]U, string, error)) (Report, error) {
-	return e.run(ctx, func(rep *Report) error {
+	return e.run(ctx, false, func(rep *Report) error {
 		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
 			return err
 		}
@@ -943,7 +1017,7 @@ func (e *Engine[U]) RunCursor(ctx context.Context, fetch func(context.Context, s
 
 // process applies handed-in units and reports each one.
 func (e *Engine[U]) Process(ctx context.Context, units []U) (Report, error) {
-	return e.run(ctx, func(rep *Report) error {
+	return e.run(ctx, true, func(rep *Report) error {
 		var err error
 		if e.def.Stage {
 			_, err = e.applyStaged(ctx, units, rep, true, nil)
@@ -958,7 +1032,7 @@ func (e *Engine[U]) Process(ctx context.Context, units []U) (Report, error) {
 // (checkSeen: source none, which has no Run) it then writes the units a
 // person put back for retry.
 func (e *Engine[U]) Drain(ctx context.Context) (Report, error) {
-	return e.run(ctx, func(rep *Report) error {
+	return e.run(ctx, false, func(rep *Report) error {
 		if err := e.drain(ctx, decodeUnit[U], rep); err != nil || !e.def.CheckSeen {
 			return err
 		}

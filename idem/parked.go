@@ -99,6 +99,9 @@ func (e *Engine[U]) failedOutcome(ctx context.Context, u U, key string, cause er
 	if errors.Is(cause, ErrPayloadMismatch) {
 		return OutcomeMismatch
 	}
+	if errors.Is(cause, ErrEmptyKey) {
+		return OutcomeFailed // bad data under no key of its own: nothing to record
+	}
 	if ctx.Err() != nil {
 		return OutcomeFailed
 	}
@@ -143,7 +146,9 @@ func (e *Engine[U]) failedOutcome(ctx context.Context, u U, key string, cause er
 func (e *Engine[U]) skipParked(key string, rep *Report, log *slog.Logger) UnitResult {
 	rep.countUnit(OutcomeParked)
 	log.Warn("idemgen: unit skipped: it is parked with this payload (Store.Retry puts it back)")
-	return UnitResult{Key: key, Outcome: OutcomeParked, Err: fmt.Errorf("job %q key %q: %w", e.def.Name, key, ErrParked)}
+	ur := UnitResult{Key: key, Outcome: OutcomeParked, Err: fmt.Errorf("job %q key %q: %w", e.def.Name, key, ErrParked)}
+	rep.unitFailed(ur)
+	return ur
 }
 
 // retryUnits writes again, from their stored payloads, the units a person

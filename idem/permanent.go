@@ -20,6 +20,9 @@ func Permanent(err error) error {
 
 type permanentError struct{ err error }
 
-func (p permanentError) Error() string        { return "permanent: " + p.err.Error() }
+// permanentPrefix starts a permanent failure's text, also in the ledger's last_error.
+const permanentPrefix = "permanent: "
+
+func (p permanentError) Error() string        { return permanentPrefix + p.err.Error() }
 func (p permanentError) Unwrap() error        { return p.err }
 func (p permanentError) Is(target error) bool { return target == ErrPermanent }

@@ -10,13 +10,17 @@ import (
 
 // SQLiteInTx runs fn in a BEGIN IMMEDIATE transaction on one connection.
 // IMMEDIATE takes the write lock up front, so two writers queue on the busy
-// timeout instead of deadlocking on a lock upgrade, whatever the DSN says.
+// timeout instead of deadlocking on a lock upgrade, whatever the DSN says;
+// a connection whose DSN set no busy timeout gets SQLiteBusyTimeout.
 func SQLiteInTx(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close()
+	if err := sqliteEnsureBusyTimeout(ctx, conn); err != nil {
+		return err
+	}
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -29,6 +33,84 @@ func SQLiteInTx(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) 
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// SQLiteBusyTimeout is how long a SQLite statement of the store waits for
+// another writer's lock, where the DSN did not say (busy_timeout 0 fails at
+// once with "database is locked").
+const SQLiteBusyTimeout = 10 * time.Second
+
+// sqliteEnsureBusyTimeout gives conn SQLiteBusyTimeout unless its DSN set
+// one: busy_timeout is a setting of each connection, not of the database.
+func sqliteEnsureBusyTimeout(ctx context.Context, conn *sql.Conn) error {
+	var ms int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms); err != nil {
+		return fmt.Errorf("read busy_timeout: %w", err)
+	}
+	if ms > 0 {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", SQLiteBusyTimeout.Milliseconds())); err != nil {
+		return fmt.Errorf("set busy_timeout: %w", err)
+	}
+	return nil
+}
+
+// SQLiteAuto runs single statements outside a transaction (sqlc's DBTX),
+// each on a connection with a busy timeout, whatever the DSN says.
+type SQLiteAuto struct{ DB *sql.DB }
+
+func (a SQLiteAuto) conn(ctx context.Context) (*sql.Conn, error) {
+	conn, err := a.DB.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := sqliteEnsureBusyTimeout(ctx, conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+func (a SQLiteAuto) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	conn, err := a.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.ExecContext(ctx, query, args...)
+}
+
+func (a SQLiteAuto) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return a.DB.PrepareContext(ctx, query)
+}
+
+// QueryContext and QueryRowContext hand the connection back to the pool
+// once the rows are closed: Conn.Close waits for them, so it runs apart.
+func (a SQLiteAuto) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	conn, err := a.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { go conn.Close() }()
+	return conn.QueryContext(ctx, query, args...)
+}
+
+func (a SQLiteAuto) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	conn, err := a.conn(ctx)
+	if err != nil {
+		// A Row carrying err: a query on a closed connection.
+		return a.DB.QueryRowContext(canceled(ctx, err), query, args...)
+	}
+	defer func() { go conn.Close() }()
+	return conn.QueryRowContext(ctx, query, args...)
+}
+
+// canceled returns a context already cancelled with cause err.
+func canceled(ctx context.Context, err error) context.Context {
+	ctx, cancel := context.WithCancelCause(ctx)
+	cancel(err)
+	return ctx
 }
 
 // SQLiteNoRows reports the "no row" result of a :one query.

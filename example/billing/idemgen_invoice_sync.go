@@ -23,6 +23,14 @@ func (u Invoice) Key() string {
 	return "billing:invoice:" + u.InvoiceID
 }
 
+// checkKey refuses u when a key placeholder renders empty.
+func (u Invoice) checkKey() error {
+	if u.InvoiceID == "" {
+		return fmt.Errorf("%w: invoice_id (key \"billing:invoice:{invoice_id}\")", idem.ErrEmptyKey)
+	}
+	return nil
+}
+
 // canonical returns u with times in UTC, so equal instants encode equally.
 func (u Invoice) canonical() Invoice {
 	u.CreatedAt = u.CreatedAt.UTC()
@@ -81,6 +89,7 @@ func NewInvoiceSync(store *Store, src InvoiceSyncSource, fx InvoiceSyncEffects, 
 	}
 	def := &idem.Job[Invoice]{
 		Canonical: Invoice.canonical,
+		CheckKey:  Invoice.checkKey,
 		CheckSeen: false,
 		Effects: []idem.Effect[Invoice]{{
 			Call: func(ctx context.Context, key string, unit Invoice) ([]byte, error) {

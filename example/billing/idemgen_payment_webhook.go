@@ -23,6 +23,14 @@ func (u Payment) Key() string {
 	return "payments:event:" + u.EventID
 }
 
+// checkKey refuses u when a key placeholder renders empty.
+func (u Payment) checkKey() error {
+	if u.EventID == "" {
+		return fmt.Errorf("%w: event_id (key \"payments:event:{event_id}\")", idem.ErrEmptyKey)
+	}
+	return nil
+}
+
 // canonical returns u with times in UTC, so equal instants encode equally.
 func (u Payment) canonical() Payment {
 	u.PaidAt = u.PaidAt.UTC()
@@ -70,6 +78,7 @@ func NewPaymentWebhook(store *Store, fx PaymentWebhookEffects, opts ...idem.Opti
 	}
 	def := &idem.Job[Payment]{
 		Canonical: Payment.canonical,
+		CheckKey:  Payment.checkKey,
 		CheckSeen: true,
 		Effects: []idem.Effect[Payment]{{
 			Call: func(ctx context.Context, key string, unit Payment) ([]byte, error) {

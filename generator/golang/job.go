@@ -14,6 +14,7 @@ func JobFile(p *model.Package, j *model.Job) *jen.File {
 	f := newFile(p.Name)
 	unitStruct(f, j)
 	unitKey(f, j)
+	unitCheckKey(f, j)
 	unitCanonical(f, j)
 	sourceInterface(f, j)
 	for _, e := range j.Effects {
@@ -157,6 +158,7 @@ func jobConstructor(f *jen.File, j *model.Job) {
 			jen.Id("Name"):      jen.Lit(j.Name),
 			jen.Id("Version"):   jen.Lit(j.Version),
 			jen.Id("KeyOf"):     jen.Id(unit).Dot("Key"),
+			jen.Id("CheckKey"):  jen.Id(unit).Dot("checkKey"),
 			jen.Id("Canonical"): jen.Id(unit).Dot("canonical"),
 			jen.Id("CheckSeen"): jen.Lit(j.Source == model.SourceNone),
 		}

@@ -1,6 +1,7 @@
 package golang
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -34,6 +35,54 @@ func unitKey(f *jen.File, j *model.Job) {
 	f.Func().Params(jen.Id("u").Id(j.Unit.GoName)).Id("Key").Params().String().Block(
 		jen.Return(keyExpr(j.Key, jen.Id("u"))),
 	)
+}
+
+// unitCheckKey emits the refusal of a unit whose key, or an effect's key,
+// has a placeholder that renders empty (where two units could then share a
+// key by accident):
+//
+//	// checkKey refuses u when a key placeholder renders empty.
+//	func (u Invoice) checkKey() error {
+//		if u.InvoiceID == "" {
+//			return fmt.Errorf("%w: invoice_id (key \"billing:invoice:{invoice_id}\")", idem.ErrEmptyKey)
+//		}
+//		return nil
+//	}
+func unitCheckKey(f *jen.File, j *model.Job) {
+	keys := []model.Key{j.Key}
+	for _, e := range j.Effects {
+		keys = append(keys, e.Key)
+	}
+	seen := map[*model.Field]bool{}
+	f.Comment("checkKey refuses u when a key placeholder renders empty.")
+	f.Func().Params(jen.Id("u").Id(j.Unit.GoName)).Id("checkKey").Params().Error().BlockFunc(func(g *jen.Group) {
+		for _, k := range keys {
+			for _, fld := range k.Fields() {
+				empty := emptyCheck(fld, jen.Id("u").Dot(fld.GoName))
+				if seen[fld] || empty == nil {
+					continue
+				}
+				seen[fld] = true
+				g.If(empty).Block(jen.Return(Errorf().Call(jen.Lit(fmt.Sprintf("%%w: %s (key %q)", fld.Name, k.Text)), rt("ErrEmptyKey"))))
+			}
+		}
+		g.Return(jen.Nil())
+	})
+}
+
+// emptyCheck is the condition under which a field renders empty in a key,
+// or nil where it never does (numbers, times, booleans, UUIDs).
+func emptyCheck(f *model.Field, v *jen.Statement) *jen.Statement {
+	if f.Pointer() {
+		return v.Op("==").Nil()
+	}
+	switch f.Type {
+	case model.String:
+		return v.Op("==").Lit("")
+	case model.Bytes, model.JSON:
+		return jen.Len(v).Op("==").Lit(0)
+	}
+	return nil
 }
 
 // effectKey emits an effect's key function:

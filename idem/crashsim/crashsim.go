@@ -69,6 +69,13 @@ type simDB interface {
 	locator() string
 }
 
+// stopped reports whether a verb's error stopped the call, rather than
+// listing units or effects that did not end applied (*idem.FailuresError).
+func stopped(err error) bool {
+	var fe *idem.FailuresError
+	return err != nil && !errors.As(err, &fe)
+}
+
 // Verbs are one job value's verbs; nil where the job has none.
 type Verbs[U any] struct {
 	Run      func(ctx context.Context) (idem.Report, error)
@@ -832,7 +839,7 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 			r.redeliver = nil
 			r.mu.Unlock()
 			for _, batch := range [][]U{units[:len(units)/2], units[len(units)/2:]} {
-				if out.err != nil {
+				if stopped(out.err) {
 					break
 				}
 				rep, err := verbs.Process(ctx, batch...)
@@ -845,7 +852,7 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 				}
 				r.mu.Unlock()
 			}
-			if out.err == nil {
+			if !stopped(out.err) {
 				add(verbs.Drain(ctx))
 			}
 		default:

@@ -26,7 +26,7 @@ type simStatements struct {
 }
 
 // classify returns the statement's detail, or "" for statements that are
-// not the job's (a pool's ping).
+// not the job's (a pool's ping, a PRAGMA).
 func (s *simStatements) classify(query string) string {
 	for {
 		query = strings.TrimSpace(query)
@@ -46,6 +46,8 @@ func (s *simStatements) classify(query string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch verb := strings.ToUpper(words[0]); verb {
+	case "PRAGMA":
+		return "" // connection settings (the store's busy timeout), not the job's work
 	case "BEGIN":
 		s.inTx = true
 		return "BEGIN"

@@ -21,6 +21,17 @@ func (u Order) Key() string {
 	return "order:" + u.OrderID
 }
 
+// checkKey refuses u when a key placeholder renders empty.
+func (u Order) checkKey() error {
+	if u.OrderID == "" {
+		return fmt.Errorf("%w: order_id (key \"order:{order_id}\")", idem.ErrEmptyKey)
+	}
+	if u.Status == "" {
+		return fmt.Errorf("%w: status (key \"audit:v{version}:{order_id}:{status}\")", idem.ErrEmptyKey)
+	}
+	return nil
+}
+
 // canonical returns u with times in UTC, so equal instants encode equally.
 func (u Order) canonical() Order {
 	u.UpdatedAt = u.UpdatedAt.UTC()
@@ -102,6 +113,7 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 	}
 	def := &idem.Job[Order]{
 		Canonical: Order.canonical,
+		CheckKey:  Order.checkKey,
 		CheckSeen: false,
 		Effects: []idem.Effect[Order]{{
 			Call: func(ctx context.Context, key string, unit Order) ([]byte, error) {

@@ -20,6 +20,11 @@ func (u Event) Key() string {
 	return "event:" + idem.KeyInt(u.Seq)
 }
 
+// checkKey refuses u when a key placeholder renders empty.
+func (u Event) checkKey() error {
+	return nil
+}
+
 // canonical returns u with times in UTC, so equal instants encode equally.
 func (u Event) canonical() Event {
 	return u
@@ -77,6 +82,7 @@ func NewEventImport(store *Store, src EventImportSource, fx EventImportEffects, 
 	}
 	def := &idem.Job[Event]{
 		Canonical: Event.canonical,
+		CheckKey:  Event.checkKey,
 		CheckSeen: false,
 		Effects: []idem.Effect[Event]{{
 			Call: func(ctx context.Context, key string, unit Event) ([]byte, error) {

@@ -22,6 +22,11 @@ func (u Message) Key() string {
 	return "msg:" + u.MessageID.String()
 }
 
+// checkKey refuses u when a key placeholder renders empty.
+func (u Message) checkKey() error {
+	return nil
+}
+
 // canonical returns u with times in UTC, so equal instants encode equally.
 func (u Message) canonical() Message {
 	return u
@@ -67,6 +72,7 @@ func NewMessageAck(store *Store, fx MessageAckEffects, opts ...idem.Option) (*Me
 	}
 	def := &idem.Job[Message]{
 		Canonical: Message.canonical,
+		CheckKey:  Message.checkKey,
 		CheckSeen: true,
 		Effects: []idem.Effect[Message]{{
 			Call: func(ctx context.Context, key string, unit Message) ([]byte, error) {

@@ -19,6 +19,11 @@ func (u Device) Key() string {
 	return "device:" + u.DeviceID.String()
 }
 
+// checkKey refuses u when a key placeholder renders empty.
+func (u Device) checkKey() error {
+	return nil
+}
+
 // canonical returns u with times in UTC, so equal instants encode equally.
 func (u Device) canonical() Device {
 	return u
@@ -39,6 +44,7 @@ func NewDeviceRegister(store *Store, opts ...idem.Option) (*DeviceRegister, erro
 	}
 	def := &idem.Job[Device]{
 		Canonical: Device.canonical,
+		CheckKey:  Device.checkKey,
 		CheckSeen: true,
 		KeyOf:     Device.Key,
 		Name:      "device_register",

@@ -23,6 +23,17 @@ func (u Price) Key() string {
 	return "price:" + idem.KeySHA256(u.Sku, u.Region)
 }
 
+// checkKey refuses u when a key placeholder renders empty.
+func (u Price) checkKey() error {
+	if u.Sku == "" {
+		return fmt.Errorf("%w: sku (key \"price:{sha256(sku, region)}\")", idem.ErrEmptyKey)
+	}
+	if u.Region == "" {
+		return fmt.Errorf("%w: region (key \"price:{sha256(sku, region)}\")", idem.ErrEmptyKey)
+	}
+	return nil
+}
+
 // canonical returns u with times in UTC, so equal instants encode equally.
 func (u Price) canonical() Price {
 	u.SeenAt = u.SeenAt.UTC()
@@ -104,6 +115,7 @@ func NewPriceSync(store *Store, src PriceSyncSource, fx PriceSyncEffects, opts .
 	}
 	def := &idem.Job[Price]{
 		Canonical: Price.canonical,
+		CheckKey:  Price.checkKey,
 		CheckSeen: false,
 		Effects: []idem.Effect[Price]{{
 			Call: func(ctx context.Context, key string, unit Price) ([]byte, error) {

@@ -18,6 +18,14 @@ func (u Tag) Key() string {
 	return "tag:" + u.Tag
 }
 
+// checkKey refuses u when a key placeholder renders empty.
+func (u Tag) checkKey() error {
+	if u.Tag == "" {
+		return fmt.Errorf("%w: tag (key \"tag:{tag}\")", idem.ErrEmptyKey)
+	}
+	return nil
+}
+
 // canonical returns u with times in UTC, so equal instants encode equally.
 func (u Tag) canonical() Tag {
 	return u
@@ -49,6 +57,7 @@ func NewTagCollect(store *Store, src TagCollectSource, opts ...idem.Option) (*Ta
 	}
 	def := &idem.Job[Tag]{
 		Canonical: Tag.canonical,
+		CheckKey:  Tag.checkKey,
 		CheckSeen: false,
 		KeyOf:     Tag.Key,
 		Name:      "tag_collect",

@@ -22,6 +22,14 @@ func (u Entry) Key() string {
 	return "ledger:entry:" + u.EntryID
 }
 
+// checkKey refuses u when a key placeholder renders empty.
+func (u Entry) checkKey() error {
+	if u.EntryID == "" {
+		return fmt.Errorf("%w: entry_id (key \"ledger:entry:{entry_id}\")", idem.ErrEmptyKey)
+	}
+	return nil
+}
+
 // canonical returns u with times in UTC, so equal instants encode equally.
 func (u Entry) canonical() Entry {
 	u.BookedAt = u.BookedAt.UTC()
@@ -79,6 +87,7 @@ func NewLedgerImport(store *Store, src LedgerImportSource, fx LedgerImportEffect
 	}
 	def := &idem.Job[Entry]{
 		Canonical: Entry.canonical,
+		CheckKey:  Entry.checkKey,
 		CheckSeen: false,
 		Effects: []idem.Effect[Entry]{{
 			Call: func(ctx context.Context, key string, unit Entry) ([]byte, error) {

@@ -21,6 +21,11 @@ func (u Change) Key() string {
 	return "feed:change:" + idem.KeyInt(u.ChangeID)
 }
 
+// checkKey refuses u when a key placeholder renders empty.
+func (u Change) checkKey() error {
+	return nil
+}
+
 // canonical returns u with times in UTC, so equal instants encode equally.
 func (u Change) canonical() Change {
 	return u
@@ -77,6 +82,7 @@ func NewPageImport(store *Store, src PageImportSource, fx PageImportEffects, opt
 	}
 	def := &idem.Job[Change]{
 		Canonical: Change.canonical,
+		CheckKey:  Change.checkKey,
 		CheckSeen: false,
 		Effects: []idem.Effect[Change]{{
 			Call: func(ctx context.Context, key string, unit Change) ([]byte, error) {

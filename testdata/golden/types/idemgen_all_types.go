@@ -39,6 +39,14 @@ func (u Record) Key() string {
 	return "types:" + u.ID
 }
 
+// checkKey refuses u when a key placeholder renders empty.
+func (u Record) checkKey() error {
+	if u.ID == "" {
+		return fmt.Errorf("%w: id (key \"types:{id}\")", idem.ErrEmptyKey)
+	}
+	return nil
+}
+
 // canonical returns u with times in UTC, so equal instants encode equally.
 func (u Record) canonical() Record {
 	u.At = u.At.UTC()
@@ -75,6 +83,7 @@ func NewAllTypes(store *Store, src AllTypesSource, opts ...idem.Option) (*AllTyp
 	}
 	def := &idem.Job[Record]{
 		Canonical: Record.canonical,
+		CheckKey:  Record.checkKey,
 		CheckSeen: false,
 		KeyOf:     Record.Key,
 		MarkOf: func(u Record) time.Time {

@@ -7,6 +7,7 @@ package testdb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/idem"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/ncruces/go-sqlite3/driver" // pure-Go SQLite: nothing to install
 	_ "github.com/ncruces/go-sqlite3/embed"
@@ -181,4 +183,19 @@ func (c *Calls) Keys() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.n)
+}
+
+// FailedAsReported reports whether a call's error matches its report: nil
+// when no unit or effect failed, else a *idem.FailuresError counting every
+// failed unit and effect (busy effects too when busyFails, for Process).
+func FailedAsReported(rep idem.Report, err error, busyFails bool) bool {
+	want := rep.Failed + rep.EffectsFailed
+	if busyFails {
+		want += rep.EffectsBusy
+	}
+	var fe *idem.FailuresError
+	if err == nil {
+		return want == 0
+	}
+	return errors.As(err, &fe) && fe.Count == want
 }

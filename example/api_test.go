@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/example/billing"
+	"github.com/idemgen/idemgen/idem"
+)
+
+// The handed-in API as a payment endpoint meets it: everything that did not
+// end applied or deduped comes back through err, not only the report.
+
+func newHook(t *testing.T, st *billing.Store, f *fixture, provider billing.SendReceipt, opts ...idem.Option) *billing.PaymentWebhook {
+	t.Helper()
+	opts = append([]idem.Option{idem.WithClock(f.clk.Now), idem.WithLogger(quiet)}, opts...)
+	hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: provider}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hook
+}
+
+func payment(f *fixture, id string, cents int64) billing.Payment {
+	return billing.Payment{EventID: id, InvoiceID: "inv-" + id, AmountCents: cents, PaidAt: f.base}
+}
+
+// failures returns err's *idem.FailuresError, failing the test without one.
+func failures(t *testing.T, err error) *idem.FailuresError {
+	t.Helper()
+	var fe *idem.FailuresError
+	if !errors.As(err, &fe) {
+		t.Fatalf("err = %v, want a *idem.FailuresError", err)
+	}
+	return fe
+}
+
+func TestProcessReturnsMismatchThroughErr(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f, rc, ctx := newFixture(), newReceipts(), context.Background()
+		hook := newHook(t, st, f, rc)
+		p := payment(f, "evt_1", 500)
+		if _, err := hook.Process(ctx, p); err != nil {
+			t.Fatalf("first delivery: %v", err)
+		}
+		changed := p
+		changed.AmountCents = 501
+		rep, err := hook.Process(ctx, changed)
+		checkFailures(t, "changed payload", rep, err, true)
+		if !errors.Is(err, idem.ErrPayloadMismatch) {
+			t.Fatalf("err = %v, want ErrPayloadMismatch", err)
+		}
+		if fe := failures(t, err); fe.Count != 1 || fe.Failures[0].Key != p.Key() || fe.Failures[0].Effect != "" {
+			t.Fatalf("failures %+v, want the unit %q alone", fe.Failures, p.Key())
+		}
+	})
+}
+
+func TestProcessReturnsFailedAndParkedEffectsThroughErr(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f, ctx := newFixture(), context.Background()
+		flaky := billing.SendReceiptFunc(func(context.Context, string, billing.Payment) ([]byte, error) {
+			return nil, errors.New("mail server down")
+		})
+		p := payment(f, "evt_2", 700)
+		rep, err := newHook(t, st, f, flaky).Process(ctx, p)
+		checkFailures(t, "failing provider", rep, err, true)
+		if !errors.Is(err, idem.ErrEffectFailed) || errors.Is(err, idem.ErrEffectParked) {
+			t.Fatalf("err = %v, want ErrEffectFailed (retried later), not parked", err)
+		}
+		if fe := failures(t, err); fe.Failures[0].Effect != "send_receipt" || fe.Failures[0].Key != billing.SendReceiptKey(p) {
+			t.Fatalf("failure %+v, want the send_receipt effect key", fe.Failures[0])
+		}
+
+		rc := newReceipts()
+		rc.decline = true
+		q := payment(f, "evt_3", 800)
+		rep, err = newHook(t, st, f, rc).Process(ctx, q)
+		checkFailures(t, "declined", rep, err, true)
+		if !errors.Is(err, idem.ErrEffectParked) || !errors.Is(err, idem.ErrPermanent) || !errors.Is(err, errDeclined) {
+			t.Fatalf("err = %v, want a parked, permanent decline", err)
+		}
+		// A replay reports the parked effect again without calling the provider.
+		rep, err = newHook(t, st, f, rc).Process(ctx, q)
+		checkFailures(t, "declined replay", rep, err, true)
+		if !errors.Is(err, idem.ErrEffectParked) || !errors.Is(err, idem.ErrPermanent) || rc.calls[billing.SendReceiptKey(q)] != 1 {
+			t.Fatalf("replay: %v, %d calls; want parked, permanent, one call", err, rc.calls[billing.SendReceiptKey(q)])
+		}
+	})
+}
+
+// An effect another worker holds is not a success: Process says busy.
+func TestProcessReturnsBusyThroughErr(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f, ctx := newFixture(), context.Background()
+		entered, release := make(chan struct{}), make(chan struct{})
+		slow := billing.SendReceiptFunc(func(context.Context, string, billing.Payment) ([]byte, error) {
+			close(entered)
+			<-release
+			return []byte("slow"), nil
+		})
+		p := payment(f, "evt_4", 900)
+		done := make(chan error, 1)
+		go func() {
+			_, err := newHook(t, st, f, slow, idem.WithOwner("worker-a")).Process(ctx, p)
+			done <- err
+		}()
+		<-entered
+		rep, err := newHook(t, st, f, newReceipts(), idem.WithOwner("worker-b")).Process(ctx, p)
+		close(release)
+		checkFailures(t, "while another worker calls the provider", rep, err, true)
+		if !errors.Is(err, idem.ErrBusy) || rep.Deduped != 1 || rep.EffectsBusy != 1 {
+			t.Fatalf("%s, %v; want the unit deduped and its effect busy", rep, err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("worker a: %v", err)
+		}
+	})
+}
+
+// A unit whose key placeholder is empty is refused before anything is
+// written or charged: "payments:event:" would be every such payment's key.
+func TestProcessRefusesAnEmptyKey(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f, rc, ctx := newFixture(), newReceipts(), context.Background()
+		hook := newHook(t, st, f, rc)
+		rep, err := hook.Process(ctx, payment(f, "", 100), payment(f, "evt_5", 200))
+		checkFailures(t, "empty key", rep, err, true)
+		if !errors.Is(err, idem.ErrEmptyKey) || rep.Inserted != 1 || rep.Failed != 1 {
+			t.Fatalf("%s, %v; want the empty key refused and its neighbour inserted", rep, err)
+		}
+		if fe := failures(t, err); fe.Count != 1 || fe.Failures[0].Key != "payments:event:" {
+			t.Fatalf("failures %+v", fe.Failures)
+		}
+		rows, err := hook.Rows(ctx)
+		if err != nil || len(rows) != 1 || rows[0].EventID != "evt_5" {
+			t.Fatalf("rows %+v, %v; want evt_5 alone", rows, err)
+		}
+		if len(rc.calls) != 1 {
+			t.Fatalf("provider calls %v, want evt_5's alone", rc.calls)
+		}
+	})
+}
+
+// Every copy of a key returns the kept result, also a repeat in one call.
+func TestDuplicateInOneCallReturnsTheKeptResult(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f, rc, ctx := newFixture(), newReceipts(), context.Background()
+		p := payment(f, "evt_6", 300)
+		rep, err := newHook(t, st, f, rc).Process(ctx, p, p)
+		if err != nil || rep.Inserted != 1 || rep.Deduped != 1 || len(rep.Units) != 2 {
+			t.Fatalf("%s, %v", rep, err)
+		}
+		for i, ur := range rep.Units {
+			if len(ur.Effects) != 1 || string(ur.Effects[0].Result) != "rcpt-evt_6" {
+				t.Fatalf("copy %d: effects %+v, want the kept receipt", i, ur.Effects)
+			}
+		}
+		if rc.calls[billing.SendReceiptKey(p)] != 1 {
+			t.Fatalf("provider calls %v, want one", rc.calls)
+		}
+	})
+}
+
+// A worker whose lease ran out while it called the provider reports what
+// the ledger kept (the result of the worker that took over), not its own.
+func TestLateWorkerReportsTheLedgersOutcome(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f, ctx := newFixture(), context.Background()
+		entered, release := make(chan struct{}), make(chan struct{})
+		stalled := billing.SendReceiptFunc(func(context.Context, string, billing.Payment) ([]byte, error) {
+			close(entered)
+			<-release
+			return []byte("late"), nil
+		})
+		p := payment(f, "evt_7", 400)
+		type result struct {
+			rep idem.Report
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			rep, err := newHook(t, st, f, stalled, idem.WithOwner("stalled")).Process(ctx, p)
+			done <- result{rep, err}
+		}()
+		<-entered
+		f.clk.advance(3 * time.Minute) // past send_receipt's 2m lease
+		taker := billing.SendReceiptFunc(func(context.Context, string, billing.Payment) ([]byte, error) {
+			return []byte("taken-over"), nil
+		})
+		if rep, err := newHook(t, st, f, taker, idem.WithOwner("taker")).Drain(ctx); err != nil || rep.EffectsDone != 1 {
+			t.Fatalf("take over: %s, %v", rep, err)
+		}
+		close(release)
+		r := <-done
+		if r.err != nil || len(r.rep.Units) != 1 || len(r.rep.Units[0].Effects) != 1 {
+			t.Fatalf("late worker: %s, %v", r.rep, r.err)
+		}
+		if er := r.rep.Units[0].Effects[0]; er.Outcome != idem.EffectDeduped || string(er.Result) != "taken-over" {
+			t.Fatalf("late worker reported %+v; want the ledger's deduped result \"taken-over\"", er)
+		}
+	})
+}
+
+// A SQLite handle whose DSN sets no busy timeout (busy_timeout 0: other
+// drivers' default; this one waits 60 s unless told) still serves 8
+// concurrent callers: the store sets what it needs on each connection.
+func TestSQLiteWithoutBusyTimeoutServesConcurrentCallers(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "plain.db")
+	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st := billing.NewSQLiteStore(db)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, rc := newFixture(), newReceipts()
+	const callers, each = 8, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hook := newHook(t, st, f, rc, idem.WithOwner(fmt.Sprintf("caller-%d", c)))
+			for i := range each {
+				// Callers overlap on half their keys, as redelivered webhooks do.
+				if _, err := hook.Process(ctx, payment(f, fmt.Sprintf("evt_%d", (c%2)*each+i), 100)); err != nil && !errors.Is(err, idem.ErrBusy) {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent caller: %v", err)
+	}
+	hook := newHook(t, st, f, rc)
+	if _, err := hook.Drain(ctx); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	rows, err := hook.Rows(ctx)
+	if err != nil || len(rows) != 2*each {
+		t.Fatalf("%d rows, %v; want %d", len(rows), err, 2*each)
+	}
+	for key, n := range rc.calls {
+		if n != 1 {
+			t.Fatalf("%s sent %d times", key, n)
+		}
+	}
+}
