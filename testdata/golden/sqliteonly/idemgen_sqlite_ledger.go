@@ -19,7 +19,9 @@ func (s sqliteStore) InTx(ctx context.Context, fn func(q idem.Querier) error) er
 	return idem.SQLiteInTx(ctx, s.db, func(conn *sql.Conn) error { return fn(sqliteQuerier{sqlitedb.New(conn)}) })
 }
 
-func (s sqliteStore) Auto() idem.Querier { return sqliteQuerier{sqlitedb.New(s.db)} }
+func (s sqliteStore) Auto() idem.Querier {
+	return sqliteQuerier{sqlitedb.New(idem.SQLiteAuto{DB: s.db})}
+}
 
 // sqliteQuerier adapts the sqlc-generated SQLite queries to the engine.
 // Times travel as fixed-width UTC text (sqliteTime).
