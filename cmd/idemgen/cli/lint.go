@@ -20,8 +20,8 @@ import (
 	"golang.org/x/tools/go/ast/astutil"
 	"golang.org/x/tools/go/packages"
 
-	"github.com/idemgen/idemgen/generator/sqlc"
 	"github.com/idemgen/idemgen/generator/lint"
+	"github.com/idemgen/idemgen/generator/sqlc"
 )
 
 // runLint loads the packages with go/packages, runs idemgen's analyzers
