@@ -105,55 +105,53 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 	if f.State != "" && !slices.Contains(States, f.State) {
 		return nil, fmt.Errorf("unknown state %q (states: %s)", f.State, strings.Join(States, ", "))
 	}
-	now := d.now()
 	rows := &Rows{Effects: []Effect{}, Units: []Unit{}, HandedIn: []HandedIn{}}
-	var where []string
-	var args []any
-	add := func(cond string, a ...any) { where = append(where, cond); args = append(args, a...) }
-	if f.Job != "" {
-		add("job = ?", f.Job)
-	}
-	if f.Prefix != "" {
-		add("substr(effect_key, 1, ?) = ?", utf8.RuneCountInString(f.Prefix), f.Prefix)
-	}
-	if f.Effect != "" {
-		add("effect = ?", f.Effect)
-	}
-	switch f.State {
-	case EffectPending:
-		add("state = 'pending' AND (lease_until IS NULL OR lease_until <= ?)", d.at(now))
-	case EffectLeased:
-		add("state = 'pending' AND lease_until > ?", d.at(now))
-	case EffectDone:
-		add("state = 'done'")
-	case EffectParked:
-		add("state = 'failed'")
-	case unitFailing, unitRetry:
-		add("1 = 0")
-	}
-	var err error
-	if rows.Effects, err = d.effects(ctx, d.db, where, args, f.Limit, false, false); err != nil {
-		return nil, err
-	}
+	// Which kinds the state can select; units have no effect.
+	effects := f.State != unitFailing && f.State != unitRetry
+	units := f.Effect == "" && (f.State == "" || f.State == unitFailing || f.State == unitParked || f.State == unitRetry)
 
-	where, args = nil, nil
-	if f.Job != "" {
-		add("job = ?", f.Job)
+	var err error
+	if effects {
+		where, args := []string{}, []any{}
+		add := func(cond string, a ...any) { where = append(where, cond); args = append(args, a...) }
+		if f.Job != "" {
+			add("job = ?", f.Job)
+		}
+		if f.Effect != "" {
+			add("effect = ?", f.Effect)
+		}
+		if f.Prefix != "" {
+			add("substr(effect_key, 1, ?) = ?", utf8.RuneCountInString(f.Prefix), f.Prefix)
+		}
+		switch now := d.now(); f.State {
+		case EffectPending:
+			add("state = 'pending' AND (lease_until IS NULL OR lease_until <= ?)", d.at(now))
+		case EffectLeased:
+			add("state = 'pending' AND lease_until > ?", d.at(now))
+		case EffectDone:
+			add("state = 'done'")
+		case EffectParked:
+			add("state = 'failed'")
+		}
+		if rows.Effects, err = d.effects(ctx, d.db, where, args, f.Limit, false, false); err != nil {
+			return nil, err
+		}
 	}
-	if f.Prefix != "" {
-		add("substr(unit_key, 1, ?) = ?", utf8.RuneCountInString(f.Prefix), f.Prefix)
-	}
-	switch f.State {
-	case unitFailing, unitParked, unitRetry:
-		add("state = ?", f.State)
-	case EffectPending, EffectLeased, EffectDone:
-		add("1 = 0")
-	}
-	if f.Effect != "" {
-		add("1 = 0") // units have no effect
-	}
-	if rows.Units, err = d.units(ctx, d.db, where, args, f.Limit, false, false); err != nil {
-		return nil, err
+	if units {
+		where, args := []string{}, []any{}
+		add := func(cond string, a ...any) { where = append(where, cond); args = append(args, a...) }
+		if f.Job != "" {
+			add("job = ?", f.Job)
+		}
+		if f.Prefix != "" {
+			add("substr(unit_key, 1, ?) = ?", utf8.RuneCountInString(f.Prefix), f.Prefix)
+		}
+		if f.State != "" {
+			add("state = ?", f.State)
+		}
+		if rows.Units, err = d.units(ctx, d.db, where, args, f.Limit, false, false); err != nil {
+			return nil, err
+		}
 	}
 	return rows, nil
 }

@@ -310,20 +310,21 @@ func ledgerList(e env, db *ops.DB, o *options) int {
 		if r.State == ops.EffectLeased {
 			note = fmt.Sprintf("leased by %s for %s", deref(r.LeaseOwner), r.LeaseUntil.Sub(now).Round(time.Second))
 		}
-		fmt.Fprintf(tw, "effect\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Job, r.Effect, r.State, attempts(r.Attempts, r.MaxAttempts), r.Key, note)
+		fmt.Fprintf(tw, "effect\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Job, r.Effect, r.State, attempts(r.Attempts, r.MaxAttempts, "/"), r.Key, note)
 	}
 	for _, r := range rows.Units {
-		fmt.Fprintf(tw, "unit\t%s\t-\t%s\t%s\t%s\t%s\n", r.Job, r.State, attempts(r.Attempts, r.MaxAttempts), r.Key, firstLine(&r.LastError))
+		fmt.Fprintf(tw, "unit\t%s\t-\t%s\t%s\t%s\t%s\n", r.Job, r.State, attempts(r.Attempts, r.MaxAttempts, "/"), r.Key, firstLine(&r.LastError))
 	}
 	tw.Flush()
 	return exitOK
 }
 
-func attempts(n, max int) string {
+// attempts shows attempts against max_attempts, when there is one.
+func attempts(n, max int, of string) string {
 	if max <= 0 {
 		return fmt.Sprint(n)
 	}
-	return fmt.Sprintf("%d/%d", n, max)
+	return fmt.Sprintf("%d%s%d", n, of, max)
 }
 
 func deref(s *string) string {
@@ -367,7 +368,7 @@ func ledgerShow(e env, db *ops.DB, o *options, key string) int {
 		field("effect", "%s, version %d (job version %d)", r.Effect, r.EffectVersion, r.JobVersion)
 		field("unit", "%s", r.UnitKey)
 		field("state", "%s", effectStateText(r, now))
-		field("attempts", "%s", attemptsText(r.Attempts, r.MaxAttempts))
+		field("attempts", "%s", attempts(r.Attempts, r.MaxAttempts, " of "))
 		if r.LeaseOwner != nil || r.LeaseUntil != nil {
 			field("lease", "%s until %s", deref(r.LeaseOwner), timeText(r.LeaseUntil))
 		}
@@ -382,7 +383,7 @@ func ledgerShow(e env, db *ops.DB, o *options, key string) int {
 		fmt.Fprintf(w, "unit %s\n", r.Key)
 		field("job", "%s", r.Job)
 		field("state", "%s", unitStateText(r.State))
-		field("attempts", "%s", attemptsText(r.Attempts, r.MaxAttempts))
+		field("attempts", "%s", attempts(r.Attempts, r.MaxAttempts, " of "))
 		field("last error", "%s", r.LastError)
 		if r.Mark != nil {
 			field("mark", "%s", stamp(*r.Mark))
@@ -423,13 +424,6 @@ func unitStateText(state string) string {
 		return "retry: put back; the next run (drain, for handed-in units) writes it from its payload"
 	}
 	return state
-}
-
-func attemptsText(n, max int) string {
-	if max <= 0 {
-		return fmt.Sprint(n)
-	}
-	return fmt.Sprintf("%d of %d", n, max)
 }
 
 func timeText(t *time.Time) string {
@@ -482,7 +476,7 @@ func ledgerRetry(e env, db *ops.DB, pkg *model.Package, o *options, args []strin
 				}
 			}
 		}
-		fmt.Fprintf(e.stdout, "put back %s (was %s after %s): %s\n", describe(c), c.State, plural(c.Attempts, "attempt"), next)
+		fmt.Fprintf(e.stdout, "put back %s, %s after %s: %s\n", describe(c), c.State, plural(c.Attempts, "attempt"), next)
 	}
 	return exitOK
 }
@@ -499,7 +493,7 @@ func ledgerReset(e env, db *ops.DB, o *options, key string) int {
 	for _, c := range changes {
 		state := ""
 		if c.State != "" {
-			state = ", " + c.State
+			state = " (" + c.State + ")"
 		}
 		fmt.Fprintf(e.stdout, "%s %s%s\n", verb, describe(c), state)
 	}
@@ -514,11 +508,11 @@ func ledgerReset(e env, db *ops.DB, o *options, key string) int {
 func describe(c ops.Change) string {
 	switch c.Kind {
 	case "effect":
-		return fmt.Sprintf("effect %s (%s/%s)", c.Key, c.Job, c.Effect)
+		return fmt.Sprintf("effect %s of %s/%s", c.Key, c.Job, c.Effect)
 	case "unit":
-		return fmt.Sprintf("unit %s (%s)", c.Key, c.Job)
+		return fmt.Sprintf("unit %s of %s", c.Key, c.Job)
 	}
-	return fmt.Sprintf("handed-in key %s (%s)", c.Key, c.Job)
+	return fmt.Sprintf("handed-in key %s of %s", c.Key, c.Job)
 }
 
 func plural(n int, what string) string {
