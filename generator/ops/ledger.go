@@ -361,7 +361,7 @@ func (d *DB) Retry(ctx context.Context, key, job string) ([]Change, error) {
 			if len(rows.HandedIn) > 0 {
 				return &RefusedError{[]string{fmt.Sprintf("%s is a handed-in unit's key record; its unit was written, so there is nothing to retry (reset forgets the key)", key)}}
 			}
-			return ErrNotFound
+			return fmt.Errorf("%s: %w", key, ErrNotFound)
 		}
 		var refused []string
 		for _, e := range rows.Effects {
@@ -503,7 +503,7 @@ func (d *DB) Reset(ctx context.Context, key, job string, dryRun bool) ([]Change,
 			return err
 		}
 		if rows.Empty() {
-			return ErrNotFound
+			return fmt.Errorf("%s: %w", key, ErrNotFound)
 		}
 		var refused []string
 		for _, e := range rows.Effects {
