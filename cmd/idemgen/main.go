@@ -7,6 +7,8 @@
 //	idemgen vet [-f idemgen.yaml | packages] [-strict]
 //	idemgen lint [-fix] [packages]
 //	idemgen init [dir]
+//	idemgen status -db URL [-f idemgen.yaml] [-json]
+//	idemgen ledger -db URL [-f idemgen.yaml] list|show|retry|reset ...
 //	idemgen version
 //
 // Service repositories add it with `go get -tool github.com/idemgen/idemgen/cmd/idemgen`

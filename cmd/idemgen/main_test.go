@@ -32,11 +32,30 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
+	p := scriptParams(t)
+	setup := p.Setup
+	p.Setup = func(env *testscript.Env) error {
+		// The ops scripts' database: a SQLite file (see ops_test.go).
+		env.Setenv("DB", filepath.Join(env.WorkDir, "billing.db"))
+		return setup(env)
+	}
+	testscript.Run(t, p)
+}
+
+// scriptParams are the parameters every script runs with. The scripts
+// share a user cache directory, so that the SQLite driver's WebAssembly,
+// which idemgen status and ledger keep there, is compiled once, not in
+// every process.
+func scriptParams(t *testing.T) testscript.Params {
+	cache := t.TempDir()
+	return testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
-		Setup:               setupGo,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("XDG_CACHE_HOME", cache)
+			return setupGo(env)
+		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exits":           cmdExits,
 			"backdate":        cmdBackdate,
@@ -47,8 +66,9 @@ func TestScripts(t *testing.T) {
 			"claim":           cmdClaim,
 			"append":          cmdAppend,
 			"count-files":     cmdCountFiles,
+			"billing":         cmdBilling,
 		},
-	})
+	}
 }
 
 // goEnv is what scripts that run the go command (newcomer.txtar) need from

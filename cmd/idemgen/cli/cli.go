@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 
+	"github.com/idemgen/idemgen/generator/ops"
 	"github.com/idemgen/idemgen/generator/sqlc"
 )
 
@@ -31,6 +33,9 @@ commands:
   vet [-f idemgen.yaml | packages] [-strict]   check the spec; exit 1 on errors (and warnings with -strict)
   lint [-fix] [packages]                       check the Go code that uses generated packages; exit 1 on findings
   init [dir]                                   write a starter idemgen.yaml and generate.go in dir (default .)
+  status -db URL [-f idemgen.yaml] [-json]     print each job's progress, owed and parked work; exit 1 if unhealthy
+  ledger -db URL [-f idemgen.yaml] list|show|retry|reset ...
+                                               inspect ledger rows and parked units, put parked ones back, forget a key
   version                                      print idemgen's version
 
 Packages are patterns as for the go command (./..., ./jobs, example.com/svc/...);
@@ -52,16 +57,20 @@ type command struct {
 	args  string // argument synopsis for usage
 	about string
 	run   func(e env, args []string) int
+	// interleaved lets flags follow positional arguments (ledger reset KEY -force).
+	interleaved bool
 }
 
 func commands() []command {
 	return []command{
-		{"generate", "[-f idemgen.yaml] [-v] [-strict]", "writes the generated package described by the spec; warnings are printed\nand stop nothing unless -strict", runGenerate},
-		{"diff", "[-f idemgen.yaml | packages] [-strict]", "writes nothing; prints a unified diff of what generate would change\n(changed, missing and stale files) and exits 1 if anything differs.\nWith package patterns (./...), it does so for every idemgen.yaml there", runDiff},
-		{"vet", "[-f idemgen.yaml | packages] [-strict]", "checks the spec and prints every error and warning; exits 1 on errors,\nand on warnings too with -strict. With package patterns (./...), it checks\nevery idemgen.yaml there", runVet},
-		{"lint", "[-fix] [packages]", "checks the Go code around generated packages (default: the package in .):\neffect implementations that drop or rewrite their idempotency key or drop\nthe provider's error, unit keys made from the clock or randomness, and\ndropped Process results. Exits 1 on findings, 2 when packages do not load.\nThe same checks run under go vet -vettool=$(which idemgen)", runLint},
-		{"init", "[dir]", "writes a commented starter idemgen.yaml and a generate.go with its\n//go:generate line into dir (default .); never overwrites a file", runInit},
-		{"version", "", "prints idemgen's version", runVersion},
+		{"generate", "[-f idemgen.yaml] [-v] [-strict]", "writes the generated package described by the spec; warnings are printed\nand stop nothing unless -strict", runGenerate, false},
+		{"diff", "[-f idemgen.yaml | packages] [-strict]", "writes nothing; prints a unified diff of what generate would change\n(changed, missing and stale files) and exits 1 if anything differs.\nWith package patterns (./...), it does so for every idemgen.yaml there", runDiff, false},
+		{"vet", "[-f idemgen.yaml | packages] [-strict]", "checks the spec and prints every error and warning; exits 1 on errors,\nand on warnings too with -strict. With package patterns (./...), it checks\nevery idemgen.yaml there", runVet, false},
+		{"lint", "[-fix] [packages]", "checks the Go code around generated packages (default: the package in .):\neffect implementations that drop or rewrite their idempotency key or drop\nthe provider's error, unit keys made from the clock or randomness, and\ndropped Process results. Exits 1 on findings, 2 when packages do not load.\nThe same checks run under go vet -vettool=$(which idemgen)", runLint, false},
+		{"init", "[dir]", "writes a commented starter idemgen.yaml and a generate.go with its\n//go:generate line into dir (default .); never overwrites a file", runInit, false},
+		{"version", "", "prints idemgen's version", runVersion, false},
+		{"status", "-db URL [-f idemgen.yaml] [-json]", statusAbout, runStatus, false},
+		{"ledger", "-db URL [-f idemgen.yaml] list|show|retry|reset [flags] [KEY]", ledgerAbout, runLedger, true},
 	}
 }
 
@@ -118,6 +127,17 @@ type options struct {
 	verbose bool   // -v
 	strict  bool   // -strict
 	fix     bool   // -fix
+	// status and ledger
+	db        string          // -db
+	json      bool            // -json
+	job       string          // -job
+	effect    string          // -effect
+	state     string          // -state
+	prefix    string          // -prefix
+	limit     int             // -limit
+	force     bool            // -force
+	allParked bool            // -all-parked
+	set       map[string]bool // the flags given
 }
 
 // flags returns the verb's flag set.
@@ -128,12 +148,24 @@ func (c command) flags(out io.Writer, o *options) *flag.FlagSet {
 	case "generate", "diff", "vet":
 		fs.StringVar(&o.file, "f", specName, "the spec `file`; out is resolved relative to it")
 		fs.BoolVar(&o.strict, "strict", false, "treat warnings as errors")
+	case "status", "ledger":
+		fs.StringVar(&o.file, "f", specName, "the spec `file` of the package whose tables to read")
+		fs.StringVar(&o.db, "db", "", "the database: a PostgreSQL `URL` (postgres://..., search_path=... for a schema) or a SQLite file")
+		fs.BoolVar(&o.json, "json", false, "print JSON, for scripts")
 	}
 	switch c.name {
 	case "generate":
 		fs.BoolVar(&o.verbose, "v", false, "list the files written and deleted")
 	case "lint":
 		fs.BoolVar(&o.fix, "fix", false, "apply the suggested fixes to the files instead of failing on them")
+	case "ledger":
+		fs.StringVar(&o.job, "job", "", "only rows of this `job`")
+		fs.StringVar(&o.effect, "effect", "", "list: only ledger rows of this `effect`")
+		fs.StringVar(&o.state, "state", "", "list: only rows in this `state`: "+strings.Join(ops.States, ", ")+" (parked: effects and units)")
+		fs.StringVar(&o.prefix, "prefix", "", "list: only rows whose key starts with `text`")
+		fs.IntVar(&o.limit, "limit", 100, "list: at most `n` effects and n units; 0 for all")
+		fs.BoolVar(&o.force, "force", false, "reset: remove the rows; without it reset prints what it would remove and exits 1")
+		fs.BoolVar(&o.allParked, "all-parked", false, "retry: every parked effect and unit (of -job, or of every job of the spec)")
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: idemgen %s %s\n\n%s\n", c.name, c.args, indent(c.about))
@@ -146,19 +178,19 @@ func (c command) flags(out io.Writer, o *options) *flag.FlagSet {
 }
 
 func indent(s string) string {
-	out := "  "
-	for _, r := range s {
-		out += string(r)
-		if r == '\n' {
-			out += "  "
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = "  " + l
 		}
 	}
-	return out
+	return strings.Join(lines, "\n")
 }
 
 // parseFlags parses a verb's arguments into o. It returns the positional
 // arguments, or an exit code when the verb should stop: 0 after -h, 2
 // after a bad flag or more than maxArgs arguments (maxArgs < 0: any number).
+// An interleaved verb's flags may also follow its positional arguments.
 func parseFlags(e env, name string, args []string, maxArgs int, o *options) ([]string, int, bool) {
 	c, _ := lookup(name)
 	if o == nil {
@@ -168,7 +200,13 @@ func parseFlags(e env, name string, args []string, maxArgs int, o *options) ([]s
 	// flag prints errors itself; usage is printed here, to stdout when asked for.
 	printUsage := fs.Usage
 	fs.Usage = func() {}
+	var positional []string
 	err := fs.Parse(args)
+	for c.interleaved && err == nil && fs.NArg() > 0 {
+		positional = append(positional, fs.Arg(0))
+		err = fs.Parse(fs.Args()[1:])
+	}
+	positional = append(positional, fs.Args()...)
 	fs.Usage = printUsage
 	if errors.Is(err, flag.ErrHelp) {
 		fs.SetOutput(e.stdout)
@@ -179,13 +217,15 @@ func parseFlags(e env, name string, args []string, maxArgs int, o *options) ([]s
 		fs.Usage()
 		return nil, exitUsage, false
 	}
-	if maxArgs >= 0 && fs.NArg() > maxArgs {
-		fmt.Fprintf(e.stderr, "idemgen %s: unexpected argument %q\n", name, fs.Arg(maxArgs))
+	if maxArgs >= 0 && len(positional) > maxArgs {
+		fmt.Fprintf(e.stderr, "idemgen %s: unexpected argument %q\n", name, positional[maxArgs])
 		fs.Usage()
 		return nil, exitUsage, false
 	}
-	fs.Visit(func(f *flag.Flag) { o.fileSet = o.fileSet || f.Name == "f" })
-	return fs.Args(), 0, true
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	o.fileSet = o.set["f"]
+	return positional, 0, true
 }
 
 func runVersion(e env, args []string) int {

@@ -1,0 +1,523 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/ncruces/go-sqlite3"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator/ops"
+)
+
+const statusAbout = `reads the database of the spec's package (a PostgreSQL URL, with
+search_path=... for a schema, or a SQLite file) and prints, per job: the
+watermark or cursor and when a run last saved it; its effects owed
+(pending), leased by a worker, failed (owed again after a failed attempt),
+parked (max_attempts or a permanent failure; nothing retries them) and
+done, with the age of the oldest owed one and how many are owed past their
+lease (under no live lease and untouched for longer than the effect's
+lease: nobody is working on them); and its units failing, parked and put
+back for retry. It writes nothing.
+
+A health check: exits 0 when healthy, 1 when an effect or a unit is parked
+or an effect is owed past its lease (also 1 on spec errors), 2 on a usage
+error, a spec that cannot be read, or a database that cannot be read.`
+
+const ledgerAbout = `inspects and repairs the package's bookkeeping rows in its database:
+ledger rows (one per effect key), parked units (units whose writes failed)
+and handed-in key records (one per handed-in unit key).
+
+  list [-job J] [-effect E] [-state S] [-prefix P] [-limit N] [-json]
+        ledger rows and parked units, by job and key
+  show [-job J] [-json] KEY
+        every row under KEY: the ledger row of that effect key (state,
+        attempts, lease, last error, kept result, payload), the parked unit
+        and the handed-in key record of that unit key
+  retry [-job J] KEY
+  retry [-job J] -all-parked
+        puts a parked effect back to pending with its attempts at 0, and a
+        failing or parked unit back for retry with its attempts at 0: the
+        next run (drain, for handed-in units) performs or writes them
+  reset [-job J] [-force] KEY
+        forgets KEY on purpose: removes its ledger row, parked unit and
+        handed-in key record and prints them. Without -force it prints what
+        it would remove, removes nothing and exits 1
+
+An effect that a worker holds under a live lease is never retried or reset
+out from under it. Each retry or reset is one transaction, logged to
+stderr. Exits 0 when done, 1 when refused (leased, not parked, no such
+key, reset without -force; also spec errors), 2 on a usage error, a spec
+that cannot be read, or a database that cannot be read or written.`
+
+// openOps loads the spec and opens its package's database. A code other
+// than exitOK ends the verb.
+func openOps(e env, verb string, o *options) (*ops.DB, *model.Package, int) {
+	if o.db == "" {
+		fmt.Fprintf(e.stderr, "idemgen %s: -db is required: a PostgreSQL URL (postgres://...) or a SQLite file\n", verb)
+		return nil, nil, exitUsage
+	}
+	f, code := loadSpec(e, o.file, o)
+	if code != exitOK {
+		return nil, nil, code
+	}
+	pkg, err := model.Resolve(f)
+	if err != nil {
+		printErr(e, err)
+		return nil, nil, exitFail
+	}
+	if !ops.IsPostgres(o.db) {
+		cacheSQLite()
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	db, err := ops.Open(e.ctx, o.db, pkg, log)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "idemgen %s: %v\n", verb, err)
+		return nil, nil, exitUsage
+	}
+	return db, pkg, exitOK
+}
+
+// cacheSQLite keeps the SQLite driver's compiled WebAssembly in the user's
+// cache directory (wazero's compilation cache, keyed by its version and the
+// module): compiling it takes a second of CPU in every process, loading it
+// back some 50ms, which a health check run every minute notices. Without a
+// usable cache directory SQLite compiles as before. The configuration is
+// the driver's defaults (go-sqlite3's compileSQLite) with the cache added;
+// it must be set before the process opens its first SQLite database.
+func cacheSQLite() {
+	dir, err := os.UserCacheDir()
+	if err != nil || sqlite3.RuntimeConfig != nil {
+		return
+	}
+	cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(dir, "idemgen", "sqlite-wasm"))
+	if err != nil {
+		return
+	}
+	pages := uint32(4096) // 256MB
+	if bits.UintSize < 64 {
+		pages = 512
+	}
+	sqlite3.RuntimeConfig = wazero.NewRuntimeConfig().
+		WithMemoryLimitPages(pages).
+		WithCoreFeatures(api.CoreFeaturesV2).
+		WithCompilationCache(cache)
+}
+
+func runStatus(e env, args []string) int {
+	var o options
+	if _, code, ok := parseFlags(e, "status", args, 0, &o); !ok {
+		return code
+	}
+	db, _, code := openOps(e, "status", &o)
+	if code != exitOK {
+		return code
+	}
+	defer db.Close()
+	st, err := db.Status(e.ctx)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "idemgen status: %v\n", err)
+		return exitUsage
+	}
+	if o.json {
+		if code := printJSON(e, st); code != exitOK {
+			return code
+		}
+	} else {
+		printStatus(e.stdout, st)
+	}
+	if !st.Healthy {
+		return exitFail
+	}
+	return exitOK
+}
+
+// printStatus prints a Status as text, a block per job.
+func printStatus(w io.Writer, st *ops.Status) {
+	fmt.Fprintf(w, "package %s (%s) at %s\n", st.Package, st.Dialect, stamp(st.At))
+	for _, js := range st.Jobs {
+		source := js.Source
+		switch {
+		case !js.InSpec:
+			source = "not in the spec"
+		case js.Source == string(model.SourceNone):
+			source = "handed in"
+		}
+		fmt.Fprintf(w, "\n%s (%s)\n", js.Job, source)
+		switch p := js.Progress; {
+		case p != nil && p.Watermark != nil:
+			fmt.Fprintf(w, "  watermark %s, saved %s\n", stamp(*p.Watermark), since(st.At, p.Saved))
+		case p != nil && p.Cursor != nil:
+			fmt.Fprintf(w, "  cursor %q (position %d), moved %s\n", *p.Cursor, p.Position, since(st.At, p.Saved))
+		case js.Source == string(model.SourceNone):
+		default:
+			fmt.Fprintf(w, "  no progress saved yet\n")
+		}
+		for _, es := range js.Effects {
+			name := es.Effect
+			if !es.InSpec {
+				name += " (not in the spec)"
+			}
+			owed := fmt.Sprint(es.Owed)
+			if es.Owed > 0 {
+				owed += fmt.Sprintf(" (oldest %s, %d past its %s lease)", age(st.At, *es.Oldest), es.Overdue, time.Duration(es.Lease))
+			}
+			fmt.Fprintf(w, "  effect %s: owed %s, leased %d, failed %d, parked %d, done %d\n",
+				name, owed, es.Leased, es.Failed, es.Parked, es.Done)
+		}
+		fmt.Fprintf(w, "  units: failing %d, parked %d, put back for retry %d\n", js.Units.Failing, js.Units.Parked, js.Units.Retry)
+	}
+	fmt.Fprintln(w)
+	if st.Healthy {
+		fmt.Fprintln(w, "healthy")
+		return
+	}
+	for _, p := range st.Problems {
+		fmt.Fprintf(w, "unhealthy: %s\n", p)
+	}
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// age is how long before now t was, to the second.
+func age(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() }
+
+func since(now, t time.Time) string { return fmt.Sprintf("%s (%s ago)", stamp(t), age(now, t)) }
+
+func printJSON(e env, v any) int {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(e.stderr, "idemgen: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// ledgerFlags are the flags each ledger subcommand takes, beside -db and -f.
+var ledgerFlags = map[string][]string{
+	"list":  {"job", "effect", "state", "prefix", "limit", "json"},
+	"show":  {"job", "json"},
+	"retry": {"job", "all-parked"},
+	"reset": {"job", "force"},
+}
+
+func runLedger(e env, args []string) int {
+	var o options
+	args, code, ok := parseFlags(e, "ledger", args, -1, &o)
+	if !ok {
+		return code
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(e.stderr, "idemgen ledger: "+format+"\n", a...)
+		fmt.Fprintf(e.stderr, "run 'idemgen help ledger' for usage\n")
+		return exitUsage
+	}
+	if len(args) == 0 {
+		return usage("missing subcommand: list, show, retry or reset")
+	}
+	sub, args := args[0], args[1:]
+	allowed, ok := ledgerFlags[sub]
+	if !ok {
+		return usage("unknown subcommand %q: list, show, retry or reset", sub)
+	}
+	for name := range o.set {
+		if name != "db" && name != "f" && !slices.Contains(allowed, name) {
+			return usage("%s takes no -%s", sub, name)
+		}
+	}
+	if o.state != "" && !slices.Contains(ops.States, o.state) {
+		return usage("unknown state %q: %s", o.state, strings.Join(ops.States, ", "))
+	}
+	wantKey := sub == "show" || sub == "reset" || sub == "retry" && !o.allParked
+	switch {
+	case !wantKey && len(args) > 0:
+		return usage("%s: unexpected argument %q", sub, args[0])
+	case wantKey && len(args) != 1:
+		if sub == "retry" {
+			return usage("retry takes one KEY, or -all-parked")
+		}
+		return usage("%s takes one KEY", sub)
+	}
+	db, pkg, code := openOps(e, "ledger", &o)
+	if code != exitOK {
+		return code
+	}
+	defer db.Close()
+	switch sub {
+	case "list":
+		return ledgerList(e, db, &o)
+	case "show":
+		return ledgerShow(e, db, &o, args[0])
+	case "retry":
+		return ledgerRetry(e, db, pkg, &o, args)
+	default:
+		return ledgerReset(e, db, &o, args[0])
+	}
+}
+
+// ledgerErr prints an error of a ledger subcommand and returns its code:
+// refusals and missing keys are answers (1), database errors are not (2).
+func ledgerErr(e env, sub string, err error) int {
+	if refused, ok := errors.AsType[*ops.RefusedError](err); ok {
+		for _, r := range refused.Reasons {
+			fmt.Fprintf(e.stderr, "idemgen ledger %s: refused: %s\n", sub, r)
+		}
+		fmt.Fprintf(e.stderr, "idemgen ledger %s: nothing was changed\n", sub)
+		return exitFail
+	}
+	fmt.Fprintf(e.stderr, "idemgen ledger %s: %v\n", sub, err)
+	if errors.Is(err, ops.ErrNotFound) {
+		return exitFail
+	}
+	return exitUsage
+}
+
+func ledgerList(e env, db *ops.DB, o *options) int {
+	rows, err := db.List(e.ctx, ops.Filter{Job: o.job, Effect: o.effect, State: o.state, Prefix: o.prefix, Limit: o.limit})
+	if err != nil {
+		return ledgerErr(e, "list", err)
+	}
+	if o.limit > 0 && (len(rows.Effects) == o.limit || len(rows.Units) == o.limit) {
+		fmt.Fprintf(e.stderr, "idemgen ledger list: showing the first %d rows of each kind; -limit 0 shows all\n", o.limit)
+	}
+	if o.json {
+		return printJSON(e, rows)
+	}
+	if rows.Empty() {
+		fmt.Fprintln(e.stderr, "idemgen ledger list: no rows")
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tJOB\tEFFECT\tSTATE\tATTEMPTS\tKEY\tNOTE")
+	now := time.Now()
+	for _, r := range rows.Effects {
+		note := firstLine(r.LastError)
+		if r.State == ops.EffectLeased {
+			note = fmt.Sprintf("leased by %s for %s", deref(r.LeaseOwner), r.LeaseUntil.Sub(now).Round(time.Second))
+		}
+		fmt.Fprintf(tw, "effect\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Job, r.Effect, r.State, attempts(r.Attempts, r.MaxAttempts, "/"), r.Key, note)
+	}
+	for _, r := range rows.Units {
+		fmt.Fprintf(tw, "unit\t%s\t-\t%s\t%s\t%s\t%s\n", r.Job, r.State, attempts(r.Attempts, r.MaxAttempts, "/"), r.Key, firstLine(&r.LastError))
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// attempts shows attempts against max_attempts, when there is one.
+func attempts(n, max int, of string) string {
+	if max <= 0 {
+		return fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%d%s%d", n, of, max)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// firstLine shortens an error for a table cell.
+func firstLine(s *string) string {
+	if s == nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(*s, "\n")
+	if utf8.RuneCountInString(line) > 80 {
+		line = string([]rune(line)[:77]) + "..."
+	}
+	return line
+}
+
+func ledgerShow(e env, db *ops.DB, o *options, key string) int {
+	rows, err := db.Show(e.ctx, key, o.job)
+	if err != nil {
+		return ledgerErr(e, "show", err)
+	}
+	if rows.Empty() {
+		return ledgerErr(e, "show", fmt.Errorf("%s: %w", key, ops.ErrNotFound))
+	}
+	if o.json {
+		return printJSON(e, rows)
+	}
+	w := e.stdout
+	field := func(name, format string, a ...any) {
+		fmt.Fprintf(w, "  %-13s %s\n", name, fmt.Sprintf(format, a...))
+	}
+	now := time.Now()
+	for _, r := range rows.Effects {
+		fmt.Fprintf(w, "effect %s\n", r.Key)
+		field("job", "%s", r.Job)
+		field("effect", "%s, version %d (job version %d)", r.Effect, r.EffectVersion, r.JobVersion)
+		field("unit", "%s", r.UnitKey)
+		field("state", "%s", effectStateText(r, now))
+		field("attempts", "%s", attempts(r.Attempts, r.MaxAttempts, " of "))
+		if r.LeaseOwner != nil || r.LeaseUntil != nil {
+			field("lease", "%s until %s", deref(r.LeaseOwner), timeText(r.LeaseUntil))
+		}
+		field("last error", "%s", orNone(deref(r.LastError)))
+		field("result", "%s", bytesText(r.Result))
+		field("created", "%s", stamp(r.CreatedAt))
+		field("updated", "%s", stamp(r.UpdatedAt))
+		field("done", "%s", timeText(r.DoneAt))
+		field("payload", "%s", r.Payload)
+	}
+	for _, r := range rows.Units {
+		fmt.Fprintf(w, "unit %s\n", r.Key)
+		field("job", "%s", r.Job)
+		field("state", "%s", unitStateText(r.State))
+		field("attempts", "%s", attempts(r.Attempts, r.MaxAttempts, " of "))
+		field("last error", "%s", r.LastError)
+		if r.Mark != nil {
+			field("mark", "%s", stamp(*r.Mark))
+		}
+		field("job version", "%d", r.JobVersion)
+		field("first failed", "%s", stamp(r.FirstFailedAt))
+		field("updated", "%s", stamp(r.UpdatedAt))
+		field("payload", "%s", r.Payload)
+	}
+	for _, r := range rows.HandedIn {
+		fmt.Fprintf(w, "handed-in key %s\n", r.Key)
+		field("job", "%s", r.Job)
+		field("job version", "%d", r.JobVersion)
+		field("first seen", "%s", stamp(r.FirstSeen))
+	}
+	return exitOK
+}
+
+func effectStateText(r ops.Effect, now time.Time) string {
+	switch r.State {
+	case ops.EffectPending:
+		return "pending: owed; the next run or drain performs it"
+	case ops.EffectLeased:
+		return fmt.Sprintf("leased: owed, and held by %s for %s more; it may be calling the provider now", deref(r.LeaseOwner), r.LeaseUntil.Sub(now).Round(time.Second))
+	case ops.EffectParked:
+		return "parked (ledger state failed): nothing performs it until 'idemgen ledger retry' puts it back"
+	}
+	return r.State
+}
+
+func unitStateText(state string) string {
+	switch state {
+	case "failing":
+		return "failing: progress waits for it, and each run tries it again"
+	case "parked":
+		return "parked: progress passed it; 'idemgen ledger retry' puts it back"
+	case "retry":
+		return "retry: put back; the next run (drain, for handed-in units) writes it from its payload"
+	}
+	return state
+}
+
+func timeText(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return stamp(*t)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// bytesText shows a kept result as text when it is printable, else in hex.
+func bytesText(b []byte) string {
+	if b == nil {
+		return "none"
+	}
+	printable := utf8.Valid(b) && strings.IndexFunc(string(b), func(r rune) bool { return !unicode.IsPrint(r) && r != '\t' }) < 0
+	if printable {
+		return string(b)
+	}
+	return fmt.Sprintf("%d bytes: %x", len(b), b)
+}
+
+func ledgerRetry(e env, db *ops.DB, pkg *model.Package, o *options, args []string) int {
+	var changes []ops.Change
+	var err error
+	if o.allParked {
+		changes, err = db.RetryAllParked(e.ctx, o.job)
+	} else {
+		changes, err = db.Retry(e.ctx, args[0], o.job)
+	}
+	if err != nil {
+		return ledgerErr(e, "retry", err)
+	}
+	if len(changes) == 0 {
+		fmt.Fprintln(e.stdout, "nothing is parked")
+	}
+	for _, c := range changes {
+		next := "the next run or drain performs it"
+		if c.Kind == "unit" {
+			next = "the next run writes it"
+			for _, j := range pkg.Jobs {
+				if j.Name == c.Job && j.Source == model.SourceNone {
+					next = "the next drain writes it"
+				}
+			}
+		}
+		fmt.Fprintf(e.stdout, "put back %s, %s after %s: %s\n", describe(c), c.State, plural(c.Attempts, "attempt"), next)
+	}
+	return exitOK
+}
+
+func ledgerReset(e env, db *ops.DB, o *options, key string) int {
+	changes, err := db.Reset(e.ctx, key, o.job, !o.force)
+	if err != nil {
+		return ledgerErr(e, "reset", err)
+	}
+	verb := "removed"
+	if !o.force {
+		verb = "would remove"
+	}
+	for _, c := range changes {
+		state := ""
+		if c.State != "" {
+			state = " (" + c.State + ")"
+		}
+		fmt.Fprintf(e.stdout, "%s %s%s\n", verb, describe(c), state)
+	}
+	if !o.force {
+		fmt.Fprintf(e.stderr, "idemgen ledger reset: nothing was removed: reset forgets keys for good; run it again with -force\n")
+		return exitFail
+	}
+	return exitOK
+}
+
+// describe names a changed row: its kind, key and owner.
+func describe(c ops.Change) string {
+	switch c.Kind {
+	case "effect":
+		return fmt.Sprintf("effect %s of %s/%s", c.Key, c.Job, c.Effect)
+	case "unit":
+		return fmt.Sprintf("unit %s of %s", c.Key, c.Job)
+	}
+	return fmt.Sprintf("handed-in key %s of %s", c.Key, c.Job)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

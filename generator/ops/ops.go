@@ -1,0 +1,239 @@
+// Package ops reads and repairs a generated package's bookkeeping in a live
+// database, for the person on call: the progress, ledger, handed-in key and
+// parked tables that the package's migrations created. `idemgen status` and
+// `idemgen ledger` are its face.
+//
+// It works from the resolved model (table names, effect leases, max
+// attempts), never from the generated Go code, so one idemgen binary serves
+// every generated package. Its writes repeat the runtime's own bookkeeping
+// statements (templates/sql/queries.sql.tmpl): a parked unit is put back as
+// RetryUnit does, a parked effect goes back to the state a reservation
+// starts in. Each write is one transaction that first reads, and on
+// PostgreSQL locks, the rows it changes, and none touches an effect a
+// worker holds under a live lease.
+package ops
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	_ "github.com/ncruces/go-sqlite3/driver"
+	_ "github.com/ncruces/go-sqlite3/embed" // pure-Go SQLite, as the generated packages use
+
+	"github.com/idemgen/idemgen/generator/model"
+)
+
+// DB is a generated package's database, opened for inspection and repair.
+type DB struct {
+	db      *sql.DB
+	dialect model.Dialect
+	pkg     *model.Package
+	t       model.Tables
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// IsPostgres reports whether target names a PostgreSQL database (a
+// postgres:// or postgresql:// URL) rather than a SQLite file.
+func IsPostgres(target string) bool {
+	return strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://")
+}
+
+// Open opens the database of pkg named by target: a PostgreSQL URL (its
+// search_path parameter selects the schema) or the path of an existing
+// SQLite file. It checks that the package's bookkeeping tables are there.
+// Writes are logged to log.
+func Open(ctx context.Context, target string, pkg *model.Package, log *slog.Logger) (*DB, error) {
+	d := &DB{pkg: pkg, t: pkg.Tables, log: log, now: time.Now}
+	var err error
+	if IsPostgres(target) {
+		d.dialect = model.Postgres
+		d.db, err = sql.Open("pgx", target)
+	} else {
+		d.dialect = model.SQLite
+		// Never create a file: a mistyped path must not pass as an empty,
+		// healthy database. (mode=rw below refuses too; this says why.)
+		if _, statErr := os.Stat(target); statErr != nil {
+			return nil, fmt.Errorf("SQLite database: %w", statErr)
+		}
+		// As the generated packages' users open it (example/db.go): a busy
+		// timeout to queue behind a running job's writes; IMMEDIATE
+		// transactions take the write lock up front, as the runtime's do.
+		d.db, err = sql.Open("sqlite3", "file:"+url.PathEscape(target)+"?mode=rw&_txlock=immediate&_pragma=busy_timeout(10000)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkTables(ctx); err != nil {
+		d.db.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Close closes the database.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Dialect is the database's dialect.
+func (d *DB) Dialect() model.Dialect { return d.dialect }
+
+// SetClock replaces time.Now, for tests.
+func (d *DB) SetClock(now func() time.Time) { d.now = now }
+
+// checkTables makes a wrong database, schema or package a clear error
+// before any work: every bookkeeping table the package's migrations create.
+func (d *DB) checkTables(ctx context.Context) error {
+	// to_regclass resolves a name through search_path, as the queries will.
+	exists := "SELECT to_regclass(?) IS NOT NULL"
+	if d.dialect == model.SQLite {
+		exists = "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?"
+	}
+	var missing []string
+	for _, table := range []string{d.t.Progress, d.t.Ledger, d.t.Seen, d.t.Parked} {
+		var ok bool
+		if err := d.db.QueryRowContext(ctx, d.q(exists), table).Scan(&ok); err != nil {
+			return fmt.Errorf("look up table %s: %w", table, err)
+		}
+		if !ok {
+			missing = append(missing, table)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("package %s: no table %s in this database; apply the package's migrations (Store.Migrate), or point -db (and search_path) at the database they ran in",
+			d.pkg.Name, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// querier is what both *sql.DB and *sql.Tx offer.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// q turns a query written with ? placeholders into the dialect's.
+func (d *DB) q(query string) string {
+	if d.dialect != model.Postgres {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// forUpdate locks the rows a write transaction reads on PostgreSQL, so a
+// worker's claim waits for the decision made on them. A SQLite write
+// transaction holds the database's write lock from its start instead.
+func (d *DB) forUpdate() string {
+	if d.dialect == model.Postgres {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
+// sqliteTimeFormat is how the generated SQLite stores keep instants: fixed-
+// width UTC text, so text comparison orders them (the runtime's
+// sqliteTimeFormat, templates/idemrt/keys.go).
+const sqliteTimeFormat = "2006-01-02T15:04:05.000000000Z"
+
+// at is an instant as a query parameter of the dialect.
+func (d *DB) at(t time.Time) any {
+	if d.dialect == model.SQLite {
+		return t.UTC().Format(sqliteTimeFormat)
+	}
+	return t
+}
+
+// inTx runs fn in one transaction and commits it when fn returns nil.
+func (d *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// dbTime scans a timestamp of either dialect: time.Time from PostgreSQL,
+// the fixed-width text of sqliteTimeFormat from SQLite, or NULL.
+type dbTime struct {
+	t     time.Time
+	valid bool
+}
+
+func (d *dbTime) Scan(v any) error {
+	var s string
+	switch v := v.(type) {
+	case nil:
+		*d = dbTime{}
+		return nil
+	case time.Time:
+		*d = dbTime{t: v.UTC(), valid: true}
+		return nil
+	case string:
+		s = v
+	case []byte:
+		s = string(v)
+	default:
+		return fmt.Errorf("timestamp of type %T", v)
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("timestamp %q: %w", s, err)
+	}
+	*d = dbTime{t: t.UTC(), valid: true}
+	return nil
+}
+
+// ptr is the time, or nil for NULL.
+func (d dbTime) ptr() *time.Time {
+	if !d.valid {
+		return nil
+	}
+	t := d.t
+	return &t
+}
+
+// job returns the spec's job named name, or nil.
+func (d *DB) job(name string) *model.Job {
+	for _, j := range d.pkg.Jobs {
+		if j.Name == name {
+			return j
+		}
+	}
+	return nil
+}
+
+// effect returns the spec's effect of job, or nil.
+func (d *DB) effect(job, name string) *model.Effect {
+	if j := d.job(job); j != nil {
+		for _, e := range j.Effects {
+			if e.Name == name {
+				return e
+			}
+		}
+	}
+	return nil
+}

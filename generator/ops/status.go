@@ -1,0 +1,288 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/idemgen/idemgen/generator/model"
+)
+
+// Status is the state of every job of a package, and whether it is healthy.
+type Status struct {
+	Package string    `json:"package"`
+	Dialect string    `json:"dialect"`
+	At      time.Time `json:"at"`
+	// Healthy is false when something is parked or owed past its lease;
+	// Problems then says what, one line per job.
+	Healthy  bool        `json:"healthy"`
+	Problems []string    `json:"problems"`
+	Jobs     []JobStatus `json:"jobs"`
+}
+
+// JobStatus is one job's progress, effects and parked units.
+type JobStatus struct {
+	Job string `json:"job"`
+	// Source is watermark, cursor or none (units are handed in); empty for
+	// a job that the database holds rows of but the spec no longer has.
+	Source   string         `json:"source"`
+	Progress *Progress      `json:"progress"` // nil before the first save, and for handed-in units
+	Effects  []EffectStatus `json:"effects"`
+	Units    UnitStatus     `json:"units"`
+	Oldest   *time.Time     `json:"oldest_owed"` // the oldest owed effect's reservation
+	Age      *Seconds       `json:"oldest_owed_age_s"`
+	InSpec   bool           `json:"in_spec"`
+}
+
+// Progress is a watermark or cursor job's saved progress.
+type Progress struct {
+	Watermark *time.Time `json:"watermark,omitempty"`
+	Cursor    *string    `json:"cursor,omitempty"`
+	Position  int64      `json:"cursor_position"`
+	// Saved is when a run last saved it. A cursor is saved only when it
+	// moves; a watermark also when a run found it could not move.
+	Saved      time.Time `json:"saved"`
+	JobVersion int       `json:"job_version"`
+}
+
+// EffectStatus counts one effect's ledger rows by state.
+type EffectStatus struct {
+	Effect string `json:"effect"`
+	// Owed counts every pending row (Leased and Failed included): the next
+	// run or drain performs those that no live lease holds.
+	Owed int `json:"owed"`
+	// Leased are held by a worker whose lease has not run out.
+	Leased int `json:"leased"`
+	// Failed were attempted and failed (or their worker died), and are
+	// owed again: retried until max_attempts.
+	Failed int `json:"failed"`
+	// Parked failed max_attempts times or permanently (ledger state
+	// failed): nothing retries them until a person does.
+	Parked int `json:"parked"`
+	Done   int `json:"done"`
+	// Overdue are owed, held by no live lease, and untouched (not
+	// reserved, claimed, released or put back) for longer than the
+	// effect's lease: nobody is working on them.
+	Overdue int        `json:"overdue"`
+	Lease   Seconds    `json:"lease_s"`
+	Oldest  *time.Time `json:"oldest_owed"`
+	InSpec  bool       `json:"in_spec"`
+}
+
+// UnitStatus counts a job's rows in the parked table by state.
+type UnitStatus struct {
+	Failing int `json:"failing"` // failed fewer than max_attempts times: progress waits for them
+	Parked  int `json:"parked"`  // failed max_attempts times: passed by progress, left for a person
+	Retry   int `json:"retry"`   // put back by a person: the next run (or drain) writes them
+}
+
+// Status reads every job's state. Jobs and effects come in spec order;
+// rows of jobs or effects the spec no longer has follow, marked.
+func (d *DB) Status(ctx context.Context) (*Status, error) {
+	now := d.now().UTC()
+	st := &Status{Package: d.pkg.Name, Dialect: string(d.dialect), At: now, Healthy: true, Problems: []string{}}
+	byJob := map[string]*JobStatus{}
+	jobFor := func(name string) *JobStatus {
+		if js, ok := byJob[name]; ok {
+			return js
+		}
+		js := &JobStatus{Job: name, Effects: []EffectStatus{}}
+		if j := d.job(name); j != nil {
+			js.Source, js.InSpec = string(j.Source), true
+			for _, e := range j.Effects {
+				js.Effects = append(js.Effects, EffectStatus{Effect: e.Name, Lease: Seconds(e.Lease), InSpec: true})
+			}
+		}
+		byJob[name] = js
+		return js
+	}
+	for _, j := range d.pkg.Jobs {
+		jobFor(j.Name)
+	}
+	if err := d.readProgress(ctx, jobFor); err != nil {
+		return nil, err
+	}
+	if err := d.readEffects(ctx, now, jobFor); err != nil {
+		return nil, err
+	}
+	if err := d.readUnits(ctx, jobFor); err != nil {
+		return nil, err
+	}
+
+	for _, j := range d.pkg.Jobs {
+		st.Jobs = append(st.Jobs, *byJob[j.Name])
+		delete(byJob, j.Name)
+	}
+	var gone []string
+	for name := range byJob {
+		gone = append(gone, name)
+	}
+	slices.Sort(gone)
+	for _, name := range gone {
+		st.Jobs = append(st.Jobs, *byJob[name])
+	}
+	for i := range st.Jobs {
+		js := &st.Jobs[i]
+		for k := range js.Effects {
+			if err := d.readOverdue(ctx, now, js.Job, &js.Effects[k]); err != nil {
+				return nil, err
+			}
+		}
+		for _, e := range js.Effects {
+			if e.Oldest != nil && (js.Oldest == nil || e.Oldest.Before(*js.Oldest)) {
+				js.Oldest = e.Oldest
+			}
+		}
+		if js.Oldest != nil {
+			age := Seconds(now.Sub(*js.Oldest))
+			js.Age = &age
+		}
+		if p := js.problem(); p != "" {
+			st.Healthy = false
+			st.Problems = append(st.Problems, p)
+		}
+	}
+	return st, nil
+}
+
+// problem says what makes a job unhealthy, or "".
+func (js *JobStatus) problem() string {
+	var parked, overdue int
+	for _, e := range js.Effects {
+		parked += e.Parked
+		overdue += e.Overdue
+	}
+	var parts []string
+	if parked > 0 {
+		parts = append(parts, count(parked, "parked effect"))
+	}
+	if js.Units.Parked > 0 {
+		parts = append(parts, count(js.Units.Parked, "parked unit"))
+	}
+	if overdue > 0 {
+		parts = append(parts, count(overdue, "effect")+" owed past its lease")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	s := js.Job + ": " + parts[0]
+	for _, p := range parts[1:] {
+		s += ", " + p
+	}
+	return s
+}
+
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func (d *DB) readProgress(ctx context.Context, jobFor func(string) *JobStatus) error {
+	rows, err := d.db.QueryContext(ctx,
+		"SELECT job, watermark, cursor_token, cursor_position, job_version, updated_at FROM "+d.t.Progress+" ORDER BY job")
+	if err != nil {
+		return fmt.Errorf("read %s: %w", d.t.Progress, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			job         string
+			mark, saved dbTime
+			cursor      *string
+			position    int64
+			jobVersion  int
+		)
+		if err := rows.Scan(&job, &mark, &cursor, &position, &jobVersion, &saved); err != nil {
+			return fmt.Errorf("read %s: %w", d.t.Progress, err)
+		}
+		jobFor(job).Progress = &Progress{Watermark: mark.ptr(), Cursor: cursor, Position: position, Saved: saved.t, JobVersion: jobVersion}
+	}
+	return rows.Err()
+}
+
+func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string) *JobStatus) error {
+	// One pass over the ledger, counted in the database: done rows kept
+	// for retention can be many.
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT job, effect,
+    count(CASE WHEN state = 'pending' THEN 1 END),
+    count(CASE WHEN state = 'pending' AND lease_until > ? THEN 1 END),
+    count(CASE WHEN state = 'pending' AND attempts > 0 AND (lease_until IS NULL OR lease_until <= ?) THEN 1 END),
+    count(CASE WHEN state = 'failed' THEN 1 END),
+    count(CASE WHEN state = 'done' THEN 1 END),
+    min(CASE WHEN state = 'pending' THEN created_at END)
+FROM `+d.t.Ledger+` GROUP BY job, effect ORDER BY job, effect`), d.at(now), d.at(now))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var job string
+		var es EffectStatus
+		var oldest dbTime
+		if err := rows.Scan(&job, &es.Effect, &es.Owed, &es.Leased, &es.Failed, &es.Parked, &es.Done, &oldest); err != nil {
+			return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+		}
+		es.Oldest = oldest.ptr()
+		js := jobFor(job)
+		if i := slices.IndexFunc(js.Effects, func(e EffectStatus) bool { return e.Effect == es.Effect }); i >= 0 {
+			es.Lease, es.InSpec = js.Effects[i].Lease, true
+			js.Effects[i] = es
+			continue
+		}
+		es.Lease = Seconds(model.DefaultLease) // the spec no longer says
+		js.Effects = append(js.Effects, es)
+	}
+	return rows.Err()
+}
+
+// readOverdue counts the effect's owed rows that nobody is working on: no
+// live lease, and untouched for longer than the effect's lease. The lease
+// differs per effect, so this is a query per effect that owes anything.
+func (d *DB) readOverdue(ctx context.Context, now time.Time, job string, es *EffectStatus) error {
+	if es.Owed == es.Leased {
+		return nil
+	}
+	err := d.db.QueryRowContext(ctx, d.q(`SELECT count(*) FROM `+d.t.Ledger+`
+WHERE job = ? AND effect = ? AND state = 'pending' AND (lease_until IS NULL OR lease_until <= ?) AND updated_at < ?`),
+		job, es.Effect, d.at(now), d.at(now.Add(-time.Duration(es.Lease)))).Scan(&es.Overdue)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+	}
+	return nil
+}
+
+func (d *DB) readUnits(ctx context.Context, jobFor func(string) *JobStatus) error {
+	rows, err := d.db.QueryContext(ctx, "SELECT job, state, count(*) FROM "+d.t.Parked+" GROUP BY job, state ORDER BY job, state")
+	if err != nil {
+		return fmt.Errorf("read %s: %w", d.t.Parked, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var job, state string
+		var n int
+		if err := rows.Scan(&job, &state, &n); err != nil {
+			return fmt.Errorf("read %s: %w", d.t.Parked, err)
+		}
+		u := &jobFor(job).Units
+		switch state {
+		case unitFailing:
+			u.Failing = n
+		case unitParked:
+			u.Parked = n
+		case unitRetry:
+			u.Retry = n
+		}
+	}
+	return rows.Err()
+}
+
+// Seconds is a duration that JSON shows in seconds.
+type Seconds time.Duration
+
+func (s Seconds) MarshalJSON() ([]byte, error) {
+	return strconv.AppendFloat(nil, time.Duration(s).Seconds(), 'f', -1, 64), nil
+}
