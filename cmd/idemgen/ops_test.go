@@ -25,6 +25,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/idemgen/idemgen/example/billing"
+	"github.com/idemgen/idemgen/idem"
 )
 
 // The status and ledger scripts (ops_*.txtar) read and repair a database
@@ -146,11 +147,11 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 	ago := fs.Duration("ago", 0, "run with a clock this long ago")
 	hold := fs.Bool("hold", false, "the receipt blocks until the script ends")
 	ts.Check(fs.Parse(args[1:]))
-	opts := []billing.Option{billing.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	opts := []idem.Option{idem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
 	if *ago > 0 {
-		opts = append(opts, billing.WithClock(func() time.Time { return time.Now().Add(-*ago) }))
+		opts = append(opts, idem.WithClock(func() time.Time { return time.Now().Add(-*ago) }))
 	}
-	report := func(rep billing.Report, err error) {
+	report := func(rep idem.Report, err error) {
 		ts.Logf("%s (err: %v)", rep, err)
 		fmt.Fprintln(ts.Stdout(), rep)
 	}
@@ -168,7 +169,7 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 		notify := func(_ context.Context, key string, inv billing.Invoice) error {
 			switch {
 			case slices.Contains(strings.Split(*decline, ","), inv.InvoiceID):
-				return billing.Permanent(errors.New("card declined for " + inv.InvoiceID))
+				return idem.Permanent(errors.New("card declined for " + inv.InvoiceID))
 			case slices.Contains(strings.Split(*failIDs, ","), inv.InvoiceID):
 				return errors.New("mail server unavailable")
 			}
@@ -190,7 +191,7 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 			return []byte("receipt for " + p.EventID), nil
 		}
 		j, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: billing.SendReceiptFunc(receipt)},
-			append(opts, billing.WithOwner("worker-7"))...)
+			append(opts, idem.WithOwner("worker-7"))...)
 		ts.Check(err)
 		if args[0] == "drain" {
 			defer closeDB()
@@ -232,7 +233,7 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 // fixedInvoices serves the invoices above by updated_at window, in one page.
 type fixedInvoices struct{}
 
-func (fixedInvoices) Fetch(_ context.Context, w billing.Window, _ string) ([]billing.Invoice, string, error) {
+func (fixedInvoices) Fetch(_ context.Context, w idem.Window, _ string) ([]billing.Invoice, string, error) {
 	var in []billing.Invoice
 	for _, inv := range invoices {
 		if !inv.UpdatedAt.Before(w.Since) && inv.UpdatedAt.Before(w.Until) {
