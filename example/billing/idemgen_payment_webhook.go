@@ -103,14 +103,18 @@ func NewPaymentWebhook(store *Store, fx PaymentWebhookEffects, opts ...idem.Opti
 	return &PaymentWebhook{e: idem.NewEngine(def, store.st, opts)}, nil
 }
 
-// Process applies handed-in units (a queue message, a webhook) and reports each one.
-// A repeated key with the same payload is deduped; with a different payload it is a
-// mismatch (ErrPayloadMismatch), never silently dropped.
+// Process applies handed-in units (a queue message, a webhook) and reports each one
+// in the Report's Units. It returns a *idem.FailuresError when any unit or effect did
+// not end applied or deduped (errors.Is finds idem.ErrPayloadMismatch, ErrWriteFailed,
+// ErrEmptyKey, ErrEffectFailed, ErrEffectParked, ErrBusy in it).
+// A repeated key with the same payload is deduped, returning the kept results; with a
+// different payload it is a mismatch (idem.ErrPayloadMismatch), never silently dropped.
 func (j *PaymentWebhook) Process(ctx context.Context, units ...Payment) (idem.Report, error) {
 	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
+// A unit or effect that failed does not stop it; it returns them as a *idem.FailuresError.
 func (j *PaymentWebhook) Drain(ctx context.Context) (idem.Report, error) {
 	return j.e.Drain(ctx)
 }

@@ -237,28 +237,30 @@ func jobVerbs(f *jen.File, j *model.Job) {
 		markOf := markOfFunc(j)
 		f.Commentf("Run performs owed effects, then fetches the window from the stored watermark minus the")
 		f.Commentf("overlap (%s) to now, applies it, and only then advances the watermark.", j.Overlap)
+		f.Comment(failuresDoc)
 		f.Func().Add(recv(j)).Id("Run").Params(ctx.Clone()).Add(report.Clone()).Block(
 			jen.Return(jen.Id("j").Dot("e").Dot("RunWatermark").Call(jen.Id("ctx"), durationLit(j.Overlap), jen.Id("j").Dot("src").Dot("Fetch"), markOf.Clone())),
 		)
 		f.Comment("Backfill re-runs a past window through the same keys and ledger: rows converge,")
 		f.Comment("effects already performed are not repeated, and the watermark does not move.")
+		f.Comment(failuresDoc)
 		f.Func().Add(recv(j)).Id("Backfill").Params(ctx.Clone(), jen.Id("w").Add(rt("Window"))).Add(report.Clone()).Block(
 			jen.Return(jen.Id("j").Dot("e").Dot("Backfill").Call(jen.Id("ctx"), jen.Id("w"), jen.Id("j").Dot("src").Dot("Fetch"), markOf.Clone())),
 		)
 	case model.SourceCursor:
 		f.Comment("Run performs owed effects, then applies pages from the stored cursor; the cursor")
 		f.Comment("advances only after its whole page is applied.")
+		f.Comment(failuresDoc)
 		f.Func().Add(recv(j)).Id("Run").Params(ctx.Clone()).Add(report.Clone()).Block(
 			jen.Return(jen.Id("j").Dot("e").Dot("RunCursor").Call(jen.Id("ctx"), jen.Id("j").Dot("src").Dot("Fetch"))),
 		)
 	}
-	f.Comment("Process applies handed-in units (a queue message, a webhook) and reports each one.")
-	f.Comment("A repeated key with the same payload is deduped; with a different payload it is a")
-	f.Comment("mismatch (ErrPayloadMismatch), never silently dropped.")
+	processDoc(f, j)
 	f.Func().Add(recv(j)).Id("Process").Params(ctx.Clone(), jen.Id("units").Op("...").Id(j.Unit.GoName)).Add(report.Clone()).Block(
 		jen.Return(jen.Id("j").Dot("e").Dot("Process").Call(jen.Id("ctx"), jen.Id("units"))),
 	)
 	f.Comment("Drain performs every effect still owed by earlier runs: crashed, failed or leased out.")
+	f.Comment(failuresDoc)
 	f.Func().Add(recv(j)).Id("Drain").Params(ctx.Clone()).Add(report.Clone()).Block(
 		jen.Return(jen.Id("j").Dot("e").Dot("Drain").Call(jen.Id("ctx"))),
 	)
@@ -278,6 +280,32 @@ func jobVerbs(f *jen.File, j *model.Job) {
 			jen.Return(jen.Id("j").Dot("e").Dot("Store").Call().Dot("Auto").Call().Assert(jen.Id("destQuerier")).Dot("stale"+j.GoName).Call(
 				jen.Id("ctx"), jen.Int32().Call(jen.Id("j").Dot("e").Dot("Job").Call().Dot("Version")), jen.Int32().Call(jen.Id("limit")))),
 		)
+	}
+}
+
+// failuresDoc is how every verb that applies units or performs effects reports failures.
+const failuresDoc = "A unit or effect that failed does not stop it; it returns them as a *idem.FailuresError."
+
+// processDoc says what Process does with a repeated key on this job, which
+// depends on its source and destination.
+func processDoc(f *jen.File, j *model.Job) {
+	f.Comment("Process applies handed-in units (a queue message, a webhook) and reports each one")
+	f.Comment("in the Report's Units. It returns a *idem.FailuresError when any unit or effect did")
+	f.Comment("not end applied or deduped (errors.Is finds idem.ErrPayloadMismatch, ErrWriteFailed,")
+	f.Comment("ErrEmptyKey, ErrEffectFailed, ErrEffectParked, ErrBusy in it).")
+	switch {
+	case j.Source == model.SourceNone:
+		f.Comment("A repeated key with the same payload is deduped, returning the kept results; with a")
+		f.Comment("different payload it is a mismatch (idem.ErrPayloadMismatch), never silently dropped.")
+	case j.Dest != nil && j.Dest.Write == model.InsertOnce:
+		f.Commentf("As in Run, a key already in %s is deduped whatever its payload: there is no", j.Dest.Table)
+		f.Comment("mismatch check outside source: none jobs.")
+	case j.Dest != nil && j.Dest.NewerWins != nil:
+		f.Commentf("As in Run, an older copy of a key (by %s) leaves the newer row as it is and", j.Dest.NewerWins.Name)
+		f.Comment("reports it unchanged, not a mismatch: only source: none jobs check payloads.")
+	case j.Dest != nil:
+		f.Comment("As in Run, a repeated key overwrites its row with the payload handed in last; there is")
+		f.Comment("no mismatch check outside source: none jobs.")
 	}
 }
 

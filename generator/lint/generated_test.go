@@ -61,7 +61,7 @@ func names[V any](m map[*types.TypeName]V) []string {
 }
 
 func TestExampleShapes(t *testing.T) {
-	d := load(t, "..", "./example/billing")["github.com/idemgen/idemgen/example/billing"]
+	d := load(t, "../..", "./example/billing")["github.com/idemgen/idemgen/example/billing"]
 	if got, want := names(d.units), []string{"Invoice", "Payment"}; !slices.Equal(got, want) {
 		t.Fatalf("units = %v, want %v", got, want)
 	}

@@ -204,7 +204,35 @@ func Resolve(f *spec.File) (*Package, error) {
 		}
 		p.Jobs = append(p.Jobs, j)
 	}
+	giveWay(p)
 	return p, nil
+}
+
+// giveWay keeps the names idemgen derives from job and effect names out of
+// the way of the unit types the spec names: a job called weekly_summary
+// whose unit is WeeklySummary becomes the type WeeklySummaryJob, and an
+// effect whose name is taken by a unit type or a job becomes <Name>Effect.
+// The spec's own names never change.
+func giveWay(p *Package) {
+	taken := map[string]bool{}
+	for _, j := range p.Jobs {
+		taken[j.Unit.GoName] = true
+	}
+	for _, j := range p.Jobs {
+		if taken[j.GoName] {
+			j.GoName += "Job"
+		}
+	}
+	for _, j := range p.Jobs {
+		taken[j.GoName] = true
+	}
+	for _, j := range p.Jobs {
+		for _, e := range j.Effects {
+			if taken[e.GoName] {
+				e.GoName += "Effect"
+			}
+		}
+	}
 }
 
 func resolveJob(sj *spec.Job) (*Job, error) {

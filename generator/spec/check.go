@@ -362,12 +362,6 @@ func (jc *jobCtx) name(jobNames firstSeen) {
 	}
 }
 
-// camelMatches reports whether a Go type name is what a snake_case name
-// becomes, however its initialisms are spelled (InvoiceSync, InvoiceID).
-func camelMatches(goName, snake string) bool {
-	return snake != "" && strings.EqualFold(goName, strings.ReplaceAll(snake, "_", ""))
-}
-
 func (jc *jobCtx) unit(unitTypes firstSeen) {
 	u := &jc.j.Unit
 	if u.Pos.Line == 0 {
@@ -428,18 +422,8 @@ func (jc *jobCtx) unitType(unitTypes firstSeen) {
 			return
 		}
 	}
-	for _, j := range jc.f.Jobs {
-		if camelMatches(t.Value, j.Name.Value) {
-			jc.errorf(t.Pos, "%sunit type %s is the Go name idemgen generates for job %q; rename one", jc.prefix, t.Value, j.Name.Value)
-			return
-		}
-		for _, e := range j.Effects {
-			if camelMatches(t.Value, e.Name.Value) {
-				jc.errorf(t.Pos, "%sunit type %s is the Go name idemgen generates for effect %q; rename one", jc.prefix, t.Value, e.Name.Value)
-				return
-			}
-		}
-	}
+	// A unit type named after a job or an effect is fine: the derived Go
+	// name gives way (model.giveWay).
 	if first, dup := unitTypes.repeat(t.Value, t.Pos); dup {
 		jc.errorf(t.Pos, "%sunit type %s is repeated (first at line %d)", jc.prefix, t.Value, first.Line)
 	}

@@ -156,6 +156,7 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 
 // Run performs owed effects, then fetches the window from the stored watermark minus the
 // overlap (10m0s) to now, applies it, and only then advances the watermark.
+// A unit or effect that failed does not stop it; it returns them as a *idem.FailuresError.
 func (j *OrderSync) Run(ctx context.Context) (idem.Report, error) {
 	return j.e.RunWatermark(ctx, 10*time.Minute, j.src.Fetch, func(u Order) time.Time {
 		return u.UpdatedAt
@@ -164,20 +165,25 @@ func (j *OrderSync) Run(ctx context.Context) (idem.Report, error) {
 
 // Backfill re-runs a past window through the same keys and ledger: rows converge,
 // effects already performed are not repeated, and the watermark does not move.
+// A unit or effect that failed does not stop it; it returns them as a *idem.FailuresError.
 func (j *OrderSync) Backfill(ctx context.Context, w idem.Window) (idem.Report, error) {
 	return j.e.Backfill(ctx, w, j.src.Fetch, func(u Order) time.Time {
 		return u.UpdatedAt
 	})
 }
 
-// Process applies handed-in units (a queue message, a webhook) and reports each one.
-// A repeated key with the same payload is deduped; with a different payload it is a
-// mismatch (ErrPayloadMismatch), never silently dropped.
+// Process applies handed-in units (a queue message, a webhook) and reports each one
+// in the Report's Units. It returns a *idem.FailuresError when any unit or effect did
+// not end applied or deduped (errors.Is finds idem.ErrPayloadMismatch, ErrWriteFailed,
+// ErrEmptyKey, ErrEffectFailed, ErrEffectParked, ErrBusy in it).
+// As in Run, an older copy of a key (by updated_at) leaves the newer row as it is and
+// reports it unchanged, not a mismatch: only source: none jobs check payloads.
 func (j *OrderSync) Process(ctx context.Context, units ...Order) (idem.Report, error) {
 	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
+// A unit or effect that failed does not stop it; it returns them as a *idem.FailuresError.
 func (j *OrderSync) Drain(ctx context.Context) (idem.Report, error) {
 	return j.e.Drain(ctx)
 }

@@ -35,7 +35,7 @@ type acker struct {
 	failing bool
 }
 
-func (a *acker) Ack(ctx context.Context, key string, m none_nodest.Message) error {
+func (a *acker) MessageAckEffect(ctx context.Context, key string, m none_nodest.MessageAck) error {
 	a.calls.Add(key)
 	if a.failing {
 		return errors.New("ack refused")
@@ -44,14 +44,14 @@ func (a *acker) Ack(ctx context.Context, key string, m none_nodest.Message) erro
 }
 
 var (
-	m1 = none_nodest.Message{MessageID: uuid.MustParse("11111111-1111-4111-8111-111111111111"), Body: json.RawMessage(`{"n":1}`)}
-	m2 = none_nodest.Message{MessageID: uuid.MustParse("22222222-2222-4222-8222-222222222222"), Body: json.RawMessage(`[1,2]`)}
+	m1 = none_nodest.MessageAck{MessageID: uuid.MustParse("11111111-1111-4111-8111-111111111111"), Body: json.RawMessage(`{"n":1}`)}
+	m2 = none_nodest.MessageAck{MessageID: uuid.MustParse("22222222-2222-4222-8222-222222222222"), Body: json.RawMessage(`[1,2]`)}
 )
 
 // With no destination, when: always decides the effect once per key: a
 // redelivery is deduped, a changed payload under the same key is a mismatch.
 func TestAlwaysEffectOncePerKey(t *testing.T) {
-	if got := none_nodest.AckKey(m1); got != "ack:v1:11111111-1111-4111-8111-111111111111" {
+	if got := none_nodest.MessageAckEffectKey(m1); got != "ack:v1:11111111-1111-4111-8111-111111111111" {
 		t.Fatalf("ack key %q", got)
 	}
 	testdb.Each(t, func(t *testing.T, db testdb.DB) {
@@ -59,7 +59,7 @@ func TestAlwaysEffectOncePerKey(t *testing.T) {
 		st := open(t, db)
 		clk := testdb.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		a := &acker{}
-		j, err := none_nodest.NewMessageAck(st, none_nodest.MessageAckEffects{Ack: a}, idem.WithClock(clk.Now), idem.WithLogger(testdb.Quiet))
+		j, err := none_nodest.NewMessageAckJob(st, none_nodest.MessageAckJobEffects{MessageAckEffect: a}, idem.WithClock(clk.Now), idem.WithLogger(testdb.Quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestFailedEffectIsDrained(t *testing.T) {
 		ctx := context.Background()
 		st := open(t, db)
 		a := &acker{failing: true}
-		j, err := none_nodest.NewMessageAck(st, none_nodest.MessageAckEffects{Ack: a}, idem.WithLogger(testdb.Quiet))
+		j, err := none_nodest.NewMessageAckJob(st, none_nodest.MessageAckJobEffects{MessageAckEffect: a}, idem.WithLogger(testdb.Quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestFailedEffectIsDrained(t *testing.T) {
 		if rep, err := j.Drain(ctx); err != nil || rep.EffectsDone != 0 {
 			t.Fatalf("second drain: %s, %v", rep, err)
 		}
-		if got := a.calls.Of(none_nodest.AckKey(m1)); got != 2 {
+		if got := a.calls.Of(none_nodest.MessageAckEffectKey(m1)); got != 2 {
 			t.Fatalf("provider calls %d, want 2 (one failed, one done)", got)
 		}
 	})

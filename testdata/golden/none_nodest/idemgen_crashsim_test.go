@@ -15,16 +15,16 @@ import (
 	"time"
 )
 
-// TestCrashSimMessageAck crashes the message_ack job at every durable boundary, restarts it and checks
+// TestCrashSimMessageAckJob crashes the message_ack job at every durable boundary, restarts it and checks
 // SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
-func TestCrashSimMessageAck(t *testing.T) {
-	job := &crashsim.Job[Message]{
+func TestCrashSimMessageAckJob(t *testing.T) {
+	job := &crashsim.Job[MessageAck]{
 		Effects: []crashsim.Effect{{
 			KeepResult:  false,
 			Key:         "ack:v{version}:{message_id}",
 			Lease:       90 * time.Second,
 			MaxAttempts: 5,
-			Name:        "ack",
+			Name:        "message_ack",
 			Retention:   24 * time.Hour,
 			Version:     1,
 			When:        idem.WhenAlways,
@@ -42,25 +42,25 @@ func TestCrashSimMessageAck(t *testing.T) {
 		Key:        "msg:{message_id}",
 		Lease:      5 * time.Minute,
 		Name:       "message_ack",
-		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Message], error) {
-			j, err := NewMessageAck(&Store{st: st}, MessageAckEffects{Ack: AckFunc(func(ctx context.Context, key string, unit Message) error {
-				_, err := fx.Call(ctx, "ack", key)
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[MessageAck], error) {
+			j, err := NewMessageAckJob(&Store{st: st}, MessageAckJobEffects{MessageAckEffect: MessageAckEffectFunc(func(ctx context.Context, key string, unit MessageAck) error {
+				_, err := fx.Call(ctx, "message_ack", key)
 				return err
 			})}, opts...)
 			if err != nil {
-				return crashsim.Verbs[Message]{}, err
+				return crashsim.Verbs[MessageAck]{}, err
 			}
-			return crashsim.Verbs[Message]{
+			return crashsim.Verbs[MessageAck]{
 				Drain:   j.Drain,
 				Process: j.Process,
 				Purge:   j.Purge,
 			}, nil
 		},
-		Points: messageAckCrashPoints,
+		Points: messageAckJobCrashPoints,
 		Source: "none",
 		Stage:  false,
-		Unit: func(id, rev int) Message {
-			var u Message
+		Unit: func(id, rev int) MessageAck {
+			var u MessageAck
 			// Units 5 and 6 share every value outside the key.
 			vid := id
 			if id == 6 {

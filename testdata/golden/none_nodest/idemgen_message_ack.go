@@ -11,105 +11,109 @@ import (
 	"time"
 )
 
-// Message is one unit of work of the message_ack job.
-type Message struct {
+// MessageAck is one unit of work of the message_ack job.
+type MessageAck struct {
 	MessageID uuid.UUID       `json:"message_id"`
 	Body      json.RawMessage `json:"body"`
 }
 
 // Key returns the unit's idempotency key, "msg:{message_id}".
-func (u Message) Key() string {
+func (u MessageAck) Key() string {
 	return "msg:" + u.MessageID.String()
 }
 
 // checkKey refuses u when a key placeholder renders empty.
-func (u Message) checkKey() error {
+func (u MessageAck) checkKey() error {
 	return nil
 }
 
 // canonical returns u with times in UTC, so equal instants encode equally.
-func (u Message) canonical() Message {
+func (u MessageAck) canonical() MessageAck {
 	return u
 }
 
-// Ack performs the ack effect of the message_ack job. key is the effect's
+// MessageAckEffect performs the message_ack effect of the message_ack job. key is the effect's
 // idempotency key: pass it to the provider (Stripe's Idempotency-Key, say) so a
 // retry after a crash is recognised there too.
-type Ack interface {
-	Ack(ctx context.Context, key string, unit Message) error
+type MessageAckEffect interface {
+	MessageAckEffect(ctx context.Context, key string, unit MessageAck) error
 }
 
-// AckFunc adapts a function to Ack.
-type AckFunc func(ctx context.Context, key string, unit Message) error
+// MessageAckEffectFunc adapts a function to MessageAckEffect.
+type MessageAckEffectFunc func(ctx context.Context, key string, unit MessageAck) error
 
-// Ack calls fn.
-func (fn AckFunc) Ack(ctx context.Context, key string, unit Message) error {
+// MessageAckEffect calls fn.
+func (fn MessageAckEffectFunc) MessageAckEffect(ctx context.Context, key string, unit MessageAck) error {
 	return fn(ctx, key, unit)
 }
 
-// AckKey returns the ack effect key for u, "ack:v{version}:{message_id}" (version 1).
-func AckKey(u Message) string {
+// MessageAckEffectKey returns the message_ack effect key for u, "ack:v{version}:{message_id}" (version 1).
+func MessageAckEffectKey(u MessageAck) string {
 	return "ack:v1:" + u.MessageID.String()
 }
 
-// MessageAckEffects holds the providers of the message_ack job's effects; all are required.
-type MessageAckEffects struct {
-	Ack Ack
+// MessageAckJobEffects holds the providers of the message_ack job's effects; all are required.
+type MessageAckJobEffects struct {
+	MessageAckEffect MessageAckEffect
 }
 
-// MessageAck runs the message_ack job (version 1).
-type MessageAck struct {
-	e *idem.Engine[Message]
+// MessageAckJob runs the message_ack job (version 1).
+type MessageAckJob struct {
+	e *idem.Engine[MessageAck]
 }
 
-// NewMessageAck returns the message_ack job over store.
-func NewMessageAck(store *Store, fx MessageAckEffects, opts ...idem.Option) (*MessageAck, error) {
+// NewMessageAckJob returns the message_ack job over store.
+func NewMessageAckJob(store *Store, fx MessageAckJobEffects, opts ...idem.Option) (*MessageAckJob, error) {
 	if store == nil {
 		return nil, fmt.Errorf("job \"message_ack\": nil store")
 	}
-	if fx.Ack == nil {
-		return nil, fmt.Errorf("job \"message_ack\": no provider for effect \"ack\"")
+	if fx.MessageAckEffect == nil {
+		return nil, fmt.Errorf("job \"message_ack\": no provider for effect \"message_ack\"")
 	}
-	def := &idem.Job[Message]{
-		Canonical: Message.canonical,
-		CheckKey:  Message.checkKey,
+	def := &idem.Job[MessageAck]{
+		Canonical: MessageAck.canonical,
+		CheckKey:  MessageAck.checkKey,
 		CheckSeen: true,
-		Effects: []idem.Effect[Message]{{
-			Call: func(ctx context.Context, key string, unit Message) ([]byte, error) {
-				return nil, fx.Ack.Ack(ctx, key, unit)
+		Effects: []idem.Effect[MessageAck]{{
+			Call: func(ctx context.Context, key string, unit MessageAck) ([]byte, error) {
+				return nil, fx.MessageAckEffect.MessageAckEffect(ctx, key, unit)
 			},
 			KeepResult:  false,
-			KeyOf:       AckKey,
+			KeyOf:       MessageAckEffectKey,
 			Lease:       90 * time.Second,
 			MaxAttempts: 5,
-			Name:        "ack",
+			Name:        "message_ack",
 			Retention:   24 * time.Hour,
 			Version:     1,
 			When:        idem.WhenAlways,
 		}},
-		KeyOf:   Message.Key,
+		KeyOf:   MessageAck.Key,
 		Name:    "message_ack",
 		Version: 1,
 	}
-	return &MessageAck{e: idem.NewEngine(def, store.st, opts)}, nil
+	return &MessageAckJob{e: idem.NewEngine(def, store.st, opts)}, nil
 }
 
-// Process applies handed-in units (a queue message, a webhook) and reports each one.
-// A repeated key with the same payload is deduped; with a different payload it is a
-// mismatch (ErrPayloadMismatch), never silently dropped.
-func (j *MessageAck) Process(ctx context.Context, units ...Message) (idem.Report, error) {
+// Process applies handed-in units (a queue message, a webhook) and reports each one
+// in the Report's Units. It returns a *idem.FailuresError when any unit or effect did
+// not end applied or deduped (errors.Is finds idem.ErrPayloadMismatch, ErrWriteFailed,
+// ErrEmptyKey, ErrEffectFailed, ErrEffectParked, ErrBusy in it).
+// A repeated key with the same payload is deduped, returning the kept results; with a
+// different payload it is a mismatch (idem.ErrPayloadMismatch), never silently dropped.
+func (j *MessageAckJob) Process(ctx context.Context, units ...MessageAck) (idem.Report, error) {
 	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
-func (j *MessageAck) Drain(ctx context.Context) (idem.Report, error) {
+// A unit or effect that failed does not stop it; it returns them as a *idem.FailuresError.
+func (j *MessageAckJob) Drain(ctx context.Context) (idem.Report, error) {
 	return j.e.Drain(ctx)
 }
 
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
-func (j *MessageAck) Purge(ctx context.Context) (int64, error) {
+func (j *MessageAckJob) Purge(ctx context.Context) (int64, error) {
 	return j.e.Purge(ctx)
 }
 
-// messageAckCrashPoints are the durable boundaries of the message_ack job, where the crash tests stop it.
-var messageAckCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+// messageAckJobCrashPoints are the durable boundaries of the message_ack job, where the crash tests stop it.
+var messageAckJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointUnitStart, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}

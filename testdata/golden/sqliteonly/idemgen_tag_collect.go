@@ -74,18 +74,23 @@ func NewTagCollect(store *Store, src TagCollectSource, opts ...idem.Option) (*Ta
 
 // Run performs owed effects, then applies pages from the stored cursor; the cursor
 // advances only after its whole page is applied.
+// A unit or effect that failed does not stop it; it returns them as a *idem.FailuresError.
 func (j *TagCollect) Run(ctx context.Context) (idem.Report, error) {
 	return j.e.RunCursor(ctx, j.src.Fetch)
 }
 
-// Process applies handed-in units (a queue message, a webhook) and reports each one.
-// A repeated key with the same payload is deduped; with a different payload it is a
-// mismatch (ErrPayloadMismatch), never silently dropped.
+// Process applies handed-in units (a queue message, a webhook) and reports each one
+// in the Report's Units. It returns a *idem.FailuresError when any unit or effect did
+// not end applied or deduped (errors.Is finds idem.ErrPayloadMismatch, ErrWriteFailed,
+// ErrEmptyKey, ErrEffectFailed, ErrEffectParked, ErrBusy in it).
+// As in Run, a key already in tags is deduped whatever its payload: there is no
+// mismatch check outside source: none jobs.
 func (j *TagCollect) Process(ctx context.Context, units ...Tag) (idem.Report, error) {
 	return j.e.Process(ctx, units)
 }
 
 // Drain performs every effect still owed by earlier runs: crashed, failed or leased out.
+// A unit or effect that failed does not stop it; it returns them as a *idem.FailuresError.
 func (j *TagCollect) Drain(ctx context.Context) (idem.Report, error) {
 	return j.e.Drain(ctx)
 }
