@@ -643,7 +643,7 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 		e.remember(rep, er)
 		return er
 	}
-	e.remember(rep, EffectResult{Outcome: EffectFailed}) // until it ends otherwise
+	e.remember(rep, EffectResult{Effect: fx.Name, Key: key, Outcome: EffectFailed}) // until it ends otherwise
 	if err := e.hit(ctx, PointEffectClaimed, key); err != nil {
 		return e.release(ctx, fx, key, err, log)
 	}
