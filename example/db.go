@@ -13,9 +13,16 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 )
 
+// openSQLiteDB opens (creating) a SQLite file: WAL, so readers never wait
+// for the writer, and a busy timeout (the store sets one anyway where the
+// DSN has none).
+func openSQLiteDB(path string) (*sql.DB, error) {
+	return sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
+}
+
 // openSQLite opens (creating) a SQLite file and returns a migrated store.
 func openSQLite(ctx context.Context, path string) (*billing.Store, func(), error) {
-	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
+	db, err := openSQLiteDB(path)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,6 +11,7 @@
 package main
 
 //go:generate go tool idemgen generate
+//go:generate go tool idemgen generate -f fulfilment.yaml
 
 import (
 	"context"
