@@ -261,3 +261,39 @@ func TestSQLiteWithoutBusyTimeoutServesConcurrentCallers(t *testing.T) {
 		}
 	}
 }
+
+// Within retention every replay returns the kept result; after it (and
+// Purge) the key is forgotten, ledger row and key record alike, and a
+// replay is processed as new, as Powertools and Stripe do.
+func TestReplayAfterRetentionIsProcessedAsNew(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f, rc, ctx := newFixture(), newReceipts(), context.Background()
+		hook := newHook(t, st, f, rc)
+		p := payment(f, "evt_8", 600)
+		if _, err := hook.Process(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		f.clk.advance(719 * time.Hour) // inside send_receipt's 720h
+		if n, err := hook.Purge(ctx); err != nil || n != 0 {
+			t.Fatalf("purge inside retention removed %d, %v", n, err)
+		}
+		rep, err := hook.Process(ctx, p)
+		if err != nil || rep.Deduped != 1 || string(rep.Units[0].Effects[0].Result) != "rcpt-evt_8" {
+			t.Fatalf("replay inside retention: %s %+v, %v", rep, rep.Units, err)
+		}
+		f.clk.advance(2 * time.Hour)
+		if n, err := hook.Purge(ctx); err != nil || n != 2 {
+			t.Fatalf("purge after retention removed %d, %v; want the ledger row and the key record", n, err)
+		}
+		// Forgotten: a different payload is no mismatch, and the receipt is owed again.
+		changed := p
+		changed.AmountCents = 601
+		rep, err = hook.Process(ctx, changed)
+		if err != nil || rep.EffectsDone != 1 || rc.calls[billing.SendReceiptKey(p)] != 2 {
+			t.Fatalf("replay after retention: %s, %v, %d receipts; want it processed as new", rep, err, rc.calls[billing.SendReceiptKey(p)])
+		}
+		if rep, err = hook.Process(ctx, changed); err != nil || rep.Deduped != 1 {
+			t.Fatalf("and replayed again: %s, %v; want deduped", rep, err)
+		}
+	})
+}

@@ -279,6 +279,9 @@ type Querier interface {
 	Effect(ctx context.Context, key string) (LedgerRow, bool, error)
 	Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]LedgerRow, error)
 	Purge(ctx context.Context, job, effect string, before time.Time) (int64, error)
+	// PurgeSeen deletes a job's handed-in key records first seen before
+	// before whose key has no ledger row left.
+	PurgeSeen(ctx context.Context, job string, before time.Time) (int64, error)
 	Ledger(ctx context.Context) ([]LedgerEntry, error)
 	ParkQuerier
 }
@@ -506,9 +509,14 @@ func (e *Engine[U]) writeUnit(ctx context.Context, q Querier, u U, key string) (
 	}
 	now := e.opt.now()
 	outcome := OutcomeAccepted
+	// decideAs is the outcome the effects are decided by: a handed-in key
+	// seen for the first time (or again after retention purged its
+	// record) is new, whatever the destination already holds.
+	var fresh bool
 	if e.def.CheckSeen {
 		sum := sha256.Sum256(payload)
-		prev, fresh, err := q.See(ctx, e.def.Name, key, sum[:], e.def.Version, now)
+		var prev []byte
+		prev, fresh, err = q.See(ctx, e.def.Name, key, sum[:], e.def.Version, now)
 		if err != nil {
 			return "", fmt.Errorf("record key: %w", err)
 		}
@@ -524,10 +532,14 @@ func (e *Engine[U]) writeUnit(ctx context.Context, q Querier, u U, key string) (
 			return "", fmt.Errorf("write destination: %w", err)
 		}
 	}
+	decideAs := outcome
+	if fresh {
+		decideAs = OutcomeInserted
+	}
 	// The reservation shares the write's transaction: no crash can
 	// separate "the row was inserted" from "the effect is owed".
 	for _, fx := range e.def.Effects {
-		decide := fx.When.Matches(outcome)
+		decide := fx.When.Matches(decideAs)
 		if !decide && outcome != OutcomeDeduped {
 			// A unit decided under an earlier effect version owes the
 			// new version once: version bumps are deliberate.
@@ -925,16 +937,32 @@ func (e *Engine[U]) finish(ctx context.Context, rep *Report, err error) {
 	e.opt.log.InfoContext(ctx, "idemgen: run done", slog.Any("report", *rep))
 }
 
-// purge deletes done ledger rows older than each effect's retention.
+// Purge deletes done ledger rows older than each effect's retention, then,
+// for handed-in units, the key records older than the job's longest
+// retention whose ledger rows are all gone: a replay after that is
+// processed as new. A job with an effect kept forever (no retention), or
+// with no effects, keeps its key records.
 func (e *Engine[U]) Purge(ctx context.Context) (int64, error) {
 	var total int64
+	var longest time.Duration
 	for _, fx := range e.def.Effects {
 		if fx.Retention <= 0 {
+			longest = -1
 			continue
+		}
+		if longest >= 0 {
+			longest = max(longest, fx.Retention)
 		}
 		n, err := e.st.Auto().Purge(ctx, e.def.Name, fx.Name, e.opt.now().Add(-fx.Retention))
 		if err != nil {
 			return total, fmt.Errorf("job %q effect %q: purge: %w", e.def.Name, fx.Name, err)
+		}
+		total += n
+	}
+	if e.def.CheckSeen && longest > 0 {
+		n, err := e.st.Auto().PurgeSeen(ctx, e.def.Name, e.opt.now().Add(-longest))
+		if err != nil {
+			return total, fmt.Errorf("job %q: purge key records: %w", e.def.Name, err)
 		}
 		total += n
 	}

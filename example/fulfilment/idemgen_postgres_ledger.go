@@ -126,6 +126,10 @@ func (q pgQuerier) Purge(ctx context.Context, job, effect string, before time.Ti
 	return q.q.PurgeEffects(ctx, pgdb.PurgeEffectsParams{Job: job, Effect: effect, Before: &before})
 }
 
+func (q pgQuerier) PurgeSeen(ctx context.Context, job string, before time.Time) (int64, error) {
+	return q.q.PurgeSeen(ctx, pgdb.PurgeSeenParams{Job: job, Before: before})
+}
+
 func (q pgQuerier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
 	rs, err := q.q.ListLedger(ctx)
 	if err != nil {

@@ -124,6 +124,10 @@ func (q sqliteQuerier) Purge(ctx context.Context, job, effect string, before tim
 	return q.q.PurgeEffects(ctx, sqlitedb.PurgeEffectsParams{Job: job, Effect: effect, Before: nullTime(before)})
 }
 
+func (q sqliteQuerier) PurgeSeen(ctx context.Context, job string, before time.Time) (int64, error) {
+	return q.q.PurgeSeen(ctx, sqlitedb.PurgeSeenParams{Job: job, Before: idem.SQLiteTime(before)})
+}
+
 func (q sqliteQuerier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
 	rs, err := q.q.ListLedger(ctx)
 	if err != nil {

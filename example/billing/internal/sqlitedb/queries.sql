@@ -74,6 +74,12 @@ LIMIT @row_limit;
 -- name: PurgeEffects :execrows
 DELETE FROM billing_idem_ledger WHERE job = @job AND effect = @effect AND state = 'done' AND done_at < @before;
 
+-- name: PurgeSeen :execrows
+-- Handed-in key records past retention, once no ledger row of their key is
+-- left: a later replay of the key is processed as new.
+DELETE FROM billing_idem_seen AS s WHERE s.job = @job AND s.first_seen < @before
+AND NOT EXISTS (SELECT 1 FROM billing_idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key);
+
 -- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM billing_idem_ledger ORDER BY effect_key;

@@ -337,6 +337,26 @@ func (q *Queries) PurgeEffects(ctx context.Context, arg PurgeEffectsParams) (int
 	return result.RowsAffected()
 }
 
+const purgeSeen = `-- name: PurgeSeen :execrows
+DELETE FROM idemrt_idem_seen AS s WHERE s.job = ?1 AND s.first_seen < ?2
+AND NOT EXISTS (SELECT 1 FROM idemrt_idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key)
+`
+
+type PurgeSeenParams struct {
+	Job    string
+	Before string
+}
+
+// Handed-in key records past retention, once no ledger row of their key is
+// left: a later replay of the key is processed as new.
+func (q *Queries) PurgeSeen(ctx context.Context, arg PurgeSeenParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, purgeSeen, arg.Job, arg.Before)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const recordUnitFailure = `-- name: RecordUnitFailure :exec
 INSERT INTO idemrt_idem_parked AS f (job, unit_key, payload, payload_hash, attempts, last_error, state, mark, job_version, first_failed_at, updated_at)
 VALUES (?1, ?2, ?3, ?4, 1, ?5, 'failing', ?6, ?7, ?8, ?9)
