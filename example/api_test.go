@@ -107,13 +107,14 @@ func TestProcessReturnsBusyThroughErr(t *testing.T) {
 			return []byte("slow"), nil
 		})
 		p := payment(f, "evt_4", 900)
+		a, b := newHook(t, st, f, slow, idem.WithOwner("worker-a")), newHook(t, st, f, newReceipts(), idem.WithOwner("worker-b"))
 		done := make(chan error, 1)
 		go func() {
-			_, err := newHook(t, st, f, slow, idem.WithOwner("worker-a")).Process(ctx, p)
+			_, err := a.Process(ctx, p)
 			done <- err
 		}()
 		<-entered
-		rep, err := newHook(t, st, f, newReceipts(), idem.WithOwner("worker-b")).Process(ctx, p)
+		rep, err := b.Process(ctx, p)
 		close(release)
 		checkFailures(t, "while another worker calls the provider", rep, err, true)
 		if !errors.Is(err, idem.ErrBusy) || rep.Deduped != 1 || rep.EffectsBusy != 1 {
@@ -186,8 +187,9 @@ func TestLateWorkerReportsTheLedgersOutcome(t *testing.T) {
 			err error
 		}
 		done := make(chan result, 1)
+		late := newHook(t, st, f, stalled, idem.WithOwner("stalled"))
 		go func() {
-			rep, err := newHook(t, st, f, stalled, idem.WithOwner("stalled")).Process(ctx, p)
+			rep, err := late.Process(ctx, p)
 			done <- result{rep, err}
 		}()
 		<-entered
@@ -232,7 +234,12 @@ func TestSQLiteWithoutBusyTimeoutServesConcurrentCallers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hook := newHook(t, st, f, rc, idem.WithOwner(fmt.Sprintf("caller-%d", c)))
+			hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc},
+				idem.WithClock(f.clk.Now), idem.WithLogger(quiet), idem.WithOwner(fmt.Sprintf("caller-%d", c)))
+			if err != nil {
+				errs <- err
+				return
+			}
 			for i := range each {
 				// Callers overlap on half their keys, as redelivered webhooks do.
 				if _, err := hook.Process(ctx, payment(f, fmt.Sprintf("evt_%d", (c%2)*each+i), 100)); err != nil && !errors.Is(err, idem.ErrBusy) {
@@ -294,6 +301,21 @@ func TestReplayAfterRetentionIsProcessedAsNew(t *testing.T) {
 		}
 		if rep, err = hook.Process(ctx, changed); err != nil || rep.Deduped != 1 {
 			t.Fatalf("and replayed again: %s, %v; want deduped", rep, err)
+		}
+	})
+}
+
+// Options that mean nothing for a job's source are refused, not ignored.
+func TestOptionsThatMeanNothingAreRefused(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f := newFixture()
+		_, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: newReceipts()}, idem.WithStart(f.base))
+		if err == nil {
+			t.Fatal("WithStart on a job of handed-in units was accepted")
+		}
+		_, err = billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: newReceipts()}, idem.WithMaxPages(3))
+		if err == nil {
+			t.Fatal("WithMaxPages on a job of handed-in units was accepted")
 		}
 	})
 }

@@ -205,13 +205,24 @@ func WithCrashHook(h CrashHook) Option { return func(o *options) { o.hook = h } 
 // WithJobEdit is for the generated crash-simulation tests only.
 func WithJobEdit[U any](edit func(*Job[U])) Option { return func(o *options) { o.defEdit = edit } }
 
-// NewEngine is what every generated job constructor calls.
-func NewEngine[U any](def *Job[U], st Store, opts []Option) *Engine[U] {
+// NewEngine is what every generated job constructor calls. It refuses
+// options that mean nothing for the job's source, rather than ignore them.
+func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) {
+	var given options // what the caller set, before defaults
+	for _, opt := range opts {
+		opt(&given)
+	}
+	switch {
+	case !given.start.IsZero() && def.MarkOf == nil:
+		return nil, errors.New("WithStart sets where a watermark job's first window begins; this job has no watermark")
+	case given.maxPages != 0 && def.CheckSeen:
+		return nil, errors.New("WithMaxPages bounds the pages a run fetches; this job's units are handed in")
+	}
 	o := newOptions(opts)
 	if edit, ok := o.defEdit.(func(*Job[U])); ok {
 		edit(def)
 	}
-	return &Engine[U]{def: def, st: st, opt: o}
+	return &Engine[U]{def: def, st: st, opt: o}, nil
 }
 
 func newOptions(opts []Option) options {

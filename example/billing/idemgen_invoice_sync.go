@@ -115,8 +115,12 @@ func NewInvoiceSync(store *Store, src InvoiceSyncSource, fx InvoiceSyncEffects, 
 			return q.(destQuerier).writeInvoiceSync(ctx, u, key, v)
 		},
 	}
+	e, err := idem.NewEngine(def, store.st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("job \"invoice_sync\": %w", err)
+	}
 	return &InvoiceSync{
-		e:   idem.NewEngine(def, store.st, opts),
+		e:   e,
 		src: src,
 	}, nil
 }

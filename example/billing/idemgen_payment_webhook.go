@@ -100,7 +100,11 @@ func NewPaymentWebhook(store *Store, fx PaymentWebhookEffects, opts ...idem.Opti
 			return q.(destQuerier).writePaymentWebhook(ctx, u, key, v)
 		},
 	}
-	return &PaymentWebhook{e: idem.NewEngine(def, store.st, opts)}, nil
+	e, err := idem.NewEngine(def, store.st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("job \"payment_webhook\": %w", err)
+	}
+	return &PaymentWebhook{e: e}, nil
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one

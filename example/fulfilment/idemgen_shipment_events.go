@@ -98,7 +98,11 @@ func NewShipmentEvents(store *Store, fx ShipmentEventsEffects, opts ...idem.Opti
 			return q.(destQuerier).writeShipmentEvents(ctx, u, key, v)
 		},
 	}
-	return &ShipmentEvents{e: idem.NewEngine(def, store.st, opts)}, nil
+	e, err := idem.NewEngine(def, store.st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("job \"shipment_events\": %w", err)
+	}
+	return &ShipmentEvents{e: e}, nil
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one

@@ -188,7 +188,9 @@ func jobConstructor(f *jen.File, j *model.Job) {
 			})
 		}
 		g.Id("def").Op(":=").Op("&").Add(rt("Job")).Types(jen.Id(unit)).Values(def)
-		job := jen.Dict{jen.Id("e"): rt("NewEngine").Call(jen.Id("def"), jen.Id("store").Dot("st"), jen.Id("opts"))}
+		g.List(jen.Id("e"), jen.Id("err")).Op(":=").Add(rt("NewEngine")).Call(jen.Id("def"), jen.Id("store").Dot("st"), jen.Id("opts"))
+		g.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Nil(), Errorf().Call(jen.Lit(fmt.Sprintf("job %q: %%w", j.Name)), jen.Id("err"))))
+		job := jen.Dict{jen.Id("e"): jen.Id("e")}
 		if j.Source != model.SourceNone {
 			job[jen.Id("src")] = jen.Id("src")
 		}

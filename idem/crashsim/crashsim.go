@@ -866,7 +866,11 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 // newVerbs builds the job on st with the versions in force; opts come last,
 // so they override the scenario's clock.
 func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
-	opts = append([]idem.Option{idem.WithClock(r.now), idem.WithStart(Base.Add(-24 * time.Hour)), idem.WithLogger(simLogger)}, opts...)
+	base := []idem.Option{idem.WithClock(r.now), idem.WithLogger(simLogger)}
+	if r.job.Source == SourceWatermarkName {
+		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
+	}
+	opts = append(base, opts...)
 	if edit := editFor(r.versions, r.job); edit != nil {
 		opts = append(opts, idem.WithJobEdit(edit))
 	}

@@ -148,8 +148,12 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 			return q.(destQuerier).writeOrderSync(ctx, u, key, v)
 		},
 	}
+	e, err := idem.NewEngine(def, store.st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("job \"order_sync\": %w", err)
+	}
 	return &OrderSync{
-		e:   idem.NewEngine(def, store.st, opts),
+		e:   e,
 		src: src,
 	}, nil
 }

@@ -104,8 +104,12 @@ func NewEventImport(store *Store, src EventImportSource, fx EventImportEffects, 
 			return q.(destQuerier).writeEventImport(ctx, u, key, v)
 		},
 	}
+	e, err := idem.NewEngine(def, store.st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("job \"event_import\": %w", err)
+	}
 	return &EventImport{
-		e:   idem.NewEngine(def, store.st, opts),
+		e:   e,
 		src: src,
 	}, nil
 }

@@ -91,7 +91,11 @@ func NewMessageAckJob(store *Store, fx MessageAckJobEffects, opts ...idem.Option
 		Name:    "message_ack",
 		Version: 1,
 	}
-	return &MessageAckJob{e: idem.NewEngine(def, store.st, opts)}, nil
+	e, err := idem.NewEngine(def, store.st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("job \"message_ack\": %w", err)
+	}
+	return &MessageAckJob{e: e}, nil
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one

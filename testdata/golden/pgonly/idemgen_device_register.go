@@ -53,7 +53,11 @@ func NewDeviceRegister(store *Store, opts ...idem.Option) (*DeviceRegister, erro
 			return q.(destQuerier).writeDeviceRegister(ctx, u, key, v)
 		},
 	}
-	return &DeviceRegister{e: idem.NewEngine(def, store.st, opts)}, nil
+	e, err := idem.NewEngine(def, store.st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("job \"device_register\": %w", err)
+	}
+	return &DeviceRegister{e: e}, nil
 }
 
 // Process applies handed-in units (a queue message, a webhook) and reports each one

@@ -150,8 +150,12 @@ func NewPriceSync(store *Store, src PriceSyncSource, fx PriceSyncEffects, opts .
 			return q.(destQuerier).writePriceSync(ctx, u, key, v)
 		},
 	}
+	e, err := idem.NewEngine(def, store.st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("job \"price_sync\": %w", err)
+	}
 	return &PriceSync{
-		e:   idem.NewEngine(def, store.st, opts),
+		e:   e,
 		src: src,
 	}, nil
 }

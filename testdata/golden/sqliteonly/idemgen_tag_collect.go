@@ -66,8 +66,12 @@ func NewTagCollect(store *Store, src TagCollectSource, opts ...idem.Option) (*Ta
 			return q.(destQuerier).writeTagCollect(ctx, u, key, v)
 		},
 	}
+	e, err := idem.NewEngine(def, store.st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("job \"tag_collect\": %w", err)
+	}
 	return &TagCollect{
-		e:   idem.NewEngine(def, store.st, opts),
+		e:   e,
 		src: src,
 	}, nil
 }

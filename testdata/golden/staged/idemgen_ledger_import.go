@@ -113,8 +113,12 @@ func NewLedgerImport(store *Store, src LedgerImportSource, fx LedgerImportEffect
 			return q.(destQuerier).writeLedgerImport(ctx, u, key, v)
 		},
 	}
+	e, err := idem.NewEngine(def, store.st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("job \"ledger_import\": %w", err)
+	}
 	return &LedgerImport{
-		e:   idem.NewEngine(def, store.st, opts),
+		e:   e,
 		src: src,
 	}, nil
 }

@@ -104,8 +104,12 @@ func NewPageImport(store *Store, src PageImportSource, fx PageImportEffects, opt
 			return q.(destQuerier).writePageImport(ctx, u, key, v)
 		},
 	}
+	e, err := idem.NewEngine(def, store.st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("job \"page_import\": %w", err)
+	}
 	return &PageImport{
-		e:   idem.NewEngine(def, store.st, opts),
+		e:   e,
 		src: src,
 	}, nil
 }

@@ -95,8 +95,12 @@ func NewAllTypes(store *Store, src AllTypesSource, opts ...idem.Option) (*AllTyp
 			return q.(destQuerier).writeAllTypes(ctx, u, key, v)
 		},
 	}
+	e, err := idem.NewEngine(def, store.st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("job \"all_types\": %w", err)
+	}
 	return &AllTypes{
-		e:   idem.NewEngine(def, store.st, opts),
+		e:   e,
 		src: src,
 	}, nil
 }
