@@ -12,6 +12,9 @@
 //
 // The crash-simulation harness the generated tests use is the package
 // crashsim below this one; production builds never import it.
+// OpenTelemetry reporting is the package idemotel below this one, an
+// Observer given to a job with WithObserver; without it nothing of
+// OpenTelemetry is linked.
 package idem
 
 // Version is the runtime's version. Generated code checks at compile time

@@ -179,6 +179,7 @@ type options struct {
 	start    time.Time
 	maxPages int
 	hook     CrashHook
+	observer Observer
 	// defEdit is a func(*jobDef[U]) the crash tests use to rebuild a job
 	// with bumped versions, as a regenerated package would be.
 	defEdit any
@@ -222,7 +223,11 @@ func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) 
 	if edit, ok := o.defEdit.(func(*Job[U])); ok {
 		edit(def)
 	}
-	return &Engine[U]{def: def, st: st, opt: o}, nil
+	e := &Engine[U]{def: def, st: st, opt: o}
+	if o.observer != nil {
+		o.observer.Watch(def.Name, e.backlog)
+	}
+	return e, nil
 }
 
 func newOptions(opts []Option) options {
@@ -412,8 +417,11 @@ type applied struct {
 
 // apply handles a batch of units: each in its own transaction, so one bad
 // unit never undoes the others, then the effects each one decided.
-func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect bool, markOf func(U) time.Time) (applied, error) {
-	var res applied
+func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect bool, markOf func(U) time.Time) (res applied, err error) {
+	if obs := e.opt.observer; obs != nil {
+		ctx = obs.BatchStart(ctx, e.def.Name, len(units))
+		defer func() { obs.BatchEnd(ctx, e.def.Name, err) }()
+	}
 	for _, u := range units {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -427,9 +435,7 @@ func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect b
 				}
 			}
 		}
-		if collect {
-			rep.Units = append(rep.Units, ur)
-		}
+		e.unitEnded(ctx, rep, ur, collect)
 	}
 	return res, nil
 }
@@ -491,8 +497,7 @@ func (e *Engine[U]) finishUnit(ctx context.Context, u U, key string, outcome Out
 		if er.Outcome == "" {
 			continue // not owed
 		}
-		rep.countEffect(er.Outcome)
-		rep.effectEnded(er)
+		e.effectEnded(ctx, rep, er)
 		ur.Effects = append(ur.Effects, er)
 	}
 	return ur
@@ -579,14 +584,18 @@ func (e *Engine[U]) writeUnit(ctx context.Context, q Querier, u U, key string) (
 // performed after the commit. One failing unit fails the batch, which is
 // retried whole on the next run: stage trades failure isolation for atomic
 // publication.
-func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, collect bool, save func(q Querier) error) (applied, error) {
+func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, collect bool, save func(q Querier) error) (_ applied, err error) {
 	if err := ctx.Err(); err != nil {
 		return applied{}, err
+	}
+	if obs := e.opt.observer; obs != nil {
+		ctx = obs.BatchStart(ctx, e.def.Name, len(units))
+		defer func() { obs.BatchEnd(ctx, e.def.Name, err) }()
 	}
 	keys := make([]string, len(units))
 	outcomes := make([]Outcome, len(units))
 	failing := -1 // the unit whose write failed the batch, if one did
-	err := e.st.InTx(ctx, func(q Querier) error {
+	err = e.st.InTx(ctx, func(q Querier) error {
 		for i, u := range units {
 			failing = i
 			keys[i] = e.def.KeyOf(u)
@@ -624,25 +633,21 @@ func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, col
 				o = OutcomeParked // skipped before the batch failed: still parked
 			}
 			ur := e.failUnit(keys[i], o, unitError(e.def.Name, keys[i], o, err), rep, ulog)
-			if collect {
-				rep.Units = append(rep.Units, ur)
-			}
+			e.unitEnded(ctx, rep, ur, collect)
 		}
 		return applied{failed: len(units)}, nil
 	}
 	for i, u := range units {
 		ur := e.finishUnit(ctx, u, keys[i], outcomes[i], rep, log.With(slog.String("key", keys[i])))
-		if collect {
-			rep.Units = append(rep.Units, ur)
-		}
+		e.unitEnded(ctx, rep, ur, collect)
 	}
 	return applied{}, nil
 }
 
 // perform runs one reserved effect: claim its lease, call the provider with
 // the key, record the result. A key with no reservation is not owed.
-func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, rep *Report, log *slog.Logger) EffectResult {
-	er := EffectResult{Effect: fx.Name, Key: key}
+func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, rep *Report, log *slog.Logger) (er EffectResult) {
+	er = EffectResult{Effect: fx.Name, Key: key}
 	if first, ok := rep.tried[key]; ok {
 		// A repeat of the key in this call: the kept result of a done
 		// effect; nothing for a failed one, which waits for the next run.
@@ -665,6 +670,10 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 		er = e.ledgerOutcome(ctx, fx, key)
 		e.remember(rep, er)
 		return er
+	}
+	if obs := e.opt.observer; obs != nil {
+		ctx = obs.CallStart(ctx, e.def.Name, fx.Name, key, e.def.KeyOf(u))
+		defer func(start time.Time) { obs.CallEnd(ctx, e.def.Name, er, time.Since(start)) }(time.Now())
 	}
 	e.remember(rep, EffectResult{Effect: fx.Name, Key: key, Outcome: EffectFailed}) // until it ends otherwise
 	if err := e.hit(ctx, PointEffectClaimed, key); err != nil {
@@ -801,10 +810,8 @@ func (e *Engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), r
 				log.Error("idemgen: pending effect payload unreadable", slog.Any("err", err))
 				continue
 			}
-			er := e.perform(ctx, fx, row.Key, u, rep, log)
-			if er.Outcome != "" {
-				rep.countEffect(er.Outcome)
-				rep.effectEnded(er)
+			if er := e.perform(ctx, fx, row.Key, u, rep, log); er.Outcome != "" {
+				e.effectEnded(ctx, rep, er)
 			}
 		}
 	}
@@ -997,16 +1004,23 @@ type LedgerEntry struct {
 // run wraps one scheduled run or call: report, logging, run-start point.
 // A call that ran to its end returns a *FailuresError when some unit or
 // effect did not end applied or deduped (busy effects count for Process).
-func (e *Engine[U]) run(ctx context.Context, busyFails bool, body func(rep *Report) error) (Report, error) {
+func (e *Engine[U]) run(ctx context.Context, op string, busyFails bool, body func(ctx context.Context, rep *Report) error) (Report, error) {
 	rep := Report{Job: e.def.Name}
+	obs := e.opt.observer
+	if obs != nil {
+		ctx = obs.RunStart(ctx, e.def.Name, op)
+	}
 	err := e.hit(ctx, PointRunStart, "")
 	if err == nil {
-		err = body(&rep)
+		err = body(ctx, &rep)
 	}
 	if err == nil {
 		err = rep.failed.err(e.def.Name, busyFails)
 	}
 	e.finish(ctx, &rep, err)
+	if obs != nil {
+		obs.RunEnd(ctx, rep, err)
+	}
 	return rep, err
 }
 
@@ -1020,7 +1034,7 @@ func decodeUnit[U any](b []byte) (U, error) {
 // window since the stored mark minus overlap.
 func (e *Engine[U]) RunWatermark(ctx context.Context, overlap time.Duration,
 	fetch func(context.Context, Window, string) ([]U, string, error), markOf func(U) time.Time) (Report, error) {
-	return e.run(ctx, false, func(rep *Report) error {
+	return e.run(ctx, "run", false, func(ctx context.Context, rep *Report) error {
 		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
 			return err
 		}
@@ -1038,12 +1052,14 @@ func (e *Engine[U]) RunWatermark(ctx context.Context, overlap time.Duration,
 // backfill re-runs a past window through the same keys and ledger; it never moves progress.
 func (e *Engine[U]) Backfill(ctx context.Context, w Window,
 	fetch func(context.Context, Window, string) ([]U, string, error), markOf func(U) time.Time) (Report, error) {
-	return e.run(ctx, false, func(rep *Report) error { return e.runWindow(ctx, w, false, fetch, markOf, rep) })
+	return e.run(ctx, "backfill", false, func(ctx context.Context, rep *Report) error {
+		return e.runWindow(ctx, w, false, fetch, markOf, rep)
+	})
 }
 
 // runCursorJob is a scheduled cursor run: owed effects first, then pages from the stored cursor.
 func (e *Engine[U]) RunCursor(ctx context.Context, fetch func(context.Context, string) ([]U, string, error)) (Report, error) {
-	return e.run(ctx, false, func(rep *Report) error {
+	return e.run(ctx, "run", false, func(ctx context.Context, rep *Report) error {
 		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
 			return err
 		}
@@ -1056,7 +1072,7 @@ func (e *Engine[U]) RunCursor(ctx context.Context, fetch func(context.Context, s
 
 // process applies handed-in units and reports each one.
 func (e *Engine[U]) Process(ctx context.Context, units []U) (Report, error) {
-	return e.run(ctx, true, func(rep *Report) error {
+	return e.run(ctx, "process", true, func(ctx context.Context, rep *Report) error {
 		var err error
 		if e.def.Stage {
 			_, err = e.applyStaged(ctx, units, rep, true, nil)
@@ -1071,7 +1087,7 @@ func (e *Engine[U]) Process(ctx context.Context, units []U) (Report, error) {
 // (checkSeen: source none, which has no Run) it then writes the units a
 // person put back for retry.
 func (e *Engine[U]) Drain(ctx context.Context) (Report, error) {
-	return e.run(ctx, false, func(rep *Report) error {
+	return e.run(ctx, "drain", false, func(ctx context.Context, rep *Report) error {
 		if err := e.drain(ctx, decodeUnit[U], rep); err != nil || !e.def.CheckSeen {
 			return err
 		}

@@ -196,3 +196,10 @@ func (q sqliteQuerier) RetryUnit(ctx context.Context, job, unitKey string, now t
 func (q sqliteQuerier) RetryParkedUnits(ctx context.Context, job string, now time.Time) (int64, error) {
 	return q.q.RetryParkedUnits(ctx, sqlitedb.RetryParkedUnitsParams{UpdatedAt: idem.SQLiteTime(now), Job: job})
 }
+
+// Backlog counts job's owed effects, parked effects and parked units, for
+// an observer's gauge (idem.WithObserver).
+func (q sqliteQuerier) Backlog(ctx context.Context, job string) (owedEffects, parkedEffects, parkedUnits int64, err error) {
+	r, err := q.q.CountBacklog(ctx, job)
+	return r.OwedEffects, r.ParkedEffects, r.ParkedUnits, err
+}

@@ -76,20 +76,26 @@ func TestAlwaysEffectOncePerKey(t *testing.T) {
 		}
 		changed := m1
 		changed.Body = json.RawMessage(`{"n":2}`)
-		rep, _ = j.Process(ctx, changed)
-		if rep.Mismatched != 1 || !errors.Is(rep.Units[0].Err, idem.ErrPayloadMismatch) || rep.EffectsDone+rep.EffectsDeduped != 0 {
+		rep, err = j.Process(ctx, changed)
+		if !errors.Is(err, idem.ErrPayloadMismatch) || rep.Mismatched != 1 || !errors.Is(rep.Units[0].Err, idem.ErrPayloadMismatch) || rep.EffectsDone+rep.EffectsDeduped != 0 {
 			t.Fatalf("changed payload: %s, %+v", rep, rep.Units)
 		}
 		if a.calls.Total() != 2 || a.calls.Keys() != 2 {
 			t.Fatalf("provider calls %d over %d keys, want 2 over 2", a.calls.Total(), a.calls.Keys())
 		}
-		// Retention (24h) purges done ledger rows once they are old enough.
+		// Retention (24h) purges done ledger rows once they are old enough,
+		// and with them the handed-in key records: 2 of each.
 		if n, err := j.Purge(ctx); err != nil || n != 0 {
 			t.Fatalf("early purge: %d, %v", n, err)
 		}
 		clk.Advance(25 * time.Hour)
-		if n, err := j.Purge(ctx); err != nil || n != 2 {
-			t.Fatalf("purge after retention: %d, %v", n, err)
+		if n, err := j.Purge(ctx); err != nil || n != 4 {
+			t.Fatalf("purge after retention: %d, %v; want 2 ledger rows and 2 key records", n, err)
+		}
+		// Forgotten: the changed payload is no mismatch now, and is new.
+		rep, err = j.Process(ctx, changed)
+		if err != nil || rep.Mismatched != 0 || rep.EffectsDone != 1 {
+			t.Fatalf("after retention: %s, %v; want the key processed as new", rep, err)
 		}
 	})
 }

@@ -202,3 +202,10 @@ func (q pgQuerier) RetryUnit(ctx context.Context, job, unitKey string, now time.
 func (q pgQuerier) RetryParkedUnits(ctx context.Context, job string, now time.Time) (int64, error) {
 	return q.q.RetryParkedUnits(ctx, pgdb.RetryParkedUnitsParams{UpdatedAt: now, Job: job})
 }
+
+// Backlog counts job's owed effects, parked effects and parked units, for
+// an observer's gauge (idem.WithObserver).
+func (q pgQuerier) Backlog(ctx context.Context, job string) (owedEffects, parkedEffects, parkedUnits int64, err error) {
+	r, err := q.q.CountBacklog(ctx, job)
+	return r.OwedEffects, r.ParkedEffects, r.ParkedUnits, err
+}

@@ -81,6 +81,28 @@ func (q *Queries) CompleteEffect(ctx context.Context, arg CompleteEffectParams) 
 	return result.RowsAffected()
 }
 
+const countBacklog = `-- name: CountBacklog :one
+SELECT
+    (SELECT count(*) FROM idemrt_idem_ledger AS o WHERE o.job = ?1 AND o.state = 'pending') AS owed_effects,
+    (SELECT count(*) FROM idemrt_idem_ledger AS f WHERE f.job = ?1 AND f.state = 'failed') AS parked_effects,
+    (SELECT count(*) FROM idemrt_idem_parked AS u WHERE u.job = ?1 AND u.state = 'parked') AS parked_units
+`
+
+type CountBacklogRow struct {
+	OwedEffects   int64
+	ParkedEffects int64
+	ParkedUnits   int64
+}
+
+// What an observer's gauge reads: counted on the (job, state) indexes, as
+// done rows kept for retention can be many.
+func (q *Queries) CountBacklog(ctx context.Context, job string) (CountBacklogRow, error) {
+	row := q.db.QueryRowContext(ctx, countBacklog, job)
+	var i CountBacklogRow
+	err := row.Scan(&i.OwedEffects, &i.ParkedEffects, &i.ParkedUnits)
+	return i, err
+}
+
 const countDecided = `-- name: CountDecided :one
 SELECT count(*) FROM idemrt_idem_ledger WHERE job = ?1 AND effect = ?2 AND unit_key = ?3 AND effect_version < ?4
 `

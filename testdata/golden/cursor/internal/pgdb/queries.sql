@@ -131,6 +131,14 @@ WHERE job = @job AND unit_key = @unit_key;
 UPDATE cursor_idem_parked SET state = 'retry', attempts = 0, updated_at = @updated_at
 WHERE job = @job AND state = 'parked';
 
+-- name: CountBacklog :one
+-- What an observer's gauge reads: counted on the (job, state) indexes, as
+-- done rows kept for retention can be many.
+SELECT
+    (SELECT count(*) FROM cursor_idem_ledger AS o WHERE o.job = @job AND o.state = 'pending') AS owed_effects,
+    (SELECT count(*) FROM cursor_idem_ledger AS f WHERE f.job = @job AND f.state = 'failed') AS parked_effects,
+    (SELECT count(*) FROM cursor_idem_parked AS u WHERE u.job = @job AND u.state = 'parked') AS parked_units;
+
 -- name: WriteEventImport :one
 INSERT INTO events AS d (seq, name, idemgen_key, idemgen_job_version)
 VALUES (@seq, @name, @idemgen_key, @idemgen_job_version)

@@ -131,6 +131,14 @@ WHERE job = @job AND unit_key = @unit_key;
 UPDATE sha256key_idem_parked SET state = 'retry', attempts = 0, updated_at = @updated_at
 WHERE job = @job AND state = 'parked';
 
+-- name: CountBacklog :one
+-- What an observer's gauge reads: counted on the (job, state) indexes, as
+-- done rows kept for retention can be many.
+SELECT
+    (SELECT count(*) FROM hk_ledger AS o WHERE o.job = @job AND o.state = 'pending') AS owed_effects,
+    (SELECT count(*) FROM hk_ledger AS f WHERE f.job = @job AND f.state = 'failed') AS parked_effects,
+    (SELECT count(*) FROM sha256key_idem_parked AS u WHERE u.job = @job AND u.state = 'parked') AS parked_units;
+
 -- name: WritePriceSync :one
 INSERT INTO prices AS d (sku, region, rev, cents, seen_at, idemgen_key, idemgen_job_version)
 VALUES (@sku, @region, @rev, @cents, @seen_at, @idemgen_key, @idemgen_job_version)

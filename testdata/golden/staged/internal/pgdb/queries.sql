@@ -131,6 +131,14 @@ WHERE job = @job AND unit_key = @unit_key;
 UPDATE staged_idem_parked SET state = 'retry', attempts = 0, updated_at = @updated_at
 WHERE job = @job AND state = 'parked';
 
+-- name: CountBacklog :one
+-- What an observer's gauge reads: counted on the (job, state) indexes, as
+-- done rows kept for retention can be many.
+SELECT
+    (SELECT count(*) FROM staged_idem_ledger AS o WHERE o.job = @job AND o.state = 'pending') AS owed_effects,
+    (SELECT count(*) FROM staged_idem_ledger AS f WHERE f.job = @job AND f.state = 'failed') AS parked_effects,
+    (SELECT count(*) FROM staged_idem_parked AS u WHERE u.job = @job AND u.state = 'parked') AS parked_units;
+
 -- name: WriteLedgerImport :one
 INSERT INTO ledger_entries AS d (entry_id, account, amount_cents, booked_at, idemgen_key, idemgen_job_version)
 VALUES (@entry_id, @account, @amount_cents, @booked_at, @idemgen_key, @idemgen_job_version)

@@ -131,6 +131,14 @@ WHERE job = @job AND unit_key = @unit_key;
 UPDATE types_idem_parked SET state = 'retry', attempts = 0, updated_at = @updated_at
 WHERE job = @job AND state = 'parked';
 
+-- name: CountBacklog :one
+-- What an observer's gauge reads: counted on the (job, state) indexes, as
+-- done rows kept for retention can be many.
+SELECT
+    (SELECT count(*) FROM types_idem_ledger AS o WHERE o.job = @job AND o.state = 'pending') AS owed_effects,
+    (SELECT count(*) FROM types_idem_ledger AS f WHERE f.job = @job AND f.state = 'failed') AS parked_effects,
+    (SELECT count(*) FROM types_idem_parked AS u WHERE u.job = @job AND u.state = 'parked') AS parked_units;
+
 -- name: WriteAllTypes :one
 INSERT INTO records AS d (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
 VALUES (@id, @str, sqlc.narg(str_null), @i32, sqlc.narg(i32_null), @i64, sqlc.narg(i64_null), @f64, sqlc.narg(f64_null), @flag, sqlc.narg(flag_null), @at, sqlc.narg(at_null), @blob, sqlc.narg(blob_null), @doc, sqlc.narg(doc_null), @uid, sqlc.narg(uid_null), @idemgen_key, @idemgen_job_version)
