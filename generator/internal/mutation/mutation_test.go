@@ -102,7 +102,7 @@ var stageMutants = []mutant{
 		`if err := save\(q\); err != nil \{`, "if err := save(e.st.Auto()); err != nil {")},
 	{name: "staged batch committed unit by unit", test: stageTest, edits: edit(engineFile,
 		`o, err := e\.writeUnit\(ctx, q, u, keys\[i\]\)`,
-		"var o Outcome\n\t\t\terr := e.st.inTx(ctx, func(q Querier) (err error) { o, err = e.writeUnit(ctx, q, u, keys[i]); return err })")},
+		"var o Outcome\n\t\t\terr := e.st.InTx(ctx, func(q Querier) (err error) { o, err = e.writeUnit(ctx, q, u, keys[i]); return err })")},
 }
 
 var exampleMutants = []mutant{
@@ -167,7 +167,7 @@ var exampleMutants = []mutant{
 	{name: "watermark advances past a failed unit", test: syncTest, edits: edit(engineFile,
 		`if !oldestFailed\.IsZero\(\) && oldestFailed\.Before\(mark\) \{`, "if false {")},
 	{name: "window ignores its overlap", test: syncTest, edits: edit(engineFile,
-		`since = p\.watermark\.Add\(-overlap\)`, "since = p.watermark")},
+		`since = p\.Watermark\.Add\(-overlap\)`, "since = p.Watermark")},
 	{name: "an effect version bump owes nothing", test: syncTest, edits: edit(sqliteSQL,
 		`AND unit_key = \?3 AND effect_version < \?4`, "AND unit_key = ?3 AND effect_version < ?4 AND 0")},
 	{name: "same key, different payload silently deduped", test: hookTest, edits: edit(engineFile,
