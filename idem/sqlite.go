@@ -85,25 +85,33 @@ func (a SQLiteAuto) PrepareContext(ctx context.Context, query string) (*sql.Stmt
 	return a.DB.PrepareContext(ctx, query)
 }
 
-// QueryContext and QueryRowContext hand the connection back to the pool
-// once the rows are closed: Conn.Close waits for them, so it runs apart.
+// QueryContext and QueryRowContext run on the pool, whose rows outlive the
+// call: first they give the connection the pool hands out next its busy
+// timeout. database/sql reuses the most recently released idle connection,
+// which is the one just configured, unless another caller takes it in
+// between (then it takes one that an earlier call configured).
 func (a SQLiteAuto) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	conn, err := a.conn(ctx)
-	if err != nil {
+	if err := a.configureNext(ctx); err != nil {
 		return nil, err
 	}
-	defer func() { go conn.Close() }()
-	return conn.QueryContext(ctx, query, args...)
+	return a.DB.QueryContext(ctx, query, args...)
 }
 
 func (a SQLiteAuto) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	conn, err := a.conn(ctx)
-	if err != nil {
-		// A Row carrying err: a query on a closed connection.
+	if err := a.configureNext(ctx); err != nil {
+		// A Row carrying err: a query on a cancelled context.
 		return a.DB.QueryRowContext(canceled(ctx, err), query, args...)
 	}
-	defer func() { go conn.Close() }()
-	return conn.QueryRowContext(ctx, query, args...)
+	return a.DB.QueryRowContext(ctx, query, args...)
+}
+
+// configureNext gives a pooled connection its busy timeout and hands it back.
+func (a SQLiteAuto) configureNext(ctx context.Context) error {
+	conn, err := a.conn(ctx)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // canceled returns a context already cancelled with cause err.
