@@ -112,9 +112,9 @@ func (r *Report) unitFailed(ur UnitResult) {
 	r.failed.add(Failure{Key: ur.Key, Err: ur.Err})
 }
 
-// effectEnded records an effect's outcome among the call's failures when it
+// effectFailed records an effect's outcome among the call's failures when it
 // did not end done or deduped.
-func (r *Report) effectEnded(er EffectResult) {
+func (r *Report) effectFailed(er EffectResult) {
 	switch er.Outcome {
 	case EffectFailed, EffectParked:
 		r.failed.add(Failure{Key: er.Key, Effect: er.Effect, Err: er.Err})

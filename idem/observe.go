@@ -121,7 +121,7 @@ func (e *Engine[U]) unitEnded(ctx context.Context, rep *Report, ur UnitResult, c
 // failures when it did not end done or deduped, and for the observer.
 func (e *Engine[U]) effectEnded(ctx context.Context, rep *Report, er EffectResult) {
 	rep.countEffect(er.Outcome)
-	rep.effectEnded(er)
+	rep.effectFailed(er)
 	if e.opt.observer != nil {
 		e.opt.observer.Effect(ctx, e.def.Name, er)
 	}

@@ -378,24 +378,32 @@ func (d *DB) Retry(ctx context.Context, key, job string) ([]Change, error) {
 		if len(refused) > 0 {
 			return &RefusedError{refused}
 		}
-		for _, e := range rows.Effects {
-			if err := d.retryEffect(ctx, tx, e.Key, now); err != nil {
-				return err
-			}
-			changes = append(changes, Change{Kind: "effect", Job: e.Job, Effect: e.Effect, Key: e.Key, State: e.State, Attempts: e.Attempts})
-		}
-		for _, u := range rows.Units {
-			if err := d.retryUnit(ctx, tx, u.Job, u.Key, now); err != nil {
-				return err
-			}
-			changes = append(changes, Change{Kind: "unit", Job: u.Job, Key: u.Key, State: u.State, Attempts: u.Attempts})
-		}
-		return nil
+		changes, err = d.putBack(ctx, tx, rows.Effects, rows.Units, now)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	d.logChanges("idemgen ledger: put back for retry", changes)
+	return changes, nil
+}
+
+// putBack puts effects back to pending and units back for retry, inside tx,
+// and returns what it changed.
+func (d *DB) putBack(ctx context.Context, tx *sql.Tx, effects []Effect, units []Unit, now time.Time) ([]Change, error) {
+	var changes []Change
+	for _, e := range effects {
+		if err := d.retryEffect(ctx, tx, e.Key, now); err != nil {
+			return nil, err
+		}
+		changes = append(changes, Change{Kind: "effect", Job: e.Job, Effect: e.Effect, Key: e.Key, State: e.State, Attempts: e.Attempts})
+	}
+	for _, u := range units {
+		if err := d.retryUnit(ctx, tx, u.Job, u.Key, now); err != nil {
+			return nil, err
+		}
+		changes = append(changes, Change{Kind: "unit", Job: u.Job, Key: u.Key, State: u.State, Attempts: u.Attempts})
+	}
 	return changes, nil
 }
 
@@ -417,22 +425,15 @@ func (d *DB) RetryAllParked(ctx context.Context, job string) ([]Change, error) {
 			if err != nil {
 				return err
 			}
-			for _, e := range effects {
-				if err := d.retryEffect(ctx, tx, e.Key, now); err != nil {
-					return err
-				}
-				changes = append(changes, Change{Kind: "effect", Job: e.Job, Effect: e.Effect, Key: e.Key, State: e.State, Attempts: e.Attempts})
-			}
 			units, err := d.units(ctx, tx, []string{"job = ?", "state = 'parked'"}, []any{job}, 0, false, true)
 			if err != nil {
 				return err
 			}
-			for _, u := range units {
-				if err := d.retryUnit(ctx, tx, u.Job, u.Key, now); err != nil {
-					return err
-				}
-				changes = append(changes, Change{Kind: "unit", Job: u.Job, Key: u.Key, State: u.State, Attempts: u.Attempts})
+			put, err := d.putBack(ctx, tx, effects, units, now)
+			if err != nil {
+				return err
 			}
+			changes = append(changes, put...)
 		}
 		return nil
 	})
