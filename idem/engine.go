@@ -1,10 +1,8 @@
 package idem
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -178,7 +176,11 @@ type options struct {
 	owner    string
 	start    time.Time
 	maxPages int
-	hook     CrashHook
+	// batchSize bounds the units written in one transaction.
+	batchSize int
+	// effectConcurrency bounds the provider calls in flight.
+	effectConcurrency int
+	hook              CrashHook
 	observer Observer
 	// defEdit is a func(*jobDef[U]) the crash tests use to rebuild a job
 	// with bumped versions, as a regenerated package would be.
@@ -199,6 +201,14 @@ func WithStart(t time.Time) Option { return func(o *options) { o.start = t } }
 
 // WithMaxPages bounds how many source pages one run fetches (default 10000).
 func WithMaxPages(n int) Option { return func(o *options) { o.maxPages = n } }
+
+// WithBatchSize bounds how many units one transaction writes (default
+// 1000): a larger page is written in batches of n.
+func WithBatchSize(n int) Option { return func(o *options) { o.batchSize = n } }
+
+// WithEffectConcurrency bounds how many provider calls one job has in
+// flight (default 16); 1 performs effects one at a time, in order.
+func WithEffectConcurrency(n int) Option { return func(o *options) { o.effectConcurrency = n } }
 
 // WithCrashHook is for the generated crash-simulation tests only.
 func WithCrashHook(h CrashHook) Option { return func(o *options) { o.hook = h } }
@@ -231,10 +241,12 @@ func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) 
 }
 
 func newOptions(opts []Option) options {
-	o := options{log: slog.Default(), now: time.Now, maxPages: 10000}
+	o := options{log: slog.Default(), now: time.Now, maxPages: 10000, batchSize: 1000, effectConcurrency: 16}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	o.batchSize = max(o.batchSize, 1)
+	o.effectConcurrency = max(o.effectConcurrency, 1)
 	if o.owner == "" {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -286,13 +298,22 @@ type Querier interface {
 	Progress(ctx context.Context, job string) (ProgressRow, error)
 	SaveWatermark(ctx context.Context, job string, mark time.Time, jobVersion int32, now time.Time) error
 	SaveCursor(ctx context.Context, job, cursor string, position int64, jobVersion int32, now time.Time) error
-	See(ctx context.Context, job, unitKey string, hash []byte, jobVersion int32, now time.Time) (prev []byte, fresh bool, err error)
-	Reserve(ctx context.Context, r LedgerRow, now time.Time) error
-	Decided(ctx context.Context, job, effect, unitKey string, version int32) (bool, error)
+	// See records a batch of handed-in keys (distinct) with their payload
+	// hashes; it returns the stored hash of every key seen before.
+	See(ctx context.Context, job string, unitKeys []string, hashes [][]byte, jobVersion int32, now time.Time) (seen map[string][]byte, err error)
+	// Reserve adds pending ledger rows for one effect of a batch of units;
+	// a key already in the ledger is left as it is.
+	Reserve(ctx context.Context, r Reservations, now time.Time) error
+	// Decided returns the units of a batch an earlier version of the effect
+	// was reserved for.
+	Decided(ctx context.Context, job, effect string, unitKeys []string, version int32) (map[string]bool, error)
 	Claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error)
 	Complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error)
 	Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (state string, err error)
 	Effect(ctx context.Context, key string) (LedgerRow, bool, error)
+	// Effects is Effect for a batch: the rows found (state, result and last
+	// error), by key.
+	Effects(ctx context.Context, keys []string) (map[string]LedgerRow, error)
 	Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]LedgerRow, error)
 	Purge(ctx context.Context, job, effect string, before time.Time) (int64, error)
 	// PurgeSeen deletes a job's handed-in key records first seen before
@@ -308,6 +329,18 @@ type ProgressRow struct {
 	HasMark   bool
 	Cursor    string
 	Position  int64
+}
+
+// Reservations are the ledger rows one effect owes for a batch of units:
+// Keys, UnitKeys and Payloads run in parallel.
+type Reservations struct {
+	Job           string
+	Effect        string
+	EffectVersion int32
+	JobVersion    int32
+	Keys          []string
+	UnitKeys      []string
+	Payloads      [][]byte
 }
 
 type LedgerRow struct {
@@ -356,6 +389,10 @@ type Job[U any] struct {
 	Canonical func(U) U
 	// write upserts the unit into the destination; nil when there is none.
 	Write func(ctx context.Context, q Querier, u U, key string, jobVersion int32) (Outcome, error)
+	// WriteBatch upserts units with distinct keys in one statement and
+	// returns their outcomes in order; nil outcomes (or a nil WriteBatch):
+	// the dialect has no batch statement, and Write runs per unit.
+	WriteBatch func(ctx context.Context, q Querier, units []U, keys []string, jobVersion int32) ([]Outcome, error)
 	// checkSeen records handed-in keys with a payload hash (source: none).
 	CheckSeen bool
 	// stage publishes each window, page or Process call in one transaction.
@@ -408,255 +445,11 @@ func (e *Engine[U]) payload(u U) ([]byte, error) {
 	return b, nil
 }
 
-// applied is what applying a batch tells the progress logic.
-type applied struct {
-	failed int
-	// oldestFailed is the smallest watermark value among failed units.
-	oldestFailed time.Time
-}
-
-// apply handles a batch of units: each in its own transaction, so one bad
-// unit never undoes the others, then the effects each one decided.
-func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect bool, markOf func(U) time.Time) (res applied, err error) {
-	if obs := e.opt.observer; obs != nil {
-		ctx = obs.BatchStart(ctx, e.def.Name, len(units))
-		defer func() { obs.BatchEnd(ctx, e.def.Name, err) }()
-	}
-	for _, u := range units {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		ur := e.applyUnit(ctx, u, rep)
-		if ur.Outcome == OutcomeFailed || ur.Outcome == OutcomeMismatch {
-			res.failed++
-			if markOf != nil {
-				if m := markOf(u); res.oldestFailed.IsZero() || m.Before(res.oldestFailed) {
-					res.oldestFailed = m
-				}
-			}
-		}
-		e.unitEnded(ctx, rep, ur, collect)
-	}
-	return res, nil
-}
-
-func (e *Engine[U]) applyUnit(ctx context.Context, u U, rep *Report) UnitResult {
-	key := e.def.KeyOf(u)
-	log := e.opt.log.With(slog.String("job", e.def.Name), slog.String("key", key))
-	if err := e.hit(ctx, PointUnitStart, key); err != nil {
-		return e.failUnit(key, OutcomeFailed, err, rep, log)
-	}
-	var outcome Outcome
-	err := e.st.InTx(ctx, func(q Querier) error {
-		var err error
-		if outcome, err = e.writeUnit(ctx, q, u, key); err != nil {
-			return err
-		}
-		return e.hit(ctx, PointUnitBeforeCommit, key)
-	})
-	if err == nil {
-		err = e.hit(ctx, PointUnitAfterCommit, key)
-	}
-	if err != nil {
-		o := e.failedOutcome(ctx, u, key, err, log)
-		return e.failUnit(key, o, unitError(e.def.Name, key, o, err), rep, log)
-	}
-	return e.finishUnit(ctx, u, key, outcome, rep, log)
-}
-
-func (e *Engine[U]) failUnit(key string, o Outcome, err error, rep *Report, log *slog.Logger) UnitResult {
-	rep.countUnit(o)
-	log.Warn("idemgen: unit failed", slog.String("outcome", string(o)), slog.Any("err", err))
-	ur := UnitResult{Key: key, Outcome: o, Err: err}
-	rep.unitFailed(ur)
-	return ur
-}
-
-// unitError is the error of a unit that ended o: it names the job and the
-// key and wraps the sentinel callers test with errors.Is, and the cause.
-func unitError(job, key string, o Outcome, cause error) error {
-	switch {
-	case o == OutcomeMismatch, errors.Is(cause, ErrEmptyKey):
-		return fmt.Errorf("job %q key %q: %w", job, key, cause)
-	case o == OutcomeParked:
-		return fmt.Errorf("job %q key %q: %w: %w", job, key, ErrParked, cause)
-	}
-	return fmt.Errorf("job %q key %q: %w: %w", job, key, ErrWriteFailed, cause)
-}
-
-// finishUnit counts a committed unit and performs the effects it owes.
-func (e *Engine[U]) finishUnit(ctx context.Context, u U, key string, outcome Outcome, rep *Report, log *slog.Logger) UnitResult {
-	if outcome == OutcomeParked {
-		return e.skipParked(key, rep, log)
-	}
-	ur := UnitResult{Key: key, Outcome: outcome}
-	rep.countUnit(outcome)
-	log.Debug("idemgen: unit applied", slog.String("outcome", string(outcome)))
-	for _, fx := range e.def.Effects {
-		er := e.perform(ctx, fx, fx.KeyOf(u), u, rep, log)
-		if er.Outcome == "" {
-			continue // not owed
-		}
-		e.effectEnded(ctx, rep, er)
-		ur.Effects = append(ur.Effects, er)
-	}
-	return ur
-}
-
-// writeUnit does a unit's database work inside the caller's transaction:
-// the handed-in key record, the destination write, and the reservations of
-// the effects that write decides.
-func (e *Engine[U]) writeUnit(ctx context.Context, q Querier, u U, key string) (Outcome, error) {
-	if e.def.CheckKey != nil {
-		if err := e.def.CheckKey(u); err != nil {
-			return "", err
-		}
-	}
-	payload, err := e.payload(u)
-	if err != nil {
-		return "", err
-	}
-	skip, err := e.checkParked(ctx, q, key, payload)
-	if err != nil {
-		return "", err
-	}
-	if skip {
-		return OutcomeParked, nil
-	}
-	now := e.opt.now()
-	outcome := OutcomeAccepted
-	// decideAs is the outcome the effects are decided by: a handed-in key
-	// seen for the first time (or again after retention purged its
-	// record) is new, whatever the destination already holds.
-	var fresh bool
-	if e.def.CheckSeen {
-		sum := sha256.Sum256(payload)
-		var prev []byte
-		prev, fresh, err = q.See(ctx, e.def.Name, key, sum[:], e.def.Version, now)
-		if err != nil {
-			return "", fmt.Errorf("record key: %w", err)
-		}
-		if !fresh {
-			if !bytes.Equal(prev, sum[:]) {
-				return "", ErrPayloadMismatch
-			}
-			outcome = OutcomeDeduped
-		}
-	}
-	if e.def.Write != nil && outcome != OutcomeDeduped {
-		if outcome, err = e.def.Write(ctx, q, u, key, e.def.Version); err != nil {
-			return "", fmt.Errorf("write destination: %w", err)
-		}
-	}
-	decideAs := outcome
-	if fresh {
-		decideAs = OutcomeInserted
-	}
-	// The reservation shares the write's transaction: no crash can
-	// separate "the row was inserted" from "the effect is owed".
-	for _, fx := range e.def.Effects {
-		decide := fx.When.Matches(decideAs)
-		if !decide && outcome != OutcomeDeduped {
-			// A unit decided under an earlier effect version owes the
-			// new version once: version bumps are deliberate.
-			was, err := q.Decided(ctx, e.def.Name, fx.Name, key, fx.Version)
-			if err != nil {
-				return "", fmt.Errorf("effect %q: look up ledger: %w", fx.Name, err)
-			}
-			decide = was
-		}
-		if !decide {
-			continue
-		}
-		r := LedgerRow{
-			Key: fx.KeyOf(u), Job: e.def.Name, Effect: fx.Name, EffectVersion: fx.Version,
-			JobVersion: e.def.Version, UnitKey: key, Payload: payload,
-		}
-		if err := q.Reserve(ctx, r, now); err != nil {
-			return "", fmt.Errorf("effect %q: reserve: %w", fx.Name, err)
-		}
-	}
-	return outcome, nil
-}
-
-// applyStaged writes a whole window or page in one transaction, together
-// with the progress save, so readers never see half of it; the effects are
-// performed after the commit. One failing unit fails the batch, which is
-// retried whole on the next run: stage trades failure isolation for atomic
-// publication.
-func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, collect bool, save func(q Querier) error) (_ applied, err error) {
-	if err := ctx.Err(); err != nil {
-		return applied{}, err
-	}
-	if obs := e.opt.observer; obs != nil {
-		ctx = obs.BatchStart(ctx, e.def.Name, len(units))
-		defer func() { obs.BatchEnd(ctx, e.def.Name, err) }()
-	}
-	keys := make([]string, len(units))
-	outcomes := make([]Outcome, len(units))
-	failing := -1 // the unit whose write failed the batch, if one did
-	err = e.st.InTx(ctx, func(q Querier) error {
-		for i, u := range units {
-			failing = i
-			keys[i] = e.def.KeyOf(u)
-			if err := e.hit(ctx, PointUnitStart, keys[i]); err != nil {
-				return err
-			}
-			o, err := e.writeUnit(ctx, q, u, keys[i])
-			if err != nil {
-				return fmt.Errorf("key %q: %w", keys[i], err)
-			}
-			outcomes[i] = o
-		}
-		failing = -1
-		if save != nil {
-			if err := save(q); err != nil {
-				return err
-			}
-		}
-		return e.hit(ctx, PointUnitBeforeCommit, "")
-	})
-	if err == nil {
-		err = e.hit(ctx, PointUnitAfterCommit, "")
-	}
-	log := e.opt.log.With(slog.String("job", e.def.Name))
-	if err != nil {
-		err = fmt.Errorf("job %q: staged batch of %d units not published: %w", e.def.Name, len(units), err)
-		for i := range units {
-			if keys[i] == "" {
-				keys[i] = e.def.KeyOf(units[i]) // after the failing unit: not reached
-			}
-			o, ulog := OutcomeFailed, log.With(slog.String("key", keys[i]))
-			if i == failing {
-				o = e.failedOutcome(ctx, units[i], keys[i], err, ulog)
-			} else if outcomes[i] == OutcomeParked {
-				o = OutcomeParked // skipped before the batch failed: still parked
-			}
-			ur := e.failUnit(keys[i], o, unitError(e.def.Name, keys[i], o, err), rep, ulog)
-			e.unitEnded(ctx, rep, ur, collect)
-		}
-		return applied{failed: len(units)}, nil
-	}
-	for i, u := range units {
-		ur := e.finishUnit(ctx, u, keys[i], outcomes[i], rep, log.With(slog.String("key", keys[i])))
-		e.unitEnded(ctx, rep, ur, collect)
-	}
-	return applied{}, nil
-}
-
 // perform runs one reserved effect: claim its lease, call the provider with
 // the key, record the result. A key with no reservation is not owed.
-func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, rep *Report, log *slog.Logger) (er EffectResult) {
+// It is safe to run concurrently for distinct keys.
+func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, log *slog.Logger) (er EffectResult) {
 	er = EffectResult{Effect: fx.Name, Key: key}
-	if first, ok := rep.tried[key]; ok {
-		// A repeat of the key in this call: the kept result of a done
-		// effect; nothing for a failed one, which waits for the next run.
-		if first.Outcome == EffectDone || first.Outcome == EffectDeduped {
-			er.Outcome, er.Result = EffectDeduped, first.Result
-			return er
-		}
-		return EffectResult{}
-	}
 	log = log.With(slog.String("effect", fx.Name), slog.String("effect_key", key))
 	now := e.opt.now()
 	leaseUntil := now.Add(fx.Lease)
@@ -667,15 +460,12 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 		return er
 	}
 	if !claimed {
-		er = e.ledgerOutcome(ctx, fx, key)
-		e.remember(rep, er)
-		return er
+		return e.ledgerOutcome(ctx, fx, key)
 	}
 	if obs := e.opt.observer; obs != nil {
 		ctx = obs.CallStart(ctx, e.def.Name, fx.Name, key, e.def.KeyOf(u))
 		defer func(start time.Time) { obs.CallEnd(ctx, e.def.Name, er, time.Since(start)) }(time.Now())
 	}
-	e.remember(rep, EffectResult{Effect: fx.Name, Key: key, Outcome: EffectFailed}) // until it ends otherwise
 	if err := e.hit(ctx, PointEffectClaimed, key); err != nil {
 		return e.release(ctx, fx, key, err, log)
 	}
@@ -710,9 +500,7 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 		// call, says how the effect ended (done with its result, parked, or
 		// still with the new owner).
 		log.Warn("idemgen: effect lease was taken over before it was recorded; the provider saw the same key twice")
-		er = e.ledgerOutcome(ctx, fx, key)
-		e.remember(rep, er)
-		return er
+		return e.ledgerOutcome(ctx, fx, key)
 	}
 	if err := e.hit(ctx, PointEffectRecorded, key); err != nil {
 		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: %w", fx.Name, key, ErrEffectFailed, err)
@@ -720,22 +508,31 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	}
 	log.Info("idemgen: effect done")
 	er.Outcome, er.Result = EffectDone, result
-	e.remember(rep, er)
 	return er
 }
 
 // ledgerOutcome reports an effect this worker does not hold as the ledger
 // has it; no outcome when it is not reserved (the write did not decide it).
 func (e *Engine[U]) ledgerOutcome(ctx context.Context, fx Effect[U], key string) EffectResult {
-	er := EffectResult{Effect: fx.Name, Key: key}
 	row, found, err := e.st.Auto().Effect(ctx, key)
 	switch {
 	case err != nil:
-		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: read ledger: %w", fx.Name, key, ErrEffectFailed, err)
+		return EffectResult{Effect: fx.Name, Key: key, Outcome: EffectFailed,
+			Err: fmt.Errorf("effect %q key %q: %w: read ledger: %w", fx.Name, key, ErrEffectFailed, err)}
 	case !found:
-	case row.State == StateDone:
+		return EffectResult{Effect: fx.Name, Key: key}
+	}
+	return ledgerResult(fx, key, row)
+}
+
+// ledgerResult is the outcome of an effect whose ledger row is row, for a
+// worker that does not hold it.
+func ledgerResult[U any](fx Effect[U], key string, row LedgerRow) EffectResult {
+	er := EffectResult{Effect: fx.Name, Key: key}
+	switch row.State {
+	case StateDone:
 		er.Outcome, er.Result = EffectDeduped, row.Result
-	case row.State == StateFailed:
+	case StateFailed:
 		er.Outcome, er.Err = EffectParked, parkedError(fx.Name, key, row.LastError)
 	default:
 		er.Outcome, er.Err = EffectBusy, fmt.Errorf("effect %q key %q: %w", fx.Name, key, ErrBusy)
@@ -790,13 +587,14 @@ func (e *Engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), r
 	}
 	after := ""
 	for {
-		rows, err := e.st.Auto().Pending(ctx, e.def.Name, e.opt.now(), after, 100)
+		rows, err := e.st.Auto().Pending(ctx, e.def.Name, e.opt.now(), after, int32(e.opt.batchSize))
 		if err != nil {
 			return fmt.Errorf("job %q: list pending effects: %w", e.def.Name, err)
 		}
 		if len(rows) == 0 {
 			return nil
 		}
+		var calls []*call[U]
 		for _, row := range rows {
 			after = row.Key
 			fx, ok := byName[row.Effect]
@@ -810,10 +608,9 @@ func (e *Engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), r
 				log.Error("idemgen: pending effect payload unreadable", slog.Any("err", err))
 				continue
 			}
-			if er := e.perform(ctx, fx, row.Key, u, rep, log); er.Outcome != "" {
-				e.effectEnded(ctx, rep, er)
-			}
+			calls = append(calls, &call[U]{fx: fx, key: row.Key, u: u, unitKey: row.UnitKey})
 		}
+		e.performAll(ctx, calls, rep)
 	}
 }
 

@@ -12,7 +12,6 @@ package idem
 // failed max_attempts more times, when it is parked again.
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -50,6 +49,12 @@ type ParkedUnit struct {
 	UpdatedAt     time.Time
 }
 
+// UnitFailureState is what a batch lookup of the parked table finds for a key.
+type UnitFailureState struct {
+	State string
+	Hash  []byte
+}
+
 // UnitFailure is one failed write as the engine records it.
 type UnitFailure struct {
 	Job, UnitKey  string
@@ -62,6 +67,8 @@ type UnitFailure struct {
 // ParkQuerier holds the parked-table queries; every querier has them.
 type ParkQuerier interface {
 	LookupUnitFailure(ctx context.Context, job, unitKey string) (state string, hash []byte, found bool, err error)
+	// LookupUnitFailures is LookupUnitFailure for a batch: the rows found, by key.
+	LookupUnitFailures(ctx context.Context, job string, unitKeys []string) (map[string]UnitFailureState, error)
 	ClearUnitFailure(ctx context.Context, job, unitKey string) error
 	RecordUnitFailure(ctx context.Context, f UnitFailure, now time.Time) error
 	SettleUnitFailure(ctx context.Context, job, unitKey string, maxAttempts int32) (state string, attempts int32, err error)
@@ -69,26 +76,6 @@ type ParkQuerier interface {
 	UnitFailures(ctx context.Context) ([]ParkedUnit, error)
 	RetryUnit(ctx context.Context, job, unitKey string, now time.Time) (bool, error)
 	RetryParkedUnits(ctx context.Context, job string, now time.Time) (int64, error)
-}
-
-// checkParked runs first in a unit's transaction. A unit parked with this
-// very payload is skipped, not attempted. Any other row of the key is
-// deleted, so it goes exactly when the write commits and stays if it fails.
-func (e *Engine[U]) checkParked(ctx context.Context, q Querier, key string, payload []byte) (skip bool, err error) {
-	state, hash, found, err := q.LookupUnitFailure(ctx, e.def.Name, key)
-	if err != nil {
-		return false, fmt.Errorf("look up parked unit: %w", err)
-	}
-	if !found {
-		return false, nil
-	}
-	if sum := sha256.Sum256(payload); state == UnitStateParked && bytes.Equal(hash, sum[:]) {
-		return true, nil
-	}
-	if err := q.ClearUnitFailure(ctx, e.def.Name, key); err != nil {
-		return false, fmt.Errorf("clear parked unit: %w", err)
-	}
-	return false, nil
 }
 
 // failedOutcome records a unit whose write failed, after its transaction

@@ -114,6 +114,9 @@ func NewInvoiceSync(store *Store, src InvoiceSyncSource, fx InvoiceSyncEffects, 
 		Write: func(ctx context.Context, q idem.Querier, u Invoice, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeInvoiceSync(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []Invoice, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writeInvoiceSyncBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

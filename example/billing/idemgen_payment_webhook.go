@@ -99,6 +99,9 @@ func NewPaymentWebhook(store *Store, fx PaymentWebhookEffects, opts ...idem.Opti
 		Write: func(ctx context.Context, q idem.Querier, u Payment, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writePaymentWebhook(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []Payment, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writePaymentWebhookBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

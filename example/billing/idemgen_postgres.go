@@ -29,6 +29,31 @@ func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, 
 	return idem.Outcome(w), nil
 }
 
+// writeInvoiceSyncBatch upserts units with distinct keys into invoices in one statement.
+func (q pgQuerier) writeInvoiceSyncBatch(ctx context.Context, us []Invoice, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteInvoiceSyncBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.InvoiceID = append(p.InvoiceID, u.InvoiceID)
+		p.CustomerID = append(p.CustomerID, u.CustomerID)
+		p.AmountCents = append(p.AmountCents, u.AmountCents)
+		p.CreatedAt = append(p.CreatedAt, u.CreatedAt)
+		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
+	}
+	rs, err := q.q.WriteInvoiceSyncBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+}
+
 // listInvoiceSync reads every invoices row back as units.
 func (q pgQuerier) listInvoiceSync(ctx context.Context) ([]Invoice, error) {
 	rs, err := q.q.ListInvoiceSync(ctx)
@@ -75,6 +100,32 @@ func (q pgQuerier) writePaymentWebhook(ctx context.Context, u Payment, key strin
 		return "", err
 	}
 	return idem.Outcome(w), nil
+}
+
+// writePaymentWebhookBatch upserts units with distinct keys into payments in one statement.
+func (q pgQuerier) writePaymentWebhookBatch(ctx context.Context, us []Payment, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WritePaymentWebhookBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.EventID = append(p.EventID, u.EventID)
+		p.InvoiceID = append(p.InvoiceID, u.InvoiceID)
+		p.AmountCents = append(p.AmountCents, u.AmountCents)
+		p.PaidAt = append(p.PaidAt, u.PaidAt)
+		p.IdemgenNullNote = append(p.IdemgenNullNote, u.Note == nil)
+		p.Note = append(p.Note, idem.ValueOr(u.Note))
+	}
+	rs, err := q.q.WritePaymentWebhookBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
 // listPaymentWebhook reads every payments row back as units.

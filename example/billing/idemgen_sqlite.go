@@ -29,6 +29,11 @@ func (q sqliteQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key stri
 	return idem.Outcome(w), nil
 }
 
+// writeInvoiceSyncBatch has no single statement on SQLite: the engine calls writeInvoiceSync per unit.
+func (q sqliteQuerier) writeInvoiceSyncBatch(ctx context.Context, us []Invoice, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
 // listInvoiceSync reads every invoices row back as units.
 func (q sqliteQuerier) listInvoiceSync(ctx context.Context) ([]Invoice, error) {
 	rs, err := q.q.ListInvoiceSync(ctx)
@@ -75,6 +80,11 @@ func (q sqliteQuerier) writePaymentWebhook(ctx context.Context, u Payment, key s
 		return "", err
 	}
 	return idem.Outcome(w), nil
+}
+
+// writePaymentWebhookBatch has no single statement on SQLite: the engine calls writePaymentWebhook per unit.
+func (q sqliteQuerier) writePaymentWebhookBatch(ctx context.Context, us []Payment, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
 }
 
 // listPaymentWebhook reads every payments row back as units.

@@ -29,9 +29,11 @@ type Store struct {
 type destQuerier interface {
 	idem.Querier
 	writeInvoiceSync(context.Context, Invoice, string, int32) (idem.Outcome, error)
+	writeInvoiceSyncBatch(context.Context, []Invoice, []string, int32) ([]idem.Outcome, error)
 	listInvoiceSync(context.Context) ([]Invoice, error)
 	staleInvoiceSync(context.Context, int32, int32) ([]string, error)
 	writePaymentWebhook(context.Context, Payment, string, int32) (idem.Outcome, error)
+	writePaymentWebhookBatch(context.Context, []Payment, []string, int32) ([]idem.Outcome, error)
 	listPaymentWebhook(context.Context) ([]Payment, error)
 	stalePaymentWebhook(context.Context, int32, int32) ([]string, error)
 }

@@ -28,6 +28,30 @@ func (q pgQuerier) writeShipmentEvents(ctx context.Context, u ShipmentEvent, key
 	return idem.Outcome(w), nil
 }
 
+// writeShipmentEventsBatch upserts units with distinct keys into shipment_events in one statement.
+func (q pgQuerier) writeShipmentEventsBatch(ctx context.Context, us []ShipmentEvent, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteShipmentEventsBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.EventID = append(p.EventID, u.EventID)
+		p.ParcelID = append(p.ParcelID, u.ParcelID)
+		p.Status = append(p.Status, u.Status)
+		p.At = append(p.At, u.At)
+	}
+	rs, err := q.q.WriteShipmentEventsBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+}
+
 // listShipmentEvents reads every shipment_events row back as units.
 func (q pgQuerier) listShipmentEvents(ctx context.Context) ([]ShipmentEvent, error) {
 	rs, err := q.q.ListShipmentEvents(ctx)

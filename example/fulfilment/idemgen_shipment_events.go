@@ -97,6 +97,9 @@ func NewShipmentEvents(store *Store, fx ShipmentEventsEffects, opts ...idem.Opti
 		Write: func(ctx context.Context, q idem.Querier, u ShipmentEvent, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeShipmentEvents(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []ShipmentEvent, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writeShipmentEventsBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

@@ -28,6 +28,11 @@ func (q sqliteQuerier) writeShipmentEvents(ctx context.Context, u ShipmentEvent,
 	return idem.Outcome(w), nil
 }
 
+// writeShipmentEventsBatch has no single statement on SQLite: the engine calls writeShipmentEvents per unit.
+func (q sqliteQuerier) writeShipmentEventsBatch(ctx context.Context, us []ShipmentEvent, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
 // listShipmentEvents reads every shipment_events row back as units.
 func (q sqliteQuerier) listShipmentEvents(ctx context.Context) ([]ShipmentEvent, error) {
 	rs, err := q.q.ListShipmentEvents(ctx)

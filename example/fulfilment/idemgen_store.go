@@ -29,6 +29,7 @@ type Store struct {
 type destQuerier interface {
 	idem.Querier
 	writeShipmentEvents(context.Context, ShipmentEvent, string, int32) (idem.Outcome, error)
+	writeShipmentEventsBatch(context.Context, []ShipmentEvent, []string, int32) ([]idem.Outcome, error)
 	listShipmentEvents(context.Context) ([]ShipmentEvent, error)
 	staleShipmentEvents(context.Context, int32, int32) ([]string, error)
 }

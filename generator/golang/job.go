@@ -179,6 +179,13 @@ func jobConstructor(f *jen.File, j *model.Job) {
 				jen.Return(jen.Id("q").Assert(jen.Id("destQuerier")).Dot("write"+j.GoName).Call(
 					jen.Id("ctx"), jen.Id("u"), jen.Id("key"), jen.Id("v"))),
 			)
+			def[jen.Id("WriteBatch")] = jen.Func().Params(
+				jen.Id("ctx").Add(Context()), jen.Id("q").Add(rt("Querier")), jen.Id("us").Index().Id(unit),
+				jen.Id("keys").Index().String(), jen.Id("v").Int32(),
+			).Params(jen.Index().Add(rt("Outcome")), jen.Error()).Block(
+				jen.Return(jen.Id("q").Assert(jen.Id("destQuerier")).Dot("write"+j.GoName+"Batch").Call(
+					jen.Id("ctx"), jen.Id("us"), jen.Id("keys"), jen.Id("v"))),
+			)
 		}
 		if len(j.Effects) > 0 {
 			def[jen.Id("Effects")] = jen.Index().Add(rt("Effect")).Types(jen.Id(unit)).ValuesFunc(func(g *jen.Group) {

@@ -30,10 +30,16 @@ type Job struct {
 	UpdateSet  []string
 	Distinct   string
 	Where      string
+	// BatchUnnest and BatchSelect build the PostgreSQL batch write: one
+	// array per column, unnested side by side, and NULLs marked in a
+	// parallel boolean array (sqlc types array elements as non-null).
+	BatchUnnest []string
+	BatchSelect []string
 }
 
 // data is what the templates see.
 type data struct {
+	Postgres                             bool // the batch queries are PostgreSQL's; SQLite loops the single ones
 	T                                    model.Tables
 	Text, Int, BigInt, Bytes, Time, Bool string
 	GreatestMark                         string
@@ -56,7 +62,7 @@ func ColumnType(d model.Dialect, t model.Type) string {
 }
 
 func newData(p *model.Package, d model.Dialect) data {
-	dd := data{T: p.Tables}
+	dd := data{T: p.Tables, Postgres: d == model.Postgres}
 	if d == model.Postgres {
 		dd.Text, dd.Int, dd.BigInt, dd.Bytes, dd.Time, dd.Bool = "text", "integer", "bigint", "bytea", "timestamptz", "boolean"
 		dd.GreatestMark = "GREATEST(p.watermark, excluded.watermark)"
@@ -87,7 +93,17 @@ func newJob(j *model.Job, d model.Dialect, dd data) Job {
 		if !f.Nullable {
 			sj.Params[len(sj.Params)-1] = "@" + f.Name
 		}
+		sj.BatchUnnest = append(sj.BatchUnnest, fmt.Sprintf("unnest(@%s::%s[]) AS %s", f.Name, ColumnType(d, f.Type), f.Name))
+		if f.Nullable {
+			isNull := BatchNullColumn(f.Name)
+			sj.BatchUnnest = append(sj.BatchUnnest, fmt.Sprintf("unnest(@%s::boolean[]) AS %s", isNull, isNull))
+			sj.BatchSelect = append(sj.BatchSelect, fmt.Sprintf("CASE WHEN b.%s THEN NULL ELSE b.%s END", isNull, f.Name))
+		} else {
+			sj.BatchSelect = append(sj.BatchSelect, "b."+f.Name)
+		}
 	}
+	sj.BatchUnnest = append(sj.BatchUnnest, "unnest(@idemgen_key::text[]) AS idemgen_key")
+	sj.BatchSelect = append(sj.BatchSelect, "b.idemgen_key", "@idemgen_job_version::integer")
 	sj.Columns = append(sj.Columns,
 		Column{Name: "idemgen_key", Type: dd.Text, NotNull: true},
 		Column{Name: "idemgen_job_version", Type: dd.Int, NotNull: true},
@@ -116,6 +132,9 @@ func newJob(j *model.Job, d model.Dialect, dd data) Job {
 	sj.Where = where
 	return sj
 }
+
+// BatchNullColumn is the batch write's parameter marking a nullable field's NULLs.
+func BatchNullColumn(field string) string { return "idemgen_null_" + field }
 
 // distinct is a SQL condition true when the stored data differs from the new data.
 func distinct(d model.Dialect, fields []*model.Field) string {

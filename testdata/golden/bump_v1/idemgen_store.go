@@ -29,6 +29,7 @@ type Store struct {
 type destQuerier interface {
 	idem.Querier
 	writeOrderSync(context.Context, Order, string, int32) (idem.Outcome, error)
+	writeOrderSyncBatch(context.Context, []Order, []string, int32) ([]idem.Outcome, error)
 	listOrderSync(context.Context) ([]Order, error)
 	staleOrderSync(context.Context, int32, int32) ([]string, error)
 }

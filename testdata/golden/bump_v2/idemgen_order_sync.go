@@ -147,6 +147,9 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 		Write: func(ctx context.Context, q idem.Querier, u Order, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeOrderSync(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []Order, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writeOrderSyncBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

@@ -27,6 +27,29 @@ func (q pgQuerier) writeOrderSync(ctx context.Context, u Order, key string, v in
 	return idem.Outcome(w), nil
 }
 
+// writeOrderSyncBatch upserts units with distinct keys into orders in one statement.
+func (q pgQuerier) writeOrderSyncBatch(ctx context.Context, us []Order, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteOrderSyncBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.OrderID = append(p.OrderID, u.OrderID)
+		p.Status = append(p.Status, u.Status)
+		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
+	}
+	rs, err := q.q.WriteOrderSyncBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+}
+
 // listOrderSync reads every orders row back as units.
 func (q pgQuerier) listOrderSync(ctx context.Context) ([]Order, error) {
 	rs, err := q.q.ListOrderSync(ctx)

@@ -27,6 +27,11 @@ func (q sqliteQuerier) writeOrderSync(ctx context.Context, u Order, key string, 
 	return idem.Outcome(w), nil
 }
 
+// writeOrderSyncBatch has no single statement on SQLite: the engine calls writeOrderSync per unit.
+func (q sqliteQuerier) writeOrderSyncBatch(ctx context.Context, us []Order, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
 // listOrderSync reads every orders row back as units.
 func (q sqliteQuerier) listOrderSync(ctx context.Context) ([]Order, error) {
 	rs, err := q.q.ListOrderSync(ctx)

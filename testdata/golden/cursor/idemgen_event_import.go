@@ -103,6 +103,9 @@ func NewEventImport(store *Store, src EventImportSource, fx EventImportEffects, 
 		Write: func(ctx context.Context, q idem.Querier, u Event, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeEventImport(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []Event, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writeEventImportBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

@@ -26,6 +26,28 @@ func (q pgQuerier) writeEventImport(ctx context.Context, u Event, key string, v 
 	return idem.Outcome(w), nil
 }
 
+// writeEventImportBatch upserts units with distinct keys into events in one statement.
+func (q pgQuerier) writeEventImportBatch(ctx context.Context, us []Event, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteEventImportBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.Seq = append(p.Seq, u.Seq)
+		p.Name = append(p.Name, u.Name)
+	}
+	rs, err := q.q.WriteEventImportBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+}
+
 // listEventImport reads every events row back as units.
 func (q pgQuerier) listEventImport(ctx context.Context) ([]Event, error) {
 	rs, err := q.q.ListEventImport(ctx)

@@ -26,6 +26,11 @@ func (q sqliteQuerier) writeEventImport(ctx context.Context, u Event, key string
 	return idem.Outcome(w), nil
 }
 
+// writeEventImportBatch has no single statement on SQLite: the engine calls writeEventImport per unit.
+func (q sqliteQuerier) writeEventImportBatch(ctx context.Context, us []Event, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
 // listEventImport reads every events row back as units.
 func (q sqliteQuerier) listEventImport(ctx context.Context) ([]Event, error) {
 	rs, err := q.q.ListEventImport(ctx)

@@ -29,6 +29,7 @@ type Store struct {
 type destQuerier interface {
 	idem.Querier
 	writeEventImport(context.Context, Event, string, int32) (idem.Outcome, error)
+	writeEventImportBatch(context.Context, []Event, []string, int32) ([]idem.Outcome, error)
 	listEventImport(context.Context) ([]Event, error)
 	staleEventImport(context.Context, int32, int32) ([]string, error)
 }

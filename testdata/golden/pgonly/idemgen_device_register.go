@@ -52,6 +52,9 @@ func NewDeviceRegister(store *Store, opts ...idem.Option) (*DeviceRegister, erro
 		Write: func(ctx context.Context, q idem.Querier, u Device, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeDeviceRegister(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []Device, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writeDeviceRegisterBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

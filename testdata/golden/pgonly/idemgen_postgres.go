@@ -25,6 +25,27 @@ func (q pgQuerier) writeDeviceRegister(ctx context.Context, u Device, key string
 	return idem.Outcome(w), nil
 }
 
+// writeDeviceRegisterBatch upserts units with distinct keys into devices in one statement.
+func (q pgQuerier) writeDeviceRegisterBatch(ctx context.Context, us []Device, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteDeviceRegisterBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.DeviceID = append(p.DeviceID, u.DeviceID)
+	}
+	rs, err := q.q.WriteDeviceRegisterBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+}
+
 // listDeviceRegister reads every devices row back as units.
 func (q pgQuerier) listDeviceRegister(ctx context.Context) ([]Device, error) {
 	rs, err := q.q.ListDeviceRegister(ctx)

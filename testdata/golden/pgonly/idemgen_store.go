@@ -28,6 +28,7 @@ type Store struct {
 type destQuerier interface {
 	idem.Querier
 	writeDeviceRegister(context.Context, Device, string, int32) (idem.Outcome, error)
+	writeDeviceRegisterBatch(context.Context, []Device, []string, int32) ([]idem.Outcome, error)
 	listDeviceRegister(context.Context) ([]Device, error)
 	staleDeviceRegister(context.Context, int32, int32) ([]string, error)
 }

@@ -29,6 +29,31 @@ func (q pgQuerier) writePriceSync(ctx context.Context, u Price, key string, v in
 	return idem.Outcome(w), nil
 }
 
+// writePriceSyncBatch upserts units with distinct keys into prices in one statement.
+func (q pgQuerier) writePriceSyncBatch(ctx context.Context, us []Price, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WritePriceSyncBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.Sku = append(p.Sku, u.Sku)
+		p.Region = append(p.Region, u.Region)
+		p.Rev = append(p.Rev, u.Rev)
+		p.Cents = append(p.Cents, u.Cents)
+		p.SeenAt = append(p.SeenAt, u.SeenAt)
+	}
+	rs, err := q.q.WritePriceSyncBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+}
+
 // listPriceSync reads every prices row back as units.
 func (q pgQuerier) listPriceSync(ctx context.Context) ([]Price, error) {
 	rs, err := q.q.ListPriceSync(ctx)

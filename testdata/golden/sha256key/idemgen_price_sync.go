@@ -149,6 +149,9 @@ func NewPriceSync(store *Store, src PriceSyncSource, fx PriceSyncEffects, opts .
 		Write: func(ctx context.Context, q idem.Querier, u Price, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writePriceSync(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []Price, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writePriceSyncBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

@@ -29,6 +29,11 @@ func (q sqliteQuerier) writePriceSync(ctx context.Context, u Price, key string, 
 	return idem.Outcome(w), nil
 }
 
+// writePriceSyncBatch has no single statement on SQLite: the engine calls writePriceSync per unit.
+func (q sqliteQuerier) writePriceSyncBatch(ctx context.Context, us []Price, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
 // listPriceSync reads every prices row back as units.
 func (q sqliteQuerier) listPriceSync(ctx context.Context) ([]Price, error) {
 	rs, err := q.q.ListPriceSync(ctx)

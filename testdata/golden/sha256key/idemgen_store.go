@@ -29,6 +29,7 @@ type Store struct {
 type destQuerier interface {
 	idem.Querier
 	writePriceSync(context.Context, Price, string, int32) (idem.Outcome, error)
+	writePriceSyncBatch(context.Context, []Price, []string, int32) ([]idem.Outcome, error)
 	listPriceSync(context.Context) ([]Price, error)
 	stalePriceSync(context.Context, int32, int32) ([]string, error)
 }

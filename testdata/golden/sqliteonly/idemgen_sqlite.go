@@ -25,6 +25,11 @@ func (q sqliteQuerier) writeTagCollect(ctx context.Context, u Tag, key string, v
 	return idem.Outcome(w), nil
 }
 
+// writeTagCollectBatch has no single statement on SQLite: the engine calls writeTagCollect per unit.
+func (q sqliteQuerier) writeTagCollectBatch(ctx context.Context, us []Tag, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
 // listTagCollect reads every tags row back as units.
 func (q sqliteQuerier) listTagCollect(ctx context.Context) ([]Tag, error) {
 	rs, err := q.q.ListTagCollect(ctx)

@@ -27,6 +27,7 @@ type Store struct {
 type destQuerier interface {
 	idem.Querier
 	writeTagCollect(context.Context, Tag, string, int32) (idem.Outcome, error)
+	writeTagCollectBatch(context.Context, []Tag, []string, int32) ([]idem.Outcome, error)
 	listTagCollect(context.Context) ([]Tag, error)
 	staleTagCollect(context.Context, int32, int32) ([]string, error)
 }

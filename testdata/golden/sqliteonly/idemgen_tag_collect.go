@@ -65,6 +65,9 @@ func NewTagCollect(store *Store, src TagCollectSource, opts ...idem.Option) (*Ta
 		Write: func(ctx context.Context, q idem.Querier, u Tag, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeTagCollect(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []Tag, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writeTagCollectBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

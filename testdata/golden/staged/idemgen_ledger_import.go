@@ -112,6 +112,9 @@ func NewLedgerImport(store *Store, src LedgerImportSource, fx LedgerImportEffect
 		Write: func(ctx context.Context, q idem.Querier, u Entry, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeLedgerImport(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []Entry, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writeLedgerImportBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

@@ -103,6 +103,9 @@ func NewPageImport(store *Store, src PageImportSource, fx PageImportEffects, opt
 		Write: func(ctx context.Context, q idem.Querier, u Change, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writePageImport(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []Change, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writePageImportBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

@@ -28,6 +28,30 @@ func (q pgQuerier) writeLedgerImport(ctx context.Context, u Entry, key string, v
 	return idem.Outcome(w), nil
 }
 
+// writeLedgerImportBatch upserts units with distinct keys into ledger_entries in one statement.
+func (q pgQuerier) writeLedgerImportBatch(ctx context.Context, us []Entry, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteLedgerImportBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.EntryID = append(p.EntryID, u.EntryID)
+		p.Account = append(p.Account, u.Account)
+		p.AmountCents = append(p.AmountCents, u.AmountCents)
+		p.BookedAt = append(p.BookedAt, u.BookedAt)
+	}
+	rs, err := q.q.WriteLedgerImportBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+}
+
 // listLedgerImport reads every ledger_entries row back as units.
 func (q pgQuerier) listLedgerImport(ctx context.Context) ([]Entry, error) {
 	rs, err := q.q.ListLedgerImport(ctx)
@@ -70,6 +94,28 @@ func (q pgQuerier) writePageImport(ctx context.Context, u Change, key string, v 
 		return "", err
 	}
 	return idem.Outcome(w), nil
+}
+
+// writePageImportBatch upserts units with distinct keys into feed_changes in one statement.
+func (q pgQuerier) writePageImportBatch(ctx context.Context, us []Change, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WritePageImportBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.ChangeID = append(p.ChangeID, u.ChangeID)
+		p.Body = append(p.Body, jsonValue(u.Body))
+	}
+	rs, err := q.q.WritePageImportBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
 // listPageImport reads every feed_changes row back as units.

@@ -29,6 +29,11 @@ func (q sqliteQuerier) writeLedgerImport(ctx context.Context, u Entry, key strin
 	return idem.Outcome(w), nil
 }
 
+// writeLedgerImportBatch has no single statement on SQLite: the engine calls writeLedgerImport per unit.
+func (q sqliteQuerier) writeLedgerImportBatch(ctx context.Context, us []Entry, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
 // listLedgerImport reads every ledger_entries row back as units.
 func (q sqliteQuerier) listLedgerImport(ctx context.Context) ([]Entry, error) {
 	rs, err := q.q.ListLedgerImport(ctx)
@@ -71,6 +76,11 @@ func (q sqliteQuerier) writePageImport(ctx context.Context, u Change, key string
 		return "", err
 	}
 	return idem.Outcome(w), nil
+}
+
+// writePageImportBatch has no single statement on SQLite: the engine calls writePageImport per unit.
+func (q sqliteQuerier) writePageImportBatch(ctx context.Context, us []Change, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
 }
 
 // listPageImport reads every feed_changes row back as units.

@@ -30,9 +30,11 @@ type Store struct {
 type destQuerier interface {
 	idem.Querier
 	writeLedgerImport(context.Context, Entry, string, int32) (idem.Outcome, error)
+	writeLedgerImportBatch(context.Context, []Entry, []string, int32) ([]idem.Outcome, error)
 	listLedgerImport(context.Context) ([]Entry, error)
 	staleLedgerImport(context.Context, int32, int32) ([]string, error)
 	writePageImport(context.Context, Change, string, int32) (idem.Outcome, error)
+	writePageImportBatch(context.Context, []Change, []string, int32) ([]idem.Outcome, error)
 	listPageImport(context.Context) ([]Change, error)
 	stalePageImport(context.Context, int32, int32) ([]string, error)
 }

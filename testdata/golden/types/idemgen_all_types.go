@@ -94,6 +94,9 @@ func NewAllTypes(store *Store, src AllTypesSource, opts ...idem.Option) (*AllTyp
 		Write: func(ctx context.Context, q idem.Querier, u Record, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeAllTypes(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []Record, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writeAllTypesBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

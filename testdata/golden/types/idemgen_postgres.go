@@ -43,6 +43,54 @@ func (q pgQuerier) writeAllTypes(ctx context.Context, u Record, key string, v in
 	return idem.Outcome(w), nil
 }
 
+// writeAllTypesBatch upserts units with distinct keys into records in one statement.
+func (q pgQuerier) writeAllTypesBatch(ctx context.Context, us []Record, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteAllTypesBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.ID = append(p.ID, u.ID)
+		p.Str = append(p.Str, u.Str)
+		p.IdemgenNullStrNull = append(p.IdemgenNullStrNull, u.StrNull == nil)
+		p.StrNull = append(p.StrNull, idem.ValueOr(u.StrNull))
+		p.I32 = append(p.I32, u.I32)
+		p.IdemgenNullI32Null = append(p.IdemgenNullI32Null, u.I32Null == nil)
+		p.I32Null = append(p.I32Null, idem.ValueOr(u.I32Null))
+		p.I64 = append(p.I64, u.I64)
+		p.IdemgenNullI64Null = append(p.IdemgenNullI64Null, u.I64Null == nil)
+		p.I64Null = append(p.I64Null, idem.ValueOr(u.I64Null))
+		p.F64 = append(p.F64, u.F64)
+		p.IdemgenNullF64Null = append(p.IdemgenNullF64Null, u.F64Null == nil)
+		p.F64Null = append(p.F64Null, idem.ValueOr(u.F64Null))
+		p.Flag = append(p.Flag, u.Flag)
+		p.IdemgenNullFlagNull = append(p.IdemgenNullFlagNull, u.FlagNull == nil)
+		p.FlagNull = append(p.FlagNull, idem.ValueOr(u.FlagNull))
+		p.At = append(p.At, u.At)
+		p.IdemgenNullAtNull = append(p.IdemgenNullAtNull, u.AtNull == nil)
+		p.AtNull = append(p.AtNull, idem.ValueOr(u.AtNull))
+		p.Blob = append(p.Blob, bytesValue(u.Blob))
+		p.IdemgenNullBlobNull = append(p.IdemgenNullBlobNull, u.BlobNull == nil)
+		p.BlobNull = append(p.BlobNull, u.BlobNull)
+		p.Doc = append(p.Doc, jsonValue(u.Doc))
+		p.IdemgenNullDocNull = append(p.IdemgenNullDocNull, u.DocNull == nil)
+		p.DocNull = append(p.DocNull, u.DocNull)
+		p.Uid = append(p.Uid, u.Uid)
+		p.IdemgenNullUidNull = append(p.IdemgenNullUidNull, u.UidNull == nil)
+		p.UidNull = append(p.UidNull, idem.ValueOr(u.UidNull))
+	}
+	rs, err := q.q.WriteAllTypesBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+}
+
 // listAllTypes reads every records row back as units.
 func (q pgQuerier) listAllTypes(ctx context.Context) ([]Record, error) {
 	rs, err := q.q.ListAllTypes(ctx)

@@ -45,6 +45,11 @@ func (q sqliteQuerier) writeAllTypes(ctx context.Context, u Record, key string, 
 	return idem.Outcome(w), nil
 }
 
+// writeAllTypesBatch has no single statement on SQLite: the engine calls writeAllTypes per unit.
+func (q sqliteQuerier) writeAllTypesBatch(ctx context.Context, us []Record, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
 // listAllTypes reads every records row back as units.
 func (q sqliteQuerier) listAllTypes(ctx context.Context) ([]Record, error) {
 	rs, err := q.q.ListAllTypes(ctx)

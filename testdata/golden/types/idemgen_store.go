@@ -30,6 +30,7 @@ type Store struct {
 type destQuerier interface {
 	idem.Querier
 	writeAllTypes(context.Context, Record, string, int32) (idem.Outcome, error)
+	writeAllTypesBatch(context.Context, []Record, []string, int32) ([]idem.Outcome, error)
 	listAllTypes(context.Context) ([]Record, error)
 	staleAllTypes(context.Context, int32, int32) ([]string, error)
 }

@@ -43,6 +43,39 @@ ON CONFLICT (effect_key) DO NOTHING;
 -- the current version under another key (an older replay) owes nothing.
 SELECT count(*) FROM billing_idem_ledger WHERE job = @job AND effect = @effect AND unit_key = @unit_key AND effect_version < @effect_version;
 
+
+-- The batch forms of the per-unit queries above: one statement per batch,
+-- with one array per column (sqlc cannot type unnest(a, b), #3507).
+-- SQLite runs the single queries in the batch's transaction instead.
+
+-- name: LookupUnitFailures :many
+SELECT unit_key, state, payload_hash FROM billing_idem_parked WHERE job = @job AND unit_key = ANY(@unit_keys::text[]);
+
+-- name: SeeUnits :many
+-- The keys seen for the first time come back.
+INSERT INTO billing_idem_seen (job, unit_key, payload_hash, job_version, first_seen)
+SELECT @job::text, unnest(@unit_keys::text[]), unnest(@payload_hashes::bytea[]), @job_version::integer, @first_seen::timestamptz
+ON CONFLICT (job, unit_key) DO NOTHING
+RETURNING unit_key;
+
+-- name: SeenHashes :many
+SELECT unit_key, payload_hash FROM billing_idem_seen WHERE job = @job AND unit_key = ANY(@unit_keys::text[]);
+
+-- name: ReserveEffects :exec
+INSERT INTO billing_idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at)
+SELECT unnest(@effect_keys::text[]), @job::text, @effect::text, @effect_version::integer, @job_version::integer,
+    unnest(@unit_keys::text[]), unnest(@payloads::bytea[]), 'pending', 0, @now::timestamptz, @now::timestamptz
+ON CONFLICT (effect_key) DO NOTHING;
+
+-- name: GetEffects :many
+SELECT effect_key, state, result, last_error FROM billing_idem_ledger WHERE effect_key = ANY(@effect_keys::text[]);
+
+-- name: DecidedUnits :many
+-- CountDecided for a batch: the units an earlier version of the effect was reserved for.
+SELECT DISTINCT unit_key FROM billing_idem_ledger
+WHERE job = @job AND effect = @effect AND effect_version < @effect_version AND unit_key = ANY(@unit_keys::text[]);
+
+
 -- name: ClaimEffect :execrows
 UPDATE billing_idem_ledger
 SET lease_owner = @owner, lease_until = @lease_until, attempts = attempts + 1, updated_at = @updated_at
@@ -154,6 +187,24 @@ ON CONFLICT (invoice_id) DO UPDATE SET
 WHERE excluded.updated_at >= d.updated_at AND ((d.customer_id, d.amount_cents, d.created_at, d.updated_at) IS DISTINCT FROM (excluded.customer_id, excluded.amount_cents, excluded.created_at, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
 
+-- name: WriteInvoiceSyncBatch :many
+-- WriteInvoiceSync for a batch of distinct keys in one statement.
+INSERT INTO invoices AS d (invoice_id, customer_id, amount_cents, created_at, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.invoice_id, b.customer_id, b.amount_cents, b.created_at, b.updated_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@invoice_id::text[]) AS invoice_id, unnest(@customer_id::text[]) AS customer_id, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@created_at::timestamptz[]) AS created_at, unnest(@updated_at::timestamptz[]) AS updated_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (invoice_id) DO UPDATE SET
+    customer_id = excluded.customer_id,
+    amount_cents = excluded.amount_cents,
+    created_at = excluded.created_at,
+    updated_at = excluded.updated_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.customer_id, d.amount_cents, d.created_at, d.updated_at) IS DISTINCT FROM (excluded.customer_id, excluded.amount_cents, excluded.created_at, excluded.updated_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.customer_id, d.amount_cents, d.created_at, d.updated_at) IS DISTINCT FROM (excluded.customer_id, excluded.amount_cents, excluded.created_at, excluded.updated_at) THEN 1 ELSE 0 END
+WHERE excluded.updated_at >= d.updated_at AND ((d.customer_id, d.amount_cents, d.created_at, d.updated_at) IS DISTINCT FROM (excluded.customer_id, excluded.amount_cents, excluded.created_at, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write;
+
 -- name: ListInvoiceSync :many
 SELECT invoice_id, customer_id, amount_cents, created_at, updated_at FROM invoices ORDER BY invoice_id;
 
@@ -166,6 +217,15 @@ INSERT INTO payments AS d (event_id, invoice_id, amount_cents, paid_at, note, id
 VALUES (@event_id, @invoice_id, @amount_cents, @paid_at, sqlc.narg(note), @idemgen_key, @idemgen_job_version)
 ON CONFLICT (event_id) DO NOTHING
 RETURNING idemgen_write;
+
+-- name: WritePaymentWebhookBatch :many
+-- WritePaymentWebhook for a batch of distinct keys in one statement.
+INSERT INTO payments AS d (event_id, invoice_id, amount_cents, paid_at, note, idemgen_key, idemgen_job_version)
+SELECT b.event_id, b.invoice_id, b.amount_cents, b.paid_at, CASE WHEN b.idemgen_null_note THEN NULL ELSE b.note END, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@event_id::text[]) AS event_id, unnest(@invoice_id::text[]) AS invoice_id, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@paid_at::timestamptz[]) AS paid_at, unnest(@note::text[]) AS note, unnest(@idemgen_null_note::boolean[]) AS idemgen_null_note, unnest(@idemgen_key::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (event_id) DO NOTHING
+RETURNING idemgen_key, idemgen_write;
 
 -- name: ListPaymentWebhook :many
 SELECT event_id, invoice_id, amount_cents, paid_at, note FROM payments ORDER BY event_id;

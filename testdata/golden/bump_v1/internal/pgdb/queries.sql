@@ -43,6 +43,39 @@ ON CONFLICT (effect_key) DO NOTHING;
 -- the current version under another key (an older replay) owes nothing.
 SELECT count(*) FROM bump_ledger WHERE job = @job AND effect = @effect AND unit_key = @unit_key AND effect_version < @effect_version;
 
+
+-- The batch forms of the per-unit queries above: one statement per batch,
+-- with one array per column (sqlc cannot type unnest(a, b), #3507).
+-- SQLite runs the single queries in the batch's transaction instead.
+
+-- name: LookupUnitFailures :many
+SELECT unit_key, state, payload_hash FROM bump_parked WHERE job = @job AND unit_key = ANY(@unit_keys::text[]);
+
+-- name: SeeUnits :many
+-- The keys seen for the first time come back.
+INSERT INTO bump_seen (job, unit_key, payload_hash, job_version, first_seen)
+SELECT @job::text, unnest(@unit_keys::text[]), unnest(@payload_hashes::bytea[]), @job_version::integer, @first_seen::timestamptz
+ON CONFLICT (job, unit_key) DO NOTHING
+RETURNING unit_key;
+
+-- name: SeenHashes :many
+SELECT unit_key, payload_hash FROM bump_seen WHERE job = @job AND unit_key = ANY(@unit_keys::text[]);
+
+-- name: ReserveEffects :exec
+INSERT INTO bump_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at)
+SELECT unnest(@effect_keys::text[]), @job::text, @effect::text, @effect_version::integer, @job_version::integer,
+    unnest(@unit_keys::text[]), unnest(@payloads::bytea[]), 'pending', 0, @now::timestamptz, @now::timestamptz
+ON CONFLICT (effect_key) DO NOTHING;
+
+-- name: GetEffects :many
+SELECT effect_key, state, result, last_error FROM bump_ledger WHERE effect_key = ANY(@effect_keys::text[]);
+
+-- name: DecidedUnits :many
+-- CountDecided for a batch: the units an earlier version of the effect was reserved for.
+SELECT DISTINCT unit_key FROM bump_ledger
+WHERE job = @job AND effect = @effect AND effect_version < @effect_version AND unit_key = ANY(@unit_keys::text[]);
+
+
 -- name: ClaimEffect :execrows
 UPDATE bump_ledger
 SET lease_owner = @owner, lease_until = @lease_until, attempts = attempts + 1, updated_at = @updated_at
@@ -151,6 +184,22 @@ ON CONFLICT (order_id) DO UPDATE SET
     idemgen_rev = d.idemgen_rev + CASE WHEN (d.status, d.updated_at) IS DISTINCT FROM (excluded.status, excluded.updated_at) THEN 1 ELSE 0 END
 WHERE excluded.updated_at >= d.updated_at AND ((d.status, d.updated_at) IS DISTINCT FROM (excluded.status, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
+
+-- name: WriteOrderSyncBatch :many
+-- WriteOrderSync for a batch of distinct keys in one statement.
+INSERT INTO orders AS d (order_id, status, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.order_id, b.status, b.updated_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@order_id::text[]) AS order_id, unnest(@status::text[]) AS status, unnest(@updated_at::timestamptz[]) AS updated_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (order_id) DO UPDATE SET
+    status = excluded.status,
+    updated_at = excluded.updated_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.status, d.updated_at) IS DISTINCT FROM (excluded.status, excluded.updated_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.status, d.updated_at) IS DISTINCT FROM (excluded.status, excluded.updated_at) THEN 1 ELSE 0 END
+WHERE excluded.updated_at >= d.updated_at AND ((d.status, d.updated_at) IS DISTINCT FROM (excluded.status, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write;
 
 -- name: ListOrderSync :many
 SELECT order_id, status, updated_at FROM orders ORDER BY order_id;

@@ -43,6 +43,39 @@ ON CONFLICT (effect_key) DO NOTHING;
 -- the current version under another key (an older replay) owes nothing.
 SELECT count(*) FROM none_nodest_idem_ledger WHERE job = @job AND effect = @effect AND unit_key = @unit_key AND effect_version < @effect_version;
 
+
+-- The batch forms of the per-unit queries above: one statement per batch,
+-- with one array per column (sqlc cannot type unnest(a, b), #3507).
+-- SQLite runs the single queries in the batch's transaction instead.
+
+-- name: LookupUnitFailures :many
+SELECT unit_key, state, payload_hash FROM none_nodest_idem_parked WHERE job = @job AND unit_key = ANY(@unit_keys::text[]);
+
+-- name: SeeUnits :many
+-- The keys seen for the first time come back.
+INSERT INTO none_nodest_idem_seen (job, unit_key, payload_hash, job_version, first_seen)
+SELECT @job::text, unnest(@unit_keys::text[]), unnest(@payload_hashes::bytea[]), @job_version::integer, @first_seen::timestamptz
+ON CONFLICT (job, unit_key) DO NOTHING
+RETURNING unit_key;
+
+-- name: SeenHashes :many
+SELECT unit_key, payload_hash FROM none_nodest_idem_seen WHERE job = @job AND unit_key = ANY(@unit_keys::text[]);
+
+-- name: ReserveEffects :exec
+INSERT INTO none_nodest_idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at)
+SELECT unnest(@effect_keys::text[]), @job::text, @effect::text, @effect_version::integer, @job_version::integer,
+    unnest(@unit_keys::text[]), unnest(@payloads::bytea[]), 'pending', 0, @now::timestamptz, @now::timestamptz
+ON CONFLICT (effect_key) DO NOTHING;
+
+-- name: GetEffects :many
+SELECT effect_key, state, result, last_error FROM none_nodest_idem_ledger WHERE effect_key = ANY(@effect_keys::text[]);
+
+-- name: DecidedUnits :many
+-- CountDecided for a batch: the units an earlier version of the effect was reserved for.
+SELECT DISTINCT unit_key FROM none_nodest_idem_ledger
+WHERE job = @job AND effect = @effect AND effect_version < @effect_version AND unit_key = ANY(@unit_keys::text[]);
+
+
 -- name: ClaimEffect :execrows
 UPDATE none_nodest_idem_ledger
 SET lease_owner = @owner, lease_until = @lease_until, attempts = attempts + 1, updated_at = @updated_at

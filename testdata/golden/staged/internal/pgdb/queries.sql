@@ -43,6 +43,39 @@ ON CONFLICT (effect_key) DO NOTHING;
 -- the current version under another key (an older replay) owes nothing.
 SELECT count(*) FROM staged_idem_ledger WHERE job = @job AND effect = @effect AND unit_key = @unit_key AND effect_version < @effect_version;
 
+
+-- The batch forms of the per-unit queries above: one statement per batch,
+-- with one array per column (sqlc cannot type unnest(a, b), #3507).
+-- SQLite runs the single queries in the batch's transaction instead.
+
+-- name: LookupUnitFailures :many
+SELECT unit_key, state, payload_hash FROM staged_idem_parked WHERE job = @job AND unit_key = ANY(@unit_keys::text[]);
+
+-- name: SeeUnits :many
+-- The keys seen for the first time come back.
+INSERT INTO staged_idem_seen (job, unit_key, payload_hash, job_version, first_seen)
+SELECT @job::text, unnest(@unit_keys::text[]), unnest(@payload_hashes::bytea[]), @job_version::integer, @first_seen::timestamptz
+ON CONFLICT (job, unit_key) DO NOTHING
+RETURNING unit_key;
+
+-- name: SeenHashes :many
+SELECT unit_key, payload_hash FROM staged_idem_seen WHERE job = @job AND unit_key = ANY(@unit_keys::text[]);
+
+-- name: ReserveEffects :exec
+INSERT INTO staged_idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at)
+SELECT unnest(@effect_keys::text[]), @job::text, @effect::text, @effect_version::integer, @job_version::integer,
+    unnest(@unit_keys::text[]), unnest(@payloads::bytea[]), 'pending', 0, @now::timestamptz, @now::timestamptz
+ON CONFLICT (effect_key) DO NOTHING;
+
+-- name: GetEffects :many
+SELECT effect_key, state, result, last_error FROM staged_idem_ledger WHERE effect_key = ANY(@effect_keys::text[]);
+
+-- name: DecidedUnits :many
+-- CountDecided for a batch: the units an earlier version of the effect was reserved for.
+SELECT DISTINCT unit_key FROM staged_idem_ledger
+WHERE job = @job AND effect = @effect AND effect_version < @effect_version AND unit_key = ANY(@unit_keys::text[]);
+
+
 -- name: ClaimEffect :execrows
 UPDATE staged_idem_ledger
 SET lease_owner = @owner, lease_until = @lease_until, attempts = attempts + 1, updated_at = @updated_at
@@ -153,6 +186,23 @@ ON CONFLICT (entry_id) DO UPDATE SET
 WHERE excluded.booked_at >= d.booked_at AND ((d.account, d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.account, excluded.amount_cents, excluded.booked_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
 
+-- name: WriteLedgerImportBatch :many
+-- WriteLedgerImport for a batch of distinct keys in one statement.
+INSERT INTO ledger_entries AS d (entry_id, account, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+SELECT b.entry_id, b.account, b.amount_cents, b.booked_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@entry_id::text[]) AS entry_id, unnest(@account::text[]) AS account, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@booked_at::timestamptz[]) AS booked_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (entry_id) DO UPDATE SET
+    account = excluded.account,
+    amount_cents = excluded.amount_cents,
+    booked_at = excluded.booked_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.account, d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.account, excluded.amount_cents, excluded.booked_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.account, d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.account, excluded.amount_cents, excluded.booked_at) THEN 1 ELSE 0 END
+WHERE excluded.booked_at >= d.booked_at AND ((d.account, d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.account, excluded.amount_cents, excluded.booked_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write;
+
 -- name: ListLedgerImport :many
 SELECT entry_id, account, amount_cents, booked_at FROM ledger_entries ORDER BY entry_id;
 
@@ -165,6 +215,15 @@ INSERT INTO feed_changes AS d (change_id, body, idemgen_key, idemgen_job_version
 VALUES (@change_id, @body, @idemgen_key, @idemgen_job_version)
 ON CONFLICT (change_id) DO NOTHING
 RETURNING idemgen_write;
+
+-- name: WritePageImportBatch :many
+-- WritePageImport for a batch of distinct keys in one statement.
+INSERT INTO feed_changes AS d (change_id, body, idemgen_key, idemgen_job_version)
+SELECT b.change_id, b.body, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@change_id::bigint[]) AS change_id, unnest(@body::jsonb[]) AS body, unnest(@idemgen_key::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (change_id) DO NOTHING
+RETURNING idemgen_key, idemgen_write;
 
 -- name: ListPageImport :many
 SELECT change_id, body FROM feed_changes ORDER BY change_id;

@@ -43,6 +43,39 @@ ON CONFLICT (effect_key) DO NOTHING;
 -- the current version under another key (an older replay) owes nothing.
 SELECT count(*) FROM types_idem_ledger WHERE job = @job AND effect = @effect AND unit_key = @unit_key AND effect_version < @effect_version;
 
+
+-- The batch forms of the per-unit queries above: one statement per batch,
+-- with one array per column (sqlc cannot type unnest(a, b), #3507).
+-- SQLite runs the single queries in the batch's transaction instead.
+
+-- name: LookupUnitFailures :many
+SELECT unit_key, state, payload_hash FROM types_idem_parked WHERE job = @job AND unit_key = ANY(@unit_keys::text[]);
+
+-- name: SeeUnits :many
+-- The keys seen for the first time come back.
+INSERT INTO types_idem_seen (job, unit_key, payload_hash, job_version, first_seen)
+SELECT @job::text, unnest(@unit_keys::text[]), unnest(@payload_hashes::bytea[]), @job_version::integer, @first_seen::timestamptz
+ON CONFLICT (job, unit_key) DO NOTHING
+RETURNING unit_key;
+
+-- name: SeenHashes :many
+SELECT unit_key, payload_hash FROM types_idem_seen WHERE job = @job AND unit_key = ANY(@unit_keys::text[]);
+
+-- name: ReserveEffects :exec
+INSERT INTO types_idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at)
+SELECT unnest(@effect_keys::text[]), @job::text, @effect::text, @effect_version::integer, @job_version::integer,
+    unnest(@unit_keys::text[]), unnest(@payloads::bytea[]), 'pending', 0, @now::timestamptz, @now::timestamptz
+ON CONFLICT (effect_key) DO NOTHING;
+
+-- name: GetEffects :many
+SELECT effect_key, state, result, last_error FROM types_idem_ledger WHERE effect_key = ANY(@effect_keys::text[]);
+
+-- name: DecidedUnits :many
+-- CountDecided for a batch: the units an earlier version of the effect was reserved for.
+SELECT DISTINCT unit_key FROM types_idem_ledger
+WHERE job = @job AND effect = @effect AND effect_version < @effect_version AND unit_key = ANY(@unit_keys::text[]);
+
+
 -- name: ClaimEffect :execrows
 UPDATE types_idem_ledger
 SET lease_owner = @owner, lease_until = @lease_until, attempts = attempts + 1, updated_at = @updated_at
@@ -167,6 +200,38 @@ ON CONFLICT (id) DO UPDATE SET
     idemgen_rev = d.idemgen_rev + CASE WHEN (d.str, d.str_null, d.i32, d.i32_null, d.i64, d.i64_null, d.f64, d.f64_null, d.flag, d.flag_null, d.at, d.at_null, d.blob, d.blob_null, d.doc, d.doc_null, d.uid, d.uid_null) IS DISTINCT FROM (excluded.str, excluded.str_null, excluded.i32, excluded.i32_null, excluded.i64, excluded.i64_null, excluded.f64, excluded.f64_null, excluded.flag, excluded.flag_null, excluded.at, excluded.at_null, excluded.blob, excluded.blob_null, excluded.doc, excluded.doc_null, excluded.uid, excluded.uid_null) THEN 1 ELSE 0 END
 WHERE excluded.at >= d.at AND ((d.str, d.str_null, d.i32, d.i32_null, d.i64, d.i64_null, d.f64, d.f64_null, d.flag, d.flag_null, d.at, d.at_null, d.blob, d.blob_null, d.doc, d.doc_null, d.uid, d.uid_null) IS DISTINCT FROM (excluded.str, excluded.str_null, excluded.i32, excluded.i32_null, excluded.i64, excluded.i64_null, excluded.f64, excluded.f64_null, excluded.flag, excluded.flag_null, excluded.at, excluded.at_null, excluded.blob, excluded.blob_null, excluded.doc, excluded.doc_null, excluded.uid, excluded.uid_null) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
+
+-- name: WriteAllTypesBatch :many
+-- WriteAllTypes for a batch of distinct keys in one statement.
+INSERT INTO records AS d (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+SELECT b.id, b.str, CASE WHEN b.idemgen_null_str_null THEN NULL ELSE b.str_null END, b.i32, CASE WHEN b.idemgen_null_i32_null THEN NULL ELSE b.i32_null END, b.i64, CASE WHEN b.idemgen_null_i64_null THEN NULL ELSE b.i64_null END, b.f64, CASE WHEN b.idemgen_null_f64_null THEN NULL ELSE b.f64_null END, b.flag, CASE WHEN b.idemgen_null_flag_null THEN NULL ELSE b.flag_null END, b.at, CASE WHEN b.idemgen_null_at_null THEN NULL ELSE b.at_null END, b.blob, CASE WHEN b.idemgen_null_blob_null THEN NULL ELSE b.blob_null END, b.doc, CASE WHEN b.idemgen_null_doc_null THEN NULL ELSE b.doc_null END, b.uid, CASE WHEN b.idemgen_null_uid_null THEN NULL ELSE b.uid_null END, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@id::text[]) AS id, unnest(@str::text[]) AS str, unnest(@str_null::text[]) AS str_null, unnest(@idemgen_null_str_null::boolean[]) AS idemgen_null_str_null, unnest(@i32::integer[]) AS i32, unnest(@i32_null::integer[]) AS i32_null, unnest(@idemgen_null_i32_null::boolean[]) AS idemgen_null_i32_null, unnest(@i64::bigint[]) AS i64, unnest(@i64_null::bigint[]) AS i64_null, unnest(@idemgen_null_i64_null::boolean[]) AS idemgen_null_i64_null, unnest(@f64::double precision[]) AS f64, unnest(@f64_null::double precision[]) AS f64_null, unnest(@idemgen_null_f64_null::boolean[]) AS idemgen_null_f64_null, unnest(@flag::boolean[]) AS flag, unnest(@flag_null::boolean[]) AS flag_null, unnest(@idemgen_null_flag_null::boolean[]) AS idemgen_null_flag_null, unnest(@at::timestamptz[]) AS at, unnest(@at_null::timestamptz[]) AS at_null, unnest(@idemgen_null_at_null::boolean[]) AS idemgen_null_at_null, unnest(@blob::bytea[]) AS blob, unnest(@blob_null::bytea[]) AS blob_null, unnest(@idemgen_null_blob_null::boolean[]) AS idemgen_null_blob_null, unnest(@doc::jsonb[]) AS doc, unnest(@doc_null::jsonb[]) AS doc_null, unnest(@idemgen_null_doc_null::boolean[]) AS idemgen_null_doc_null, unnest(@uid::uuid[]) AS uid, unnest(@uid_null::uuid[]) AS uid_null, unnest(@idemgen_null_uid_null::boolean[]) AS idemgen_null_uid_null, unnest(@idemgen_key::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (id) DO UPDATE SET
+    str = excluded.str,
+    str_null = excluded.str_null,
+    i32 = excluded.i32,
+    i32_null = excluded.i32_null,
+    i64 = excluded.i64,
+    i64_null = excluded.i64_null,
+    f64 = excluded.f64,
+    f64_null = excluded.f64_null,
+    flag = excluded.flag,
+    flag_null = excluded.flag_null,
+    at = excluded.at,
+    at_null = excluded.at_null,
+    blob = excluded.blob,
+    blob_null = excluded.blob_null,
+    doc = excluded.doc,
+    doc_null = excluded.doc_null,
+    uid = excluded.uid,
+    uid_null = excluded.uid_null,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.str, d.str_null, d.i32, d.i32_null, d.i64, d.i64_null, d.f64, d.f64_null, d.flag, d.flag_null, d.at, d.at_null, d.blob, d.blob_null, d.doc, d.doc_null, d.uid, d.uid_null) IS DISTINCT FROM (excluded.str, excluded.str_null, excluded.i32, excluded.i32_null, excluded.i64, excluded.i64_null, excluded.f64, excluded.f64_null, excluded.flag, excluded.flag_null, excluded.at, excluded.at_null, excluded.blob, excluded.blob_null, excluded.doc, excluded.doc_null, excluded.uid, excluded.uid_null) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.str, d.str_null, d.i32, d.i32_null, d.i64, d.i64_null, d.f64, d.f64_null, d.flag, d.flag_null, d.at, d.at_null, d.blob, d.blob_null, d.doc, d.doc_null, d.uid, d.uid_null) IS DISTINCT FROM (excluded.str, excluded.str_null, excluded.i32, excluded.i32_null, excluded.i64, excluded.i64_null, excluded.f64, excluded.f64_null, excluded.flag, excluded.flag_null, excluded.at, excluded.at_null, excluded.blob, excluded.blob_null, excluded.doc, excluded.doc_null, excluded.uid, excluded.uid_null) THEN 1 ELSE 0 END
+WHERE excluded.at >= d.at AND ((d.str, d.str_null, d.i32, d.i32_null, d.i64, d.i64_null, d.f64, d.f64_null, d.flag, d.flag_null, d.at, d.at_null, d.blob, d.blob_null, d.doc, d.doc_null, d.uid, d.uid_null) IS DISTINCT FROM (excluded.str, excluded.str_null, excluded.i32, excluded.i32_null, excluded.i64, excluded.i64_null, excluded.f64, excluded.f64_null, excluded.flag, excluded.flag_null, excluded.at, excluded.at_null, excluded.blob, excluded.blob_null, excluded.doc, excluded.doc_null, excluded.uid, excluded.uid_null) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write;
 
 -- name: ListAllTypes :many
 SELECT id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null FROM records ORDER BY id;

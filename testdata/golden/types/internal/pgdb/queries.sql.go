@@ -129,6 +129,44 @@ func (q *Queries) CountDecided(ctx context.Context, arg CountDecidedParams) (int
 	return count, err
 }
 
+const decidedUnits = `-- name: DecidedUnits :many
+SELECT DISTINCT unit_key FROM types_idem_ledger
+WHERE job = $1 AND effect = $2 AND effect_version < $3 AND unit_key = ANY($4::text[])
+`
+
+type DecidedUnitsParams struct {
+	Job           string
+	Effect        string
+	EffectVersion int32
+	UnitKeys      []string
+}
+
+// CountDecided for a batch: the units an earlier version of the effect was reserved for.
+func (q *Queries) DecidedUnits(ctx context.Context, arg DecidedUnitsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, decidedUnits,
+		arg.Job,
+		arg.Effect,
+		arg.EffectVersion,
+		arg.UnitKeys,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var unit_key string
+		if err := rows.Scan(&unit_key); err != nil {
+			return nil, err
+		}
+		items = append(items, unit_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getEffect = `-- name: GetEffect :one
 SELECT state, result, last_error FROM types_idem_ledger WHERE effect_key = $1
 `
@@ -144,6 +182,42 @@ func (q *Queries) GetEffect(ctx context.Context, effectKey string) (GetEffectRow
 	var i GetEffectRow
 	err := row.Scan(&i.State, &i.Result, &i.LastError)
 	return i, err
+}
+
+const getEffects = `-- name: GetEffects :many
+SELECT effect_key, state, result, last_error FROM types_idem_ledger WHERE effect_key = ANY($1::text[])
+`
+
+type GetEffectsRow struct {
+	EffectKey string
+	State     string
+	Result    []byte
+	LastError *string
+}
+
+func (q *Queries) GetEffects(ctx context.Context, effectKeys []string) ([]GetEffectsRow, error) {
+	rows, err := q.db.Query(ctx, getEffects, effectKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []GetEffectsRow
+	for rows.Next() {
+		var i GetEffectsRow
+		if err := rows.Scan(
+			&i.EffectKey,
+			&i.State,
+			&i.Result,
+			&i.LastError,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const getProgress = `-- name: GetProgress :one
@@ -338,6 +412,45 @@ func (q *Queries) ListUnitFailures(ctx context.Context) ([]ListUnitFailuresRow, 
 			&i.FirstFailedAt,
 			&i.UpdatedAt,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lookupUnitFailures = `-- name: LookupUnitFailures :many
+
+SELECT unit_key, state, payload_hash FROM types_idem_parked WHERE job = $1 AND unit_key = ANY($2::text[])
+`
+
+type LookupUnitFailuresParams struct {
+	Job      string
+	UnitKeys []string
+}
+
+type LookupUnitFailuresRow struct {
+	UnitKey     string
+	State       string
+	PayloadHash []byte
+}
+
+// The batch forms of the per-unit queries above: one statement per batch,
+// with one array per column (sqlc cannot type unnest(a, b), #3507).
+// SQLite runs the single queries in the batch's transaction instead.
+func (q *Queries) LookupUnitFailures(ctx context.Context, arg LookupUnitFailuresParams) ([]LookupUnitFailuresRow, error) {
+	rows, err := q.db.Query(ctx, lookupUnitFailures, arg.Job, arg.UnitKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LookupUnitFailuresRow
+	for rows.Next() {
+		var i LookupUnitFailuresRow
+		if err := rows.Scan(&i.UnitKey, &i.State, &i.PayloadHash); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -543,6 +656,38 @@ func (q *Queries) ReserveEffect(ctx context.Context, arg ReserveEffectParams) er
 	return err
 }
 
+const reserveEffects = `-- name: ReserveEffects :exec
+INSERT INTO types_idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at)
+SELECT unnest($1::text[]), $2::text, $3::text, $4::integer, $5::integer,
+    unnest($6::text[]), unnest($7::bytea[]), 'pending', 0, $8::timestamptz, $8::timestamptz
+ON CONFLICT (effect_key) DO NOTHING
+`
+
+type ReserveEffectsParams struct {
+	EffectKeys    []string
+	Job           string
+	Effect        string
+	EffectVersion int32
+	JobVersion    int32
+	UnitKeys      []string
+	Payloads      [][]byte
+	Now           time.Time
+}
+
+func (q *Queries) ReserveEffects(ctx context.Context, arg ReserveEffectsParams) error {
+	_, err := q.db.Exec(ctx, reserveEffects,
+		arg.EffectKeys,
+		arg.Job,
+		arg.Effect,
+		arg.EffectVersion,
+		arg.JobVersion,
+		arg.UnitKeys,
+		arg.Payloads,
+		arg.Now,
+	)
+	return err
+}
+
 const retryParkedUnits = `-- name: RetryParkedUnits :execrows
 UPDATE types_idem_parked SET state = 'retry', attempts = 0, updated_at = $1
 WHERE job = $2 AND state = 'parked'
@@ -706,6 +851,48 @@ func (q *Queries) SeeUnit(ctx context.Context, arg SeeUnitParams) ([]byte, error
 	return payload_hash, err
 }
 
+const seeUnits = `-- name: SeeUnits :many
+INSERT INTO types_idem_seen (job, unit_key, payload_hash, job_version, first_seen)
+SELECT $1::text, unnest($2::text[]), unnest($3::bytea[]), $4::integer, $5::timestamptz
+ON CONFLICT (job, unit_key) DO NOTHING
+RETURNING unit_key
+`
+
+type SeeUnitsParams struct {
+	Job           string
+	UnitKeys      []string
+	PayloadHashes [][]byte
+	JobVersion    int32
+	FirstSeen     time.Time
+}
+
+// The keys seen for the first time come back.
+func (q *Queries) SeeUnits(ctx context.Context, arg SeeUnitsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, seeUnits,
+		arg.Job,
+		arg.UnitKeys,
+		arg.PayloadHashes,
+		arg.JobVersion,
+		arg.FirstSeen,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var unit_key string
+		if err := rows.Scan(&unit_key); err != nil {
+			return nil, err
+		}
+		items = append(items, unit_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const seenHash = `-- name: SeenHash :one
 SELECT payload_hash FROM types_idem_seen WHERE job = $1 AND unit_key = $2
 `
@@ -720,6 +907,40 @@ func (q *Queries) SeenHash(ctx context.Context, arg SeenHashParams) ([]byte, err
 	var payload_hash []byte
 	err := row.Scan(&payload_hash)
 	return payload_hash, err
+}
+
+const seenHashes = `-- name: SeenHashes :many
+SELECT unit_key, payload_hash FROM types_idem_seen WHERE job = $1 AND unit_key = ANY($2::text[])
+`
+
+type SeenHashesParams struct {
+	Job      string
+	UnitKeys []string
+}
+
+type SeenHashesRow struct {
+	UnitKey     string
+	PayloadHash []byte
+}
+
+func (q *Queries) SeenHashes(ctx context.Context, arg SeenHashesParams) ([]SeenHashesRow, error) {
+	rows, err := q.db.Query(ctx, seenHashes, arg.Job, arg.UnitKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SeenHashesRow
+	for rows.Next() {
+		var i SeenHashesRow
+		if err := rows.Scan(&i.UnitKey, &i.PayloadHash); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const settleUnitFailure = `-- name: SettleUnitFailure :one
@@ -860,4 +1081,126 @@ func (q *Queries) WriteAllTypes(ctx context.Context, arg WriteAllTypesParams) (s
 	var idemgen_write string
 	err := row.Scan(&idemgen_write)
 	return idemgen_write, err
+}
+
+const writeAllTypesBatch = `-- name: WriteAllTypesBatch :many
+INSERT INTO records AS d (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+SELECT b.id, b.str, CASE WHEN b.idemgen_null_str_null THEN NULL ELSE b.str_null END, b.i32, CASE WHEN b.idemgen_null_i32_null THEN NULL ELSE b.i32_null END, b.i64, CASE WHEN b.idemgen_null_i64_null THEN NULL ELSE b.i64_null END, b.f64, CASE WHEN b.idemgen_null_f64_null THEN NULL ELSE b.f64_null END, b.flag, CASE WHEN b.idemgen_null_flag_null THEN NULL ELSE b.flag_null END, b.at, CASE WHEN b.idemgen_null_at_null THEN NULL ELSE b.at_null END, b.blob, CASE WHEN b.idemgen_null_blob_null THEN NULL ELSE b.blob_null END, b.doc, CASE WHEN b.idemgen_null_doc_null THEN NULL ELSE b.doc_null END, b.uid, CASE WHEN b.idemgen_null_uid_null THEN NULL ELSE b.uid_null END, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS id, unnest($3::text[]) AS str, unnest($4::text[]) AS str_null, unnest($5::boolean[]) AS idemgen_null_str_null, unnest($6::integer[]) AS i32, unnest($7::integer[]) AS i32_null, unnest($8::boolean[]) AS idemgen_null_i32_null, unnest($9::bigint[]) AS i64, unnest($10::bigint[]) AS i64_null, unnest($11::boolean[]) AS idemgen_null_i64_null, unnest($12::double precision[]) AS f64, unnest($13::double precision[]) AS f64_null, unnest($14::boolean[]) AS idemgen_null_f64_null, unnest($15::boolean[]) AS flag, unnest($16::boolean[]) AS flag_null, unnest($17::boolean[]) AS idemgen_null_flag_null, unnest($18::timestamptz[]) AS at, unnest($19::timestamptz[]) AS at_null, unnest($20::boolean[]) AS idemgen_null_at_null, unnest($21::bytea[]) AS blob, unnest($22::bytea[]) AS blob_null, unnest($23::boolean[]) AS idemgen_null_blob_null, unnest($24::jsonb[]) AS doc, unnest($25::jsonb[]) AS doc_null, unnest($26::boolean[]) AS idemgen_null_doc_null, unnest($27::uuid[]) AS uid, unnest($28::uuid[]) AS uid_null, unnest($29::boolean[]) AS idemgen_null_uid_null, unnest($30::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (id) DO UPDATE SET
+    str = excluded.str,
+    str_null = excluded.str_null,
+    i32 = excluded.i32,
+    i32_null = excluded.i32_null,
+    i64 = excluded.i64,
+    i64_null = excluded.i64_null,
+    f64 = excluded.f64,
+    f64_null = excluded.f64_null,
+    flag = excluded.flag,
+    flag_null = excluded.flag_null,
+    at = excluded.at,
+    at_null = excluded.at_null,
+    blob = excluded.blob,
+    blob_null = excluded.blob_null,
+    doc = excluded.doc,
+    doc_null = excluded.doc_null,
+    uid = excluded.uid,
+    uid_null = excluded.uid_null,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.str, d.str_null, d.i32, d.i32_null, d.i64, d.i64_null, d.f64, d.f64_null, d.flag, d.flag_null, d.at, d.at_null, d.blob, d.blob_null, d.doc, d.doc_null, d.uid, d.uid_null) IS DISTINCT FROM (excluded.str, excluded.str_null, excluded.i32, excluded.i32_null, excluded.i64, excluded.i64_null, excluded.f64, excluded.f64_null, excluded.flag, excluded.flag_null, excluded.at, excluded.at_null, excluded.blob, excluded.blob_null, excluded.doc, excluded.doc_null, excluded.uid, excluded.uid_null) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.str, d.str_null, d.i32, d.i32_null, d.i64, d.i64_null, d.f64, d.f64_null, d.flag, d.flag_null, d.at, d.at_null, d.blob, d.blob_null, d.doc, d.doc_null, d.uid, d.uid_null) IS DISTINCT FROM (excluded.str, excluded.str_null, excluded.i32, excluded.i32_null, excluded.i64, excluded.i64_null, excluded.f64, excluded.f64_null, excluded.flag, excluded.flag_null, excluded.at, excluded.at_null, excluded.blob, excluded.blob_null, excluded.doc, excluded.doc_null, excluded.uid, excluded.uid_null) THEN 1 ELSE 0 END
+WHERE excluded.at >= d.at AND ((d.str, d.str_null, d.i32, d.i32_null, d.i64, d.i64_null, d.f64, d.f64_null, d.flag, d.flag_null, d.at, d.at_null, d.blob, d.blob_null, d.doc, d.doc_null, d.uid, d.uid_null) IS DISTINCT FROM (excluded.str, excluded.str_null, excluded.i32, excluded.i32_null, excluded.i64, excluded.i64_null, excluded.f64, excluded.f64_null, excluded.flag, excluded.flag_null, excluded.at, excluded.at_null, excluded.blob, excluded.blob_null, excluded.doc, excluded.doc_null, excluded.uid, excluded.uid_null) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write
+`
+
+type WriteAllTypesBatchParams struct {
+	IdemgenJobVersion   int32
+	ID                  []string
+	Str                 []string
+	StrNull             []string
+	IdemgenNullStrNull  []bool
+	I32                 []int32
+	I32Null             []int32
+	IdemgenNullI32Null  []bool
+	I64                 []int64
+	I64Null             []int64
+	IdemgenNullI64Null  []bool
+	F64                 []float64
+	F64Null             []float64
+	IdemgenNullF64Null  []bool
+	Flag                []bool
+	FlagNull            []bool
+	IdemgenNullFlagNull []bool
+	At                  []time.Time
+	AtNull              []time.Time
+	IdemgenNullAtNull   []bool
+	Blob                [][]byte
+	BlobNull            [][]byte
+	IdemgenNullBlobNull []bool
+	Doc                 []json.RawMessage
+	DocNull             []json.RawMessage
+	IdemgenNullDocNull  []bool
+	Uid                 []uuid.UUID
+	UidNull             []uuid.UUID
+	IdemgenNullUidNull  []bool
+	IdemgenKey          []string
+}
+
+type WriteAllTypesBatchRow struct {
+	IdemgenKey   string
+	IdemgenWrite string
+}
+
+// WriteAllTypes for a batch of distinct keys in one statement.
+func (q *Queries) WriteAllTypesBatch(ctx context.Context, arg WriteAllTypesBatchParams) ([]WriteAllTypesBatchRow, error) {
+	rows, err := q.db.Query(ctx, writeAllTypesBatch,
+		arg.IdemgenJobVersion,
+		arg.ID,
+		arg.Str,
+		arg.StrNull,
+		arg.IdemgenNullStrNull,
+		arg.I32,
+		arg.I32Null,
+		arg.IdemgenNullI32Null,
+		arg.I64,
+		arg.I64Null,
+		arg.IdemgenNullI64Null,
+		arg.F64,
+		arg.F64Null,
+		arg.IdemgenNullF64Null,
+		arg.Flag,
+		arg.FlagNull,
+		arg.IdemgenNullFlagNull,
+		arg.At,
+		arg.AtNull,
+		arg.IdemgenNullAtNull,
+		arg.Blob,
+		arg.BlobNull,
+		arg.IdemgenNullBlobNull,
+		arg.Doc,
+		arg.DocNull,
+		arg.IdemgenNullDocNull,
+		arg.Uid,
+		arg.UidNull,
+		arg.IdemgenNullUidNull,
+		arg.IdemgenKey,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WriteAllTypesBatchRow
+	for rows.Next() {
+		var i WriteAllTypesBatchRow
+		if err := rows.Scan(&i.IdemgenKey, &i.IdemgenWrite); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

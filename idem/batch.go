@@ -1,0 +1,455 @@
+package idem
+
+// Batches. A page of units is written in batches of at most the batch size
+// (WithBatchSize), each in one transaction of a few statements per table:
+// the parked-unit lookup, the handed-in key records, the destination write
+// with its guards, the version-bump lookup and the effect reservations.
+// On PostgreSQL each is one statement over arrays; SQLite runs the single
+// statements in the batch's transaction. The effects the batch decided are
+// performed after it commits, concurrently (WithEffectConcurrency).
+//
+// Failures stay local: a unit found at fault (its own statement failed,
+// or the crash hook failed it) is failed alone and the batch committed
+// again without it; a statement that fails without naming a unit splits
+// the batch in halves, down to the unit that fails.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+)
+
+// applied is what applying a batch tells the progress logic.
+type applied struct {
+	failed int
+	// oldestFailed is the smallest watermark value among failed units.
+	oldestFailed time.Time
+}
+
+func (a *applied) add(o applied) {
+	a.failed += o.failed
+	if !o.oldestFailed.IsZero() && (a.oldestFailed.IsZero() || o.oldestFailed.Before(a.oldestFailed)) {
+		a.oldestFailed = o.oldestFailed
+	}
+}
+
+// item is one unit on its way through a batch.
+type item[U any] struct {
+	u       U
+	key     string
+	payload []byte
+	hash    []byte  // sha256 of payload
+	outcome Outcome // what its write did, once the transaction commits
+	fresh   bool    // a handed-in key seen for the first time: effects decide as inserted
+	err     error   // the unit's own failure, which does not fail the batch
+	owes    []int   // indexes of the effects reserved for it
+	result  UnitResult
+	done    bool // result is final
+}
+
+// unitFault is a transaction's failure that one unit caused.
+type unitFault[U any] struct {
+	it  *item[U]
+	err error
+}
+
+func (f *unitFault[U]) Error() string { return f.err.Error() }
+func (f *unitFault[U]) Unwrap() error { return f.err }
+
+// apply handles a page of units in batches, then the effects each batch
+// decided; with collect, Report.Units gets every unit in order.
+func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect bool, markOf func(U) time.Time) (res applied, err error) {
+	if obs := e.opt.observer; obs != nil {
+		ctx = obs.BatchStart(ctx, e.def.Name, len(units))
+		defer func() { obs.BatchEnd(ctx, e.def.Name, err) }()
+	}
+	for len(units) > 0 {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		n := min(len(units), e.opt.batchSize)
+		items := e.prepare(units[:n], rep)
+		e.commit(ctx, items, rep)
+		e.performOwed(ctx, items, rep)
+		for _, it := range items {
+			if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch {
+				res.failed++
+				if markOf != nil {
+					res.add(applied{oldestFailed: markOf(it.u)})
+				}
+			}
+			e.unitEnded(ctx, rep, it.result, collect)
+		}
+		units = units[n:]
+	}
+	return res, nil
+}
+
+// prepare keys and encodes units; one whose key renders empty fails here,
+// before any statement.
+func (e *Engine[U]) prepare(units []U, rep *Report) []*item[U] {
+	items := make([]*item[U], len(units))
+	for i, u := range units {
+		it := &item[U]{u: u, key: e.def.KeyOf(u)}
+		items[i] = it
+		err := error(nil)
+		if e.def.CheckKey != nil {
+			err = e.def.CheckKey(u)
+		}
+		if err == nil {
+			it.payload, err = e.payload(u)
+		}
+		if err != nil {
+			e.failItem(it, OutcomeFailed, err, rep)
+			continue
+		}
+		sum := sha256.Sum256(it.payload)
+		it.hash = sum[:]
+	}
+	return items
+}
+
+// commit writes the items not yet ended in one transaction and ends them.
+func (e *Engine[U]) commit(ctx context.Context, items []*item[U], rep *Report) {
+	items = slices.DeleteFunc(slices.Clone(items), func(it *item[U]) bool { return it.done })
+	if len(items) == 0 {
+		return
+	}
+	err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, items) })
+	if err == nil {
+		if err = e.hit(ctx, PointUnitAfterCommit, items[0].key); err != nil {
+			// Committed, but this worker cannot know it: each unit
+			// counts as failed, and the next run finds it written.
+			for _, it := range items {
+				e.failItem(it, e.failedOutcome(ctx, it.u, it.key, err, e.unitLog(it)), err, rep)
+			}
+			return
+		}
+		for _, it := range items {
+			e.settle(it, rep)
+		}
+		return
+	}
+	var fault *unitFault[U]
+	switch {
+	case errors.As(err, &fault):
+		e.failItem(fault.it, e.failedOutcome(ctx, fault.it.u, fault.it.key, fault.err, e.unitLog(fault.it)), fault.err, rep)
+		e.commit(ctx, items, rep) // the others, without it
+	case len(items) == 1 || ctx.Err() != nil:
+		for _, it := range items {
+			e.failItem(it, e.failedOutcome(ctx, it.u, it.key, err, e.unitLog(it)), err, rep)
+		}
+	default:
+		half := len(items) / 2
+		e.commit(ctx, items[:half], rep)
+		e.commit(ctx, items[half:], rep)
+	}
+}
+
+func (e *Engine[U]) unitLog(it *item[U]) *slog.Logger {
+	return e.opt.log.With(slog.String("job", e.def.Name), slog.String("key", it.key))
+}
+
+// failItem ends a unit that was not written.
+func (e *Engine[U]) failItem(it *item[U], o Outcome, cause error, rep *Report) {
+	it.result = e.failUnit(it.key, o, unitError(e.def.Name, it.key, o, cause), rep, e.unitLog(it))
+	it.done = true
+}
+
+// settle ends a unit whose batch committed.
+func (e *Engine[U]) settle(it *item[U], rep *Report) {
+	log := e.unitLog(it)
+	it.done = true
+	switch {
+	case it.outcome == OutcomeParked:
+		it.result = e.skipParked(it.key, rep, log)
+	case it.err != nil:
+		e.failItem(it, it.outcome, it.err, rep)
+	default:
+		it.result = UnitResult{Key: it.key, Outcome: it.outcome}
+		rep.countUnit(it.outcome)
+		log.Debug("idemgen: unit applied", slog.String("outcome", string(it.outcome)))
+	}
+}
+
+func (e *Engine[U]) failUnit(key string, o Outcome, err error, rep *Report, log *slog.Logger) UnitResult {
+	rep.countUnit(o)
+	log.Warn("idemgen: unit failed", slog.String("outcome", string(o)), slog.Any("err", err))
+	ur := UnitResult{Key: key, Outcome: o, Err: err}
+	rep.unitFailed(ur)
+	return ur
+}
+
+// unitError is the error of a unit that ended o: it names the job and the
+// key and wraps the sentinel callers test with errors.Is, and the cause.
+func unitError(job, key string, o Outcome, cause error) error {
+	switch {
+	case o == OutcomeMismatch, errors.Is(cause, ErrEmptyKey):
+		return fmt.Errorf("job %q key %q: %w", job, key, cause)
+	case o == OutcomeParked:
+		return fmt.Errorf("job %q key %q: %w: %w", job, key, ErrParked, cause)
+	}
+	return fmt.Errorf("job %q key %q: %w: %w", job, key, ErrWriteFailed, cause)
+}
+
+// writeBatch does a batch's database work inside its transaction. Units
+// whose key repeats go in later rounds, so each statement sees a key once
+// and the batch ends as if its units had been written one by one.
+func (e *Engine[U]) writeBatch(ctx context.Context, q Querier, items []*item[U]) error {
+	for _, it := range items {
+		it.outcome, it.fresh, it.err, it.owes = "", false, nil, nil // a retry starts afresh
+		if err := e.hit(ctx, PointUnitStart, it.key); err != nil {
+			return &unitFault[U]{it, err}
+		}
+	}
+	for _, round := range rounds(items) {
+		if err := e.writeRound(ctx, q, round); err != nil {
+			return err
+		}
+	}
+	for _, it := range items {
+		if err := e.hit(ctx, PointUnitBeforeCommit, it.key); err != nil {
+			return &unitFault[U]{it, err}
+		}
+	}
+	return nil
+}
+
+// rounds splits items so that no key repeats within a round: the n-th
+// copy of a key goes in round n. Each round is in key order, so that
+// overlapping runs lock rows in the same order.
+func rounds[U any](items []*item[U]) [][]*item[U] {
+	seen := make(map[string]int, len(items))
+	var out [][]*item[U]
+	for _, it := range items {
+		n := seen[it.key]
+		seen[it.key] = n + 1
+		if n == len(out) {
+			out = append(out, nil)
+		}
+		out[n] = append(out[n], it)
+	}
+	for _, r := range out {
+		slices.SortStableFunc(r, func(a, b *item[U]) int { return strings.Compare(a.key, b.key) })
+	}
+	return out
+}
+
+// writeRound writes units with distinct keys: a few statements per table.
+func (e *Engine[U]) writeRound(ctx context.Context, q Querier, round []*item[U]) error {
+	now := e.opt.now()
+	// A unit parked with this very payload is skipped; any other parked
+	// row of the key goes when this write commits.
+	parked, err := q.LookupUnitFailures(ctx, e.def.Name, keysOf(round))
+	if err != nil {
+		return fmt.Errorf("look up parked units: %w", err)
+	}
+	live := make([]*item[U], 0, len(round))
+	for _, it := range round {
+		if f, ok := parked[it.key]; ok {
+			if f.State == UnitStateParked && bytes.Equal(f.Hash, it.hash) {
+				it.outcome = OutcomeParked
+				continue
+			}
+			if err := q.ClearUnitFailure(ctx, e.def.Name, it.key); err != nil {
+				return &unitFault[U]{it, fmt.Errorf("clear parked unit: %w", err)}
+			}
+		}
+		it.outcome = OutcomeAccepted
+		live = append(live, it)
+	}
+	toWrite := live
+	if e.def.CheckSeen && len(live) > 0 {
+		hashes := make([][]byte, len(live))
+		for i, it := range live {
+			hashes[i] = it.hash
+		}
+		seen, err := q.See(ctx, e.def.Name, keysOf(live), hashes, e.def.Version, now)
+		if err != nil {
+			return fmt.Errorf("record keys: %w", err)
+		}
+		toWrite = make([]*item[U], 0, len(live))
+		kept := live[:0]
+		for _, it := range live {
+			prev, ok := seen[it.key]
+			switch {
+			case !ok:
+				it.fresh = true
+				toWrite = append(toWrite, it)
+			case !bytes.Equal(prev, it.hash):
+				it.outcome, it.err = OutcomeMismatch, ErrPayloadMismatch
+				continue
+			default:
+				it.outcome = OutcomeDeduped
+			}
+			kept = append(kept, it)
+		}
+		live = kept
+	}
+	if e.def.Write != nil && len(toWrite) > 0 {
+		if err := e.write(ctx, q, toWrite); err != nil {
+			return err
+		}
+	}
+	return e.reserve(ctx, q, live, now)
+}
+
+// write runs the destination write: one statement for the batch where the
+// dialect has one, else one per unit, which names the unit that fails.
+func (e *Engine[U]) write(ctx context.Context, q Querier, items []*item[U]) error {
+	if e.def.WriteBatch != nil {
+		units := make([]U, len(items))
+		for i, it := range items {
+			units[i] = it.u
+		}
+		outcomes, err := e.def.WriteBatch(ctx, q, units, keysOf(items), e.def.Version)
+		if err != nil {
+			return fmt.Errorf("write destination: %w", err)
+		}
+		if outcomes != nil {
+			for i, it := range items {
+				it.outcome = outcomes[i]
+			}
+			return nil
+		}
+	}
+	for _, it := range items {
+		o, err := e.def.Write(ctx, q, it.u, it.key, e.def.Version)
+		if err != nil {
+			return &unitFault[U]{it, fmt.Errorf("write destination: %w", err)}
+		}
+		it.outcome = o
+	}
+	return nil
+}
+
+// reserve records, in the write's transaction, the effects each written
+// unit owes: no crash can separate "the row was inserted" from "the effect
+// is owed".
+func (e *Engine[U]) reserve(ctx context.Context, q Querier, live []*item[U], now time.Time) error {
+	for fi, fx := range e.def.Effects {
+		var owe, ask []*item[U]
+		for _, it := range live {
+			decideAs := it.outcome
+			if it.fresh {
+				decideAs = OutcomeInserted // a handed-in key is new, whatever the destination holds
+			}
+			switch {
+			case fx.When.Matches(decideAs):
+				owe = append(owe, it)
+			case it.outcome != OutcomeDeduped:
+				ask = append(ask, it)
+			}
+		}
+		if len(ask) > 0 {
+			// A unit decided under an earlier effect version owes the new
+			// version once: version bumps are deliberate.
+			was, err := q.Decided(ctx, e.def.Name, fx.Name, keysOf(ask), fx.Version)
+			if err != nil {
+				return fmt.Errorf("effect %q: look up ledger: %w", fx.Name, err)
+			}
+			for _, it := range ask {
+				if was[it.key] {
+					owe = append(owe, it)
+				}
+			}
+		}
+		if len(owe) == 0 {
+			continue
+		}
+		r := Reservations{Job: e.def.Name, Effect: fx.Name, EffectVersion: fx.Version, JobVersion: e.def.Version,
+			Keys: make([]string, len(owe)), UnitKeys: make([]string, len(owe)), Payloads: make([][]byte, len(owe))}
+		slices.SortFunc(owe, func(a, b *item[U]) int { return strings.Compare(fx.KeyOf(a.u), fx.KeyOf(b.u)) })
+		for i, it := range owe {
+			r.Keys[i], r.UnitKeys[i], r.Payloads[i] = fx.KeyOf(it.u), it.key, it.payload
+			it.owes = append(it.owes, fi)
+		}
+		if err := q.Reserve(ctx, r, now); err != nil {
+			return fmt.Errorf("effect %q: reserve: %w", fx.Name, err)
+		}
+	}
+	return nil
+}
+
+func keysOf[U any](items []*item[U]) []string {
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i] = it.key
+	}
+	return keys
+}
+
+// applyStaged writes a whole window or page in one transaction, together
+// with the progress save, so readers never see half of it; the effects are
+// performed after the commit. One failing unit fails the batch, which is
+// retried whole on the next run: stage trades failure isolation for atomic
+// publication.
+func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, collect bool, save func(q Querier) error) (_ applied, err error) {
+	if err := ctx.Err(); err != nil {
+		return applied{}, err
+	}
+	if obs := e.opt.observer; obs != nil {
+		ctx = obs.BatchStart(ctx, e.def.Name, len(units))
+		defer func() { obs.BatchEnd(ctx, e.def.Name, err) }()
+	}
+	items := e.prepare(units, rep)
+	live := slices.DeleteFunc(slices.Clone(items), func(it *item[U]) bool { return it.done })
+	err = e.st.InTx(ctx, func(q Querier) error {
+		for chunk := range slices.Chunk(live, e.opt.batchSize) {
+			if err := e.writeBatch(ctx, q, chunk); err != nil {
+				return err
+			}
+			for _, it := range chunk {
+				if it.err != nil {
+					return &unitFault[U]{it, it.err} // mismatch: the window is not published
+				}
+			}
+		}
+		if save != nil {
+			if err := save(q); err != nil {
+				return err
+			}
+		}
+		return e.hit(ctx, PointUnitBeforeCommit, "")
+	})
+	if err == nil {
+		err = e.hit(ctx, PointUnitAfterCommit, "")
+	}
+	if err != nil {
+		var fault *unitFault[U]
+		errors.As(err, &fault)
+		err = fmt.Errorf("job %q: staged batch of %d units not published: %w", e.def.Name, len(units), err)
+		for _, it := range live {
+			o := OutcomeFailed
+			switch {
+			case fault != nil && it == fault.it:
+				o = e.failedOutcome(ctx, it.u, it.key, err, e.unitLog(it))
+			case it.outcome == OutcomeParked:
+				o = OutcomeParked // skipped before the batch failed: still parked
+			}
+			e.failItem(it, o, err, rep)
+		}
+	} else {
+		for _, it := range live {
+			e.settle(it, rep)
+		}
+		e.performOwed(ctx, items, rep)
+	}
+	var res applied
+	for _, it := range items {
+		if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch {
+			res.failed++
+		}
+		e.unitEnded(ctx, rep, it.result, collect)
+	}
+	if err != nil {
+		res.failed = len(units)
+	}
+	return res, nil
+}
