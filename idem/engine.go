@@ -181,7 +181,7 @@ type options struct {
 	// effectConcurrency bounds the provider calls in flight.
 	effectConcurrency int
 	hook              CrashHook
-	observer Observer
+	observer          Observer
 	// defEdit is a func(*jobDef[U]) the crash tests use to rebuild a job
 	// with bumped versions, as a regenerated package would be.
 	defEdit any

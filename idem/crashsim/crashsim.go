@@ -716,10 +716,10 @@ func simInTx[U any](job *Job[U], h simHit) bool {
 	switch h.p {
 	case pointSQLBefore, pointSQLAfter:
 		return strings.HasPrefix(h.detail, "tx ") || (h.p == pointSQLBefore && h.detail == "COMMIT")
-	case idem.PointUnitBeforeCommit:
-		return true
+	case idem.PointUnitStart, idem.PointUnitBeforeCommit:
+		return true // a batch's units start and end inside its transaction
 	}
-	return job.Stage && (h.p == idem.PointUnitStart || h.p == idem.PointProgressBefore || h.p == idem.PointProgressAfter)
+	return job.Stage && (h.p == idem.PointProgressBefore || h.p == idem.PointProgressAfter)
 }
 
 // simPhases is the fixture: six units in two pages, then one changed, one
@@ -866,7 +866,10 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 // newVerbs builds the job on st with the versions in force; opts come last,
 // so they override the scenario's clock.
 func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
-	base := []idem.Option{idem.WithClock(r.now), idem.WithLogger(simLogger)}
+	// Batches are on as in production (a page is one batch). Effects run
+	// one at a time: a crash parks one goroutine, and the matrix replays
+	// each scenario to the same hit, which concurrent calls would reorder.
+	base := []idem.Option{idem.WithClock(r.now), idem.WithLogger(simLogger), idem.WithEffectConcurrency(1)}
 	if r.job.Source == SourceWatermarkName {
 		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
 	}
