@@ -51,6 +51,7 @@ const (
 	// Files of the runtime package, relative to the repository root: a
 	// mutant there is seen by every package that imports it.
 	engineFile = "idem/engine.go"
+	batchFile  = "idem/batch.go"
 	keysFile   = "idem/keys.go"
 	sqliteSQL  = "internal/sqlitedb/queries.sql.go"
 	pgSQL      = "internal/pgdb/queries.sql.go"
@@ -70,6 +71,10 @@ var targets = []mutantTarget{
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file, old, new}} }
 
+// twice edits both copies of a PostgreSQL query: the single-unit write
+// and its batch form.
+func twice(file, old, new string) []mutantEdit { return []mutantEdit{{file, old, new}, {file, old, new}} }
+
 var cursorMutants = []mutant{
 	{name: "cursor saved before its page is applied", test: cursorTest, edits: edit(engineFile,
 		`res, err = e\.apply\(ctx, units, rep, false, nil\)\n`,
@@ -78,7 +83,7 @@ var cursorMutants = []mutant{
 		`WHERE excluded\.cursor_position > p\.cursor_position`, "")},
 	{name: "insert_once without ON CONFLICT", test: cursorTest, edits: edit(sqliteSQL,
 		`ON CONFLICT \(seq\) DO NOTHING\n`, "")},
-	{name: "insert_once without ON CONFLICT (PostgreSQL)", test: cursorTest, db: "postgres", edits: edit(pgSQL,
+	{name: "insert_once without ON CONFLICT (PostgreSQL)", test: cursorTest, db: "postgres", edits: twice(pgSQL,
 		`ON CONFLICT \(seq\) DO NOTHING\n`, "")},
 	{name: "cursor passes a page with a failed unit", test: cursorTest, edits: edit(engineFile,
 		`if err == nil && res\.failed == 0 && advance \{`, "if err == nil && advance {")},
@@ -93,16 +98,17 @@ var priceMutants = []mutant{
 		`binary\.BigEndian\.PutUint64\(n\[:\], uint64\(len\(p\)\)\)\n\t\th\.Write\(n\[:\]\)\n`, "_ = binary.BigEndian\n\t\t_ = n\n")},
 	{name: "newer_wins on an int64 turned from >= into >", test: priceTest, edits: edit(sqliteSQL,
 		`WHERE excluded\.rev >= d\.rev`, "WHERE excluded.rev > d.rev")},
-	{name: "upsert without its version guard (PostgreSQL)", test: priceTest, db: "postgres", edits: edit(pgSQL,
+	{name: "upsert without its version guard (PostgreSQL)", test: priceTest, db: "postgres", edits: twice(pgSQL,
 		`WHERE excluded\.rev >= d\.rev AND `, "WHERE ")},
 }
 
 var stageMutants = []mutant{
-	{name: "staged progress saved outside the batch's transaction", test: stageTest, edits: edit(engineFile,
+	{name: "staged progress saved outside the batch's transaction", test: stageTest, edits: edit(batchFile,
 		`if err := save\(q\); err != nil \{`, "if err := save(e.st.Auto()); err != nil {")},
-	{name: "staged batch committed unit by unit", test: stageTest, edits: edit(engineFile,
-		`o, err := e\.writeUnit\(ctx, q, u, keys\[i\]\)`,
-		"var o Outcome\n\t\t\terr := e.st.InTx(ctx, func(q Querier) (err error) { o, err = e.writeUnit(ctx, q, u, keys[i]); return err })")},
+	{name: "staged batch committed unit by unit", test: stageTest, edits: []mutantEdit{
+		{batchFile, `range slices\.Chunk\(live, e\.opt\.batchSize\)`, "range slices.Chunk(live, 1)"},
+		{batchFile, `if err := e\.writeBatch\(ctx, q, chunk\); err != nil \{`,
+			"if err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, chunk) }); err != nil {"}}},
 }
 
 var exampleMutants = []mutant{
@@ -118,31 +124,39 @@ var exampleMutants = []mutant{
 	{name: "insert without ON CONFLICT", test: syncTest, edits: edit(sqliteSQL,
 		`(?s)ON CONFLICT \(invoice_id\) DO UPDATE SET.*?RETURNING idemgen_write`, "RETURNING idemgen_write")},
 	{name: "insert without ON CONFLICT (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
-		`(?s)ON CONFLICT \(invoice_id\) DO UPDATE SET.*?RETURNING idemgen_write`, "RETURNING idemgen_write")},
+		"ON CONFLICT \\(invoice_id\\) DO UPDATE SET[^`]*?RETURNING idemgen_key, idemgen_write", "RETURNING idemgen_key, idemgen_write")},
 	{name: "watermark set without GREATEST", test: syncTest, edits: edit(sqliteSQL,
 		`watermark = coalesce\(max\(p\.watermark, excluded\.watermark\), excluded\.watermark\)`, "watermark = excluded.watermark")},
 	{name: "watermark set without GREATEST (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
 		`watermark = GREATEST\(p\.watermark, excluded\.watermark\)`, "watermark = excluded.watermark")},
 	{name: "upsert without its version guard", test: syncTest, edits: edit(sqliteSQL,
 		`WHERE excluded\.updated_at >= d\.updated_at AND `, "WHERE ")},
-	{name: "upsert without its version guard (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
+	{name: "upsert without its version guard (PostgreSQL)", test: syncTest, db: "postgres", edits: twice(pgSQL,
 		`WHERE excluded\.updated_at >= d\.updated_at AND `, "WHERE ")},
 	{name: "newer_wins turned from >= into >", test: syncTest, edits: edit(sqliteSQL,
 		`WHERE excluded\.updated_at >= d\.updated_at AND `, "WHERE excluded.updated_at > d.updated_at AND ")},
-	{name: "reservation outside the destination's transaction", test: syncTest, edits: []mutantEdit{
+	{name: "reservations outside the batch's transaction", test: syncTest, edits: []mutantEdit{
 		// Reservations are collected during the write and inserted after the commit.
-		{engineFile, `type Engine\[U any\] struct \{`, "type Engine[U any] struct {\n\towed []LedgerRow"},
-		{engineFile, `if err := q\.Reserve\(ctx, r, now\); err != nil \{`,
+		{engineFile, `type Engine\[U any\] struct \{`, "type Engine[U any] struct {\n\towed []Reservations"},
+		{batchFile, `if err := q\.Reserve\(ctx, r, now\); err != nil \{`,
 			"e.owed = append(e.owed, r)\n\t\tif err := error(nil); err != nil {"},
-		{engineFile, `err = e\.hit\(ctx, PointUnitAfterCommit, key\)\n\t\}`,
-			"err = e.hit(ctx, PointUnitAfterCommit, key)\n\t}\n\tfor _, r := range e.owed {\n\t\t_ = e.st.Auto().Reserve(ctx, r, e.opt.now())\n\t}\n\te.owed = nil"}}},
-	{name: "reservation committed on its own right after the write's commit", test: syncTest, edits: []mutantEdit{
+		{batchFile, `\t\tfor _, it := range items \{\n\t\t\te\.settle\(it, rep\)\n\t\t\}`,
+			"\t\tfor _, r := range e.owed {\n\t\t\t_ = e.st.Auto().Reserve(ctx, r, e.opt.now())\n\t\t}\n\t\te.owed = nil\n\t\tfor _, it := range items {\n\t\t\te.settle(it, rep)\n\t\t}"}}},
+	{name: "reservations committed on their own right after the batch's commit", test: syncTest, edits: []mutantEdit{
 		// No named point lies between the two commits: only the SQL boundaries do.
-		{engineFile, `type Engine\[U any\] struct \{`, "type Engine[U any] struct {\n\towed []LedgerRow"},
-		{engineFile, `if err := q\.Reserve\(ctx, r, now\); err != nil \{`,
+		{engineFile, `type Engine\[U any\] struct \{`, "type Engine[U any] struct {\n\towed []Reservations"},
+		{batchFile, `if err := q\.Reserve\(ctx, r, now\); err != nil \{`,
 			"e.owed = append(e.owed, r)\n\t\tif err := error(nil); err != nil {"},
-		{engineFile, `\n\tif err == nil \{\n\t\terr = e\.hit\(ctx, PointUnitAfterCommit, key\)\n\t\}`,
-			"\n\tfor _, r := range e.owed {\n\t\t_ = e.st.Auto().Reserve(ctx, r, e.opt.now())\n\t}\n\te.owed = nil\n\tif err == nil {\n\t\terr = e.hit(ctx, PointUnitAfterCommit, key)\n\t}"}}},
+		{batchFile, `err := e\.st\.InTx\(ctx, func\(q Querier\) error \{ return e\.writeBatch\(ctx, q, items\) \}\)\n`,
+			"err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, items) })\n\tfor _, r := range e.owed {\n\t\t_ = e.st.Auto().Reserve(ctx, r, e.opt.now())\n\t}\n\te.owed = nil\n"}}},
+	{name: "a batch that fails drops the units after the one at fault", test: syncTest, edits: edit(batchFile,
+		`e\.commit\(ctx, items, rep\) // the others, without it`, "// the others are dropped")},
+	{name: "a batch that fails is halved but its second half dropped", test: syncTest, edits: edit(batchFile,
+		`\t\te\.commit\(ctx, items\[half:\], rep\)\n`, "")},
+	{name: "outcomes mis-assigned within a batch", test: syncTest, edits: edit(batchFile,
+		`\t\tit\.outcome = o\n`, "\t\tlast := items[len(items)-1]\n\t\tlast.outcome, it.outcome = o, last.outcome\n")},
+	{name: "outcomes mis-assigned within a batch (PostgreSQL)", test: syncTest, db: "postgres", edits: edit("idem/postgres.go",
+		`if w, ok := written\[k\]; ok \{`, "if w, ok := written[keys[(i+1)%len(keys)]]; ok && k != \"\" {")},
 	{name: "provider called without reading the ledger", test: syncTest, edits: edit(engineFile,
 		`claimed, err := e\.st\.Auto\(\)\.Claim\(ctx, key, e\.opt\.owner, now, leaseUntil\)`,
 		"_, _ = e.st.Auto().Claim(ctx, key, e.opt.owner, now, leaseUntil)\n\tclaimed, err := true, error(nil)")},
@@ -170,16 +184,17 @@ var exampleMutants = []mutant{
 		`since = p\.Watermark\.Add\(-overlap\)`, "since = p.Watermark")},
 	{name: "an effect version bump owes nothing", test: syncTest, edits: edit(sqliteSQL,
 		`AND unit_key = \?3 AND effect_version < \?4`, "AND unit_key = ?3 AND effect_version < ?4 AND 0")},
-	{name: "same key, different payload silently deduped", test: hookTest, edits: edit(engineFile,
-		`if !bytes\.Equal\(prev, sum\[:\]\) \{`, "if false && !bytes.Equal(prev, sum[:]) {")},
-	{name: "payload hash over only part of the unit", test: hookTest, edits: edit(engineFile,
-		`sum := sha256\.Sum256\(payload\)`, "sum := sha256.Sum256(payload[:len(payload)/2])")},
+	{name: "same key, different payload silently deduped", test: hookTest, edits: edit(batchFile,
+		`case !bytes\.Equal\(prev, it\.hash\):`, "case false && !bytes.Equal(prev, it.hash):")},
+	{name: "payload hash over only part of the unit", test: hookTest, edits: edit(batchFile,
+		`sum := sha256\.Sum256\(it\.payload\)`, "sum := sha256.Sum256(it.payload[:len(it.payload)/2])")},
 	{name: "effect key built from a non-identity field", test: hookTest, edits: edit("idemgen_payment_webhook.go",
 		`return "receipt:v1:" \+ u\.EventID`, `return "receipt:v1:" + u.InvoiceID`)},
 	{name: "a permanent failure retried like any other", test: syncTest, edits: edit(sqliteSQL,
 		`OR CAST\(\?2 AS BOOLEAN\)`, "OR CAST(?2 AS BOOLEAN) AND 0")},
-	{name: "parked units hold the watermark", test: syncTest, edits: edit(engineFile,
-		`if ur\.Outcome == OutcomeFailed \|\| ur\.Outcome == OutcomeMismatch \{`, "if ur.Outcome == OutcomeFailed || ur.Outcome == OutcomeMismatch || ur.Outcome == OutcomeParked {")},
+	{name: "parked units hold the watermark", test: syncTest, edits: edit(batchFile,
+		`if o := it\.result\.Outcome; o == OutcomeFailed \|\| o == OutcomeMismatch \{\n\t\t\t\tres\.failed\+\+`,
+		"if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch || o == OutcomeParked {\n\t\t\t\tres.failed++")},
 	{name: "report counts an insert as an update", test: syncTest, edits: edit(engineFile,
 		`case OutcomeInserted:\n\t\tr\.Inserted\+\+`, "case OutcomeInserted:\n\t\tr.Updated++")},
 }
