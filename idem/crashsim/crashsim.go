@@ -477,6 +477,8 @@ func (r *simRun[U]) hook(inc *simInc) idem.CrashHook {
 		case r.sc.family == "writefail" && n == r.sc.at:
 			fail = errors.New("simulated write failure")
 			r.failedKey, r.failedAt = detail, len(r.history)
+		case r.sc.family == "stmtfail" && n == r.sc.at:
+			fail = errors.New("simulated statement failure")
 		}
 		poison := r.poisonKey != "" && p == r.job.failPoint() && detail == r.poisonKey
 		purge := strings.HasPrefix(r.sc.family, "purge-") && n == r.sc.at

@@ -803,6 +803,17 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 			}
 		}
 	}
+	// stmtfail@k: a statement inside a batch's transaction fails without
+	// naming a unit (SQLite runs a batch's statements one by one; the
+	// PostgreSQL tracer cannot fail one). The batch is halved down to the
+	// failing statement, and every good unit must still be written.
+	stmtFails := 0
+	for k, h := range trace[:firstPhase] {
+		if h.p == pointSQLBefore && strings.HasPrefix(strings.ToLower(h.detail), "tx insert") && stmtFails < 4 {
+			add(at("stmtfail", k))
+			stmtFails++
+		}
+	}
 	// preempt@p over every point of the first phase outside a transaction.
 	for k := 0; k < firstPhase; k++ {
 		if !simInTx(job, trace[k]) && trace[k].p != pointSQLBefore && trace[k].p != pointSQLAfter {

@@ -202,7 +202,7 @@ var exampleMutants = []mutant{
 // deterministic families: a kill must come from one of these, not only
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
-	"mismatch", "subprocess", "writefail", "poison", "failk", "permanent", "takeover", "livelease", "purge-young", "purge-old", "bump"}
+	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "takeover", "livelease", "purge-young", "purge-old", "bump"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
