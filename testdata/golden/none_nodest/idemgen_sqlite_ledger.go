@@ -201,6 +201,9 @@ func (q sqliteQuerier) LookupUnitFailure(ctx context.Context, job, unitKey strin
 }
 
 func (q sqliteQuerier) LookupUnitFailures(ctx context.Context, job string, unitKeys []string) (map[string]idem.UnitFailureState, error) {
+	if some, err := q.q.HasUnitFailures(ctx, job); err != nil || !some {
+		return nil, err
+	}
 	var found map[string]idem.UnitFailureState
 	for _, k := range unitKeys {
 		state, hash, ok, err := q.LookupUnitFailure(ctx, job, k)
