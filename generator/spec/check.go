@@ -231,6 +231,44 @@ func (c *checker) file() {
 		jc.source()
 		jc.destination(tables, bookkeeping)
 		jc.effects(effectNames, effectKeys)
+		jc.river()
+	}
+}
+
+// riverQueueName is River's own rule for queue names (river/client.go), so a
+// bad queue is refused here, with its position, not when a worker starts.
+var riverQueueName = regexp.MustCompile(`^(?:[a-z0-9])+(?:[_|\-]?[a-z0-9]+)*$`)
+
+func validRiverQueue(q string) bool { return len(q) <= 64 && riverQueueName.MatchString(q) }
+
+// river checks the job's river key: PostgreSQL only, a periodic interval
+// exactly when there is a Run to call, and a queue name River accepts.
+func (jc *jobCtx) river() {
+	r := jc.j.River
+	if r == nil {
+		return
+	}
+	if !slices.ContainsFunc(jc.f.Dialects, func(d String) bool { return d.Value == "postgres" }) {
+		jc.errorf(r.Pos, "%sriver needs the postgres dialect (River runs on PostgreSQL); add postgres to dialects", jc.prefix)
+	}
+	switch q := r.Queue; {
+	case q.Set && !validRiverQueue(q.Value):
+		jc.errorf(q.Pos, "%sriver queue %q is not a River queue name (lower-case letters and digits, joined by - or _, at most 64)", jc.prefix, q.Value)
+	case !q.Set && jc.f.Package.Value != "" && !validRiverQueue(jc.f.Package.Value):
+		jc.errorf(r.Pos, "%sriver: the default queue, the package name %q, is not a River queue name; set queue", jc.prefix, jc.f.Package.Value)
+	}
+	switch kind := jc.j.Source.Kind.Value; kind {
+	case SourceNone:
+		if r.Every.Set {
+			jc.errorf(r.Every.Pos, "%sriver every: a job of handed-in units (source: none) has no Run to schedule; units are enqueued with the generated insert helper", jc.prefix)
+		}
+	case SourceWatermark, SourceCursor:
+		switch {
+		case !r.Every.Set:
+			jc.errorf(r.Pos, "%sriver: missing every (how often the periodic River job calls Run, e.g. every: 5m)", jc.prefix)
+		case r.Every.Value < time.Second:
+			jc.errorf(r.Every.Pos, "%sriver every %s is shorter than River's smallest period, 1s", jc.prefix, r.Every.Text)
+		}
 	}
 }
 
