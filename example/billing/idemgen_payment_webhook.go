@@ -4,8 +4,10 @@ package billing
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/jackc/pgx/v5"
 	"time"
 )
 
@@ -138,6 +140,26 @@ func (j *PaymentWebhook) Rows(ctx context.Context) ([]Payment, error) {
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *PaymentWebhook) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).stalePaymentWebhook(ctx, int32(j.e.Job().Version), int32(limit))
+}
+
+// ProcessTx writes handed-in units and reserves the effects their writes decide inside tx,
+// a PostgreSQL (pgx) transaction the caller owns, next to the caller's own rows: they commit or roll
+// back together (the outbox pattern). Nothing is performed here: after the commit, Drain
+// (or a River worker's periodic drain) performs the owed effects with their keys; after a
+// rollback nothing is owed. It stops at the first unit that does not end written or
+// deduped and returns a *idem.FailuresError: roll tx back then.
+func (j *PaymentWebhook) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Payment) (idem.Report, error) {
+	return j.e.ProcessPgTx(ctx, tx, units)
+}
+
+// ProcessSQLTx writes handed-in units and reserves the effects their writes decide inside tx,
+// a SQLite (database/sql) transaction the caller owns, next to the caller's own rows: they commit or roll
+// back together (the outbox pattern). Nothing is performed here: after the commit, Drain
+// (or a River worker's periodic drain) performs the owed effects with their keys; after a
+// rollback nothing is owed. It stops at the first unit that does not end written or
+// deduped and returns a *idem.FailuresError: roll tx back then.
+func (j *PaymentWebhook) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...Payment) (idem.Report, error) {
+	return j.e.ProcessSQLTx(ctx, tx, units)
 }
 
 // paymentWebhookCrashPoints are the durable boundaries of the payment_webhook job, where the crash tests stop it.

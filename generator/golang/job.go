@@ -25,6 +25,7 @@ func JobFile(p *model.Package, j *model.Job) *jen.File {
 	jobType(f, j)
 	jobConstructor(f, j)
 	jobVerbs(f, j)
+	processTxVerbs(f, p, j)
 	crashPoints(f, j)
 	return f
 }

@@ -21,6 +21,9 @@ func (s sqliteStore) Auto() idem.Querier {
 	return sqliteQuerier{sqlitedb.New(idem.SQLiteAuto{DB: s.db})}
 }
 
+// SQLTx runs the queries in a transaction the caller owns (ProcessSQLiteTx).
+func (s sqliteStore) SQLTx(tx *sql.Tx) idem.Querier { return sqliteQuerier{sqlitedb.New(tx)} }
+
 // sqliteQuerier adapts the sqlc-generated SQLite queries to the engine.
 // Times travel as fixed-width UTC text (sqliteTime).
 type sqliteQuerier struct{ q *sqlitedb.Queries }

@@ -24,6 +24,9 @@ func (s pgStore) InTx(ctx context.Context, fn func(q idem.Querier) error) error 
 
 func (s pgStore) Auto() idem.Querier { return pgQuerier{pgdb.New(s.pool)} }
 
+// PgTx runs the queries in a transaction the caller owns (ProcessTx, a River worker).
+func (s pgStore) PgTx(tx pgx.Tx) idem.Querier { return pgQuerier{pgdb.New(tx)} }
+
 // pgQuerier adapts the sqlc-generated PostgreSQL queries to the engine.
 type pgQuerier struct{ q *pgdb.Queries }
 
