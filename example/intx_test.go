@@ -140,8 +140,6 @@ func eachCallerDB(t *testing.T, fn func(t *testing.T, db callerDB)) {
 	})
 }
 
-
-
 // The outbox: a handler writes its own row and hands a unit in, in one
 // transaction it owns. Rolled back, nothing of either remains and nothing
 // is owed; committed, both are there and Drain sends the receipt once.
