@@ -118,8 +118,10 @@ func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Wr
 	mail := newNotifier()
 	newJob := func() (*billing.InvoiceSync, error) {
 		// A new job value is a restarted process: new lease owner, no caches.
+		// The demo simulates minutes passing, on the database too: leases,
+		// which run on the database's clock, expire on the simulated one.
 		return billing.NewInvoiceSync(store, api, billing.InvoiceSyncEffects{NotifyNewInvoice: mail},
-			idem.WithClock(clk.Now), idem.WithLogger(log), idem.WithStart(base.Add(-24*time.Hour)))
+			idem.WithClock(clk.Now), idem.WithLeaseClock(clk.Now), idem.WithLogger(log), idem.WithStart(base.Add(-24*time.Hour)))
 	}
 	job, err := newJob()
 	if err != nil {

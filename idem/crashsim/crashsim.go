@@ -866,7 +866,8 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 // newVerbs builds the job on st with the versions in force; opts come last,
 // so they override the scenario's clock.
 func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
-	base := []idem.Option{idem.WithClock(r.now), idem.WithLogger(simLogger)}
+	// The simulated clock is the database's too: leases expire on it.
+	base := []idem.Option{idem.WithClock(r.now), idem.WithLeaseClock(r.now), idem.WithLogger(simLogger)}
 	if r.job.Source == SourceWatermarkName {
 		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
 	}
@@ -910,7 +911,7 @@ func (t *simTask) finish() simOutcome {
 // end checks): no hook, its own clock.
 func (r *simRun[U]) aux(now func() time.Time) (Verbs[U], func()) {
 	st, _, closeInc := r.db.incarnation(r.t, nil)
-	return r.newVerbs(st, idem.WithClock(now)), closeInc
+	return r.newVerbs(st, idem.WithClock(now), idem.WithLeaseClock(now)), closeInc
 }
 
 // play runs the whole scenario and returns the invariant violations.
