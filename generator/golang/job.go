@@ -26,6 +26,7 @@ func JobFile(p *model.Package, j *model.Job) *jen.File {
 	jobConstructor(f, j)
 	jobVerbs(f, j)
 	processTxVerbs(f, p, j)
+	riverJob(f, j)
 	crashPoints(f, j)
 	return f
 }

@@ -379,6 +379,10 @@ func (c *checker) sqlName(s String, what string) bool {
 	return false
 }
 
+// fileJobNames are job names whose file, idemgen_<job>.go, is one the
+// package already writes.
+var fileJobNames = set("store", "postgres", "sqlite", "postgres_ledger", "sqlite_ledger", "river", "crashsim_test")
+
 func (jc *jobCtx) name(jobNames firstSeen) {
 	n := jc.j.Name
 	switch {
@@ -388,6 +392,8 @@ func (jc *jobCtx) name(jobNames firstSeen) {
 		jc.errorf(n.Pos, "job name %q must be snake_case (lower-case letters, digits and _, starting with a letter)", n.Value)
 	case len(n.Value) > MaxNameLen:
 		jc.errorf(n.Pos, "job name %q is longer than %d characters", n.Value, MaxNameLen)
+	case fileJobNames[n.Value]:
+		jc.errorf(n.Pos, "job name %q would share its file with the package's idemgen_%s.go; pick another name", n.Value, n.Value)
 	default:
 		if first, dup := jobNames.repeat(n.Value, n.Pos); dup {
 			jc.errorf(n.Pos, "job name %q is repeated (first at line %d)", n.Value, first.Line)
