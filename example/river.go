@@ -78,7 +78,7 @@ func newRiverClient(pool *pgxpool.Pool, jobs billing.RiverJobs, tm riverTiming) 
 // fastRiver is the timing of the example, its tests and the soak.
 func fastRiver(id string, log *slog.Logger) riverTiming {
 	return riverTiming{
-		JobTimeout: 5 * time.Second, RescueAfter: 6 * time.Second, RetryAfter: 200 * time.Millisecond,
+		JobTimeout: 3 * time.Second, RescueAfter: 4 * time.Second, RetryAfter: 200 * time.Millisecond,
 		FetchPoll: 100 * time.Millisecond, DrainEvery: 2 * time.Second, MaxWorkers: 8,
 		ClientID: id, RiverLogger: log,
 	}
