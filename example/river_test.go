@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"github.com/jackc/pgx/v5"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -297,3 +299,27 @@ func TestRiverCancelsAMismatch(t *testing.T) {
 }
 
 type pgxTx = pgx.Tx
+
+// The example's River mode, as the README shows it.
+func TestExampleRiverMode(t *testing.T) {
+	url := os.Getenv("IDEMGEN_TEST_POSTGRES")
+	if url == "" {
+		t.Skip("IDEMGEN_TEST_POSTGRES is not set; River runs on PostgreSQL only")
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-postgres", url, "-river"}, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"River payment jobs: map[completed:20]",
+		"receipts: 20 of 20 payments sent, 20 of them exactly once",
+		"invoice_sync (periodic): 4 invoices, notifier 4 calls, 4 emails sent",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := run(context.Background(), []string{"-river"}, &out); err == nil {
+		t.Error("-river without -postgres was accepted")
+	}
+}
