@@ -20,7 +20,7 @@ import (
 
 func newHook(t *testing.T, st *billing.Store, f *fixture, provider billing.SendReceipt, opts ...idem.Option) *billing.PaymentWebhook {
 	t.Helper()
-	opts = append([]idem.Option{idem.WithClock(f.clk.Now), idem.WithLogger(quiet)}, opts...)
+	opts = append([]idem.Option{idem.WithClock(f.clk.Now), idem.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet)}, opts...)
 	hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: provider}, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func newFixture() *fixture {
 func (f *fixture) job(t *testing.T, st *billing.Store) *billing.InvoiceSync {
 	t.Helper()
 	j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
-		idem.WithClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)))
+		idem.WithClock(f.clk.Now), idem.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	pgURL := fs.String("postgres", "", "PostgreSQL URL; without it the example uses an embedded SQLite file")
 	dbPath := fs.String("db", "", "SQLite file (default: a new temporary file)")
 	verbose := fs.Bool("v", false, "log every unit and effect")
+	onRiver := fs.Bool("river", false, "with -postgres: run the jobs on River, two workers sharing the load")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -51,6 +52,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
+	if *onRiver && *pgURL == "" {
+		return errors.New("-river runs on PostgreSQL: give -postgres URL too")
+	}
 	var store *billing.Store
 	switch {
 	case *pgURL != "":
@@ -65,6 +69,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}()
 		store = st
 		fmt.Fprintf(out, "database: PostgreSQL, schema %s\n", schema)
+		if *onRiver {
+			return riverDemo(ctx, *pgURL, schema, pool, log, out)
+		}
 	default:
 		path := *dbPath
 		if path == "" {
@@ -118,8 +125,10 @@ func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Wr
 	mail := newNotifier()
 	newJob := func() (*billing.InvoiceSync, error) {
 		// A new job value is a restarted process: new lease owner, no caches.
+		// The demo simulates minutes passing, on the database too: leases,
+		// which run on the database's clock, expire on the simulated one.
 		return billing.NewInvoiceSync(store, api, billing.InvoiceSyncEffects{NotifyNewInvoice: mail},
-			idem.WithClock(clk.Now), idem.WithLogger(log), idem.WithStart(base.Add(-24*time.Hour)))
+			idem.WithClock(clk.Now), idem.WithLeaseClock(clk.Now), idem.WithLogger(log), idem.WithStart(base.Add(-24*time.Hour)))
 	}
 	job, err := newJob()
 	if err != nil {

@@ -54,6 +54,11 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 	if err := emit("idemgen_store.go", golang.StoreFile(p)); err != nil {
 		return nil, err
 	}
+	if rf := golang.RiverFile(p); rf != nil {
+		if err := emit("idemgen_river.go", rf); err != nil {
+			return nil, err
+		}
+	}
 	sqlcIn := map[string][]byte{"sqlc.yaml": sqlgen.SQLCConfig(p)}
 	for _, d := range p.Dialects {
 		if err := emit("idemgen_"+string(d)+".go", golang.DialectFile(p, d, opts.ImportPath)); err != nil {

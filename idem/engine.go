@@ -182,6 +182,9 @@ type options struct {
 	effectConcurrency int
 	hook              CrashHook
 	observer          Observer
+	// leaseClock replaces the database clock for leases (tests only).
+	leaseClock func() time.Time
+	dbClock    *dbClock
 	// defEdit is a func(*jobDef[U]) the crash tests use to rebuild a job
 	// with bumped versions, as a regenerated package would be.
 	defEdit any
@@ -241,7 +244,7 @@ func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) 
 }
 
 func newOptions(opts []Option) options {
-	o := options{log: slog.Default(), now: time.Now, maxPages: 10000, batchSize: 1000, effectConcurrency: 16}
+	o := options{log: slog.Default(), now: time.Now, maxPages: 10000, batchSize: 1000, effectConcurrency: 16, dbClock: &dbClock{}}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -451,9 +454,12 @@ func (e *Engine[U]) payload(u U) ([]byte, error) {
 func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, log *slog.Logger) (er EffectResult) {
 	er = EffectResult{Effect: fx.Name, Key: key}
 	log = log.With(slog.String("effect", fx.Name), slog.String("effect_key", key))
-	now := e.opt.now()
+	now, err := e.leaseNow(ctx)
 	leaseUntil := now.Add(fx.Lease)
-	claimed, err := e.st.Auto().Claim(ctx, key, e.opt.owner, now, leaseUntil)
+	claimed := false
+	if err == nil {
+		claimed, err = e.st.Auto().Claim(ctx, key, e.opt.owner, now, leaseUntil)
+	}
 	if err != nil {
 		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: claim: %w", fx.Name, key, ErrEffectFailed, err)
 		log.Warn("idemgen: effect claim failed", slog.Any("err", err))
@@ -471,7 +477,7 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	}
 	// Fence: a worker that stalled past its lease may have been taken over;
 	// the new holder performs the effect, this one must not call again.
-	if !e.opt.now().Before(leaseUntil) {
+	if now, err := e.leaseNow(ctx); err != nil || !now.Before(leaseUntil) {
 		er.Outcome, er.Err = EffectBusy, fmt.Errorf("effect %q key %q: %w: lease expired before the call", fx.Name, key, ErrBusy)
 		log.Warn("idemgen: effect lease expired before the call; left to the worker that took it over")
 		return er
@@ -587,7 +593,11 @@ func (e *Engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), r
 	}
 	after := ""
 	for {
-		rows, err := e.st.Auto().Pending(ctx, e.def.Name, e.opt.now(), after, int32(e.opt.batchSize))
+		now, err := e.leaseNow(ctx)
+		if err != nil {
+			return fmt.Errorf("job %q: list pending effects: %w", e.def.Name, err)
+		}
+		rows, err := e.st.Auto().Pending(ctx, e.def.Name, now, after, int32(e.opt.batchSize))
 		if err != nil {
 			return fmt.Errorf("job %q: list pending effects: %w", e.def.Name, err)
 		}

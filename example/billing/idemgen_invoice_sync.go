@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/riverqueue/river"
 	"time"
 )
 
@@ -177,6 +178,32 @@ func (j *InvoiceSync) Rows(ctx context.Context) ([]Invoice, error) {
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *InvoiceSync) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleInvoiceSync(ctx, int32(j.e.Job().Version), int32(limit))
+}
+
+// InvoiceSyncRunArgs is the periodic River job that calls InvoiceSync's Run every 1m0s, one run at a time across workers.
+type InvoiceSyncRunArgs struct{}
+
+// Kind is the River job kind.
+func (InvoiceSyncRunArgs) Kind() string {
+	return "billing.invoice_sync.run"
+}
+
+// InsertOpts puts it on queue "billing".
+func (InvoiceSyncRunArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: "billing"}
+}
+
+// InvoiceSyncDrainArgs is the periodic River job that calls InvoiceSync's Drain, one at a time across workers: effects owed by a worker that died are performed by the fleet.
+type InvoiceSyncDrainArgs struct{}
+
+// Kind is the River job kind.
+func (InvoiceSyncDrainArgs) Kind() string {
+	return "billing.invoice_sync.drain"
+}
+
+// InsertOpts puts it on queue "billing".
+func (InvoiceSyncDrainArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: "billing"}
 }
 
 // invoiceSyncCrashPoints are the durable boundaries of the invoice_sync job, where the crash tests stop it.

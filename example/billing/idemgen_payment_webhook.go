@@ -4,8 +4,12 @@ package billing
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemriver"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 	"time"
 )
 
@@ -141,6 +145,74 @@ func (j *PaymentWebhook) Rows(ctx context.Context) ([]Payment, error) {
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *PaymentWebhook) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).stalePaymentWebhook(ctx, int32(j.e.Job().Version), int32(limit))
+}
+
+// ProcessTx writes handed-in units and reserves the effects their writes decide inside tx,
+// a PostgreSQL (pgx) transaction the caller owns, next to the caller's own rows: they commit or roll
+// back together (the outbox pattern). Nothing is performed here: after the commit, Drain
+// (or a River worker's periodic drain) performs the owed effects with their keys; after a
+// rollback nothing is owed. It stops at the first unit that does not end written or
+// deduped and returns a *idem.FailuresError: roll tx back then.
+func (j *PaymentWebhook) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Payment) (idem.Report, error) {
+	return j.e.ProcessPgTx(ctx, tx, units)
+}
+
+// ProcessSQLTx writes handed-in units and reserves the effects their writes decide inside tx,
+// a SQLite (database/sql) transaction the caller owns, next to the caller's own rows: they commit or roll
+// back together (the outbox pattern). Nothing is performed here: after the commit, Drain
+// (or a River worker's periodic drain) performs the owed effects with their keys; after a
+// rollback nothing is owed. It stops at the first unit that does not end written or
+// deduped and returns a *idem.FailuresError: roll tx back then.
+func (j *PaymentWebhook) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...Payment) (idem.Report, error) {
+	return j.e.ProcessSQLTx(ctx, tx, units)
+}
+
+// PaymentWebhookArgs is the River job of one handed-in payment_webhook unit (kind "billing.payment_webhook"). River keeps it unique
+// by Key, the unit's idempotency key, while it is queued, running or completed.
+type PaymentWebhookArgs struct {
+	Key  string  `json:"key" river:"unique"`
+	Unit Payment `json:"unit"`
+}
+
+// Kind is the River job kind.
+func (PaymentWebhookArgs) Kind() string {
+	return "billing.payment_webhook"
+}
+
+// InsertOpts: queue "payments", unique by key, River's default attempts (the unit has no max_attempts).
+func (PaymentWebhookArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		Queue:      "payments",
+		UniqueOpts: river.UniqueOpts{ByArgs: true},
+	}
+}
+
+// InsertTx enqueues one PaymentWebhookArgs per unit inside tx, the caller's transaction, so the units
+// are queued exactly when the caller's own rows commit. A copy of a queued, running or
+// completed unit is skipped; a copy with a different payload returns idem.ErrPayloadMismatch;
+// a unit whose key renders empty returns idem.ErrEmptyKey. Nothing is enqueued past an error.
+func (j *PaymentWebhook) InsertTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Payment) error {
+	return idemriver.InsertTx(ctx, client, tx, j.e, units, func(u Payment) PaymentWebhookArgs {
+		return PaymentWebhookArgs{
+			Key:  u.Key(),
+			Unit: u,
+		}
+	}, func(a PaymentWebhookArgs) Payment {
+		return a.Unit
+	})
+}
+
+// PaymentWebhookDrainArgs is the periodic River job that calls PaymentWebhook's Drain, one at a time across workers: effects owed by a worker that died are performed by the fleet.
+type PaymentWebhookDrainArgs struct{}
+
+// Kind is the River job kind.
+func (PaymentWebhookDrainArgs) Kind() string {
+	return "billing.payment_webhook.drain"
+}
+
+// InsertOpts puts it on queue "payments".
+func (PaymentWebhookDrainArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: "payments"}
 }
 
 // paymentWebhookCrashPoints are the durable boundaries of the payment_webhook job, where the crash tests stop it.

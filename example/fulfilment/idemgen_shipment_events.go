@@ -4,8 +4,10 @@ package fulfilment
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/jackc/pgx/v5"
 	"time"
 )
 
@@ -139,6 +141,26 @@ func (j *ShipmentEvents) Rows(ctx context.Context) ([]ShipmentEvent, error) {
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *ShipmentEvents) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleShipmentEvents(ctx, int32(j.e.Job().Version), int32(limit))
+}
+
+// ProcessTx writes handed-in units and reserves the effects their writes decide inside tx,
+// a PostgreSQL (pgx) transaction the caller owns, next to the caller's own rows: they commit or roll
+// back together (the outbox pattern). Nothing is performed here: after the commit, Drain
+// (or a River worker's periodic drain) performs the owed effects with their keys; after a
+// rollback nothing is owed. It stops at the first unit that does not end written or
+// deduped and returns a *idem.FailuresError: roll tx back then.
+func (j *ShipmentEvents) ProcessTx(ctx context.Context, tx pgx.Tx, units ...ShipmentEvent) (idem.Report, error) {
+	return j.e.ProcessPgTx(ctx, tx, units)
+}
+
+// ProcessSQLTx writes handed-in units and reserves the effects their writes decide inside tx,
+// a SQLite (database/sql) transaction the caller owns, next to the caller's own rows: they commit or roll
+// back together (the outbox pattern). Nothing is performed here: after the commit, Drain
+// (or a River worker's periodic drain) performs the owed effects with their keys; after a
+// rollback nothing is owed. It stops at the first unit that does not end written or
+// deduped and returns a *idem.FailuresError: roll tx back then.
+func (j *ShipmentEvents) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...ShipmentEvent) (idem.Report, error) {
+	return j.e.ProcessSQLTx(ctx, tx, units)
 }
 
 // shipmentEventsCrashPoints are the durable boundaries of the shipment_events job, where the crash tests stop it.

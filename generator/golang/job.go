@@ -25,6 +25,8 @@ func JobFile(p *model.Package, j *model.Job) *jen.File {
 	jobType(f, j)
 	jobConstructor(f, j)
 	jobVerbs(f, j)
+	processTxVerbs(f, p, j)
+	riverJob(f, j)
 	crashPoints(f, j)
 	return f
 }

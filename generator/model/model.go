@@ -65,6 +65,18 @@ type Job struct {
 	Overlap   time.Duration
 	Dest      *Dest
 	Effects   []*Effect
+	// River is set when the job runs on River (spec key river).
+	River *River
+}
+
+// River is how a job runs on River: its queue, its job kinds, and for
+// watermark and cursor jobs how often the periodic job calls Run.
+type River struct {
+	Queue string
+	// Kind is the River job kind of a handed-in unit ("billing.payment_webhook");
+	// Kind+".run" and Kind+".drain" are the periodic kinds.
+	Kind  string
+	Every time.Duration // zero for source: none
 }
 
 // Lower is the job's Go name with a lower-case first letter.
@@ -201,6 +213,9 @@ func Resolve(f *spec.File) (*Package, error) {
 		j, err := resolveJob(&f.Jobs[i])
 		if err != nil {
 			return nil, fmt.Errorf("job %q: %w", f.Jobs[i].Name.Value, err)
+		}
+		if r := f.Jobs[i].River; r != nil {
+			j.River = &River{Queue: or(r.Queue.Value, p.Name), Kind: p.Name + "." + j.Name, Every: r.Every.Value}
 		}
 		p.Jobs = append(p.Jobs, j)
 	}

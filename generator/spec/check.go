@@ -231,6 +231,44 @@ func (c *checker) file() {
 		jc.source()
 		jc.destination(tables, bookkeeping)
 		jc.effects(effectNames, effectKeys)
+		jc.river()
+	}
+}
+
+// riverQueueName is River's own rule for queue names (river/client.go), so a
+// bad queue is refused here, with its position, not when a worker starts.
+var riverQueueName = regexp.MustCompile(`^(?:[a-z0-9])+(?:[_|\-]?[a-z0-9]+)*$`)
+
+func validRiverQueue(q string) bool { return len(q) <= 64 && riverQueueName.MatchString(q) }
+
+// river checks the job's river key: PostgreSQL only, a periodic interval
+// exactly when there is a Run to call, and a queue name River accepts.
+func (jc *jobCtx) river() {
+	r := jc.j.River
+	if r == nil {
+		return
+	}
+	if !slices.ContainsFunc(jc.f.Dialects, func(d String) bool { return d.Value == "postgres" }) {
+		jc.errorf(r.Pos, "%sriver needs the postgres dialect (River runs on PostgreSQL); add postgres to dialects", jc.prefix)
+	}
+	switch q := r.Queue; {
+	case q.Set && !validRiverQueue(q.Value):
+		jc.errorf(q.Pos, "%sriver queue %q is not a River queue name (lower-case letters and digits, joined by - or _, at most 64)", jc.prefix, q.Value)
+	case !q.Set && jc.f.Package.Value != "" && !validRiverQueue(jc.f.Package.Value):
+		jc.errorf(r.Pos, "%sriver: the default queue, the package name %q, is not a River queue name; set queue", jc.prefix, jc.f.Package.Value)
+	}
+	switch kind := jc.j.Source.Kind.Value; kind {
+	case SourceNone:
+		if r.Every.Set {
+			jc.errorf(r.Every.Pos, "%sriver every: a job of handed-in units (source: none) has no Run to schedule; units are enqueued with the generated insert helper", jc.prefix)
+		}
+	case SourceWatermark, SourceCursor:
+		switch {
+		case !r.Every.Set:
+			jc.errorf(r.Pos, "%sriver: missing every (how often the periodic River job calls Run, e.g. every: 5m)", jc.prefix)
+		case r.Every.Value < time.Second:
+			jc.errorf(r.Every.Pos, "%sriver every %s is shorter than River's smallest period, 1s", jc.prefix, r.Every.Text)
+		}
 	}
 }
 
@@ -341,6 +379,10 @@ func (c *checker) sqlName(s String, what string) bool {
 	return false
 }
 
+// fileJobNames are job names whose file, idemgen_<job>.go, is one the
+// package already writes.
+var fileJobNames = set("store", "postgres", "sqlite", "postgres_ledger", "sqlite_ledger", "river", "crashsim_test")
+
 func (jc *jobCtx) name(jobNames firstSeen) {
 	n := jc.j.Name
 	switch {
@@ -350,6 +392,8 @@ func (jc *jobCtx) name(jobNames firstSeen) {
 		jc.errorf(n.Pos, "job name %q must be snake_case (lower-case letters, digits and _, starting with a letter)", n.Value)
 	case len(n.Value) > MaxNameLen:
 		jc.errorf(n.Pos, "job name %q is longer than %d characters", n.Value, MaxNameLen)
+	case fileJobNames[n.Value]:
+		jc.errorf(n.Pos, "job name %q would share its file with the package's idemgen_%s.go; pick another name", n.Value, n.Value)
 	default:
 		if first, dup := jobNames.repeat(n.Value, n.Pos); dup {
 			jc.errorf(n.Pos, "job name %q is repeated (first at line %d)", n.Value, first.Line)

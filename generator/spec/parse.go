@@ -328,6 +328,13 @@ func (p *parser) job(n *yaml.Node, j *Job) {
 			j.Destination = &Destination{}
 			p.destination(v, j.Destination)
 		},
+		"river": func(v *yaml.Node) {
+			j.River = &River{Pos: pos(v)}
+			p.fields(v, "river", map[string]func(*yaml.Node){
+				"queue": func(v *yaml.Node) { p.str(v, "river queue", &j.River.Queue) },
+				"every": func(v *yaml.Node) { p.duration(v, "river every", &j.River.Every) },
+			})
+		},
 		"effects": func(v *yaml.Node) {
 			if v.Kind != yaml.SequenceNode {
 				p.errorf(pos(v), "effects must be a list, not %s", kindName(v))

@@ -41,6 +41,14 @@ type Job struct {
 	Source      Source
 	Destination *Destination
 	Effects     []Effect
+	River       *River // nil when the job does not run on River
+}
+
+// River runs a job on River (github.com/riverqueue/river), PostgreSQL only.
+type River struct {
+	Pos   Pos
+	Queue String
+	Every Duration
 }
 
 // Unit describes the struct the job handles and its idempotency key.

@@ -871,7 +871,8 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	// Batches are on as in production (a page is one batch). Effects run
 	// one at a time: a crash parks one goroutine, and the matrix replays
 	// each scenario to the same hit, which concurrent calls would reorder.
-	base := []idem.Option{idem.WithClock(r.now), idem.WithLogger(simLogger), idem.WithEffectConcurrency(1)}
+	// The simulated clock is the database's too: leases expire on it.
+	base := []idem.Option{idem.WithClock(r.now), idem.WithLeaseClock(r.now), idem.WithLogger(simLogger), idem.WithEffectConcurrency(1)}
 	if r.job.Source == SourceWatermarkName {
 		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
 	}
@@ -915,7 +916,7 @@ func (t *simTask) finish() simOutcome {
 // end checks): no hook, its own clock.
 func (r *simRun[U]) aux(now func() time.Time) (Verbs[U], func()) {
 	st, _, closeInc := r.db.incarnation(r.t, nil)
-	return r.newVerbs(st, idem.WithClock(now)), closeInc
+	return r.newVerbs(st, idem.WithClock(now), idem.WithLeaseClock(now)), closeInc
 }
 
 // play runs the whole scenario and returns the invariant violations.

@@ -24,6 +24,19 @@ func (s pgStore) InTx(ctx context.Context, fn func(q idem.Querier) error) error 
 
 func (s pgStore) Auto() idem.Querier { return pgQuerier{pgdb.New(s.pool)} }
 
+// DBNow reads the database's clock, which leases are compared on.
+func (s pgStore) DBNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := s.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now)
+	return now, err
+}
+
+// Pool returns the pool the store runs on (River workers open their transactions on it).
+func (s pgStore) Pool() *pgxpool.Pool { return s.pool }
+
+// PgTx runs the queries in a transaction the caller owns (ProcessTx, a River worker).
+func (s pgStore) PgTx(tx pgx.Tx) idem.Querier { return pgQuerier{pgdb.New(tx)} }
+
 // pgQuerier adapts the sqlc-generated PostgreSQL queries to the engine.
 type pgQuerier struct{ q *pgdb.Queries }
 

@@ -23,6 +23,19 @@ func (s sqliteStore) Auto() idem.Querier {
 	return sqliteQuerier{sqlitedb.New(idem.SQLiteAuto{DB: s.db})}
 }
 
+// DBNow reads the database's clock, which leases are compared on: on SQLite
+// the clock of the machine that holds the file, whatever a job's WithClock says.
+func (s sqliteStore) DBNow(ctx context.Context) (time.Time, error) {
+	var now string
+	if err := s.db.QueryRowContext(ctx, "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')").Scan(&now); err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(time.RFC3339Nano, now)
+}
+
+// SQLTx runs the queries in a transaction the caller owns (ProcessSQLiteTx).
+func (s sqliteStore) SQLTx(tx *sql.Tx) idem.Querier { return sqliteQuerier{sqlitedb.New(tx)} }
+
 // sqliteQuerier adapts the sqlc-generated SQLite queries to the engine.
 // Times travel as fixed-width UTC text (sqliteTime).
 type sqliteQuerier struct{ q *sqlitedb.Queries }

@@ -4,10 +4,12 @@ package none_nodest
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"github.com/google/uuid"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/jackc/pgx/v5"
 	"time"
 )
 
@@ -117,6 +119,26 @@ func (j *MessageAckJob) Drain(ctx context.Context) (idem.Report, error) {
 // Purge deletes done ledger rows older than each effect's retention and returns how many.
 func (j *MessageAckJob) Purge(ctx context.Context) (int64, error) {
 	return j.e.Purge(ctx)
+}
+
+// ProcessTx writes handed-in units and reserves the effects their writes decide inside tx,
+// a PostgreSQL (pgx) transaction the caller owns, next to the caller's own rows: they commit or roll
+// back together (the outbox pattern). Nothing is performed here: after the commit, Drain
+// (or a River worker's periodic drain) performs the owed effects with their keys; after a
+// rollback nothing is owed. It stops at the first unit that does not end written or
+// deduped and returns a *idem.FailuresError: roll tx back then.
+func (j *MessageAckJob) ProcessTx(ctx context.Context, tx pgx.Tx, units ...MessageAck) (idem.Report, error) {
+	return j.e.ProcessPgTx(ctx, tx, units)
+}
+
+// ProcessSQLTx writes handed-in units and reserves the effects their writes decide inside tx,
+// a SQLite (database/sql) transaction the caller owns, next to the caller's own rows: they commit or roll
+// back together (the outbox pattern). Nothing is performed here: after the commit, Drain
+// (or a River worker's periodic drain) performs the owed effects with their keys; after a
+// rollback nothing is owed. It stops at the first unit that does not end written or
+// deduped and returns a *idem.FailuresError: roll tx back then.
+func (j *MessageAckJob) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...MessageAck) (idem.Report, error) {
+	return j.e.ProcessSQLTx(ctx, tx, units)
 }
 
 // messageAckJobCrashPoints are the durable boundaries of the message_ack job, where the crash tests stop it.

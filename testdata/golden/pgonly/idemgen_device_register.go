@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/google/uuid"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/jackc/pgx/v5"
 )
 
 // Device is one unit of work of the device_register job.
@@ -94,6 +95,16 @@ func (j *DeviceRegister) Rows(ctx context.Context) ([]Device, error) {
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *DeviceRegister) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleDeviceRegister(ctx, int32(j.e.Job().Version), int32(limit))
+}
+
+// ProcessTx writes handed-in units and reserves the effects their writes decide inside tx,
+// a PostgreSQL (pgx) transaction the caller owns, next to the caller's own rows: they commit or roll
+// back together (the outbox pattern). Nothing is performed here: after the commit, Drain
+// (or a River worker's periodic drain) performs the owed effects with their keys; after a
+// rollback nothing is owed. It stops at the first unit that does not end written or
+// deduped and returns a *idem.FailuresError: roll tx back then.
+func (j *DeviceRegister) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Device) (idem.Report, error) {
+	return j.e.ProcessPgTx(ctx, tx, units)
 }
 
 // deviceRegisterCrashPoints are the durable boundaries of the device_register job, where the crash tests stop it.

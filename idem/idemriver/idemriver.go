@@ -1,0 +1,239 @@
+// Package idemriver runs generated jobs on River (github.com/riverqueue/river)
+// over PostgreSQL. Generated packages call it only for jobs whose spec says
+// river:, so a service that does not opt in links no River.
+//
+// The contract with River:
+//
+//   - A handed-in unit is one River job. Its worker writes the unit and
+//     reserves its effects in one transaction that also completes the River
+//     job (river.JobCompleteTx). A crash before that commit leaves the River
+//     job running, to be rescued and retried; after it, the job is done and a
+//     redelivery cannot happen. The effects are performed after the commit;
+//     what fails there stays owed in the ledger and the periodic drain
+//     performs it, with the same key.
+//   - River's retries are the ledger's attempts: a failed write is recorded as
+//     an attempt of the unit (idem's parked units), the error returned so
+//     River retries it; at the unit's max_attempts (also River's MaxAttempts)
+//     the unit is parked and the River job cancelled. A payload mismatch, an
+//     empty key and a parked unit are cancelled at once: no retry fixes them.
+//   - Periodic jobs (Run for watermark and cursor jobs, Drain for every job)
+//     hold a PostgreSQL advisory lock for their duration, so at most one runs
+//     at a time across the fleet; a duplicate finds the lock taken and ends.
+//     Their failures are left to the ledger and the next period, not to
+//     River's retries.
+package idemriver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/idemgen/idemgen/idem"
+)
+
+// Client is a River client over pgx, as the generated helpers take it.
+type Client = river.Client[pgx.Tx]
+
+// WorkUnit is the body of a generated unit worker: u is job's unit.
+func WorkUnit[U any, A river.JobArgs](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U], job *river.Job[A], u U) error {
+	key := e.Job().KeyOf(u)
+	log := e.Logger().With(slog.String("job", e.Job().Name), slog.String("key", key), slog.Int64("river_job", job.ID))
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("job %q key %q: begin: %w", e.Job().Name, key, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after the commit
+	if _, err := e.ProcessPgTx(ctx, tx, []U{u}); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return unitFailed(ctx, e, u, err, log)
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return fmt.Errorf("job %q key %q: complete River job %d: %w", e.Job().Name, key, job.ID, err)
+	}
+	if err := e.Hit(ctx, idem.PointUnitBeforeCommit, key); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("job %q key %q: commit: %w", e.Job().Name, key, err)
+	}
+	// From here the River job is complete: nothing below may fail it. An
+	// effect that does not end done stays owed for the periodic drain.
+	if err := e.Hit(ctx, idem.PointUnitAfterCommit, key); err != nil {
+		return nil
+	}
+	if rep, err := e.Perform(ctx, []U{u}); err != nil {
+		log.Warn("idemgen: unit written; an effect did not end done and is left to the drain", slog.Any("report", rep), slog.Any("err", err))
+	}
+	return nil
+}
+
+// unitFailed turns a unit that was not written into River's answer.
+func unitFailed[U any](ctx context.Context, e *idem.Engine[U], u U, err error, log *slog.Logger) error {
+	var fe *idem.FailuresError
+	switch {
+	case !errors.As(err, &fe):
+		return err // the call stopped (context, database): River retries
+	case errors.Is(err, idem.ErrPayloadMismatch), errors.Is(err, idem.ErrEmptyKey), errors.Is(err, idem.ErrParked):
+		log.Error("idemgen: River job cancelled: no retry can write this unit", slog.Any("err", err))
+		return river.JobCancel(err)
+	}
+	if e.RecordUnitFailure(ctx, u, err) == idem.OutcomeParked {
+		log.Error("idemgen: unit parked after max attempts; River job cancelled", slog.Any("err", err))
+		return river.JobCancel(err)
+	}
+	return err
+}
+
+// InsertTx enqueues one River job per unit inside tx, the caller's
+// transaction, so the units are queued exactly when the caller's own rows
+// commit. The River job is unique by the unit's idempotency key while it is
+// queued, running or completed: a copy of the same unit is skipped, and a
+// copy with a different payload is refused with idem.ErrPayloadMismatch, as
+// Process would. A unit whose key renders empty is refused (idem.ErrEmptyKey).
+func InsertTx[U any, A river.JobArgs](ctx context.Context, client *Client, tx pgx.Tx, e *idem.Engine[U], units []U,
+	args func(U) A, unitOf func(A) U) error {
+	def := e.Job()
+	for _, u := range units {
+		key := def.KeyOf(u)
+		if def.CheckKey != nil {
+			if err := def.CheckKey(u); err != nil {
+				return fmt.Errorf("job %q key %q: %w", def.Name, key, err)
+			}
+		}
+		res, err := client.InsertTx(ctx, tx, args(u), nil)
+		if err != nil {
+			return fmt.Errorf("job %q key %q: enqueue: %w", def.Name, key, err)
+		}
+		if !res.UniqueSkippedAsDuplicate {
+			continue
+		}
+		var queued A
+		if err := json.Unmarshal(res.Job.EncodedArgs, &queued); err != nil {
+			return fmt.Errorf("job %q key %q: read queued River job %d: %w", def.Name, key, res.Job.ID, err)
+		}
+		a, errA := json.Marshal(def.Canonical(unitOf(queued)))
+		b, errB := json.Marshal(def.Canonical(u))
+		if err := errors.Join(errA, errB); err != nil {
+			return fmt.Errorf("job %q key %q: encode unit: %w", def.Name, key, err)
+		}
+		if !bytes.Equal(a, b) {
+			return fmt.Errorf("job %q key %q: %w (River job %d holds the first)", def.Name, key, idem.ErrPayloadMismatch, res.Job.ID)
+		}
+	}
+	return nil
+}
+
+// Exclusive runs fn while holding a session advisory lock named by name
+// (and the connection's schema), so at most one such call runs at a time
+// across every worker on the database; when another holds it, it returns
+// at once without running fn. The lock is held by a pooled connection, so a
+// worker that dies drops it with its session.
+//
+// A *idem.FailuresError from fn is logged and not returned: the ledger
+// retries those units and effects on the next period, and River retrying the
+// periodic job on top would only add runs.
+func Exclusive(ctx context.Context, pool *pgxpool.Pool, name string, log *slog.Logger, fn func(ctx context.Context) error) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: acquire: %w", name, err)
+	}
+	defer conn.Release()
+	const lockKey = "hashtextextended(current_schema() || '.' || $1, 0)"
+	var locked bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock("+lockKey+")", name).Scan(&locked); err != nil {
+		return fmt.Errorf("%s: advisory lock: %w", name, err)
+	}
+	if !locked {
+		log.Debug("idemgen: periodic job skipped: another worker runs it", slog.String("river_kind", name))
+		return nil
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock("+lockKey+")", name); err != nil {
+			// Never hand a connection that may still hold the lock back to the pool.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
+	err = fn(ctx)
+	var fe *idem.FailuresError
+	if errors.As(err, &fe) {
+		log.Warn("idemgen: periodic job left failures to the ledger and the next period", slog.String("river_kind", name), slog.Any("err", err))
+		return nil
+	}
+	return err
+}
+
+// PoolOf returns the pgx pool under a generated package's PostgreSQL store.
+func PoolOf(st idem.Store) (*pgxpool.Pool, error) {
+	if p, ok := st.(interface{ Pool() *pgxpool.Pool }); ok {
+		return p.Pool(), nil
+	}
+	return nil, errors.New("River needs a PostgreSQL store (NewPostgresStore)")
+}
+
+// unitWorker is the River worker of a job of handed-in units.
+type unitWorker[U any, A river.JobArgs] struct {
+	river.WorkerDefaults[A]
+	pool   *pgxpool.Pool
+	engine *idem.Engine[U]
+	unitOf func(A) U
+}
+
+func (w *unitWorker[U, A]) Work(ctx context.Context, job *river.Job[A]) error {
+	return WorkUnit(ctx, w.pool, w.engine, job, w.unitOf(job.Args))
+}
+
+// UnitWorker returns the River worker that processes the unit unitOf finds
+// in each job's args (WorkUnit).
+func UnitWorker[U any, A river.JobArgs](e *idem.Engine[U], unitOf func(A) U) (river.Worker[A], error) {
+	pool, err := PoolOf(e.Store())
+	if err != nil {
+		return nil, fmt.Errorf("job %q: %w", e.Job().Name, err)
+	}
+	return &unitWorker[U, A]{pool: pool, engine: e, unitOf: unitOf}, nil
+}
+
+// periodicWorker is the River worker of a periodic Run or Drain.
+type periodicWorker[A river.JobArgs] struct {
+	river.WorkerDefaults[A]
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	call func(context.Context) (idem.Report, error)
+}
+
+func (w *periodicWorker[A]) Work(ctx context.Context, job *river.Job[A]) error {
+	return Exclusive(ctx, w.pool, job.Kind, w.log, func(ctx context.Context) error {
+		_, err := w.call(ctx)
+		return err
+	})
+}
+
+// PeriodicWorker returns the River worker that calls call (a job's Run or
+// Drain) under Exclusive, at most one at a time across the fleet.
+func PeriodicWorker[U any, A river.JobArgs](e *idem.Engine[U], call func(context.Context) (idem.Report, error)) (river.Worker[A], error) {
+	pool, err := PoolOf(e.Store())
+	if err != nil {
+		return nil, fmt.Errorf("job %q: %w", e.Job().Name, err)
+	}
+	return &periodicWorker[A]{pool: pool, log: e.Logger(), call: call}, nil
+}
+
+// Periodic returns the periodic River job that enqueues args every every,
+// and once when a leader starts, so a fleet that restarts often still runs it.
+func Periodic(every time.Duration, args river.JobArgs) *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(every),
+		func() (river.JobArgs, *river.InsertOpts) { return args, nil },
+		&river.PeriodicJobOpts{ID: args.Kind(), RunOnStart: true})
+}
+
+// DefaultDrainEvery is how often the periodic drain runs when the caller
+// does not say.
+const DefaultDrainEvery = time.Minute
