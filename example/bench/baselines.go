@@ -137,18 +137,20 @@ func (g *rows) baseUnit(i int) (baseUnit, error) {
 }
 
 // checkBaseline verifies a baseline did all its work.
-func checkBaseline(ctx context.Context, sp *space, n int, p *provider) (string, error) {
+func checkBaseline(ctx context.Context, sp *space, res *result, p *provider) error {
+	n := res.units
 	rows, err := sp.count(ctx, "base_rows", "")
 	if err != nil {
-		return "", err
+		return err
 	}
 	done, err := sp.count(ctx, "base_ledger", "state = 'done'")
 	if err != nil {
-		return "", err
+		return err
 	}
 	calls := int(p.calls.Load())
-	return fmt.Sprintf("rows=%d calls=%d ledger done=%d", rows, calls, done),
-		firstErr(want("rows", rows, n), want("provider calls", calls, n), want("ledger rows done", done, n))
+	res.rows, res.calls = rows, calls
+	res.check = fmt.Sprintf("rows=%d calls=%d ledger done=%d", rows, calls, done)
+	return firstErr(want("rows", rows, n), want("provider calls", calls, n), want("ledger rows done", done, n))
 }
 
 // measureCopy is the floor of writing the rows at all: COPY into a table
@@ -205,6 +207,7 @@ func measureCopy(ctx context.Context, d *database, cfg *config) (result, error) 
 		return res, fmt.Errorf("copy baseline: %w", err)
 	}
 	n, err := sp.count(ctx, "base_rows", "")
+	res.rows, res.calls = n, -1
 	res.check = fmt.Sprintf("rows=%d", n)
 	return res, firstErr(err, want("copy baseline: rows", n, cfg.rows))
 }
@@ -232,8 +235,7 @@ func measurePerRowTx(ctx context.Context, d *database, cfg *config) (result, err
 	if err != nil {
 		return res, fmt.Errorf("per_row_tx: %w", err)
 	}
-	res.check, err = checkBaseline(ctx, sp, cfg.rows, p)
-	return res, err
+	return res, checkBaseline(ctx, sp, &res, p)
 }
 
 func perRowPostgres(ctx context.Context, sp *space, g *rows, p *provider) error {
@@ -418,8 +420,7 @@ func measureHandSet(ctx context.Context, d *database, cfg *config) (result, erro
 	if err != nil {
 		return res, fmt.Errorf("handset: %w", err)
 	}
-	res.check, err = checkBaseline(ctx, sp, cfg.rows, p)
-	return res, err
+	return res, checkBaseline(ctx, sp, &res, p)
 }
 
 const (

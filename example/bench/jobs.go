@@ -177,6 +177,7 @@ func measureCopyJob(ctx context.Context, d *database, cfg *config) (result, erro
 	if err != nil {
 		return res, err
 	}
+	res.rows, res.calls = n, -1
 	res.check = fmt.Sprintf("rows=%d inserted=%d", n, rep.Inserted)
 	return res, firstErr(want("copy_job: rows in copy_rows", n, cfg.rows), want("copy_job: inserted", rep.Inserted, cfg.rows))
 }
@@ -215,6 +216,7 @@ func measureFxJob(ctx context.Context, d *database, cfg *config) (first, rerun r
 		return first, rerun, err
 	}
 	calls := int(p.calls.Load())
+	first.rows, first.calls = n, calls
 	first.check = fmt.Sprintf("rows=%d calls=%d ledger done=%d", n, calls, done)
 	if err := firstErr(want("fx_job: rows in fx_rows", n, cfg.rows), want("fx_job: provider calls", calls, cfg.rows),
 		want("fx_job: effects done", rep.EffectsDone, cfg.rows), want("fx_job: ledger rows done", done, cfg.rows)); err != nil {
@@ -232,6 +234,7 @@ func measureFxJob(ctx context.Context, d *database, cfg *config) (first, rerun r
 		return first, rerun, err
 	}
 	calls = int(p.calls.Load())
+	rerun.rows, rerun.calls = n, calls-cfg.rows
 	rerun.check = fmt.Sprintf("rows=%d unchanged=%d new calls=%d", n, rep.Unchanged, calls-cfg.rows)
 	return first, rerun, firstErr(want("fx_job re-run: rows in fx_rows", n, cfg.rows), want("fx_job re-run: unchanged", rep.Unchanged, cfg.rows),
 		want("fx_job re-run: provider calls", calls, cfg.rows))
@@ -262,6 +265,11 @@ func measureEffects(ctx context.Context, d *database, cfg *config) (result, int,
 		return res, 0, fmt.Errorf("fx_job run: %w", err)
 	}
 	calls, peak := int(p.calls.Load()), int(p.maxFlight.Load())
+	n, err := sp.count(ctx, "fx_rows", "")
+	if err != nil {
+		return res, 0, err
+	}
+	res.rows, res.calls = n, calls
 	res.check = fmt.Sprintf("calls=%d most in flight=%d", calls, peak)
 	return res, peak, firstErr(want("effects: provider calls", calls, cfg.effectsN), want("effects: done", rep.EffectsDone, cfg.effectsN))
 }

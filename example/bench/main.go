@@ -101,6 +101,10 @@ type result struct {
 	elapsed    time.Duration
 	cpu        time.Duration // user + system time of this process
 	check      string        // the counts the measurement verified
+
+	// rows is how many rows the destination held afterwards; calls, how
+	// many provider calls the measurement made (-1: no provider).
+	rows, calls int
 }
 
 func (r result) rate() float64 { return float64(r.units) / r.elapsed.Seconds() }
@@ -277,11 +281,13 @@ func (r *results) print(out io.Writer, cfg *config) {
 	if len(r.mem) > 0 {
 		fmt.Fprintln(out)
 		for _, m := range r.mem {
-			fmt.Fprintf(out, "peak RSS copy_job %9d units: %7.1f MiB (%s)\n", m.units, float64(m.maxRSS)/(1<<20), m.elapsed.Round(time.Millisecond))
+			fmt.Fprintf(out, "copy_job %9d units in a child process: peak RSS %7.1f MiB (VmHWM; its ru_maxrss %.1f MiB includes this process's), peak live Go heap %6.1f MiB (%s)\n",
+				m.units, mib(m.maxRSS), mib(m.rusageMaxRSS), mib(m.peakHeap), m.elapsed.Round(time.Millisecond))
 		}
 		first, last := r.mem[0], r.mem[len(r.mem)-1]
 		t := target{label: "mem", value: float64(last.maxRSS) / float64(first.maxRSS), bound: 1.2, atMost: true, applies: len(r.mem) > 1}
-		fmt.Fprintf(out, "peak RSS %d/%d units = %.3g   target %s\n", last.units, first.units, t.value, t)
+		fmt.Fprintf(out, "peak RSS %d/%d units = %.3g   target %s   (peak live Go heap %.3g)\n", last.units, first.units, t.value, t,
+			float64(last.peakHeap)/float64(first.peakHeap))
 	} else {
 		fmt.Fprintln(out, "\npeak memory: not measured (-mem runs copy_job at 100,000 and 1,000,000 units in a child process)")
 	}
@@ -302,6 +308,8 @@ func (r *results) print(out io.Writer, cfg *config) {
 	}
 	fmt.Fprintf(out, "ratios: %s\n", strings.Join(parts, " "))
 }
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 func formatRatio(v float64) string {
 	if math.IsNaN(v) {
