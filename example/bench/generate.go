@@ -1,0 +1,3 @@
+package main
+
+//go:generate go tool idemgen generate

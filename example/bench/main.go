@@ -1,0 +1,319 @@
+// Command bench measures the generated jobs' throughput against hand-written
+// baselines on one database, in one run (issue 10, item 6):
+//
+//	go run ./example/bench                       # embedded SQLite in a temporary directory
+//	go run ./example/bench -db postgres://...    # PostgreSQL: a schema per measurement, dropped after it
+//	go run ./example/bench -mem                  # also peak memory at 100,000 and 1,000,000 units
+//
+// It prints a table of the figures, each target of the issue with ok or
+// MISS, and ends with one line:
+//
+//	ratios: copyjob/copy=… fxjob/handset=… fxjob/per_row_tx=… rerun/first=… effects/bound=… gen/sqlc=…
+//
+// The jobs come from idemgen.yaml (package benchjobs) and run only through
+// the generated package's API and idem options; the baselines write tables
+// of the same shape by hand. Every measurement checks its counts (rows
+// written, provider calls, ledger rows done) and fails rather than report
+// a figure for work that was not done.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if _, err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	rows, batch, concurrency int
+	latency                  time.Duration
+	db                       string
+	effectsN                 int
+	mem                      bool
+	memRows                  []int
+	genJobs, genRuns         int
+	noGen                    bool
+
+	// childCopyJob is the hidden mode of the peak-memory runs: run
+	// copy_job over this many units and exit (mem.go).
+	childCopyJob int
+}
+
+func parseFlags(args []string, out io.Writer) (*config, error) {
+	cfg := &config{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.IntVar(&cfg.rows, "rows", 100000, "units per throughput measurement")
+	fs.IntVar(&cfg.batch, "batch", 1000, "page size of the source and batch size (of the hand-written set-based baseline, and of the engine once wired: engineOptions in jobs.go)")
+	fs.IntVar(&cfg.concurrency, "concurrency", 16, "effect concurrency (passed to the engine once wired: engineOptions in jobs.go)")
+	fs.DurationVar(&cfg.latency, "latency", 5*time.Millisecond, "provider latency of the effects/s measurement")
+	fs.StringVar(&cfg.db, "db", "", "PostgreSQL URL (postgres://...); default: embedded SQLite in a temporary directory")
+	fs.IntVar(&cfg.effectsN, "effects-n", 2000, "units of the effects/s measurement")
+	fs.BoolVar(&cfg.mem, "mem", false, "also measure peak memory of copy_job in a child process at each -mem-rows size")
+	memRows := fs.String("mem-rows", "100000,1000000", "unit counts of the peak-memory runs (-mem)")
+	fs.IntVar(&cfg.genJobs, "gen-jobs", 50, "jobs in the spec of the generation measurement")
+	fs.IntVar(&cfg.genRuns, "gen-runs", 5, "timed runs of idemgen and of sqlc (the median counts)")
+	fs.BoolVar(&cfg.noGen, "no-gen", false, "skip the generation measurement (it builds idemgen and sqlc)")
+	fs.IntVar(&cfg.childCopyJob, childFlag, 0, "internal: peak-memory child mode")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for f := range strings.SplitSeq(*memRows, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-mem-rows: bad count %q", f)
+		}
+		cfg.memRows = append(cfg.memRows, n)
+	}
+	switch {
+	case cfg.rows <= 0, cfg.batch <= 0, cfg.concurrency <= 0, cfg.effectsN <= 0, cfg.genRuns <= 0, cfg.genJobs <= 0:
+		return nil, errors.New("-rows, -batch, -concurrency, -effects-n, -gen-jobs and -gen-runs must be positive")
+	case cfg.latency < 0:
+		return nil, errors.New("-latency must not be negative")
+	case cfg.db != "" && !strings.HasPrefix(cfg.db, "postgres://") && !strings.HasPrefix(cfg.db, "postgresql://"):
+		return nil, errors.New("-db takes a PostgreSQL URL (postgres://...); SQLite is the default")
+	}
+	return cfg, nil
+}
+
+// result is one measurement.
+type result struct {
+	name, what string
+	units      int
+	elapsed    time.Duration
+	cpu        time.Duration // user + system time of this process
+	check      string        // the counts the measurement verified
+
+	// rows is how many rows the destination held afterwards; calls, how
+	// many provider calls the measurement made (-1: no provider).
+	rows, calls int
+}
+
+func (r result) rate() float64 { return float64(r.units) / r.elapsed.Seconds() }
+
+func (r result) cpuPerUnit() time.Duration { return r.cpu / time.Duration(max(r.units, 1)) }
+
+// results is everything one run measured, for the report and the smoke test.
+type results struct {
+	postgres                                     bool
+	copyJob, copy, fxJob, rerun, perRow, handSet result
+	effects                                      result
+	effectsPeak                                  int // most provider calls in flight at once
+	bound                                        float64
+	mem                                          []memResult
+	gen                                          *genResult
+}
+
+// measure runs fn and returns its wall time and the process's CPU time
+// (user + system, getrusage) it took.
+func measure(fn func() error) (wall, cpu time.Duration, err error) {
+	runtime.GC() // do not bill this measurement for the last one's garbage
+	before := cpuTime()
+	start := time.Now()
+	err = fn()
+	return time.Since(start), cpuTime() - before, err
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
+	cfg, err := parseFlags(args, out)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.childCopyJob > 0 {
+		return nil, memChild(ctx, cfg, out)
+	}
+	d, err := openDatabase(cfg.db, cfg.concurrency+4)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	res := &results{postgres: d.postgres()}
+	if cfg.latency > 0 {
+		res.bound = float64(cfg.concurrency) / cfg.latency.Seconds()
+	}
+	fmt.Fprintf(out, "idemgen bench: %s\n", d.describe())
+	fmt.Fprintf(out, "rows %d, batch %d, effect concurrency %d, provider latency %v, effects-n %d, %d CPUs, %s\n",
+		cfg.rows, cfg.batch, cfg.concurrency, cfg.latency, cfg.effectsN, runtime.NumCPU(), runtime.Version())
+	if !engineOptionsWired() {
+		fmt.Fprintln(out, "engine options: -batch and -concurrency are not passed to the engine (it has no such options yet; engineOptions in jobs.go); -batch is the source's page size")
+	}
+	if !d.postgres() {
+		fmt.Fprintln(out, "SQLite runs in this process: the client CPU figures include the database's own work")
+	}
+	fmt.Fprintln(out)
+
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"copyjob", func() (err error) { res.copyJob, err = measureCopyJob(ctx, d, cfg); return err }},
+		{"copy", func() (err error) { res.copy, err = measureCopy(ctx, d, cfg); return err }},
+		{"fxjob", func() (err error) { res.fxJob, res.rerun, err = measureFxJob(ctx, d, cfg); return err }},
+		{"per_row_tx", func() (err error) { res.perRow, err = measurePerRowTx(ctx, d, cfg); return err }},
+		{"handset", func() (err error) { res.handSet, err = measureHandSet(ctx, d, cfg); return err }},
+		{"effects", func() (err error) { res.effects, res.effectsPeak, err = measureEffects(ctx, d, cfg); return err }},
+	}
+	if cfg.mem {
+		steps = append(steps, struct {
+			name string
+			fn   func() error
+		}{"mem", func() (err error) { res.mem, err = measureMemory(ctx, cfg); return err }})
+	}
+	if !cfg.noGen {
+		steps = append(steps, struct {
+			name string
+			fn   func() error
+		}{"gen", func() (err error) { res.gen, err = measureGenerate(ctx, cfg); return err }})
+	}
+	for _, s := range steps {
+		start := time.Now()
+		if err := s.fn(); err != nil {
+			return res, fmt.Errorf("%s: %w", s.name, err)
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s done in %v\n", s.name, time.Since(start).Round(time.Millisecond))
+	}
+	res.print(out, cfg)
+	return res, nil
+}
+
+// target is one of the issue's targets: a figure, the bound it must meet,
+// and whether higher or lower is better.
+type target struct {
+	label   string
+	value   float64
+	bound   float64
+	atMost  bool // lower is better
+	applies bool // false: not measured, or the target is for another database
+}
+
+func (t target) String() string {
+	if !t.applies || math.IsNaN(t.value) {
+		return "-"
+	}
+	op, ok := "≥", t.value >= t.bound
+	if t.atMost {
+		op, ok = "≤", t.value <= t.bound
+	}
+	verdict := "MISS"
+	if ok {
+		verdict = "ok"
+	}
+	return fmt.Sprintf("%s %g %s", op, t.bound, verdict)
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 || math.IsInf(b, 0) {
+		return math.NaN()
+	}
+	return a / b
+}
+
+func (r *results) print(out io.Writer, cfg *config) {
+	copyTarget := 0.3 // PostgreSQL: the job without effects ≥ 0.3 × COPY
+	if !r.postgres {
+		copyTarget = 0.5 // SQLite: ≥ 0.5 × one transaction of prepared inserts
+	}
+	ratios := []target{
+		{label: "copyjob/copy", value: ratio(r.copyJob.rate(), r.copy.rate()), bound: copyTarget, applies: true},
+		{label: "fxjob/handset", value: ratio(r.fxJob.rate(), r.handSet.rate()), bound: 0.8, applies: true},
+		{label: "fxjob/per_row_tx", value: ratio(r.fxJob.rate(), r.perRow.rate()), bound: 15, applies: true},
+		{label: "rerun/first", value: ratio(r.rerun.rate(), r.fxJob.rate()), bound: 1, applies: true},
+		{label: "effects/bound", value: ratio(r.effects.rate(), r.bound), bound: 0.8, applies: r.bound > 0},
+		{label: "gen/sqlc", value: math.NaN(), bound: 1.5, atMost: true, applies: r.gen != nil},
+	}
+	if r.gen != nil {
+		ratios[5].value = ratio(r.gen.idemgen.Seconds(), r.gen.sqlc.Seconds())
+	}
+	cpuTarget := target{label: "cpu/unit", value: float64(r.copyJob.cpuPerUnit()) / float64(time.Microsecond), bound: 10, atMost: true, applies: true}
+
+	const row = "%-11s %8s %8s %9s %9s   %-26s %-11s %s\n"
+	fmt.Fprintf(out, row, "measurement", "units", "seconds", "units/s", "CPU/unit", "figure", "target", "checked")
+	line := func(r result, figure string, t target) {
+		fmt.Fprintf(out, row, r.name, strconv.Itoa(r.units), fmt.Sprintf("%.2f", r.elapsed.Seconds()), fmt.Sprintf("%.0f", r.rate()),
+			r.cpuPerUnit().Round(100*time.Nanosecond).String(), figure, t, r.check)
+	}
+	figure := func(t target) string {
+		if math.IsNaN(t.value) {
+			return "-"
+		}
+		return fmt.Sprintf("%s=%.3g", t.label, t.value)
+	}
+	line(r.copyJob, fmt.Sprintf("cpu/unit=%.3gµs", cpuTarget.value), cpuTarget)
+	line(r.copy, figure(ratios[0]), ratios[0])
+	line(r.fxJob, figure(ratios[2]), ratios[2])
+	line(r.rerun, figure(ratios[3]), ratios[3])
+	line(r.perRow, "", target{})
+	line(r.handSet, figure(ratios[1]), ratios[1])
+	line(r.effects, figure(ratios[4]), ratios[4])
+	fmt.Fprintln(out)
+	for _, r := range []result{r.copyJob, r.copy, r.fxJob, r.rerun, r.perRow, r.handSet, r.effects} {
+		fmt.Fprintf(out, "  %-11s %s\n", r.name, r.what)
+	}
+	fmt.Fprintf(out, "  effects bound = concurrency/latency = %d/%v = %.0f/s; most provider calls in flight at once: %d\n",
+		cfg.concurrency, cfg.latency, r.bound, r.effectsPeak)
+
+	if len(r.mem) > 0 {
+		fmt.Fprintln(out)
+		for _, m := range r.mem {
+			fmt.Fprintf(out, "copy_job %9d units in a child process: peak RSS %7.1f MiB (VmHWM; its ru_maxrss %.1f MiB includes this process's), peak live Go heap %6.1f MiB (%s)\n",
+				m.units, mib(m.maxRSS), mib(m.rusageMaxRSS), mib(m.peakHeap), m.elapsed.Round(time.Millisecond))
+		}
+		first, last := r.mem[0], r.mem[len(r.mem)-1]
+		t := target{label: "mem", value: float64(last.maxRSS) / float64(first.maxRSS), bound: 1.2, atMost: true, applies: len(r.mem) > 1}
+		fmt.Fprintf(out, "peak RSS %d/%d units = %.3g   target %s   (peak live Go heap %.3g)\n", last.units, first.units, t.value, t,
+			float64(last.peakHeap)/float64(first.peakHeap))
+	} else {
+		fmt.Fprintln(out, "\npeak memory: not measured (-mem runs copy_job at 100,000 and 1,000,000 units in a child process)")
+	}
+	if r.gen != nil {
+		fmt.Fprintln(out)
+		fmt.Fprintf(out, "generate %d-job spec, median of %d: idemgen %s, sqlc alone %s (same sqlc.yaml and SQL)   gen/sqlc=%.3g  target %s\n",
+			r.gen.jobs, r.gen.runs, r.gen.idemgen.Round(time.Millisecond), r.gen.sqlc.Round(time.Millisecond), ratios[5].value, ratios[5])
+	} else {
+		fmt.Fprintln(out, "\ngenerate: not measured (-no-gen)")
+	}
+	if !r.postgres {
+		fmt.Fprintln(out, "\nThe issue sets its targets for PostgreSQL, and copyjob/copy ≥ 0.5 for SQLite; the others are shown here against the PostgreSQL bounds.")
+	}
+	fmt.Fprintln(out)
+	parts := make([]string, len(ratios))
+	for i, t := range ratios {
+		parts[i] = fmt.Sprintf("%s=%s", t.label, formatRatio(t.value))
+	}
+	fmt.Fprintf(out, "ratios: %s\n", strings.Join(parts, " "))
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func formatRatio(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
