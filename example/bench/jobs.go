@@ -13,17 +13,8 @@ import (
 )
 
 // engineOptions turns the -batch and -concurrency flags into idem options.
-//
-// WIRE HERE once the set-based engine lands: the runtime has no batch-size
-// or effect-concurrency option yet, so the flags reach the engine only as
-// the source's page size (every page is one batch). Return, for example,
-//
-//	[]idem.Option{idem.WithBatchSize(batch), idem.WithEffectConcurrency(concurrency)}
-//
-// and every job measurement below picks them up.
 func engineOptions(batch, concurrency int) []idem.Option {
-	_, _ = batch, concurrency
-	return nil
+	return []idem.Option{idem.WithBatchSize(batch), idem.WithEffectConcurrency(concurrency)}
 }
 
 // engineOptionsWired reports whether engineOptions passes the flags on; the

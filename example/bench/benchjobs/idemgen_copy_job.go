@@ -73,6 +73,9 @@ func NewCopyJob(store *Store, src CopyJobSource, opts ...idem.Option) (*CopyJob,
 		Write: func(ctx context.Context, q idem.Querier, u CopyRow, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeCopyJob(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []CopyRow, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writeCopyJobBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

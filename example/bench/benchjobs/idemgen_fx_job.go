@@ -111,6 +111,9 @@ func NewFxJob(store *Store, src FxJobSource, fx FxJobEffects, opts ...idem.Optio
 		Write: func(ctx context.Context, q idem.Querier, u FxRow, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeFxJob(ctx, u, key, v)
 		},
+		WriteBatch: func(ctx context.Context, q idem.Querier, us []FxRow, keys []string, v int32) ([]idem.Outcome, error) {
+			return q.(destQuerier).writeFxJobBatch(ctx, us, keys, v)
+		},
 	}
 	e, err := idem.NewEngine(def, store.st, opts)
 	if err != nil {

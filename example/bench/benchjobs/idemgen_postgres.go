@@ -28,6 +28,30 @@ func (q pgQuerier) writeCopyJob(ctx context.Context, u CopyRow, key string, v in
 	return idem.Outcome(w), nil
 }
 
+// writeCopyJobBatch upserts units with distinct keys into copy_rows in one statement.
+func (q pgQuerier) writeCopyJobBatch(ctx context.Context, us []CopyRow, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteCopyJobBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.ID = append(p.ID, u.ID)
+		p.Account = append(p.Account, u.Account)
+		p.Amount = append(p.Amount, u.Amount)
+		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
+	}
+	rs, err := q.q.WriteCopyJobBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+}
+
 // listCopyJob reads every copy_rows row back as units.
 func (q pgQuerier) listCopyJob(ctx context.Context) ([]CopyRow, error) {
 	rs, err := q.q.ListCopyJob(ctx)
@@ -72,6 +96,30 @@ func (q pgQuerier) writeFxJob(ctx context.Context, u FxRow, key string, v int32)
 		return "", err
 	}
 	return idem.Outcome(w), nil
+}
+
+// writeFxJobBatch upserts units with distinct keys into fx_rows in one statement.
+func (q pgQuerier) writeFxJobBatch(ctx context.Context, us []FxRow, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteFxJobBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.ID = append(p.ID, u.ID)
+		p.Account = append(p.Account, u.Account)
+		p.Amount = append(p.Amount, u.Amount)
+		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
+	}
+	rs, err := q.q.WriteFxJobBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
 }
 
 // listFxJob reads every fx_rows row back as units.

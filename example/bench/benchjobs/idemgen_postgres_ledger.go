@@ -24,6 +24,19 @@ func (s pgStore) InTx(ctx context.Context, fn func(q idem.Querier) error) error 
 
 func (s pgStore) Auto() idem.Querier { return pgQuerier{pgdb.New(s.pool)} }
 
+// DBNow reads the database's clock, which leases are compared on.
+func (s pgStore) DBNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := s.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now)
+	return now, err
+}
+
+// Pool returns the pool the store runs on (River workers open their transactions on it).
+func (s pgStore) Pool() *pgxpool.Pool { return s.pool }
+
+// PgTx runs the queries in a transaction the caller owns (ProcessTx, a River worker).
+func (s pgStore) PgTx(tx pgx.Tx) idem.Querier { return pgQuerier{pgdb.New(tx)} }
+
 // pgQuerier adapts the sqlc-generated PostgreSQL queries to the engine.
 type pgQuerier struct{ q *pgdb.Queries }
 
@@ -53,28 +66,42 @@ func (q pgQuerier) SaveCursor(ctx context.Context, job, cursor string, position 
 	return q.q.SaveCursor(ctx, pgdb.SaveCursorParams{Job: job, CursorToken: &cursor, CursorPosition: position, JobVersion: jobVersion, UpdatedAt: now})
 }
 
-func (q pgQuerier) See(ctx context.Context, job, unitKey string, hash []byte, jobVersion int32, now time.Time) ([]byte, bool, error) {
-	_, err := q.q.SeeUnit(ctx, pgdb.SeeUnitParams{Job: job, UnitKey: unitKey, PayloadHash: hash, JobVersion: jobVersion, FirstSeen: now})
-	if err == nil {
-		return nil, true, nil
+func (q pgQuerier) See(ctx context.Context, job string, unitKeys []string, hashes [][]byte, jobVersion int32, now time.Time) (map[string][]byte, error) {
+	fresh, err := q.q.SeeUnits(ctx, pgdb.SeeUnitsParams{Job: job, UnitKeys: unitKeys, PayloadHashes: hashes, JobVersion: jobVersion, FirstSeen: now})
+	if err != nil || len(fresh) == len(unitKeys) {
+		return nil, err
 	}
-	if !idem.PgNoRows(err) {
-		return nil, false, err
+	rs, err := q.q.SeenHashes(ctx, pgdb.SeenHashesParams{Job: job, UnitKeys: unitKeys})
+	if err != nil {
+		return nil, err
 	}
-	prev, err := q.q.SeenHash(ctx, pgdb.SeenHashParams{Job: job, UnitKey: unitKey})
-	return prev, false, err
+	seen := make(map[string][]byte, len(rs))
+	for _, r := range rs {
+		seen[r.UnitKey] = r.PayloadHash
+	}
+	for _, k := range fresh {
+		delete(seen, k)
+	}
+	return seen, nil
 }
 
-func (q pgQuerier) Reserve(ctx context.Context, r idem.LedgerRow, now time.Time) error {
-	return q.q.ReserveEffect(ctx, pgdb.ReserveEffectParams{
-		EffectKey: r.Key, Job: r.Job, Effect: r.Effect, EffectVersion: r.EffectVersion, JobVersion: r.JobVersion,
-		UnitKey: r.UnitKey, Payload: r.Payload, CreatedAt: now, UpdatedAt: now,
+func (q pgQuerier) Reserve(ctx context.Context, r idem.Reservations, now time.Time) error {
+	return q.q.ReserveEffects(ctx, pgdb.ReserveEffectsParams{
+		EffectKeys: r.Keys, Job: r.Job, Effect: r.Effect, EffectVersion: r.EffectVersion, JobVersion: r.JobVersion,
+		UnitKeys: r.UnitKeys, Payloads: r.Payloads, Now: now,
 	})
 }
 
-func (q pgQuerier) Decided(ctx context.Context, job, effect, unitKey string, version int32) (bool, error) {
-	n, err := q.q.CountDecided(ctx, pgdb.CountDecidedParams{Job: job, Effect: effect, UnitKey: unitKey, EffectVersion: version})
-	return n > 0, err
+func (q pgQuerier) Decided(ctx context.Context, job, effect string, unitKeys []string, version int32) (map[string]bool, error) {
+	ks, err := q.q.DecidedUnits(ctx, pgdb.DecidedUnitsParams{Job: job, Effect: effect, EffectVersion: version, UnitKeys: unitKeys})
+	if err != nil || len(ks) == 0 {
+		return nil, err
+	}
+	decided := make(map[string]bool, len(ks))
+	for _, k := range ks {
+		decided[k] = true
+	}
+	return decided, nil
 }
 
 func (q pgQuerier) Claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error) {
@@ -108,6 +135,22 @@ func (q pgQuerier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool
 		row.LastError = *r.LastError
 	}
 	return row, true, nil
+}
+
+func (q pgQuerier) Effects(ctx context.Context, keys []string) (map[string]idem.LedgerRow, error) {
+	rs, err := q.q.GetEffects(ctx, keys)
+	if err != nil || len(rs) == 0 {
+		return nil, err
+	}
+	found := make(map[string]idem.LedgerRow, len(rs))
+	for _, r := range rs {
+		row := idem.LedgerRow{Key: r.EffectKey, State: r.State, Result: r.Result}
+		if r.LastError != nil {
+			row.LastError = *r.LastError
+		}
+		found[r.EffectKey] = row
+	}
+	return found, nil
 }
 
 func (q pgQuerier) Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]idem.LedgerRow, error) {
@@ -156,6 +199,18 @@ func (q pgQuerier) LookupUnitFailure(ctx context.Context, job, unitKey string) (
 		return "", nil, false, nil
 	}
 	return r.State, r.PayloadHash, err == nil, err
+}
+
+func (q pgQuerier) LookupUnitFailures(ctx context.Context, job string, unitKeys []string) (map[string]idem.UnitFailureState, error) {
+	rs, err := q.q.LookupUnitFailures(ctx, pgdb.LookupUnitFailuresParams{Job: job, UnitKeys: unitKeys})
+	if err != nil || len(rs) == 0 {
+		return nil, err
+	}
+	found := make(map[string]idem.UnitFailureState, len(rs))
+	for _, r := range rs {
+		found[r.UnitKey] = idem.UnitFailureState{State: r.State, Hash: r.PayloadHash}
+	}
+	return found, nil
 }
 
 func (q pgQuerier) ClearUnitFailure(ctx context.Context, job, unitKey string) error {

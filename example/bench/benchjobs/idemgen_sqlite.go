@@ -28,6 +28,11 @@ func (q sqliteQuerier) writeCopyJob(ctx context.Context, u CopyRow, key string, 
 	return idem.Outcome(w), nil
 }
 
+// writeCopyJobBatch has no single statement on SQLite: the engine calls writeCopyJob per unit.
+func (q sqliteQuerier) writeCopyJobBatch(ctx context.Context, us []CopyRow, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
 // listCopyJob reads every copy_rows row back as units.
 func (q sqliteQuerier) listCopyJob(ctx context.Context) ([]CopyRow, error) {
 	rs, err := q.q.ListCopyJob(ctx)
@@ -72,6 +77,11 @@ func (q sqliteQuerier) writeFxJob(ctx context.Context, u FxRow, key string, v in
 		return "", err
 	}
 	return idem.Outcome(w), nil
+}
+
+// writeFxJobBatch has no single statement on SQLite: the engine calls writeFxJob per unit.
+func (q sqliteQuerier) writeFxJobBatch(ctx context.Context, us []FxRow, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
 }
 
 // listFxJob reads every fx_rows row back as units.

@@ -23,6 +23,19 @@ func (s sqliteStore) Auto() idem.Querier {
 	return sqliteQuerier{sqlitedb.New(idem.SQLiteAuto{DB: s.db})}
 }
 
+// DBNow reads the database's clock, which leases are compared on: on SQLite
+// the clock of the machine that holds the file, whatever a job's WithClock says.
+func (s sqliteStore) DBNow(ctx context.Context) (time.Time, error) {
+	var now string
+	if err := s.db.QueryRowContext(ctx, "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')").Scan(&now); err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(time.RFC3339Nano, now)
+}
+
+// SQLTx runs the queries in a transaction the caller owns (ProcessSQLiteTx).
+func (s sqliteStore) SQLTx(tx *sql.Tx) idem.Querier { return sqliteQuerier{sqlitedb.New(tx)} }
+
 // sqliteQuerier adapts the sqlc-generated SQLite queries to the engine.
 // Times travel as fixed-width UTC text (sqliteTime).
 type sqliteQuerier struct{ q *sqlitedb.Queries }
@@ -57,28 +70,59 @@ func (q sqliteQuerier) SaveCursor(ctx context.Context, job, cursor string, posit
 	return q.q.SaveCursor(ctx, sqlitedb.SaveCursorParams{Job: job, CursorToken: nullText(cursor), CursorPosition: position, JobVersion: int64(jobVersion), UpdatedAt: idem.SQLiteTime(now)})
 }
 
-func (q sqliteQuerier) See(ctx context.Context, job, unitKey string, hash []byte, jobVersion int32, now time.Time) ([]byte, bool, error) {
-	_, err := q.q.SeeUnit(ctx, sqlitedb.SeeUnitParams{Job: job, UnitKey: unitKey, PayloadHash: hash, JobVersion: int64(jobVersion), FirstSeen: idem.SQLiteTime(now)})
-	if err == nil {
-		return nil, true, nil
+// The batch methods run the single queries one by one: SQLite is in
+// process, so a statement costs no round trip, only its execution.
+
+func (q sqliteQuerier) See(ctx context.Context, job string, unitKeys []string, hashes [][]byte, jobVersion int32, now time.Time) (map[string][]byte, error) {
+	var seen map[string][]byte
+	for i, k := range unitKeys {
+		_, err := q.q.SeeUnit(ctx, sqlitedb.SeeUnitParams{Job: job, UnitKey: k, PayloadHash: hashes[i], JobVersion: int64(jobVersion), FirstSeen: idem.SQLiteTime(now)})
+		if err == nil {
+			continue
+		}
+		if !idem.SQLiteNoRows(err) {
+			return nil, err
+		}
+		prev, err := q.q.SeenHash(ctx, sqlitedb.SeenHashParams{Job: job, UnitKey: k})
+		if err != nil {
+			return nil, err
+		}
+		if seen == nil {
+			seen = map[string][]byte{}
+		}
+		seen[k] = prev
 	}
-	if !idem.SQLiteNoRows(err) {
-		return nil, false, err
-	}
-	prev, err := q.q.SeenHash(ctx, sqlitedb.SeenHashParams{Job: job, UnitKey: unitKey})
-	return prev, false, err
+	return seen, nil
 }
 
-func (q sqliteQuerier) Reserve(ctx context.Context, r idem.LedgerRow, now time.Time) error {
-	return q.q.ReserveEffect(ctx, sqlitedb.ReserveEffectParams{
-		EffectKey: r.Key, Job: r.Job, Effect: r.Effect, EffectVersion: int64(r.EffectVersion), JobVersion: int64(r.JobVersion),
-		UnitKey: r.UnitKey, Payload: r.Payload, CreatedAt: idem.SQLiteTime(now), UpdatedAt: idem.SQLiteTime(now),
-	})
+func (q sqliteQuerier) Reserve(ctx context.Context, r idem.Reservations, now time.Time) error {
+	for i, k := range r.Keys {
+		err := q.q.ReserveEffect(ctx, sqlitedb.ReserveEffectParams{
+			EffectKey: k, Job: r.Job, Effect: r.Effect, EffectVersion: int64(r.EffectVersion), JobVersion: int64(r.JobVersion),
+			UnitKey: r.UnitKeys[i], Payload: r.Payloads[i], CreatedAt: idem.SQLiteTime(now), UpdatedAt: idem.SQLiteTime(now),
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func (q sqliteQuerier) Decided(ctx context.Context, job, effect, unitKey string, version int32) (bool, error) {
-	n, err := q.q.CountDecided(ctx, sqlitedb.CountDecidedParams{Job: job, Effect: effect, UnitKey: unitKey, EffectVersion: int64(version)})
-	return n > 0, err
+func (q sqliteQuerier) Decided(ctx context.Context, job, effect string, unitKeys []string, version int32) (map[string]bool, error) {
+	var decided map[string]bool
+	for _, k := range unitKeys {
+		n, err := q.q.CountDecided(ctx, sqlitedb.CountDecidedParams{Job: job, Effect: effect, UnitKey: k, EffectVersion: int64(version)})
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			if decided == nil {
+				decided = map[string]bool{}
+			}
+			decided[k] = true
+		}
+	}
+	return decided, nil
 }
 
 func (q sqliteQuerier) Claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error) {
@@ -108,6 +152,23 @@ func (q sqliteQuerier) Effect(ctx context.Context, key string) (idem.LedgerRow, 
 		return idem.LedgerRow{}, false, err
 	}
 	return idem.LedgerRow{Key: key, State: r.State, Result: r.Result, LastError: r.LastError.String}, true, nil
+}
+
+func (q sqliteQuerier) Effects(ctx context.Context, keys []string) (map[string]idem.LedgerRow, error) {
+	var found map[string]idem.LedgerRow
+	for _, k := range keys {
+		row, ok, err := q.Effect(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if found == nil {
+				found = map[string]idem.LedgerRow{}
+			}
+			found[k] = row
+		}
+	}
+	return found, nil
 }
 
 func (q sqliteQuerier) Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]idem.LedgerRow, error) {
@@ -150,6 +211,26 @@ func (q sqliteQuerier) LookupUnitFailure(ctx context.Context, job, unitKey strin
 		return "", nil, false, nil
 	}
 	return r.State, r.PayloadHash, err == nil, err
+}
+
+func (q sqliteQuerier) LookupUnitFailures(ctx context.Context, job string, unitKeys []string) (map[string]idem.UnitFailureState, error) {
+	if some, err := q.q.HasUnitFailures(ctx, job); err != nil || !some {
+		return nil, err
+	}
+	var found map[string]idem.UnitFailureState
+	for _, k := range unitKeys {
+		state, hash, ok, err := q.LookupUnitFailure(ctx, job, k)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if found == nil {
+				found = map[string]idem.UnitFailureState{}
+			}
+			found[k] = idem.UnitFailureState{State: state, Hash: hash}
+		}
+	}
+	return found, nil
 }
 
 func (q sqliteQuerier) ClearUnitFailure(ctx context.Context, job, unitKey string) error {

@@ -29,9 +29,11 @@ type Store struct {
 type destQuerier interface {
 	idem.Querier
 	writeCopyJob(context.Context, CopyRow, string, int32) (idem.Outcome, error)
+	writeCopyJobBatch(context.Context, []CopyRow, []string, int32) ([]idem.Outcome, error)
 	listCopyJob(context.Context) ([]CopyRow, error)
 	staleCopyJob(context.Context, int32, int32) ([]string, error)
 	writeFxJob(context.Context, FxRow, string, int32) (idem.Outcome, error)
+	writeFxJobBatch(context.Context, []FxRow, []string, int32) ([]idem.Outcome, error)
 	listFxJob(context.Context) ([]FxRow, error)
 	staleFxJob(context.Context, int32, int32) ([]string, error)
 }

@@ -43,6 +43,39 @@ ON CONFLICT (effect_key) DO NOTHING;
 -- the current version under another key (an older replay) owes nothing.
 SELECT count(*) FROM benchjobs_idem_ledger WHERE job = @job AND effect = @effect AND unit_key = @unit_key AND effect_version < @effect_version;
 
+
+-- The batch forms of the per-unit queries above: one statement per batch,
+-- with one array per column (sqlc cannot type unnest(a, b), #3507).
+-- SQLite runs the single queries in the batch's transaction instead.
+
+-- name: LookupUnitFailures :many
+SELECT unit_key, state, payload_hash FROM benchjobs_idem_parked WHERE job = @job AND unit_key = ANY(@unit_keys::text[]);
+
+-- name: SeeUnits :many
+-- The keys seen for the first time come back.
+INSERT INTO benchjobs_idem_seen (job, unit_key, payload_hash, job_version, first_seen)
+SELECT @job::text, unnest(@unit_keys::text[]), unnest(@payload_hashes::bytea[]), @job_version::integer, @first_seen::timestamptz
+ON CONFLICT (job, unit_key) DO NOTHING
+RETURNING unit_key;
+
+-- name: SeenHashes :many
+SELECT unit_key, payload_hash FROM benchjobs_idem_seen WHERE job = @job AND unit_key = ANY(@unit_keys::text[]);
+
+-- name: ReserveEffects :exec
+INSERT INTO benchjobs_idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at)
+SELECT unnest(@effect_keys::text[]), @job::text, @effect::text, @effect_version::integer, @job_version::integer,
+    unnest(@unit_keys::text[]), unnest(@payloads::bytea[]), 'pending', 0, @now::timestamptz, @now::timestamptz
+ON CONFLICT (effect_key) DO NOTHING;
+
+-- name: GetEffects :many
+SELECT effect_key, state, result, last_error FROM benchjobs_idem_ledger WHERE effect_key = ANY(@effect_keys::text[]);
+
+-- name: DecidedUnits :many
+-- CountDecided for a batch: the units an earlier version of the effect was reserved for.
+SELECT DISTINCT unit_key FROM benchjobs_idem_ledger
+WHERE job = @job AND effect = @effect AND effect_version < @effect_version AND unit_key = ANY(@unit_keys::text[]);
+
+
 -- name: ClaimEffect :execrows
 UPDATE benchjobs_idem_ledger
 SET lease_owner = @owner, lease_until = @lease_until, attempts = attempts + 1, updated_at = @updated_at
@@ -153,6 +186,23 @@ ON CONFLICT (id) DO UPDATE SET
 WHERE excluded.updated_at >= d.updated_at AND ((d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
 
+-- name: WriteCopyJobBatch :many
+-- WriteCopyJob for a batch of distinct keys in one statement.
+INSERT INTO copy_rows AS d (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.id, b.account, b.amount, b.updated_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@id::text[]) AS id, unnest(@account::text[]) AS account, unnest(@amount::bigint[]) AS amount, unnest(@updated_at::timestamptz[]) AS updated_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (id) DO UPDATE SET
+    account = excluded.account,
+    amount = excluded.amount,
+    updated_at = excluded.updated_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) THEN 1 ELSE 0 END
+WHERE excluded.updated_at >= d.updated_at AND ((d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write;
+
 -- name: ListCopyJob :many
 SELECT id, account, amount, updated_at FROM copy_rows ORDER BY id;
 
@@ -173,6 +223,23 @@ ON CONFLICT (id) DO UPDATE SET
     idemgen_rev = d.idemgen_rev + CASE WHEN (d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) THEN 1 ELSE 0 END
 WHERE excluded.updated_at >= d.updated_at AND ((d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
+
+-- name: WriteFxJobBatch :many
+-- WriteFxJob for a batch of distinct keys in one statement.
+INSERT INTO fx_rows AS d (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.id, b.account, b.amount, b.updated_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@id::text[]) AS id, unnest(@account::text[]) AS account, unnest(@amount::bigint[]) AS amount, unnest(@updated_at::timestamptz[]) AS updated_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (id) DO UPDATE SET
+    account = excluded.account,
+    amount = excluded.amount,
+    updated_at = excluded.updated_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) THEN 1 ELSE 0 END
+WHERE excluded.updated_at >= d.updated_at AND ((d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write;
 
 -- name: ListFxJob :many
 SELECT id, account, amount, updated_at FROM fx_rows ORDER BY id;

@@ -126,6 +126,44 @@ func (q *Queries) CountDecided(ctx context.Context, arg CountDecidedParams) (int
 	return count, err
 }
 
+const decidedUnits = `-- name: DecidedUnits :many
+SELECT DISTINCT unit_key FROM benchjobs_idem_ledger
+WHERE job = $1 AND effect = $2 AND effect_version < $3 AND unit_key = ANY($4::text[])
+`
+
+type DecidedUnitsParams struct {
+	Job           string
+	Effect        string
+	EffectVersion int32
+	UnitKeys      []string
+}
+
+// CountDecided for a batch: the units an earlier version of the effect was reserved for.
+func (q *Queries) DecidedUnits(ctx context.Context, arg DecidedUnitsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, decidedUnits,
+		arg.Job,
+		arg.Effect,
+		arg.EffectVersion,
+		arg.UnitKeys,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var unit_key string
+		if err := rows.Scan(&unit_key); err != nil {
+			return nil, err
+		}
+		items = append(items, unit_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getEffect = `-- name: GetEffect :one
 SELECT state, result, last_error FROM benchjobs_idem_ledger WHERE effect_key = $1
 `
@@ -141,6 +179,42 @@ func (q *Queries) GetEffect(ctx context.Context, effectKey string) (GetEffectRow
 	var i GetEffectRow
 	err := row.Scan(&i.State, &i.Result, &i.LastError)
 	return i, err
+}
+
+const getEffects = `-- name: GetEffects :many
+SELECT effect_key, state, result, last_error FROM benchjobs_idem_ledger WHERE effect_key = ANY($1::text[])
+`
+
+type GetEffectsRow struct {
+	EffectKey string
+	State     string
+	Result    []byte
+	LastError *string
+}
+
+func (q *Queries) GetEffects(ctx context.Context, effectKeys []string) ([]GetEffectsRow, error) {
+	rows, err := q.db.Query(ctx, getEffects, effectKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []GetEffectsRow
+	for rows.Next() {
+		var i GetEffectsRow
+		if err := rows.Scan(
+			&i.EffectKey,
+			&i.State,
+			&i.Result,
+			&i.LastError,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const getProgress = `-- name: GetProgress :one
@@ -351,6 +425,45 @@ func (q *Queries) ListUnitFailures(ctx context.Context) ([]ListUnitFailuresRow, 
 	return items, nil
 }
 
+const lookupUnitFailures = `-- name: LookupUnitFailures :many
+
+SELECT unit_key, state, payload_hash FROM benchjobs_idem_parked WHERE job = $1 AND unit_key = ANY($2::text[])
+`
+
+type LookupUnitFailuresParams struct {
+	Job      string
+	UnitKeys []string
+}
+
+type LookupUnitFailuresRow struct {
+	UnitKey     string
+	State       string
+	PayloadHash []byte
+}
+
+// The batch forms of the per-unit queries above: one statement per batch,
+// with one array per column (sqlc cannot type unnest(a, b), #3507).
+// SQLite runs the single queries in the batch's transaction instead.
+func (q *Queries) LookupUnitFailures(ctx context.Context, arg LookupUnitFailuresParams) ([]LookupUnitFailuresRow, error) {
+	rows, err := q.db.Query(ctx, lookupUnitFailures, arg.Job, arg.UnitKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LookupUnitFailuresRow
+	for rows.Next() {
+		var i LookupUnitFailuresRow
+		if err := rows.Scan(&i.UnitKey, &i.State, &i.PayloadHash); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const pendingEffects = `-- name: PendingEffects :many
 SELECT effect_key, effect, unit_key, payload FROM benchjobs_idem_ledger
 WHERE job = $1 AND state = 'pending' AND (lease_until IS NULL OR lease_until < $2) AND effect_key > $3
@@ -546,6 +659,38 @@ func (q *Queries) ReserveEffect(ctx context.Context, arg ReserveEffectParams) er
 	return err
 }
 
+const reserveEffects = `-- name: ReserveEffects :exec
+INSERT INTO benchjobs_idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at)
+SELECT unnest($1::text[]), $2::text, $3::text, $4::integer, $5::integer,
+    unnest($6::text[]), unnest($7::bytea[]), 'pending', 0, $8::timestamptz, $8::timestamptz
+ON CONFLICT (effect_key) DO NOTHING
+`
+
+type ReserveEffectsParams struct {
+	EffectKeys    []string
+	Job           string
+	Effect        string
+	EffectVersion int32
+	JobVersion    int32
+	UnitKeys      []string
+	Payloads      [][]byte
+	Now           time.Time
+}
+
+func (q *Queries) ReserveEffects(ctx context.Context, arg ReserveEffectsParams) error {
+	_, err := q.db.Exec(ctx, reserveEffects,
+		arg.EffectKeys,
+		arg.Job,
+		arg.Effect,
+		arg.EffectVersion,
+		arg.JobVersion,
+		arg.UnitKeys,
+		arg.Payloads,
+		arg.Now,
+	)
+	return err
+}
+
 const retryParkedUnits = `-- name: RetryParkedUnits :execrows
 UPDATE benchjobs_idem_parked SET state = 'retry', attempts = 0, updated_at = $1
 WHERE job = $2 AND state = 'parked'
@@ -709,6 +854,48 @@ func (q *Queries) SeeUnit(ctx context.Context, arg SeeUnitParams) ([]byte, error
 	return payload_hash, err
 }
 
+const seeUnits = `-- name: SeeUnits :many
+INSERT INTO benchjobs_idem_seen (job, unit_key, payload_hash, job_version, first_seen)
+SELECT $1::text, unnest($2::text[]), unnest($3::bytea[]), $4::integer, $5::timestamptz
+ON CONFLICT (job, unit_key) DO NOTHING
+RETURNING unit_key
+`
+
+type SeeUnitsParams struct {
+	Job           string
+	UnitKeys      []string
+	PayloadHashes [][]byte
+	JobVersion    int32
+	FirstSeen     time.Time
+}
+
+// The keys seen for the first time come back.
+func (q *Queries) SeeUnits(ctx context.Context, arg SeeUnitsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, seeUnits,
+		arg.Job,
+		arg.UnitKeys,
+		arg.PayloadHashes,
+		arg.JobVersion,
+		arg.FirstSeen,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var unit_key string
+		if err := rows.Scan(&unit_key); err != nil {
+			return nil, err
+		}
+		items = append(items, unit_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const seenHash = `-- name: SeenHash :one
 SELECT payload_hash FROM benchjobs_idem_seen WHERE job = $1 AND unit_key = $2
 `
@@ -723,6 +910,40 @@ func (q *Queries) SeenHash(ctx context.Context, arg SeenHashParams) ([]byte, err
 	var payload_hash []byte
 	err := row.Scan(&payload_hash)
 	return payload_hash, err
+}
+
+const seenHashes = `-- name: SeenHashes :many
+SELECT unit_key, payload_hash FROM benchjobs_idem_seen WHERE job = $1 AND unit_key = ANY($2::text[])
+`
+
+type SeenHashesParams struct {
+	Job      string
+	UnitKeys []string
+}
+
+type SeenHashesRow struct {
+	UnitKey     string
+	PayloadHash []byte
+}
+
+func (q *Queries) SeenHashes(ctx context.Context, arg SeenHashesParams) ([]SeenHashesRow, error) {
+	rows, err := q.db.Query(ctx, seenHashes, arg.Job, arg.UnitKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SeenHashesRow
+	for rows.Next() {
+		var i SeenHashesRow
+		if err := rows.Scan(&i.UnitKey, &i.PayloadHash); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const settleUnitFailure = `-- name: SettleUnitFailure :one
@@ -850,6 +1071,65 @@ func (q *Queries) WriteCopyJob(ctx context.Context, arg WriteCopyJobParams) (str
 	return idemgen_write, err
 }
 
+const writeCopyJobBatch = `-- name: WriteCopyJobBatch :many
+INSERT INTO copy_rows AS d (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.id, b.account, b.amount, b.updated_at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS id, unnest($3::text[]) AS account, unnest($4::bigint[]) AS amount, unnest($5::timestamptz[]) AS updated_at, unnest($6::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (id) DO UPDATE SET
+    account = excluded.account,
+    amount = excluded.amount,
+    updated_at = excluded.updated_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) THEN 1 ELSE 0 END
+WHERE excluded.updated_at >= d.updated_at AND ((d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write
+`
+
+type WriteCopyJobBatchParams struct {
+	IdemgenJobVersion int32
+	ID                []string
+	Account           []string
+	Amount            []int64
+	UpdatedAt         []time.Time
+	IdemgenKey        []string
+}
+
+type WriteCopyJobBatchRow struct {
+	IdemgenKey   string
+	IdemgenWrite string
+}
+
+// WriteCopyJob for a batch of distinct keys in one statement.
+func (q *Queries) WriteCopyJobBatch(ctx context.Context, arg WriteCopyJobBatchParams) ([]WriteCopyJobBatchRow, error) {
+	rows, err := q.db.Query(ctx, writeCopyJobBatch,
+		arg.IdemgenJobVersion,
+		arg.ID,
+		arg.Account,
+		arg.Amount,
+		arg.UpdatedAt,
+		arg.IdemgenKey,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WriteCopyJobBatchRow
+	for rows.Next() {
+		var i WriteCopyJobBatchRow
+		if err := rows.Scan(&i.IdemgenKey, &i.IdemgenWrite); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const writeFxJob = `-- name: WriteFxJob :one
 INSERT INTO fx_rows AS d (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
 VALUES ($1, $2, $3, $4, $5, $6)
@@ -886,4 +1166,63 @@ func (q *Queries) WriteFxJob(ctx context.Context, arg WriteFxJobParams) (string,
 	var idemgen_write string
 	err := row.Scan(&idemgen_write)
 	return idemgen_write, err
+}
+
+const writeFxJobBatch = `-- name: WriteFxJobBatch :many
+INSERT INTO fx_rows AS d (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.id, b.account, b.amount, b.updated_at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS id, unnest($3::text[]) AS account, unnest($4::bigint[]) AS amount, unnest($5::timestamptz[]) AS updated_at, unnest($6::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (id) DO UPDATE SET
+    account = excluded.account,
+    amount = excluded.amount,
+    updated_at = excluded.updated_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) THEN 1 ELSE 0 END
+WHERE excluded.updated_at >= d.updated_at AND ((d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write
+`
+
+type WriteFxJobBatchParams struct {
+	IdemgenJobVersion int32
+	ID                []string
+	Account           []string
+	Amount            []int64
+	UpdatedAt         []time.Time
+	IdemgenKey        []string
+}
+
+type WriteFxJobBatchRow struct {
+	IdemgenKey   string
+	IdemgenWrite string
+}
+
+// WriteFxJob for a batch of distinct keys in one statement.
+func (q *Queries) WriteFxJobBatch(ctx context.Context, arg WriteFxJobBatchParams) ([]WriteFxJobBatchRow, error) {
+	rows, err := q.db.Query(ctx, writeFxJobBatch,
+		arg.IdemgenJobVersion,
+		arg.ID,
+		arg.Account,
+		arg.Amount,
+		arg.UpdatedAt,
+		arg.IdemgenKey,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WriteFxJobBatchRow
+	for rows.Next() {
+		var i WriteFxJobBatchRow
+		if err := rows.Scan(&i.IdemgenKey, &i.IdemgenWrite); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

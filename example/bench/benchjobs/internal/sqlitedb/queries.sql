@@ -43,6 +43,8 @@ ON CONFLICT (effect_key) DO NOTHING;
 -- the current version under another key (an older replay) owes nothing.
 SELECT count(*) FROM benchjobs_idem_ledger WHERE job = @job AND effect = @effect AND unit_key = @unit_key AND effect_version < @effect_version;
 
+
+
 -- name: ClaimEffect :execrows
 UPDATE benchjobs_idem_ledger
 SET lease_owner = @owner, lease_until = @lease_until, attempts = attempts + 1, updated_at = @updated_at
@@ -86,6 +88,11 @@ FROM benchjobs_idem_ledger ORDER BY effect_key;
 
 -- name: GetUnitFailure :one
 SELECT state, payload_hash FROM benchjobs_idem_parked WHERE job = @job AND unit_key = @unit_key;
+
+-- name: HasUnitFailures :one
+-- Whether the job has any row in the parked table: a batch looks its keys
+-- up one by one only when it does.
+SELECT EXISTS (SELECT 1 FROM benchjobs_idem_parked WHERE job = @job);
 
 -- name: ClearUnitFailure :exec
 DELETE FROM benchjobs_idem_parked WHERE job = @job AND unit_key = @unit_key;
