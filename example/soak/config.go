@@ -22,7 +22,7 @@ type config struct {
 	worker   bool
 	id       string
 	provider string // the fake provider's URL
-	bug      string // a planted bug, to show the soak catches it: "fresh-key"
+	bug      string // a planted bug, to show the soak catches it: "fresh-key" or "no-key"
 }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
@@ -37,7 +37,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&c.settle, "settle", 3*time.Minute, "how long the fleet may take to finish after the last kill")
 	fs.DurationVar(&c.providerDelay, "provider-delay", 25*time.Millisecond, "how long the provider takes to answer after applying (a kill in it makes a repeat)")
 	fs.Int64Var(&c.seed, "seed", 0, "random seed (default: the time)")
-	fs.StringVar(&c.bug, "bug", "", "plant a bug in the workers to see the soak fail: fresh-key (a new idempotency key per provider call)")
+	fs.StringVar(&c.bug, "bug", "", "plant a bug in the workers to see the soak fail: fresh-key (a new idempotency key per provider call), no-key (no Idempotency-Key header)")
 	fs.BoolVar(&c.worker, "worker", false, "run as a worker (the supervisor starts these)")
 	fs.StringVar(&c.schema, "schema", "", "worker: the soak's schema")
 	fs.StringVar(&c.id, "id", "", "worker: its name")
@@ -52,8 +52,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return c, errors.New("-workers must be at least 1")
 	case c.worker && (c.schema == "" || c.provider == "" || c.id == ""):
 		return c, errors.New("a worker needs -schema, -provider and -id")
-	case c.bug != "" && c.bug != "fresh-key":
-		return c, errors.New(`-bug: only "fresh-key"`)
+	case c.bug != "" && c.bug != "fresh-key" && c.bug != "no-key":
+		return c, errors.New(`-bug: "fresh-key" or "no-key"`)
 	}
 	if c.units == 0 {
 		c.units = int(c.duration.Seconds() * 40)

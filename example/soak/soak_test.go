@@ -50,3 +50,26 @@ func TestSoak(t *testing.T) {
 		t.Fatalf("report: %s", res)
 	}
 }
+
+// The soak can fail: workers planted with a provider call that drops the
+// Idempotency-Key are caught, with no kill needed.
+func TestSoakCatchesAPlantedBug(t *testing.T) {
+	url := os.Getenv("IDEMGEN_TEST_POSTGRES")
+	if url == "" {
+		t.Skip("IDEMGEN_TEST_POSTGRES is not set; the soak runs on PostgreSQL")
+	}
+	cfg, err := parseFlags([]string{"-postgres", url, "-workers", "2", "-duration", "2s", "-units", "40",
+		"-kill-every", "1h", "-settle", "30s", "-bug", "no-key"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := supervise(context.Background(), cfg, os.Args[0], &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	err = res.verdict()
+	if err == nil || !strings.Contains(err.Error(), "40 provider requests without an Idempotency-Key") {
+		t.Fatalf("verdict %v, want the 40 keyless requests reported\n%s", err, res)
+	}
+}

@@ -78,7 +78,7 @@ func runWorker(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer pool.Close()
-	prov := &httpProvider{url: cfg.provider, freshKey: cfg.bug == "fresh-key", client: &http.Client{Timeout: 5 * time.Second}}
+	prov := &httpProvider{url: cfg.provider, bug: cfg.bug, client: &http.Client{Timeout: 5 * time.Second}}
 	job, err := soakpay.NewPaymentJob(soakpay.NewPostgresStore(pool), soakpay.PaymentJobEffects{Receipt: prov},
 		idem.WithOwner(cfg.id), idem.WithLogger(log))
 	if err != nil {
@@ -100,13 +100,13 @@ func runWorker(ctx context.Context, cfg config) error {
 // httpProvider sends a receipt to the fake provider with the effect key as
 // its Idempotency-Key, as a Stripe client would.
 type httpProvider struct {
-	url      string
-	freshKey bool // the planted bug: a new key per call
-	client   *http.Client
+	url    string
+	bug    string // a planted bug: "fresh-key" (a new key per call), "no-key"
+	client *http.Client
 }
 
 func (p *httpProvider) Receipt(ctx context.Context, key string, u soakpay.Payment) error {
-	if p.freshKey {
+	if p.bug == "fresh-key" {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		key += ":" + hex.EncodeToString(b[:])
@@ -119,7 +119,9 @@ func (p *httpProvider) Receipt(ctx context.Context, key string, u soakpay.Paymen
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Idempotency-Key", key)
+	if p.bug != "no-key" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return err
