@@ -128,6 +128,18 @@ func waitRiver(t *testing.T, db riverDB, within time.Duration) map[string]int {
 	}
 }
 
+// waitPerformed waits until no effect is owed: a worker performs a unit's
+// effects after the commit that completes its River job, so a completed
+// job can still have its call in flight.
+func waitPerformed(t *testing.T, db riverDB, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ledgerCount(t, db, idem.StatePending) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("effects still owed after %s", within)
+		}
+	}
+}
+
 // ledgerCount counts the billing ledger's rows in state.
 func ledgerCount(t *testing.T, db riverDB, state string) int {
 	t.Helper()
@@ -218,6 +230,7 @@ func TestRiverWorkersShareTheLoad(t *testing.T) {
 	if states["completed"] != len(all) || len(states) != 1 {
 		t.Fatalf("River jobs %v, want %d completed", states, len(all))
 	}
+	waitPerformed(t, db, 30*time.Second)
 	for _, p := range all {
 		calls, applied := prov.counts(billing.SendReceiptKey(p))
 		want := 1
