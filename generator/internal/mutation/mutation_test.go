@@ -73,7 +73,9 @@ func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file, old, 
 
 // twice edits both copies of a PostgreSQL query: the single-unit write
 // and its batch form.
-func twice(file, old, new string) []mutantEdit { return []mutantEdit{{file, old, new}, {file, old, new}} }
+func twice(file, old, new string) []mutantEdit {
+	return []mutantEdit{{file, old, new}, {file, old, new}}
+}
 
 var cursorMutants = []mutant{
 	{name: "cursor saved before its page is applied", test: cursorTest, edits: edit(engineFile,
