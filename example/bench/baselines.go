@@ -266,7 +266,7 @@ VALUES ($1, $2, $3, $4, $5, 1)` + pgUpsertSet + ` RETURNING (xmax = 0) AS insert
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
-		if err := p.call(ctx); err != nil {
+		if err := p.call(ctx, b.effectKey); err != nil {
 			return err
 		}
 		if _, err := sp.pool.Exec(ctx, pgCompleteOne, b.effectKey, baseOwner, time.Now()); err != nil {
@@ -310,7 +310,7 @@ func perRowSQLite(ctx context.Context, sp *space, g *rows, p *provider) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			continue
 		}
-		if err := p.call(ctx); err != nil {
+		if err := p.call(ctx, b.effectKey); err != nil {
 			return err
 		}
 		done := idem.SQLiteTime(time.Now())
@@ -483,8 +483,8 @@ func handSetPostgres(ctx context.Context, sp *space, batch []baseUnit, p *provid
 	if err != nil {
 		return err
 	}
-	for range claimed {
-		if err := p.call(ctx); err != nil {
+	for _, key := range claimed {
+		if err := p.call(ctx, key); err != nil {
 			return err
 		}
 	}
@@ -541,8 +541,8 @@ func handSetSQLite(ctx context.Context, sp *space, stmts *sqliteStmts, batch []b
 	if err != nil {
 		return err
 	}
-	for range claimed {
-		if err := p.call(ctx); err != nil {
+	for _, b := range claimed {
+		if err := p.call(ctx, b.effectKey); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -109,10 +110,15 @@ func (s fxSource) Fetch(ctx context.Context, w idem.Window, page string) ([]benc
 type provider struct {
 	latency             time.Duration
 	calls               atomic.Int64
+	seen                sync.Map // idempotency keys: a real provider dedups on them
+	repeats             atomic.Int64
 	inFlight, maxFlight atomic.Int64
 }
 
-func (p *provider) call(ctx context.Context) error {
+func (p *provider) call(ctx context.Context, key string) error {
+	if _, again := p.seen.LoadOrStore(key, struct{}{}); again {
+		p.repeats.Add(1)
+	}
 	n := p.inFlight.Add(1)
 	for m := p.maxFlight.Load(); n > m && !p.maxFlight.CompareAndSwap(m, n); m = p.maxFlight.Load() {
 	}
@@ -131,7 +137,7 @@ func (p *provider) call(ctx context.Context) error {
 }
 
 func (p *provider) Announce(ctx context.Context, key string, u benchjobs.FxRow) error {
-	return p.call(ctx)
+	return p.call(ctx, key)
 }
 
 // want fails unless got == want; the benchmark refuses to report a figure
