@@ -185,9 +185,9 @@ func supervise(ctx context.Context, cfg config, exe string, out io.Writer) (res 
 	if err != nil {
 		return res, err
 	}
-	job, err := soakpay.NewPaymentJob(store, soakpay.PaymentJobEffects{Receipt: soakpay.ReceiptFunc(func(context.Context, string, soakpay.Payment) error {
-		return errors.New("the supervisor only enqueues")
-	})}, idem.WithLogger(quietLog))
+	// The supervisor's job value only enqueues (InsertTx); its provider is the workers' one.
+	job, err := soakpay.NewPaymentJob(store, soakpay.PaymentJobEffects{Receipt: &httpProvider{url: "http://" + ln.Addr().String(), client: http.DefaultClient}},
+		idem.WithLogger(quietLog))
 	if err != nil {
 		return res, err
 	}
