@@ -185,9 +185,7 @@ func supervise(ctx context.Context, cfg config, exe string, out io.Writer) (res 
 	if err != nil {
 		return res, err
 	}
-	// The supervisor's job value only enqueues (InsertTx); its provider is the workers' one.
-	job, err := soakpay.NewPaymentJob(store, soakpay.PaymentJobEffects{Receipt: &httpProvider{url: "http://" + ln.Addr().String(), client: http.DefaultClient}},
-		idem.WithLogger(quietLog))
+	job, err := soakpay.NewPaymentJob(store, soakpay.PaymentJobEffects{Receipt: &httpProvider{url: "http://" + ln.Addr().String(), client: http.DefaultClient}}, idem.WithLogger(quietLog))
 	if err != nil {
 		return res, err
 	}
