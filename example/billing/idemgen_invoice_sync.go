@@ -180,7 +180,8 @@ func (j *InvoiceSync) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleInvoiceSync(ctx, int32(j.e.Job().Version), int32(limit))
 }
 
-// InvoiceSyncRunArgs is the periodic River job that calls InvoiceSync's Run every 1m0s, one run at a time across workers.
+// InvoiceSyncRunArgs is the periodic River job that calls InvoiceSync's Run every 1m0s,
+// one run at a time across workers.
 type InvoiceSyncRunArgs struct{}
 
 // Kind is the River job kind.
@@ -193,7 +194,8 @@ func (InvoiceSyncRunArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: "billing"}
 }
 
-// InvoiceSyncDrainArgs is the periodic River job that calls InvoiceSync's Drain, one at a time across workers: effects owed by a worker that died are performed by the fleet.
+// InvoiceSyncDrainArgs is the periodic River job that calls InvoiceSync's Drain, one at a time
+// across workers: the fleet performs the effects a worker that died still owed.
 type InvoiceSyncDrainArgs struct{}
 
 // Kind is the River job kind.

@@ -167,8 +167,9 @@ func (j *PaymentWebhook) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
 
-// PaymentWebhookArgs is the River job of one handed-in payment_webhook unit (kind "billing.payment_webhook"). River keeps it unique
-// by Key, the unit's idempotency key, while it is queued, running or completed.
+// PaymentWebhookArgs is the River job of one handed-in payment_webhook unit, kind "billing.payment_webhook".
+// River keeps it unique by Key, the unit's idempotency key, while it is queued,
+// running or completed.
 type PaymentWebhookArgs struct {
 	Key  string  `json:"key" river:"unique"`
 	Unit Payment `json:"unit"`
@@ -202,7 +203,8 @@ func (j *PaymentWebhook) InsertTx(ctx context.Context, client *idemriver.Client,
 	})
 }
 
-// PaymentWebhookDrainArgs is the periodic River job that calls PaymentWebhook's Drain, one at a time across workers: effects owed by a worker that died are performed by the fleet.
+// PaymentWebhookDrainArgs is the periodic River job that calls PaymentWebhook's Drain, one at a time
+// across workers: the fleet performs the effects a worker that died still owed.
 type PaymentWebhookDrainArgs struct{}
 
 // Kind is the River job kind.

@@ -46,8 +46,9 @@ func riverJob(f *jen.File, j *model.Job) {
 	f.ImportName(idemriverPkg, "idemriver")
 	if j.Source == model.SourceNone {
 		name := unitArgsName(j)
-		f.Commentf("%s is the River job of one handed-in %s unit (kind %q). River keeps it unique", name, j.Name, j.River.Kind)
-		f.Comment("by Key, the unit's idempotency key, while it is queued, running or completed.")
+		f.Commentf("%s is the River job of one handed-in %s unit, kind %q.", name, j.Name, j.River.Kind)
+		f.Comment("River keeps it unique by Key, the unit's idempotency key, while it is queued,")
+		f.Comment("running or completed.")
 		f.Type().Id(name).Struct(
 			jen.Id("Key").String().Tag(map[string]string{"json": "key", "river": "unique"}),
 			jen.Id("Unit").Id(j.Unit.GoName).Tag(map[string]string{"json": "unit"}),
@@ -78,10 +79,12 @@ func riverJob(f *jen.File, j *model.Job) {
 		)
 	} else {
 		periodicArgs(f, runArgsName(j), j.River.Kind+".run", j.River.Queue,
-			fmt.Sprintf("the periodic River job that calls %s's Run every %s, one run at a time across workers", j.GoName, j.River.Every))
+			fmt.Sprintf("the periodic River job that calls %s's Run every %s,", j.GoName, j.River.Every),
+			"one run at a time across workers.")
 	}
 	periodicArgs(f, drainArgsName(j), j.River.Kind+".drain", j.River.Queue,
-		fmt.Sprintf("the periodic River job that calls %s's Drain, one at a time across workers: effects owed by a worker that died are performed by the fleet", j.GoName))
+		fmt.Sprintf("the periodic River job that calls %s's Drain, one at a time", j.GoName),
+		"across workers: the fleet performs the effects a worker that died still owed.")
 }
 
 // kindMethod emits func (T) Kind() string { return "kind" }.
@@ -90,9 +93,11 @@ func kindMethod(f *jen.File, typ, kind string) {
 	f.Func().Params(jen.Id(typ)).Id("Kind").Params().String().Block(jen.Return(jen.Lit(kind)))
 }
 
-// periodicArgs emits an empty args type, its kind and its queue.
-func periodicArgs(f *jen.File, name, kind, queue, doc string) {
-	f.Commentf("%s is %s.", name, doc)
+// periodicArgs emits an empty args type, its kind and its queue; doc is
+// its comment's two lines.
+func periodicArgs(f *jen.File, name, kind, queue, doc, doc2 string) {
+	f.Commentf("%s is %s", name, doc)
+	f.Comment(doc2)
 	f.Type().Id(name).Struct()
 	kindMethod(f, name, kind)
 	f.Commentf("InsertOpts puts it on queue %q.", queue)

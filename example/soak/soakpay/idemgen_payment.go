@@ -150,8 +150,9 @@ func (j *PaymentJob) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Payment)
 	return j.e.ProcessPgTx(ctx, tx, units)
 }
 
-// PaymentJobArgs is the River job of one handed-in payment unit (kind "soakpay.payment"). River keeps it unique
-// by Key, the unit's idempotency key, while it is queued, running or completed.
+// PaymentJobArgs is the River job of one handed-in payment unit, kind "soakpay.payment".
+// River keeps it unique by Key, the unit's idempotency key, while it is queued,
+// running or completed.
 type PaymentJobArgs struct {
 	Key  string  `json:"key" river:"unique"`
 	Unit Payment `json:"unit"`
@@ -185,7 +186,8 @@ func (j *PaymentJob) InsertTx(ctx context.Context, client *idemriver.Client, tx 
 	})
 }
 
-// PaymentJobDrainArgs is the periodic River job that calls PaymentJob's Drain, one at a time across workers: effects owed by a worker that died are performed by the fleet.
+// PaymentJobDrainArgs is the periodic River job that calls PaymentJob's Drain, one at a time
+// across workers: the fleet performs the effects a worker that died still owed.
 type PaymentJobDrainArgs struct{}
 
 // Kind is the River job kind.
