@@ -297,7 +297,11 @@ func (e *Engine[U]) writeRound(ctx context.Context, q Querier, round []*item[U])
 			return err
 		}
 	}
-	return e.reserve(ctx, q, live, now)
+	if err := e.reserve(ctx, q, live, now); err != nil {
+		return err
+	}
+	// A failure here names no unit, as a failed set-based statement does.
+	return e.hit(ctx, PointBatchWritten, "")
 }
 
 // write runs the destination write: one statement for the batch where the

@@ -265,6 +265,7 @@ const (
 	PointRunStart         CrashPoint = "run.start"
 	PointBatchStart       CrashPoint = "batch.start"
 	PointUnitStart        CrashPoint = "unit.start"
+	PointBatchWritten     CrashPoint = "batch.written" // a round of a batch's statements ran, in its transaction
 	PointUnitBeforeCommit CrashPoint = "unit.commit.before"
 	PointUnitAfterCommit  CrashPoint = "unit.commit.after"
 	PointEffectClaimed    CrashPoint = "effect.claim.after"

@@ -718,7 +718,7 @@ func simInTx[U any](job *Job[U], h simHit) bool {
 	switch h.p {
 	case pointSQLBefore, pointSQLAfter:
 		return strings.HasPrefix(h.detail, "tx ") || (h.p == pointSQLBefore && h.detail == "COMMIT")
-	case idem.PointUnitStart, idem.PointUnitBeforeCommit:
+	case idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit:
 		return true // a batch's units start and end inside its transaction
 	}
 	return job.Stage && (h.p == idem.PointProgressBefore || h.p == idem.PointProgressAfter)

@@ -803,13 +803,12 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 			}
 		}
 	}
-	// stmtfail@k: a statement inside a batch's transaction fails without
-	// naming a unit (SQLite runs a batch's statements one by one; the
-	// PostgreSQL tracer cannot fail one). The batch is halved down to the
-	// failing statement, and every good unit must still be written.
+	// stmtfail@k: a batch's statements fail without naming a unit, as a
+	// set-based statement does: the batch is halved down to the failure,
+	// and every good unit must still be written.
 	stmtFails := 0
 	for k, h := range trace[:firstPhase] {
-		if h.p == pointSQLBefore && strings.HasPrefix(strings.ToLower(h.detail), "tx insert") && stmtFails < 4 {
+		if h.p == idem.PointBatchWritten && stmtFails < 4 {
 			add(at("stmtfail", k))
 			stmtFails++
 		}
