@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // call is one effect key to perform, or whose ledger outcome to report.
@@ -20,6 +21,8 @@ type call[U any] struct {
 	unitKey string
 	res     EffectResult
 	known   bool // res is what the ledger says: nothing to perform
+	// leaseUntil is when this worker's claim on the key runs out.
+	leaseUntil time.Time
 }
 
 // performOwed performs what the batch's written units owe, and reports
@@ -103,21 +106,35 @@ func (e *Engine[U]) performAll(ctx context.Context, calls []*call[U], rep *Repor
 	}
 }
 
-// runCalls performs distinct keys, at most the effect concurrency at once.
+// runCalls performs distinct keys: one claim per effect for all of them,
+// then the provider calls, at most the effect concurrency at once, each
+// recorded as it finishes (calls that finish together share a statement).
 func (e *Engine[U]) runCalls(ctx context.Context, run []*call[U]) {
+	if len(run) == 0 {
+		return
+	}
+	claimed := e.claimAll(ctx, run)
+	rec := &recorder{write: func(ctx context.Context, keys []string, results [][]byte) (done map[string]bool, err error) {
+		// One transaction: one commit on SQLite, whatever the group's size.
+		err = e.st.InTx(ctx, func(q Querier) (err error) {
+			done, err = q.CompleteMany(ctx, keys, results, e.opt.owner, e.opt.now())
+			return err
+		})
+		return done, err
+	}}
 	do := func(c *call[U]) {
 		log := e.opt.log.With(slog.String("job", e.def.Name), slog.String("key", c.unitKey))
-		c.res = e.perform(ctx, c.fx, c.key, c.u, log)
+		c.res = e.perform(ctx, c.fx, c.key, c.u, c.leaseUntil, rec, log)
 	}
-	if e.opt.effectConcurrency <= 1 || len(run) <= 1 {
-		for _, c := range run {
+	if e.opt.effectConcurrency <= 1 || len(claimed) <= 1 {
+		for _, c := range claimed {
 			do(c)
 		}
 		return
 	}
 	slots := make(chan struct{}, e.opt.effectConcurrency)
 	var wg sync.WaitGroup
-	for _, c := range run {
+	for _, c := range claimed {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
@@ -125,4 +142,97 @@ func (e *Engine[U]) runCalls(ctx context.Context, run []*call[U]) {
 		})
 	}
 	wg.Wait()
+}
+
+// claimAll takes the leases of run's keys, one statement per effect (each
+// has its own lease), on the database's clock. A key not claimed is
+// reported as the ledger has it: done, parked, or leased by another worker.
+func (e *Engine[U]) claimAll(ctx context.Context, run []*call[U]) []*call[U] {
+	var claimed []*call[U]
+	now, clockErr := e.leaseNow(ctx)
+	for _, fx := range e.def.Effects {
+		var keys []string
+		for _, c := range run {
+			if c.fx.Name == fx.Name {
+				keys = append(keys, c.key)
+			}
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		until := now.Add(fx.Lease)
+		got, err := map[string]bool(nil), clockErr
+		if err == nil {
+			err = e.st.InTx(ctx, func(q Querier) (err error) {
+				got, err = q.ClaimMany(ctx, keys, e.opt.owner, now, until)
+				return err
+			})
+		}
+		for _, c := range run {
+			switch {
+			case c.fx.Name != fx.Name:
+			case err != nil:
+				c.res = EffectResult{Effect: fx.Name, Key: c.key, Outcome: EffectFailed,
+					Err: fmt.Errorf("effect %q key %q: %w: claim: %w", fx.Name, c.key, ErrEffectFailed, err)}
+				e.opt.log.Warn("idemgen: effect claim failed", slog.String("job", e.def.Name), slog.String("effect_key", c.key), slog.Any("err", err))
+			case got[c.key]:
+				c.leaseUntil = until
+				claimed = append(claimed, c)
+			default:
+				c.res = e.ledgerOutcome(ctx, fx, c.key)
+			}
+		}
+	}
+	return claimed
+}
+
+// recorder records done effects in groups: a call that finishes while a
+// group is being written joins the next one, so concurrent calls share
+// statements and a lone call is recorded at once.
+type recorder struct {
+	write   func(ctx context.Context, keys []string, results [][]byte) (map[string]bool, error)
+	mu      sync.Mutex
+	pending []*completion
+	busy    bool
+}
+
+type completion struct {
+	key    string
+	result []byte
+	ok     bool
+	err    error
+	done   chan struct{}
+}
+
+// complete records key done with result, fenced by this worker's lease: it
+// reports false when another worker took the lease over.
+func (r *recorder) complete(ctx context.Context, key string, result []byte) (bool, error) {
+	c := &completion{key: key, result: result, done: make(chan struct{})}
+	r.mu.Lock()
+	r.pending = append(r.pending, c)
+	if r.busy {
+		r.mu.Unlock()
+		<-c.done
+		return c.ok, c.err
+	}
+	r.busy = true
+	for len(r.pending) > 0 {
+		group := r.pending
+		r.pending = nil
+		r.mu.Unlock()
+		keys := make([]string, len(group))
+		results := make([][]byte, len(group))
+		for i, g := range group {
+			keys[i], results[i] = g.key, g.result
+		}
+		ok, err := r.write(context.WithoutCancel(ctx), keys, results)
+		for _, g := range group {
+			g.ok, g.err = ok[g.key], err
+			close(g.done)
+		}
+		r.mu.Lock()
+	}
+	r.busy = false
+	r.mu.Unlock()
+	return c.ok, c.err
 }

@@ -313,6 +313,11 @@ type Querier interface {
 	Decided(ctx context.Context, job, effect string, unitKeys []string, version int32) (map[string]bool, error)
 	Claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error)
 	Complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error)
+	// ClaimMany is Claim for a batch of keys: the keys it leased.
+	ClaimMany(ctx context.Context, keys []string, owner string, now, until time.Time) (map[string]bool, error)
+	// CompleteMany is Complete for a batch (results in parallel with keys):
+	// the keys it recorded, those still leased by owner.
+	CompleteMany(ctx context.Context, keys []string, results [][]byte, owner string, now time.Time) (map[string]bool, error)
 	Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (state string, err error)
 	Effect(ctx context.Context, key string) (LedgerRow, bool, error)
 	// Effects is Effect for a batch: the rows found (state, result and last
@@ -449,26 +454,12 @@ func (e *Engine[U]) payload(u U) ([]byte, error) {
 	return b, nil
 }
 
-// perform runs one reserved effect: claim its lease, call the provider with
-// the key, record the result. A key with no reservation is not owed.
-// It is safe to run concurrently for distinct keys.
-func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, log *slog.Logger) (er EffectResult) {
+// perform runs one reserved effect this worker has claimed until
+// leaseUntil (claimAll): call the provider with the key, record the result
+// through rec. It is safe to run concurrently for distinct keys.
+func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, leaseUntil time.Time, rec *recorder, log *slog.Logger) (er EffectResult) {
 	er = EffectResult{Effect: fx.Name, Key: key}
 	log = log.With(slog.String("effect", fx.Name), slog.String("effect_key", key))
-	now, err := e.leaseNow(ctx)
-	leaseUntil := now.Add(fx.Lease)
-	claimed := false
-	if err == nil {
-		claimed, err = e.st.Auto().Claim(ctx, key, e.opt.owner, now, leaseUntil)
-	}
-	if err != nil {
-		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: claim: %w", fx.Name, key, ErrEffectFailed, err)
-		log.Warn("idemgen: effect claim failed", slog.Any("err", err))
-		return er
-	}
-	if !claimed {
-		return e.ledgerOutcome(ctx, fx, key)
-	}
 	if obs := e.opt.observer; obs != nil {
 		ctx = obs.CallStart(ctx, e.def.Name, fx.Name, key, e.def.KeyOf(u))
 		defer func(start time.Time) { obs.CallEnd(ctx, e.def.Name, er, time.Since(start)) }(time.Now())
@@ -496,7 +487,7 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	if !fx.KeepResult {
 		result = nil
 	}
-	ok, err := e.st.Auto().Complete(ctx, key, e.opt.owner, result, e.opt.now())
+	ok, err := rec.complete(ctx, key, result)
 	if err != nil {
 		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: record done: %w", fx.Name, key, ErrEffectFailed, err)
 		log.Warn("idemgen: effect performed but not recorded; it will be retried with the same key", slog.Any("err", err))

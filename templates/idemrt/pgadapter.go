@@ -112,6 +112,24 @@ func (q pgQuerier) Complete(ctx context.Context, key, owner string, result []byt
 	return n == 1, err
 }
 
+func (q pgQuerier) ClaimMany(ctx context.Context, keys []string, owner string, now, until time.Time) (map[string]bool, error) {
+	ks, err := q.q.ClaimEffects(ctx, pgdb.ClaimEffectsParams{Owner: &owner, LeaseUntil: &until, Now: now, EffectKeys: keys})
+	return keySet(ks), err
+}
+
+func (q pgQuerier) CompleteMany(ctx context.Context, keys []string, results [][]byte, owner string, now time.Time) (map[string]bool, error) {
+	ks, err := q.q.CompleteEffects(ctx, pgdb.CompleteEffectsParams{Now: &now, EffectKeys: keys, Results: results, Owner: &owner})
+	return keySet(ks), err
+}
+
+func keySet(keys []string) map[string]bool {
+	set := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		set[k] = true
+	}
+	return set
+}
+
 func (q pgQuerier) Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (string, error) {
 	state, err := q.q.ReleaseEffect(ctx, pgdb.ReleaseEffectParams{MaxAttempts: maxAttempts, Park: park, LastError: &lastErr, UpdatedAt: now, EffectKey: key, Owner: &owner})
 	if idem.PgNoRows(err) {

@@ -135,6 +135,30 @@ func (q sqliteQuerier) Complete(ctx context.Context, key, owner string, result [
 	return n == 1, err
 }
 
+func (q sqliteQuerier) ClaimMany(ctx context.Context, keys []string, owner string, now, until time.Time) (map[string]bool, error) {
+	claimed := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		ok, err := q.Claim(ctx, k, owner, now, until)
+		if err != nil {
+			return nil, err
+		}
+		claimed[k] = ok
+	}
+	return claimed, nil
+}
+
+func (q sqliteQuerier) CompleteMany(ctx context.Context, keys []string, results [][]byte, owner string, now time.Time) (map[string]bool, error) {
+	done := make(map[string]bool, len(keys))
+	for i, k := range keys {
+		ok, err := q.Complete(ctx, k, owner, results[i], now)
+		if err != nil {
+			return nil, err
+		}
+		done[k] = ok
+	}
+	return done, nil
+}
+
 func (q sqliteQuerier) Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (string, error) {
 	state, err := q.q.ReleaseEffect(ctx, sqlitedb.ReleaseEffectParams{MaxAttempts: int64(maxAttempts), Park: park, LastError: nullText(lastErr), UpdatedAt: idem.SQLiteTime(now), EffectKey: key, Owner: nullText(owner)})
 	if idem.SQLiteNoRows(err) {

@@ -67,6 +67,21 @@ SELECT unnest(@effect_keys::text[]), @job::text, @effect::text, @effect_version:
     unnest(@unit_keys::text[]), unnest(@payloads::bytea[]), 'pending', 0, @now::timestamptz, @now::timestamptz
 ON CONFLICT (effect_key) DO NOTHING;
 
+-- name: ClaimEffects :many
+-- ClaimEffect for a batch of keys: the keys leased come back.
+UPDATE benchjobs_idem_ledger
+SET lease_owner = @owner, lease_until = @lease_until, attempts = attempts + 1, updated_at = @now
+WHERE effect_key = ANY(@effect_keys::text[]) AND state = 'pending' AND (lease_until IS NULL OR lease_until < @now)
+RETURNING effect_key;
+
+-- name: CompleteEffects :many
+-- CompleteEffect for a batch, fenced by the lease owner: the keys recorded come back.
+UPDATE benchjobs_idem_ledger AS l
+SET state = 'done', result = d.result, lease_until = NULL, done_at = @now, updated_at = @now
+FROM (SELECT unnest(@effect_keys::text[]) AS effect_key, unnest(@results::bytea[]) AS result) AS d
+WHERE l.effect_key = d.effect_key AND l.lease_owner = @owner AND l.state = 'pending'
+RETURNING l.effect_key;
+
 -- name: GetEffects :many
 SELECT effect_key, state, result, last_error FROM benchjobs_idem_ledger WHERE effect_key = ANY(@effect_keys::text[]);
 

@@ -36,6 +36,46 @@ func (q *Queries) ClaimEffect(ctx context.Context, arg ClaimEffectParams) (int64
 	return result.RowsAffected(), nil
 }
 
+const claimEffects = `-- name: ClaimEffects :many
+UPDATE bump_ledger
+SET lease_owner = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3
+WHERE effect_key = ANY($4::text[]) AND state = 'pending' AND (lease_until IS NULL OR lease_until < $3)
+RETURNING effect_key
+`
+
+type ClaimEffectsParams struct {
+	Owner      *string
+	LeaseUntil *time.Time
+	Now        time.Time
+	EffectKeys []string
+}
+
+// ClaimEffect for a batch of keys: the keys leased come back.
+func (q *Queries) ClaimEffects(ctx context.Context, arg ClaimEffectsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, claimEffects,
+		arg.Owner,
+		arg.LeaseUntil,
+		arg.Now,
+		arg.EffectKeys,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var effect_key string
+		if err := rows.Scan(&effect_key); err != nil {
+			return nil, err
+		}
+		items = append(items, effect_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const clearUnitFailure = `-- name: ClearUnitFailure :exec
 DELETE FROM bump_parked WHERE job = $1 AND unit_key = $2
 `
@@ -77,6 +117,47 @@ func (q *Queries) CompleteEffect(ctx context.Context, arg CompleteEffectParams) 
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const completeEffects = `-- name: CompleteEffects :many
+UPDATE bump_ledger AS l
+SET state = 'done', result = d.result, lease_until = NULL, done_at = $1, updated_at = $1
+FROM (SELECT unnest($3::text[]) AS effect_key, unnest($4::bytea[]) AS result) AS d
+WHERE l.effect_key = d.effect_key AND l.lease_owner = $2 AND l.state = 'pending'
+RETURNING l.effect_key
+`
+
+type CompleteEffectsParams struct {
+	Now        *time.Time
+	Owner      *string
+	EffectKeys []string
+	Results    [][]byte
+}
+
+// CompleteEffect for a batch, fenced by the lease owner: the keys recorded come back.
+func (q *Queries) CompleteEffects(ctx context.Context, arg CompleteEffectsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, completeEffects,
+		arg.Now,
+		arg.Owner,
+		arg.EffectKeys,
+		arg.Results,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var effect_key string
+		if err := rows.Scan(&effect_key); err != nil {
+			return nil, err
+		}
+		items = append(items, effect_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const countBacklog = `-- name: CountBacklog :one
