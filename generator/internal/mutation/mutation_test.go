@@ -50,16 +50,17 @@ type mutantTarget struct {
 const (
 	// Files of the runtime package, relative to the repository root: a
 	// mutant there is seen by every package that imports it.
-	engineFile = "idem/engine.go"
-	batchFile  = "idem/batch.go"
-	keysFile   = "idem/keys.go"
-	sqliteSQL  = "internal/sqlitedb/queries.sql.go"
-	pgSQL      = "internal/pgdb/queries.sql.go"
-	syncTest   = "TestCrashSimInvoiceSync"
-	hookTest   = "TestCrashSimPaymentWebhook"
-	cursorTest = "TestCrashSimEventImport"
-	priceTest  = "TestCrashSimPriceSync"
-	stageTest  = "TestCrashSimLedgerImport"
+	engineFile  = "idem/engine.go"
+	batchFile   = "idem/batch.go"
+	effectsFile = "idem/effects.go"
+	keysFile    = "idem/keys.go"
+	sqliteSQL   = "internal/sqlitedb/queries.sql.go"
+	pgSQL       = "internal/pgdb/queries.sql.go"
+	syncTest    = "TestCrashSimInvoiceSync"
+	hookTest    = "TestCrashSimPaymentWebhook"
+	cursorTest  = "TestCrashSimEventImport"
+	priceTest   = "TestCrashSimPriceSync"
+	stageTest   = "TestCrashSimLedgerImport"
 )
 
 var targets = []mutantTarget{
@@ -159,17 +160,18 @@ var exampleMutants = []mutant{
 		`\t\tit\.outcome = o\n`, "\t\tlast := items[len(items)-1]\n\t\tlast.outcome, it.outcome = o, last.outcome\n")},
 	{name: "outcomes mis-assigned within a batch (PostgreSQL)", test: syncTest, db: "postgres", edits: edit("idem/postgres.go",
 		`if w, ok := written\[k\]; ok \{`, "if w, ok := written[keys[(i+1)%len(keys)]]; ok && k != \"\" {")},
-	{name: "provider called without reading the ledger", test: syncTest, edits: edit(engineFile,
-		`claimed, err = e\.st\.Auto\(\)\.Claim\(ctx, key, e\.opt\.owner, now, leaseUntil\)`,
-		"_, _ = e.st.Auto().Claim(ctx, key, e.opt.owner, now, leaseUntil)\n\t\tclaimed, err = true, error(nil)")},
+	{name: "provider called without reading the ledger", test: syncTest, edits: edit(effectsFile,
+		`case got\[c\.key\]:`, "case true:")},
 	{name: "lease without a fencing check", test: syncTest, edits: edit(engineFile,
 		`if now, err := e\.leaseNow\(ctx\); err != nil \|\| !now\.Before\(leaseUntil\) \{`, "if false {")},
 	{name: "claim steals a live lease", test: syncTest, edits: edit(sqliteSQL,
 		`AND state = 'pending' AND \(lease_until IS NULL OR lease_until < \?5\)`, "AND state = 'pending'")},
 	{name: "claim steals a live lease (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
-		`AND state = 'pending' AND \(lease_until IS NULL OR lease_until < \$5\)`, "AND state = 'pending'")},
+		`AND state = 'pending' AND \(lease_until IS NULL OR lease_until < \$3\)`, "AND state = 'pending'")},
 	{name: "completion without the lease owner's fence", test: syncTest, edits: edit(sqliteSQL,
 		`WHERE effect_key = \?4 AND lease_owner = \?5 AND state = 'pending'`, "WHERE effect_key = ?4 AND state = 'pending' AND ?5 IS NOT NULL")},
+	{name: "completion without the lease owner's fence (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
+		`WHERE l\.effect_key = d\.effect_key AND l\.lease_owner = \$2 AND`, "WHERE l.effect_key = d.effect_key AND $2::text IS NOT NULL AND")},
 	{name: "release without the lease owner's fence", test: syncTest, edits: edit(sqliteSQL,
 		`WHERE effect_key = \?5 AND lease_owner = \?6\n`, "WHERE effect_key = ?5 AND ?6 IS NOT NULL\n")},
 	{name: "attempts counter never incremented", test: syncTest, edits: edit(sqliteSQL,
