@@ -102,17 +102,30 @@ func (e *Engine[U]) prepare(units []U, rep *Report) []*item[U] {
 		if e.def.CheckKey != nil {
 			err = e.def.CheckKey(u)
 		}
-		if err == nil {
-			it.payload, err = e.payload(u)
+		// A job without effects or handed-in keys needs the payload only
+		// for a key found in the parked table.
+		if err == nil && (e.def.CheckSeen || len(e.def.Effects) > 0) {
+			err = e.encode(it)
 		}
 		if err != nil {
 			e.failItem(it, OutcomeFailed, err, rep)
-			continue
 		}
-		sum := sha256.Sum256(it.payload)
-		it.hash = sum[:]
 	}
 	return items
+}
+
+// encode fills in the unit's payload and its hash, once.
+func (e *Engine[U]) encode(it *item[U]) error {
+	if it.payload != nil {
+		return nil
+	}
+	p, err := e.payload(it.u)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(p)
+	it.payload, it.hash = p, sum[:]
+	return nil
 }
 
 // commit writes the items not yet ended in one transaction and ends them.
@@ -253,9 +266,14 @@ func (e *Engine[U]) writeRound(ctx context.Context, q Querier, round []*item[U])
 	live := make([]*item[U], 0, len(round))
 	for _, it := range round {
 		if f, ok := parked[it.key]; ok {
-			if f.State == UnitStateParked && bytes.Equal(f.Hash, it.hash) {
-				it.outcome = OutcomeParked
-				continue
+			if f.State == UnitStateParked {
+				if err := e.encode(it); err != nil {
+					return &unitFault[U]{it, err}
+				}
+				if bytes.Equal(f.Hash, it.hash) {
+					it.outcome = OutcomeParked
+					continue
+				}
 			}
 			if err := q.ClearUnitFailure(ctx, e.def.Name, it.key); err != nil {
 				return &unitFault[U]{it, fmt.Errorf("clear parked unit: %w", err)}

@@ -26,6 +26,8 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,6 +47,8 @@ type config struct {
 	db                       string
 	effectsN                 int
 	mem                      bool
+	only                     []string // measurements to run; empty: all
+	cpuProfile               string   // file prefix of per-measurement CPU profiles
 	memRows                  []int
 	genJobs, genRuns         int
 	noGen                    bool
@@ -69,12 +73,19 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.genJobs, "gen-jobs", 50, "jobs in the spec of the generation measurement")
 	fs.IntVar(&cfg.genRuns, "gen-runs", 5, "timed runs of idemgen and of sqlc (the median counts)")
 	fs.BoolVar(&cfg.noGen, "no-gen", false, "skip the generation measurement (it builds idemgen and sqlc)")
+	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen); the ratios need all")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of each measurement to PREFIX.<measurement>.pprof")
 	fs.IntVar(&cfg.childCopyJob, childFlag, 0, "internal: peak-memory child mode")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for f := range strings.SplitSeq(*only, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			cfg.only = append(cfg.only, f)
+		}
 	}
 	for f := range strings.SplitSeq(*memRows, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -192,8 +203,24 @@ func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
 		}{"gen", func() (err error) { res.gen, err = measureGenerate(ctx, cfg); return err }})
 	}
 	for _, s := range steps {
+		if len(cfg.only) > 0 && !slices.Contains(cfg.only, s.name) {
+			continue
+		}
+		if cfg.cpuProfile != "" {
+			f, err := os.Create(cfg.cpuProfile + "." + s.name + ".pprof")
+			if err != nil {
+				return res, err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return res, err
+			}
+		}
 		start := time.Now()
-		if err := s.fn(); err != nil {
+		err := s.fn()
+		if cfg.cpuProfile != "" {
+			pprof.StopCPUProfile()
+		}
+		if err != nil {
 			return res, fmt.Errorf("%s: %w", s.name, err)
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s done in %v\n", s.name, time.Since(start).Round(time.Millisecond))

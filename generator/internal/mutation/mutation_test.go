@@ -191,7 +191,7 @@ var exampleMutants = []mutant{
 	{name: "same key, different payload silently deduped", test: hookTest, edits: edit(batchFile,
 		`case !bytes\.Equal\(prev, it\.hash\):`, "case false && !bytes.Equal(prev, it.hash):")},
 	{name: "payload hash over only part of the unit", test: hookTest, edits: edit(batchFile,
-		`sum := sha256\.Sum256\(it\.payload\)`, "sum := sha256.Sum256(it.payload[:len(it.payload)/2])")},
+		`sum := sha256\.Sum256\(p\)`, "sum := sha256.Sum256(p[:len(p)/2])")},
 	{name: "effect key built from a non-identity field", test: hookTest, edits: edit("idemgen_payment_webhook.go",
 		`return "receipt:v1:" \+ u\.EventID`, `return "receipt:v1:" + u.InvoiceID`)},
 	{name: "a permanent failure retried like any other", test: syncTest, edits: edit(sqliteSQL,
