@@ -75,6 +75,9 @@ func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect b
 		}
 		n := min(len(units), e.opt.batchSize)
 		items := e.prepare(units[:n], rep)
+		if err := e.hit(ctx, PointBatchBegin, items[0].key); err != nil {
+			return res, err
+		}
 		e.commit(ctx, items, rep)
 		e.performOwed(ctx, items, rep)
 		for _, it := range items {
@@ -422,6 +425,9 @@ func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, col
 	}
 	items := e.prepare(units, rep)
 	live := slices.DeleteFunc(slices.Clone(items), func(it *item[U]) bool { return it.done })
+	if err := e.hit(ctx, PointBatchBegin, ""); err != nil {
+		return applied{}, err
+	}
 	err = e.st.InTx(ctx, func(q Querier) error {
 		for chunk := range slices.Chunk(live, e.opt.batchSize) {
 			if err := e.writeBatch(ctx, q, chunk); err != nil {

@@ -264,6 +264,7 @@ type CrashPoint string
 const (
 	PointRunStart         CrashPoint = "run.start"
 	PointBatchStart       CrashPoint = "batch.start"
+	PointBatchBegin       CrashPoint = "batch.begin" // a batch's units are in hand, its transaction not begun
 	PointUnitStart        CrashPoint = "unit.start"
 	PointBatchWritten     CrashPoint = "batch.written" // a round of a batch's statements ran, in its transaction
 	PointUnitBeforeCommit CrashPoint = "unit.commit.before"

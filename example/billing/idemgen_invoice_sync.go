@@ -209,4 +209,4 @@ func (InvoiceSyncDrainArgs) InsertOpts() river.InsertOpts {
 }
 
 // invoiceSyncCrashPoints are the durable boundaries of the invoice_sync job, where the crash tests stop it.
-var invoiceSyncCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var invoiceSyncCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}

@@ -218,4 +218,4 @@ func (PaymentWebhookDrainArgs) InsertOpts() river.InsertOpts {
 }
 
 // paymentWebhookCrashPoints are the durable boundaries of the payment_webhook job, where the crash tests stop it.
-var paymentWebhookCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var paymentWebhookCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}

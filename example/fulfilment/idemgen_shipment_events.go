@@ -164,4 +164,4 @@ func (j *ShipmentEvents) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...
 }
 
 // shipmentEventsCrashPoints are the durable boundaries of the shipment_events job, where the crash tests stop it.
-var shipmentEventsCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var shipmentEventsCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}

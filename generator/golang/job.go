@@ -328,7 +328,7 @@ func crashPoints(f *jen.File, j *model.Job) {
 	if j.Source != model.SourceNone {
 		points = append(points, "PointBatchStart")
 	}
-	points = append(points, "PointUnitStart", "PointBatchWritten", "PointUnitBeforeCommit", "PointUnitAfterCommit")
+	points = append(points, "PointBatchBegin", "PointUnitStart", "PointBatchWritten", "PointUnitBeforeCommit", "PointUnitAfterCommit")
 	if len(j.Effects) > 0 {
 		points = append(points, "PointEffectClaimed", "PointEffectBeforeCall", "PointEffectAfterCall", "PointEffectRecorded")
 	}

@@ -1041,8 +1041,9 @@ func (r *simRun[U]) interlude(phase int, a *simTask) {
 			b.finish()
 		}
 	case "livelease":
-		// A holds a live lease; B must leave the effect alone.
-		b := r.start(phase, workDrain, nil)
+		// A holds a live lease; B, running the same phase, must leave the
+		// effect alone (its claim is refused; the provider is not called).
+		b := r.start(phase, workPhase, nil) // a whole run: it meets the leased effect and must leave it
 		b.wait()
 		a.finish()
 	default:

@@ -139,4 +139,4 @@ func (j *CopyJob) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // copyJobCrashPoints are the durable boundaries of the copy_job job, where the crash tests stop it.
-var copyJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}
+var copyJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}

@@ -177,4 +177,4 @@ func (j *FxJob) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // fxJobCrashPoints are the durable boundaries of the fx_job job, where the crash tests stop it.
-var fxJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var fxJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}

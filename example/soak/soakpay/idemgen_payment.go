@@ -201,4 +201,4 @@ func (PaymentJobDrainArgs) InsertOpts() river.InsertOpts {
 }
 
 // paymentJobCrashPoints are the durable boundaries of the payment job, where the crash tests stop it.
-var paymentJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var paymentJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}

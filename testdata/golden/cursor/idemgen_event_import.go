@@ -158,4 +158,4 @@ func (j *EventImport) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // eventImportCrashPoints are the durable boundaries of the event_import job, where the crash tests stop it.
-var eventImportCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var eventImportCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}

@@ -142,4 +142,4 @@ func (j *MessageAckJob) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...M
 }
 
 // messageAckJobCrashPoints are the durable boundaries of the message_ack job, where the crash tests stop it.
-var messageAckJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var messageAckJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}

@@ -108,4 +108,4 @@ func (j *DeviceRegister) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Devi
 }
 
 // deviceRegisterCrashPoints are the durable boundaries of the device_register job, where the crash tests stop it.
-var deviceRegisterCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit}
+var deviceRegisterCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit}

@@ -215,4 +215,4 @@ func (j *PriceSync) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // priceSyncCrashPoints are the durable boundaries of the price_sync job, where the crash tests stop it.
-var priceSyncCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var priceSyncCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}

@@ -120,4 +120,4 @@ func (j *TagCollect) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // tagCollectCrashPoints are the durable boundaries of the tag_collect job, where the crash tests stop it.
-var tagCollectCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}
+var tagCollectCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}

@@ -178,4 +178,4 @@ func (j *LedgerImport) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // ledgerImportCrashPoints are the durable boundaries of the ledger_import job, where the crash tests stop it.
-var ledgerImportCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var ledgerImportCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}

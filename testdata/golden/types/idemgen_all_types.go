@@ -160,4 +160,4 @@ func (j *AllTypes) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // allTypesCrashPoints are the durable boundaries of the all_types job, where the crash tests stop it.
-var allTypesCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}
+var allTypesCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}
