@@ -622,9 +622,11 @@ func (e *Engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), r
 func (e *Engine[U]) runWindow(ctx context.Context, w Window, save bool,
 	fetch func(ctx context.Context, w Window, page string) ([]U, string, error),
 	markOf func(U) time.Time, rep *Report) error {
+	if e.def.Stage {
+		return e.streamStaged(ctx, w, save, fetch, rep)
+	}
 	page := ""
 	var oldestFailed time.Time
-	var staged []U
 	for n := 0; n < e.opt.maxPages; n++ {
 		if err := e.hit(ctx, PointBatchStart, page); err != nil {
 			return err
@@ -633,29 +635,17 @@ func (e *Engine[U]) runWindow(ctx context.Context, w Window, save bool,
 		if err != nil {
 			return fmt.Errorf("job %q: fetch window %s..%s: %w", e.def.Name, w.Since.Format(time.RFC3339), w.Until.Format(time.RFC3339), err)
 		}
-		if e.def.Stage {
-			staged = append(staged, units...)
-		} else {
-			res, err := e.apply(ctx, units, rep, false, markOf)
-			if err != nil {
-				return err
-			}
-			if res.failed > 0 && (oldestFailed.IsZero() || res.oldestFailed.Before(oldestFailed)) {
-				oldestFailed = res.oldestFailed
-			}
+		res, err := e.apply(ctx, units, rep, false, markOf)
+		if err != nil {
+			return err
+		}
+		if res.failed > 0 && (oldestFailed.IsZero() || res.oldestFailed.Before(oldestFailed)) {
+			oldestFailed = res.oldestFailed
 		}
 		if next == "" || next == page {
 			break
 		}
 		page = next
-	}
-	if e.def.Stage {
-		var saveMark func(q Querier) error
-		if save {
-			saveMark = func(q Querier) error { return e.saveMark(ctx, q, w.Until) }
-		}
-		_, err := e.applyStaged(ctx, staged, rep, false, saveMark)
-		return err
 	}
 	if !save {
 		return nil

@@ -721,6 +721,9 @@ func simInTx[U any](job *Job[U], h simHit) bool {
 	case idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit:
 		return true // a batch's units start and end inside its transaction
 	}
+	if job.Stage && job.Source == SourceWatermarkName && (h.p == idem.PointBatchStart || h.p == idem.PointBatchBegin) {
+		return true // a staged window is fetched and written inside its transaction
+	}
 	return job.Stage && (h.p == idem.PointProgressBefore || h.p == idem.PointProgressAfter)
 }
 
