@@ -64,13 +64,14 @@ const (
 	cursorTest  = "TestCrashSimEventImport"
 	priceTest   = "TestCrashSimPriceSync"
 	stageTest   = "TestCrashSimLedgerImport"
+	pageTest    = "TestCrashSimPageImport"
 )
 
 var targets = []mutantTarget{
 	{module: ".", pkg: "example/billing", tests: []string{syncTest, hookTest}, mutants: exampleMutants},
 	{module: "testdata", pkg: "golden/cursor", tests: []string{cursorTest}, mutants: cursorMutants},
 	{module: "testdata", pkg: "golden/sha256key", tests: []string{priceTest}, mutants: priceMutants},
-	{module: "testdata", pkg: "golden/staged", tests: []string{stageTest}, mutants: stageMutants},
+	{module: "testdata", pkg: "golden/staged", tests: []string{stageTest, pageTest}, mutants: stageMutants},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
@@ -109,12 +110,13 @@ var priceMutants = []mutant{
 }
 
 var stageMutants = []mutant{
-	{name: "staged progress saved outside the batch's transaction", test: stageTest, edits: edit(batchFile,
+	{name: "staged progress saved outside the window's transaction", test: stageTest, edits: edit(batchFile,
+		`if err := e\.saveMark\(ctx, q, w\.Until\); err != nil \{`, "if err := e.saveMark(ctx, e.st.Auto(), w.Until); err != nil {")},
+	{name: "staged window committed page by page", test: stageTest, edits: edit(batchFile,
+		`\n\t\t\tfor chunk := range slices\.Chunk\(live, e\.opt\.batchSize\) \{\n\t\t\t\tif err := e\.writeBatch\(ctx, q, chunk\); err != nil \{`,
+		"\n\t\t\tfor chunk := range slices.Chunk(live, 1) {\n\t\t\t\tif err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, chunk) }); err != nil {")},
+	{name: "staged page's cursor saved outside its transaction", test: pageTest, edits: edit(batchFile,
 		`if err := save\(q\); err != nil \{`, "if err := save(e.st.Auto()); err != nil {")},
-	{name: "staged batch committed unit by unit", test: stageTest, edits: []mutantEdit{
-		{file: batchFile, old: `range slices\.Chunk\(live, e\.opt\.batchSize\)`, new: "range slices.Chunk(live, 1)"},
-		{file: batchFile, old: `if err := e\.writeBatch\(ctx, q, chunk\); err != nil \{`,
-			new: "if err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, chunk) }); err != nil {"}}},
 }
 
 var exampleMutants = []mutant{
