@@ -23,6 +23,7 @@ type call[U any] struct {
 	known   bool // res is what the ledger says: nothing to perform
 	// leaseUntil is when this worker's claim on the key runs out.
 	leaseUntil time.Time
+	cp         *completion // the call succeeded; recorded ends it
 }
 
 // performOwed performs what the batch's written units owe, and reports
@@ -107,14 +108,20 @@ func (e *Engine[U]) performAll(ctx context.Context, calls []*call[U], rep *Repor
 }
 
 // runCalls performs distinct keys: one claim per effect for all of them,
-// then the provider calls, at most the effect concurrency at once, each
-// recorded as it finishes (calls that finish together share a statement).
+// then the provider calls, at most the effect concurrency at once. A worker
+// hands each result to the recorder and takes the next call; results are
+// written in groups (one at a time when calls run one at a time, so each
+// is recorded before the next call).
 func (e *Engine[U]) runCalls(ctx context.Context, run []*call[U]) {
 	if len(run) == 0 {
 		return
 	}
 	claimed := e.claimAll(ctx, run)
-	rec := &recorder{write: func(ctx context.Context, keys []string, results [][]byte) (done map[string]bool, err error) {
+	group := 1
+	if e.opt.effectConcurrency > 1 {
+		group = max(e.opt.batchSize/4, e.opt.effectConcurrency)
+	}
+	rec := &recorder{group: group, write: func(ctx context.Context, keys []string, results [][]byte) (done map[string]bool, err error) {
 		// One transaction: one commit on SQLite, whatever the group's size.
 		err = e.st.InTx(ctx, func(q Querier) (err error) {
 			done, err = q.CompleteMany(ctx, keys, results, e.opt.owner, e.opt.now())
@@ -124,11 +131,15 @@ func (e *Engine[U]) runCalls(ctx context.Context, run []*call[U]) {
 	}}
 	do := func(c *call[U]) {
 		log := e.opt.log.With(slog.String("job", e.def.Name), slog.String("key", c.unitKey))
-		c.res = e.perform(ctx, c.fx, c.key, c.u, c.leaseUntil, rec, log)
+		c.res, c.cp = e.perform(ctx, c.fx, c.key, c.u, c.leaseUntil, rec, log)
 	}
 	if e.opt.effectConcurrency <= 1 || len(claimed) <= 1 {
 		for _, c := range claimed {
 			do(c)
+			rec.flush(ctx)
+			if c.cp != nil {
+				c.res = e.recorded(c.fx, c.key, c.cp)
+			}
 		}
 		return
 	}
@@ -142,6 +153,12 @@ func (e *Engine[U]) runCalls(ctx context.Context, run []*call[U]) {
 		})
 	}
 	wg.Wait()
+	rec.flush(ctx)
+	for _, c := range claimed {
+		if c.cp != nil {
+			c.res = e.recorded(c.fx, c.key, c.cp)
+		}
+	}
 }
 
 // claimAll takes the leases of run's keys, one statement per effect (each
@@ -186,53 +203,64 @@ func (e *Engine[U]) claimAll(ctx context.Context, run []*call[U]) []*call[U] {
 	return claimed
 }
 
-// recorder records done effects in groups: a call that finishes while a
-// group is being written joins the next one, so concurrent calls share
-// statements and a lone call is recorded at once.
+// recorder writes done effects in groups of up to group, fenced by this
+// worker's leases: a full group is written by the worker that filled it,
+// the rest by flush.
 type recorder struct {
+	group   int
 	write   func(ctx context.Context, keys []string, results [][]byte) (map[string]bool, error)
 	mu      sync.Mutex
 	pending []*completion
-	busy    bool
 }
 
+// completion is one performed effect on its way to the ledger.
 type completion struct {
 	key    string
 	result []byte
-	ok     bool
+	ok     bool // recorded; false: another worker took the lease over
 	err    error
 	done   chan struct{}
+	// what recorded needs to end the call
+	ctx   context.Context
+	start time.Time
+	log   *slog.Logger
 }
 
-// complete records key done with result, fenced by this worker's lease: it
-// reports false when another worker took the lease over.
-func (r *recorder) complete(ctx context.Context, key string, result []byte) (bool, error) {
+func (r *recorder) submit(ctx context.Context, key string, result []byte) *completion {
 	c := &completion{key: key, result: result, done: make(chan struct{})}
 	r.mu.Lock()
 	r.pending = append(r.pending, c)
-	if r.busy {
-		r.mu.Unlock()
-		<-c.done
-		return c.ok, c.err
+	var full []*completion
+	if len(r.pending) >= r.group {
+		full, r.pending = r.pending, nil
 	}
-	r.busy = true
-	for len(r.pending) > 0 {
-		group := r.pending
-		r.pending = nil
-		r.mu.Unlock()
-		keys := make([]string, len(group))
-		results := make([][]byte, len(group))
-		for i, g := range group {
-			keys[i], results[i] = g.key, g.result
-		}
-		ok, err := r.write(context.WithoutCancel(ctx), keys, results)
-		for _, g := range group {
-			g.ok, g.err = ok[g.key], err
-			close(g.done)
-		}
-		r.mu.Lock()
-	}
-	r.busy = false
 	r.mu.Unlock()
-	return c.ok, c.err
+	if full != nil {
+		r.writeGroup(ctx, full)
+	}
+	return c
+}
+
+// flush writes what is pending.
+func (r *recorder) flush(ctx context.Context) {
+	r.mu.Lock()
+	rest := r.pending
+	r.pending = nil
+	r.mu.Unlock()
+	if len(rest) > 0 {
+		r.writeGroup(ctx, rest)
+	}
+}
+
+func (r *recorder) writeGroup(ctx context.Context, group []*completion) {
+	keys := make([]string, len(group))
+	results := make([][]byte, len(group))
+	for i, g := range group {
+		keys[i], results[i] = g.key, g.result
+	}
+	ok, err := r.write(context.WithoutCancel(ctx), keys, results)
+	for _, g := range group {
+		g.ok, g.err = ok[g.key], err
+		close(g.done)
+	}
 }

@@ -456,45 +456,64 @@ func (e *Engine[U]) payload(u U) ([]byte, error) {
 }
 
 // perform runs one reserved effect this worker has claimed until
-// leaseUntil (claimAll): call the provider with the key, record the result
-// through rec. It is safe to run concurrently for distinct keys.
-func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, leaseUntil time.Time, rec *recorder, log *slog.Logger) (er EffectResult) {
+// leaseUntil (claimAll): call the provider with the key, and hand the
+// result to rec, which records it with others (recorded ends it). A call
+// that did not succeed ends here, with no completion. It is safe to run
+// concurrently for distinct keys.
+func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, leaseUntil time.Time, rec *recorder, log *slog.Logger) (er EffectResult, cp *completion) {
 	er = EffectResult{Effect: fx.Name, Key: key}
 	log = log.With(slog.String("effect", fx.Name), slog.String("effect_key", key))
+	start := time.Now()
 	if obs := e.opt.observer; obs != nil {
 		ctx = obs.CallStart(ctx, e.def.Name, fx.Name, key, e.def.KeyOf(u))
-		defer func(start time.Time) { obs.CallEnd(ctx, e.def.Name, er, time.Since(start)) }(time.Now())
+		defer func() {
+			if cp == nil {
+				obs.CallEnd(ctx, e.def.Name, er, time.Since(start))
+			}
+		}()
 	}
 	if err := e.hit(ctx, PointEffectClaimed, key); err != nil {
-		return e.release(ctx, fx, key, err, log)
+		return e.release(ctx, fx, key, err, log), nil
 	}
 	// Fence: a worker that stalled past its lease may have been taken over;
 	// the new holder performs the effect, this one must not call again.
 	if now, err := e.leaseNow(ctx); err != nil || !now.Before(leaseUntil) {
 		er.Outcome, er.Err = EffectBusy, fmt.Errorf("effect %q key %q: %w: lease expired before the call", fx.Name, key, ErrBusy)
 		log.Warn("idemgen: effect lease expired before the call; left to the worker that took it over")
-		return er
+		return er, nil
 	}
 	if err := e.hit(ctx, PointEffectBeforeCall, key); err != nil {
-		return e.release(ctx, fx, key, err, log)
+		return e.release(ctx, fx, key, err, log), nil
 	}
 	result, callErr := fx.Call(ctx, key, u)
 	if err := e.hit(ctx, PointEffectAfterCall, key); err != nil && callErr == nil {
 		callErr = err
 	}
 	if callErr != nil {
-		return e.release(ctx, fx, key, callErr, log)
+		return e.release(ctx, fx, key, callErr, log), nil
 	}
 	if !fx.KeepResult {
 		result = nil
 	}
-	ok, err := rec.complete(ctx, key, result)
-	if err != nil {
-		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: record done: %w", fx.Name, key, ErrEffectFailed, err)
-		log.Warn("idemgen: effect performed but not recorded; it will be retried with the same key", slog.Any("err", err))
-		return er
+	cp = rec.submit(ctx, key, result)
+	cp.ctx, cp.start, cp.log = ctx, start, log
+	return er, cp
+}
+
+// recorded ends a performed effect once its completion is written.
+func (e *Engine[U]) recorded(fx Effect[U], key string, cp *completion) (er EffectResult) {
+	<-cp.done
+	ctx, log := cp.ctx, cp.log
+	if obs := e.opt.observer; obs != nil {
+		defer func() { obs.CallEnd(ctx, e.def.Name, er, time.Since(cp.start)) }()
 	}
-	if !ok {
+	er = EffectResult{Effect: fx.Name, Key: key}
+	switch {
+	case cp.err != nil:
+		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: record done: %w", fx.Name, key, ErrEffectFailed, cp.err)
+		log.Warn("idemgen: effect performed but not recorded; it will be retried with the same key", slog.Any("err", cp.err))
+		return er
+	case !cp.ok:
 		// Another worker took the lease over: the ledger, not this late
 		// call, says how the effect ended (done with its result, parked, or
 		// still with the new owner).
@@ -506,7 +525,7 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 		return er
 	}
 	log.Info("idemgen: effect done")
-	er.Outcome, er.Result = EffectDone, result
+	er.Outcome, er.Result = EffectDone, cp.result
 	return er
 }
 
