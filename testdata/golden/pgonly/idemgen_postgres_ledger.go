@@ -220,6 +220,9 @@ func (q pgQuerier) LookupUnitFailure(ctx context.Context, job, unitKey string) (
 }
 
 func (q pgQuerier) LookupUnitFailures(ctx context.Context, job string, unitKeys []string) (map[string]idem.UnitFailureState, error) {
+	if some, err := q.q.HasUnitFailures(ctx, job); err != nil || !some {
+		return nil, err
+	}
 	rs, err := q.q.LookupUnitFailures(ctx, pgdb.LookupUnitFailuresParams{Job: job, UnitKeys: unitKeys})
 	if err != nil || len(rs) == 0 {
 		return nil, err

@@ -89,9 +89,10 @@ FROM fulfilment_idem_ledger ORDER BY effect_key;
 -- name: GetUnitFailure :one
 SELECT state, payload_hash FROM fulfilment_idem_parked WHERE job = @job AND unit_key = @unit_key;
 
+
 -- name: HasUnitFailures :one
 -- Whether the job has any row in the parked table: a batch looks its keys
--- up one by one only when it does.
+-- up only when it does.
 SELECT EXISTS (SELECT 1 FROM fulfilment_idem_parked WHERE job = @job);
 
 -- name: ClearUnitFailure :exec

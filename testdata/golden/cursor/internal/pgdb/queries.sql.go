@@ -336,6 +336,19 @@ func (q *Queries) GetUnitFailure(ctx context.Context, arg GetUnitFailureParams) 
 	return i, err
 }
 
+const hasUnitFailures = `-- name: HasUnitFailures :one
+SELECT EXISTS (SELECT 1 FROM cursor_idem_parked WHERE job = $1)
+`
+
+// Whether the job has any row in the parked table: a batch looks its keys
+// up only when it does.
+func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error) {
+	row := q.db.QueryRow(ctx, hasUnitFailures, job)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const listEventImport = `-- name: ListEventImport :many
 SELECT seq, name FROM events ORDER BY seq
 `

@@ -186,7 +186,7 @@ SELECT EXISTS (SELECT 1 FROM none_nodest_idem_parked WHERE job = ?1)
 `
 
 // Whether the job has any row in the parked table: a batch looks its keys
-// up one by one only when it does.
+// up only when it does.
 func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error) {
 	row := q.db.QueryRowContext(ctx, hasUnitFailures, job)
 	var exists bool

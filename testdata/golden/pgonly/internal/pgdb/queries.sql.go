@@ -338,6 +338,19 @@ func (q *Queries) GetUnitFailure(ctx context.Context, arg GetUnitFailureParams) 
 	return i, err
 }
 
+const hasUnitFailures = `-- name: HasUnitFailures :one
+SELECT EXISTS (SELECT 1 FROM pgonly_idem_parked WHERE job = $1)
+`
+
+// Whether the job has any row in the parked table: a batch looks its keys
+// up only when it does.
+func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error) {
+	row := q.db.QueryRow(ctx, hasUnitFailures, job)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const listDeviceRegister = `-- name: ListDeviceRegister :many
 SELECT device_id FROM devices ORDER BY device_id
 `

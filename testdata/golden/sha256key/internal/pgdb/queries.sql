@@ -135,6 +135,12 @@ FROM hk_ledger ORDER BY effect_key;
 -- name: GetUnitFailure :one
 SELECT state, payload_hash FROM sha256key_idem_parked WHERE job = @job AND unit_key = @unit_key;
 
+
+-- name: HasUnitFailures :one
+-- Whether the job has any row in the parked table: a batch looks its keys
+-- up only when it does.
+SELECT EXISTS (SELECT 1 FROM sha256key_idem_parked WHERE job = @job);
+
 -- name: ClearUnitFailure :exec
 DELETE FROM sha256key_idem_parked WHERE job = @job AND unit_key = @unit_key;
 

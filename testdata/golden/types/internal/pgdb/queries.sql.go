@@ -339,6 +339,19 @@ func (q *Queries) GetUnitFailure(ctx context.Context, arg GetUnitFailureParams) 
 	return i, err
 }
 
+const hasUnitFailures = `-- name: HasUnitFailures :one
+SELECT EXISTS (SELECT 1 FROM types_idem_parked WHERE job = $1)
+`
+
+// Whether the job has any row in the parked table: a batch looks its keys
+// up only when it does.
+func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error) {
+	row := q.db.QueryRow(ctx, hasUnitFailures, job)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const listAllTypes = `-- name: ListAllTypes :many
 SELECT id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null FROM records ORDER BY id
 `
