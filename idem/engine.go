@@ -312,12 +312,12 @@ type Querier interface {
 	// Decided returns the units of a batch an earlier version of the effect
 	// was reserved for.
 	Decided(ctx context.Context, job, effect string, unitKeys []string, version int32) (map[string]bool, error)
-	Claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error)
-	Complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error)
-	// ClaimMany is Claim for a batch of keys: the keys it leased.
+	// ClaimMany leases the pending, unleased keys of a batch to owner until
+	// until, counting an attempt each: the keys it leased.
 	ClaimMany(ctx context.Context, keys []string, owner string, now, until time.Time) (map[string]bool, error)
-	// CompleteMany is Complete for a batch (results in parallel with keys):
-	// the keys it recorded, those still leased by owner.
+	// CompleteMany marks keys done with their results (in parallel),
+	// fenced by the lease owner: the keys it recorded, those still leased
+	// by owner.
 	CompleteMany(ctx context.Context, keys []string, results [][]byte, owner string, now time.Time) (map[string]bool, error)
 	Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (state string, err error)
 	Effect(ctx context.Context, key string) (LedgerRow, bool, error)

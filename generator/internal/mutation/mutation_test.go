@@ -125,7 +125,7 @@ var exampleMutants = []mutant{
 		"if err := e.st.Auto().SaveWatermark(ctx, e.def.Name, w.Until, e.def.Version, e.opt.now()); err != nil {\n\t\t\treturn err\n\t\t}\n\t\treturn e.runWindow(ctx, w, true, fetch, markOf, rep)")},
 	{name: "ledger marked done before the provider call", test: syncTest, edits: edit(engineFile,
 		`result, callErr := fx\.Call\(ctx, key, u\)`,
-		"_, _ = e.st.Auto().Complete(ctx, key, e.opt.owner, nil, e.opt.now())\n\tresult, callErr := fx.Call(ctx, key, u)")},
+		"_, _ = e.st.Auto().CompleteMany(ctx, []string{key}, [][]byte{nil}, e.opt.owner, e.opt.now())\n\tresult, callErr := fx.Call(ctx, key, u)")},
 	{name: "a fresh idempotency key per attempt", test: syncTest, edits: edit(engineFile,
 		`result, callErr := fx\.Call\(ctx, key, u\)`,
 		`result, callErr := fx.Call(ctx, key+"/"+e.opt.owner, u)`)},

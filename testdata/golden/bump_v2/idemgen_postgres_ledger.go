@@ -104,16 +104,6 @@ func (q pgQuerier) Decided(ctx context.Context, job, effect string, unitKeys []s
 	return decided, nil
 }
 
-func (q pgQuerier) Claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error) {
-	n, err := q.q.ClaimEffect(ctx, pgdb.ClaimEffectParams{Owner: &owner, LeaseUntil: &until, UpdatedAt: now, EffectKey: key, Now: &now})
-	return n == 1, err
-}
-
-func (q pgQuerier) Complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error) {
-	n, err := q.q.CompleteEffect(ctx, pgdb.CompleteEffectParams{Result: result, DoneAt: &now, UpdatedAt: now, EffectKey: key, Owner: &owner})
-	return n == 1, err
-}
-
 func (q pgQuerier) ClaimMany(ctx context.Context, keys []string, owner string, now, until time.Time) (map[string]bool, error) {
 	ks, err := q.q.ClaimEffects(ctx, pgdb.ClaimEffectsParams{Owner: &owner, LeaseUntil: &until, Now: now, EffectKeys: keys})
 	return keySet(ks), err

@@ -125,12 +125,12 @@ func (q sqliteQuerier) Decided(ctx context.Context, job, effect string, unitKeys
 	return decided, nil
 }
 
-func (q sqliteQuerier) Claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error) {
+func (q sqliteQuerier) claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error) {
 	n, err := q.q.ClaimEffect(ctx, sqlitedb.ClaimEffectParams{Owner: nullText(owner), LeaseUntil: nullTime(until), UpdatedAt: idem.SQLiteTime(now), EffectKey: key, Now: nullTime(now)})
 	return n == 1, err
 }
 
-func (q sqliteQuerier) Complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error) {
+func (q sqliteQuerier) complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error) {
 	n, err := q.q.CompleteEffect(ctx, sqlitedb.CompleteEffectParams{Result: result, DoneAt: nullTime(now), UpdatedAt: idem.SQLiteTime(now), EffectKey: key, Owner: nullText(owner)})
 	return n == 1, err
 }
@@ -138,7 +138,7 @@ func (q sqliteQuerier) Complete(ctx context.Context, key, owner string, result [
 func (q sqliteQuerier) ClaimMany(ctx context.Context, keys []string, owner string, now, until time.Time) (map[string]bool, error) {
 	claimed := make(map[string]bool, len(keys))
 	for _, k := range keys {
-		ok, err := q.Claim(ctx, k, owner, now, until)
+		ok, err := q.claim(ctx, k, owner, now, until)
 		if err != nil {
 			return nil, err
 		}
@@ -150,7 +150,7 @@ func (q sqliteQuerier) ClaimMany(ctx context.Context, keys []string, owner strin
 func (q sqliteQuerier) CompleteMany(ctx context.Context, keys []string, results [][]byte, owner string, now time.Time) (map[string]bool, error) {
 	done := make(map[string]bool, len(keys))
 	for i, k := range keys {
-		ok, err := q.Complete(ctx, k, owner, results[i], now)
+		ok, err := q.complete(ctx, k, owner, results[i], now)
 		if err != nil {
 			return nil, err
 		}

@@ -91,17 +91,6 @@ SELECT DISTINCT unit_key FROM benchjobs_idem_ledger
 WHERE job = @job AND effect = @effect AND effect_version < @effect_version AND unit_key = ANY(@unit_keys::text[]);
 
 
--- name: ClaimEffect :execrows
-UPDATE benchjobs_idem_ledger
-SET lease_owner = @owner, lease_until = @lease_until, attempts = attempts + 1, updated_at = @updated_at
-WHERE effect_key = @effect_key AND state = 'pending' AND (lease_until IS NULL OR lease_until < @now);
-
--- name: CompleteEffect :execrows
--- Fenced by the lease owner: a run whose lease was taken over cannot record.
-UPDATE benchjobs_idem_ledger
-SET state = 'done', result = @result, lease_until = NULL, done_at = @done_at, updated_at = @updated_at
-WHERE effect_key = @effect_key AND lease_owner = @owner AND state = 'pending';
-
 -- name: ReleaseEffect :one
 -- park: the provider called the failure permanent, so no attempt is left.
 UPDATE benchjobs_idem_ledger

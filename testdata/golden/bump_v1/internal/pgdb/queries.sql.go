@@ -8,34 +8,6 @@ import (
 	"time"
 )
 
-const claimEffect = `-- name: ClaimEffect :execrows
-UPDATE bump_ledger
-SET lease_owner = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3
-WHERE effect_key = $4 AND state = 'pending' AND (lease_until IS NULL OR lease_until < $5)
-`
-
-type ClaimEffectParams struct {
-	Owner      *string
-	LeaseUntil *time.Time
-	UpdatedAt  time.Time
-	EffectKey  string
-	Now        *time.Time
-}
-
-func (q *Queries) ClaimEffect(ctx context.Context, arg ClaimEffectParams) (int64, error) {
-	result, err := q.db.Exec(ctx, claimEffect,
-		arg.Owner,
-		arg.LeaseUntil,
-		arg.UpdatedAt,
-		arg.EffectKey,
-		arg.Now,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const claimEffects = `-- name: ClaimEffects :many
 UPDATE bump_ledger
 SET lease_owner = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3
@@ -88,35 +60,6 @@ type ClearUnitFailureParams struct {
 func (q *Queries) ClearUnitFailure(ctx context.Context, arg ClearUnitFailureParams) error {
 	_, err := q.db.Exec(ctx, clearUnitFailure, arg.Job, arg.UnitKey)
 	return err
-}
-
-const completeEffect = `-- name: CompleteEffect :execrows
-UPDATE bump_ledger
-SET state = 'done', result = $1, lease_until = NULL, done_at = $2, updated_at = $3
-WHERE effect_key = $4 AND lease_owner = $5 AND state = 'pending'
-`
-
-type CompleteEffectParams struct {
-	Result    []byte
-	DoneAt    *time.Time
-	UpdatedAt time.Time
-	EffectKey string
-	Owner     *string
-}
-
-// Fenced by the lease owner: a run whose lease was taken over cannot record.
-func (q *Queries) CompleteEffect(ctx context.Context, arg CompleteEffectParams) (int64, error) {
-	result, err := q.db.Exec(ctx, completeEffect,
-		arg.Result,
-		arg.DoneAt,
-		arg.UpdatedAt,
-		arg.EffectKey,
-		arg.Owner,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const completeEffects = `-- name: CompleteEffects :many

@@ -44,6 +44,8 @@ ON CONFLICT (effect_key) DO NOTHING;
 SELECT count(*) FROM bump_ledger WHERE job = @job AND effect = @effect AND unit_key = @unit_key AND effect_version < @effect_version;
 
 
+-- ClaimEffect and CompleteEffect are what SQLite runs, key by key, for the
+-- batch claim and completion (ClaimEffects and CompleteEffects on PostgreSQL).
 
 -- name: ClaimEffect :execrows
 UPDATE bump_ledger

@@ -9,6 +9,7 @@ import (
 )
 
 const claimEffect = `-- name: ClaimEffect :execrows
+
 UPDATE sqliteonly_idem_ledger
 SET lease_owner = ?1, lease_until = ?2, attempts = attempts + 1, updated_at = ?3
 WHERE effect_key = ?4 AND state = 'pending' AND (lease_until IS NULL OR lease_until < ?5)
@@ -22,6 +23,8 @@ type ClaimEffectParams struct {
 	Now        sql.NullString
 }
 
+// ClaimEffect and CompleteEffect are what SQLite runs, key by key, for the
+// batch claim and completion (ClaimEffects and CompleteEffects on PostgreSQL).
 func (q *Queries) ClaimEffect(ctx context.Context, arg ClaimEffectParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, claimEffect,
 		arg.Owner,
