@@ -12,19 +12,22 @@ import (
 // IMMEDIATE takes the write lock up front, so two writers queue on the busy
 // timeout instead of deadlocking on a lock upgrade, whatever the DSN says;
 // a connection whose DSN set no busy timeout gets SQLiteBusyTimeout.
-func SQLiteInTx(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) error {
+// Its statements are prepared once per transaction (SQLiteStatements).
+func SQLiteInTx(ctx context.Context, db *sql.DB, fn func(tx *SQLiteStatements) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close()
+	tx := NewSQLiteStatements(conn)
+	defer tx.Close()
 	if err := sqliteEnsureBusyTimeout(ctx, conn); err != nil {
 		return err
 	}
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(conn); err != nil {
+	if err := fn(tx); err != nil {
 		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 		return err
 	}
@@ -33,6 +36,81 @@ func SQLiteInTx(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) 
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// SQLiteStatements is sqlc's DBTX over one connection or transaction that
+// prepares each query once and runs it again from then on. SQLite would
+// otherwise parse a statement anew each time it runs, which costs more
+// than running it when a batch sends the same few statements per unit.
+// It is not safe for concurrent use, as a transaction is not.
+type SQLiteStatements struct {
+	on    sqliteDBTX
+	stmts map[string]*sql.Stmt
+}
+
+// sqliteDBTX is what *sql.Conn and *sql.Tx have in common (sqlc's DBTX).
+type sqliteDBTX interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// NewSQLiteStatements runs queries on a connection or transaction (a
+// caller's *sql.Tx); Close releases the prepared statements.
+func NewSQLiteStatements(on sqliteDBTX) *SQLiteStatements {
+	return &SQLiteStatements{on: on, stmts: map[string]*sql.Stmt{}}
+}
+
+func (s *SQLiteStatements) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := s.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := s.on.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	s.stmts[query] = st
+	return st, nil
+}
+
+func (s *SQLiteStatements) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (s *SQLiteStatements) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return s.stmt(ctx, query)
+}
+
+func (s *SQLiteStatements) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (s *SQLiteStatements) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		// A Row carrying the error: the query, run unprepared, fails the same way.
+		return s.on.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// Close closes the statements prepared so far.
+func (s *SQLiteStatements) Close() error {
+	var errs []error
+	for q, st := range s.stmts {
+		errs = append(errs, st.Close())
+		delete(s.stmts, q)
+	}
+	return errors.Join(errs...)
 }
 
 // SQLiteBusyTimeout is how long a SQLite statement of the store waits for
