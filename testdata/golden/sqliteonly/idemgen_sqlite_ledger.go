@@ -16,7 +16,7 @@ import (
 type sqliteStore struct{ db *sql.DB }
 
 func (s sqliteStore) InTx(ctx context.Context, fn func(q idem.Querier) error) error {
-	return idem.SQLiteInTx(ctx, s.db, func(conn *sql.Conn) error { return fn(sqliteQuerier{sqlitedb.New(conn)}) })
+	return idem.SQLiteInTx(ctx, s.db, func(tx *idem.SQLiteStatements) error { return fn(sqliteQuerier{sqlitedb.New(tx)}) })
 }
 
 func (s sqliteStore) Auto() idem.Querier {
@@ -33,8 +33,11 @@ func (s sqliteStore) DBNow(ctx context.Context) (time.Time, error) {
 	return time.Parse(time.RFC3339Nano, now)
 }
 
-// SQLTx runs the queries in a transaction the caller owns (ProcessSQLiteTx).
-func (s sqliteStore) SQLTx(tx *sql.Tx) idem.Querier { return sqliteQuerier{sqlitedb.New(tx)} }
+// SQLTx runs the queries in a transaction the caller owns (ProcessSQLiteTx);
+// the statements it prepares close when that transaction ends.
+func (s sqliteStore) SQLTx(tx *sql.Tx) idem.Querier {
+	return sqliteQuerier{sqlitedb.New(idem.NewSQLiteStatements(tx))}
+}
 
 // sqliteQuerier adapts the sqlc-generated SQLite queries to the engine.
 // Times travel as fixed-width UTC text (sqliteTime).
