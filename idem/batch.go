@@ -65,21 +65,24 @@ func (f *unitFault[U]) Unwrap() error { return f.err }
 // apply handles a page of units in batches, then the effects each batch
 // decided; with collect, Report.Units gets every unit in order.
 func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect bool, markOf func(U) time.Time) (res applied, err error) {
-	if obs := e.opt.observer; obs != nil {
-		ctx = obs.BatchStart(ctx, e.def.Name, len(units))
-		defer func() { obs.BatchEnd(ctx, e.def.Name, err) }()
-	}
 	for len(units) > 0 {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
 		n := min(len(units), e.opt.batchSize)
+		ctx := ctx
+		if obs := e.opt.observer; obs != nil {
+			// The batch's span ends with its units, after its effects.
+			ctx = obs.BatchStart(ctx, e.def.Name, n)
+		}
 		items := e.prepare(units[:n], rep)
 		if err := e.hit(ctx, PointBatchBegin, items[0].key); err != nil {
+			if obs := e.opt.observer; obs != nil {
+				obs.BatchEnd(ctx, e.def.Name, err)
+			}
 			return res, err
 		}
 		e.commit(ctx, items, rep)
-		e.performOwed(ctx, items, rep)
 		for _, it := range items {
 			if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch {
 				res.failed++
@@ -87,11 +90,54 @@ func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect b
 					res.add(applied{oldestFailed: markOf(it.u)})
 				}
 			}
-			e.unitEnded(ctx, rep, it.result, collect)
 		}
+		e.endBatch(ctx, items, rep, collect)
 		units = units[n:]
 	}
 	return res, nil
+}
+
+// endBatch performs what a committed batch owes and ends its units. With
+// effects one at a time it does so before it returns. With more at once,
+// the calls go on while the next batch is written and claimed, and the
+// next batch's calls start as slots free up: the batch's units end once
+// the next batch's calls have started, or when the call ends
+// (Report.awaitEffects). At most two batches' calls are in flight, within
+// one bound, and only their goroutines touch them; counting is done here,
+// a batch after the one before.
+func (e *Engine[U]) endBatch(ctx context.Context, items []*item[U], rep *Report, collect bool) {
+	end := func() {
+		for _, it := range items {
+			e.unitEnded(ctx, rep, it.result, collect)
+		}
+		if obs := e.opt.observer; obs != nil {
+			obs.BatchEnd(ctx, e.def.Name, nil)
+		}
+	}
+	if e.opt.effectConcurrency <= 1 {
+		e.performOwed(ctx, items, rep)
+		end()
+		return
+	}
+	// Keys the batch in flight performs wait for it: they are counted
+	// as repeats once it has ended, as one batch after another would.
+	var busy map[string]bool
+	if rep.inFlight != nil {
+		busy = rep.inFlight.keys
+	}
+	o := e.claimOwed(ctx, items, rep.tried, busy)
+	done := make(chan struct{})
+	slots := rep.callSlots(e.opt.effectConcurrency)
+	go func() {
+		defer close(done)
+		e.callAll(ctx, o.claimed, slots)
+	}()
+	rep.awaitEffects() // the batch before, whose last calls share the slots
+	rep.inFlight = &inFlight{keys: o.runKeys(), join: func() {
+		<-done
+		e.tally(ctx, o, rep)
+		end()
+	}}
 }
 
 // prepare keys and encodes units; one whose key renders empty fails here,

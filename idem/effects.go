@@ -26,32 +26,57 @@ type call[U any] struct {
 	cp         *completion // the call succeeded; recorded ends it
 }
 
+// owedCalls are effect calls on their way through a batch or a drain:
+// read from the ledger, claimed, called, then counted (tally).
+type owedCalls[U any] struct {
+	calls []*call[U]
+	of    []*item[U] // the unit of each call, for a batch; nil for a drain
+	// first is the call that performs or reports each key; a key the call
+	// already tried, or that the batch in flight holds, has none.
+	first   map[string]*call[U]
+	run     []*call[U] // first calls to perform
+	claimed []*call[U] // those whose lease this worker took
+}
+
 // performOwed performs what the batch's written units owe, and reports
-// every effect of theirs as the ledger has it: one read of the ledger for
-// the batch finds each effect key done (deduped, with its kept result),
-// parked, pending (performed now) or absent (not owed).
+// every effect of theirs as the ledger has it.
 func (e *Engine[U]) performOwed(ctx context.Context, items []*item[U], rep *Report) {
-	var calls []*call[U]
-	var of []*item[U]
+	rep.awaitEffects()
+	o := e.claimOwed(ctx, items, rep.tried, nil)
+	e.callAll(ctx, o.claimed, rep.callSlots(e.opt.effectConcurrency))
+	e.tally(ctx, o, rep)
+}
+
+// claimOwed builds the calls the batch's written units owe and takes
+// their leases: one read of the ledger for the batch finds each effect key
+// done (deduped, with its kept result), parked, pending (performed now) or
+// absent (not owed); keys in tried or busy are left to the report.
+func (e *Engine[U]) claimOwed(ctx context.Context, items []*item[U], tried map[string]EffectResult, busy map[string]bool) *owedCalls[U] {
+	o := &owedCalls[U]{}
 	for _, it := range items {
 		switch it.result.Outcome {
 		case OutcomeFailed, OutcomeMismatch, OutcomeParked:
 			continue
 		}
 		for _, fx := range e.def.Effects {
-			calls = append(calls, &call[U]{fx: fx, key: fx.KeyOf(it.u), u: it.u, unitKey: it.key})
-			of = append(of, it)
+			o.calls = append(o.calls, &call[U]{fx: fx, key: fx.KeyOf(it.u), u: it.u, unitKey: it.key})
+			o.of = append(o.of, it)
 		}
 	}
-	if len(calls) == 0 {
-		return
+	if len(o.calls) == 0 {
+		return o
 	}
-	keys := make([]string, len(calls))
-	for i, c := range calls {
+	keys := make([]string, len(o.calls))
+	for i, c := range o.calls {
 		keys[i] = c.key
 	}
-	rows, err := e.st.Auto().Effects(ctx, keys)
-	for _, c := range calls {
+	// One read transaction: on SQLite it prepares the per-key read once.
+	var rows map[string]LedgerRow
+	err := e.st.InTx(ctx, func(q Querier) (err error) {
+		rows, err = q.Effects(ctx, keys)
+		return err
+	})
+	for _, c := range o.calls {
 		row, found := rows[c.key]
 		switch {
 		case err != nil:
@@ -64,96 +89,115 @@ func (e *Engine[U]) performOwed(ctx context.Context, items []*item[U], rep *Repo
 		}
 		c.known = c.known || c.res.Outcome != ""
 	}
-	e.performAll(ctx, calls, rep)
-	for i, c := range calls {
-		if c.res.Outcome != "" {
-			of[i].result.Effects = append(of[i].result.Effects, c.res)
+	e.selectRun(o, tried, busy)
+	o.claimed = e.claimAll(ctx, o.run)
+	return o
+}
+
+// selectRun picks the call of each key that performs or reports it.
+func (e *Engine[U]) selectRun(o *owedCalls[U], tried map[string]EffectResult, busy map[string]bool) {
+	o.first = make(map[string]*call[U], len(o.calls))
+	for _, c := range o.calls {
+		if _, ok := tried[c.key]; ok || busy[c.key] {
+			continue
+		}
+		if _, ok := o.first[c.key]; !ok {
+			o.first[c.key] = c
+			if !c.known {
+				o.run = append(o.run, c)
+			}
 		}
 	}
 }
 
-// performAll performs calls and counts them in rep, in order. A key the
-// call (the Run or Process) already tried is not tried again: a repeat
-// reports the kept result of a done effect, and nothing for one that did
-// not end done, which waits for the next run.
-func (e *Engine[U]) performAll(ctx context.Context, calls []*call[U], rep *Report) {
-	first := make(map[string]*call[U], len(calls))
-	var run []*call[U]
-	for _, c := range calls {
-		if _, ok := rep.tried[c.key]; ok {
-			continue
-		}
-		if _, ok := first[c.key]; !ok {
-			first[c.key] = c
-			if !c.known {
-				run = append(run, c)
-			}
-		}
+// runKeys are the keys of the calls o performs.
+func (o *owedCalls[U]) runKeys() map[string]bool {
+	keys := make(map[string]bool, len(o.run))
+	for _, c := range o.run {
+		keys[c.key] = true
 	}
-	e.runCalls(ctx, run)
-	for _, c := range calls {
-		if first[c.key] != c {
+	return keys
+}
+
+// performAll performs calls and counts them in rep, in order.
+func (e *Engine[U]) performAll(ctx context.Context, calls []*call[U], rep *Report) {
+	rep.awaitEffects()
+	o := &owedCalls[U]{calls: calls}
+	e.selectRun(o, rep.tried, nil)
+	o.claimed = e.claimAll(ctx, o.run)
+	e.callAll(ctx, o.claimed, rep.callSlots(e.opt.effectConcurrency))
+	e.tally(ctx, o, rep)
+}
+
+// tally counts o's calls in rep, in order, and gives each unit its
+// effects' results. A key the call (the Run or Process) already tried is
+// not tried again: a repeat reports the kept result of a done effect, and
+// nothing for one that did not end done, which waits for the next run.
+func (e *Engine[U]) tally(ctx context.Context, o *owedCalls[U], rep *Report) {
+	for i, c := range o.calls {
+		counted := true
+		if o.first[c.key] != c {
 			prev := rep.tried[c.key]
-			if prev.Outcome != EffectDone && prev.Outcome != EffectDeduped {
-				continue
+			if counted = prev.Outcome == EffectDone || prev.Outcome == EffectDeduped; counted {
+				c.res = EffectResult{Effect: c.fx.Name, Key: c.key, Outcome: EffectDeduped, Result: prev.Result}
 			}
-			c.res = EffectResult{Effect: c.fx.Name, Key: c.key, Outcome: EffectDeduped, Result: prev.Result}
 		} else {
 			e.remember(rep, c.res)
 		}
-		if c.res.Outcome != "" {
+		if c.res.Outcome == "" {
+			continue
+		}
+		if counted {
 			e.effectEnded(ctx, rep, c.res)
+		}
+		if o.of != nil {
+			o.of[i].result.Effects = append(o.of[i].result.Effects, c.res)
 		}
 	}
 }
 
-// runCalls performs distinct keys: one claim per effect for all of them,
-// then the provider calls, at most the effect concurrency at once. A worker
-// hands each result to the recorder and takes the next call; results are
-// written in groups (one at a time when calls run one at a time, so each
-// is recorded before the next call).
-func (e *Engine[U]) runCalls(ctx context.Context, run []*call[U]) {
-	if len(run) == 0 {
+// callAll performs claimed calls, at most the effect concurrency at once:
+// each call holds one of slots, which the call's batches share. With more
+// than one at a time, a worker hands each result to the recorder and takes
+// the next call; the recorder writes results in groups behind them. One
+// at a time, each result is written before the next call.
+func (e *Engine[U]) callAll(ctx context.Context, claimed []*call[U], slots chan struct{}) {
+	if len(claimed) == 0 {
 		return
 	}
-	claimed := e.claimAll(ctx, run)
-	group := 1
-	if e.opt.effectConcurrency > 1 {
-		group = max(e.opt.batchSize/4, e.opt.effectConcurrency)
-	}
-	rec := &recorder{group: group, write: func(ctx context.Context, keys []string, results [][]byte) (done map[string]bool, err error) {
+	write := func(ctx context.Context, keys []string, results [][]byte) (done map[string]bool, err error) {
 		// One transaction: one commit on SQLite, whatever the group's size.
 		err = e.st.InTx(ctx, func(q Querier) (err error) {
 			done, err = q.CompleteMany(ctx, keys, results, e.opt.owner, e.opt.now())
 			return err
 		})
 		return done, err
-	}}
-	do := func(c *call[U]) {
+	}
+	do := func(c *call[U], rec *recorder) {
 		log := e.opt.log.With(slog.String("job", e.def.Name), slog.String("key", c.unitKey))
 		c.res, c.cp = e.perform(ctx, c.fx, c.key, c.u, c.leaseUntil, rec, log)
 	}
 	if e.opt.effectConcurrency <= 1 || len(claimed) <= 1 {
+		rec := &recorder{write: write}
 		for _, c := range claimed {
-			do(c)
-			rec.flush(ctx)
+			do(c, rec)
 			if c.cp != nil {
 				c.res = e.recorded(c.fx, c.key, c.cp)
 			}
 		}
 		return
 	}
-	slots := make(chan struct{}, e.opt.effectConcurrency)
+	rec := startRecorder(ctx, write, max(e.opt.batchSize, e.opt.effectConcurrency))
 	var wg sync.WaitGroup
 	for _, c := range claimed {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			do(c)
+			do(c, rec)
 		})
 	}
 	wg.Wait()
-	rec.flush(ctx)
+	rec.close()
 	for _, c := range claimed {
 		if c.cp != nil {
 			c.res = e.recorded(c.fx, c.key, c.cp)
@@ -203,15 +247,20 @@ func (e *Engine[U]) claimAll(ctx context.Context, run []*call[U]) []*call[U] {
 	return claimed
 }
 
-// recorder writes done effects in groups of up to group, fenced by this
-// worker's leases: a full group is written by the worker that filled it,
-// the rest by flush.
+// recorder writes performed effects to the ledger, fenced by this
+// worker's leases. Without a background writer (in is nil) each is written
+// as it is submitted; with one, results are written in groups of up to
+// group, and at least every recordEvery while any wait, so a slow provider's
+// results do not wait for the whole batch.
 type recorder struct {
-	group   int
-	write   func(ctx context.Context, keys []string, results [][]byte) (map[string]bool, error)
-	mu      sync.Mutex
-	pending []*completion
+	write func(ctx context.Context, keys []string, results [][]byte) (map[string]bool, error)
+	group int
+	in    chan *completion
+	wrote chan struct{} // closed once the background writer has written all
 }
+
+// recordEvery bounds how long a performed effect waits to be recorded.
+const recordEvery = 20 * time.Millisecond
 
 // completion is one performed effect on its way to the ledger.
 type completion struct {
@@ -226,29 +275,60 @@ type completion struct {
 	log   *slog.Logger
 }
 
+// startRecorder starts a background writer; close waits for it.
+func startRecorder(ctx context.Context, write func(context.Context, []string, [][]byte) (map[string]bool, error), group int) *recorder {
+	r := &recorder{write: write, group: group, in: make(chan *completion, group), wrote: make(chan struct{})}
+	go r.loop(ctx)
+	return r
+}
+
+func (r *recorder) loop(ctx context.Context) {
+	defer close(r.wrote)
+	var pending []*completion
+	tick := time.NewTimer(recordEvery)
+	tick.Stop()
+	flush := func() {
+		if len(pending) > 0 {
+			r.writeGroup(ctx, pending)
+			pending = nil
+		}
+		tick.Stop()
+	}
+	for {
+		select {
+		case c, ok := <-r.in:
+			if !ok {
+				flush()
+				return
+			}
+			pending = append(pending, c)
+			if len(pending) == 1 {
+				tick.Reset(recordEvery)
+			}
+			if len(pending) >= r.group {
+				flush()
+			}
+		case <-tick.C:
+			flush()
+		}
+	}
+}
+
 func (r *recorder) submit(ctx context.Context, key string, result []byte) *completion {
 	c := &completion{key: key, result: result, done: make(chan struct{})}
-	r.mu.Lock()
-	r.pending = append(r.pending, c)
-	var full []*completion
-	if len(r.pending) >= r.group {
-		full, r.pending = r.pending, nil
-	}
-	r.mu.Unlock()
-	if full != nil {
-		r.writeGroup(ctx, full)
+	if r.in == nil {
+		r.writeGroup(ctx, []*completion{c})
+	} else {
+		r.in <- c
 	}
 	return c
 }
 
-// flush writes what is pending.
-func (r *recorder) flush(ctx context.Context) {
-	r.mu.Lock()
-	rest := r.pending
-	r.pending = nil
-	r.mu.Unlock()
-	if len(rest) > 0 {
-		r.writeGroup(ctx, rest)
+// close writes what is pending and stops the background writer.
+func (r *recorder) close() {
+	if r.in != nil {
+		close(r.in)
+		<-r.wrote
 	}
 }
 

@@ -64,6 +64,34 @@ type Report struct {
 
 	// failed collects what the call returns as its *FailuresError.
 	failed failures
+
+	// inFlight is the batch whose effect calls are still going on
+	// (endBatch); nil when none is.
+	inFlight *inFlight
+	// slots bound the call's provider calls in flight, across its batches.
+	slots chan struct{}
+}
+
+// callSlots returns the call's slots for provider calls, n of them.
+func (r *Report) callSlots(n int) chan struct{} {
+	if r.slots == nil {
+		r.slots = make(chan struct{}, max(n, 1))
+	}
+	return r.slots
+}
+
+// inFlight is a batch's effect calls going on in the background.
+type inFlight struct {
+	keys map[string]bool // the effect keys being performed
+	join func()          // waits for the calls, counts them, ends the units
+}
+
+// awaitEffects waits for the batch whose effects are in flight, if any.
+func (r *Report) awaitEffects() {
+	if f := r.inFlight; f != nil {
+		r.inFlight = nil
+		f.join()
+	}
 }
 
 // UnitResult is the outcome of one handed-in unit and its effects.
@@ -823,6 +851,7 @@ func (e *Engine[U]) run(ctx context.Context, op string, busyFails bool, body fun
 	if err == nil {
 		err = body(ctx, &rep)
 	}
+	rep.awaitEffects()
 	if err == nil {
 		err = rep.failed.err(e.def.Name, busyFails)
 	}

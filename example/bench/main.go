@@ -67,7 +67,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.concurrency, "concurrency", 16, "effect concurrency (passed to the engine once wired: engineOptions in jobs.go)")
 	fs.DurationVar(&cfg.latency, "latency", 5*time.Millisecond, "provider latency of the effects/s measurement")
 	fs.StringVar(&cfg.db, "db", "", "PostgreSQL URL (postgres://...); default: embedded SQLite in a temporary directory")
-	fs.IntVar(&cfg.effectsN, "effects-n", 2000, "units of the effects/s measurement")
+	fs.IntVar(&cfg.effectsN, "effects-n", 10000, "units of the effects/s measurement")
 	fs.BoolVar(&cfg.mem, "mem", false, "also measure peak memory of copy_job in a child process at each -mem-rows size")
 	memRows := fs.String("mem-rows", "100000,1000000", "unit counts of the peak-memory runs (-mem)")
 	fs.IntVar(&cfg.genJobs, "gen-jobs", 50, "jobs in the spec of the generation measurement")
