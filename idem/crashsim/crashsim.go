@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -353,6 +354,8 @@ func (s simScenario) exactCalls() bool {
 	case "clean", "writefail", "poison", "failk", "permanent", "takeover", "livelease", "bump", "mismatch",
 		"purge-young", "resplost", "failpre", "commitunknown":
 		return true
+	case "fanout":
+		return true // without a fault, concurrent calls are still one per key
 	}
 	return false
 }
@@ -373,6 +376,10 @@ type simInc struct {
 	// pauseAt says whether to pause at this hit; pausing happens once.
 	pauseAt func(n int, h simHit) bool
 	didStop bool
+	// dead: the incarnation crashed. Its other goroutines (concurrent
+	// effect calls, the recorder) park at their next hit, as they would
+	// die with the process.
+	dead atomic.Bool
 }
 
 // simRun is the state of one scenario.
@@ -457,6 +464,9 @@ func (j *Job[U]) failPoint() idem.CrashPoint {
 // hook is every incarnation's crash hook: count, check, then crash, pause or fault.
 func (r *simRun[U]) hook(inc *simInc) idem.CrashHook {
 	return func(ctx context.Context, p idem.CrashPoint, detail string) error {
+		if inc.dead.Load() {
+			select {} // the process is gone
+		}
 		h := simHit{p: p, detail: detail, inc: inc.id}
 		r.mu.Lock()
 		n := r.hits
@@ -506,6 +516,7 @@ func (r *simRun[U]) hook(inc *simInc) idem.CrashHook {
 			fail = errors.New("simulated poison unit: its write always fails")
 		}
 		if crash {
+			inc.dead.Store(true)
 			inc.crashed <- struct{}{}
 			select {} // the process is gone: park for good, unwind nothing
 		}
@@ -878,6 +889,12 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	base := []idem.Option{idem.WithClock(r.now), idem.WithLeaseClock(r.now), idem.WithLogger(simLogger), idem.WithEffectConcurrency(1)}
 	if r.job.Source == SourceWatermarkName {
 		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
+	}
+	if strings.HasPrefix(r.sc.family, "fanout") {
+		// Effects four at a time, batches of two: a batch's calls overlap
+		// the next batch's write and claim, and results are recorded in
+		// the background. A crash parks every goroutine of the process.
+		base = append(base, idem.WithEffectConcurrency(4), idem.WithBatchSize(2))
 	}
 	opts = append(base, opts...)
 	if edit := editFor(r.versions, r.job); edit != nil {

@@ -23,6 +23,10 @@ package crashsim
 //	preempt        one worker paused at a point while another runs on       3 5
 //	double         the same run started twice at once                       5
 //	concurrent     two workers with seeded jitter                           5
+//	fanout         effects 4 at a time over batches of 2, pipelined, no     1 2 4
+//	               fault; report counts and calls checked
+//	fanout-crash   the same, crashed at hits spread over the first two      1 2 3
+//	               phases (whichever goroutine meets the hit)
 //	bump           an effect's or the job's version bumped mid-history      6
 //	mismatch       a handed-in key redelivered with one field changed       7
 //
@@ -271,13 +275,13 @@ func (r *simRun[U]) checkEnd() []string {
 	if len(entries) != want && r.sc.family != "purge-old" {
 		r.violate("end: %d ledger rows for %d applied and %d parked effects, want %d", len(entries), len(applied), len(exp.parked), want)
 	}
-	if r.sc.family == "clean" {
+	if r.sc.family == "clean" || r.sc.family == "fanout" {
 		r.checkCounts()
 	}
 	if r.sc.family == "mismatch" {
 		r.checkMismatch(ctx, exp)
 	}
-	if r.sc.family == "clean" && r.job.Source == SourceNoneName {
+	if (r.sc.family == "clean" || r.sc.family == "fanout") && r.job.Source == SourceNoneName {
 		r.checkReplay(ctx)
 	}
 	if r.sc.family == "bump" && r.sc.bump < 0 && r.job.HasDest {
@@ -892,6 +896,22 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 		sc.crashAt = []int{k}
 		add(sc)
 	}
+	// fanout: concurrent effect calls and pipelined batches, without a
+	// fault and with a crash at hits spread over the first two phases
+	// (the hits of a concurrent run come in another order than the
+	// discovery's: k is the k-th hit, wherever it falls).
+	add(newScenario("fanout"))
+	secondPhase := len(trace)
+	if job.Source != SourceNoneName && firstPhase+1 < len(trace) {
+		if i := slices.IndexFunc(trace[firstPhase+1:], func(h simHit) bool { return h.p == idem.PointRunStart }); i >= 0 {
+			secondPhase = firstPhase + 1 + i
+		}
+	}
+	for i := 1; i <= 8; i++ {
+		sc := at("fanout-crash", i*secondPhase/9)
+		sc.crashAt = []int{sc.at}
+		add(sc)
+	}
 	add(newScenario("double"))
 	for seed := uint64(1); seed <= 4; seed++ {
 		sc := newScenario("concurrent")
@@ -955,7 +975,7 @@ func simSample(plan []simScenario) []simScenario {
 		}
 		byFamily[sc.family] = append(byFamily[sc.family], sc)
 	}
-	quota := map[string]int{"crash": 10, "preempt": 3, "writefail": 2, "takeover": 2, "purge-old": 2, "subprocess": 1, "concurrent": 1, "crash2": 1}
+	quota := map[string]int{"crash": 10, "preempt": 3, "writefail": 2, "takeover": 2, "purge-old": 2, "subprocess": 1, "concurrent": 1, "crash2": 1, "fanout-crash": 2}
 	var out []simScenario
 	for _, f := range order {
 		all := byFamily[f]

@@ -72,6 +72,14 @@ type simConn struct {
 	stmts simStatements
 	mu    sync.Mutex
 	open  map[*simStmt]bool // prepared and not yet closed
+	gate  *sync.RWMutex     // the connector's: held for reading in every driver call
+}
+
+// driverCall runs fn inside the connector's gate (killableConnector.gate).
+func (c *simConn) driverCall(fn func() error) error {
+	c.gate.RLock()
+	defer c.gate.RUnlock()
+	return fn()
 }
 
 // kill closes the connection under its user's feet, statements first:
@@ -90,12 +98,12 @@ func (c *simConn) kill() {
 func (c *simConn) around(ctx context.Context, query string, run func() error) error {
 	detail := c.stmts.classify(query)
 	if c.hook == nil || detail == "" {
-		return run()
+		return c.driverCall(run)
 	}
 	if err := c.hook(ctx, pointSQLBefore, detail); err != nil {
 		return err
 	}
-	if err := run(); err != nil {
+	if err := c.driverCall(run); err != nil {
 		return err
 	}
 	return c.hook(ctx, pointSQLAfter, detail)
@@ -115,7 +123,11 @@ func (c *simConn) ExecContext(ctx context.Context, query string, args []driver.N
 }
 
 func (c *simConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	st, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+	var st driver.Stmt
+	err := c.driverCall(func() (err error) {
+		st, err = c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -130,8 +142,25 @@ func (c *simConn) PrepareContext(ctx context.Context, query string) (driver.Stmt
 }
 
 func (c *simConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	var tx driver.Tx
+	err := c.driverCall(func() (err error) {
+		tx, err = c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return simTx{tx, c}, nil
 }
+
+// simTx ends a transaction inside the gate.
+type simTx struct {
+	tx   driver.Tx
+	conn *simConn
+}
+
+func (t simTx) Commit() error   { return t.conn.driverCall(t.tx.Commit) }
+func (t simTx) Rollback() error { return t.conn.driverCall(t.tx.Rollback) }
 
 func (c *simConn) CheckNamedValue(v *driver.NamedValue) error {
 	if nc, ok := c.Conn.(driver.NamedValueChecker); ok {
@@ -151,7 +180,7 @@ func (s *simStmt) Close() error {
 	s.conn.mu.Lock()
 	delete(s.conn.open, s)
 	s.conn.mu.Unlock()
-	return s.Stmt.Close()
+	return s.conn.driverCall(s.Stmt.Close)
 }
 
 func (s *simStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
@@ -167,17 +196,28 @@ func (s *simStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (dr
 func (s *simStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	detail := s.conn.stmts.classify(s.query)
 	hook := s.conn.hook
+	query := func() (rows driver.Rows, err error) {
+		err = s.conn.driverCall(func() error {
+			rows, err = s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+			return err
+		})
+		return rows, err
+	}
 	if hook == nil || detail == "" {
-		return s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+		rows, err := query()
+		if err != nil {
+			return nil, err
+		}
+		return &simRows{Rows: rows, conn: s.conn, after: func() error { return nil }}, nil
 	}
 	if err := hook(ctx, pointSQLBefore, detail); err != nil {
 		return nil, err
 	}
-	rows, err := s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+	rows, err := query()
 	if err != nil {
 		return nil, err
 	}
-	return &simRows{Rows: rows, after: func() error { return hook(ctx, pointSQLAfter, detail) }}, nil
+	return &simRows{Rows: rows, conn: s.conn, after: func() error { return hook(ctx, pointSQLAfter, detail) }}, nil
 }
 
 func (s *simStmt) CheckNamedValue(v *driver.NamedValue) error {
@@ -189,11 +229,16 @@ func (s *simStmt) CheckNamedValue(v *driver.NamedValue) error {
 
 type simRows struct {
 	driver.Rows
+	conn  *simConn
 	after func() error
 }
 
+func (r *simRows) Next(dest []driver.Value) error {
+	return r.conn.driverCall(func() error { return r.Rows.Next(dest) })
+}
+
 func (r *simRows) Close() error {
-	if err := r.Rows.Close(); err != nil {
+	if err := r.conn.driverCall(r.Rows.Close); err != nil {
 		return err
 	}
 	return r.after()

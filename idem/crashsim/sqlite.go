@@ -113,6 +113,11 @@ type killableConnector struct {
 	mu    sync.Mutex
 	conns []*simConn
 	dead  bool
+	// gate is read-held by every call into the driver. kill takes it for
+	// good: it waits for the calls under way (another goroutine of the
+	// process, a concurrent effect call, may be inside one) and parks
+	// every later one, as the process's death would stop them.
+	gate sync.RWMutex
 }
 
 func (c *killableConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -125,7 +130,7 @@ func (c *killableConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &simConn{Conn: conn, hook: c.hook}
+	sc := &simConn{Conn: conn, hook: c.hook, gate: &c.gate}
 	c.conns = append(c.conns, sc)
 	return sc, nil
 }
@@ -133,6 +138,7 @@ func (c *killableConnector) Connect(ctx context.Context) (driver.Conn, error) {
 func (c *killableConnector) Driver() driver.Driver { return c.inner.Driver() }
 
 func (c *killableConnector) kill() {
+	c.gate.Lock() // never unlocked: the process is gone
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dead = true

@@ -165,6 +165,10 @@ var exampleMutants = []mutant{
 		`\t\tit\.outcome = o\n`, "\t\tlast := items[len(items)-1]\n\t\tlast.outcome, it.outcome = o, last.outcome\n")},
 	{name: "outcomes mis-assigned within a batch (PostgreSQL)", test: syncTest, db: "postgres", edits: edit("idem/postgres.go",
 		`if w, ok := written\[k\]; ok \{`, "if w, ok := written[keys[(i+1)%len(keys)]]; ok && k != \"\" {")},
+	{name: "a run ends before its last batch's effects are counted", test: syncTest, edits: edit(engineFile,
+		`\trep\.awaitEffects\(\)\n\tif err == nil \{\n\t\terr = rep\.failed\.err`, "\tif err == nil {\n\t\terr = rep.failed.err")},
+	{name: "the background recorder drops its last group", test: syncTest, edits: edit(effectsFile,
+		`if !ok \{\n\t\t\t\tflush\(\)\n`, "if !ok {\n\t\t\t\tfor _, c := range pending {\n\t\t\t\t\tc.ok = true\n\t\t\t\t\tclose(c.done)\n\t\t\t\t}\n")},
 	{name: "provider called without reading the ledger", test: syncTest, edits: edit(effectsFile,
 		`case got\[c\.key\]:`, "case got[c.key] || true:")},
 	{name: "lease without a fencing check", test: syncTest, edits: edit(engineFile,
@@ -211,7 +215,7 @@ var exampleMutants = []mutant{
 // deterministic families: a kill must come from one of these, not only
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
-	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "takeover", "livelease", "purge-young", "purge-old", "bump"}
+	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
