@@ -18,10 +18,6 @@ func engineOptions(batch, concurrency int) []idem.Option {
 	return []idem.Option{idem.WithBatchSize(batch), idem.WithEffectConcurrency(concurrency)}
 }
 
-// engineOptionsWired reports whether engineOptions passes the flags on; the
-// output says so next to the figures they should move.
-func engineOptionsWired() bool { return len(engineOptions(1000, 16)) > 0 }
-
 // jobOptions are the options of every generated job the benchmark runs:
 // no logging (a production logger at warn level formats nothing for a
 // healthy run either), a first window that starts at the rows' base time,

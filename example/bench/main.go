@@ -63,8 +63,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.IntVar(&cfg.rows, "rows", 100000, "units per throughput measurement")
-	fs.IntVar(&cfg.batch, "batch", 1000, "page size of the source and batch size (of the hand-written set-based baseline, and of the engine once wired: engineOptions in jobs.go)")
-	fs.IntVar(&cfg.concurrency, "concurrency", 16, "effect concurrency (passed to the engine once wired: engineOptions in jobs.go)")
+	fs.IntVar(&cfg.batch, "batch", 1000, "page size of the source, batch size of the engine (idem.WithBatchSize) and of the hand-written set-based baseline")
+	fs.IntVar(&cfg.concurrency, "concurrency", 16, "effect concurrency of the engine (idem.WithEffectConcurrency)")
 	fs.DurationVar(&cfg.latency, "latency", 5*time.Millisecond, "provider latency of the effects/s measurement")
 	fs.StringVar(&cfg.db, "db", "", "PostgreSQL URL (postgres://...); default: embedded SQLite in a temporary directory")
 	fs.IntVar(&cfg.effectsN, "effects-n", 10000, "units of the effects/s measurement")
@@ -171,9 +171,6 @@ func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
 	fmt.Fprintf(out, "idemgen bench: %s\n", d.describe())
 	fmt.Fprintf(out, "rows %d, batch %d, effect concurrency %d, provider latency %v, effects-n %d, %d CPUs, %s\n",
 		cfg.rows, cfg.batch, cfg.concurrency, cfg.latency, cfg.effectsN, runtime.NumCPU(), runtime.Version())
-	if !engineOptionsWired() {
-		fmt.Fprintln(out, "engine options: -batch and -concurrency are not passed to the engine (it has no such options yet; engineOptions in jobs.go); -batch is the source's page size")
-	}
 	if !d.postgres() {
 		fmt.Fprintln(out, "SQLite runs in this process: the client CPU figures include the database's own work")
 	}

@@ -883,8 +883,9 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 // so they override the scenario's clock.
 func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	// Batches are on as in production (a page is one batch). Effects run
-	// one at a time: a crash parks one goroutine, and the matrix replays
-	// each scenario to the same hit, which concurrent calls would reorder.
+	// one at a time, so that the matrix replays each scenario to the same
+	// hit, which concurrent calls would reorder; the fanout families run
+	// them concurrently.
 	// The simulated clock is the database's too: leases expire on it.
 	base := []idem.Option{idem.WithClock(r.now), idem.WithLeaseClock(r.now), idem.WithLogger(simLogger), idem.WithEffectConcurrency(1)}
 	if r.job.Source == SourceWatermarkName {
