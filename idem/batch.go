@@ -226,17 +226,19 @@ func (e *Engine[U]) failItem(it *item[U], o Outcome, cause error, rep *Report) {
 
 // settle ends a unit whose batch committed.
 func (e *Engine[U]) settle(it *item[U], rep *Report) {
-	log := e.unitLog(it)
 	it.done = true
 	switch {
 	case it.outcome == OutcomeParked:
-		it.result = e.skipParked(it.key, rep, log)
+		it.result = e.skipParked(it.key, rep, e.unitLog(it))
 	case it.err != nil:
 		e.failItem(it, it.outcome, it.err, rep)
 	default:
 		it.result = UnitResult{Key: it.key, Outcome: it.outcome}
 		rep.countUnit(it.outcome)
-		log.Debug("idemgen: unit applied", slog.String("outcome", string(it.outcome)))
+		// A logger per unit only when it would print: most units are healthy.
+		if e.opt.log.Enabled(context.Background(), slog.LevelDebug) {
+			e.unitLog(it).Debug("idemgen: unit applied", slog.String("outcome", string(it.outcome)))
+		}
 	}
 }
 
