@@ -123,7 +123,24 @@ func setupGo(env *testscript.Env) error {
 		return fmt.Errorf("reading the go environment: %w", err)
 	}
 	env.Vars = append(env.Vars, vars...)
+	env.Setenv("IDEMGEN_TOOL_GOPROXY", toolProxy(env.Getenv("GOPROXY")))
 	return nil
+}
+
+// toolProxy is the GOPROXY under which a script's `go get -tool` takes
+// this checkout (through a replace) in place of the unpublished module:
+// every proxy of goproxy in turn, whatever it answers ("|": proxy.golang.org
+// answers 404 for an unpublished module, others 403), and last "off", whose
+// "not found" sends go to the replacement. Modules the cache lacks still
+// come from the proxies; "direct" is left out (no VCS is reachable here).
+func toolProxy(goproxy string) string {
+	var list []string
+	for _, p := range strings.FieldsFunc(goproxy, func(r rune) bool { return r == ',' || r == '|' }) {
+		if p != "direct" && p != "off" {
+			list = append(list, p)
+		}
+	}
+	return strings.Join(append(list, "off"), "|")
 }
 
 func fileExists(p string) bool {
