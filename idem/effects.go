@@ -180,7 +180,9 @@ func (e *Engine[U]) callAll(ctx context.Context, claimed []*call[U], slots chan 
 	if e.opt.effectConcurrency <= 1 || len(claimed) <= 1 {
 		rec := &recorder{write: write}
 		for _, c := range claimed {
+			slots <- struct{}{} // another batch's calls may hold the rest
 			do(c, rec)
+			<-slots
 			if c.cp != nil {
 				c.res = e.recorded(c.fx, c.key, c.cp)
 			}
