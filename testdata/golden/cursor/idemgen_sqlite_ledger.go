@@ -33,7 +33,7 @@ func (s sqliteStore) DBNow(ctx context.Context) (time.Time, error) {
 	return time.Parse(time.RFC3339Nano, now)
 }
 
-// SQLTx runs the queries in a transaction the caller owns (ProcessSQLiteTx);
+// SQLTx runs the queries in a transaction the caller owns (ProcessSQLTx);
 // the statements it prepares close when that transaction ends.
 func (s sqliteStore) SQLTx(tx *sql.Tx) idem.Querier {
 	return sqliteQuerier{sqlitedb.New(idem.NewSQLiteStatements(tx))}
