@@ -64,7 +64,7 @@ func (f *unitFault[U]) Unwrap() error { return f.err }
 
 // apply handles a page of units in batches, then the effects each batch
 // decided; with collect, Report.Units gets every unit in order.
-func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect bool, markOf func(U) time.Time) (res applied, err error) {
+func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect bool, markOf func(U) time.Time) (res applied, _ error) {
 	for len(units) > 0 {
 		if err := ctx.Err(); err != nil {
 			return res, err

@@ -196,28 +196,22 @@ func (s *simStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (dr
 func (s *simStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	detail := s.conn.stmts.classify(s.query)
 	hook := s.conn.hook
-	query := func() (rows driver.Rows, err error) {
-		err = s.conn.driverCall(func() error {
-			rows, err = s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
-			return err
-		})
-		return rows, err
-	}
-	if hook == nil || detail == "" {
-		rows, err := query()
-		if err != nil {
+	after := func() error { return nil }
+	if hook != nil && detail != "" {
+		if err := hook(ctx, pointSQLBefore, detail); err != nil {
 			return nil, err
 		}
-		return &simRows{Rows: rows, conn: s.conn, after: func() error { return nil }}, nil
+		after = func() error { return hook(ctx, pointSQLAfter, detail) }
 	}
-	if err := hook(ctx, pointSQLBefore, detail); err != nil {
-		return nil, err
-	}
-	rows, err := query()
+	var rows driver.Rows
+	err := s.conn.driverCall(func() (err error) {
+		rows, err = s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &simRows{Rows: rows, conn: s.conn, after: func() error { return hook(ctx, pointSQLAfter, detail) }}, nil
+	return &simRows{Rows: rows, conn: s.conn, after: after}, nil
 }
 
 func (s *simStmt) CheckNamedValue(v *driver.NamedValue) error {
