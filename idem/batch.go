@@ -6,7 +6,9 @@ package idem
 // with its guards, the version-bump lookup and the effect reservations.
 // On PostgreSQL each is one statement over arrays; SQLite runs the single
 // statements in the batch's transaction. The effects the batch decided are
-// performed after it commits, concurrently (WithEffectConcurrency).
+// performed after it commits, concurrently (WithEffectConcurrency); a job
+// without effects on PostgreSQL commits a batch while the next one is
+// fetched, prepared and written (WithWriteAhead).
 //
 // Failures stay local: a unit found at fault (its own statement failed,
 // or the crash hook failed it) is failed alone and the batch committed
@@ -63,11 +65,13 @@ func (f *unitFault[U]) Error() string { return f.err.Error() }
 func (f *unitFault[U]) Unwrap() error { return f.err }
 
 // apply handles a page of units in batches, then the effects each batch
-// decided; with collect, Report.Units gets every unit in order.
-func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect bool, markOf func(U) time.Time) (res applied, _ error) {
+// decided; with collect, Report.Units gets every unit in order. What the
+// progress logic needs is added to res once the batches have ended, which
+// with write-ahead is after Report.awaitInFlight.
+func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect bool, markOf func(U) time.Time, res *applied) error {
 	for len(units) > 0 {
 		if err := ctx.Err(); err != nil {
-			return res, err
+			return err
 		}
 		n := min(len(units), e.opt.batchSize)
 		ctx := ctx
@@ -75,26 +79,86 @@ func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect b
 			// The batch's span ends with its units, after its effects.
 			ctx = obs.BatchStart(ctx, e.def.Name, n)
 		}
-		items := e.prepare(units[:n], rep)
+		// A batch written ahead counts in its own report until it ends.
+		ahead, own := e.writesAhead(), rep
+		if ahead {
+			own = &Report{}
+		}
+		items := e.prepare(units[:n], own)
 		if err := e.hit(ctx, PointBatchBegin, items[0].key); err != nil {
+			if ahead {
+				rep.Add(*own)
+			}
 			if obs := e.opt.observer; obs != nil {
 				obs.BatchEnd(ctx, e.def.Name, err)
 			}
-			return res, err
+			return err
 		}
-		e.commit(ctx, items, rep)
-		for _, it := range items {
-			if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch {
-				res.failed++
-				if markOf != nil {
-					res.add(applied{oldestFailed: markOf(it.u)})
-				}
-			}
+		if ahead {
+			e.writeAhead(ctx, items, rep, own, collect, markOf, res)
+		} else {
+			e.commit(ctx, items, rep)
+			res.add(failedIn(items, markOf))
+			e.endBatch(ctx, items, rep, collect)
 		}
-		e.endBatch(ctx, items, rep, collect)
 		units = units[n:]
 	}
-	return res, nil
+	return nil
+}
+
+// failedIn is what the progress logic learns from a batch's failed units.
+func failedIn[U any](items []*item[U], markOf func(U) time.Time) (res applied) {
+	for _, it := range items {
+		if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch {
+			res.failed++
+			if markOf != nil {
+				res.add(applied{oldestFailed: markOf(it.u)})
+			}
+		}
+	}
+	return res
+}
+
+// writesAhead reports whether a batch commits in the background while the
+// next one is fetched, prepared and written (WithWriteAhead): on a store
+// that writes concurrently, for a job without effects, which overlaps its
+// calls with the next batch instead (endBatch).
+func (e *Engine[U]) writesAhead() bool {
+	cw, ok := e.st.(concurrentWriter)
+	return e.opt.writeAhead && len(e.def.Effects) == 0 && ok && cw.WritesConcurrently()
+}
+
+// writeAhead commits a prepared batch on its own goroutine, counting into
+// own, and returns once the batch before it has ended: at most two
+// batches' transactions are open at once. A batch that shares a unit key
+// with the one in flight waits for it first, so a key's writes commit in
+// order. Counting, progress and the units' ends happen here, on the
+// caller's goroutine, one batch after another (Report.awaitInFlight).
+func (e *Engine[U]) writeAhead(ctx context.Context, items []*item[U], rep *Report, own *Report, collect bool, markOf func(U) time.Time, res *applied) {
+	if f := rep.inFlight; f != nil && slices.ContainsFunc(items, func(it *item[U]) bool { return f.keys[it.key] }) {
+		rep.awaitInFlight()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.commit(ctx, items, own)
+	}()
+	rep.awaitInFlight()
+	keys := make(map[string]bool, len(items))
+	for _, it := range items {
+		keys[it.key] = true
+	}
+	rep.inFlight = &inFlight{keys: keys, join: func() {
+		<-done
+		rep.Add(*own)
+		res.add(failedIn(items, markOf))
+		for _, it := range items {
+			e.unitEnded(ctx, rep, it.result, collect)
+		}
+		if obs := e.opt.observer; obs != nil {
+			obs.BatchEnd(ctx, e.def.Name, nil)
+		}
+	}}
 }
 
 // endBatch performs what a committed batch owes and ends its units. With
@@ -102,7 +166,7 @@ func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect b
 // the calls go on while the next batch is written and claimed, and the
 // next batch's calls start as slots free up: the batch's units end once
 // the next batch's calls have started, or when the call ends
-// (Report.awaitEffects). At most two batches' calls are in flight, within
+// (Report.awaitInFlight). At most two batches' calls are in flight, within
 // one bound, and only their goroutines touch them; counting is done here,
 // a batch after the one before.
 func (e *Engine[U]) endBatch(ctx context.Context, items []*item[U], rep *Report, collect bool) {
@@ -132,7 +196,7 @@ func (e *Engine[U]) endBatch(ctx context.Context, items []*item[U], rep *Report,
 		defer close(done)
 		e.callAll(ctx, o.claimed, slots)
 	}()
-	rep.awaitEffects() // the batch before, whose last calls share the slots
+	rep.awaitInFlight() // the batch before, whose last calls share the slots
 	rep.inFlight = &inFlight{keys: o.runKeys(), join: func() {
 		<-done
 		e.tally(ctx, o, rep)
@@ -519,11 +583,8 @@ func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, col
 		}
 		e.performOwed(ctx, items, rep)
 	}
-	var res applied
+	res := failedIn(items, nil)
 	for _, it := range items {
-		if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch {
-			res.failed++
-		}
 		e.unitEnded(ctx, rep, it.result, collect)
 	}
 	if err != nil {

@@ -41,7 +41,7 @@ type owedCalls[U any] struct {
 // performOwed performs what the batch's written units owe, and reports
 // every effect of theirs as the ledger has it.
 func (e *Engine[U]) performOwed(ctx context.Context, items []*item[U], rep *Report) {
-	rep.awaitEffects()
+	rep.awaitInFlight()
 	o := e.claimOwed(ctx, items, rep.tried, nil)
 	e.callAll(ctx, o.claimed, rep.callSlots(e.opt.effectConcurrency))
 	e.tally(ctx, o, rep)
@@ -121,7 +121,7 @@ func (o *owedCalls[U]) runKeys() map[string]bool {
 
 // performAll performs calls and counts them in rep, in order.
 func (e *Engine[U]) performAll(ctx context.Context, calls []*call[U], rep *Report) {
-	rep.awaitEffects()
+	rep.awaitInFlight()
 	o := &owedCalls[U]{calls: calls}
 	e.selectRun(o, rep.tried, nil)
 	o.claimed = e.claimAll(ctx, o.run)

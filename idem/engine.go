@@ -65,8 +65,8 @@ type Report struct {
 	// failed collects what the call returns as its *FailuresError.
 	failed failures
 
-	// inFlight is the batch whose effect calls are still going on
-	// (endBatch); nil when none is.
+	// inFlight is the batch whose effect calls (endBatch), or whose
+	// transaction (writeAhead), is still going on; nil when none is.
 	inFlight *inFlight
 	// slots bound the call's provider calls in flight, across its batches.
 	slots chan struct{}
@@ -80,14 +80,15 @@ func (r *Report) callSlots(n int) chan struct{} {
 	return r.slots
 }
 
-// inFlight is a batch's effect calls going on in the background.
+// inFlight is a batch's effect calls, or its transaction, going on in the
+// background.
 type inFlight struct {
-	keys map[string]bool // the effect keys being performed
-	join func()          // waits for the calls, counts them, ends the units
+	keys map[string]bool // the effect keys being performed, or the unit keys being written
+	join func()          // waits for the batch, counts it, ends its units
 }
 
-// awaitEffects waits for the batch whose effects are in flight, if any.
-func (r *Report) awaitEffects() {
+// awaitInFlight waits for the batch in flight, if any.
+func (r *Report) awaitInFlight() {
 	if f := r.inFlight; f != nil {
 		r.inFlight = nil
 		f.join()
@@ -208,8 +209,10 @@ type options struct {
 	batchSize int
 	// effectConcurrency bounds the provider calls in flight.
 	effectConcurrency int
-	hook              CrashHook
-	observer          Observer
+	// writeAhead commits a batch while the next is prepared and written.
+	writeAhead bool
+	hook       CrashHook
+	observer   Observer
 	// leaseClock replaces the database clock for leases (tests only).
 	leaseClock func() time.Time
 	dbClock    *dbClock
@@ -240,6 +243,18 @@ func WithBatchSize(n int) Option { return func(o *options) { o.batchSize = n } }
 // WithEffectConcurrency bounds how many provider calls one job has in
 // flight (default 16); 1 performs effects one at a time, in order.
 func WithEffectConcurrency(n int) Option { return func(o *options) { o.effectConcurrency = n } }
+
+// WithWriteAhead(false) stops a job without effects from committing a
+// batch in the background while the next page is fetched and the next
+// batch prepared and written on a second connection. It is on by default
+// on stores that take two writers at once (PostgreSQL; SQLite takes one
+// at a time, so there it is off). At most two batch transactions are open
+// at once; units are still counted, reported and observed in order; a
+// batch that shares a unit key with the one in flight waits for it; and
+// progress is saved only once every batch before it has committed. A job
+// with effects already overlaps its calls with the next batch
+// (WithEffectConcurrency) and writes one batch at a time.
+func WithWriteAhead(on bool) Option { return func(o *options) { o.writeAhead = on } }
 
 // WithCrashHook is for the generated crash-simulation tests only.
 func WithCrashHook(h CrashHook) Option { return func(o *options) { o.hook = h } }
@@ -272,7 +287,7 @@ func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) 
 }
 
 func newOptions(opts []Option) options {
-	o := options{log: slog.Default(), now: time.Now, maxPages: 10000, batchSize: 1000, effectConcurrency: 16, dbClock: &dbClock{}}
+	o := options{log: slog.Default(), now: time.Now, maxPages: 10000, batchSize: 1000, effectConcurrency: 16, writeAhead: true, dbClock: &dbClock{}}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -324,6 +339,11 @@ type Store interface {
 	// auto runs single statements outside a transaction.
 	Auto() Querier
 }
+
+// concurrentWriter is a store on which a second transaction writes while
+// the first is open, to some purpose: PostgreSQL. SQLite takes one writer
+// at a time.
+type concurrentWriter interface{ WritesConcurrently() bool }
 
 // Querier holds the bookkeeping queries every job uses. Each dialect
 // implements it over its sqlc-generated queries.
@@ -673,7 +693,7 @@ func (e *Engine[U]) runWindow(ctx context.Context, w Window, save bool,
 		return e.streamStaged(ctx, w, save, fetch, rep)
 	}
 	page := ""
-	var oldestFailed time.Time
+	var res applied
 	for n := 0; n < e.opt.maxPages; n++ {
 		if err := e.hit(ctx, PointBatchStart, page); err != nil {
 			return err
@@ -682,23 +702,20 @@ func (e *Engine[U]) runWindow(ctx context.Context, w Window, save bool,
 		if err != nil {
 			return fmt.Errorf("job %q: fetch window %s..%s: %w", e.def.Name, w.Since.Format(time.RFC3339), w.Until.Format(time.RFC3339), err)
 		}
-		res, err := e.apply(ctx, units, rep, false, markOf)
-		if err != nil {
+		if err := e.apply(ctx, units, rep, false, markOf, &res); err != nil {
 			return err
-		}
-		if res.failed > 0 && (oldestFailed.IsZero() || res.oldestFailed.Before(oldestFailed)) {
-			oldestFailed = res.oldestFailed
 		}
 		if next == "" || next == page {
 			break
 		}
 		page = next
 	}
+	rep.awaitInFlight() // every batch of the window has ended
 	if !save {
 		return nil
 	}
 	mark := w.Until
-	if !oldestFailed.IsZero() && oldestFailed.Before(mark) {
+	if oldestFailed := res.oldestFailed; !oldestFailed.IsZero() && oldestFailed.Before(mark) {
 		// Hold the mark at the oldest failure so the next window fetches it again.
 		mark = oldestFailed
 	}
@@ -763,7 +780,8 @@ func (e *Engine[U]) runCursor(ctx context.Context, fetch func(ctx context.Contex
 			}
 			res, err = e.applyStaged(ctx, units, rep, false, save)
 		} else {
-			res, err = e.apply(ctx, units, rep, false, nil)
+			err = e.apply(ctx, units, rep, false, nil, &res)
+			rep.awaitInFlight() // the cursor moves past whole pages only
 			if err == nil && res.failed == 0 && advance {
 				err = saveCursor(e.st.Auto())
 			}
@@ -851,7 +869,7 @@ func (e *Engine[U]) run(ctx context.Context, op string, busyFails bool, body fun
 	if err == nil {
 		err = body(ctx, &rep)
 	}
-	rep.awaitEffects()
+	rep.awaitInFlight()
 	if err == nil {
 		err = rep.failed.err(e.def.Name, busyFails)
 	}
@@ -915,7 +933,7 @@ func (e *Engine[U]) Process(ctx context.Context, units []U) (Report, error) {
 		if e.def.Stage {
 			_, err = e.applyStaged(ctx, units, rep, true, nil)
 		} else {
-			_, err = e.apply(ctx, units, rep, true, nil)
+			err = e.apply(ctx, units, rep, true, nil, &applied{})
 		}
 		return err
 	})

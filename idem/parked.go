@@ -163,7 +163,7 @@ func (e *Engine[U]) retryUnits(ctx context.Context, rep *Report) error {
 			}
 			back = append(back, u)
 		}
-		if _, err := e.apply(ctx, back, rep, false, e.def.MarkOf); err != nil {
+		if err := e.apply(ctx, back, rep, false, e.def.MarkOf, &applied{}); err != nil {
 			return err
 		}
 	}

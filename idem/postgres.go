@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -25,6 +26,43 @@ func PgInTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) e
 	}
 	return nil
 }
+
+// PgExecer runs a statement: a pgx transaction, connection or pool.
+type PgExecer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// PgInsertNew is a batch write's first try, for the common case of keys
+// all new (a first run, fresh data): insert runs a plain insert of the
+// batch, with no conflict check and nothing returned, which costs the
+// server a good deal less than the guarded upsert. It runs under a
+// savepoint: when a key is there already (a unique violation), the insert
+// is rolled back and PgInsertNew returns nil, nil, and the caller runs its
+// upsert. When every row went in, the n outcomes are all inserted.
+func PgInsertNew(ctx context.Context, db PgExecer, n int, insert func(ctx context.Context) error) ([]Outcome, error) {
+	if _, err := db.Exec(ctx, "SAVEPOINT idemgen_insert_new"); err != nil {
+		return nil, err
+	}
+	err := insert(ctx)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation {
+		_, err = db.Exec(ctx, "ROLLBACK TO SAVEPOINT idemgen_insert_new")
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(ctx, "RELEASE SAVEPOINT idemgen_insert_new"); err != nil {
+		return nil, err
+	}
+	out := make([]Outcome, n)
+	for i := range out {
+		out[i] = OutcomeInserted
+	}
+	return out, nil
+}
+
+// pgUniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
+const pgUniqueViolation = "23505"
 
 // PgNoRows reports the "no row" result of a :one query, which for an upsert
 // means "nothing written", not an error.

@@ -10,7 +10,7 @@ import (
 
 // writeInvoiceSync upserts u into invoices (upsert).
 func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteInvoiceSync(ctx, pgdb.WriteInvoiceSyncParams{
+	p := pgdb.WriteInvoiceSyncParams{
 		AmountCents:       u.AmountCents,
 		CreatedAt:         u.CreatedAt,
 		CustomerID:        u.CustomerID,
@@ -18,7 +18,8 @@ func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, 
 		IdemgenKey:        key,
 		InvoiceID:         u.InvoiceID,
 		UpdatedAt:         u.UpdatedAt,
-	})
+	}
+	w, err := q.q.WriteInvoiceSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
@@ -41,6 +42,12 @@ func (q pgQuerier) writeInvoiceSyncBatch(ctx context.Context, us []Invoice, keys
 		p.AmountCents = append(p.AmountCents, u.AmountCents)
 		p.CreatedAt = append(p.CreatedAt, u.CreatedAt)
 		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertInvoiceSyncBatch(ctx, pgdb.InsertInvoiceSyncBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WriteInvoiceSyncBatch(ctx, p)
 	if err != nil {
@@ -83,7 +90,7 @@ func (q pgQuerier) staleInvoiceSync(ctx context.Context, v, limit int32) ([]stri
 
 // writePaymentWebhook upserts u into payments (insert_once).
 func (q pgQuerier) writePaymentWebhook(ctx context.Context, u Payment, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WritePaymentWebhook(ctx, pgdb.WritePaymentWebhookParams{
+	p := pgdb.WritePaymentWebhookParams{
 		AmountCents:       u.AmountCents,
 		EventID:           u.EventID,
 		IdemgenJobVersion: v,
@@ -91,7 +98,8 @@ func (q pgQuerier) writePaymentWebhook(ctx context.Context, u Payment, key strin
 		InvoiceID:         u.InvoiceID,
 		Note:              u.Note,
 		PaidAt:            u.PaidAt,
-	})
+	}
+	w, err := q.q.WritePaymentWebhook(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
@@ -115,6 +123,12 @@ func (q pgQuerier) writePaymentWebhookBatch(ctx context.Context, us []Payment, k
 		p.PaidAt = append(p.PaidAt, u.PaidAt)
 		p.IdemgenNullNote = append(p.IdemgenNullNote, u.Note == nil)
 		p.Note = append(p.Note, idem.ValueOr(u.Note))
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertPaymentWebhookBatch(ctx, pgdb.InsertPaymentWebhookBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WritePaymentWebhookBatch(ctx, p)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 // writeInvoiceSync upserts u into invoices (upsert).
 func (q sqliteQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteInvoiceSync(ctx, sqlitedb.WriteInvoiceSyncParams{
+	p := sqlitedb.WriteInvoiceSyncParams{
 		AmountCents:       u.AmountCents,
 		CreatedAt:         idem.SQLiteTime(u.CreatedAt),
 		CustomerID:        u.CustomerID,
@@ -18,7 +18,15 @@ func (q sqliteQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key stri
 		IdemgenKey:        key,
 		InvoiceID:         u.InvoiceID,
 		UpdatedAt:         idem.SQLiteTime(u.UpdatedAt),
-	})
+	}
+	n, err := q.q.InsertInvoiceSync(ctx, sqlitedb.InsertInvoiceSyncParams(p))
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	w, err := q.q.WriteInvoiceSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
@@ -63,7 +71,7 @@ func (q sqliteQuerier) staleInvoiceSync(ctx context.Context, v, limit int32) ([]
 
 // writePaymentWebhook upserts u into payments (insert_once).
 func (q sqliteQuerier) writePaymentWebhook(ctx context.Context, u Payment, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WritePaymentWebhook(ctx, sqlitedb.WritePaymentWebhookParams{
+	p := sqlitedb.WritePaymentWebhookParams{
 		AmountCents:       u.AmountCents,
 		EventID:           u.EventID,
 		IdemgenJobVersion: int64(v),
@@ -71,15 +79,16 @@ func (q sqliteQuerier) writePaymentWebhook(ctx context.Context, u Payment, key s
 		InvoiceID:         u.InvoiceID,
 		Note:              idem.SQLNullString(u.Note),
 		PaidAt:            idem.SQLiteTime(u.PaidAt),
-	})
-	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
-		return idem.OutcomeDeduped, nil
 	}
+	n, err := q.q.InsertPaymentWebhook(ctx, sqlitedb.InsertPaymentWebhookParams(p))
 	if err != nil {
 		return "", err
 	}
-	return idem.Outcome(w), nil
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	// The row was there: insert_once leaves it.
+	return idem.OutcomeDeduped, nil
 }
 
 // writePaymentWebhookBatch has no single statement on SQLite: the engine calls writePaymentWebhook per unit.

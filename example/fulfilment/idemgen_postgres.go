@@ -10,14 +10,15 @@ import (
 
 // writeShipmentEvents upserts u into shipment_events (insert_once).
 func (q pgQuerier) writeShipmentEvents(ctx context.Context, u ShipmentEvent, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteShipmentEvents(ctx, pgdb.WriteShipmentEventsParams{
+	p := pgdb.WriteShipmentEventsParams{
 		At:                u.At,
 		EventID:           u.EventID,
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
 		ParcelID:          u.ParcelID,
 		Status:            u.Status,
-	})
+	}
+	w, err := q.q.WriteShipmentEvents(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
@@ -39,6 +40,12 @@ func (q pgQuerier) writeShipmentEventsBatch(ctx context.Context, us []ShipmentEv
 		p.ParcelID = append(p.ParcelID, u.ParcelID)
 		p.Status = append(p.Status, u.Status)
 		p.At = append(p.At, u.At)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertShipmentEventsBatch(ctx, pgdb.InsertShipmentEventsBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WriteShipmentEventsBatch(ctx, p)
 	if err != nil {

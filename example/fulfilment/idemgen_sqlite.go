@@ -10,22 +10,23 @@ import (
 
 // writeShipmentEvents upserts u into shipment_events (insert_once).
 func (q sqliteQuerier) writeShipmentEvents(ctx context.Context, u ShipmentEvent, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteShipmentEvents(ctx, sqlitedb.WriteShipmentEventsParams{
+	p := sqlitedb.WriteShipmentEventsParams{
 		At:                idem.SQLiteTime(u.At),
 		EventID:           u.EventID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		ParcelID:          u.ParcelID,
 		Status:            u.Status,
-	})
-	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
-		return idem.OutcomeDeduped, nil
 	}
+	n, err := q.q.InsertShipmentEvents(ctx, sqlitedb.InsertShipmentEventsParams(p))
 	if err != nil {
 		return "", err
 	}
-	return idem.Outcome(w), nil
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	// The row was there: insert_once leaves it.
+	return idem.OutcomeDeduped, nil
 }
 
 // writeShipmentEventsBatch has no single statement on SQLite: the engine calls writeShipmentEvents per unit.

@@ -195,15 +195,7 @@ func DialectFile(p *model.Package, d model.Dialect, importPath string) *jen.File
 		for _, fld := range j.Unit.Fields {
 			params[jen.Id(fld.GoName)] = toDB(d, fld, jen.Id("u").Dot(fld.GoName))
 		}
-		f.Commentf("write%s upserts u into %s (%s).", j.GoName, j.Dest.Table, j.Dest.Write)
-		f.Func().Add(r.Clone()).Id("write"+j.GoName).Params(jen.Id("ctx").Add(Context()), jen.Id("u").Id(j.Unit.GoName), jen.Id("key").String(), jen.Id("v").Int32()).
-			Params(rt("Outcome"), jen.Error()).Block(
-			jen.List(jen.Id("w"), jen.Id("err")).Op(":=").Id("q").Dot("q").Dot("Write"+j.GoName).Call(jen.Id("ctx"), jen.Qual(db, "Write"+j.GoName+"Params").Values(params)),
-			jen.Comment("No row back means the conflict clause wrote nothing."),
-			jen.If(rt(noRows).Call(jen.Id("err"))).Block(jen.Return(rt(nothing), jen.Nil())),
-			jen.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Lit(""), jen.Id("err"))),
-			jen.Return(rt("Outcome").Call(jen.Id("w")), jen.Nil()),
-		)
+		singleWrite(f, j, d, db, r.Clone(), params, noRows, nothing)
 		batchWrite(f, j, d, db, r.Clone(), nothing)
 
 		f.Commentf("list%s reads every %s row back as units.", j.GoName, j.Dest.Table)
@@ -237,15 +229,67 @@ func DialectFile(p *model.Package, d model.Dialect, importPath string) *jen.File
 	return f
 }
 
+// singleWrite emits a job's write of one unit: the guarded upsert, which
+// returns what it did. On SQLite, whose RETURNING costs a new row about as
+// much as the insert itself, a plain insert that does nothing on conflict
+// goes first, and only a key already written takes the upsert:
+//
+//	func (q sqliteQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (idem.Outcome, error) {
+//		p := sqlitedb.WriteInvoiceSyncParams{...}
+//		n, err := q.q.InsertInvoiceSync(ctx, sqlitedb.InsertInvoiceSyncParams(p))
+//		if err != nil {
+//			return "", err
+//		}
+//		if n == 1 {
+//			return idem.OutcomeInserted, nil
+//		}
+//		w, err := q.q.WriteInvoiceSync(ctx, p)
+//		// No row back means the conflict clause wrote nothing.
+//		if idem.SQLiteNoRows(err) {
+//			return idem.OutcomeUnchanged, nil
+//		}
+//		...
+//		return idem.Outcome(w), nil
+//	}
+func singleWrite(f *jen.File, j *model.Job, d model.Dialect, db string, recv *jen.Statement, params jen.Dict, noRows, nothing string) {
+	f.Commentf("write%s upserts u into %s (%s).", j.GoName, j.Dest.Table, j.Dest.Write)
+	f.Func().Add(recv).Id("write"+j.GoName).Params(jen.Id("ctx").Add(Context()), jen.Id("u").Id(j.Unit.GoName), jen.Id("key").String(), jen.Id("v").Int32()).
+		Params(rt("Outcome"), jen.Error()).BlockFunc(func(g *jen.Group) {
+		g.Id("p").Op(":=").Qual(db, "Write"+j.GoName+"Params").Values(params)
+		if d == model.SQLite {
+			g.List(jen.Id("n"), jen.Id("err")).Op(":=").Id("q").Dot("q").Dot("Insert"+j.GoName).Call(jen.Id("ctx"), jen.Qual(db, "Insert"+j.GoName+"Params").Call(jen.Id("p")))
+			g.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Lit(""), jen.Id("err")))
+			g.If(jen.Id("n").Op("==").Lit(1)).Block(jen.Return(rt("OutcomeInserted"), jen.Nil()))
+			if j.Dest.Write == model.InsertOnce {
+				g.Comment("The row was there: insert_once leaves it.")
+				g.Return(rt(nothing), jen.Nil())
+				return
+			}
+		}
+		g.List(jen.Id("w"), jen.Id("err")).Op(":=").Id("q").Dot("q").Dot("Write"+j.GoName).Call(jen.Id("ctx"), jen.Id("p"))
+		g.Comment("No row back means the conflict clause wrote nothing.")
+		g.If(rt(noRows).Call(jen.Id("err"))).Block(jen.Return(rt(nothing), jen.Nil()))
+		g.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Lit(""), jen.Id("err")))
+		g.Return(rt("Outcome").Call(jen.Id("w")), jen.Nil())
+	})
+}
+
 // batchWrite emits a job's batch write. On PostgreSQL it fills one array
 // per column (and one marking the NULLs of each nullable column) and runs
-// one statement; SQLite has none, and the engine writes unit by unit:
+// a plain insert of them, or, when a key was there already, the guarded
+// upsert; SQLite has none, and the engine writes unit by unit:
 //
 //	func (q pgQuerier) writeInvoiceSyncBatch(ctx context.Context, us []Invoice, keys []string, v int32) ([]idem.Outcome, error) {
 //		p := pgdb.WriteInvoiceSyncBatchParams{IdemgenKey: keys, IdemgenJobVersion: v}
 //		for _, u := range us {
 //			p.InvoiceID = append(p.InvoiceID, u.InvoiceID)
 //			...
+//		}
+//		// Keys all new, as on a first run: one plain insert.
+//		if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+//			return q.q.InsertInvoiceSyncBatch(ctx, pgdb.InsertInvoiceSyncBatchParams(p))
+//		}); err != nil || out != nil {
+//			return out, err
 //		}
 //		rs, err := q.q.WriteInvoiceSyncBatch(ctx, p)
 //		...
@@ -279,6 +323,11 @@ func batchWrite(f *jen.File, j *model.Job, d model.Dialect, db string, recv *jen
 				g.Add(col).Op("=").Append(col.Clone(), val)
 			}
 		})
+		g.Comment("Keys all new, as on a first run: one plain insert.")
+		g.If(jen.List(jen.Id("out"), jen.Id("err")).Op(":=").Add(rt("PgInsertNew")).Call(jen.Id("ctx"), jen.Id("q").Dot("db"), jen.Len(jen.Id("keys")),
+			jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
+				jen.Return(jen.Id("q").Dot("q").Dot("Insert"+j.GoName+"Batch").Call(jen.Id("ctx"), jen.Qual(db, "Insert"+j.GoName+"BatchParams").Call(p))),
+			)), jen.Id("err").Op("!=").Nil().Op("||").Id("out").Op("!=").Nil()).Block(jen.Return(jen.Id("out"), jen.Id("err")))
 		g.List(jen.Id("rs"), jen.Id("err")).Op(":=").Id("q").Dot("q").Dot("Write"+j.GoName+"Batch").Call(jen.Id("ctx"), p)
 		g.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("err")))
 		g.Id("written").Op(":=").Make(jen.Map(jen.String()).String(), jen.Len(jen.Id("rs")))

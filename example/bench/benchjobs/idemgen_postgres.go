@@ -10,14 +10,15 @@ import (
 
 // writeCopyJob upserts u into copy_rows (upsert).
 func (q pgQuerier) writeCopyJob(ctx context.Context, u CopyRow, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteCopyJob(ctx, pgdb.WriteCopyJobParams{
+	p := pgdb.WriteCopyJobParams{
 		Account:           u.Account,
 		Amount:            u.Amount,
 		ID:                u.ID,
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
 		UpdatedAt:         u.UpdatedAt,
-	})
+	}
+	w, err := q.q.WriteCopyJob(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
@@ -39,6 +40,12 @@ func (q pgQuerier) writeCopyJobBatch(ctx context.Context, us []CopyRow, keys []s
 		p.Account = append(p.Account, u.Account)
 		p.Amount = append(p.Amount, u.Amount)
 		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertCopyJobBatch(ctx, pgdb.InsertCopyJobBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WriteCopyJobBatch(ctx, p)
 	if err != nil {
@@ -80,14 +87,15 @@ func (q pgQuerier) staleCopyJob(ctx context.Context, v, limit int32) ([]string, 
 
 // writeFxJob upserts u into fx_rows (upsert).
 func (q pgQuerier) writeFxJob(ctx context.Context, u FxRow, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteFxJob(ctx, pgdb.WriteFxJobParams{
+	p := pgdb.WriteFxJobParams{
 		Account:           u.Account,
 		Amount:            u.Amount,
 		ID:                u.ID,
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
 		UpdatedAt:         u.UpdatedAt,
-	})
+	}
+	w, err := q.q.WriteFxJob(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
@@ -109,6 +117,12 @@ func (q pgQuerier) writeFxJobBatch(ctx context.Context, us []FxRow, keys []strin
 		p.Account = append(p.Account, u.Account)
 		p.Amount = append(p.Amount, u.Amount)
 		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertFxJobBatch(ctx, pgdb.InsertFxJobBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WriteFxJobBatch(ctx, p)
 	if err != nil {

@@ -19,10 +19,14 @@ import (
 type pgStore struct{ pool *pgxpool.Pool }
 
 func (s pgStore) InTx(ctx context.Context, fn func(q idem.Querier) error) error {
-	return idem.PgInTx(ctx, s.pool, func(tx pgx.Tx) error { return fn(pgQuerier{pgdb.New(tx)}) })
+	return idem.PgInTx(ctx, s.pool, func(tx pgx.Tx) error { return fn(newPgQuerier(tx)) })
 }
 
-func (s pgStore) Auto() idem.Querier { return pgQuerier{pgdb.New(s.pool)} }
+func (s pgStore) Auto() idem.Querier { return newPgQuerier(s.pool) }
+
+// WritesConcurrently tells the engine that a second batch transaction may
+// write while the first is open (idem.WithWriteAhead).
+func (pgStore) WritesConcurrently() bool { return true }
 
 // DBNow reads the database's clock, which leases are compared on.
 func (s pgStore) DBNow(ctx context.Context) (time.Time, error) {
@@ -35,10 +39,16 @@ func (s pgStore) DBNow(ctx context.Context) (time.Time, error) {
 func (s pgStore) Pool() *pgxpool.Pool { return s.pool }
 
 // PgTx runs the queries in a transaction the caller owns (ProcessTx, a River worker).
-func (s pgStore) PgTx(tx pgx.Tx) idem.Querier { return pgQuerier{pgdb.New(tx)} }
+func (s pgStore) PgTx(tx pgx.Tx) idem.Querier { return newPgQuerier(tx) }
 
-// pgQuerier adapts the sqlc-generated PostgreSQL queries to the engine.
-type pgQuerier struct{ q *pgdb.Queries }
+// pgQuerier adapts the sqlc-generated PostgreSQL queries to the engine;
+// db is what they run on, for the savepoint of a batch's first insert.
+type pgQuerier struct {
+	q  *pgdb.Queries
+	db pgdb.DBTX
+}
+
+func newPgQuerier(db pgdb.DBTX) pgQuerier { return pgQuerier{pgdb.New(db), db} }
 
 func (q pgQuerier) Progress(ctx context.Context, job string) (idem.ProgressRow, error) {
 	r, err := q.q.GetProgress(ctx, job)

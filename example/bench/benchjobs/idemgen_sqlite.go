@@ -10,14 +10,22 @@ import (
 
 // writeCopyJob upserts u into copy_rows (upsert).
 func (q sqliteQuerier) writeCopyJob(ctx context.Context, u CopyRow, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteCopyJob(ctx, sqlitedb.WriteCopyJobParams{
+	p := sqlitedb.WriteCopyJobParams{
 		Account:           u.Account,
 		Amount:            u.Amount,
 		ID:                u.ID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		UpdatedAt:         idem.SQLiteTime(u.UpdatedAt),
-	})
+	}
+	n, err := q.q.InsertCopyJob(ctx, sqlitedb.InsertCopyJobParams(p))
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	w, err := q.q.WriteCopyJob(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
@@ -61,14 +69,22 @@ func (q sqliteQuerier) staleCopyJob(ctx context.Context, v, limit int32) ([]stri
 
 // writeFxJob upserts u into fx_rows (upsert).
 func (q sqliteQuerier) writeFxJob(ctx context.Context, u FxRow, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteFxJob(ctx, sqlitedb.WriteFxJobParams{
+	p := sqlitedb.WriteFxJobParams{
 		Account:           u.Account,
 		Amount:            u.Amount,
 		ID:                u.ID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		UpdatedAt:         idem.SQLiteTime(u.UpdatedAt),
-	})
+	}
+	n, err := q.q.InsertFxJob(ctx, sqlitedb.InsertFxJobParams(p))
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	w, err := q.q.WriteFxJob(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil

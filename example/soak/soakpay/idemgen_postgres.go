@@ -10,12 +10,13 @@ import (
 
 // writePaymentJob upserts u into soak_payments (insert_once).
 func (q pgQuerier) writePaymentJob(ctx context.Context, u Payment, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WritePaymentJob(ctx, pgdb.WritePaymentJobParams{
+	p := pgdb.WritePaymentJobParams{
 		AmountCents:       u.AmountCents,
 		EventID:           u.EventID,
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
-	})
+	}
+	w, err := q.q.WritePaymentJob(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
@@ -35,6 +36,12 @@ func (q pgQuerier) writePaymentJobBatch(ctx context.Context, us []Payment, keys 
 	for _, u := range us {
 		p.EventID = append(p.EventID, u.EventID)
 		p.AmountCents = append(p.AmountCents, u.AmountCents)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertPaymentJobBatch(ctx, pgdb.InsertPaymentJobBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WritePaymentJobBatch(ctx, p)
 	if err != nil {

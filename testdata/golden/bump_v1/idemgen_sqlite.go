@@ -10,13 +10,21 @@ import (
 
 // writeOrderSync upserts u into orders (upsert).
 func (q sqliteQuerier) writeOrderSync(ctx context.Context, u Order, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteOrderSync(ctx, sqlitedb.WriteOrderSyncParams{
+	p := sqlitedb.WriteOrderSyncParams{
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		OrderID:           u.OrderID,
 		Status:            u.Status,
 		UpdatedAt:         idem.SQLiteTime(u.UpdatedAt),
-	})
+	}
+	n, err := q.q.InsertOrderSync(ctx, sqlitedb.InsertOrderSyncParams(p))
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	w, err := q.q.WriteOrderSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil

@@ -10,13 +10,14 @@ import (
 
 // writeOrderSync upserts u into orders (upsert).
 func (q pgQuerier) writeOrderSync(ctx context.Context, u Order, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteOrderSync(ctx, pgdb.WriteOrderSyncParams{
+	p := pgdb.WriteOrderSyncParams{
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
 		OrderID:           u.OrderID,
 		Status:            u.Status,
 		UpdatedAt:         u.UpdatedAt,
-	})
+	}
+	w, err := q.q.WriteOrderSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
@@ -37,6 +38,12 @@ func (q pgQuerier) writeOrderSyncBatch(ctx context.Context, us []Order, keys []s
 		p.OrderID = append(p.OrderID, u.OrderID)
 		p.Status = append(p.Status, u.Status)
 		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertOrderSyncBatch(ctx, pgdb.InsertOrderSyncBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WriteOrderSyncBatch(ctx, p)
 	if err != nil {

@@ -10,12 +10,13 @@ import (
 
 // writeEventImport upserts u into events (insert_once).
 func (q pgQuerier) writeEventImport(ctx context.Context, u Event, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteEventImport(ctx, pgdb.WriteEventImportParams{
+	p := pgdb.WriteEventImportParams{
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
 		Name:              u.Name,
 		Seq:               u.Seq,
-	})
+	}
+	w, err := q.q.WriteEventImport(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
@@ -35,6 +36,12 @@ func (q pgQuerier) writeEventImportBatch(ctx context.Context, us []Event, keys [
 	for _, u := range us {
 		p.Seq = append(p.Seq, u.Seq)
 		p.Name = append(p.Name, u.Name)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertEventImportBatch(ctx, pgdb.InsertEventImportBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WriteEventImportBatch(ctx, p)
 	if err != nil {

@@ -10,20 +10,21 @@ import (
 
 // writeEventImport upserts u into events (insert_once).
 func (q sqliteQuerier) writeEventImport(ctx context.Context, u Event, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteEventImport(ctx, sqlitedb.WriteEventImportParams{
+	p := sqlitedb.WriteEventImportParams{
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		Name:              u.Name,
 		Seq:               u.Seq,
-	})
-	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
-		return idem.OutcomeDeduped, nil
 	}
+	n, err := q.q.InsertEventImport(ctx, sqlitedb.InsertEventImportParams(p))
 	if err != nil {
 		return "", err
 	}
-	return idem.Outcome(w), nil
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	// The row was there: insert_once leaves it.
+	return idem.OutcomeDeduped, nil
 }
 
 // writeEventImportBatch has no single statement on SQLite: the engine calls writeEventImport per unit.

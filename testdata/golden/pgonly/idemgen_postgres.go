@@ -10,11 +10,12 @@ import (
 
 // writeDeviceRegister upserts u into devices (upsert).
 func (q pgQuerier) writeDeviceRegister(ctx context.Context, u Device, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteDeviceRegister(ctx, pgdb.WriteDeviceRegisterParams{
+	p := pgdb.WriteDeviceRegisterParams{
 		DeviceID:          u.DeviceID,
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
-	})
+	}
+	w, err := q.q.WriteDeviceRegister(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
@@ -33,6 +34,12 @@ func (q pgQuerier) writeDeviceRegisterBatch(ctx context.Context, us []Device, ke
 	}
 	for _, u := range us {
 		p.DeviceID = append(p.DeviceID, u.DeviceID)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertDeviceRegisterBatch(ctx, pgdb.InsertDeviceRegisterBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WriteDeviceRegisterBatch(ctx, p)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 // writePriceSync upserts u into prices (upsert).
 func (q pgQuerier) writePriceSync(ctx context.Context, u Price, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WritePriceSync(ctx, pgdb.WritePriceSyncParams{
+	p := pgdb.WritePriceSyncParams{
 		Cents:             u.Cents,
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
@@ -18,7 +18,8 @@ func (q pgQuerier) writePriceSync(ctx context.Context, u Price, key string, v in
 		Rev:               u.Rev,
 		SeenAt:            u.SeenAt,
 		Sku:               u.Sku,
-	})
+	}
+	w, err := q.q.WritePriceSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
@@ -41,6 +42,12 @@ func (q pgQuerier) writePriceSyncBatch(ctx context.Context, us []Price, keys []s
 		p.Rev = append(p.Rev, u.Rev)
 		p.Cents = append(p.Cents, u.Cents)
 		p.SeenAt = append(p.SeenAt, u.SeenAt)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertPriceSyncBatch(ctx, pgdb.InsertPriceSyncBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WritePriceSyncBatch(ctx, p)
 	if err != nil {

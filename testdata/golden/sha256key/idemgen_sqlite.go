@@ -10,7 +10,7 @@ import (
 
 // writePriceSync upserts u into prices (upsert).
 func (q sqliteQuerier) writePriceSync(ctx context.Context, u Price, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WritePriceSync(ctx, sqlitedb.WritePriceSyncParams{
+	p := sqlitedb.WritePriceSyncParams{
 		Cents:             u.Cents,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
@@ -18,7 +18,15 @@ func (q sqliteQuerier) writePriceSync(ctx context.Context, u Price, key string, 
 		Rev:               u.Rev,
 		SeenAt:            idem.SQLiteTime(u.SeenAt),
 		Sku:               u.Sku,
-	})
+	}
+	n, err := q.q.InsertPriceSync(ctx, sqlitedb.InsertPriceSyncParams(p))
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	w, err := q.q.WritePriceSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil

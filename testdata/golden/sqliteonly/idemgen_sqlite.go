@@ -10,19 +10,20 @@ import (
 
 // writeTagCollect upserts u into tags (insert_once).
 func (q sqliteQuerier) writeTagCollect(ctx context.Context, u Tag, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteTagCollect(ctx, sqlitedb.WriteTagCollectParams{
+	p := sqlitedb.WriteTagCollectParams{
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		Tag:               u.Tag,
-	})
-	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
-		return idem.OutcomeDeduped, nil
 	}
+	n, err := q.q.InsertTagCollect(ctx, sqlitedb.InsertTagCollectParams(p))
 	if err != nil {
 		return "", err
 	}
-	return idem.Outcome(w), nil
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	// The row was there: insert_once leaves it.
+	return idem.OutcomeDeduped, nil
 }
 
 // writeTagCollectBatch has no single statement on SQLite: the engine calls writeTagCollect per unit.

@@ -10,14 +10,15 @@ import (
 
 // writeLedgerImport upserts u into ledger_entries (upsert).
 func (q pgQuerier) writeLedgerImport(ctx context.Context, u Entry, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteLedgerImport(ctx, pgdb.WriteLedgerImportParams{
+	p := pgdb.WriteLedgerImportParams{
 		Account:           u.Account,
 		AmountCents:       u.AmountCents,
 		BookedAt:          u.BookedAt,
 		EntryID:           u.EntryID,
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
-	})
+	}
+	w, err := q.q.WriteLedgerImport(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
@@ -39,6 +40,12 @@ func (q pgQuerier) writeLedgerImportBatch(ctx context.Context, us []Entry, keys 
 		p.Account = append(p.Account, u.Account)
 		p.AmountCents = append(p.AmountCents, u.AmountCents)
 		p.BookedAt = append(p.BookedAt, u.BookedAt)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertLedgerImportBatch(ctx, pgdb.InsertLedgerImportBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WriteLedgerImportBatch(ctx, p)
 	if err != nil {
@@ -80,12 +87,13 @@ func (q pgQuerier) staleLedgerImport(ctx context.Context, v, limit int32) ([]str
 
 // writePageImport upserts u into feed_changes (insert_once).
 func (q pgQuerier) writePageImport(ctx context.Context, u Change, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WritePageImport(ctx, pgdb.WritePageImportParams{
+	p := pgdb.WritePageImportParams{
 		Body:              jsonValue(u.Body),
 		ChangeID:          u.ChangeID,
 		IdemgenJobVersion: v,
 		IdemgenKey:        key,
-	})
+	}
+	w, err := q.q.WritePageImport(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
@@ -105,6 +113,12 @@ func (q pgQuerier) writePageImportBatch(ctx context.Context, us []Change, keys [
 	for _, u := range us {
 		p.ChangeID = append(p.ChangeID, u.ChangeID)
 		p.Body = append(p.Body, jsonValue(u.Body))
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertPageImportBatch(ctx, pgdb.InsertPageImportBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WritePageImportBatch(ctx, p)
 	if err != nil {

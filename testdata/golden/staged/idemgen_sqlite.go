@@ -11,14 +11,22 @@ import (
 
 // writeLedgerImport upserts u into ledger_entries (upsert).
 func (q sqliteQuerier) writeLedgerImport(ctx context.Context, u Entry, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteLedgerImport(ctx, sqlitedb.WriteLedgerImportParams{
+	p := sqlitedb.WriteLedgerImportParams{
 		Account:           u.Account,
 		AmountCents:       u.AmountCents,
 		BookedAt:          idem.SQLiteTime(u.BookedAt),
 		EntryID:           u.EntryID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
-	})
+	}
+	n, err := q.q.InsertLedgerImport(ctx, sqlitedb.InsertLedgerImportParams(p))
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	w, err := q.q.WriteLedgerImport(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
@@ -62,20 +70,21 @@ func (q sqliteQuerier) staleLedgerImport(ctx context.Context, v, limit int32) ([
 
 // writePageImport upserts u into feed_changes (insert_once).
 func (q sqliteQuerier) writePageImport(ctx context.Context, u Change, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WritePageImport(ctx, sqlitedb.WritePageImportParams{
+	p := sqlitedb.WritePageImportParams{
 		Body:              string(jsonValue(u.Body)),
 		ChangeID:          u.ChangeID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
-	})
-	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
-		return idem.OutcomeDeduped, nil
 	}
+	n, err := q.q.InsertPageImport(ctx, sqlitedb.InsertPageImportParams(p))
 	if err != nil {
 		return "", err
 	}
-	return idem.Outcome(w), nil
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	// The row was there: insert_once leaves it.
+	return idem.OutcomeDeduped, nil
 }
 
 // writePageImportBatch has no single statement on SQLite: the engine calls writePageImport per unit.

@@ -10,7 +10,7 @@ import (
 
 // writeAllTypes upserts u into records (upsert).
 func (q pgQuerier) writeAllTypes(ctx context.Context, u Record, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteAllTypes(ctx, pgdb.WriteAllTypesParams{
+	p := pgdb.WriteAllTypesParams{
 		At:                u.At,
 		AtNull:            u.AtNull,
 		Blob:              bytesValue(u.Blob),
@@ -32,7 +32,8 @@ func (q pgQuerier) writeAllTypes(ctx context.Context, u Record, key string, v in
 		StrNull:           u.StrNull,
 		Uid:               u.Uid,
 		UidNull:           u.UidNull,
-	})
+	}
+	w, err := q.q.WriteAllTypes(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
@@ -78,6 +79,12 @@ func (q pgQuerier) writeAllTypesBatch(ctx context.Context, us []Record, keys []s
 		p.Uid = append(p.Uid, u.Uid)
 		p.IdemgenNullUidNull = append(p.IdemgenNullUidNull, u.UidNull == nil)
 		p.UidNull = append(p.UidNull, idem.ValueOr(u.UidNull))
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+		return q.q.InsertAllTypesBatch(ctx, pgdb.InsertAllTypesBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
 	}
 	rs, err := q.q.WriteAllTypesBatch(ctx, p)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 
 // writeAllTypes upserts u into records (upsert).
 func (q sqliteQuerier) writeAllTypes(ctx context.Context, u Record, key string, v int32) (idem.Outcome, error) {
-	w, err := q.q.WriteAllTypes(ctx, sqlitedb.WriteAllTypesParams{
+	p := sqlitedb.WriteAllTypesParams{
 		At:                idem.SQLiteTime(u.At),
 		AtNull:            idem.SQLNullTime(u.AtNull),
 		Blob:              bytesValue(u.Blob),
@@ -34,7 +34,15 @@ func (q sqliteQuerier) writeAllTypes(ctx context.Context, u Record, key string, 
 		StrNull:           idem.SQLNullString(u.StrNull),
 		Uid:               u.Uid.String(),
 		UidNull:           idem.SQLNullStringer(u.UidNull),
-	})
+	}
+	n, err := q.q.InsertAllTypes(ctx, sqlitedb.InsertAllTypesParams(p))
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	w, err := q.q.WriteAllTypes(ctx, p)
 	// No row back means the conflict clause wrote nothing.
 	if idem.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil

@@ -215,6 +215,13 @@ ON CONFLICT (invoice_id) DO UPDATE SET
 WHERE excluded.updated_at >= d.updated_at AND ((d.customer_id, d.amount_cents, d.created_at, d.updated_at) IS DISTINCT FROM (excluded.customer_id, excluded.amount_cents, excluded.created_at, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_key, idemgen_write;
 
+-- name: InsertInvoiceSyncBatch :exec
+-- WriteInvoiceSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO invoices (invoice_id, customer_id, amount_cents, created_at, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.invoice_id, b.customer_id, b.amount_cents, b.created_at, b.updated_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@invoice_id::text[]) AS invoice_id, unnest(@customer_id::text[]) AS customer_id, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@created_at::timestamptz[]) AS created_at, unnest(@updated_at::timestamptz[]) AS updated_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
 -- name: ListInvoiceSync :many
 SELECT invoice_id, customer_id, amount_cents, created_at, updated_at FROM invoices ORDER BY invoice_id;
 
@@ -236,6 +243,13 @@ FROM (SELECT unnest(@event_id::text[]) AS event_id, unnest(@invoice_id::text[]) 
 WHERE true
 ON CONFLICT (event_id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
+
+-- name: InsertPaymentWebhookBatch :exec
+-- WritePaymentWebhookBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO payments (event_id, invoice_id, amount_cents, paid_at, note, idemgen_key, idemgen_job_version)
+SELECT b.event_id, b.invoice_id, b.amount_cents, b.paid_at, CASE WHEN b.idemgen_null_note THEN NULL ELSE b.note END, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@event_id::text[]) AS event_id, unnest(@invoice_id::text[]) AS invoice_id, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@paid_at::timestamptz[]) AS paid_at, unnest(@note::text[]) AS note, unnest(@idemgen_null_note::boolean[]) AS idemgen_null_note, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
 
 -- name: ListPaymentWebhook :many
 SELECT event_id, invoice_id, amount_cents, paid_at, note FROM payments ORDER BY event_id;

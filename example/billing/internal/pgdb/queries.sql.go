@@ -292,6 +292,70 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertInvoiceSyncBatch = `-- name: InsertInvoiceSyncBatch :exec
+INSERT INTO invoices (invoice_id, customer_id, amount_cents, created_at, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.invoice_id, b.customer_id, b.amount_cents, b.created_at, b.updated_at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS invoice_id, unnest($3::text[]) AS customer_id, unnest($4::bigint[]) AS amount_cents, unnest($5::timestamptz[]) AS created_at, unnest($6::timestamptz[]) AS updated_at, unnest($7::text[]) AS idemgen_key) AS b
+`
+
+type InsertInvoiceSyncBatchParams struct {
+	IdemgenJobVersion int32
+	InvoiceID         []string
+	CustomerID        []string
+	AmountCents       []int64
+	CreatedAt         []time.Time
+	UpdatedAt         []time.Time
+	IdemgenKey        []string
+}
+
+// WriteInvoiceSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertInvoiceSyncBatch(ctx context.Context, arg InsertInvoiceSyncBatchParams) error {
+	_, err := q.db.Exec(ctx, insertInvoiceSyncBatch,
+		arg.IdemgenJobVersion,
+		arg.InvoiceID,
+		arg.CustomerID,
+		arg.AmountCents,
+		arg.CreatedAt,
+		arg.UpdatedAt,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
+const insertPaymentWebhookBatch = `-- name: InsertPaymentWebhookBatch :exec
+INSERT INTO payments (event_id, invoice_id, amount_cents, paid_at, note, idemgen_key, idemgen_job_version)
+SELECT b.event_id, b.invoice_id, b.amount_cents, b.paid_at, CASE WHEN b.idemgen_null_note THEN NULL ELSE b.note END, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS event_id, unnest($3::text[]) AS invoice_id, unnest($4::bigint[]) AS amount_cents, unnest($5::timestamptz[]) AS paid_at, unnest($6::text[]) AS note, unnest($7::boolean[]) AS idemgen_null_note, unnest($8::text[]) AS idemgen_key) AS b
+`
+
+type InsertPaymentWebhookBatchParams struct {
+	IdemgenJobVersion int32
+	EventID           []string
+	InvoiceID         []string
+	AmountCents       []int64
+	PaidAt            []time.Time
+	Note              []string
+	IdemgenNullNote   []bool
+	IdemgenKey        []string
+}
+
+// WritePaymentWebhookBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertPaymentWebhookBatch(ctx context.Context, arg InsertPaymentWebhookBatchParams) error {
+	_, err := q.db.Exec(ctx, insertPaymentWebhookBatch,
+		arg.IdemgenJobVersion,
+		arg.EventID,
+		arg.InvoiceID,
+		arg.AmountCents,
+		arg.PaidAt,
+		arg.Note,
+		arg.IdemgenNullNote,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
 const listInvoiceSync = `-- name: ListInvoiceSync :many
 SELECT invoice_id, customer_id, amount_cents, created_at, updated_at FROM invoices ORDER BY invoice_id
 `

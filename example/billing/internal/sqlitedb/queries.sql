@@ -164,6 +164,13 @@ ON CONFLICT (invoice_id) DO UPDATE SET
 WHERE excluded.updated_at >= d.updated_at AND ((d.customer_id IS NOT excluded.customer_id OR d.amount_cents IS NOT excluded.amount_cents OR d.created_at IS NOT excluded.created_at OR d.updated_at IS NOT excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
 
+-- name: InsertInvoiceSync :execrows
+-- WriteInvoiceSync's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO invoices (invoice_id, customer_id, amount_cents, created_at, updated_at, idemgen_key, idemgen_job_version)
+VALUES (@invoice_id, @customer_id, @amount_cents, @created_at, @updated_at, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (invoice_id) DO NOTHING;
+
 -- name: ListInvoiceSync :many
 SELECT invoice_id, customer_id, amount_cents, created_at, updated_at FROM invoices ORDER BY invoice_id;
 
@@ -176,6 +183,13 @@ INSERT INTO payments AS d (event_id, invoice_id, amount_cents, paid_at, note, id
 VALUES (@event_id, @invoice_id, @amount_cents, @paid_at, sqlc.narg(note), @idemgen_key, @idemgen_job_version)
 ON CONFLICT (event_id) DO NOTHING
 RETURNING idemgen_write;
+
+-- name: InsertPaymentWebhook :execrows
+-- WritePaymentWebhook's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO payments (event_id, invoice_id, amount_cents, paid_at, note, idemgen_key, idemgen_job_version)
+VALUES (@event_id, @invoice_id, @amount_cents, @paid_at, sqlc.narg(note), @idemgen_key, @idemgen_job_version)
+ON CONFLICT (event_id) DO NOTHING;
 
 -- name: ListPaymentWebhook :many
 SELECT event_id, invoice_id, amount_cents, paid_at, note FROM payments ORDER BY event_id;

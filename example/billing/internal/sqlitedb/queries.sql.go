@@ -197,6 +197,74 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertInvoiceSync = `-- name: InsertInvoiceSync :execrows
+INSERT INTO invoices (invoice_id, customer_id, amount_cents, created_at, updated_at, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+ON CONFLICT (invoice_id) DO NOTHING
+`
+
+type InsertInvoiceSyncParams struct {
+	InvoiceID         string
+	CustomerID        string
+	AmountCents       int64
+	CreatedAt         string
+	UpdatedAt         string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteInvoiceSync's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertInvoiceSync(ctx context.Context, arg InsertInvoiceSyncParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertInvoiceSync,
+		arg.InvoiceID,
+		arg.CustomerID,
+		arg.AmountCents,
+		arg.CreatedAt,
+		arg.UpdatedAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const insertPaymentWebhook = `-- name: InsertPaymentWebhook :execrows
+INSERT INTO payments (event_id, invoice_id, amount_cents, paid_at, note, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+ON CONFLICT (event_id) DO NOTHING
+`
+
+type InsertPaymentWebhookParams struct {
+	EventID           string
+	InvoiceID         string
+	AmountCents       int64
+	PaidAt            string
+	Note              sql.NullString
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WritePaymentWebhook's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertPaymentWebhook(ctx context.Context, arg InsertPaymentWebhookParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertPaymentWebhook,
+		arg.EventID,
+		arg.InvoiceID,
+		arg.AmountCents,
+		arg.PaidAt,
+		arg.Note,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const listInvoiceSync = `-- name: ListInvoiceSync :many
 SELECT invoice_id, customer_id, amount_cents, created_at, updated_at FROM invoices ORDER BY invoice_id
 `

@@ -197,6 +197,13 @@ WHERE true
 ON CONFLICT (event_id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
+-- name: InsertShipmentEventsBatch :exec
+-- WriteShipmentEventsBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO shipment_events (event_id, parcel_id, status, at, idemgen_key, idemgen_job_version)
+SELECT b.event_id, b.parcel_id, b.status, b.at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@event_id::text[]) AS event_id, unnest(@parcel_id::text[]) AS parcel_id, unnest(@status::text[]) AS status, unnest(@at::timestamptz[]) AS at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
 -- name: ListShipmentEvents :many
 SELECT event_id, parcel_id, status, at FROM shipment_events ORDER BY event_id;
 

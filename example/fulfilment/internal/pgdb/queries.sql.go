@@ -292,6 +292,35 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertShipmentEventsBatch = `-- name: InsertShipmentEventsBatch :exec
+INSERT INTO shipment_events (event_id, parcel_id, status, at, idemgen_key, idemgen_job_version)
+SELECT b.event_id, b.parcel_id, b.status, b.at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS event_id, unnest($3::text[]) AS parcel_id, unnest($4::text[]) AS status, unnest($5::timestamptz[]) AS at, unnest($6::text[]) AS idemgen_key) AS b
+`
+
+type InsertShipmentEventsBatchParams struct {
+	IdemgenJobVersion int32
+	EventID           []string
+	ParcelID          []string
+	Status            []string
+	At                []time.Time
+	IdemgenKey        []string
+}
+
+// WriteShipmentEventsBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertShipmentEventsBatch(ctx context.Context, arg InsertShipmentEventsBatchParams) error {
+	_, err := q.db.Exec(ctx, insertShipmentEventsBatch,
+		arg.IdemgenJobVersion,
+		arg.EventID,
+		arg.ParcelID,
+		arg.Status,
+		arg.At,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
 const listLedger = `-- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM fulfilment_idem_ledger ORDER BY effect_key

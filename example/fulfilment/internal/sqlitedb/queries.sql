@@ -155,6 +155,13 @@ VALUES (@event_id, @parcel_id, @status, @at, @idemgen_key, @idemgen_job_version)
 ON CONFLICT (event_id) DO NOTHING
 RETURNING idemgen_write;
 
+-- name: InsertShipmentEvents :execrows
+-- WriteShipmentEvents's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO shipment_events (event_id, parcel_id, status, at, idemgen_key, idemgen_job_version)
+VALUES (@event_id, @parcel_id, @status, @at, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (event_id) DO NOTHING;
+
 -- name: ListShipmentEvents :many
 SELECT event_id, parcel_id, status, at FROM shipment_events ORDER BY event_id;
 

@@ -197,6 +197,38 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertShipmentEvents = `-- name: InsertShipmentEvents :execrows
+INSERT INTO shipment_events (event_id, parcel_id, status, at, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT (event_id) DO NOTHING
+`
+
+type InsertShipmentEventsParams struct {
+	EventID           string
+	ParcelID          string
+	Status            string
+	At                string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteShipmentEvents's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertShipmentEvents(ctx context.Context, arg InsertShipmentEventsParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertShipmentEvents,
+		arg.EventID,
+		arg.ParcelID,
+		arg.Status,
+		arg.At,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const listLedger = `-- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM fulfilment_idem_ledger ORDER BY effect_key

@@ -213,6 +213,13 @@ ON CONFLICT (id) DO UPDATE SET
 WHERE excluded.updated_at >= d.updated_at AND ((d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_key, idemgen_write;
 
+-- name: InsertCopyJobBatch :exec
+-- WriteCopyJobBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO copy_rows (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.id, b.account, b.amount, b.updated_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@id::text[]) AS id, unnest(@account::text[]) AS account, unnest(@amount::bigint[]) AS amount, unnest(@updated_at::timestamptz[]) AS updated_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
 -- name: ListCopyJob :many
 SELECT id, account, amount, updated_at FROM copy_rows ORDER BY id;
 
@@ -250,6 +257,13 @@ ON CONFLICT (id) DO UPDATE SET
     idemgen_rev = d.idemgen_rev + CASE WHEN (d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) THEN 1 ELSE 0 END
 WHERE excluded.updated_at >= d.updated_at AND ((d.account, d.amount, d.updated_at) IS DISTINCT FROM (excluded.account, excluded.amount, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_key, idemgen_write;
+
+-- name: InsertFxJobBatch :exec
+-- WriteFxJobBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO fx_rows (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.id, b.account, b.amount, b.updated_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@id::text[]) AS id, unnest(@account::text[]) AS account, unnest(@amount::bigint[]) AS amount, unnest(@updated_at::timestamptz[]) AS updated_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
 
 -- name: ListFxJob :many
 SELECT id, account, amount, updated_at FROM fx_rows ORDER BY id;

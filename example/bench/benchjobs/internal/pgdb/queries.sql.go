@@ -292,6 +292,64 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertCopyJobBatch = `-- name: InsertCopyJobBatch :exec
+INSERT INTO copy_rows (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.id, b.account, b.amount, b.updated_at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS id, unnest($3::text[]) AS account, unnest($4::bigint[]) AS amount, unnest($5::timestamptz[]) AS updated_at, unnest($6::text[]) AS idemgen_key) AS b
+`
+
+type InsertCopyJobBatchParams struct {
+	IdemgenJobVersion int32
+	ID                []string
+	Account           []string
+	Amount            []int64
+	UpdatedAt         []time.Time
+	IdemgenKey        []string
+}
+
+// WriteCopyJobBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertCopyJobBatch(ctx context.Context, arg InsertCopyJobBatchParams) error {
+	_, err := q.db.Exec(ctx, insertCopyJobBatch,
+		arg.IdemgenJobVersion,
+		arg.ID,
+		arg.Account,
+		arg.Amount,
+		arg.UpdatedAt,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
+const insertFxJobBatch = `-- name: InsertFxJobBatch :exec
+INSERT INTO fx_rows (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.id, b.account, b.amount, b.updated_at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS id, unnest($3::text[]) AS account, unnest($4::bigint[]) AS amount, unnest($5::timestamptz[]) AS updated_at, unnest($6::text[]) AS idemgen_key) AS b
+`
+
+type InsertFxJobBatchParams struct {
+	IdemgenJobVersion int32
+	ID                []string
+	Account           []string
+	Amount            []int64
+	UpdatedAt         []time.Time
+	IdemgenKey        []string
+}
+
+// WriteFxJobBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertFxJobBatch(ctx context.Context, arg InsertFxJobBatchParams) error {
+	_, err := q.db.Exec(ctx, insertFxJobBatch,
+		arg.IdemgenJobVersion,
+		arg.ID,
+		arg.Account,
+		arg.Amount,
+		arg.UpdatedAt,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
 const listCopyJob = `-- name: ListCopyJob :many
 SELECT id, account, amount, updated_at FROM copy_rows ORDER BY id
 `

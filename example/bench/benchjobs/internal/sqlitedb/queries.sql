@@ -163,6 +163,13 @@ ON CONFLICT (id) DO UPDATE SET
 WHERE excluded.updated_at >= d.updated_at AND ((d.account IS NOT excluded.account OR d.amount IS NOT excluded.amount OR d.updated_at IS NOT excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
 
+-- name: InsertCopyJob :execrows
+-- WriteCopyJob's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO copy_rows (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
+VALUES (@id, @account, @amount, @updated_at, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (id) DO NOTHING;
+
 -- name: ListCopyJob :many
 SELECT id, account, amount, updated_at FROM copy_rows ORDER BY id;
 
@@ -183,6 +190,13 @@ ON CONFLICT (id) DO UPDATE SET
     idemgen_rev = d.idemgen_rev + CASE WHEN (d.account IS NOT excluded.account OR d.amount IS NOT excluded.amount OR d.updated_at IS NOT excluded.updated_at) THEN 1 ELSE 0 END
 WHERE excluded.updated_at >= d.updated_at AND ((d.account IS NOT excluded.account OR d.amount IS NOT excluded.amount OR d.updated_at IS NOT excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
+
+-- name: InsertFxJob :execrows
+-- WriteFxJob's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO fx_rows (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
+VALUES (@id, @account, @amount, @updated_at, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (id) DO NOTHING;
 
 -- name: ListFxJob :many
 SELECT id, account, amount, updated_at FROM fx_rows ORDER BY id;

@@ -197,6 +197,70 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertCopyJob = `-- name: InsertCopyJob :execrows
+INSERT INTO copy_rows (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT (id) DO NOTHING
+`
+
+type InsertCopyJobParams struct {
+	ID                string
+	Account           string
+	Amount            int64
+	UpdatedAt         string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteCopyJob's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertCopyJob(ctx context.Context, arg InsertCopyJobParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertCopyJob,
+		arg.ID,
+		arg.Account,
+		arg.Amount,
+		arg.UpdatedAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const insertFxJob = `-- name: InsertFxJob :execrows
+INSERT INTO fx_rows (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT (id) DO NOTHING
+`
+
+type InsertFxJobParams struct {
+	ID                string
+	Account           string
+	Amount            int64
+	UpdatedAt         string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteFxJob's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertFxJob(ctx context.Context, arg InsertFxJobParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertFxJob,
+		arg.ID,
+		arg.Account,
+		arg.Amount,
+		arg.UpdatedAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const listCopyJob = `-- name: ListCopyJob :many
 SELECT id, account, amount, updated_at FROM copy_rows ORDER BY id
 `

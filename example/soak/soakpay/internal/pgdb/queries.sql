@@ -197,6 +197,13 @@ WHERE true
 ON CONFLICT (event_id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
+-- name: InsertPaymentJobBatch :exec
+-- WritePaymentJobBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO soak_payments (event_id, amount_cents, idemgen_key, idemgen_job_version)
+SELECT b.event_id, b.amount_cents, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@event_id::text[]) AS event_id, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
 -- name: ListPaymentJob :many
 SELECT event_id, amount_cents FROM soak_payments ORDER BY event_id;
 

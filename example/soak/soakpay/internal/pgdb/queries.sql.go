@@ -292,6 +292,31 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertPaymentJobBatch = `-- name: InsertPaymentJobBatch :exec
+INSERT INTO soak_payments (event_id, amount_cents, idemgen_key, idemgen_job_version)
+SELECT b.event_id, b.amount_cents, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS event_id, unnest($3::bigint[]) AS amount_cents, unnest($4::text[]) AS idemgen_key) AS b
+`
+
+type InsertPaymentJobBatchParams struct {
+	IdemgenJobVersion int32
+	EventID           []string
+	AmountCents       []int64
+	IdemgenKey        []string
+}
+
+// WritePaymentJobBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertPaymentJobBatch(ctx context.Context, arg InsertPaymentJobBatchParams) error {
+	_, err := q.db.Exec(ctx, insertPaymentJobBatch,
+		arg.IdemgenJobVersion,
+		arg.EventID,
+		arg.AmountCents,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
 const listLedger = `-- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM soakpay_idem_ledger ORDER BY effect_key

@@ -211,6 +211,13 @@ ON CONFLICT (order_id) DO UPDATE SET
 WHERE excluded.updated_at >= d.updated_at AND ((d.status, d.updated_at) IS DISTINCT FROM (excluded.status, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_key, idemgen_write;
 
+-- name: InsertOrderSyncBatch :exec
+-- WriteOrderSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO orders (order_id, status, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.order_id, b.status, b.updated_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@order_id::text[]) AS order_id, unnest(@status::text[]) AS status, unnest(@updated_at::timestamptz[]) AS updated_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
 -- name: ListOrderSync :many
 SELECT order_id, status, updated_at FROM orders ORDER BY order_id;
 

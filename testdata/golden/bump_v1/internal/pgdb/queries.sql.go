@@ -292,6 +292,33 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertOrderSyncBatch = `-- name: InsertOrderSyncBatch :exec
+INSERT INTO orders (order_id, status, updated_at, idemgen_key, idemgen_job_version)
+SELECT b.order_id, b.status, b.updated_at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS order_id, unnest($3::text[]) AS status, unnest($4::timestamptz[]) AS updated_at, unnest($5::text[]) AS idemgen_key) AS b
+`
+
+type InsertOrderSyncBatchParams struct {
+	IdemgenJobVersion int32
+	OrderID           []string
+	Status            []string
+	UpdatedAt         []time.Time
+	IdemgenKey        []string
+}
+
+// WriteOrderSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertOrderSyncBatch(ctx context.Context, arg InsertOrderSyncBatchParams) error {
+	_, err := q.db.Exec(ctx, insertOrderSyncBatch,
+		arg.IdemgenJobVersion,
+		arg.OrderID,
+		arg.Status,
+		arg.UpdatedAt,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
 const listLedger = `-- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM bump_ledger ORDER BY effect_key

@@ -162,6 +162,13 @@ ON CONFLICT (order_id) DO UPDATE SET
 WHERE excluded.updated_at >= d.updated_at AND ((d.status IS NOT excluded.status OR d.updated_at IS NOT excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
 
+-- name: InsertOrderSync :execrows
+-- WriteOrderSync's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO orders (order_id, status, updated_at, idemgen_key, idemgen_job_version)
+VALUES (@order_id, @status, @updated_at, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (order_id) DO NOTHING;
+
 -- name: ListOrderSync :many
 SELECT order_id, status, updated_at FROM orders ORDER BY order_id;
 

@@ -197,6 +197,36 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertOrderSync = `-- name: InsertOrderSync :execrows
+INSERT INTO orders (order_id, status, updated_at, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (order_id) DO NOTHING
+`
+
+type InsertOrderSyncParams struct {
+	OrderID           string
+	Status            string
+	UpdatedAt         string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteOrderSync's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertOrderSync(ctx context.Context, arg InsertOrderSyncParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertOrderSync,
+		arg.OrderID,
+		arg.Status,
+		arg.UpdatedAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const listLedger = `-- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM bump_ledger ORDER BY effect_key

@@ -197,6 +197,13 @@ WHERE true
 ON CONFLICT (seq) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
+-- name: InsertEventImportBatch :exec
+-- WriteEventImportBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO events (seq, name, idemgen_key, idemgen_job_version)
+SELECT b.seq, b.name, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@seq::bigint[]) AS seq, unnest(@name::text[]) AS name, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
 -- name: ListEventImport :many
 SELECT seq, name FROM events ORDER BY seq;
 

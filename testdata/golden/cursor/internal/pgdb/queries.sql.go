@@ -292,6 +292,31 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertEventImportBatch = `-- name: InsertEventImportBatch :exec
+INSERT INTO events (seq, name, idemgen_key, idemgen_job_version)
+SELECT b.seq, b.name, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::bigint[]) AS seq, unnest($3::text[]) AS name, unnest($4::text[]) AS idemgen_key) AS b
+`
+
+type InsertEventImportBatchParams struct {
+	IdemgenJobVersion int32
+	Seq               []int64
+	Name              []string
+	IdemgenKey        []string
+}
+
+// WriteEventImportBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertEventImportBatch(ctx context.Context, arg InsertEventImportBatchParams) error {
+	_, err := q.db.Exec(ctx, insertEventImportBatch,
+		arg.IdemgenJobVersion,
+		arg.Seq,
+		arg.Name,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
 const listEventImport = `-- name: ListEventImport :many
 SELECT seq, name FROM events ORDER BY seq
 `

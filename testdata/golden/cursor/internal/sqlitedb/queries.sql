@@ -155,6 +155,13 @@ VALUES (@seq, @name, @idemgen_key, @idemgen_job_version)
 ON CONFLICT (seq) DO NOTHING
 RETURNING idemgen_write;
 
+-- name: InsertEventImport :execrows
+-- WriteEventImport's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO events (seq, name, idemgen_key, idemgen_job_version)
+VALUES (@seq, @name, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (seq) DO NOTHING;
+
 -- name: ListEventImport :many
 SELECT seq, name FROM events ORDER BY seq;
 

@@ -197,6 +197,34 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertEventImport = `-- name: InsertEventImport :execrows
+INSERT INTO events (seq, name, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (seq) DO NOTHING
+`
+
+type InsertEventImportParams struct {
+	Seq               int64
+	Name              string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteEventImport's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertEventImport(ctx context.Context, arg InsertEventImportParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertEventImport,
+		arg.Seq,
+		arg.Name,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const listEventImport = `-- name: ListEventImport :many
 SELECT seq, name FROM events ORDER BY seq
 `

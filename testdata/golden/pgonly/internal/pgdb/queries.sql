@@ -207,6 +207,13 @@ ON CONFLICT (device_id) DO UPDATE SET
 WHERE (false OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_key, idemgen_write;
 
+-- name: InsertDeviceRegisterBatch :exec
+-- WriteDeviceRegisterBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO devices (device_id, idemgen_key, idemgen_job_version)
+SELECT b.device_id, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@device_id::uuid[]) AS device_id, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
 -- name: ListDeviceRegister :many
 SELECT device_id FROM devices ORDER BY device_id;
 

@@ -294,6 +294,25 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertDeviceRegisterBatch = `-- name: InsertDeviceRegisterBatch :exec
+INSERT INTO devices (device_id, idemgen_key, idemgen_job_version)
+SELECT b.device_id, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::uuid[]) AS device_id, unnest($3::text[]) AS idemgen_key) AS b
+`
+
+type InsertDeviceRegisterBatchParams struct {
+	IdemgenJobVersion int32
+	DeviceID          []uuid.UUID
+	IdemgenKey        []string
+}
+
+// WriteDeviceRegisterBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertDeviceRegisterBatch(ctx context.Context, arg InsertDeviceRegisterBatchParams) error {
+	_, err := q.db.Exec(ctx, insertDeviceRegisterBatch, arg.IdemgenJobVersion, arg.DeviceID, arg.IdemgenKey)
+	return err
+}
+
 const listDeviceRegister = `-- name: ListDeviceRegister :many
 SELECT device_id FROM devices ORDER BY device_id
 `

@@ -213,6 +213,13 @@ ON CONFLICT (sku, region) DO UPDATE SET
 WHERE excluded.rev >= d.rev AND ((d.rev, d.cents, d.seen_at) IS DISTINCT FROM (excluded.rev, excluded.cents, excluded.seen_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_key, idemgen_write;
 
+-- name: InsertPriceSyncBatch :exec
+-- WritePriceSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO prices (sku, region, rev, cents, seen_at, idemgen_key, idemgen_job_version)
+SELECT b.sku, b.region, b.rev, b.cents, b.seen_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@sku::text[]) AS sku, unnest(@region::text[]) AS region, unnest(@rev::bigint[]) AS rev, unnest(@cents::bigint[]) AS cents, unnest(@seen_at::timestamptz[]) AS seen_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
 -- name: ListPriceSync :many
 SELECT sku, region, rev, cents, seen_at FROM prices ORDER BY sku, region;
 

@@ -292,6 +292,37 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertPriceSyncBatch = `-- name: InsertPriceSyncBatch :exec
+INSERT INTO prices (sku, region, rev, cents, seen_at, idemgen_key, idemgen_job_version)
+SELECT b.sku, b.region, b.rev, b.cents, b.seen_at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS sku, unnest($3::text[]) AS region, unnest($4::bigint[]) AS rev, unnest($5::bigint[]) AS cents, unnest($6::timestamptz[]) AS seen_at, unnest($7::text[]) AS idemgen_key) AS b
+`
+
+type InsertPriceSyncBatchParams struct {
+	IdemgenJobVersion int32
+	Sku               []string
+	Region            []string
+	Rev               []int64
+	Cents             []int64
+	SeenAt            []time.Time
+	IdemgenKey        []string
+}
+
+// WritePriceSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertPriceSyncBatch(ctx context.Context, arg InsertPriceSyncBatchParams) error {
+	_, err := q.db.Exec(ctx, insertPriceSyncBatch,
+		arg.IdemgenJobVersion,
+		arg.Sku,
+		arg.Region,
+		arg.Rev,
+		arg.Cents,
+		arg.SeenAt,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
 const listLedger = `-- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM hk_ledger ORDER BY effect_key

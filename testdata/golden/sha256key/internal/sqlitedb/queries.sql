@@ -163,6 +163,13 @@ ON CONFLICT (sku, region) DO UPDATE SET
 WHERE excluded.rev >= d.rev AND ((d.rev IS NOT excluded.rev OR d.cents IS NOT excluded.cents OR d.seen_at IS NOT excluded.seen_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
 
+-- name: InsertPriceSync :execrows
+-- WritePriceSync's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO prices (sku, region, rev, cents, seen_at, idemgen_key, idemgen_job_version)
+VALUES (@sku, @region, @rev, @cents, @seen_at, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (sku, region) DO NOTHING;
+
 -- name: ListPriceSync :many
 SELECT sku, region, rev, cents, seen_at FROM prices ORDER BY sku, region;
 

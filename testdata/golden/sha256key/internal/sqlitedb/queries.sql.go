@@ -197,6 +197,40 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertPriceSync = `-- name: InsertPriceSync :execrows
+INSERT INTO prices (sku, region, rev, cents, seen_at, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+ON CONFLICT (sku, region) DO NOTHING
+`
+
+type InsertPriceSyncParams struct {
+	Sku               string
+	Region            string
+	Rev               int64
+	Cents             int64
+	SeenAt            string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WritePriceSync's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertPriceSync(ctx context.Context, arg InsertPriceSyncParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertPriceSync,
+		arg.Sku,
+		arg.Region,
+		arg.Rev,
+		arg.Cents,
+		arg.SeenAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const listLedger = `-- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM hk_ledger ORDER BY effect_key

@@ -155,6 +155,13 @@ VALUES (@tag, @idemgen_key, @idemgen_job_version)
 ON CONFLICT (tag) DO NOTHING
 RETURNING idemgen_write;
 
+-- name: InsertTagCollect :execrows
+-- WriteTagCollect's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO tags (tag, idemgen_key, idemgen_job_version)
+VALUES (@tag, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (tag) DO NOTHING;
+
 -- name: ListTagCollect :many
 SELECT tag FROM tags ORDER BY tag;
 

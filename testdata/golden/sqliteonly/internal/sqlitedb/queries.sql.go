@@ -197,6 +197,28 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertTagCollect = `-- name: InsertTagCollect :execrows
+INSERT INTO tags (tag, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3)
+ON CONFLICT (tag) DO NOTHING
+`
+
+type InsertTagCollectParams struct {
+	Tag               string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteTagCollect's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertTagCollect(ctx context.Context, arg InsertTagCollectParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertTagCollect, arg.Tag, arg.IdemgenKey, arg.IdemgenJobVersion)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const listLedger = `-- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM sqliteonly_idem_ledger ORDER BY effect_key

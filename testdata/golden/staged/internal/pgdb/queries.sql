@@ -213,6 +213,13 @@ ON CONFLICT (entry_id) DO UPDATE SET
 WHERE excluded.booked_at >= d.booked_at AND ((d.account, d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.account, excluded.amount_cents, excluded.booked_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_key, idemgen_write;
 
+-- name: InsertLedgerImportBatch :exec
+-- WriteLedgerImportBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO ledger_entries (entry_id, account, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+SELECT b.entry_id, b.account, b.amount_cents, b.booked_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@entry_id::text[]) AS entry_id, unnest(@account::text[]) AS account, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@booked_at::timestamptz[]) AS booked_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
 -- name: ListLedgerImport :many
 SELECT entry_id, account, amount_cents, booked_at FROM ledger_entries ORDER BY entry_id;
 
@@ -234,6 +241,13 @@ FROM (SELECT unnest(@change_id::bigint[]) AS change_id, unnest(@body::jsonb[]) A
 WHERE true
 ON CONFLICT (change_id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
+
+-- name: InsertPageImportBatch :exec
+-- WritePageImportBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO feed_changes (change_id, body, idemgen_key, idemgen_job_version)
+SELECT b.change_id, b.body, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@change_id::bigint[]) AS change_id, unnest(@body::jsonb[]) AS body, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
 
 -- name: ListPageImport :many
 SELECT change_id, body FROM feed_changes ORDER BY change_id;

@@ -293,6 +293,60 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertLedgerImportBatch = `-- name: InsertLedgerImportBatch :exec
+INSERT INTO ledger_entries (entry_id, account, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+SELECT b.entry_id, b.account, b.amount_cents, b.booked_at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS entry_id, unnest($3::text[]) AS account, unnest($4::bigint[]) AS amount_cents, unnest($5::timestamptz[]) AS booked_at, unnest($6::text[]) AS idemgen_key) AS b
+`
+
+type InsertLedgerImportBatchParams struct {
+	IdemgenJobVersion int32
+	EntryID           []string
+	Account           []string
+	AmountCents       []int64
+	BookedAt          []time.Time
+	IdemgenKey        []string
+}
+
+// WriteLedgerImportBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertLedgerImportBatch(ctx context.Context, arg InsertLedgerImportBatchParams) error {
+	_, err := q.db.Exec(ctx, insertLedgerImportBatch,
+		arg.IdemgenJobVersion,
+		arg.EntryID,
+		arg.Account,
+		arg.AmountCents,
+		arg.BookedAt,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
+const insertPageImportBatch = `-- name: InsertPageImportBatch :exec
+INSERT INTO feed_changes (change_id, body, idemgen_key, idemgen_job_version)
+SELECT b.change_id, b.body, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::bigint[]) AS change_id, unnest($3::jsonb[]) AS body, unnest($4::text[]) AS idemgen_key) AS b
+`
+
+type InsertPageImportBatchParams struct {
+	IdemgenJobVersion int32
+	ChangeID          []int64
+	Body              []json.RawMessage
+	IdemgenKey        []string
+}
+
+// WritePageImportBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertPageImportBatch(ctx context.Context, arg InsertPageImportBatchParams) error {
+	_, err := q.db.Exec(ctx, insertPageImportBatch,
+		arg.IdemgenJobVersion,
+		arg.ChangeID,
+		arg.Body,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
 const listLedger = `-- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM staged_idem_ledger ORDER BY effect_key

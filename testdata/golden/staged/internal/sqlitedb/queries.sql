@@ -163,6 +163,13 @@ ON CONFLICT (entry_id) DO UPDATE SET
 WHERE excluded.booked_at >= d.booked_at AND ((d.account IS NOT excluded.account OR d.amount_cents IS NOT excluded.amount_cents OR d.booked_at IS NOT excluded.booked_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
 
+-- name: InsertLedgerImport :execrows
+-- WriteLedgerImport's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO ledger_entries (entry_id, account, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+VALUES (@entry_id, @account, @amount_cents, @booked_at, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (entry_id) DO NOTHING;
+
 -- name: ListLedgerImport :many
 SELECT entry_id, account, amount_cents, booked_at FROM ledger_entries ORDER BY entry_id;
 
@@ -175,6 +182,13 @@ INSERT INTO feed_changes AS d (change_id, body, idemgen_key, idemgen_job_version
 VALUES (@change_id, @body, @idemgen_key, @idemgen_job_version)
 ON CONFLICT (change_id) DO NOTHING
 RETURNING idemgen_write;
+
+-- name: InsertPageImport :execrows
+-- WritePageImport's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO feed_changes (change_id, body, idemgen_key, idemgen_job_version)
+VALUES (@change_id, @body, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (change_id) DO NOTHING;
 
 -- name: ListPageImport :many
 SELECT change_id, body FROM feed_changes ORDER BY change_id;

@@ -197,6 +197,66 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertLedgerImport = `-- name: InsertLedgerImport :execrows
+INSERT INTO ledger_entries (entry_id, account, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT (entry_id) DO NOTHING
+`
+
+type InsertLedgerImportParams struct {
+	EntryID           string
+	Account           string
+	AmountCents       int64
+	BookedAt          string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteLedgerImport's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertLedgerImport(ctx context.Context, arg InsertLedgerImportParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertLedgerImport,
+		arg.EntryID,
+		arg.Account,
+		arg.AmountCents,
+		arg.BookedAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const insertPageImport = `-- name: InsertPageImport :execrows
+INSERT INTO feed_changes (change_id, body, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (change_id) DO NOTHING
+`
+
+type InsertPageImportParams struct {
+	ChangeID          int64
+	Body              string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WritePageImport's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertPageImport(ctx context.Context, arg InsertPageImportParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertPageImport,
+		arg.ChangeID,
+		arg.Body,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const listLedger = `-- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
 FROM staged_idem_ledger ORDER BY effect_key

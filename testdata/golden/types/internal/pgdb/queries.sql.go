@@ -295,6 +295,83 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertAllTypesBatch = `-- name: InsertAllTypesBatch :exec
+INSERT INTO records (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+SELECT b.id, b.str, CASE WHEN b.idemgen_null_str_null THEN NULL ELSE b.str_null END, b.i32, CASE WHEN b.idemgen_null_i32_null THEN NULL ELSE b.i32_null END, b.i64, CASE WHEN b.idemgen_null_i64_null THEN NULL ELSE b.i64_null END, b.f64, CASE WHEN b.idemgen_null_f64_null THEN NULL ELSE b.f64_null END, b.flag, CASE WHEN b.idemgen_null_flag_null THEN NULL ELSE b.flag_null END, b.at, CASE WHEN b.idemgen_null_at_null THEN NULL ELSE b.at_null END, b.blob, CASE WHEN b.idemgen_null_blob_null THEN NULL ELSE b.blob_null END, b.doc, CASE WHEN b.idemgen_null_doc_null THEN NULL ELSE b.doc_null END, b.uid, CASE WHEN b.idemgen_null_uid_null THEN NULL ELSE b.uid_null END, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS id, unnest($3::text[]) AS str, unnest($4::text[]) AS str_null, unnest($5::boolean[]) AS idemgen_null_str_null, unnest($6::integer[]) AS i32, unnest($7::integer[]) AS i32_null, unnest($8::boolean[]) AS idemgen_null_i32_null, unnest($9::bigint[]) AS i64, unnest($10::bigint[]) AS i64_null, unnest($11::boolean[]) AS idemgen_null_i64_null, unnest($12::double precision[]) AS f64, unnest($13::double precision[]) AS f64_null, unnest($14::boolean[]) AS idemgen_null_f64_null, unnest($15::boolean[]) AS flag, unnest($16::boolean[]) AS flag_null, unnest($17::boolean[]) AS idemgen_null_flag_null, unnest($18::timestamptz[]) AS at, unnest($19::timestamptz[]) AS at_null, unnest($20::boolean[]) AS idemgen_null_at_null, unnest($21::bytea[]) AS blob, unnest($22::bytea[]) AS blob_null, unnest($23::boolean[]) AS idemgen_null_blob_null, unnest($24::jsonb[]) AS doc, unnest($25::jsonb[]) AS doc_null, unnest($26::boolean[]) AS idemgen_null_doc_null, unnest($27::uuid[]) AS uid, unnest($28::uuid[]) AS uid_null, unnest($29::boolean[]) AS idemgen_null_uid_null, unnest($30::text[]) AS idemgen_key) AS b
+`
+
+type InsertAllTypesBatchParams struct {
+	IdemgenJobVersion   int32
+	ID                  []string
+	Str                 []string
+	StrNull             []string
+	IdemgenNullStrNull  []bool
+	I32                 []int32
+	I32Null             []int32
+	IdemgenNullI32Null  []bool
+	I64                 []int64
+	I64Null             []int64
+	IdemgenNullI64Null  []bool
+	F64                 []float64
+	F64Null             []float64
+	IdemgenNullF64Null  []bool
+	Flag                []bool
+	FlagNull            []bool
+	IdemgenNullFlagNull []bool
+	At                  []time.Time
+	AtNull              []time.Time
+	IdemgenNullAtNull   []bool
+	Blob                [][]byte
+	BlobNull            [][]byte
+	IdemgenNullBlobNull []bool
+	Doc                 []json.RawMessage
+	DocNull             []json.RawMessage
+	IdemgenNullDocNull  []bool
+	Uid                 []uuid.UUID
+	UidNull             []uuid.UUID
+	IdemgenNullUidNull  []bool
+	IdemgenKey          []string
+}
+
+// WriteAllTypesBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertAllTypesBatch(ctx context.Context, arg InsertAllTypesBatchParams) error {
+	_, err := q.db.Exec(ctx, insertAllTypesBatch,
+		arg.IdemgenJobVersion,
+		arg.ID,
+		arg.Str,
+		arg.StrNull,
+		arg.IdemgenNullStrNull,
+		arg.I32,
+		arg.I32Null,
+		arg.IdemgenNullI32Null,
+		arg.I64,
+		arg.I64Null,
+		arg.IdemgenNullI64Null,
+		arg.F64,
+		arg.F64Null,
+		arg.IdemgenNullF64Null,
+		arg.Flag,
+		arg.FlagNull,
+		arg.IdemgenNullFlagNull,
+		arg.At,
+		arg.AtNull,
+		arg.IdemgenNullAtNull,
+		arg.Blob,
+		arg.BlobNull,
+		arg.IdemgenNullBlobNull,
+		arg.Doc,
+		arg.DocNull,
+		arg.IdemgenNullDocNull,
+		arg.Uid,
+		arg.UidNull,
+		arg.IdemgenNullUidNull,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
 const listAllTypes = `-- name: ListAllTypes :many
 SELECT id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null FROM records ORDER BY id
 `

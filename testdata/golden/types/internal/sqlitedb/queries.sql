@@ -178,6 +178,13 @@ ON CONFLICT (id) DO UPDATE SET
 WHERE excluded.at >= d.at AND ((d.str IS NOT excluded.str OR d.str_null IS NOT excluded.str_null OR d.i32 IS NOT excluded.i32 OR d.i32_null IS NOT excluded.i32_null OR d.i64 IS NOT excluded.i64 OR d.i64_null IS NOT excluded.i64_null OR d.f64 IS NOT excluded.f64 OR d.f64_null IS NOT excluded.f64_null OR d.flag IS NOT excluded.flag OR d.flag_null IS NOT excluded.flag_null OR d.at IS NOT excluded.at OR d.at_null IS NOT excluded.at_null OR d.blob IS NOT excluded.blob OR d.blob_null IS NOT excluded.blob_null OR d.doc IS NOT excluded.doc OR d.doc_null IS NOT excluded.doc_null OR d.uid IS NOT excluded.uid OR d.uid_null IS NOT excluded.uid_null) OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_write;
 
+-- name: InsertAllTypes :execrows
+-- WriteAllTypes's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO records (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+VALUES (@id, @str, sqlc.narg(str_null), @i32, sqlc.narg(i32_null), @i64, sqlc.narg(i64_null), @f64, sqlc.narg(f64_null), @flag, sqlc.narg(flag_null), @at, sqlc.narg(at_null), @blob, sqlc.narg(blob_null), @doc, sqlc.narg(doc_null), @uid, sqlc.narg(uid_null), @idemgen_key, @idemgen_job_version)
+ON CONFLICT (id) DO NOTHING;
+
 -- name: ListAllTypes :many
 SELECT id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null FROM records ORDER BY id;
 

@@ -197,6 +197,68 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
+const insertAllTypes = `-- name: InsertAllTypes :execrows
+INSERT INTO records (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)
+ON CONFLICT (id) DO NOTHING
+`
+
+type InsertAllTypesParams struct {
+	ID                string
+	Str               string
+	StrNull           sql.NullString
+	I32               int64
+	I32Null           sql.NullInt64
+	I64               int64
+	I64Null           sql.NullInt64
+	F64               float64
+	F64Null           sql.NullFloat64
+	Flag              bool
+	FlagNull          sql.NullBool
+	At                string
+	AtNull            sql.NullString
+	Blob              []byte
+	BlobNull          *[]byte
+	Doc               string
+	DocNull           sql.NullString
+	Uid               string
+	UidNull           sql.NullString
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteAllTypes's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertAllTypes(ctx context.Context, arg InsertAllTypesParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertAllTypes,
+		arg.ID,
+		arg.Str,
+		arg.StrNull,
+		arg.I32,
+		arg.I32Null,
+		arg.I64,
+		arg.I64Null,
+		arg.F64,
+		arg.F64Null,
+		arg.Flag,
+		arg.FlagNull,
+		arg.At,
+		arg.AtNull,
+		arg.Blob,
+		arg.BlobNull,
+		arg.Doc,
+		arg.DocNull,
+		arg.Uid,
+		arg.UidNull,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const listAllTypes = `-- name: ListAllTypes :many
 SELECT id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null FROM records ORDER BY id
 `
