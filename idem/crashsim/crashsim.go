@@ -883,19 +883,22 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 // so they override the scenario's clock.
 func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	// Batches are on as in production (a page is one batch). Effects run
-	// one at a time, so that the matrix replays each scenario to the same
-	// hit, which concurrent calls would reorder; the fanout families run
-	// them concurrently.
+	// one at a time and batches are written one after another, so that the
+	// matrix replays each scenario to the same hit, which concurrent calls
+	// and write-ahead would reorder; the fanout families run both.
 	// The simulated clock is the database's too: leases expire on it.
-	base := []idem.Option{idem.WithClock(r.now), idem.WithLeaseClock(r.now), idem.WithLogger(simLogger), idem.WithEffectConcurrency(1)}
+	base := []idem.Option{idem.WithClock(r.now), idem.WithLeaseClock(r.now), idem.WithLogger(simLogger),
+		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false)}
 	if r.job.Source == SourceWatermarkName {
 		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
 	}
 	if strings.HasPrefix(r.sc.family, "fanout") {
 		// Effects four at a time, batches of two: a batch's calls overlap
 		// the next batch's write and claim, and results are recorded in
-		// the background. A crash parks every goroutine of the process.
-		base = append(base, idem.WithEffectConcurrency(4), idem.WithBatchSize(2))
+		// the background; a job without effects on PostgreSQL commits a
+		// batch while the next is written. A crash parks every goroutine
+		// of the process.
+		base = append(base, idem.WithEffectConcurrency(4), idem.WithBatchSize(2), idem.WithWriteAhead(true))
 	}
 	opts = append(base, opts...)
 	if edit := editFor(r.versions, r.job); edit != nil {

@@ -23,7 +23,8 @@ package crashsim
 //	preempt        one worker paused at a point while another runs on       3 5
 //	double         the same run started twice at once                       5
 //	concurrent     two workers with seeded jitter                           5
-//	fanout         effects 4 at a time over batches of 2, pipelined, no     1 2 4
+//	fanout         effects 4 at a time over batches of 2, pipelined (a      1 2 4
+//	               job without effects on PostgreSQL writes ahead), no
 //	               fault; report counts and calls checked
 //	fanout-crash   the same, crashed at hits spread over the first two      1 2 3
 //	               phases (whichever goroutine meets the hit)

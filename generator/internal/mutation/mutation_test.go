@@ -41,8 +41,8 @@ type mutantEdit struct {
 
 // mutantTarget is a generated package whose crash tests face mutants:
 // together they cover every source kind (watermark, none, cursor), every
-// write (upsert with newer_wins, insert_once, stage), keep_result and
-// content-hash keys.
+// write (upsert with newer_wins, insert_once, stage), keep_result,
+// content-hash keys and a job without effects that writes ahead.
 type mutantTarget struct {
 	module  string // module root, relative to the repository root
 	pkg     string // package directory, relative to module
@@ -56,6 +56,7 @@ const (
 	engineFile  = "idem/engine.go"
 	batchFile   = "idem/batch.go"
 	effectsFile = "idem/effects.go"
+	pgFile      = "idem/postgres.go"
 	keysFile    = "idem/keys.go"
 	sqliteSQL   = "internal/sqlitedb/queries.sql.go"
 	pgSQL       = "internal/pgdb/queries.sql.go"
@@ -65,6 +66,7 @@ const (
 	priceTest   = "TestCrashSimPriceSync"
 	stageTest   = "TestCrashSimLedgerImport"
 	pageTest    = "TestCrashSimPageImport"
+	copyTest    = "TestCrashSimCopyJob"
 )
 
 var targets = []mutantTarget{
@@ -72,6 +74,7 @@ var targets = []mutantTarget{
 	{module: "testdata", pkg: "golden/cursor", tests: []string{cursorTest}, mutants: cursorMutants},
 	{module: "testdata", pkg: "golden/sha256key", tests: []string{priceTest}, mutants: priceMutants},
 	{module: "testdata", pkg: "golden/staged", tests: []string{stageTest, pageTest}, mutants: stageMutants},
+	{module: ".", pkg: "example/bench/benchjobs", tests: []string{copyTest}, mutants: benchMutants},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
@@ -82,13 +85,20 @@ func twice(file, old, new string) []mutantEdit {
 	return []mutantEdit{{file: file, old: old, new: new, times: 2}}
 }
 
+// benchMutants face the benchmark's copy_job: a job without effects,
+// which writes ahead on PostgreSQL.
+var benchMutants = []mutant{
+	{name: "a batch written ahead drops its counts", test: copyTest, db: "postgres", edits: edit(batchFile,
+		`\t\t<-done\n\t\trep\.Add\(\*own\)\n`, "\t\t<-done\n")},
+}
+
 var cursorMutants = []mutant{
 	{name: "cursor saved before its page is applied", test: cursorTest, edits: edit(engineFile,
-		`res, err = e\.apply\(ctx, units, rep, false, nil\)\n`,
-		"if advance {\n\t\t\t\t_ = saveCursor(e.st.Auto())\n\t\t\t}\n\t\t\tres, err = e.apply(ctx, units, rep, false, nil)\n")},
+		`err = e\.apply\(ctx, units, rep, false, nil, &res\)\n`,
+		"if advance {\n\t\t\t\t_ = saveCursor(e.st.Auto())\n\t\t\t}\n\t\t\terr = e.apply(ctx, units, rep, false, nil, &res)\n")},
 	{name: "cursor moved back by a slower run", test: cursorTest, edits: edit(sqliteSQL,
 		`WHERE excluded\.cursor_position > p\.cursor_position`, "")},
-	{name: "insert_once without ON CONFLICT", test: cursorTest, edits: edit(sqliteSQL,
+	{name: "insert_once without ON CONFLICT", test: cursorTest, edits: twice(sqliteSQL,
 		`ON CONFLICT \(seq\) DO NOTHING\n`, "")},
 	{name: "insert_once without ON CONFLICT (PostgreSQL)", test: cursorTest, db: "postgres", edits: twice(pgSQL,
 		`ON CONFLICT \(seq\) DO NOTHING\n`, "")},
@@ -131,6 +141,16 @@ var exampleMutants = []mutant{
 		`result, callErr := fx.Call(ctx, key+"/"+e.opt.owner, u)`)},
 	{name: "insert without ON CONFLICT", test: syncTest, edits: edit(sqliteSQL,
 		`(?s)ON CONFLICT \(invoice_id\) DO UPDATE SET.*?RETURNING idemgen_write`, "RETURNING idemgen_write")},
+	{name: "first insert without ON CONFLICT (SQLite)", test: syncTest, edits: edit(sqliteSQL,
+		`ON CONFLICT \(invoice_id\) DO NOTHING`, "")},
+	{name: "a row already there counted as inserted (SQLite)", test: syncTest, edits: edit("idemgen_sqlite.go",
+		`InsertInvoiceSyncParams\(p\)\)\n\tif err != nil \{\n\t\treturn "", err\n\t\}\n\tif n == 1 \{`,
+		"InsertInvoiceSyncParams(p))\n\tif err != nil {\n\t\treturn \"\", err\n\t}\n\tif n >= 0 {")},
+	{name: "a batch's first insert without its savepoint (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgFile,
+		`_, err = db\.Exec\(ctx, "ROLLBACK TO SAVEPOINT idemgen_insert_new"\)\n\t\treturn nil, err`, "return nil, nil")},
+	{name: "a batch's first insert skips keys already there (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
+		"AS updated_at, unnest\\(\\$7::text\\[\\]\\) AS idemgen_key\\) AS b\n`\n\ntype InsertInvoiceSyncBatchParams",
+		"AS updated_at, unnest($7::text[]) AS idemgen_key) AS b\nON CONFLICT DO NOTHING\n`\n\ntype InsertInvoiceSyncBatchParams")},
 	{name: "insert without ON CONFLICT (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
 		"ON CONFLICT \\(invoice_id\\) DO UPDATE SET[^`]*?RETURNING idemgen_key, idemgen_write", "RETURNING idemgen_key, idemgen_write")},
 	{name: "watermark set without GREATEST", test: syncTest, edits: edit(sqliteSQL,
@@ -165,8 +185,8 @@ var exampleMutants = []mutant{
 		`\t\tit\.outcome = o\n`, "\t\tlast := items[len(items)-1]\n\t\tlast.outcome, it.outcome = o, last.outcome\n")},
 	{name: "outcomes mis-assigned within a batch (PostgreSQL)", test: syncTest, db: "postgres", edits: edit("idem/postgres.go",
 		`if w, ok := written\[k\]; ok \{`, "if w, ok := written[keys[(i+1)%len(keys)]]; ok && k != \"\" {")},
-	{name: "a run ends before its last batch's effects are counted", test: syncTest, edits: edit(engineFile,
-		`\trep\.awaitEffects\(\)\n\tif err == nil \{\n\t\terr = rep\.failed\.err`, "\tif err == nil {\n\t\terr = rep.failed.err")},
+	{name: "a run ends before its last batch's effects are counted", test: hookTest, edits: edit(engineFile,
+		`\trep\.awaitInFlight\(\)\n\tif err == nil \{\n\t\terr = rep\.failed\.err`, "\tif err == nil {\n\t\terr = rep.failed.err")},
 	{name: "the background recorder drops its last group", test: syncTest, edits: edit(effectsFile,
 		`if !ok \{\n\t\t\t\tflush\(\)\n`, "if !ok {\n\t\t\t\tfor _, c := range pending {\n\t\t\t\t\tc.ok = true\n\t\t\t\t\tclose(c.done)\n\t\t\t\t}\n")},
 	{name: "provider called without reading the ledger", test: syncTest, edits: edit(effectsFile,
@@ -192,7 +212,7 @@ var exampleMutants = []mutant{
 	{name: "purge deletes young ledger rows", test: syncTest, edits: edit(sqliteSQL,
 		`AND state = 'done' AND done_at < \?3`, "AND state = 'done' AND ?3 IS NOT NULL")},
 	{name: "watermark advances past a failed unit", test: syncTest, edits: edit(engineFile,
-		`if !oldestFailed\.IsZero\(\) && oldestFailed\.Before\(mark\) \{`, "if false {")},
+		`!oldestFailed\.IsZero\(\) && oldestFailed\.Before\(mark\) \{`, "false && oldestFailed.Before(mark) {")},
 	{name: "window ignores its overlap", test: syncTest, edits: edit(engineFile,
 		`since = p\.Watermark\.Add\(-overlap\)`, "since = p.Watermark")},
 	{name: "an effect version bump owes nothing", test: syncTest, edits: edit(sqliteSQL,
@@ -206,8 +226,8 @@ var exampleMutants = []mutant{
 	{name: "a permanent failure retried like any other", test: syncTest, edits: edit(sqliteSQL,
 		`OR CAST\(\?2 AS BOOLEAN\)`, "OR CAST(?2 AS BOOLEAN) AND 0")},
 	{name: "parked units hold the watermark", test: syncTest, edits: edit(batchFile,
-		`if o := it\.result\.Outcome; o == OutcomeFailed \|\| o == OutcomeMismatch \{\n\t\t\t\tres\.failed\+\+`,
-		"if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch || o == OutcomeParked {\n\t\t\t\tres.failed++")},
+		`if o := it\.result\.Outcome; o == OutcomeFailed \|\| o == OutcomeMismatch \{\n\t\t\tres\.failed\+\+`,
+		"if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch || o == OutcomeParked {\n\t\t\tres.failed++")},
 	{name: "report counts an insert as an update", test: syncTest, edits: edit(engineFile,
 		`case OutcomeInserted:\n\t\tr\.Inserted\+\+`, "case OutcomeInserted:\n\t\tr.Updated++")},
 }
