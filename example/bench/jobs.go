@@ -13,9 +13,10 @@ import (
 	"github.com/idemgen/idemgen/idem"
 )
 
-// engineOptions turns the -batch and -concurrency flags into idem options.
-func engineOptions(batch, concurrency int) []idem.Option {
-	return []idem.Option{idem.WithBatchSize(batch), idem.WithEffectConcurrency(concurrency)}
+// engineOptions turns the -batch, -concurrency and -write-ahead flags
+// into idem options.
+func engineOptions(cfg *config) []idem.Option {
+	return []idem.Option{idem.WithBatchSize(cfg.batch), idem.WithEffectConcurrency(cfg.concurrency), idem.WithWriteAhead(cfg.writeAhead)}
 }
 
 // jobOptions are the options of every generated job the benchmark runs:
@@ -29,7 +30,7 @@ func jobOptions(cfg *config, g *rows) []idem.Option {
 		idem.WithMaxPages(g.n/g.page + 2),
 		idem.WithOwner("bench"),
 	}
-	return append(opts, engineOptions(cfg.batch, cfg.concurrency)...)
+	return append(opts, engineOptions(cfg)...)
 }
 
 // rows describes the benchmark's units: n of them, yielded page rows at a
@@ -148,6 +149,9 @@ func want(what string, got, want int) error {
 // measureCopyJob runs copy_job once over cfg.rows fresh units.
 func measureCopyJob(ctx context.Context, d *database, cfg *config) (result, error) {
 	res := result{name: "copyjob", what: "copy_job first run (no effects)", units: cfg.rows}
+	if d.postgres() && cfg.writeAhead {
+		res.what = "copy_job first run (no effects; a batch commits while the next is written)"
+	}
 	sp, err := d.fresh(ctx, "copyjob", true)
 	if err != nil {
 		return res, err

@@ -43,6 +43,7 @@ func main() {
 
 type config struct {
 	rows, batch, concurrency int
+	writeAhead               bool
 	latency                  time.Duration
 	db                       string
 	effectsN                 int
@@ -65,6 +66,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.rows, "rows", 100000, "units per throughput measurement")
 	fs.IntVar(&cfg.batch, "batch", 1000, "page size of the source, batch size of the engine (idem.WithBatchSize) and of the hand-written set-based baseline")
 	fs.IntVar(&cfg.concurrency, "concurrency", 16, "effect concurrency of the engine (idem.WithEffectConcurrency)")
+	fs.BoolVar(&cfg.writeAhead, "write-ahead", true, "commit a batch of copy_job while the next is prepared and written (idem.WithWriteAhead)")
 	fs.DurationVar(&cfg.latency, "latency", 5*time.Millisecond, "provider latency of the effects/s measurement")
 	fs.StringVar(&cfg.db, "db", "", "PostgreSQL URL (postgres://...); default: embedded SQLite in a temporary directory")
 	fs.IntVar(&cfg.effectsN, "effects-n", 10000, "units of the effects/s measurement")
@@ -279,6 +281,9 @@ func (r *results) print(out io.Writer, cfg *config) {
 	const row = "%-11s %8s %8s %9s %9s   %-26s %-11s %s\n"
 	fmt.Fprintf(out, row, "measurement", "units", "seconds", "units/s", "CPU/unit", "figure", "target", "checked")
 	line := func(r result, figure string, t target) {
+		if r.name == "" {
+			return // not measured (-only)
+		}
 		fmt.Fprintf(out, row, r.name, strconv.Itoa(r.units), fmt.Sprintf("%.2f", r.elapsed.Seconds()), fmt.Sprintf("%.0f", r.rate()),
 			r.cpuPerUnit().Round(100*time.Nanosecond).String(), figure, t, r.check)
 	}
@@ -297,7 +302,9 @@ func (r *results) print(out io.Writer, cfg *config) {
 	line(r.effects, figure(ratios[4]), ratios[4])
 	fmt.Fprintln(out)
 	for _, r := range []result{r.copyJob, r.copy, r.fxJob, r.rerun, r.perRow, r.handSet, r.effects} {
-		fmt.Fprintf(out, "  %-11s %s\n", r.name, r.what)
+		if r.name != "" {
+			fmt.Fprintf(out, "  %-11s %s\n", r.name, r.what)
+		}
 	}
 	fmt.Fprintf(out, "  effects bound = concurrency/latency = %d/%v = %.0f/s; most provider calls in flight at once: %d\n",
 		cfg.concurrency, cfg.latency, r.bound, r.effectsPeak)
