@@ -536,3 +536,46 @@ func TestLogsCarryKeys(t *testing.T) {
 		t.Fatalf("logged %d unit lines and %d effect lines, want 2 and 2:\n%s", units, effects, buf.String())
 	}
 }
+
+// TestCanceledRunStartsNoNewCall: once a run's context is canceled (a
+// shutdown), no further provider call starts; the effects it did not call
+// are performed once by the next run after their leases, and none is
+// parked or called twice.
+func TestCanceledRunStartsNoNewCall(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f := newFixture()
+		for i := 1; i <= 3; i++ {
+			f.invoice(fmt.Sprintf("inv-%d", i), 100, f.base.Add(-time.Duration(i)*time.Minute))
+		}
+		j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
+			idem.WithClock(f.clk.Now), idem.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)),
+			idem.WithEffectConcurrency(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		f.mail.onCall = cancel
+		rep, err := j.Run(ctx)
+		f.mail.onCall = nil
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("run err = %v, want context.Canceled", err)
+		}
+		if calls, _ := f.mail.totals(); calls != 1 {
+			t.Fatalf("provider saw %d calls after the run was canceled in the first; want 1 (report %s)", calls, rep)
+		}
+		// The API serves pages of two: the run stops after its first page.
+		if rep.Inserted != 2 || rep.EffectsDone != 1 || rep.EffectsFailed != 1 {
+			t.Fatalf("canceled run: %s; want 2 inserted, 1 effect done, 1 not called (failed)", rep)
+		}
+
+		f.clk.advance(6 * time.Minute) // past the canceled run's leases (5m)
+		rep = runJob(t, j)
+		if rep.EffectsDone != 2 || rep.EffectsParked != 0 {
+			t.Fatalf("next run: %s; want the owed effect and the third invoice's done", rep)
+		}
+		calls, applied := f.mail.totals()
+		if calls != 3 || applied != 3 {
+			t.Fatalf("provider saw %d calls, %d applied; want each invoice called once", calls, applied)
+		}
+	})
+}

@@ -123,12 +123,12 @@ func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Wr
 	api := newBillingAPI()
 	putFirstInvoices(api)
 	mail := newNotifier()
-	newJob := func() (*billing.InvoiceSync, error) {
+	newJob := func(opts ...idem.Option) (*billing.InvoiceSync, error) {
 		// A new job value is a restarted process: new lease owner, no caches.
 		// The demo simulates minutes passing, on the database too: leases,
 		// which run on the database's clock, expire on the simulated one.
 		return billing.NewInvoiceSync(store, api, billing.InvoiceSyncEffects{NotifyNewInvoice: mail},
-			idem.WithClock(clk.Now), idem.WithLeaseClock(clk.Now), idem.WithLogger(log), idem.WithStart(base.Add(-24*time.Hour)))
+			append([]idem.Option{idem.WithClock(clk.Now), idem.WithLeaseClock(clk.Now), idem.WithLogger(log), idem.WithStart(base.Add(-24 * time.Hour))}, opts...)...)
 	}
 	job, err := newJob()
 	if err != nil {
@@ -154,11 +154,17 @@ func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Wr
 
 	// Three new invoices and one change; this run "crashes" right after the
 	// notifier applied its first email: the context dies with the process.
+	// It sends one email at a time, so the crash falls between emails; at
+	// the default concurrency the other two would already be on their way.
 	clk.advance(time.Minute)
 	putLaterInvoices(api, clk.Now())
+	crashing, err := newJob(idem.WithEffectConcurrency(1))
+	if err != nil {
+		return err
+	}
 	crashCtx, crash := context.WithCancel(ctx)
 	mail.onCall = crash
-	rep, err = job.Run(crashCtx)
+	rep, err = crashing.Run(crashCtx)
 	mail.onCall = nil
 	step("third run: crashes after the first new email", rep, err)
 

@@ -523,6 +523,15 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	if err := e.hit(ctx, PointEffectClaimed, key); err != nil {
 		return e.release(ctx, fx, key, err, log), nil
 	}
+	// A canceled run (a shutdown) starts no new call. Nothing is released
+	// (a release counts a failure, and could park an effect never called):
+	// the lease lapses as a crashed worker's would, and the next run after
+	// it performs the effect.
+	if err := ctx.Err(); err != nil {
+		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: not called, the run was canceled: %w", fx.Name, key, ErrEffectFailed, err)
+		log.Warn("idemgen: effect not called: the run was canceled; the next run after its lease performs it")
+		return er, nil
+	}
 	// Fence: a worker that stalled past its lease may have been taken over;
 	// the new holder performs the effect, this one must not call again.
 	if now, err := e.leaseNow(ctx); err != nil || !now.Before(leaseUntil) {
