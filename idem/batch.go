@@ -80,7 +80,7 @@ func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect b
 			ctx = obs.BatchStart(ctx, e.def.Name, n)
 		}
 		// A batch written ahead counts in its own report until it ends.
-		ahead, own := e.writesAhead(), rep
+		ahead, own := e.opt.writeAhead, rep
 		if ahead {
 			own = &Report{}
 		}
@@ -117,15 +117,6 @@ func failedIn[U any](items []*item[U], markOf func(U) time.Time) (res applied) {
 		}
 	}
 	return res
-}
-
-// writesAhead reports whether a batch commits in the background while the
-// next one is fetched, prepared and written (WithWriteAhead): on a store
-// that writes concurrently, for a job without effects, which overlaps its
-// calls with the next batch instead (endBatch).
-func (e *Engine[U]) writesAhead() bool {
-	cw, ok := e.st.(concurrentWriter)
-	return e.opt.writeAhead && len(e.def.Effects) == 0 && ok && cw.WritesConcurrently()
 }
 
 // writeAhead commits a prepared batch on its own goroutine, counting into

@@ -209,7 +209,8 @@ type options struct {
 	batchSize int
 	// effectConcurrency bounds the provider calls in flight.
 	effectConcurrency int
-	// writeAhead commits a batch while the next is prepared and written.
+	// writeAhead commits a batch while the next is prepared and written:
+	// asked for (WithWriteAhead) and, once NewEngine has looked, possible.
 	writeAhead bool
 	hook       CrashHook
 	observer   Observer
@@ -279,6 +280,11 @@ func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) 
 	if edit, ok := o.defEdit.(func(*Job[U])); ok {
 		edit(def)
 	}
+	// Write-ahead is for a job without effects (one with effects overlaps
+	// its calls with the next batch instead, endBatch), on a store that
+	// writes concurrently.
+	cw, ok := st.(concurrentWriter)
+	o.writeAhead = o.writeAhead && len(def.Effects) == 0 && ok && cw.WritesConcurrently()
 	e := &Engine[U]{def: def, st: st, opt: o}
 	if o.observer != nil {
 		o.observer.Watch(def.Name, e.backlog)
