@@ -183,7 +183,7 @@ var exampleMutants = []mutant{
 		`\t\te\.commit\(ctx, items\[half:\], rep\)\n`, "")},
 	{name: "outcomes mis-assigned within a batch", test: syncTest, edits: edit(batchFile,
 		`\t\tit\.outcome = o\n`, "\t\tlast := items[len(items)-1]\n\t\tlast.outcome, it.outcome = o, last.outcome\n")},
-	{name: "outcomes mis-assigned within a batch (PostgreSQL)", test: syncTest, db: "postgres", edits: edit("idem/postgres.go",
+	{name: "outcomes mis-assigned within a batch (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgFile,
 		`if w, ok := written\[k\]; ok \{`, "if w, ok := written[keys[(i+1)%len(keys)]]; ok && k != \"\" {")},
 	{name: "a run ends before its last batch's effects are counted", test: hookTest, edits: edit(engineFile,
 		`\trep\.awaitInFlight\(\)\n\tif err == nil \{\n\t\terr = rep\.failed\.err`, "\tif err == nil {\n\t\terr = rep.failed.err")},
