@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/ncruces/go-sqlite3/driver" // pure-Go SQLite: nothing to install
-	_ "github.com/ncruces/go-sqlite3/embed"
 
 	"github.com/idemgen/idemgen/example/billing"
 )

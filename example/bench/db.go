@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/ncruces/go-sqlite3/driver" // the driver the example and the generated tests use
-	_ "github.com/ncruces/go-sqlite3/embed"
 
 	"github.com/idemgen/idemgen/example/bench/benchjobs"
 )

@@ -27,7 +27,6 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	_ "github.com/ncruces/go-sqlite3/driver"
-	_ "github.com/ncruces/go-sqlite3/embed" // pure-Go SQLite, as the generated packages use
 
 	"github.com/idemgen/idemgen/generator/model"
 )

@@ -15,7 +15,6 @@ import (
 	"github.com/idemgen/idemgen/idem"
 
 	sqlite3 "github.com/ncruces/go-sqlite3/driver"
-	_ "github.com/ncruces/go-sqlite3/embed"
 )
 
 // simSQLite runs scenarios on SQLite files copied from one migrated template.

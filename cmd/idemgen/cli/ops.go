@@ -6,19 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/bits"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/ncruces/go-sqlite3"
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
 
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/generator/ops"
@@ -80,9 +73,6 @@ func openOps(e env, verb string, o *options) (*ops.DB, *model.Package, int) {
 		printErr(e, err)
 		return nil, nil, exitFail
 	}
-	if !ops.IsPostgres(o.db) {
-		cacheSQLite()
-	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	db, err := ops.Open(e.ctx, o.db, pkg, log)
 	if err != nil {
@@ -90,32 +80,6 @@ func openOps(e env, verb string, o *options) (*ops.DB, *model.Package, int) {
 		return nil, nil, exitUsage
 	}
 	return db, pkg, exitOK
-}
-
-// cacheSQLite keeps the SQLite driver's compiled WebAssembly in the user's
-// cache directory (wazero's compilation cache, keyed by its version and the
-// module): compiling it takes a second of CPU in every process, loading it
-// back some 50ms, which a health check run every minute notices. Without a
-// usable cache directory SQLite compiles as before. The configuration is
-// the driver's defaults (go-sqlite3's compileSQLite) with the cache added;
-// it must be set before the process opens its first SQLite database.
-func cacheSQLite() {
-	dir, err := os.UserCacheDir()
-	if err != nil || sqlite3.RuntimeConfig != nil {
-		return
-	}
-	cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(dir, "idemgen", "sqlite-wasm"))
-	if err != nil {
-		return
-	}
-	pages := uint32(4096) // 256MB
-	if bits.UintSize < 64 {
-		pages = 512
-	}
-	sqlite3.RuntimeConfig = wazero.NewRuntimeConfig().
-		WithMemoryLimitPages(pages).
-		WithCoreFeatures(api.CoreFeaturesV2).
-		WithCompilationCache(cache)
 }
 
 func runStatus(e env, args []string) int {

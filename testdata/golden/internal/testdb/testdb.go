@@ -21,7 +21,6 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/ncruces/go-sqlite3/driver" // pure-Go SQLite: nothing to install
-	_ "github.com/ncruces/go-sqlite3/embed"
 )
 
 // DB is one test database: exactly one of SQL (SQLite) and Pool (PostgreSQL) is set.
