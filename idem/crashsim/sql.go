@@ -13,6 +13,7 @@ import (
 	"database/sql/driver"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/idemgen/idemgen/idem"
 )
@@ -66,13 +67,21 @@ func (s *simStatements) classify(query string) string {
 }
 
 // simConn reports a database/sql driver connection's statements to a hook.
+//
+// Every call into the driver (statements, rows, transaction ends, closes)
+// runs inside the connector's gate, so a kill never closes a connection
+// under a call still running on another goroutine: with any driver that is
+// a use after close, and with one that runs SQLite in memory it maps, a
+// fault that takes the whole test process down.
 type simConn struct {
 	driver.Conn
-	hook  idem.CrashHook
-	stmts simStatements
-	mu    sync.Mutex
-	open  map[*simStmt]bool // prepared and not yet closed
-	gate  *sync.RWMutex     // the connector's: held for reading in every driver call
+	hook   idem.CrashHook
+	stmts  simStatements
+	mu     sync.Mutex
+	open   map[*simStmt]bool // prepared and not yet closed
+	closed bool              // by its pool, or by kill
+	gate   *sync.RWMutex     // the connector's: held for reading in every driver call
+	dead   *atomic.Bool      // the connector's: killed
 }
 
 // driverCall runs fn inside the connector's gate (killableConnector.gate).
@@ -82,12 +91,34 @@ func (c *simConn) driverCall(fn func() error) error {
 	return fn()
 }
 
+// Close is database/sql giving the connection up (its pool shrinking, the
+// incarnation's handle closed). After a kill there is nothing left to
+// close, and the gate would park the caller.
+func (c *simConn) Close() error {
+	if c.dead.Load() {
+		return nil
+	}
+	return c.driverCall(func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.closed {
+			return nil
+		}
+		c.closed = true
+		return c.Conn.Close()
+	})
+}
+
 // kill closes the connection under its user's feet, statements first:
 // SQLite keeps a connection (and the transaction it holds) open while a
-// statement of it is unfinalized.
+// statement of it is unfinalized. The caller holds the gate.
 func (c *simConn) kill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
 	for st := range c.open {
 		_ = st.Stmt.Close()
 	}
@@ -123,21 +154,25 @@ func (c *simConn) ExecContext(ctx context.Context, query string, args []driver.N
 }
 
 func (c *simConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	var st driver.Stmt
-	err := c.driverCall(func() (err error) {
-		st, err = c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
-		return err
+	var s *simStmt
+	err := c.driverCall(func() error {
+		st, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+		if err != nil {
+			return err
+		}
+		// Registered inside the gate, so a kill finalizes it too.
+		s = &simStmt{Stmt: st, conn: c, query: query}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.open == nil {
+			c.open = map[*simStmt]bool{}
+		}
+		c.open[s] = true
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	s := &simStmt{Stmt: st, conn: c, query: query}
-	c.mu.Lock()
-	if c.open == nil {
-		c.open = map[*simStmt]bool{}
-	}
-	c.open[s] = true
-	c.mu.Unlock()
 	return s, nil
 }
 
@@ -177,10 +212,24 @@ type simStmt struct {
 }
 
 func (s *simStmt) Close() error {
-	s.conn.mu.Lock()
-	delete(s.conn.open, s)
-	s.conn.mu.Unlock()
-	return s.conn.driverCall(s.Stmt.Close)
+	return s.conn.driverCall(func() error {
+		s.conn.mu.Lock()
+		defer s.conn.mu.Unlock()
+		if !s.conn.open[s] {
+			return nil // closed with its connection
+		}
+		delete(s.conn.open, s)
+		return s.Stmt.Close()
+	})
+}
+
+// NumInput asks the driver, which reads the prepared statement.
+func (s *simStmt) NumInput() (n int) {
+	_ = s.conn.driverCall(func() error {
+		n = s.Stmt.NumInput()
+		return nil
+	})
+	return n
 }
 
 func (s *simStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
@@ -225,6 +274,14 @@ type simRows struct {
 	driver.Rows
 	conn  *simConn
 	after func() error
+}
+
+func (r *simRows) Columns() (cols []string) {
+	_ = r.conn.driverCall(func() error {
+		cols = r.Rows.Columns()
+		return nil
+	})
+	return cols
 }
 
 func (r *simRows) Next(dest []driver.Value) error {

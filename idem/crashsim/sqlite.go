@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/idemgen/idemgen/idem"
@@ -90,6 +92,15 @@ func (d *simSQLiteDB) locator() string { return d.path }
 
 func (d *simSQLiteDB) observer() idem.Store { return d.obs }
 
+// abandon leaves a stalled scenario's file as it is: its incarnations'
+// goroutines may still be inside the driver, and the test's temporary
+// directory goes with the test.
+func (d *simSQLiteDB) abandon() {}
+
+func (d *simSQLiteDB) diagnose(context.Context) string {
+	return fmt.Sprintf("SQLite file %s (locks are the file's: a worker waits at most its busy timeout, 10 s)\n", d.path)
+}
+
 func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idem.CrashHook) (idem.Store, func(), func()) {
 	if sqlHook == nil {
 		return d.obs, func() {}, func() {} // a helper outside the faults: the observer's handle serves
@@ -111,7 +122,7 @@ type killableConnector struct {
 	hook  idem.CrashHook // every statement is reported to it
 	mu    sync.Mutex
 	conns []*simConn
-	dead  bool
+	dead  atomic.Bool
 	// gate is read-held by every call into the driver. kill takes it for
 	// good: it waits for the calls under way (another goroutine of the
 	// process, a concurrent effect call, may be inside one) and parks
@@ -122,14 +133,14 @@ type killableConnector struct {
 func (c *killableConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.dead {
+	if c.dead.Load() {
 		return nil, errors.New("simulated crash: this process is gone")
 	}
 	conn, err := c.inner.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sc := &simConn{Conn: conn, hook: c.hook, gate: &c.gate}
+	sc := &simConn{Conn: conn, hook: c.hook, gate: &c.gate, dead: &c.dead}
 	c.conns = append(c.conns, sc)
 	return sc, nil
 }
@@ -140,7 +151,7 @@ func (c *killableConnector) kill() {
 	c.gate.Lock() // never unlocked: the process is gone
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.dead = true
+	c.dead.Store(true)
 	for _, conn := range c.conns {
 		conn.kill()
 	}
