@@ -62,6 +62,12 @@ type simDB interface {
 	// every statement reported to sqlHook. kill aborts its sessions as a
 	// dying process would; close releases a finished incarnation.
 	incarnation(t testing.TB, sqlHook idem.CrashHook) (st idem.Store, kill func(), close func())
+	// diagnose describes the database's view of the scenario's sessions,
+	// for a stalled scenario's report.
+	diagnose(ctx context.Context) string
+	// abandon gives up a stalled scenario's database: its sessions are
+	// ended and it is never handed to another scenario.
+	abandon()
 	// observer reads committed state on its own connection.
 	observer() idem.Store
 	// close releases the scenario's database.
@@ -233,7 +239,8 @@ type Provider struct {
 	// permanentCall's key fails permanently, as a declined card (-1: none).
 	permanentCall int
 	permanent     map[string]bool
-	journal       *os.File // subprocess mode: every call, synced before it returns
+	journal       *os.File      // subprocess mode: every call, synced before it returns
+	progress      *atomic.Int64 // the scenario's (simRun.progress): a call is progress
 }
 
 func newSimProvider() *Provider {
@@ -243,6 +250,9 @@ func newSimProvider() *Provider {
 }
 
 func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error) {
+	if p.progress != nil {
+		p.progress.Add(1)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := p.n
@@ -384,7 +394,7 @@ type simInc struct {
 
 // simRun is the state of one scenario.
 type simRun[U any] struct {
-	t   testing.TB
+	t   *simT
 	job *Job[U]
 	db  simDB
 	sc  simScenario
@@ -392,7 +402,8 @@ type simRun[U any] struct {
 
 	mu         sync.Mutex
 	checkMu    sync.Mutex
-	child      bool // a subprocess-mode child: exit at the crash, check nothing
+	progress   atomic.Int64 // hits and provider calls: the watchdog's pulse
+	child      bool         // a subprocess-mode child: exit at the crash, check nothing
 	hits       int
 	phaseHits  int // hits before convergence: faults are planned only among these
 	trace      []simHit
@@ -467,6 +478,7 @@ func (r *simRun[U]) hook(inc *simInc) idem.CrashHook {
 		if inc.dead.Load() {
 			select {} // the process is gone
 		}
+		r.progress.Add(1)
 		h := simHit{p: p, detail: detail, inc: inc.id}
 		r.mu.Lock()
 		n := r.hits

@@ -551,12 +551,22 @@ func (r *simRun[U]) runChild() bool {
 	spec, _ := json.Marshal(simChildSpec{Locator: r.db.locator(), CrashAt: r.sc.crashAt[0], Journal: journal})
 	test, sub, _ := strings.Cut(r.t.Name(), "/")
 	sub, _, _ = strings.Cut(sub, "/")
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$/^"+sub+"$", "-test.count=1")
+	// The child's hits are its own: it gets half the watchdog's bound, so
+	// a child that hangs is reported as such before the parent stalls.
+	ctx, cancel := context.WithTimeout(context.Background(), simStallBound/2)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$/^"+sub+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(), simChildEnv+"="+string(spec))
+	cmd.WaitDelay = time.Second
+	r.progress.Add(1)
 	out, err := cmd.CombinedOutput()
+	r.progress.Add(1)
 	var exit *exec.ExitError
 	crashed := errors.As(err, &exit) && exit.ExitCode() == simChildCrashed
-	if err != nil && !crashed {
+	switch {
+	case ctx.Err() != nil:
+		r.violate("subprocess child still running after %s: killed\n%s", simStallBound/2, out)
+	case err != nil && !crashed:
 		r.violate("subprocess child failed: %v\n%s", err, out)
 	}
 	data, _ := os.ReadFile(journal)
@@ -605,7 +615,7 @@ func simChild[U any](t *testing.T, env Env, job *Job[U], raw string) {
 
 func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env string) *simRun[U] {
 	r := &simRun[U]{
-		t: t, job: job, db: db, sc: sc, env: env,
+		t: &simT{TB: t}, job: job, db: db, sc: sc, env: env,
 		doneKeys: map[string]bool{}, late: map[string]bool{},
 		prov:     newSimProvider(),
 		window:   &WindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.MarkOf, served: map[int][]U{}},
@@ -627,6 +637,7 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 	if sc.poison > 0 {
 		r.poisonKey = job.keyOf(job.Unit(sc.poison, 1))
 	}
+	r.prov.progress = &r.progress
 	r.phases = simPhases(job)
 	return r
 }
@@ -659,7 +670,20 @@ func Run[U any](t *testing.T, env Env, job *Job[U]) {
 	play := func(sc simScenario) *simRun[U] {
 		began := time.Now()
 		r := newSimRun(t, job, env.fresh(t), sc, env.name())
-		v := r.play()
+		v, stalled, report := r.watched()
+		if stalled {
+			// Said at once on stderr too: go test shows a test's log only
+			// when the test ends, and a human may be watching a stuck CI.
+			fmt.Fprint(os.Stderr, report)
+			r.db.abandon()
+			mu.Lock()
+			defer mu.Unlock()
+			failed++
+			broken[sc.family] = true
+			head := strings.SplitAfterN(report, "\n", 4)
+			t.Errorf("%s  (its goroutines and the database's view went to stderr when it stalled)", strings.Join(head[:min(3, len(head))], ""))
+			return r
+		}
 		r.db.close()
 		if verbose {
 			t.Logf("%s: %d violations in %s", sc, len(v), time.Since(began).Round(time.Millisecond))
@@ -706,8 +730,14 @@ func Run[U any](t *testing.T, env Env, job *Job[U]) {
 		clean = play(newScenario("clean"))
 	} else {
 		clean = newSimRun(t, job, env.fresh(t), newScenario("clean"), env.name())
-		clean.play()
+		if _, stalled, report := clean.watched(); stalled {
+			clean.db.abandon()
+			t.Fatalf("%s", report)
+		}
 		clean.db.close()
+	}
+	if clean.t.stopped.Load() {
+		t.Fatalf("crashsim %s %s: discovery stalled; no scenario can be planned", job.Name, env.name())
 	}
 	trace := slices.Clone(clean.trace[:clean.phaseHits])
 	for _, p := range job.Points {

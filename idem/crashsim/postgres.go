@@ -2,13 +2,14 @@ package crashsim
 
 import (
 	"context"
-	"encoding/binary"
+
 	"errors"
 	"fmt"
-	"maps"
+
 	"net"
 	"os"
-	"slices"
+	"strconv"
+
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,15 +19,21 @@ import (
 	"github.com/idemgen/idemgen/idem"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // simPostgres runs each scenario in a schema of its own, cloned from a
 // migrated template schema, and kills crashed sessions server-side.
+//
+// Every incarnation opens sessions of its own: nothing is handed from one
+// "process" to the next. An earlier version reused server sessions across
+// incarnations behind a hijacked connection, to save PostgreSQL a fork per
+// session; it lost a reply about one run in twenty-five, and a full run of
+// the example's crash simulation measured the same time without it (see
+// the README's crash-simulation section).
 type simPostgres struct {
 	url      string
+	run      string // this test process's run id: in its schemas' and admin session's names
 	admin    *pgxpool.Pool
 	template string
 	tables   []string
@@ -48,15 +55,23 @@ func Postgres(t testing.TB, open func(*pgxpool.Pool) Store) Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	run := simRunID()
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	// The admin session's name tells other test processes this run is
+	// alive; MinConns keeps it open for the whole test.
+	cfg.ConnConfig.RuntimeParams["application_name"] = simAdminApp + run
+	cfg.MinConns = 1
 	admin, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(admin.Close)
-	e := &simPostgres{url: url, admin: admin, open: open}
+	e := &simPostgres{url: url, run: run, admin: admin, open: open}
 	if os.Getenv(simChildEnv) != "" {
 		return e // a child only attaches to its parent's schema
+	}
+	if err := simDropStale(ctx, admin); err != nil {
+		t.Fatalf("crashsim: dropping the schemas of dead test runs: %v", err)
 	}
 	e.template = e.newSchema(t)
 	pool := e.pool(t, e.template, "idemsim_migrate", nil)
@@ -78,10 +93,50 @@ func Postgres(t testing.TB, open func(*pgxpool.Pool) Store) Env {
 	return e
 }
 
+// simAdminApp prefixes the application_name of a test process's admin
+// session: while it is connected, the schemas named after its run id are
+// in use.
+const simAdminApp = "idemsim_admin_"
+
+// simRunID names one test process's run: short, unique, lower case (it is
+// part of schema names).
+func simRunID() string {
+	return strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatInt(int64(os.Getpid()), 36)
+}
+
+// simDropStale drops the scenario schemas of test processes that died
+// before their cleanup (killed by go test's timeout, a SIGKILL, a machine
+// restart): those whose run has no admin session left. Schemas of runs
+// still going, in other processes, are kept.
+func simDropStale(ctx context.Context, admin *pgxpool.Pool) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	rows, err := admin.Query(ctx, `
+SELECT n.nspname FROM pg_namespace n
+WHERE n.nspname LIKE 'idemsim\_%'
+  AND NOT EXISTS (
+    SELECT 1 FROM pg_stat_activity a
+    WHERE a.datname = current_database()
+      AND a.application_name = $1 || split_part(n.nspname, '_', 2))`, simAdminApp)
+	if err != nil {
+		return err
+	}
+	stale, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, schema := range stale {
+		if _, err := admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (e *simPostgres) name() string { return "postgres" }
 
 func (e *simPostgres) newSchema(t testing.TB) string {
-	schema := fmt.Sprintf("idemsim_%d_%d", time.Now().UnixNano(), simSeq.Add(1))
+	schema := fmt.Sprintf("idemsim_%s_%d", e.run, simSeq.Add(1))
 	if _, err := e.admin.Exec(context.Background(), "CREATE SCHEMA "+schema); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +145,9 @@ func (e *simPostgres) newSchema(t testing.TB) string {
 }
 
 func (e *simPostgres) dropSchema(schema string) {
-	_, _ = e.admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _ = e.admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 }
 
 func (e *simPostgres) config(t testing.TB, schema, app string) *pgxpool.Config {
@@ -141,46 +198,18 @@ func (e *simPostgres) fresh(t testing.TB) simDB {
 }
 
 func (e *simPostgres) attach(t testing.TB, schema string) simDB {
-	cfg := e.config(t, schema, "idemsim_"+schema+"_warm")
-	// Incarnations' clients are greeted as on a protocol 3.0 session (simClientConn).
-	cfg.ConnConfig.MinProtocolVersion, cfg.ConnConfig.MaxProtocolVersion = "3.0", "3.0"
-	obs := e.pool(t, schema, "idemsim_observer", nil)
-	s := &simSchema{name: schema, obsPool: obs, obs: e.open(obs).Runtime(), connect: &cfg.ConnConfig.Config}
-	t.Cleanup(s.close) // before the schema is dropped
+	obs := e.pool(t, schema, "idemsim_obs_"+schema, nil)
+	s := &simSchema{name: schema, obsPool: obs, obs: e.open(obs).Runtime()}
+	t.Cleanup(obs.Close) // before the schema is dropped
 	return &simPostgresDB{env: e, s: s}
 }
 
-// simSchema is a scenario schema with what outlives each scenario on it:
-// the observer's pool, and the server sessions that incarnations which
-// ended cleanly handed back (simBackend).
+// simSchema is a scenario schema with the observer's pool, which outlives
+// each scenario on it.
 type simSchema struct {
 	name    string
 	obsPool *pgxpool.Pool
 	obs     idem.Store
-	connect *pgconn.Config // opens a new server session on the schema
-	mu      sync.Mutex
-	idle    []*simBackend
-}
-
-func (s *simSchema) close() {
-	s.obsPool.Close()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, b := range s.idle {
-		_, _ = b.conn.Write([]byte{'X', 0, 0, 0, 4}) // Terminate
-		b.conn.Close()
-	}
-	s.idle = nil
-}
-
-func (s *simSchema) idlePIDs() []uint32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var pids []uint32
-	for _, b := range s.idle {
-		pids = append(pids, b.pid)
-	}
-	return pids
 }
 
 type simPostgresDB struct {
@@ -190,21 +219,26 @@ type simPostgresDB struct {
 
 func (d *simPostgresDB) locator() string { return d.s.name }
 
+// incarnationApps matches the application_name of every session an
+// incarnation (or a subprocess) opened on the scenario's schema.
+func (d *simPostgresDB) incarnationApps() string { return "idemsim_" + d.s.name + "_%" }
+
 // close ends the scenario: any session of a crashed incarnation (or of a
 // subprocess) still open is killed; the schema is emptied for the next
 // scenario (the test's cleanup drops it).
 func (d *simPostgresDB) close() {
-	ctx := context.Background()
-	_, _ = d.env.admin.Exec(ctx,
-		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1 AND NOT pid = ANY($2)",
-		"idemsim_"+d.s.name+"_%", d.s.idlePIDs())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := d.env.terminate(ctx, "application_name LIKE $1", d.incarnationApps()); err != nil {
+		d.env.dropSchema(d.s.name)
+		return
+	}
 	var tables []string
 	for _, table := range d.env.tables {
 		tables = append(tables, d.s.name+"."+table)
 	}
 	// DELETE, not TRUNCATE: a handful of rows, and no new relation files.
 	if _, err := d.env.admin.Exec(ctx, "DELETE FROM "+strings.Join(tables, "; DELETE FROM ")); err != nil {
-		d.s.close()
 		d.env.dropSchema(d.s.name)
 		return
 	}
@@ -213,355 +247,159 @@ func (d *simPostgresDB) close() {
 	d.env.mu.Unlock()
 }
 
+// terminate ends the server sessions of this database that match where
+// (with its one argument) and waits until they are gone: their open
+// transactions aborted, their locks dropped.
+func (e *simPostgres) terminate(ctx context.Context, where string, arg any) error {
+	match := "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND " + where
+	if _, err := e.admin.Exec(ctx, "SELECT pg_terminate_backend(pid) "+match, arg); err != nil {
+		return err
+	}
+	for {
+		var left int
+		if err := e.admin.QueryRow(ctx, "SELECT count(*) "+match, arg).Scan(&left); err != nil {
+			return err
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("crashsim: %d sessions still there after pg_terminate_backend: %w", left, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
 func (d *simPostgresDB) observer() idem.Store { return d.s.obs }
+
+// abandon ends every session of a stalled scenario (a read blocked on one
+// wakes with an error) and leaves its schema to the test's cleanup.
+func (d *simPostgresDB) abandon() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = d.env.terminate(ctx, "application_name LIKE $1", d.incarnationApps())
+}
+
+// diagnose lists the scenario's sessions (its incarnations' and its
+// observer's) and the locks on its schema or held by those sessions.
+func (d *simPostgresDB) diagnose(ctx context.Context) string {
+	var b strings.Builder
+	sessions := `SELECT pid, application_name, coalesce(state, ''), coalesce(wait_event_type || ':' || wait_event, ''),
+  coalesce(extract(epoch FROM now() - state_change)::int, 0), coalesce(left(query, 160), '')
+FROM pg_stat_activity
+WHERE datname = current_database() AND (application_name LIKE $1 OR application_name = $2)
+ORDER BY pid`
+	rows, err := d.env.admin.Query(ctx, sessions, d.incarnationApps(), "idemsim_obs_"+d.s.name)
+	if err != nil {
+		return fmt.Sprintf("pg_stat_activity: %v\n", err)
+	}
+	b.WriteString("pg_stat_activity (pid, application_name, state, wait, seconds in state, query):\n")
+	var pids []int32
+	for rows.Next() {
+		var (
+			pid                  int32
+			app, state, wait, qy string
+			secs                 int32
+		)
+		if err := rows.Scan(&pid, &app, &state, &wait, &secs, &qy); err != nil {
+			return b.String() + err.Error() + "\n"
+		}
+		pids = append(pids, pid)
+		fmt.Fprintf(&b, "  %d %s %s %s %ds %q\n", pid, app, state, wait, secs, qy)
+	}
+	if rows.Err() != nil {
+		return b.String() + rows.Err().Error() + "\n"
+	}
+	if len(pids) == 0 {
+		b.WriteString("  (no session: the server owes no reply)\n")
+	}
+	locks := `SELECT l.pid, l.locktype, l.mode, l.granted, coalesce(c.relname, '')
+FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 OR l.pid = ANY($2)
+ORDER BY l.granted, l.pid`
+	rows, err = d.env.admin.Query(ctx, locks, d.s.name, pids)
+	if err != nil {
+		return b.String() + fmt.Sprintf("pg_locks: %v\n", err)
+	}
+	b.WriteString("pg_locks (pid, type, mode, granted, relation):\n")
+	for rows.Next() {
+		var (
+			pid            int32
+			typ, mode, rel string
+			granted        bool
+		)
+		if err := rows.Scan(&pid, &typ, &mode, &granted, &rel); err != nil {
+			return b.String() + err.Error() + "\n"
+		}
+		fmt.Fprintf(&b, "  %d %s %s granted=%t %s\n", pid, typ, mode, granted, rel)
+	}
+	return b.String()
+}
 
 func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idem.CrashHook) (idem.Store, func(), func()) {
 	if sqlHook == nil {
 		return d.s.obs, func() {}, func() {} // a helper outside the faults: the observer's pool serves
 	}
-	// A new process: a new pool of new pgx connections, each over a server
-	// session that no other incarnation holds (simBackend).
-	inc := &simSessions{s: d.s}
-	cfg := d.env.config(t, d.s.name, fmt.Sprintf("idemsim_%s_%d", d.s.name, simSeq.Add(1)))
+	// A new process: a new pool of new sessions, named after the
+	// incarnation so a kill finds them all.
+	app := fmt.Sprintf("idemsim_%s_%d", d.s.name, simSeq.Add(1))
+	cfg := d.env.config(t, d.s.name, app)
 	cfg.ConnConfig.Tracer = &simTracer{hook: sqlHook, conns: map[*pgx.Conn]*simStatements{}}
+	inc := &simSessions{}
 	cfg.ConnConfig.DialFunc = inc.dial
-	cfg.ConnConfig.TLSConfig, cfg.ConnConfig.Fallbacks = nil, nil
-	cfg.ConnConfig.MinProtocolVersion, cfg.ConnConfig.MaxProtocolVersion = "3.0", "3.0"
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	kill := func() {
-		// The process died: its sessions end, open transactions abort and
-		// locks drop. The pool is abandoned, never closed (Close would wait
-		// for the parked goroutine's connection).
-		_, _ = d.env.admin.Exec(context.Background(),
-			"SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", inc.kill())
+		// The process died: the OS closes its sockets (a goroutine blocked
+		// in a read wakes with an error and parks at its next hit), and the
+		// server ends its sessions: open transactions abort and locks drop
+		// before anything else runs. The pool is abandoned, never closed
+		// (Close would wait for the parked goroutine's connection); it holds
+		// no session any more.
+		inc.kill()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := d.env.terminate(ctx, "application_name = $1", app); err != nil {
+			t.Errorf("crashsim: killing incarnation %s: %v", app, err)
+		}
 	}
 	return d.env.open(pool).Runtime(), kill, pool.Close
 }
 
-// ---- server sessions handed from one incarnation to the next ----
-//
-// A new server session costs PostgreSQL far more than the statements a
-// scenario runs (a fork, cold catalog caches, its exit), and the
-// simulation starts hundreds of incarnations. So an incarnation's pgx
-// connections dial no socket: simSessions.dial hands each one a session
-// an incarnation that ended cleanly gave back (or a new one), and answers
-// its startup message with what the server said when the session began. A
-// session goes back only if its client closed it idle, outside any
-// transaction, with every request answered; its prepared statements are
-// then deallocated, as a session pooler resets a session. A crashed
-// incarnation's sessions are all terminated, never reused.
-
-// simBackend is a started server session on a scenario schema.
-type simBackend struct {
-	conn     net.Conn
-	pid      uint32
-	greeting []byte // AuthenticationOk, the parameter statuses, the key data, ReadyForQuery
-}
-
-func (s *simSchema) take(ctx context.Context) (*simBackend, error) {
-	s.mu.Lock()
-	if n := len(s.idle); n > 0 {
-		b := s.idle[n-1]
-		s.idle = s.idle[:n-1]
-		s.mu.Unlock()
-		return b, nil
-	}
-	s.mu.Unlock()
-	pc, err := pgconn.ConnectConfig(ctx, s.connect)
-	if err != nil {
-		return nil, err
-	}
-	h, err := pc.Hijack()
-	if err != nil {
-		return nil, err
-	}
-	b := &simBackend{conn: h.Conn, pid: h.PID}
-	msgs := []pgproto3.BackendMessage{&pgproto3.AuthenticationOk{}}
-	for _, name := range slices.Sorted(maps.Keys(h.ParameterStatuses)) {
-		msgs = append(msgs, &pgproto3.ParameterStatus{Name: name, Value: h.ParameterStatuses[name]})
-	}
-	msgs = append(msgs, &pgproto3.BackendKeyData{ProcessID: h.PID, SecretKey: h.SecretKey}, &pgproto3.ReadyForQuery{TxStatus: 'I'})
-	for _, m := range msgs {
-		if b.greeting, err = m.Encode(b.greeting); err != nil {
-			h.Conn.Close()
-			return nil, err
-		}
-	}
-	return b, nil
-}
-
-// give takes a session back from a client that closed it cleanly, with
-// its prepared statements deallocated.
-func (s *simSchema) give(b *simBackend) {
-	if err := b.reset(); err != nil {
-		b.conn.Close()
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.idle = append(s.idle, b)
-}
-
-func (b *simBackend) reset() error {
-	_ = b.conn.SetDeadline(time.Now().Add(time.Minute))
-	defer b.conn.SetDeadline(time.Time{})
-	q, _ := (&pgproto3.Query{String: "DEALLOCATE ALL"}).Encode(nil)
-	if _, err := b.conn.Write(q); err != nil {
-		return err
-	}
-	var (
-		f      simFrames
-		buf    [512]byte
-		done   bool
-		failed bool
-	)
-	for !done {
-		n, err := b.conn.Read(buf[:])
-		f.feed(buf[:n], func(typ byte, _ int) { failed = failed || typ == 'E' }, func(typ, first byte) {
-			if typ == 'Z' {
-				done, failed = true, failed || first != 'I'
-			}
-		})
-		if err != nil && !done {
-			return err
-		}
-	}
-	if failed {
-		return errors.New("session reset failed")
-	}
-	return nil
-}
-
-// simSessions are the server sessions one incarnation's connections hold.
+// simSessions are the client sockets of one incarnation.
 type simSessions struct {
-	s    *simSchema
-	mu   sync.Mutex
-	live map[*simClientConn]bool
-	dead bool
+	mu    sync.Mutex
+	conns []net.Conn
+	dead  bool
 }
 
-func (inc *simSessions) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	b, err := inc.s.take(ctx)
+func (inc *simSessions) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{KeepAlive: 5 * time.Minute}).DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	c := &simClientConn{Conn: b.conn, inc: inc, b: b, greeting: b.greeting}
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	if inc.dead {
-		b.conn.Close()
+		c.Close()
 		return nil, errors.New("simulated crash: this process is gone")
 	}
-	if inc.live == nil {
-		inc.live = map[*simClientConn]bool{}
-	}
-	inc.live[c] = true
+	inc.conns = append(inc.conns, c)
 	return c, nil
 }
 
-// kill marks the incarnation dead and returns the server pids of every
-// session it still holds, for pg_terminate_backend.
-func (inc *simSessions) kill() []uint32 {
+// kill closes every socket the incarnation opened and refuses new ones.
+func (inc *simSessions) kill() {
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	inc.dead = true
-	var pids []uint32
-	for c := range inc.live {
-		pids = append(pids, c.b.pid)
+	for _, c := range inc.conns {
+		c.Close()
 	}
-	inc.live = nil
-	return pids
-}
-
-// release ends a client's hold on its session: back to the schema's idle
-// sessions if the client left it clean and the incarnation was not killed,
-// else closed.
-func (inc *simSessions) release(c *simClientConn, clean bool) {
-	inc.mu.Lock()
-	held := inc.live[c]
-	delete(inc.live, c)
-	inc.mu.Unlock()
-	if held && clean {
-		inc.s.give(c.b)
-		return
-	}
-	c.b.conn.Close() // the server aborts what the session had open
-}
-
-// simClientConn is the net.Conn a pgx connection of an incarnation gets:
-// it answers the startup message with the session's greeting, then passes
-// the protocol through, following message boundaries to know the state
-// the client leaves the session in, and keeps the client's Terminate from
-// the server.
-type simClientConn struct {
-	net.Conn
-	inc      *simSessions
-	b        *simBackend
-	mu       sync.Mutex
-	greeting []byte // still to be read by the client
-	started  bool
-	w, r     simFrames
-	pending  int  // Syncs and simple queries the server has not answered yet
-	status   byte // the transaction status in the last ReadyForQuery
-	reading  bool
-	quit     bool // the client sent Terminate
-	broken   bool
-	closed   bool
-}
-
-const simProtocol30 = 196608
-
-func (c *simClientConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return 0, net.ErrClosed // the session may serve another client by now
-	}
-	if !c.started {
-		c.started = true
-		ok := len(p) >= 8 && int(binary.BigEndian.Uint32(p)) == len(p) && binary.BigEndian.Uint32(p[4:]) == simProtocol30
-		c.broken = c.broken || !ok
-		c.mu.Unlock()
-		if !ok {
-			return 0, errors.New("simulated session: the first message is not a protocol 3.0 startup message")
-		}
-		return len(p), nil // answered by the greeting
-	}
-	if c.quit {
-		c.mu.Unlock()
-		return len(p), nil
-	}
-	cut := len(p)
-	c.w.feed(p, func(typ byte, at int) {
-		switch {
-		case c.quit:
-		case typ == 'S' || typ == 'Q':
-			c.pending++
-		case typ == 'X':
-			c.quit, cut = true, at
-		}
-	}, nil)
-	c.mu.Unlock()
-	n, err := c.Conn.Write(p[:cut])
-	if err != nil {
-		c.mu.Lock()
-		c.broken = true
-		c.mu.Unlock()
-		return n, err
-	}
-	return len(p), nil
-}
-
-func (c *simClientConn) Read(p []byte) (int, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return 0, net.ErrClosed
-	}
-	if len(c.greeting) > 0 {
-		n := copy(p, c.greeting)
-		c.greeting = c.greeting[n:]
-		c.mu.Unlock()
-		return n, nil
-	}
-	c.reading = true
-	c.mu.Unlock()
-	n, err := c.Conn.Read(p)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.reading = false
-	c.broken = c.broken || err != nil
-	c.r.feed(p[:n], nil, func(typ, first byte) {
-		if typ == 'Z' {
-			c.pending--
-			c.status = first
-		}
-	})
-	return n, err
-}
-
-func (c *simClientConn) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
-	c.closed = true
-	clean := c.quit && !c.broken && !c.reading && c.pending == 0 && c.status == 'I' && c.w.idle() && c.r.idle()
-	c.mu.Unlock()
-	c.inc.release(c, clean)
-	return nil
-}
-
-func (c *simClientConn) SetDeadline(t time.Time) error {
-	return c.deadline(func() error { return c.Conn.SetDeadline(t) })
-}
-
-func (c *simClientConn) SetReadDeadline(t time.Time) error {
-	return c.deadline(func() error { return c.Conn.SetReadDeadline(t) })
-}
-
-func (c *simClientConn) SetWriteDeadline(t time.Time) error {
-	return c.deadline(func() error { return c.Conn.SetWriteDeadline(t) })
-}
-
-func (c *simClientConn) deadline(set func() error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return net.ErrClosed
-	}
-	return set()
-}
-
-// simFrames follows the message boundaries of one direction of the
-// protocol after the startup message: a type byte, a length that counts
-// itself, the body.
-type simFrames struct {
-	typ  byte
-	head int    // bytes of the current message's type and length seen
-	size uint32 // the length, as it comes in
-	left int    // bytes of the current message's body still to come
-	body int    // the body's length
-}
-
-func (f *simFrames) idle() bool { return f.head == 0 && f.left == 0 }
-
-// feed follows p: begin is called at each message's type byte with its
-// offset in p, first with a message's first body byte (0 for an empty body).
-func (f *simFrames) feed(p []byte, begin func(typ byte, at int), first func(typ, b byte)) {
-	for i := 0; i < len(p); {
-		switch {
-		case f.left > 0:
-			if f.left == f.body && first != nil {
-				first(f.typ, p[i])
-			}
-			n := min(f.left, len(p)-i)
-			f.left -= n
-			i += n
-		case f.head == 0:
-			f.typ, f.head, f.size = p[i], 1, 0
-			if begin != nil {
-				begin(f.typ, i)
-			}
-			i++
-		default:
-			f.size = f.size<<8 | uint32(p[i])
-			f.head++
-			i++
-			if f.head == 5 {
-				f.head = 0
-				f.body = max(int(f.size)-4, 0)
-				f.left = f.body
-				if f.body == 0 && first != nil {
-					first(f.typ, 0)
-				}
-			}
-		}
-	}
+	inc.conns = nil
 }
 
 // simTracer reports every statement of an incarnation's connections to the
