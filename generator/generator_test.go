@@ -13,6 +13,7 @@ import (
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/generator/spec"
 	"github.com/idemgen/idemgen/generator/sqlc"
+	_ "github.com/idemgen/idemgen/generator/sqlc/linked" // this test binary is its own sqlc child
 	"github.com/idemgen/idemgen/generator/sqlgen"
 )
 

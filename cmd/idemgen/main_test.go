@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/writeout"
 	"github.com/idemgen/idemgen/generator"
+	"github.com/idemgen/idemgen/generator/sqlc"
 )
 
 // TestMain makes this test binary the idemgen command of the scripts, by
@@ -48,12 +50,21 @@ func TestScripts(t *testing.T) {
 // every process.
 func scriptParams(t *testing.T) testscript.Params {
 	cache := t.TempDir()
+	child := filepath.Join(cache, "idemgen-sqlc")
+	if err := sqlc.BuildChild(context.Background(), "github.com/idemgen/idemgen/cmd/idemgen", child); err != nil {
+		t.Fatal(err)
+	}
 	return testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("XDG_CACHE_HOME", cache)
+			// This test binary does not link sqlc, as the idemgen command
+			// does not: generate runs the sqlc child built above, as it
+			// would the one it builds on a user's machine (newcomer.txtar
+			// unsets this and so builds its own).
+			env.Setenv(sqlc.ExeEnv, child)
 			return setupGo(env)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

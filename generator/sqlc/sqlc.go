@@ -2,22 +2,31 @@
 //
 // sqlc's cli.Run calls os.Exit on any SQL or config error, keeps its -f flag
 // between calls and is not safe for concurrent use, so idemgen never calls it
-// in-process: Runner re-executes a binary (our own, or a test binary) with
-// ChildEnv set, and that process calls Main.
+// in-process: Runner executes a binary that links sqlc (package
+// generator/sqlc/linked) with ChildEnv set, and that process calls Main.
+//
+// The idemgen command itself does not link sqlc: sqlc's SQLite analyzer
+// imports a package of the SQLite driver that prints a notice to stderr in
+// every process that links it, and sqlc is most of idemgen's build. Child
+// returns the running binary when it links sqlc (tests, a build with
+// -tags idemgen_sqlc), and otherwise builds idemgen once more with that tag
+// into the user's cache directory, the first time it is needed.
 package sqlc
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
-
-	"github.com/sqlc-dev/sqlc/pkg/cli"
 )
 
 // ChildEnv is the environment variable that turns a binary into the sqlc child.
@@ -26,24 +35,157 @@ const ChildEnv = "IDEMGEN_SQLC_CHILD"
 // ConfigName is the sqlc config file expected among the input files.
 const ConfigName = "sqlc.yaml"
 
+// ChildTag is the build tag with which the idemgen command links sqlc.
+const ChildTag = "idemgen_sqlc"
+
 // IsChild reports whether this process was started as the sqlc child.
 func IsChild() bool { return os.Getenv(ChildEnv) == "1" }
 
+// linkedMain is sqlc's cli.Run when this binary links sqlc (Link).
+var linkedMain func(args []string) int
+
+// Link is called by package generator/sqlc/linked, in a binary that links sqlc.
+func Link(main func(args []string) int) { linkedMain = main }
+
 // Main is the child's entry point: it runs sqlc with args and returns its exit code.
-func Main(args []string) int { return cli.Run(args) }
+func Main(args []string) int {
+	if linkedMain == nil {
+		fmt.Fprintf(os.Stderr, "idemgen: this binary was built without sqlc (build tag %s)\n", ChildTag)
+		return 2
+	}
+	return linkedMain(args)
+}
 
 // Runner starts Exe as the sqlc child.
 type Runner struct {
 	Exe string
 }
 
-// Self returns a Runner that re-executes the running binary.
+// Self returns a Runner that re-executes the running binary, which must
+// link sqlc.
 func Self() (Runner, error) {
+	if linkedMain == nil {
+		return Runner{}, fmt.Errorf("sqlc: this binary was built without sqlc (build tag %s)", ChildTag)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return Runner{}, fmt.Errorf("find own executable for sqlc: %w", err)
 	}
 	return Runner{Exe: exe}, nil
+}
+
+// Child returns a Runner for a binary that links sqlc: the running one if
+// it does; else idemgen built with -tags idemgen_sqlc by the go command in
+// the current module (the one go generate runs in), kept in the user's
+// cache directory under a name that changes with sqlc's version and Go's.
+// The first build compiles sqlc: a minute or two, said on stderr.
+func Child(ctx context.Context, stderr io.Writer) (Runner, error) {
+	if exe := os.Getenv(ExeEnv); exe != "" {
+		return Runner{Exe: exe}, nil
+	}
+	if linkedMain != nil {
+		return Self()
+	}
+	exe, pkg, err := ChildPath()
+	if err != nil {
+		return Runner{}, err
+	}
+	if _, err := os.Stat(exe); err == nil {
+		return Runner{Exe: exe}, nil
+	}
+	fmt.Fprintf(stderr, "idemgen: building its sqlc child into %s (once: it compiles sqlc)\n", exe)
+	if err := BuildChild(ctx, pkg, exe); err != nil {
+		return Runner{}, err
+	}
+	return Runner{Exe: exe}, nil
+}
+
+// ExeEnv names a binary that links sqlc (idemgen built with -tags
+// idemgen_sqlc) for Child to use as it is.
+const ExeEnv = "IDEMGEN_SQLC_EXE"
+
+// ChildPath returns where Child keeps the sqlc child of the running
+// idemgen, and the package to build it from. The name changes with the
+// running executable, the current module's go.mod (where sqlc's version
+// is decided), Go's version and the platform.
+func ChildPath() (exe, pkg string, err error) {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "", "", fmt.Errorf("sqlc: this binary has no build information to build its sqlc child from")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", "", fmt.Errorf("sqlc: find own executable: %w", err)
+	}
+	h := sha256.New()
+	fmt.Fprintln(h, info.Main.Path, info.Main.Version, info.Main.Sum, runtime.Version(), runtime.GOOS, runtime.GOARCH, self)
+	if st, err := os.Stat(self); err == nil {
+		fmt.Fprintln(h, st.Size(), st.ModTime().UnixNano())
+	}
+	if gomod := findGoMod(); gomod != "" {
+		if data, err := os.ReadFile(gomod); err == nil {
+			h.Write(data)
+		}
+	}
+	name := "idemgen-sqlc-" + hex.EncodeToString(h.Sum(nil)[:8])
+	if runtime.GOOS == "windows" {
+		name += ".exe"
+	}
+	dir, err := os.UserCacheDir()
+	if err == nil {
+		dir = filepath.Join(dir, "idemgen")
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, name), info.Main.Path + "/cmd/idemgen", nil
+}
+
+// findGoMod returns the go.mod of the module the current directory is in,
+// or "".
+func findGoMod() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if p := filepath.Join(dir, "go.mod"); fileExists(p) {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// BuildChild builds pkg (the idemgen command) with sqlc linked into exe,
+// with the go command in the current directory's module. The file
+// appears whole or not at all.
+func BuildChild(ctx context.Context, pkg, exe string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(exe), filepath.Base(exe)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("sqlc: %w", err)
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", ChildTag, "-o", tmp.Name(), pkg)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("sqlc: building idemgen's sqlc child (go build -tags %s %s) failed: %v\n%s", ChildTag, pkg, err, strings.TrimSpace(out.String()))
+	}
+	if err := os.Rename(tmp.Name(), exe); err != nil {
+		return fmt.Errorf("sqlc: %w", err)
+	}
+	return nil
 }
 
 // Run writes the input files (which must include sqlc.yaml) to a temporary
@@ -75,7 +217,7 @@ func (r Runner) Run(ctx context.Context, in map[string][]byte) (map[string][]byt
 	cmd.Stdout = io.Discard
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(strings.ReplaceAll(stderr.String(), dir+string(filepath.Separator), ""))
+		msg := strings.TrimSpace(strings.ReplaceAll(withoutNotice(stderr.String()), dir+string(filepath.Separator), ""))
 		return nil, fmt.Errorf("sqlc rejected the emitted SQL (an idemgen bug; please report it):\n%s\n(%v)", msg, err)
 	}
 	out := map[string][]byte{}
@@ -102,4 +244,17 @@ func (r Runner) Run(ctx context.Context, in map[string][]byte) (map[string][]byt
 		return nil, fmt.Errorf("sqlc: collect output: %w", err)
 	}
 	return out, nil
+}
+
+// withoutNotice drops the line that the SQLite driver's deprecated embed
+// package, which sqlc imports, prints in every process: it says nothing
+// about the SQL.
+func withoutNotice(s string) string {
+	var keep []string
+	for _, line := range strings.SplitAfter(s, "\n") {
+		if !strings.HasPrefix(line, "If you're reading this, you're unnecessarily importing github.com/ncruces/go-sqlite3/embed") {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "")
 }

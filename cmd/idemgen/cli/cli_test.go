@@ -15,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/generator"
 	"github.com/idemgen/idemgen/generator/spec"
 	"github.com/idemgen/idemgen/generator/sqlc"
+	_ "github.com/idemgen/idemgen/generator/sqlc/linked" // this test binary is its own sqlc child
 )
 
 // TestMain lets this test binary serve as the sqlc child: generate

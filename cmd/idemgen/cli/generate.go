@@ -138,7 +138,7 @@ func plan(e env, file string, o *options) (target, int) {
 		path: func(p string) string { return relToWD(wd, filepath.Join(dir, filepath.FromSlash(p))) },
 	}
 
-	runner, err := sqlc.Self()
+	runner, err := sqlc.Child(e.ctx, e.stderr)
 	if err != nil {
 		printErr(e, err)
 		return target{}, exitFail
