@@ -28,7 +28,14 @@ type mutant struct {
 	test  string // the generated crash test expected to kill it
 	edits []mutantEdit
 	db    string // the database it runs on: "sqlite" (default) or "postgres"
+	// stall: the bug makes a scenario hang, not break an invariant; the
+	// crash simulation's watchdog must fail it, with its report, within
+	// stallBound (the test shortens the bound to make that quick).
+	stall bool
 }
+
+// stallBound is the watchdog's bound for stall mutants.
+const stallBound = 5 * time.Second
 
 type mutantEdit struct {
 	file string // relative to the target package's directory, or to the repository root for runtime files (idem/...)
@@ -57,6 +64,7 @@ const (
 	batchFile   = "idem/batch.go"
 	effectsFile = "idem/effects.go"
 	pgFile      = "idem/postgres.go"
+	crashsimPG  = "idem/crashsim/postgres.go"
 	keysFile    = "idem/keys.go"
 	sqliteSQL   = "internal/sqlitedb/queries.sql.go"
 	pgSQL       = "internal/pgdb/queries.sql.go"
@@ -130,6 +138,14 @@ var stageMutants = []mutant{
 }
 
 var exampleMutants = []mutant{
+	// The crash harness itself: a request lost between a worker and its
+	// server session (the symptom of the old session hand-off) must make
+	// the watchdog fail the scenario at once, never hang the test.
+	{name: "a request to PostgreSQL lost on the wire", test: syncTest, db: "postgres", stall: true, edits: edit(crashsimPG,
+		`inc\.conns = append\(inc\.conns, c\)\n\treturn c, nil\n\}`,
+		"inc.conns = append(inc.conns, c)\n\treturn &simLossyConn{Conn: c}, nil\n}\n\n"+
+			"type simLossyConn struct {\n\tnet.Conn\n\twrites int\n}\n\n"+
+			"func (c *simLossyConn) Write(p []byte) (int, error) {\n\tif c.writes++; c.writes == 40 {\n\t\treturn len(p), nil\n\t}\n\treturn c.Conn.Write(p)\n}")},
 	{name: "progress saved before the work", test: syncTest, edits: edit(engineFile,
 		`return e\.runWindow\(ctx, w, true, fetch, markOf, rep\)`,
 		"if err := e.st.Auto().SaveWatermark(ctx, e.def.Name, w.Until, e.def.Version, e.opt.now()); err != nil {\n\t\t\treturn err\n\t\t}\n\t\treturn e.runWindow(ctx, w, true, fetch, markOf, rep)")},
@@ -253,7 +269,7 @@ func TestMutantsAreKilled(t *testing.T) {
 	familyRE := regexp.MustCompile(`families: ([a-z0-9, -]+)\)`)
 
 	pgURL := os.Getenv("IDEMGEN_TEST_POSTGRES")
-	run := func(t *testing.T, tg mutantTarget, test, db string, short bool, overlay map[string]string) (string, error) {
+	run := func(t *testing.T, tg mutantTarget, test, db string, short bool, overlay map[string]string, env ...string) (string, error) {
 		args := []string{"test", "-count=1", "-timeout=20m", "-run", "^" + test + "$/^" + db + "$", "./" + tg.pkg}
 		if short {
 			args = append(args, "-short")
@@ -278,6 +294,7 @@ func TestMutantsAreKilled(t *testing.T) {
 			// One broken scenario is a kill; the rest need not run.
 			cmd.Env = append(cmd.Env, "IDEMGEN_CRASHSIM_FAILFAST=1")
 		}
+		cmd.Env = append(cmd.Env, env...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -335,6 +352,26 @@ func TestMutantsAreKilled(t *testing.T) {
 						overlay[path] = mutated
 					}
 					start := time.Now()
+					if m.stall {
+						// Stalls on every run: the -short sample shows it. The
+						// time counts the build, so the bound is generous.
+						out, err := run(t, tg, m.test, db, true, overlay, "IDEMGEN_CRASHSIM_STALL="+stallBound.String())
+						took := time.Since(start)
+						switch {
+						case err == nil:
+							t.Fatalf("mutant %q survived: %s passed", m.name, m.test)
+						case !strings.Contains(out, "crashsim watchdog: ") || !strings.Contains(out, "made no progress for"):
+							t.Fatalf("mutant %q was not caught by the watchdog:\n%s", m.name, tail(out))
+						case !strings.Contains(out, "goroutines of this scenario:") || !strings.Contains(out, "the database's view:"):
+							t.Fatalf("mutant %q: the watchdog's report lacks the scenario's goroutines or the database's view:\n%s", m.name, tail(out))
+						case took > 3*time.Minute:
+							t.Fatalf("mutant %q: the watchdog took %s", m.name, took.Round(time.Second))
+						}
+						mu.Lock()
+						killed = append(killed, fmt.Sprintf("%s: %s: stopped by the watchdog in %s", tg.pkg, m.name, took.Round(time.Second)))
+						mu.Unlock()
+						return
+					}
 					// The -short sample is a subset of the whole matrix: a kill
 					// there is a kill of the whole suite, found in seconds.
 					out, err := run(t, tg, m.test, db, true, overlay)
