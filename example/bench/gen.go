@@ -3,13 +3,14 @@ package main
 // gen/sqlc: `idemgen generate` on a spec of many jobs against `sqlc
 // generate` alone on the very sqlc.yaml and SQL that idemgen hands sqlc.
 //
-// idemgen runs sqlc in a child process (generator/sqlc: it re-executes
-// itself with IDEMGEN_SQLC_CHILD=1, one sqlc run over one sqlc.yaml for
-// every dialect), so "sqlc alone" is the sqlc binary run once, as a
-// process, over the same input: both sides pay a process start and
-// sqlc's parse of the same SQL, and the difference is what idemgen adds
-// (parsing the spec, emitting Go and SQL, writing the files). Both
-// binaries are built once, from this module, before anything is timed.
+// idemgen runs sqlc in a child process (generator/sqlc: idemgen built with
+// sqlc linked, started with IDEMGEN_SQLC_CHILD=1, one sqlc run over one
+// sqlc.yaml for every dialect), so "sqlc alone" is the sqlc binary run
+// once, as a process, over the same input: both sides pay a process start
+// and sqlc's parse of the same SQL, and the difference is what idemgen
+// adds (parsing the spec, emitting Go and SQL, writing the files, and its
+// own start). The binaries are built once, from this module, before
+// anything is timed.
 
 import (
 	"bytes"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator"
 	"github.com/idemgen/idemgen/generator/spec"
+	"github.com/idemgen/idemgen/generator/sqlc"
 )
 
 type genResult struct {
@@ -45,6 +47,14 @@ func measureGenerate(ctx context.Context, cfg *config) (*genResult, error) {
 			return nil, fmt.Errorf("build %s (run the benchmark inside the idemgen module): %w", pkg, err)
 		}
 	}
+	// idemgen's sqlc child (idemgen built with sqlc linked), which generate
+	// would otherwise build in the spec's module: that module does not
+	// require idemgen.
+	child := filepath.Join(tmp, "idemgen-sqlc")
+	if err := runCmd(ctx, "", nil, "go", "build", "-tags", sqlc.ChildTag, "-o", child, "github.com/idemgen/idemgen/cmd/idemgen"); err != nil {
+		return nil, fmt.Errorf("build idemgen's sqlc child: %w", err)
+	}
+	childEnv := []string{sqlc.ExeEnv + "=" + child}
 
 	// The spec, in a module of its own.
 	mod := filepath.Join(tmp, "mod")
@@ -72,7 +82,7 @@ func measureGenerate(ctx context.Context, cfg *config) (*genResult, error) {
 			return nil, err
 		}
 		start := time.Now()
-		if err := runCmd(ctx, mod, nil, idemgenBin, "generate", "-f", specFile); err != nil {
+		if err := runCmd(ctx, mod, childEnv, idemgenBin, "generate", "-f", specFile); err != nil {
 			return nil, fmt.Errorf("idemgen generate: %w", err)
 		}
 		idemgenTimes = append(idemgenTimes, time.Since(start))

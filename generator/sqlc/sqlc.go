@@ -180,7 +180,9 @@ func BuildChild(ctx context.Context, pkg, exe string) error {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("sqlc: building idemgen's sqlc child (go build -tags %s %s) failed: %v\n%s", ChildTag, pkg, err, strings.TrimSpace(out.String()))
+		return fmt.Errorf("sqlc: building idemgen's sqlc child (go build -tags %s %s) failed: %v\n%s\n"+
+			"(generate builds it in the module it runs in, which must require idemgen, as go get -tool does; "+
+			"or set %s to an idemgen built with -tags %s)", ChildTag, pkg, err, strings.TrimSpace(out.String()), ExeEnv, ChildTag)
 	}
 	if err := os.Rename(tmp.Name(), exe); err != nil {
 		return fmt.Errorf("sqlc: %w", err)
