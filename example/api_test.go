@@ -319,3 +319,49 @@ func TestOptionsThatMeanNothingAreRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestEffectConcurrencyBoundsEveryCallOfAJob: WithEffectConcurrency bounds
+// the provider calls in flight across every call of one job value at once
+// (a web handler's concurrent requests, River workers sharing the job),
+// not per call.
+func TestEffectConcurrencyBoundsEveryCallOfAJob(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		f, ctx := newFixture(), context.Background()
+		var (
+			mu            sync.Mutex
+			inFlight, top int
+		)
+		slow := billing.SendReceiptFunc(func(context.Context, string, billing.Payment) ([]byte, error) {
+			mu.Lock()
+			inFlight++
+			top = max(top, inFlight)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			return []byte("ok"), nil
+		})
+		const bound = 2
+		hook := newHook(t, st, f, slow, idem.WithEffectConcurrency(bound))
+		var wg sync.WaitGroup
+		for c := range 4 {
+			wg.Go(func() {
+				var batch []billing.Payment
+				for i := range 4 {
+					batch = append(batch, payment(f, fmt.Sprintf("evt_%d_%d", c, i), 100))
+				}
+				if _, err := hook.Process(ctx, batch...); err != nil {
+					t.Errorf("call %d: %v", c, err)
+				}
+			})
+		}
+		wg.Wait()
+		if top > bound {
+			t.Fatalf("%d provider calls in flight at once across four calls; the bound is %d", top, bound)
+		}
+		if top < bound {
+			t.Fatalf("at most %d provider call in flight: the calls did not overlap, the test shows nothing", top)
+		}
+	})
+}

@@ -68,7 +68,7 @@ func (f *unitFault[U]) Unwrap() error { return f.err }
 // decided; with collect, Report.Units gets every unit in order. What the
 // progress logic needs is added to res once the batches have ended, which
 // with write-ahead is after Report.awaitInFlight.
-func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect bool, markOf func(U) time.Time, res *applied) error {
+func (e *Engine[U]) apply(ctx context.Context, units []U, rep *runState, collect bool, markOf func(U) time.Time, res *applied) error {
 	for len(units) > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -82,12 +82,12 @@ func (e *Engine[U]) apply(ctx context.Context, units []U, rep *Report, collect b
 		// A batch written ahead counts in its own report until it ends.
 		ahead, own := e.opt.writeAhead, rep
 		if ahead {
-			own = &Report{}
+			own = &runState{}
 		}
 		items := e.prepare(units[:n], own)
 		if err := e.hit(ctx, PointBatchBegin, items[0].key); err != nil {
 			if ahead {
-				rep.Add(*own)
+				rep.add(own)
 			}
 			if obs := e.opt.observer; obs != nil {
 				obs.BatchEnd(ctx, e.def.Name, err)
@@ -125,7 +125,7 @@ func failedIn[U any](items []*item[U], markOf func(U) time.Time) (res applied) {
 // with the one in flight waits for it first, so a key's writes commit in
 // order. Counting, progress and the units' ends happen here, on the
 // caller's goroutine, one batch after another (Report.awaitInFlight).
-func (e *Engine[U]) writeAhead(ctx context.Context, items []*item[U], rep *Report, own *Report, collect bool, markOf func(U) time.Time, res *applied) {
+func (e *Engine[U]) writeAhead(ctx context.Context, items []*item[U], rep *runState, own *runState, collect bool, markOf func(U) time.Time, res *applied) {
 	if f := rep.inFlight; f != nil && slices.ContainsFunc(items, func(it *item[U]) bool { return f.keys[it.key] }) {
 		rep.awaitInFlight()
 	}
@@ -141,7 +141,7 @@ func (e *Engine[U]) writeAhead(ctx context.Context, items []*item[U], rep *Repor
 	}
 	rep.inFlight = &inFlight{keys: keys, join: func() {
 		<-done
-		rep.Add(*own)
+		rep.add(own)
 		res.add(failedIn(items, markOf))
 		for _, it := range items {
 			e.unitEnded(ctx, rep, it.result, collect)
@@ -160,7 +160,7 @@ func (e *Engine[U]) writeAhead(ctx context.Context, items []*item[U], rep *Repor
 // (Report.awaitInFlight). At most two batches' calls are in flight, within
 // one bound, and only their goroutines touch them; counting is done here,
 // a batch after the one before.
-func (e *Engine[U]) endBatch(ctx context.Context, items []*item[U], rep *Report, collect bool) {
+func (e *Engine[U]) endBatch(ctx context.Context, items []*item[U], rep *runState, collect bool) {
 	end := func() {
 		for _, it := range items {
 			e.unitEnded(ctx, rep, it.result, collect)
@@ -182,7 +182,7 @@ func (e *Engine[U]) endBatch(ctx context.Context, items []*item[U], rep *Report,
 	}
 	o := e.claimOwed(ctx, items, rep.tried, busy)
 	done := make(chan struct{})
-	slots := rep.callSlots(e.opt.effectConcurrency)
+	slots := e.slots
 	go func() {
 		defer close(done)
 		e.callAll(ctx, o.claimed, slots)
@@ -197,7 +197,7 @@ func (e *Engine[U]) endBatch(ctx context.Context, items []*item[U], rep *Report,
 
 // prepare keys and encodes units; one whose key renders empty fails here,
 // before any statement.
-func (e *Engine[U]) prepare(units []U, rep *Report) []*item[U] {
+func (e *Engine[U]) prepare(units []U, rep *runState) []*item[U] {
 	items := make([]*item[U], len(units))
 	for i, u := range units {
 		it := &item[U]{u: u, key: e.def.KeyOf(u)}
@@ -233,7 +233,7 @@ func (e *Engine[U]) encode(it *item[U]) error {
 }
 
 // commit writes the items not yet ended in one transaction and ends them.
-func (e *Engine[U]) commit(ctx context.Context, items []*item[U], rep *Report) {
+func (e *Engine[U]) commit(ctx context.Context, items []*item[U], rep *runState) {
 	items = slices.DeleteFunc(slices.Clone(items), func(it *item[U]) bool { return it.done })
 	if len(items) == 0 {
 		return
@@ -274,13 +274,13 @@ func (e *Engine[U]) unitLog(it *item[U]) *slog.Logger {
 }
 
 // failItem ends a unit that was not written.
-func (e *Engine[U]) failItem(it *item[U], o Outcome, cause error, rep *Report) {
+func (e *Engine[U]) failItem(it *item[U], o Outcome, cause error, rep *runState) {
 	it.result = e.failUnit(it.key, o, unitError(e.def.Name, it.key, o, cause), rep, e.unitLog(it))
 	it.done = true
 }
 
 // settle ends a unit whose batch committed.
-func (e *Engine[U]) settle(it *item[U], rep *Report) {
+func (e *Engine[U]) settle(it *item[U], rep *runState) {
 	it.done = true
 	switch {
 	case it.outcome == OutcomeParked:
@@ -297,7 +297,7 @@ func (e *Engine[U]) settle(it *item[U], rep *Report) {
 	}
 }
 
-func (e *Engine[U]) failUnit(key string, o Outcome, err error, rep *Report, log *slog.Logger) UnitResult {
+func (e *Engine[U]) failUnit(key string, o Outcome, err error, rep *runState, log *slog.Logger) UnitResult {
 	rep.countUnit(o)
 	log.Warn("idemgen: unit failed", slog.String("outcome", string(o)), slog.Any("err", err))
 	ur := UnitResult{Key: key, Outcome: o, Err: err}
@@ -518,7 +518,7 @@ func keysOf[U any](items []*item[U]) []string {
 // performed after the commit. One failing unit fails the batch, which is
 // retried whole on the next run: stage trades failure isolation for atomic
 // publication.
-func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, collect bool, save func(q Querier) error) (_ applied, err error) {
+func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *runState, collect bool, save func(q Querier) error) (_ applied, err error) {
 	if err := ctx.Err(); err != nil {
 		return applied{}, err
 	}
@@ -591,8 +591,8 @@ func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *Report, col
 // failing unit fails the window, which the next run retries whole. The
 // effects the window owes are performed after the commit, from the ledger.
 func (e *Engine[U]) streamStaged(ctx context.Context, w Window, save bool,
-	fetch func(ctx context.Context, w Window, page string) ([]U, string, error), rep *Report) error {
-	var pend Report      // the window's counts, added to rep once it commits
+	fetch func(ctx context.Context, w Window, page string) ([]U, string, error), rep *runState) error {
+	var pend runState    // the window's counts, added to rep once it commits
 	var seen int         // units fetched
 	var first []*item[U] // the first of them, to report a window that failed
 	err := e.st.InTx(ctx, func(q Querier) error {
@@ -672,7 +672,7 @@ func (e *Engine[U]) streamStaged(ctx context.Context, w Window, save bool,
 		}
 		return nil
 	}
-	rep.Add(pend)
+	rep.add(&pend)
 	return e.drain(ctx, decodeUnit[U], rep)
 }
 
@@ -729,7 +729,7 @@ func (e *Engine[U]) windowCulprit(ctx context.Context, w Window, fetch func(ctx 
 		if err != nil {
 			return nil
 		}
-		var discard Report
+		var discard runState
 		items := slices.DeleteFunc(e.prepare(units, &discard), func(it *item[U]) bool { return it.done })
 		if f := e.culprit(ctx, items); f != nil {
 			return f

@@ -40,10 +40,10 @@ type owedCalls[U any] struct {
 
 // performOwed performs what the batch's written units owe, and reports
 // every effect of theirs as the ledger has it.
-func (e *Engine[U]) performOwed(ctx context.Context, items []*item[U], rep *Report) {
+func (e *Engine[U]) performOwed(ctx context.Context, items []*item[U], rep *runState) {
 	rep.awaitInFlight()
 	o := e.claimOwed(ctx, items, rep.tried, nil)
-	e.callAll(ctx, o.claimed, rep.callSlots(e.opt.effectConcurrency))
+	e.callAll(ctx, o.claimed, e.slots)
 	e.tally(ctx, o, rep)
 }
 
@@ -120,12 +120,12 @@ func (o *owedCalls[U]) runKeys() map[string]bool {
 }
 
 // performAll performs calls and counts them in rep, in order.
-func (e *Engine[U]) performAll(ctx context.Context, calls []*call[U], rep *Report) {
+func (e *Engine[U]) performAll(ctx context.Context, calls []*call[U], rep *runState) {
 	rep.awaitInFlight()
 	o := &owedCalls[U]{calls: calls}
 	e.selectRun(o, rep.tried, nil)
 	o.claimed = e.claimAll(ctx, o.run)
-	e.callAll(ctx, o.claimed, rep.callSlots(e.opt.effectConcurrency))
+	e.callAll(ctx, o.claimed, e.slots)
 	e.tally(ctx, o, rep)
 }
 
@@ -133,7 +133,7 @@ func (e *Engine[U]) performAll(ctx context.Context, calls []*call[U], rep *Repor
 // effects' results. A key the call (the Run or Process) already tried is
 // not tried again: a repeat reports the kept result of a done effect, and
 // nothing for one that did not end done, which waits for the next run.
-func (e *Engine[U]) tally(ctx context.Context, o *owedCalls[U], rep *Report) {
+func (e *Engine[U]) tally(ctx context.Context, o *owedCalls[U], rep *runState) {
 	for i, c := range o.calls {
 		counted := true
 		if o.first[c.key] != c {
@@ -156,8 +156,19 @@ func (e *Engine[U]) tally(ctx context.Context, o *owedCalls[U], rep *Report) {
 	}
 }
 
+// acquire takes one of slots, or gives up when ctx ends: a call not given
+// one then starts no provider call (perform sees ctx ended).
+func acquire(ctx context.Context, slots chan struct{}) bool {
+	select {
+	case slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // callAll performs claimed calls, at most the effect concurrency at once:
-// each call holds one of slots, which the call's batches share. With more
+// each call holds one of slots, which every call of the engine shares. With more
 // than one at a time, a worker hands each result to the recorder and takes
 // the next call; the recorder writes results in groups behind them. One
 // at a time, each result is written before the next call.
@@ -180,9 +191,11 @@ func (e *Engine[U]) callAll(ctx context.Context, claimed []*call[U], slots chan 
 	if e.opt.effectConcurrency <= 1 || len(claimed) <= 1 {
 		rec := &recorder{write: write}
 		for _, c := range claimed {
-			slots <- struct{}{} // another batch's calls may hold the rest
+			held := acquire(ctx, slots) // another batch's or call's calls may hold the rest
 			do(c, rec)
-			<-slots
+			if held {
+				<-slots
+			}
 			if c.cp != nil {
 				c.res = e.recorded(c.fx, c.key, c.cp)
 			}
@@ -192,9 +205,11 @@ func (e *Engine[U]) callAll(ctx context.Context, claimed []*call[U], slots chan 
 	rec := startRecorder(ctx, write, max(e.opt.batchSize, e.opt.effectConcurrency))
 	var wg sync.WaitGroup
 	for _, c := range claimed {
-		slots <- struct{}{}
+		held := acquire(ctx, slots)
 		wg.Go(func() {
-			defer func() { <-slots }()
+			if held {
+				defer func() { <-slots }()
+			}
 			do(c, rec)
 		})
 	}

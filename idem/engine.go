@@ -56,6 +56,12 @@ type Report struct {
 	EffectsDone, EffectsDeduped, EffectsFailed, EffectsParked, EffectsBusy int
 
 	Units []UnitResult
+}
+
+// runState is one call of the engine while it goes on: its report, and what
+// only the engine needs (never handed to the caller).
+type runState struct {
+	Report
 
 	// tried holds the effect keys this call already attempted, with their
 	// results: a failed effect waits for the next run instead of burning
@@ -68,16 +74,6 @@ type Report struct {
 	// inFlight is the batch whose effect calls (endBatch), or whose
 	// transaction (writeAhead), is still going on; nil when none is.
 	inFlight *inFlight
-	// slots bound the call's provider calls in flight, across its batches.
-	slots chan struct{}
-}
-
-// callSlots returns the call's slots for provider calls, n of them.
-func (r *Report) callSlots(n int) chan struct{} {
-	if r.slots == nil {
-		r.slots = make(chan struct{}, max(n, 1))
-	}
-	return r.slots
 }
 
 // inFlight is a batch's effect calls, or its transaction, going on in the
@@ -88,11 +84,22 @@ type inFlight struct {
 }
 
 // awaitInFlight waits for the batch in flight, if any.
-func (r *Report) awaitInFlight() {
+func (r *runState) awaitInFlight() {
 	if f := r.inFlight; f != nil {
 		r.inFlight = nil
 		f.join()
 	}
+}
+
+// add adds the counts, units and failures of o, a batch counted apart
+// (written ahead), to r.
+func (r *runState) add(o *runState) {
+	r.Report.Add(o.Report)
+	for _, f := range o.failed.list {
+		r.failed.add(f)
+	}
+	r.failed.count += o.failed.count - len(o.failed.list)
+	r.failed.busy = append(r.failed.busy, o.failed.busy...)
 }
 
 // UnitResult is the outcome of one handed-in unit and its effects.
@@ -169,11 +176,6 @@ func (r *Report) Add(o Report) {
 	r.EffectsParked += o.EffectsParked
 	r.EffectsBusy += o.EffectsBusy
 	r.Units = append(r.Units, o.Units...)
-	for _, f := range o.failed.list {
-		r.failed.add(f)
-	}
-	r.failed.count += o.failed.count - len(o.failed.list)
-	r.failed.busy = append(r.failed.busy, o.failed.busy...)
 }
 
 // LogValue lets a Report be logged as one slog group.
@@ -285,7 +287,7 @@ func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) 
 	// writes concurrently.
 	cw, ok := st.(concurrentWriter)
 	o.writeAhead = o.writeAhead && len(def.Effects) == 0 && ok && cw.WritesConcurrently()
-	e := &Engine[U]{def: def, st: st, opt: o}
+	e := &Engine[U]{def: def, st: st, opt: o, slots: make(chan struct{}, o.effectConcurrency)}
 	if o.observer != nil {
 		o.observer.Watch(def.Name, e.backlog)
 	}
@@ -486,6 +488,9 @@ type Engine[U any] struct {
 	def *Job[U]
 	st  Store
 	opt options
+	// slots bound the provider calls in flight across every call of the
+	// engine at once (WithEffectConcurrency).
+	slots chan struct{}
 }
 
 // Job returns the definition the engine runs.
@@ -622,7 +627,7 @@ func ledgerResult[U any](fx Effect[U], key string, row LedgerRow) EffectResult {
 }
 
 // remember records the outcome of an effect key this call attempted.
-func (e *Engine[U]) remember(rep *Report, er EffectResult) {
+func (e *Engine[U]) remember(rep *runState, er EffectResult) {
 	if rep.tried == nil {
 		rep.tried = map[string]EffectResult{}
 	}
@@ -661,7 +666,7 @@ func (e *Engine[U]) release(ctx context.Context, fx Effect[U], key string, cause
 
 // drain performs every reservation of this job that is still pending and not
 // leased: effects owed by earlier runs that crashed or failed.
-func (e *Engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), rep *Report) error {
+func (e *Engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), rep *runState) error {
 	byName := map[string]Effect[U]{}
 	for _, fx := range e.def.Effects {
 		byName[fx.Name] = fx
@@ -703,7 +708,7 @@ func (e *Engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), r
 // watermark advances afterwards, and never past a failed unit.
 func (e *Engine[U]) runWindow(ctx context.Context, w Window, save bool,
 	fetch func(ctx context.Context, w Window, page string) ([]U, string, error),
-	markOf func(U) time.Time, rep *Report) error {
+	markOf func(U) time.Time, rep *runState) error {
 	if e.def.Stage {
 		return e.streamStaged(ctx, w, save, fetch, rep)
 	}
@@ -762,7 +767,7 @@ func (e *Engine[U]) nextWindow(ctx context.Context, overlap time.Duration) (Wind
 
 // runCursor applies pages from the stored cursor on; the cursor advances
 // after each whole page, and stops at a page with a failed unit.
-func (e *Engine[U]) runCursor(ctx context.Context, fetch func(ctx context.Context, cursor string) ([]U, string, error), rep *Report) error {
+func (e *Engine[U]) runCursor(ctx context.Context, fetch func(ctx context.Context, cursor string) ([]U, string, error), rep *runState) error {
 	p, err := e.st.Auto().Progress(ctx, e.def.Name)
 	if err != nil {
 		return fmt.Errorf("job %q: read progress: %w", e.def.Name, err)
@@ -813,7 +818,7 @@ func (e *Engine[U]) runCursor(ctx context.Context, fetch func(ctx context.Contex
 }
 
 // finish logs the report once per run.
-func (e *Engine[U]) finish(ctx context.Context, rep *Report, err error) {
+func (e *Engine[U]) finish(ctx context.Context, rep *runState, err error) {
 	if fe := (*FailuresError)(nil); errors.As(err, &fe) {
 		e.opt.log.WarnContext(ctx, "idemgen: run done with failures", slog.Any("report", *rep), slog.Any("err", err))
 		return
@@ -874,8 +879,8 @@ type LedgerEntry struct {
 // run wraps one scheduled run or call: report, logging, run-start point.
 // A call that ran to its end returns a *FailuresError when some unit or
 // effect did not end applied or deduped (busy effects count for Process).
-func (e *Engine[U]) run(ctx context.Context, op string, busyFails bool, body func(ctx context.Context, rep *Report) error) (Report, error) {
-	rep := Report{Job: e.def.Name}
+func (e *Engine[U]) run(ctx context.Context, op string, busyFails bool, body func(ctx context.Context, rep *runState) error) (Report, error) {
+	rep := runState{Report: Report{Job: e.def.Name}}
 	obs := e.opt.observer
 	if obs != nil {
 		ctx = obs.RunStart(ctx, e.def.Name, op)
@@ -890,9 +895,9 @@ func (e *Engine[U]) run(ctx context.Context, op string, busyFails bool, body fun
 	}
 	e.finish(ctx, &rep, err)
 	if obs != nil {
-		obs.RunEnd(ctx, rep, err)
+		obs.RunEnd(ctx, rep.Report, err)
 	}
-	return rep, err
+	return rep.Report, err
 }
 
 func decodeUnit[U any](b []byte) (U, error) {
@@ -905,7 +910,7 @@ func decodeUnit[U any](b []byte) (U, error) {
 // window since the stored mark minus overlap.
 func (e *Engine[U]) RunWatermark(ctx context.Context, overlap time.Duration,
 	fetch func(context.Context, Window, string) ([]U, string, error), markOf func(U) time.Time) (Report, error) {
-	return e.run(ctx, "run", false, func(ctx context.Context, rep *Report) error {
+	return e.run(ctx, "run", false, func(ctx context.Context, rep *runState) error {
 		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
 			return err
 		}
@@ -923,14 +928,14 @@ func (e *Engine[U]) RunWatermark(ctx context.Context, overlap time.Duration,
 // backfill re-runs a past window through the same keys and ledger; it never moves progress.
 func (e *Engine[U]) Backfill(ctx context.Context, w Window,
 	fetch func(context.Context, Window, string) ([]U, string, error), markOf func(U) time.Time) (Report, error) {
-	return e.run(ctx, "backfill", false, func(ctx context.Context, rep *Report) error {
+	return e.run(ctx, "backfill", false, func(ctx context.Context, rep *runState) error {
 		return e.runWindow(ctx, w, false, fetch, markOf, rep)
 	})
 }
 
 // runCursorJob is a scheduled cursor run: owed effects first, then pages from the stored cursor.
 func (e *Engine[U]) RunCursor(ctx context.Context, fetch func(context.Context, string) ([]U, string, error)) (Report, error) {
-	return e.run(ctx, "run", false, func(ctx context.Context, rep *Report) error {
+	return e.run(ctx, "run", false, func(ctx context.Context, rep *runState) error {
 		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
 			return err
 		}
@@ -943,7 +948,7 @@ func (e *Engine[U]) RunCursor(ctx context.Context, fetch func(context.Context, s
 
 // process applies handed-in units and reports each one.
 func (e *Engine[U]) Process(ctx context.Context, units []U) (Report, error) {
-	return e.run(ctx, "process", true, func(ctx context.Context, rep *Report) error {
+	return e.run(ctx, "process", true, func(ctx context.Context, rep *runState) error {
 		var err error
 		if e.def.Stage {
 			_, err = e.applyStaged(ctx, units, rep, true, nil)
@@ -958,7 +963,7 @@ func (e *Engine[U]) Process(ctx context.Context, units []U) (Report, error) {
 // (checkSeen: source none, which has no Run) it then writes the units a
 // person put back for retry.
 func (e *Engine[U]) Drain(ctx context.Context) (Report, error) {
-	return e.run(ctx, "drain", false, func(ctx context.Context, rep *Report) error {
+	return e.run(ctx, "drain", false, func(ctx context.Context, rep *runState) error {
 		if err := e.drain(ctx, decodeUnit[U], rep); err != nil || !e.def.CheckSeen {
 			return err
 		}

@@ -108,13 +108,13 @@ func (fs *failures) err(job string, busyFails bool) error {
 }
 
 // unitFailed records a unit that did not end applied or deduped.
-func (r *Report) unitFailed(ur UnitResult) {
+func (r *runState) unitFailed(ur UnitResult) {
 	r.failed.add(Failure{Key: ur.Key, Err: ur.Err})
 }
 
 // effectFailed records an effect's outcome among the call's failures when it
 // did not end done or deduped.
-func (r *Report) effectFailed(er EffectResult) {
+func (r *runState) effectFailed(er EffectResult) {
 	switch er.Outcome {
 	case EffectFailed, EffectParked:
 		r.failed.add(Failure{Key: er.Key, Effect: er.Effect, Err: er.Err})

@@ -54,7 +54,7 @@ func (e *Engine[U]) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units []U) (Re
 // caller's rollback would erase it); a caller that counts attempts calls
 // RecordUnitFailure after its rollback.
 func (e *Engine[U]) ProcessIn(ctx context.Context, q Querier, units []U) (Report, error) {
-	return e.run(ctx, "process_tx", true, func(ctx context.Context, rep *Report) error {
+	return e.run(ctx, "process_tx", true, func(ctx context.Context, rep *runState) error {
 		items := e.prepare(units, rep)
 		live := slices.DeleteFunc(slices.Clone(items), func(it *item[U]) bool { return it.done })
 		err := e.writeBatch(ctx, q, live)
@@ -88,7 +88,7 @@ func (e *Engine[U]) ProcessIn(ctx context.Context, q Querier, units []U) (Report
 // its lease, as Drain would, but only for these units. An effect with no
 // reservation is not owed and is skipped; one done already is deduped.
 func (e *Engine[U]) Perform(ctx context.Context, units []U) (Report, error) {
-	return e.run(ctx, "perform", false, func(ctx context.Context, rep *Report) error {
+	return e.run(ctx, "perform", false, func(ctx context.Context, rep *runState) error {
 		var calls []*call[U]
 		for _, u := range units {
 			for _, fx := range e.def.Effects {

@@ -108,7 +108,7 @@ func readBacklog(ctx context.Context, q Querier, job string) (Backlog, error) {
 
 // unitEnded tells the observer how a unit ended, and keeps it in the
 // report when the call collects units.
-func (e *Engine[U]) unitEnded(ctx context.Context, rep *Report, ur UnitResult, collect bool) {
+func (e *Engine[U]) unitEnded(ctx context.Context, rep *runState, ur UnitResult, collect bool) {
 	if e.opt.observer != nil {
 		e.opt.observer.Unit(ctx, e.def.Name, ur)
 	}
@@ -119,7 +119,7 @@ func (e *Engine[U]) unitEnded(ctx context.Context, rep *Report, ur UnitResult, c
 
 // effectEnded counts an owed effect's outcome in the report, among its
 // failures when it did not end done or deduped, and for the observer.
-func (e *Engine[U]) effectEnded(ctx context.Context, rep *Report, er EffectResult) {
+func (e *Engine[U]) effectEnded(ctx context.Context, rep *runState, er EffectResult) {
 	rep.countEffect(er.Outcome)
 	rep.effectFailed(er)
 	if e.opt.observer != nil {

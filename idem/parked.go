@@ -130,7 +130,7 @@ func (e *Engine[U]) failedOutcome(ctx context.Context, u U, key string, cause er
 }
 
 // skipParked reports a unit left alone because it is parked with this payload.
-func (e *Engine[U]) skipParked(key string, rep *Report, log *slog.Logger) UnitResult {
+func (e *Engine[U]) skipParked(key string, rep *runState, log *slog.Logger) UnitResult {
 	rep.countUnit(OutcomeParked)
 	log.Warn("idemgen: unit skipped: it is parked with this payload (Store.Retry puts it back)")
 	ur := UnitResult{Key: key, Outcome: OutcomeParked, Err: fmt.Errorf("job %q key %q: %w", e.def.Name, key, ErrParked)}
@@ -142,7 +142,7 @@ func (e *Engine[U]) skipParked(key string, rep *Report, log *slog.Logger) UnitRe
 // put back: a success deletes the row in the write's transaction; a
 // failure counts an attempt (from 0, where Retry set it) and leaves the
 // unit for the next Run until max_attempts parks it again.
-func (e *Engine[U]) retryUnits(ctx context.Context, rep *Report) error {
+func (e *Engine[U]) retryUnits(ctx context.Context, rep *runState) error {
 	after := ""
 	for {
 		rows, err := e.st.Auto().RetryingUnits(ctx, e.def.Name, after, 100)
