@@ -97,7 +97,7 @@ func twice(file, old, new string) []mutantEdit {
 // which writes ahead on PostgreSQL.
 var benchMutants = []mutant{
 	{name: "a batch written ahead drops its counts", test: copyTest, db: "postgres", edits: edit(batchFile,
-		`\t\t<-done\n\t\trep\.Add\(\*own\)\n`, "\t\t<-done\n")},
+		`\t\t<-done\n\t\trep\.add\(own\)\n`, "\t\t<-done\n")},
 }
 
 var cursorMutants = []mutant{
