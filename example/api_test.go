@@ -365,3 +365,57 @@ func TestEffectConcurrencyBoundsEveryCallOfAJob(t *testing.T) {
 		}
 	})
 }
+
+// TestSQLiteReadsWaitForWritersWithoutADSNBusyTimeout: the store's reads
+// outside a transaction (Ledger, Parked) on a database opened without a
+// busy timeout wait for another writer's lock, as its writes do, instead
+// of failing at once with "database is locked". The pool keeps no idle
+// connection, so every read gets a new one: a read must not depend on
+// getting back a connection an earlier call configured.
+func TestSQLiteReadsWaitForWritersWithoutADSNBusyTimeout(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "plain.db")
+	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxIdleConns(0)
+	st := billing.NewSQLiteStore(db)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, rc := newFixture(), newReceipts()
+	if _, err := newHook(t, st, f, rc).Process(ctx, payment(f, "evt_1", 100)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another process holds the database's write lock for a moment: in
+	// SQLite's default rollback journal, an exclusive lock keeps readers out.
+	other, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	lock, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	held := 300 * time.Millisecond
+	go func() {
+		time.Sleep(held)
+		_, _ = lock.ExecContext(ctx, "COMMIT")
+	}()
+	start := time.Now()
+	entries, err := st.Ledger(ctx)
+	if err != nil {
+		t.Fatalf("a read under another writer's lock: %v", err)
+	}
+	if waited := time.Since(start); waited < held/2 || len(entries) != 1 {
+		t.Fatalf("read %d ledger rows after %s; want the one row, once the lock was released (%s)", len(entries), waited, held)
+	}
+}
