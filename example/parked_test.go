@@ -323,6 +323,13 @@ func TestPermanentEffectFailureOnProcessReplay(t *testing.T) {
 		if again.Deduped != 1 || again.EffectsParked != 1 || again.Units[0].Effects[0].Outcome != idem.EffectParked {
 			t.Fatalf("replay: %s %+v", again, again.Units)
 		}
+		// A stored failure replays as it was first answered: the same text,
+		// and idemgen's errors.Is targets (the provider's own error values
+		// do not outlive the process that saw them; their text does).
+		was, is := first.Units[0].Effects[0].Err, again.Units[0].Effects[0].Err
+		if was.Error() != is.Error() || !errors.Is(is, idem.ErrEffectParked) || !errors.Is(is, idem.ErrPermanent) {
+			t.Fatalf("replayed failure %q, want %q, parked and permanent", is, was)
+		}
 		if rep, err := hook.Drain(ctx); err != nil || rep.EffectsDone != 0 {
 			t.Fatalf("drain: %s, %v", rep, err)
 		}

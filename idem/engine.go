@@ -634,13 +634,21 @@ func (e *Engine[U]) remember(rep *runState, er EffectResult) {
 	rep.tried[er.Key] = er
 }
 
-// parkedError is the error of an effect found parked in the ledger; a
-// permanent failure (see Permanent) still says so to errors.Is.
+// parkedError is the error of an effect found parked in the ledger, worded
+// as release worded it when the effect was parked; a permanent failure (see
+// Permanent) still says so to errors.Is.
 func parkedError(effect, key, lastError string) error {
-	if strings.HasPrefix(lastError, permanentPrefix) {
-		return fmt.Errorf("effect %q key %q: %w: %w: %s", effect, key, ErrEffectParked, ErrPermanent, strings.TrimPrefix(lastError, permanentPrefix))
-	}
-	return fmt.Errorf("effect %q key %q: %w: %s", effect, key, ErrEffectParked, lastError)
+	return fmt.Errorf("effect %q key %q: %w: %w", effect, key, ErrEffectParked, storedFailure(lastError))
+}
+
+// storedFailure is a provider's failure read back from the ledger: its
+// text as first answered.
+type storedFailure string
+
+func (f storedFailure) Error() string { return string(f) }
+
+func (f storedFailure) Is(target error) bool {
+	return target == ErrPermanent && strings.HasPrefix(string(f), permanentPrefix)
 }
 
 func (e *Engine[U]) release(ctx context.Context, fx Effect[U], key string, cause error, log *slog.Logger) EffectResult {
