@@ -17,7 +17,8 @@ import (
 )
 
 // loadSpec reads, parses and checks the spec named file, printing every
-// diagnostic, errors and warnings, sorted. Check runs only on a spec that
+// diagnostic, errors and warnings, sorted, with the file named by specPath
+// whichever verb and working directory. Check runs only on a spec that
 // parsed cleanly: checking a half-read spec would report its gaps again as
 // missing values. The code is exitUsage when the file cannot be read,
 // exitFail on errors (and, with -strict, on warnings), exitOK otherwise:
@@ -33,7 +34,7 @@ func loadSpec(e env, file string, o *options) (*spec.File, int) {
 		}
 		return nil, exitUsage
 	}
-	f, ds := spec.Parse(file, data)
+	f, ds := spec.Parse(specPath(file), data)
 	if !ds.HasErrors() {
 		ds = append(ds, spec.Check(f)...)
 	}
@@ -235,7 +236,8 @@ func diffSpec(e env, file string, o *options) int {
 		if n == 1 {
 			files = "file differs"
 		}
-		fmt.Fprintf(e.stderr, "idemgen: %s: %d generated %s from the spec; run 'idemgen generate -f %s'\n", file, n, files, file)
+		name := specPath(file)
+		fmt.Fprintf(e.stderr, "idemgen: %s: %d generated %s from the spec; run 'idemgen generate -f %s'\n", name, n, files, name)
 		return exitFail
 	}
 	return exitOK

@@ -146,6 +146,41 @@ func isLocalPattern(p string) bool {
 	return p == "." || p == ".." || strings.HasPrefix(p, "./") || strings.HasPrefix(p, "../") || filepath.IsAbs(p)
 }
 
+// specPath is how every verb names a spec file in what it prints, the
+// positions of spec errors first of all: the way the go command names Go
+// files in go vet and go build errors (cmd/go/internal/base.ShortPath),
+// relative to the working directory, or absolute when that is shorter.
+// So `vet ./...` and `vet -f ./jobs/idemgen.yaml` at the module root both
+// print jobs/idemgen.yaml:L:C, where go vet prints jobs/x.go:L:C, and
+// generate run by go generate in the spec's directory prints
+// idemgen.yaml:L:C, as go vet run there prints x.go:L:C.
+func specPath(file string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return filepath.Clean(file)
+	}
+	abs := file
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(wd, abs)
+	}
+	abs = filepath.Clean(abs)
+	if rel, err := filepath.Rel(wd, abs); err == nil && len(rel) < len(abs) && sameFile(rel, abs) {
+		return rel
+	}
+	return abs
+}
+
+// sameFile reports whether two names lead to one file, or to none: a
+// relative name climbing out of a symlinked working directory may not.
+func sameFile(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	if errA != nil || errB != nil {
+		return errors.Is(errA, fs.ErrNotExist) && errors.Is(errB, fs.ErrNotExist)
+	}
+	return os.SameFile(fa, fb)
+}
+
 // relToWD shows p relative to the working directory wd.
 func relToWD(wd, p string) string {
 	abs := p
