@@ -14,7 +14,8 @@ import (
 )
 
 // TestCrashSimInvoiceSync crashes the invoice_sync job at every durable boundary, restarts it and checks
-// SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimInvoiceSync(t *testing.T) {
 	job := &crashsim.Job[Invoice]{
 		Effects: []crashsim.Effect{{
@@ -114,7 +115,8 @@ func TestCrashSimInvoiceSync(t *testing.T) {
 }
 
 // TestCrashSimPaymentWebhook crashes the payment_webhook job at every durable boundary, restarts it and checks
-// SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimPaymentWebhook(t *testing.T) {
 	job := &crashsim.Job[Payment]{
 		Effects: []crashsim.Effect{{

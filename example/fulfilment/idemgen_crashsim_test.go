@@ -14,7 +14,8 @@ import (
 )
 
 // TestCrashSimShipmentEvents crashes the shipment_events job at every durable boundary, restarts it and checks
-// SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimShipmentEvents(t *testing.T) {
 	job := &crashsim.Job[ShipmentEvent]{
 		Effects: []crashsim.Effect{{

@@ -73,7 +73,8 @@ func crashTest(f *jen.File, p *model.Package, j *model.Job) {
 	}
 	name := "TestCrashSim" + j.GoName
 	f.Commentf("%s crashes the %s job at every durable boundary, restarts it and checks", name, j.Name)
-	f.Comment("SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.")
+	f.Comment("the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the")
+	f.Comment("scenario family that proves each one (the harness is idem/crashsim).")
 	f.Func().Id(name).Params(jen.Id("t").Op("*").Qual("testing", "T")).BlockFunc(func(g *jen.Group) {
 		g.Id("job").Op(":=").Op("&").Add(sim("Job")).Types(jen.Id(unit)).Values(def)
 		if p.Has(model.SQLite) {

@@ -25,7 +25,8 @@ nil, and never performs it again. effectresult reports an implementation
 that calls the provider (the call its key goes to) in a goroutine, so that
 it returns before the provider has acted, and one that drops the error of
 that call: either way a failed or interrupted effect is recorded as done and
-lost, where SPEC.md promises it is performed at least once after recovery.`,
+lost, where idemgen promises it is performed at least once after recovery
+(docs/guarantees.md#2-effects-once in github.com/idemgen/idemgen).`,
 	URL:      "https://github.com/idemgen/idemgen#checking-the-code-around-it",
 	Requires: []*analysis.Analyzer{API, inspect.Analyzer},
 	Run:      runEffectResult,

@@ -17,11 +17,12 @@ var ProcessResult = &analysis.Analyzer{
 	Name: "processresult",
 	Doc: `check that the result of a generated job's Process is not dropped
 
-Process applies handed-in units (a queue message, a webhook). SPEC.md
+Process applies handed-in units (a queue message, a webhook). idemgen
 promises that a caller who only checks its error never mistakes a payload
 mismatch, an effect still in progress elsewhere or a failed write for
-success; a caller who checks neither the error nor the report acknowledges
-the message and loses the unit. processresult reports calls of Process whose
+success (docs/runtime.md#errors in github.com/idemgen/idemgen); a caller
+who checks neither the error nor the report acknowledges the message and
+loses the unit. processresult reports calls of Process whose
 results are all dropped: a bare call statement, go or defer, or _, _ =.`,
 	URL:      "https://github.com/idemgen/idemgen#checking-the-code-around-it",
 	Requires: []*analysis.Analyzer{API, inspect.Analyzer},

@@ -24,7 +24,7 @@ const (
 )
 
 // The states of a parked-table row, as the runtime stores them
-// (templates/idemrt/parked.go).
+// (idem/parked.go).
 const (
 	unitFailing = "failing"
 	unitParked  = "parked"

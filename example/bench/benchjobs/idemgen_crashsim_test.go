@@ -14,7 +14,8 @@ import (
 )
 
 // TestCrashSimCopyJob crashes the copy_job job at every durable boundary, restarts it and checks
-// SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimCopyJob(t *testing.T) {
 	job := &crashsim.Job[CopyRow]{
 		Fields: []crashsim.Field{{
@@ -96,7 +97,8 @@ func TestCrashSimCopyJob(t *testing.T) {
 }
 
 // TestCrashSimFxJob crashes the fx_job job at every durable boundary, restarts it and checks
-// SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimFxJob(t *testing.T) {
 	job := &crashsim.Job[FxRow]{
 		Effects: []crashsim.Effect{{

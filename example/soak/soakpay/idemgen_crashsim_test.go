@@ -12,7 +12,8 @@ import (
 )
 
 // TestCrashSimPaymentJob crashes the payment job at every durable boundary, restarts it and checks
-// SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimPaymentJob(t *testing.T) {
 	job := &crashsim.Job[Payment]{
 		Effects: []crashsim.Effect{{

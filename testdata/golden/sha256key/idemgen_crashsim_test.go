@@ -13,7 +13,8 @@ import (
 )
 
 // TestCrashSimPriceSync crashes the price_sync job at every durable boundary, restarts it and checks
-// SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimPriceSync(t *testing.T) {
 	job := &crashsim.Job[Price]{
 		Effects: []crashsim.Effect{{

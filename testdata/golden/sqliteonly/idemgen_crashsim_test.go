@@ -12,7 +12,8 @@ import (
 )
 
 // TestCrashSimTagCollect crashes the tag_collect job at every durable boundary, restarts it and checks
-// SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimTagCollect(t *testing.T) {
 	job := &crashsim.Job[Tag]{
 		Fields: []crashsim.Field{{

@@ -15,7 +15,8 @@ import (
 )
 
 // TestCrashSimLedgerImport crashes the ledger_import job at every durable boundary, restarts it and checks
-// SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimLedgerImport(t *testing.T) {
 	job := &crashsim.Job[Entry]{
 		Effects: []crashsim.Effect{{
@@ -111,7 +112,8 @@ func TestCrashSimLedgerImport(t *testing.T) {
 }
 
 // TestCrashSimPageImport crashes the page_import job at every durable boundary, restarts it and checks
-// SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimPageImport(t *testing.T) {
 	job := &crashsim.Job[Change]{
 		Effects: []crashsim.Effect{{

@@ -16,7 +16,8 @@ import (
 )
 
 // TestCrashSimAllTypes crashes the all_types job at every durable boundary, restarts it and checks
-// SPEC.md's invariants; see templates/idemrt/crashsim.go in idemgen for the families.
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimAllTypes(t *testing.T) {
 	job := &crashsim.Job[Record]{
 		Fields: []crashsim.Field{{
