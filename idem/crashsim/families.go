@@ -1,7 +1,8 @@
 package crashsim
 
 // The crash simulation's end checks, its scenario families and its entry
-// point. Each family reaches one or more of SPEC.md's guarantees:
+// point. Each family reaches one or more of the guarantees (numbered as
+// in docs/guarantees.md):
 //
 //	family         what happens                                             guarantees
 //	clean          the fixture, no fault; report counts checked             1 2 4
@@ -12,6 +13,8 @@ package crashsim
 //	failpre        the provider fails before applying                       2 8
 //	commitunknown  a commit succeeds but the client sees an error           1 2 3
 //	writefail      one unit's write fails and rolls back                    3 8
+//	stmtfail       a batch's statement fails without naming a unit: the     8
+//	               batch is halved down to it
 //	poison         one unit's write fails every time                        3 8
 //	failk          an effect fails max_attempts-1 times, then max_attempts  8
 //	permanent      the provider declines for good: parked at once           8

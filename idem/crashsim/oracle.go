@@ -31,7 +31,7 @@ type Field struct {
 	InKey    bool // a placeholder of the unit key
 }
 
-// oracleKey renders template for u the way SPEC.md defines keys: literal
+// oracleKey renders template for u the way docs/spec.md defines keys: literal
 // text, field values, {sha256(a,b)} over length-prefixed values, and, where
 // two placeholders are separated by literal text, values escaped for the
 // separator bytes so rendering is injective. vars holds {version} and
@@ -137,7 +137,7 @@ func oracleField(u any, name string) reflect.Value {
 	panic(fmt.Sprintf("crashsim: unit %s has no field %q", t, name))
 }
 
-// oracleFieldText renders one field value as key text (SPEC.md: times in
+// oracleFieldText renders one field value as key text (docs/spec.md: times in
 // UTC RFC 3339, bytes in hex, a null as the empty string).
 func oracleFieldText(u any, name string) string {
 	v := oracleField(u, name)
@@ -387,7 +387,7 @@ func (r *simRun[U]) effectKey(fx Effect, u U) string {
 	return oracleKey(fx.Key, r.versions.vars(i), u)
 }
 
-// simModel applies deliveries the way SPEC.md says a job does, one at a
+// simModel applies deliveries the way docs/guarantees.md says a job does, one at a
 // time, and collects what it owes.
 type simModel[U any] struct {
 	job     *Job[U]
