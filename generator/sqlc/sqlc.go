@@ -105,23 +105,18 @@ func Child(ctx context.Context, stderr io.Writer) (Runner, error) {
 const ExeEnv = "IDEMGEN_SQLC_EXE"
 
 // ChildPath returns where Child keeps the sqlc child of the running
-// idemgen, and the package to build it from. The name changes with the
-// running executable, the current module's go.mod (where sqlc's version
-// is decided), Go's version and the platform.
+// idemgen, and the package to build it from. The name changes with
+// idemgen's module version, the current module's go.mod (where sqlc's
+// version is decided), Go's version and the platform: what the child is
+// made of. (Not with the executable's path: go tool runs a fresh build
+// from one place and a cached one from another.)
 func ChildPath() (exe, pkg string, err error) {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "", "", fmt.Errorf("sqlc: this binary has no build information to build its sqlc child from")
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return "", "", fmt.Errorf("sqlc: find own executable: %w", err)
-	}
 	h := sha256.New()
-	fmt.Fprintln(h, info.Main.Path, info.Main.Version, info.Main.Sum, runtime.Version(), runtime.GOOS, runtime.GOARCH, self)
-	if st, err := os.Stat(self); err == nil {
-		fmt.Fprintln(h, st.Size(), st.ModTime().UnixNano())
-	}
+	fmt.Fprintln(h, info.Main.Path, info.Main.Version, info.Main.Sum, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	if gomod := findGoMod(); gomod != "" {
 		if data, err := os.ReadFile(gomod); err == nil {
 			h.Write(data)
