@@ -163,30 +163,33 @@ func (a SQLiteAuto) PrepareContext(ctx context.Context, query string) (*sql.Stmt
 	return a.DB.PrepareContext(ctx, query)
 }
 
-// QueryContext and QueryRowContext run on a connection of their own with
-// the busy timeout, whose rows outlive the call: the connection goes back
-// to the pool when they are closed (sql.Conn.Close waits for them). A read
-// on whatever connection the pool hands out could get one without the busy
-// timeout, and fail with "database is locked" while a writer commits.
+// QueryContext and QueryRowContext run on the pool, whose rows outlive the
+// call: first they give the connection the pool hands out next its busy
+// timeout. database/sql reuses the most recently released idle connection,
+// which is the one just configured, unless another caller takes it in
+// between (then it takes one that an earlier call configured).
 func (a SQLiteAuto) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	conn, err := a.conn(ctx)
-	if err != nil {
+	if err := a.configureNext(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := conn.QueryContext(ctx, query, args...)
-	go conn.Close()
-	return rows, err
+	return a.DB.QueryContext(ctx, query, args...)
 }
 
 func (a SQLiteAuto) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	conn, err := a.conn(ctx)
-	if err != nil {
+	if err := a.configureNext(ctx); err != nil {
 		// A Row carrying err: a query on a cancelled context.
 		return a.DB.QueryRowContext(canceled(ctx, err), query, args...)
 	}
-	row := conn.QueryRowContext(ctx, query, args...)
-	go conn.Close()
-	return row
+	return a.DB.QueryRowContext(ctx, query, args...)
+}
+
+// configureNext gives a pooled connection its busy timeout and hands it back.
+func (a SQLiteAuto) configureNext(ctx context.Context) error {
+	conn, err := a.conn(ctx)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // canceled returns a context already cancelled with cause err.
