@@ -76,17 +76,17 @@ func Self() (Runner, error) {
 
 // Child returns a Runner for a binary that links sqlc: the running one if
 // it does; else idemgen built with -tags idemgen_sqlc by the go command in
-// the current module (the one go generate runs in), kept in the user's
+// moduleDir (the spec's module, which requires idemgen), kept in the user's
 // cache directory under a name that changes with sqlc's version and Go's.
 // The first build compiles sqlc: a minute or two, said on stderr.
-func Child(ctx context.Context, stderr io.Writer) (Runner, error) {
+func Child(ctx context.Context, stderr io.Writer, moduleDir string) (Runner, error) {
 	if exe := os.Getenv(ExeEnv); exe != "" {
 		return Runner{Exe: exe}, nil
 	}
 	if linkedMain != nil {
 		return Self()
 	}
-	exe, pkg, err := ChildPath()
+	exe, pkg, err := ChildPath(moduleDir)
 	if err != nil {
 		return Runner{}, err
 	}
@@ -94,7 +94,7 @@ func Child(ctx context.Context, stderr io.Writer) (Runner, error) {
 		return Runner{Exe: exe}, nil
 	}
 	fmt.Fprintf(stderr, "idemgen: building its sqlc child into %s (once: it compiles sqlc)\n", exe)
-	if err := BuildChild(ctx, pkg, exe); err != nil {
+	if err := BuildChild(ctx, moduleDir, pkg, exe); err != nil {
 		return Runner{}, err
 	}
 	return Runner{Exe: exe}, nil
@@ -110,17 +110,15 @@ const ExeEnv = "IDEMGEN_SQLC_EXE"
 // version is decided), Go's version and the platform: what the child is
 // made of. (Not with the executable's path: go tool runs a fresh build
 // from one place and a cached one from another.)
-func ChildPath() (exe, pkg string, err error) {
+func ChildPath(moduleDir string) (exe, pkg string, err error) {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "", "", fmt.Errorf("sqlc: this binary has no build information to build its sqlc child from")
 	}
 	h := sha256.New()
 	fmt.Fprintln(h, info.Main.Path, info.Main.Version, info.Main.Sum, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	if gomod := findGoMod(); gomod != "" {
-		if data, err := os.ReadFile(gomod); err == nil {
-			h.Write(data)
-		}
+	if data, err := os.ReadFile(filepath.Join(moduleDir, "go.mod")); err == nil {
+		h.Write(data)
 	}
 	name := "idemgen-sqlc-" + hex.EncodeToString(h.Sum(nil)[:8])
 	if runtime.GOOS == "windows" {
@@ -137,34 +135,10 @@ func ChildPath() (exe, pkg string, err error) {
 	return filepath.Join(dir, name), info.Main.Path + "/cmd/idemgen", nil
 }
 
-// findGoMod returns the go.mod of the module the current directory is in,
-// or "".
-func findGoMod() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		if p := filepath.Join(dir, "go.mod"); fileExists(p) {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
-}
-
 // BuildChild builds pkg (the idemgen command) with sqlc linked into exe,
-// with the go command in the current directory's module. The file
-// appears whole or not at all.
-func BuildChild(ctx context.Context, pkg, exe string) error {
+// with the go command in moduleDir's module ("": the current directory's).
+// The file appears whole or not at all.
+func BuildChild(ctx context.Context, moduleDir, pkg, exe string) error {
 	tmp, err := os.CreateTemp(filepath.Dir(exe), filepath.Base(exe)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("sqlc: %w", err)
@@ -172,6 +146,7 @@ func BuildChild(ctx context.Context, pkg, exe string) error {
 	tmp.Close()
 	defer os.Remove(tmp.Name())
 	cmd := exec.CommandContext(ctx, "go", "build", "-tags", ChildTag, "-o", tmp.Name(), pkg)
+	cmd.Dir = moduleDir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -125,7 +125,7 @@ func plan(e env, file string, o *options) (target, int) {
 	if code != exitOK {
 		return target{}, code
 	}
-	dir, importPath, err := outDir(file, f)
+	dir, importPath, modRoot, err := outDir(file, f)
 	if err != nil {
 		printErr(e, err)
 		return target{}, exitFail
@@ -139,7 +139,7 @@ func plan(e env, file string, o *options) (target, int) {
 		path: func(p string) string { return relToWD(wd, filepath.Join(dir, filepath.FromSlash(p))) },
 	}
 
-	runner, err := sqlc.Child(e.ctx, e.stderr)
+	runner, err := sqlc.Child(e.ctx, e.stderr, modRoot)
 	if err != nil {
 		printErr(e, err)
 		return target{}, exitFail
