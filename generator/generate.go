@@ -14,7 +14,6 @@ import (
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/generator/spec"
 	"github.com/idemgen/idemgen/generator/sqlgen"
-	"github.com/idemgen/idemgen/templates"
 )
 
 func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
@@ -32,9 +31,6 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 		return nil, fmt.Errorf("resolve spec: %w", err)
 	}
 	files := Files{}
-	if err := ledgerAdapters(files, p, opts.ImportPath); err != nil {
-		return nil, err
-	}
 	emit := func(name string, jf *jen.File) error {
 		var b bytes.Buffer
 		if err := jf.Render(&b); err != nil {
@@ -61,8 +57,10 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 	}
 	sqlcIn := map[string][]byte{"sqlc.yaml": sqlgen.SQLCConfig(p)}
 	for _, d := range p.Dialects {
-		if err := emit("idemgen_"+string(d)+".go", golang.DialectFile(p, d, opts.ImportPath)); err != nil {
-			return nil, err
+		if df := golang.DialectFile(p, d, opts.ImportPath); df != nil {
+			if err := emit("idemgen_"+string(d)+".go", df); err != nil {
+				return nil, err
+			}
 		}
 		l := sqlgen.LayoutOf(d)
 		migs, err := migrations(opts.Existing, p, d)
@@ -73,9 +71,16 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 			files[name] = data
 			sqlcIn[name] = data
 		}
-		q := sqlgen.Queries(p, d)
-		files[l.Queries] = q
-		sqlcIn[l.Queries] = stripPreamble(q)
+		if q := sqlgen.Queries(p, d); q != nil {
+			files[l.Queries] = q
+			sqlcIn[l.Queries] = stripPreamble(q)
+		}
+	}
+	if !sqlgen.HasQueries(p) {
+		// No queries of its own: nothing for sqlc to compile. The
+		// runtime's ledger queries are compiled against these migrations
+		// once, in the runtime (TestRuntimeLedgerQueries).
+		return files, nil
 	}
 	out, err := opts.SQLC.Run(ctx, sqlcIn)
 	if err != nil {
@@ -85,28 +90,6 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 		files[name] = ownHeader(data)
 	}
 	return files, nil
-}
-
-// ledgerAdapters copies the ledger adapters of templates/idemrt into the
-// package: they implement the runtime's idem.Querier over the package's own
-// sqlc code, one file per dialect. Everything else lives in the runtime
-// package the generated code imports.
-func ledgerAdapters(files Files, p *model.Package, importPath string) error {
-	adapters := map[string]model.Dialect{"pgadapter.go": model.Postgres, "sqliteadapter.go": model.SQLite}
-	out := map[string]string{"pgadapter.go": "idemgen_postgres_ledger.go", "sqliteadapter.go": "idemgen_sqlite_ledger.go"}
-	for name, d := range adapters {
-		if !p.Has(d) {
-			continue
-		}
-		src, err := fs.ReadFile(templates.FS, "idemrt/"+name)
-		if err != nil {
-			return err
-		}
-		src = bytes.Replace(src, []byte("package idemrt\n"), []byte(Header+"\n\npackage "+p.Name+"\n"), 1)
-		src = bytes.ReplaceAll(src, []byte(`"github.com/idemgen/idemgen/templates/idemrt/internal/`), []byte(`"`+importPath+`/internal/`))
-		files[out[name]] = src
-	}
-	return nil
 }
 
 // migrations returns a dialect's migration files, its schema snapshot and

@@ -127,22 +127,26 @@ func TestGenerateIsDeterministic(t *testing.T) {
 	}
 }
 
-// The runtime's dialect adapters (templates/idemrt) compile against a
-// checked-in sqlc output of the bookkeeping queries; it must match what the
-// query templates produce today.
-func TestRuntimeFixtureMatchesQueries(t *testing.T) {
-	p := &model.Package{Name: "idemrt", Dialects: []model.Dialect{model.Postgres, model.SQLite},
-		Tables: model.Tables{Ledger: "idemrt_idem_ledger", Progress: "idemrt_idem_progress", Seen: "idemrt_idem_seen", Parked: "idemrt_idem_parked"}}
-	in := map[string][]byte{"sqlc.yaml": sqlgen.SQLCConfig(p)}
+// The runtime owns the ledger's queries (idem/idempg, idem/idemsqlite): its
+// checked-in queries and their sqlc code must be what the ledger template
+// and sqlc make today, over the schema every generated package migrates to.
+func TestRuntimeLedgerQueries(t *testing.T) {
+	p := &model.Package{Name: "idem", Dialects: []model.Dialect{model.Postgres, model.SQLite}, Tables: sqlgen.LedgerPlaceholders()}
+	in := map[string][]byte{"sqlc.yaml": sqlgen.LedgerSQLCConfig()}
+	want := generator.Files{}
 	for _, d := range p.Dialects {
-		l := sqlgen.LayoutOf(d)
+		l := sqlgen.LedgerLayout(d)
 		in[l.Migrations+"/00001_idemgen.sql"] = sqlgen.InitialMigration(p, d)
-		q := sqlgen.Queries(p, d)
+		q := sqlgen.LedgerQueries(d)
+		want[l.Queries] = q
 		in[l.Queries] = q[bytes.Index(q, []byte("-- name:")):]
 	}
 	out, err := sqlc.Runner{Exe: os.Args[0]}.Run(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	compareTree(t, filepath.Join("..", "templates", "idemrt"), generator.Files(out), func(name string) bool { return !strings.HasPrefix(name, "internal/") })
+	for name, data := range out {
+		want[name] = data
+	}
+	compareTree(t, filepath.Join("..", "idem"), want, func(name string) bool { return !strings.Contains(name, "/internal/ledgerdb/") })
 }

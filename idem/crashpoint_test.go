@@ -8,7 +8,7 @@ import (
 // BenchmarkCrashPoint prints the cost of a crash point beside a baseline in
 // one run: production jobs have no hook, so a point is one nil check.
 //
-//	go test ./templates/idemrt -run '^$' -bench CrashPoint -benchmem
+//	go test ./idem -run '^$' -bench CrashPoint -benchmem
 func BenchmarkCrashPoint(b *testing.B) {
 	ctx := context.Background()
 	off := &Engine[int]{}

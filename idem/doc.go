@@ -19,7 +19,7 @@ package idem
 
 // Version is the runtime's version. Generated code checks at compile time
 // that the runtime is at least as new as the generator that wrote it.
-const Version = "0.2.0"
+const Version = "0.3.0"
 
 // These constants are compile-time assertions: generated code refers to the
 // one its generator needs, so a runtime older than the generator fails to
@@ -31,4 +31,5 @@ const Version = "0.2.0"
 // every earlier constant.
 const (
 	IsAtLeastVersion0_2_0 = true
+	IsAtLeastVersion0_3_0 = true
 )

@@ -1,11 +1,14 @@
-// Package templates holds the text idemgen renders: SQL templates, and the
-// ledger adapters (idemrt/) copied into every generated package over its sqlc code.
-// It is its own package because //go:embed cannot reach outside its directory.
+// Package templates holds the SQL idemgen renders: the queries and
+// migrations of a generated package (sql/queries.sql.tmpl,
+// sql/migration.sql.tmpl), and the ledger's queries, which the runtime owns
+// and compiles once (sql/ledger.sql.tmpl, into idem/idempg and
+// idem/idemsqlite). It is its own package because //go:embed cannot reach
+// outside its directory.
 package templates
 
 import "embed"
 
-// FS holds sql/*.tmpl and the ledger adapters idemrt/*.go.
+// FS holds sql/*.tmpl.
 //
-//go:embed sql/*.tmpl idemrt/*.go
+//go:embed sql/*.tmpl
 var FS embed.FS

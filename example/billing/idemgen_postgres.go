@@ -6,7 +6,19 @@ import (
 	"context"
 	pgdb "github.com/idemgen/idemgen/example/billing/internal/pgdb"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
 )
+
+// pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/pgdb.
+type pgQuerier struct {
+	idempg.Querier
+	q *pgdb.Queries
+}
+
+func newPgQuerier(l idempg.Querier) idem.Querier {
+	return pgQuerier{l, pgdb.New(l.DB())}
+}
 
 // writeInvoiceSync upserts u into invoices (upsert).
 func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (idem.Outcome, error) {
@@ -44,7 +56,7 @@ func (q pgQuerier) writeInvoiceSyncBatch(ctx context.Context, us []Invoice, keys
 		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertInvoiceSyncBatch(ctx, pgdb.InsertInvoiceSyncBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -125,7 +137,7 @@ func (q pgQuerier) writePaymentWebhookBatch(ctx context.Context, us []Payment, k
 		p.Note = append(p.Note, idem.ValueOr(u.Note))
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertPaymentWebhookBatch(ctx, pgdb.InsertPaymentWebhookBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err

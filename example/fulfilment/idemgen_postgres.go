@@ -6,7 +6,19 @@ import (
 	"context"
 	pgdb "github.com/idemgen/idemgen/example/fulfilment/internal/pgdb"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
 )
+
+// pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/pgdb.
+type pgQuerier struct {
+	idempg.Querier
+	q *pgdb.Queries
+}
+
+func newPgQuerier(l idempg.Querier) idem.Querier {
+	return pgQuerier{l, pgdb.New(l.DB())}
+}
 
 // writeShipmentEvents upserts u into shipment_events (insert_once).
 func (q pgQuerier) writeShipmentEvents(ctx context.Context, u ShipmentEvent, key string, v int32) (idem.Outcome, error) {
@@ -42,7 +54,7 @@ func (q pgQuerier) writeShipmentEventsBatch(ctx context.Context, us []ShipmentEv
 		p.At = append(p.At, u.At)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertShipmentEventsBatch(ctx, pgdb.InsertShipmentEventsBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err

@@ -6,7 +6,19 @@ import (
 	"context"
 	sqlitedb "github.com/idemgen/idemgen/example/fulfilment/internal/sqlitedb"
 	"github.com/idemgen/idemgen/idem"
+	idemsqlite "github.com/idemgen/idemgen/idem/idemsqlite"
 )
+
+// sqliteQuerier runs the package's queries on SQLite: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/sqlitedb.
+type sqliteQuerier struct {
+	idemsqlite.Querier
+	q *sqlitedb.Queries
+}
+
+func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+	return sqliteQuerier{l, sqlitedb.New(l.DB())}
+}
 
 // writeShipmentEvents upserts u into shipment_events (insert_once).
 func (q sqliteQuerier) writeShipmentEvents(ctx context.Context, u ShipmentEvent, key string, v int32) (idem.Outcome, error) {

@@ -9,7 +9,7 @@ import (
 )
 
 // CrashTestFile emits one crash-simulation test per job, wiring the job
-// into the harness copied from templates/idemrt/crashsim*.go:
+// into the runtime's harness (idem/crashsim):
 //
 //	func TestCrashSimInvoiceSync(t *testing.T) { job := &simJob[Invoice]{...}; ... simulate(t, env, job) }
 func CrashTestFile(p *model.Package) *jen.File {

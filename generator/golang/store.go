@@ -20,7 +20,9 @@ func StoreFile(p *model.Package) *jen.File {
 	f.Anon("embed")
 	runtimeHandshake(f)
 	storeType(f, p)
-	destQuerier(f, p)
+	if sqlgen.HasQueries(p) {
+		destQuerier(f, p)
+	}
 	f.Comment("//go:embed migrations")
 	f.Var().Id("migrationsFS").Qual("embed", "FS")
 	migrationsFunc(f, p)
@@ -92,12 +94,20 @@ var RuntimeHandshake = "IsAtLeastVersion" + strings.ReplaceAll(idem.Version, "."
 // storeType emits:
 //
 //	type Store struct { st store; migrate func(context.Context) error }
+//
+//	var ledgerTables = idem.Tables{Ledger: "billing_idem_ledger", ...}
 func storeType(f *jen.File, p *model.Package) {
 	f.Commentf("Store is the database the %s jobs run against, PostgreSQL or SQLite.", p.Name)
 	f.Type().Id("Store").Struct(
 		jen.Id("st").Add(rt("Store")),
 		jen.Id("migrate").Func().Params(Context()).Error(),
 	)
+	f.Comment("ledgerTables are the package's bookkeeping tables, which the runtime's ledger")
+	f.Comment("queries run on.")
+	f.Var().Id("ledgerTables").Op("=").Add(rt("Tables")).Values(jen.Dict{
+		jen.Id("Ledger"): jen.Lit(p.Tables.Ledger), jen.Id("Progress"): jen.Lit(p.Tables.Progress),
+		jen.Id("Seen"): jen.Lit(p.Tables.Seen), jen.Id("Parked"): jen.Lit(p.Tables.Parked),
+	})
 }
 
 // destQuerier emits the interface of per-job destination queries:
@@ -132,8 +142,13 @@ func migrationsFunc(f *jen.File, p *model.Package) {
 	)
 }
 
-// storeConstructor emits NewPostgresStore or NewSQLiteStore.
+// storeConstructor emits NewPostgresStore or NewSQLiteStore: the runtime's
+// store for the dialect, over the package's tables and with its querier.
 func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
+	querier := jen.Nil()
+	if sqlgen.HasQueries(p) {
+		querier = jen.Id(querierOf(d).constructor)
+	}
 	sub := jen.List(jen.Id("sub"), jen.Id("err")).Op(":=").Qual("io/fs", "Sub").Call(jen.Id("migrationsFS"), jen.Lit(sqlgen.LayoutOf(d).Migrations))
 	check := jen.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Id("err")))
 	table := jen.Lit(p.Tables.Migrations)
@@ -141,7 +156,7 @@ func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
 		f.Comment("NewPostgresStore returns a Store over a pgx pool.")
 		f.Func().Id("NewPostgresStore").Params(jen.Id("pool").Op("*").Add(PgxPool())).Op("*").Id("Store").Block(
 			jen.Return(jen.Op("&").Id("Store").Values(jen.Dict{
-				jen.Id("st"): jen.Id("pgStore").Values(jen.Id("pool")),
+				jen.Id("st"): jen.Qual(idemPG, "NewStore").Call(jen.Id("pool"), jen.Id("ledgerTables"), querier),
 				jen.Id("migrate"): jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
 					jen.Id("db").Op(":=").Qual("github.com/jackc/pgx/v5/stdlib", "OpenDBFromPool").Call(jen.Id("pool")),
 					jen.Defer().Id("db").Dot("Close").Call(),
@@ -156,7 +171,7 @@ func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
 	f.Comment("the example and tests use github.com/ncruces/go-sqlite3, which is pure Go).")
 	f.Func().Id("NewSQLiteStore").Params(jen.Id("db").Op("*").Add(SQLDB())).Op("*").Id("Store").Block(
 		jen.Return(jen.Op("&").Id("Store").Values(jen.Dict{
-			jen.Id("st"): jen.Id("sqliteStore").Values(jen.Id("db")),
+			jen.Id("st"): jen.Qual(idemSQLite, "NewStore").Call(jen.Id("db"), jen.Id("ledgerTables"), querier),
 			jen.Id("migrate"): jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
 				sub, check,
 				jen.Return(rt("Migrate").Call(jen.Id("ctx"), jen.Id("db"), jen.Qual("github.com/pressly/goose/v3", "DialectSQLite3"), jen.Id("sub"), table)),
@@ -165,20 +180,59 @@ func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
 	)
 }
 
-// DialectFile emits one dialect's destination queries for every job:
+// The runtime's store packages, one per dialect.
+const (
+	idemPG     = "github.com/idemgen/idemgen/idem/idempg"
+	idemSQLite = "github.com/idemgen/idemgen/idem/idemsqlite"
+)
+
+// dialectQuerier names a dialect's querier type, its constructor and the
+// runtime package whose Querier (the ledger's queries) it embeds.
+type dialectQuerier struct{ typ, constructor, runtime string }
+
+func querierOf(d model.Dialect) dialectQuerier {
+	if d == model.Postgres {
+		return dialectQuerier{"pgQuerier", "newPgQuerier", idemPG}
+	}
+	return dialectQuerier{"sqliteQuerier", "newSQLiteQuerier", idemSQLite}
+}
+
+// DialectFile emits one dialect's querier, which adds the destination
+// queries of every job to the runtime's ledger queries, or nil for a
+// package without destinations (the runtime's ledger is its querier):
+//
+//	type pgQuerier struct {
+//		idempg.Querier
+//		q *pgdb.Queries
+//	}
+//
+//	func newPgQuerier(l idempg.Querier) idem.Querier { return pgQuerier{l, pgdb.New(l.DB())} }
 //
 //	func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (idem.Outcome, error)
 //	func (q pgQuerier) writeInvoiceSyncBatch(ctx context.Context, us []Invoice, keys []string, v int32) ([]idem.Outcome, error)
 //	func (q pgQuerier) listInvoiceSync(ctx context.Context) ([]Invoice, error)
 //	func (q pgQuerier) staleInvoiceSync(ctx context.Context, v, limit int32) ([]string, error)
 func DialectFile(p *model.Package, d model.Dialect, importPath string) *jen.File {
+	if !sqlgen.HasQueries(p) {
+		return nil
+	}
 	f := newFile(p.Name)
 	db := importPath + "/" + sqlgen.LayoutOf(d).Out
-	recvType, noRows := "sqliteQuerier", "SQLiteNoRows"
+	dq := querierOf(d)
+	noRows := "SQLiteNoRows"
 	if d == model.Postgres {
-		recvType, noRows = "pgQuerier", "PgNoRows"
+		noRows = "PgNoRows"
 	}
-	r := jen.Params(jen.Id("q").Id(recvType))
+	f.Commentf("%s runs the package's queries on %s: the ledger's, which the runtime", dq.typ, map[model.Dialect]string{model.Postgres: "PostgreSQL", model.SQLite: "SQLite"}[d])
+	f.Commentf("owns, and the destinations', which sqlc compiled into %s.", sqlgen.LayoutOf(d).Out)
+	f.Type().Id(dq.typ).Struct(
+		jen.Qual(dq.runtime, "Querier"),
+		jen.Id("q").Op("*").Qual(db, "Queries"),
+	)
+	f.Func().Id(dq.constructor).Params(jen.Id("l").Qual(dq.runtime, "Querier")).Add(rt("Querier")).Block(
+		jen.Return(jen.Id(dq.typ).Values(jen.Id("l"), jen.Qual(db, "New").Call(jen.Id("l").Dot("DB").Call()))),
+	)
+	r := jen.Params(jen.Id("q").Id(dq.typ))
 	for _, j := range p.Jobs {
 		if j.Dest == nil {
 			continue
@@ -286,7 +340,7 @@ func singleWrite(f *jen.File, j *model.Job, d model.Dialect, db string, recv *je
 //			...
 //		}
 //		// Keys all new, as on a first run: one plain insert.
-//		if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+//		if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 //			return q.q.InsertInvoiceSyncBatch(ctx, pgdb.InsertInvoiceSyncBatchParams(p))
 //		}); err != nil || out != nil {
 //			return out, err
@@ -324,7 +378,7 @@ func batchWrite(f *jen.File, j *model.Job, d model.Dialect, db string, recv *jen
 			}
 		})
 		g.Comment("Keys all new, as on a first run: one plain insert.")
-		g.If(jen.List(jen.Id("out"), jen.Id("err")).Op(":=").Add(rt("PgInsertNew")).Call(jen.Id("ctx"), jen.Id("q").Dot("db"), jen.Len(jen.Id("keys")),
+		g.If(jen.List(jen.Id("out"), jen.Id("err")).Op(":=").Add(rt("PgInsertNew")).Call(jen.Id("ctx"), jen.Id("q").Dot("DB").Call(), jen.Len(jen.Id("keys")),
 			jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
 				jen.Return(jen.Id("q").Dot("q").Dot("Insert"+j.GoName+"Batch").Call(jen.Id("ctx"), jen.Qual(db, "Insert"+j.GoName+"BatchParams").Call(p))),
 			)), jen.Id("err").Op("!=").Nil().Op("||").Id("out").Op("!=").Nil()).Block(jen.Return(jen.Id("out"), jen.Id("err")))

@@ -149,7 +149,7 @@ func (d *DB) forUpdate() string {
 
 // sqliteTimeFormat is how the generated SQLite stores keep instants: fixed-
 // width UTC text, so text comparison orders them (the runtime's
-// sqliteTimeFormat, templates/idemrt/keys.go).
+// sqliteTimeFormat, idem/keys.go).
 const sqliteTimeFormat = "2006-01-02T15:04:05.000000000Z"
 
 // at is an instant as a query parameter of the dialect.

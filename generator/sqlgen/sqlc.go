@@ -29,18 +29,52 @@ func LayoutOf(d model.Dialect) Layout {
 
 // SQLCConfig is sqlc.yaml for the package's dialects. Names follow
 // model.GoName (initialisms included) so Go code can predict sqlc's fields.
+// A package whose jobs have no destination has no queries of its own, and
+// no sqlc configuration.
 func SQLCConfig(p *model.Package) []byte {
-	inits := model.Initialisms()
-	slices.Sort(inits)
+	if !HasQueries(p) {
+		return nil
+	}
 	var b strings.Builder
 	b.WriteString("version: \"2\"\nsql:\n")
 	for _, d := range p.Dialects {
 		l := LayoutOf(d)
-		engine := map[model.Dialect]string{model.Postgres: "postgresql", model.SQLite: "sqlite"}[d]
-		fmt.Fprintf(&b, "  - engine: %s\n    schema: %s\n    queries: %s\n    gen:\n      go:\n", engine, l.Migrations, l.Queries)
-		fmt.Fprintf(&b, "        package: %s\n        out: %s\n        initialisms: [%s]\n", l.GoPackage, l.Out, strings.Join(inits, ", "))
-		if d == model.Postgres {
-			b.WriteString(`        sql_package: pgx/v5
+		writeSQLCGo(&b, d, l.Migrations, l.Queries, l.Out, l.GoPackage)
+		if d == model.SQLite {
+			writeSQLiteOverrides(&b, p)
+		}
+	}
+	return []byte(b.String())
+}
+
+// LedgerLayout is where the runtime keeps a dialect's ledger queries and
+// their sqlc code, relative to the idem directory.
+func LedgerLayout(d model.Dialect) Layout {
+	dir := map[model.Dialect]string{model.Postgres: "idempg", model.SQLite: "idemsqlite"}[d] + "/internal/ledgerdb"
+	return Layout{Migrations: "schema/" + string(d), Queries: dir + "/queries.sql", Out: dir, GoPackage: "ledgerdb"}
+}
+
+// LedgerSQLCConfig is sqlc.yaml for the runtime's ledger queries (see
+// LedgerQueries), relative to the idem directory.
+func LedgerSQLCConfig() []byte {
+	var b strings.Builder
+	b.WriteString("version: \"2\"\nsql:\n")
+	for _, d := range []model.Dialect{model.Postgres, model.SQLite} {
+		l := LedgerLayout(d)
+		writeSQLCGo(&b, d, l.Migrations, l.Queries, l.Out, l.GoPackage)
+	}
+	return []byte(b.String())
+}
+
+// writeSQLCGo writes one dialect's entry of sqlc.yaml.
+func writeSQLCGo(b *strings.Builder, d model.Dialect, schema, queries, out, pkg string) {
+	inits := model.Initialisms()
+	slices.Sort(inits)
+	engine := map[model.Dialect]string{model.Postgres: "postgresql", model.SQLite: "sqlite"}[d]
+	fmt.Fprintf(b, "  - engine: %s\n    schema: %s\n    queries: %s\n    gen:\n      go:\n", engine, schema, queries)
+	fmt.Fprintf(b, "        package: %s\n        out: %s\n        initialisms: [%s]\n", pkg, out, strings.Join(inits, ", "))
+	if d == model.Postgres {
+		b.WriteString(`        sql_package: pgx/v5
         emit_pointers_for_null_types: true
         overrides:
           - {db_type: timestamptz, go_type: time.Time}
@@ -50,12 +84,7 @@ func SQLCConfig(p *model.Package) []byte {
           - {db_type: jsonb, go_type: encoding/json.RawMessage}
           - {db_type: jsonb, nullable: true, go_type: encoding/json.RawMessage}
 `)
-		}
-		if d == model.SQLite {
-			writeSQLiteOverrides(&b, p)
-		}
 	}
-	return []byte(b.String())
 }
 
 // writeSQLiteOverrides gives each nullable BLOB destination column (a

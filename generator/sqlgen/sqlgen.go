@@ -10,6 +10,7 @@ import (
 	"text/template"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/templates"
 )
 
@@ -184,7 +185,39 @@ func initialMigration(s Schema) []byte {
 	return render("migration.sql.tmpl", m)
 }
 
-// Queries is the sqlc query file for a dialect.
+// Queries is the sqlc query file for a dialect: the queries of the jobs'
+// destinations. It is nil when no job has a destination: the package then
+// has no sqlc code of its own, only the runtime's ledger queries.
 func Queries(p *model.Package, d model.Dialect) []byte {
+	if !HasQueries(p) {
+		return nil
+	}
 	return render("queries.sql.tmpl", newData(p, d))
+}
+
+// HasQueries reports whether the package has queries of its own: whether a
+// job writes to a destination.
+func HasQueries(p *model.Package) bool {
+	for _, j := range p.Jobs {
+		if j.Dest != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// LedgerQueries is the sqlc query file of the runtime's ledger queries for
+// a dialect, over the placeholder table names of idem.LedgerPlaceholders
+// (which the runtime's stores replace at run time with a package's own).
+func LedgerQueries(d model.Dialect) []byte {
+	dd := newData(&model.Package{}, d)
+	dd.T = LedgerPlaceholders()
+	return render("ledger.sql.tmpl", dd)
+}
+
+// LedgerPlaceholders are the table names the runtime's ledger queries are
+// written over (idem.LedgerPlaceholders).
+func LedgerPlaceholders() model.Tables {
+	t := idem.LedgerPlaceholders
+	return model.Tables{Ledger: t.Ledger, Progress: t.Progress, Seen: t.Seen, Parked: t.Parked, Migrations: "idem_migrations"}
 }

@@ -6,7 +6,19 @@ import (
 	"context"
 	pgdb "github.com/idemgen/idemgen/example/bench/benchjobs/internal/pgdb"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
 )
+
+// pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/pgdb.
+type pgQuerier struct {
+	idempg.Querier
+	q *pgdb.Queries
+}
+
+func newPgQuerier(l idempg.Querier) idem.Querier {
+	return pgQuerier{l, pgdb.New(l.DB())}
+}
 
 // writeCopyJob upserts u into copy_rows (upsert).
 func (q pgQuerier) writeCopyJob(ctx context.Context, u CopyRow, key string, v int32) (idem.Outcome, error) {
@@ -42,7 +54,7 @@ func (q pgQuerier) writeCopyJobBatch(ctx context.Context, us []CopyRow, keys []s
 		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertCopyJobBatch(ctx, pgdb.InsertCopyJobBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -119,7 +131,7 @@ func (q pgQuerier) writeFxJobBatch(ctx context.Context, us []FxRow, keys []strin
 		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertFxJobBatch(ctx, pgdb.InsertFxJobBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err

@@ -6,7 +6,19 @@ import (
 	"context"
 	sqlitedb "github.com/idemgen/idemgen/example/bench/benchjobs/internal/sqlitedb"
 	"github.com/idemgen/idemgen/idem"
+	idemsqlite "github.com/idemgen/idemgen/idem/idemsqlite"
 )
+
+// sqliteQuerier runs the package's queries on SQLite: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/sqlitedb.
+type sqliteQuerier struct {
+	idemsqlite.Querier
+	q *sqlitedb.Queries
+}
+
+func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+	return sqliteQuerier{l, sqlitedb.New(l.DB())}
+}
 
 // writeCopyJob upserts u into copy_rows (upsert).
 func (q sqliteQuerier) writeCopyJob(ctx context.Context, u CopyRow, key string, v int32) (idem.Outcome, error) {

@@ -8,6 +8,8 @@ import (
 	"embed"
 	"fmt"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
+	idemsqlite "github.com/idemgen/idemgen/idem/idemsqlite"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -15,14 +17,23 @@ import (
 	"time"
 )
 
-// This package needs the idem runtime 0.2.0 or newer; if the next line does not
+// This package needs the idem runtime 0.3.0 or newer; if the next line does not
 // compile, upgrade it: go get github.com/idemgen/idemgen@latest
-const _ = idem.IsAtLeastVersion0_2_0
+const _ = idem.IsAtLeastVersion0_3_0
 
 // Store is the database the benchjobs jobs run against, PostgreSQL or SQLite.
 type Store struct {
 	st      idem.Store
 	migrate func(context.Context) error
+}
+
+// ledgerTables are the package's bookkeeping tables, which the runtime's ledger
+// queries run on.
+var ledgerTables = idem.Tables{
+	Ledger:   "benchjobs_idem_ledger",
+	Parked:   "benchjobs_idem_parked",
+	Progress: "benchjobs_idem_progress",
+	Seen:     "benchjobs_idem_seen",
 }
 
 // destQuerier is implemented by each dialect's querier for every destination table.
@@ -65,7 +76,7 @@ func NewPostgresStore(pool *pgxpool.Pool) *Store {
 			}
 			return idem.Migrate(ctx, db, goose.DialectPostgres, sub, "benchjobs_idem_migrations")
 		},
-		st: pgStore{pool},
+		st: idempg.NewStore(pool, ledgerTables, newPgQuerier),
 	}
 }
 
@@ -80,7 +91,7 @@ func NewSQLiteStore(db *sql.DB) *Store {
 			}
 			return idem.Migrate(ctx, db, goose.DialectSQLite3, sub, "benchjobs_idem_migrations")
 		},
-		st: sqliteStore{db},
+		st: idemsqlite.NewStore(db, ledgerTables, newSQLiteQuerier),
 	}
 }
 

@@ -6,7 +6,19 @@ import (
 	"context"
 	pgdb "github.com/idemgen/idemgen/example/soak/soakpay/internal/pgdb"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
 )
+
+// pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/pgdb.
+type pgQuerier struct {
+	idempg.Querier
+	q *pgdb.Queries
+}
+
+func newPgQuerier(l idempg.Querier) idem.Querier {
+	return pgQuerier{l, pgdb.New(l.DB())}
+}
 
 // writePaymentJob upserts u into soak_payments (insert_once).
 func (q pgQuerier) writePaymentJob(ctx context.Context, u Payment, key string, v int32) (idem.Outcome, error) {
@@ -38,7 +50,7 @@ func (q pgQuerier) writePaymentJobBatch(ctx context.Context, us []Payment, keys 
 		p.AmountCents = append(p.AmountCents, u.AmountCents)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertPaymentJobBatch(ctx, pgdb.InsertPaymentJobBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err

@@ -66,15 +66,19 @@ const (
 	pgFile      = "idem/postgres.go"
 	crashsimPG  = "idem/crashsim/postgres.go"
 	keysFile    = "idem/keys.go"
-	sqliteSQL   = "internal/sqlitedb/queries.sql.go"
-	pgSQL       = "internal/pgdb/queries.sql.go"
-	syncTest    = "TestCrashSimInvoiceSync"
-	hookTest    = "TestCrashSimPaymentWebhook"
-	cursorTest  = "TestCrashSimEventImport"
-	priceTest   = "TestCrashSimPriceSync"
-	stageTest   = "TestCrashSimLedgerImport"
-	pageTest    = "TestCrashSimPageImport"
-	copyTest    = "TestCrashSimCopyJob"
+	// The ledger's queries, which the runtime owns.
+	sqliteLedger = "idem/idemsqlite/internal/ledgerdb/queries.sql.go"
+	pgLedger     = "idem/idempg/internal/ledgerdb/queries.sql.go"
+	// A package's own queries: its destinations'.
+	sqliteSQL  = "internal/sqlitedb/queries.sql.go"
+	pgSQL      = "internal/pgdb/queries.sql.go"
+	syncTest   = "TestCrashSimInvoiceSync"
+	hookTest   = "TestCrashSimPaymentWebhook"
+	cursorTest = "TestCrashSimEventImport"
+	priceTest  = "TestCrashSimPriceSync"
+	stageTest  = "TestCrashSimLedgerImport"
+	pageTest   = "TestCrashSimPageImport"
+	copyTest   = "TestCrashSimCopyJob"
 )
 
 var targets = []mutantTarget{
@@ -104,7 +108,7 @@ var cursorMutants = []mutant{
 	{name: "cursor saved before its page is applied", test: cursorTest, edits: edit(engineFile,
 		`err = e\.apply\(ctx, units, rep, false, nil, &res\)\n`,
 		"if advance {\n\t\t\t\t_ = saveCursor(e.st.Auto())\n\t\t\t}\n\t\t\terr = e.apply(ctx, units, rep, false, nil, &res)\n")},
-	{name: "cursor moved back by a slower run", test: cursorTest, edits: edit(sqliteSQL,
+	{name: "cursor moved back by a slower run", test: cursorTest, edits: edit(sqliteLedger,
 		`WHERE excluded\.cursor_position > p\.cursor_position`, "")},
 	{name: "insert_once without ON CONFLICT", test: cursorTest, edits: twice(sqliteSQL,
 		`ON CONFLICT \(seq\) DO NOTHING\n`, "")},
@@ -114,7 +118,7 @@ var cursorMutants = []mutant{
 		`if err == nil && res\.failed == 0 && advance \{`, "if err == nil && advance {")},
 	{name: "kept result never stored", test: cursorTest, edits: edit(engineFile,
 		`if !fx\.KeepResult \{`, "if true {")},
-	{name: "attempts counter stuck after the first claim", test: cursorTest, edits: edit(sqliteSQL,
+	{name: "attempts counter stuck after the first claim", test: cursorTest, edits: edit(sqliteLedger,
 		`attempts = attempts \+ 1`, "attempts = min(attempts + 1, 1)")},
 }
 
@@ -169,9 +173,9 @@ var exampleMutants = []mutant{
 		"AS updated_at, unnest($7::text[]) AS idemgen_key) AS b\nON CONFLICT DO NOTHING\n`\n\ntype InsertInvoiceSyncBatchParams")},
 	{name: "insert without ON CONFLICT (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
 		"ON CONFLICT \\(invoice_id\\) DO UPDATE SET[^`]*?RETURNING idemgen_key, idemgen_write", "RETURNING idemgen_key, idemgen_write")},
-	{name: "watermark set without GREATEST", test: syncTest, edits: edit(sqliteSQL,
+	{name: "watermark set without GREATEST", test: syncTest, edits: edit(sqliteLedger,
 		`watermark = coalesce\(max\(p\.watermark, excluded\.watermark\), excluded\.watermark\)`, "watermark = excluded.watermark")},
-	{name: "watermark set without GREATEST (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
+	{name: "watermark set without GREATEST (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
 		`watermark = GREATEST\(p\.watermark, excluded\.watermark\)`, "watermark = excluded.watermark")},
 	{name: "upsert without its version guard", test: syncTest, edits: edit(sqliteSQL,
 		`WHERE excluded\.updated_at >= d\.updated_at AND `, "WHERE ")},
@@ -209,29 +213,29 @@ var exampleMutants = []mutant{
 		`case got\[c\.key\]:`, "case got[c.key] || true:")},
 	{name: "lease without a fencing check", test: syncTest, edits: edit(engineFile,
 		`if now, err := e\.leaseNow\(ctx\); err != nil \|\| !now\.Before\(leaseUntil\) \{`, "if false {")},
-	{name: "claim steals a live lease", test: syncTest, edits: edit(sqliteSQL,
+	{name: "claim steals a live lease", test: syncTest, edits: edit(sqliteLedger,
 		`AND state = 'pending' AND \(lease_until IS NULL OR lease_until < \?5\)`, "AND state = 'pending'")},
-	{name: "claim steals a live lease (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
+	{name: "claim steals a live lease (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
 		`AND state = 'pending' AND \(lease_until IS NULL OR lease_until < \$3\)`, "AND state = 'pending'")},
-	{name: "completion without the lease owner's fence", test: syncTest, edits: edit(sqliteSQL,
+	{name: "completion without the lease owner's fence", test: syncTest, edits: edit(sqliteLedger,
 		`WHERE effect_key = \?4 AND lease_owner = \?5 AND state = 'pending'`, "WHERE effect_key = ?4 AND state = 'pending' AND ?5 IS NOT NULL")},
-	{name: "completion without the lease owner's fence (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
+	{name: "completion without the lease owner's fence (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
 		`WHERE l\.effect_key = d\.effect_key AND l\.lease_owner = \$2 AND`, "WHERE l.effect_key = d.effect_key AND $2::text IS NOT NULL AND")},
-	{name: "release without the lease owner's fence", test: syncTest, edits: edit(sqliteSQL,
+	{name: "release without the lease owner's fence", test: syncTest, edits: edit(sqliteLedger,
 		`WHERE effect_key = \?5 AND lease_owner = \?6\n`, "WHERE effect_key = ?5 AND ?6 IS NOT NULL\n")},
-	{name: "attempts counter never incremented", test: syncTest, edits: edit(sqliteSQL,
+	{name: "attempts counter never incremented", test: syncTest, edits: edit(sqliteLedger,
 		`attempts = attempts \+ 1`, "attempts = attempts")},
-	{name: "effect parked one attempt early", test: syncTest, edits: edit(sqliteSQL,
+	{name: "effect parked one attempt early", test: syncTest, edits: edit(sqliteLedger,
 		`SET state = CASE WHEN attempts >= \?1 OR`, "SET state = CASE WHEN attempts + 1 >= ?1 OR")},
-	{name: "purge deletes pending ledger rows", test: syncTest, edits: edit(sqliteSQL,
+	{name: "purge deletes pending ledger rows", test: syncTest, edits: edit(sqliteLedger,
 		`AND state = 'done' AND done_at < \?3`, "AND (state = 'done' OR state = 'pending') AND coalesce(done_at, ?3) <= ?3")},
-	{name: "purge deletes young ledger rows", test: syncTest, edits: edit(sqliteSQL,
+	{name: "purge deletes young ledger rows", test: syncTest, edits: edit(sqliteLedger,
 		`AND state = 'done' AND done_at < \?3`, "AND state = 'done' AND ?3 IS NOT NULL")},
 	{name: "watermark advances past a failed unit", test: syncTest, edits: edit(engineFile,
 		`!oldestFailed\.IsZero\(\) && oldestFailed\.Before\(mark\) \{`, "false && oldestFailed.Before(mark) {")},
 	{name: "window ignores its overlap", test: syncTest, edits: edit(engineFile,
 		`since = p\.Watermark\.Add\(-overlap\)`, "since = p.Watermark")},
-	{name: "an effect version bump owes nothing", test: syncTest, edits: edit(sqliteSQL,
+	{name: "an effect version bump owes nothing", test: syncTest, edits: edit(sqliteLedger,
 		`AND unit_key = \?3 AND effect_version < \?4`, "AND unit_key = ?3 AND effect_version < ?4 AND 0")},
 	{name: "same key, different payload silently deduped", test: hookTest, edits: edit(batchFile,
 		`case !bytes\.Equal\(prev, it\.hash\):`, "case false && !bytes.Equal(prev, it.hash):")},
@@ -239,7 +243,7 @@ var exampleMutants = []mutant{
 		`sum := sha256\.Sum256\(p\)`, "sum := sha256.Sum256(p[:len(p)/2])")},
 	{name: "effect key built from a non-identity field", test: hookTest, edits: edit("idemgen_payment_webhook.go",
 		`return "receipt:v1:" \+ u\.EventID`, `return "receipt:v1:" + u.InvoiceID`)},
-	{name: "a permanent failure retried like any other", test: syncTest, edits: edit(sqliteSQL,
+	{name: "a permanent failure retried like any other", test: syncTest, edits: edit(sqliteLedger,
 		`OR CAST\(\?2 AS BOOLEAN\)`, "OR CAST(?2 AS BOOLEAN) AND 0")},
 	{name: "parked units hold the watermark", test: syncTest, edits: edit(batchFile,
 		`if o := it\.result\.Outcome; o == OutcomeFailed \|\| o == OutcomeMismatch \{\n\t\t\tres\.failed\+\+`,

@@ -5,8 +5,20 @@ package bumpv2
 import (
 	"context"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
 	pgdb "github.com/idemgen/idemgen/testdata/golden/bump_v2/internal/pgdb"
 )
+
+// pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/pgdb.
+type pgQuerier struct {
+	idempg.Querier
+	q *pgdb.Queries
+}
+
+func newPgQuerier(l idempg.Querier) idem.Querier {
+	return pgQuerier{l, pgdb.New(l.DB())}
+}
 
 // writeOrderSync upserts u into orders (upsert).
 func (q pgQuerier) writeOrderSync(ctx context.Context, u Order, key string, v int32) (idem.Outcome, error) {
@@ -40,7 +52,7 @@ func (q pgQuerier) writeOrderSyncBatch(ctx context.Context, us []Order, keys []s
 		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertOrderSyncBatch(ctx, pgdb.InsertOrderSyncBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err

@@ -5,8 +5,20 @@ package bumpv2
 import (
 	"context"
 	"github.com/idemgen/idemgen/idem"
+	idemsqlite "github.com/idemgen/idemgen/idem/idemsqlite"
 	sqlitedb "github.com/idemgen/idemgen/testdata/golden/bump_v2/internal/sqlitedb"
 )
+
+// sqliteQuerier runs the package's queries on SQLite: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/sqlitedb.
+type sqliteQuerier struct {
+	idemsqlite.Querier
+	q *sqlitedb.Queries
+}
+
+func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+	return sqliteQuerier{l, sqlitedb.New(l.DB())}
+}
 
 // writeOrderSync upserts u into orders (upsert).
 func (q sqliteQuerier) writeOrderSync(ctx context.Context, u Order, key string, v int32) (idem.Outcome, error) {

@@ -5,8 +5,20 @@ package cursor
 import (
 	"context"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
 	pgdb "github.com/idemgen/idemgen/testdata/golden/cursor/internal/pgdb"
 )
+
+// pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/pgdb.
+type pgQuerier struct {
+	idempg.Querier
+	q *pgdb.Queries
+}
+
+func newPgQuerier(l idempg.Querier) idem.Querier {
+	return pgQuerier{l, pgdb.New(l.DB())}
+}
 
 // writeEventImport upserts u into events (insert_once).
 func (q pgQuerier) writeEventImport(ctx context.Context, u Event, key string, v int32) (idem.Outcome, error) {
@@ -38,7 +50,7 @@ func (q pgQuerier) writeEventImportBatch(ctx context.Context, us []Event, keys [
 		p.Name = append(p.Name, u.Name)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertEventImportBatch(ctx, pgdb.InsertEventImportBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err

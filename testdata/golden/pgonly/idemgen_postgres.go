@@ -5,8 +5,20 @@ package pgonly
 import (
 	"context"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
 	pgdb "github.com/idemgen/idemgen/testdata/golden/pgonly/internal/pgdb"
 )
+
+// pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/pgdb.
+type pgQuerier struct {
+	idempg.Querier
+	q *pgdb.Queries
+}
+
+func newPgQuerier(l idempg.Querier) idem.Querier {
+	return pgQuerier{l, pgdb.New(l.DB())}
+}
 
 // writeDeviceRegister upserts u into devices (upsert).
 func (q pgQuerier) writeDeviceRegister(ctx context.Context, u Device, key string, v int32) (idem.Outcome, error) {
@@ -36,7 +48,7 @@ func (q pgQuerier) writeDeviceRegisterBatch(ctx context.Context, us []Device, ke
 		p.DeviceID = append(p.DeviceID, u.DeviceID)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertDeviceRegisterBatch(ctx, pgdb.InsertDeviceRegisterBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err

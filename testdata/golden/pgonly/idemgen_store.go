@@ -7,6 +7,7 @@ import (
 	"embed"
 	"fmt"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -14,14 +15,23 @@ import (
 	"time"
 )
 
-// This package needs the idem runtime 0.2.0 or newer; if the next line does not
+// This package needs the idem runtime 0.3.0 or newer; if the next line does not
 // compile, upgrade it: go get github.com/idemgen/idemgen@latest
-const _ = idem.IsAtLeastVersion0_2_0
+const _ = idem.IsAtLeastVersion0_3_0
 
 // Store is the database the pgonly jobs run against, PostgreSQL or SQLite.
 type Store struct {
 	st      idem.Store
 	migrate func(context.Context) error
+}
+
+// ledgerTables are the package's bookkeeping tables, which the runtime's ledger
+// queries run on.
+var ledgerTables = idem.Tables{
+	Ledger:   "pgonly_idem_ledger",
+	Parked:   "pgonly_idem_parked",
+	Progress: "pgonly_idem_progress",
+	Seen:     "pgonly_idem_seen",
 }
 
 // destQuerier is implemented by each dialect's querier for every destination table.
@@ -58,7 +68,7 @@ func NewPostgresStore(pool *pgxpool.Pool) *Store {
 			}
 			return idem.Migrate(ctx, db, goose.DialectPostgres, sub, "pgonly_idem_migrations")
 		},
-		st: pgStore{pool},
+		st: idempg.NewStore(pool, ledgerTables, newPgQuerier),
 	}
 }
 

@@ -5,8 +5,20 @@ package sha256key
 import (
 	"context"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
 	pgdb "github.com/idemgen/idemgen/testdata/golden/sha256key/internal/pgdb"
 )
+
+// pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/pgdb.
+type pgQuerier struct {
+	idempg.Querier
+	q *pgdb.Queries
+}
+
+func newPgQuerier(l idempg.Querier) idem.Querier {
+	return pgQuerier{l, pgdb.New(l.DB())}
+}
 
 // writePriceSync upserts u into prices (upsert).
 func (q pgQuerier) writePriceSync(ctx context.Context, u Price, key string, v int32) (idem.Outcome, error) {
@@ -44,7 +56,7 @@ func (q pgQuerier) writePriceSyncBatch(ctx context.Context, us []Price, keys []s
 		p.SeenAt = append(p.SeenAt, u.SeenAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertPriceSyncBatch(ctx, pgdb.InsertPriceSyncBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err

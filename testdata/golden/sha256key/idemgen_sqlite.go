@@ -5,8 +5,20 @@ package sha256key
 import (
 	"context"
 	"github.com/idemgen/idemgen/idem"
+	idemsqlite "github.com/idemgen/idemgen/idem/idemsqlite"
 	sqlitedb "github.com/idemgen/idemgen/testdata/golden/sha256key/internal/sqlitedb"
 )
+
+// sqliteQuerier runs the package's queries on SQLite: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/sqlitedb.
+type sqliteQuerier struct {
+	idemsqlite.Querier
+	q *sqlitedb.Queries
+}
+
+func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+	return sqliteQuerier{l, sqlitedb.New(l.DB())}
+}
 
 // writePriceSync upserts u into prices (upsert).
 func (q sqliteQuerier) writePriceSync(ctx context.Context, u Price, key string, v int32) (idem.Outcome, error) {

@@ -5,8 +5,20 @@ package sqliteonly
 import (
 	"context"
 	"github.com/idemgen/idemgen/idem"
+	idemsqlite "github.com/idemgen/idemgen/idem/idemsqlite"
 	sqlitedb "github.com/idemgen/idemgen/testdata/golden/sqliteonly/internal/sqlitedb"
 )
+
+// sqliteQuerier runs the package's queries on SQLite: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/sqlitedb.
+type sqliteQuerier struct {
+	idemsqlite.Querier
+	q *sqlitedb.Queries
+}
+
+func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+	return sqliteQuerier{l, sqlitedb.New(l.DB())}
+}
 
 // writeTagCollect upserts u into tags (insert_once).
 func (q sqliteQuerier) writeTagCollect(ctx context.Context, u Tag, key string, v int32) (idem.Outcome, error) {

@@ -8,19 +8,29 @@ import (
 	"embed"
 	"fmt"
 	"github.com/idemgen/idemgen/idem"
+	idemsqlite "github.com/idemgen/idemgen/idem/idemsqlite"
 	"github.com/pressly/goose/v3"
 	"io/fs"
 	"time"
 )
 
-// This package needs the idem runtime 0.2.0 or newer; if the next line does not
+// This package needs the idem runtime 0.3.0 or newer; if the next line does not
 // compile, upgrade it: go get github.com/idemgen/idemgen@latest
-const _ = idem.IsAtLeastVersion0_2_0
+const _ = idem.IsAtLeastVersion0_3_0
 
 // Store is the database the sqliteonly jobs run against, PostgreSQL or SQLite.
 type Store struct {
 	st      idem.Store
 	migrate func(context.Context) error
+}
+
+// ledgerTables are the package's bookkeeping tables, which the runtime's ledger
+// queries run on.
+var ledgerTables = idem.Tables{
+	Ledger:   "sqliteonly_idem_ledger",
+	Parked:   "sqliteonly_idem_parked",
+	Progress: "sqliteonly_idem_progress",
+	Seen:     "sqliteonly_idem_seen",
 }
 
 // destQuerier is implemented by each dialect's querier for every destination table.
@@ -56,7 +66,7 @@ func NewSQLiteStore(db *sql.DB) *Store {
 			}
 			return idem.Migrate(ctx, db, goose.DialectSQLite3, sub, "sqliteonly_idem_migrations")
 		},
-		st: sqliteStore{db},
+		st: idemsqlite.NewStore(db, ledgerTables, newSQLiteQuerier),
 	}
 }
 

@@ -5,8 +5,20 @@ package staged
 import (
 	"context"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
 	pgdb "github.com/idemgen/idemgen/testdata/golden/staged/internal/pgdb"
 )
+
+// pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/pgdb.
+type pgQuerier struct {
+	idempg.Querier
+	q *pgdb.Queries
+}
+
+func newPgQuerier(l idempg.Querier) idem.Querier {
+	return pgQuerier{l, pgdb.New(l.DB())}
+}
 
 // writeLedgerImport upserts u into ledger_entries (upsert).
 func (q pgQuerier) writeLedgerImport(ctx context.Context, u Entry, key string, v int32) (idem.Outcome, error) {
@@ -42,7 +54,7 @@ func (q pgQuerier) writeLedgerImportBatch(ctx context.Context, us []Entry, keys 
 		p.BookedAt = append(p.BookedAt, u.BookedAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertLedgerImportBatch(ctx, pgdb.InsertLedgerImportBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -115,7 +127,7 @@ func (q pgQuerier) writePageImportBatch(ctx context.Context, us []Change, keys [
 		p.Body = append(p.Body, jsonValue(u.Body))
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertPageImportBatch(ctx, pgdb.InsertPageImportBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err

@@ -6,8 +6,20 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/idemgen/idemgen/idem"
+	idemsqlite "github.com/idemgen/idemgen/idem/idemsqlite"
 	sqlitedb "github.com/idemgen/idemgen/testdata/golden/staged/internal/sqlitedb"
 )
+
+// sqliteQuerier runs the package's queries on SQLite: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/sqlitedb.
+type sqliteQuerier struct {
+	idemsqlite.Querier
+	q *sqlitedb.Queries
+}
+
+func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+	return sqliteQuerier{l, sqlitedb.New(l.DB())}
+}
 
 // writeLedgerImport upserts u into ledger_entries (upsert).
 func (q sqliteQuerier) writeLedgerImport(ctx context.Context, u Entry, key string, v int32) (idem.Outcome, error) {

@@ -5,8 +5,20 @@ package types
 import (
 	"context"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
 	pgdb "github.com/idemgen/idemgen/testdata/golden/types/internal/pgdb"
 )
+
+// pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/pgdb.
+type pgQuerier struct {
+	idempg.Querier
+	q *pgdb.Queries
+}
+
+func newPgQuerier(l idempg.Querier) idem.Querier {
+	return pgQuerier{l, pgdb.New(l.DB())}
+}
 
 // writeAllTypes upserts u into records (upsert).
 func (q pgQuerier) writeAllTypes(ctx context.Context, u Record, key string, v int32) (idem.Outcome, error) {
@@ -81,7 +93,7 @@ func (q pgQuerier) writeAllTypesBatch(ctx context.Context, us []Record, keys []s
 		p.UidNull = append(p.UidNull, idem.ValueOr(u.UidNull))
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.db, len(keys), func(ctx context.Context) error {
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertAllTypesBatch(ctx, pgdb.InsertAllTypesBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err

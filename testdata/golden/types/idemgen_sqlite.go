@@ -7,8 +7,20 @@ import (
 	"encoding/json"
 	"github.com/google/uuid"
 	"github.com/idemgen/idemgen/idem"
+	idemsqlite "github.com/idemgen/idemgen/idem/idemsqlite"
 	sqlitedb "github.com/idemgen/idemgen/testdata/golden/types/internal/sqlitedb"
 )
+
+// sqliteQuerier runs the package's queries on SQLite: the ledger's, which the runtime
+// owns, and the destinations', which sqlc compiled into internal/sqlitedb.
+type sqliteQuerier struct {
+	idemsqlite.Querier
+	q *sqlitedb.Queries
+}
+
+func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+	return sqliteQuerier{l, sqlitedb.New(l.DB())}
+}
 
 // writeAllTypes upserts u into records (upsert).
 func (q sqliteQuerier) writeAllTypes(ctx context.Context, u Record, key string, v int32) (idem.Outcome, error) {

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/idemgen/idemgen/idem"
+	idempg "github.com/idemgen/idemgen/idem/idempg"
+	idemsqlite "github.com/idemgen/idemgen/idem/idemsqlite"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -16,14 +18,23 @@ import (
 	"time"
 )
 
-// This package needs the idem runtime 0.2.0 or newer; if the next line does not
+// This package needs the idem runtime 0.3.0 or newer; if the next line does not
 // compile, upgrade it: go get github.com/idemgen/idemgen@latest
-const _ = idem.IsAtLeastVersion0_2_0
+const _ = idem.IsAtLeastVersion0_3_0
 
 // Store is the database the types jobs run against, PostgreSQL or SQLite.
 type Store struct {
 	st      idem.Store
 	migrate func(context.Context) error
+}
+
+// ledgerTables are the package's bookkeeping tables, which the runtime's ledger
+// queries run on.
+var ledgerTables = idem.Tables{
+	Ledger:   "types_idem_ledger",
+	Parked:   "types_idem_parked",
+	Progress: "types_idem_progress",
+	Seen:     "types_idem_seen",
 }
 
 // destQuerier is implemented by each dialect's querier for every destination table.
@@ -78,7 +89,7 @@ func NewPostgresStore(pool *pgxpool.Pool) *Store {
 			}
 			return idem.Migrate(ctx, db, goose.DialectPostgres, sub, "types_idem_migrations")
 		},
-		st: pgStore{pool},
+		st: idempg.NewStore(pool, ledgerTables, newPgQuerier),
 	}
 }
 
@@ -93,7 +104,7 @@ func NewSQLiteStore(db *sql.DB) *Store {
 			}
 			return idem.Migrate(ctx, db, goose.DialectSQLite3, sub, "types_idem_migrations")
 		},
-		st: sqliteStore{db},
+		st: idemsqlite.NewStore(db, ledgerTables, newSQLiteQuerier),
 	}
 }
 

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: queries.sql
 
-package sqlitedb
+package ledgerdb
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 const claimEffect = `-- name: ClaimEffect :execrows
 
-UPDATE idemrt_idem_ledger
+UPDATE idem_ledger
 SET lease_owner = ?1, lease_until = ?2, attempts = attempts + 1, updated_at = ?3
 WHERE effect_key = ?4 AND state = 'pending' AND (lease_until IS NULL OR lease_until < ?5)
 `
@@ -42,7 +42,7 @@ func (q *Queries) ClaimEffect(ctx context.Context, arg ClaimEffectParams) (int64
 }
 
 const clearUnitFailure = `-- name: ClearUnitFailure :exec
-DELETE FROM idemrt_idem_parked WHERE job = ?1 AND unit_key = ?2
+DELETE FROM idem_parked WHERE job = ?1 AND unit_key = ?2
 `
 
 type ClearUnitFailureParams struct {
@@ -56,7 +56,7 @@ func (q *Queries) ClearUnitFailure(ctx context.Context, arg ClearUnitFailurePara
 }
 
 const completeEffect = `-- name: CompleteEffect :execrows
-UPDATE idemrt_idem_ledger
+UPDATE idem_ledger
 SET state = 'done', result = ?1, lease_until = NULL, done_at = ?2, updated_at = ?3
 WHERE effect_key = ?4 AND lease_owner = ?5 AND state = 'pending'
 `
@@ -86,9 +86,9 @@ func (q *Queries) CompleteEffect(ctx context.Context, arg CompleteEffectParams) 
 
 const countBacklog = `-- name: CountBacklog :one
 SELECT
-    (SELECT count(*) FROM idemrt_idem_ledger AS o WHERE o.job = ?1 AND o.state = 'pending') AS owed_effects,
-    (SELECT count(*) FROM idemrt_idem_ledger AS f WHERE f.job = ?1 AND f.state = 'failed') AS parked_effects,
-    (SELECT count(*) FROM idemrt_idem_parked AS u WHERE u.job = ?1 AND u.state = 'parked') AS parked_units
+    (SELECT count(*) FROM idem_ledger AS o WHERE o.job = ?1 AND o.state = 'pending') AS owed_effects,
+    (SELECT count(*) FROM idem_ledger AS f WHERE f.job = ?1 AND f.state = 'failed') AS parked_effects,
+    (SELECT count(*) FROM idem_parked AS u WHERE u.job = ?1 AND u.state = 'parked') AS parked_units
 `
 
 type CountBacklogRow struct {
@@ -107,7 +107,7 @@ func (q *Queries) CountBacklog(ctx context.Context, job string) (CountBacklogRow
 }
 
 const countDecided = `-- name: CountDecided :one
-SELECT count(*) FROM idemrt_idem_ledger WHERE job = ?1 AND effect = ?2 AND unit_key = ?3 AND effect_version < ?4
+SELECT count(*) FROM idem_ledger WHERE job = ?1 AND effect = ?2 AND unit_key = ?3 AND effect_version < ?4
 `
 
 type CountDecidedParams struct {
@@ -132,7 +132,7 @@ func (q *Queries) CountDecided(ctx context.Context, arg CountDecidedParams) (int
 }
 
 const getEffect = `-- name: GetEffect :one
-SELECT state, result, last_error FROM idemrt_idem_ledger WHERE effect_key = ?1
+SELECT state, result, last_error FROM idem_ledger WHERE effect_key = ?1
 `
 
 type GetEffectRow struct {
@@ -149,7 +149,7 @@ func (q *Queries) GetEffect(ctx context.Context, effectKey string) (GetEffectRow
 }
 
 const getProgress = `-- name: GetProgress :one
-SELECT watermark, cursor_token, cursor_position FROM idemrt_idem_progress WHERE job = ?1
+SELECT watermark, cursor_token, cursor_position FROM idem_progress WHERE job = ?1
 `
 
 type GetProgressRow struct {
@@ -166,7 +166,7 @@ func (q *Queries) GetProgress(ctx context.Context, job string) (GetProgressRow, 
 }
 
 const getUnitFailure = `-- name: GetUnitFailure :one
-SELECT state, payload_hash FROM idemrt_idem_parked WHERE job = ?1 AND unit_key = ?2
+SELECT state, payload_hash FROM idem_parked WHERE job = ?1 AND unit_key = ?2
 `
 
 type GetUnitFailureParams struct {
@@ -187,7 +187,7 @@ func (q *Queries) GetUnitFailure(ctx context.Context, arg GetUnitFailureParams) 
 }
 
 const hasUnitFailures = `-- name: HasUnitFailures :one
-SELECT EXISTS (SELECT 1 FROM idemrt_idem_parked WHERE job = ?1)
+SELECT EXISTS (SELECT 1 FROM idem_parked WHERE job = ?1)
 `
 
 // Whether the job has any row in the parked table: a batch looks its keys
@@ -201,7 +201,7 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 
 const listLedger = `-- name: ListLedger :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
-FROM idemrt_idem_ledger ORDER BY effect_key
+FROM idem_ledger ORDER BY effect_key
 `
 
 type ListLedgerRow struct {
@@ -253,7 +253,7 @@ func (q *Queries) ListLedger(ctx context.Context) ([]ListLedgerRow, error) {
 
 const listUnitFailures = `-- name: ListUnitFailures :many
 SELECT job, unit_key, payload, attempts, last_error, state, mark, job_version, first_failed_at, updated_at
-FROM idemrt_idem_parked ORDER BY job, unit_key
+FROM idem_parked ORDER BY job, unit_key
 `
 
 type ListUnitFailuresRow struct {
@@ -304,7 +304,7 @@ func (q *Queries) ListUnitFailures(ctx context.Context) ([]ListUnitFailuresRow, 
 }
 
 const pendingEffects = `-- name: PendingEffects :many
-SELECT effect_key, effect, unit_key, payload FROM idemrt_idem_ledger
+SELECT effect_key, effect, unit_key, payload FROM idem_ledger
 WHERE job = ?1 AND state = 'pending' AND (lease_until IS NULL OR lease_until < ?2) AND effect_key > ?3
 ORDER BY effect_key
 LIMIT ?4
@@ -358,7 +358,7 @@ func (q *Queries) PendingEffects(ctx context.Context, arg PendingEffectsParams) 
 }
 
 const purgeEffects = `-- name: PurgeEffects :execrows
-DELETE FROM idemrt_idem_ledger WHERE job = ?1 AND effect = ?2 AND state = 'done' AND done_at < ?3
+DELETE FROM idem_ledger WHERE job = ?1 AND effect = ?2 AND state = 'done' AND done_at < ?3
 `
 
 type PurgeEffectsParams struct {
@@ -376,8 +376,8 @@ func (q *Queries) PurgeEffects(ctx context.Context, arg PurgeEffectsParams) (int
 }
 
 const purgeSeen = `-- name: PurgeSeen :execrows
-DELETE FROM idemrt_idem_seen AS s WHERE s.job = ?1 AND s.first_seen < ?2
-AND NOT EXISTS (SELECT 1 FROM idemrt_idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key)
+DELETE FROM idem_seen AS s WHERE s.job = ?1 AND s.first_seen < ?2
+AND NOT EXISTS (SELECT 1 FROM idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key)
 `
 
 type PurgeSeenParams struct {
@@ -396,7 +396,7 @@ func (q *Queries) PurgeSeen(ctx context.Context, arg PurgeSeenParams) (int64, er
 }
 
 const recordUnitFailure = `-- name: RecordUnitFailure :exec
-INSERT INTO idemrt_idem_parked AS f (job, unit_key, payload, payload_hash, attempts, last_error, state, mark, job_version, first_failed_at, updated_at)
+INSERT INTO idem_parked AS f (job, unit_key, payload, payload_hash, attempts, last_error, state, mark, job_version, first_failed_at, updated_at)
 VALUES (?1, ?2, ?3, ?4, 1, ?5, 'failing', ?6, ?7, ?8, ?9)
 ON CONFLICT (job, unit_key) DO UPDATE SET
     payload = excluded.payload,
@@ -437,7 +437,7 @@ func (q *Queries) RecordUnitFailure(ctx context.Context, arg RecordUnitFailurePa
 }
 
 const releaseEffect = `-- name: ReleaseEffect :one
-UPDATE idemrt_idem_ledger
+UPDATE idem_ledger
 SET state = CASE WHEN attempts >= ?1 OR CAST(?2 AS BOOLEAN) THEN 'failed' ELSE 'pending' END,
     lease_owner = NULL, lease_until = NULL, last_error = ?3, updated_at = ?4
 WHERE effect_key = ?5 AND lease_owner = ?6
@@ -469,7 +469,7 @@ func (q *Queries) ReleaseEffect(ctx context.Context, arg ReleaseEffectParams) (s
 }
 
 const reserveEffect = `-- name: ReserveEffect :exec
-INSERT INTO idemrt_idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at)
+INSERT INTO idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', 0, ?8, ?9)
 ON CONFLICT (effect_key) DO NOTHING
 `
@@ -502,7 +502,7 @@ func (q *Queries) ReserveEffect(ctx context.Context, arg ReserveEffectParams) er
 }
 
 const retryParkedUnits = `-- name: RetryParkedUnits :execrows
-UPDATE idemrt_idem_parked SET state = 'retry', attempts = 0, updated_at = ?1
+UPDATE idem_parked SET state = 'retry', attempts = 0, updated_at = ?1
 WHERE job = ?2 AND state = 'parked'
 `
 
@@ -520,7 +520,7 @@ func (q *Queries) RetryParkedUnits(ctx context.Context, arg RetryParkedUnitsPara
 }
 
 const retryUnit = `-- name: RetryUnit :execrows
-UPDATE idemrt_idem_parked SET state = 'retry', attempts = 0, updated_at = ?1
+UPDATE idem_parked SET state = 'retry', attempts = 0, updated_at = ?1
 WHERE job = ?2 AND unit_key = ?3
 `
 
@@ -541,7 +541,7 @@ func (q *Queries) RetryUnit(ctx context.Context, arg RetryUnitParams) (int64, er
 }
 
 const retryingUnits = `-- name: RetryingUnits :many
-SELECT unit_key, payload FROM idemrt_idem_parked
+SELECT unit_key, payload FROM idem_parked
 WHERE job = ?1 AND state = 'retry' AND unit_key > ?2
 ORDER BY unit_key
 LIMIT ?3
@@ -582,7 +582,7 @@ func (q *Queries) RetryingUnits(ctx context.Context, arg RetryingUnitsParams) ([
 }
 
 const saveCursor = `-- name: SaveCursor :exec
-INSERT INTO idemrt_idem_progress AS p (job, cursor_token, cursor_position, job_version, updated_at)
+INSERT INTO idem_progress AS p (job, cursor_token, cursor_position, job_version, updated_at)
 VALUES (?1, ?2, ?3, ?4, ?5)
 ON CONFLICT (job) DO UPDATE SET
     cursor_token = excluded.cursor_token,
@@ -613,7 +613,7 @@ func (q *Queries) SaveCursor(ctx context.Context, arg SaveCursorParams) error {
 }
 
 const saveWatermark = `-- name: SaveWatermark :exec
-INSERT INTO idemrt_idem_progress AS p (job, watermark, cursor_position, job_version, updated_at)
+INSERT INTO idem_progress AS p (job, watermark, cursor_position, job_version, updated_at)
 VALUES (?1, ?2, 0, ?3, ?4)
 ON CONFLICT (job) DO UPDATE SET
     watermark = coalesce(max(p.watermark, excluded.watermark), excluded.watermark),
@@ -640,7 +640,7 @@ func (q *Queries) SaveWatermark(ctx context.Context, arg SaveWatermarkParams) er
 }
 
 const seeUnit = `-- name: SeeUnit :one
-INSERT INTO idemrt_idem_seen (job, unit_key, payload_hash, job_version, first_seen)
+INSERT INTO idem_seen (job, unit_key, payload_hash, job_version, first_seen)
 VALUES (?1, ?2, ?3, ?4, ?5)
 ON CONFLICT (job, unit_key) DO NOTHING
 RETURNING payload_hash
@@ -668,7 +668,7 @@ func (q *Queries) SeeUnit(ctx context.Context, arg SeeUnitParams) ([]byte, error
 }
 
 const seenHash = `-- name: SeenHash :one
-SELECT payload_hash FROM idemrt_idem_seen WHERE job = ?1 AND unit_key = ?2
+SELECT payload_hash FROM idem_seen WHERE job = ?1 AND unit_key = ?2
 `
 
 type SeenHashParams struct {
@@ -684,7 +684,7 @@ func (q *Queries) SeenHash(ctx context.Context, arg SeenHashParams) ([]byte, err
 }
 
 const settleUnitFailure = `-- name: SettleUnitFailure :one
-UPDATE idemrt_idem_parked
+UPDATE idem_parked
 SET state = CASE WHEN attempts >= ?1 THEN 'parked' WHEN state = 'retry' THEN 'retry' ELSE 'failing' END
 WHERE job = ?2 AND unit_key = ?3
 RETURNING state, attempts

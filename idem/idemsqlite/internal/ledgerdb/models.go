@@ -2,13 +2,13 @@
 // versions:
 //   sqlc v1.31.1
 
-package sqlitedb
+package ledgerdb
 
 import (
 	"database/sql"
 )
 
-type IdemrtIdemLedger struct {
+type IdemLedger struct {
 	EffectKey     string
 	Job           string
 	Effect        string
@@ -27,7 +27,7 @@ type IdemrtIdemLedger struct {
 	DoneAt        sql.NullString
 }
 
-type IdemrtIdemParked struct {
+type IdemParked struct {
 	Job           string
 	UnitKey       string
 	Payload       []byte
@@ -41,7 +41,7 @@ type IdemrtIdemParked struct {
 	UpdatedAt     string
 }
 
-type IdemrtIdemProgress struct {
+type IdemProgress struct {
 	Job            string
 	Watermark      sql.NullString
 	CursorToken    sql.NullString
@@ -50,7 +50,7 @@ type IdemrtIdemProgress struct {
 	UpdatedAt      string
 }
 
-type IdemrtIdemSeen struct {
+type IdemSeen struct {
 	Job         string
 	UnitKey     string
 	PayloadHash []byte

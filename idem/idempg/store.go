@@ -1,0 +1,361 @@
+// Package idempg runs the idem runtime on PostgreSQL through pgx: a Store
+// over a pool, and the ledger's queries (compiled by sqlc in
+// internal/ledgerdb) on a generated package's tables.
+//
+// A generated package builds its store with NewStore, passing its table
+// names and a function that adds its destinations' queries to the ledger's (Querier):
+//
+//	st := idempg.NewStore(pool, billingTables, func(l idempg.Querier) idem.Querier {
+//		return pgQuerier{l, pgdb.New(l.DB())}
+//	})
+package idempg
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idempg/internal/ledgerdb"
+)
+
+// DBTX is what the queries run on: the pool, or a transaction (sqlc's DBTX).
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Store runs a package's queries on PostgreSQL. It is an idem.Store; it
+// also lets River workers and ProcessPgTx run them in a caller's
+// transaction (Pool, PgTx).
+type Store struct {
+	pool    *pgxpool.Pool
+	names   *idem.TableNames
+	querier func(Querier) idem.Querier
+}
+
+// NewStore returns a store over pool for the package whose tables t names.
+// querier makes the package's querier from the ledger's (a package with no
+// destination passes nil: the ledger's is all it needs).
+func NewStore(pool *pgxpool.Pool, t idem.Tables, querier func(Querier) idem.Querier) Store {
+	if querier == nil {
+		querier = func(l Querier) idem.Querier { return l }
+	}
+	return Store{pool: pool, names: idem.NewTableNames(t), querier: querier}
+}
+
+func (s Store) on(db DBTX) idem.Querier {
+	return s.querier(Querier{q: ledgerdb.New(renamed{db, s.names}), db: db})
+}
+
+// InTx runs fn in a READ COMMITTED transaction (idem.PgInTx).
+func (s Store) InTx(ctx context.Context, fn func(q idem.Querier) error) error {
+	return idem.PgInTx(ctx, s.pool, func(tx pgx.Tx) error { return fn(s.on(tx)) })
+}
+
+// Auto runs each query on its own, on the pool.
+func (s Store) Auto() idem.Querier { return s.on(s.pool) }
+
+// WritesConcurrently tells the engine that a second batch transaction may
+// write while the first is open (idem.WithWriteAhead).
+func (Store) WritesConcurrently() bool { return true }
+
+// DBNow reads the database's clock, which leases are compared on.
+func (s Store) DBNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := s.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now)
+	return now, err
+}
+
+// Pool returns the pool the store runs on (River workers open their transactions on it).
+func (s Store) Pool() *pgxpool.Pool { return s.pool }
+
+// PgTx runs the queries in a transaction the caller owns (ProcessPgTx, a River worker).
+func (s Store) PgTx(tx pgx.Tx) idem.Querier { return s.on(tx) }
+
+// renamed runs the runtime's ledger queries on a package's own tables.
+type renamed struct {
+	db    DBTX
+	names *idem.TableNames
+}
+
+func (r renamed) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
+	q, err := r.names.SQL(query)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return r.db.Exec(ctx, q, args...)
+}
+
+func (r renamed) Query(ctx context.Context, query string, args ...any) (pgx.Rows, error) {
+	q, err := r.names.SQL(query)
+	if err != nil {
+		return nil, err
+	}
+	return r.db.Query(ctx, q, args...)
+}
+
+func (r renamed) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
+	q, err := r.names.SQL(query)
+	if err != nil {
+		return errRow{err}
+	}
+	return r.db.QueryRow(ctx, q, args...)
+}
+
+// errRow is a row whose Scan fails with err.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// Querier runs the ledger's queries; it implements idem.Querier. A generated
+// package embeds it in its own querier, which adds its destinations'
+// queries run on DB.
+type Querier struct {
+	q  *ledgerdb.Queries
+	db DBTX
+}
+
+// DB is what the ledger's queries run on (the pool, or the transaction),
+// for the package's own queries.
+func (q Querier) DB() DBTX { return q.db }
+
+func (q Querier) Progress(ctx context.Context, job string) (idem.ProgressRow, error) {
+	r, err := q.q.GetProgress(ctx, job)
+	if idem.PgNoRows(err) {
+		return idem.ProgressRow{}, nil
+	}
+	if err != nil {
+		return idem.ProgressRow{}, err
+	}
+	p := idem.ProgressRow{Found: true, Position: r.CursorPosition}
+	if r.Watermark != nil {
+		p.Watermark, p.HasMark = *r.Watermark, true
+	}
+	if r.CursorToken != nil {
+		p.Cursor = *r.CursorToken
+	}
+	return p, nil
+}
+
+func (q Querier) SaveWatermark(ctx context.Context, job string, mark time.Time, jobVersion int32, now time.Time) error {
+	return q.q.SaveWatermark(ctx, ledgerdb.SaveWatermarkParams{Job: job, Watermark: &mark, JobVersion: jobVersion, UpdatedAt: now})
+}
+
+func (q Querier) SaveCursor(ctx context.Context, job, cursor string, position int64, jobVersion int32, now time.Time) error {
+	return q.q.SaveCursor(ctx, ledgerdb.SaveCursorParams{Job: job, CursorToken: &cursor, CursorPosition: position, JobVersion: jobVersion, UpdatedAt: now})
+}
+
+func (q Querier) See(ctx context.Context, job string, unitKeys []string, hashes [][]byte, jobVersion int32, now time.Time) (map[string][]byte, error) {
+	fresh, err := q.q.SeeUnits(ctx, ledgerdb.SeeUnitsParams{Job: job, UnitKeys: unitKeys, PayloadHashes: hashes, JobVersion: jobVersion, FirstSeen: now})
+	if err != nil || len(fresh) == len(unitKeys) {
+		return nil, err
+	}
+	rs, err := q.q.SeenHashes(ctx, ledgerdb.SeenHashesParams{Job: job, UnitKeys: unitKeys})
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string][]byte, len(rs))
+	for _, r := range rs {
+		seen[r.UnitKey] = r.PayloadHash
+	}
+	for _, k := range fresh {
+		delete(seen, k)
+	}
+	return seen, nil
+}
+
+func (q Querier) Reserve(ctx context.Context, r idem.Reservations, now time.Time) error {
+	return q.q.ReserveEffects(ctx, ledgerdb.ReserveEffectsParams{
+		EffectKeys: r.Keys, Job: r.Job, Effect: r.Effect, EffectVersion: r.EffectVersion, JobVersion: r.JobVersion,
+		UnitKeys: r.UnitKeys, Payloads: r.Payloads, Now: now,
+	})
+}
+
+func (q Querier) Decided(ctx context.Context, job, effect string, unitKeys []string, version int32) (map[string]bool, error) {
+	ks, err := q.q.DecidedUnits(ctx, ledgerdb.DecidedUnitsParams{Job: job, Effect: effect, EffectVersion: version, UnitKeys: unitKeys})
+	if err != nil || len(ks) == 0 {
+		return nil, err
+	}
+	decided := make(map[string]bool, len(ks))
+	for _, k := range ks {
+		decided[k] = true
+	}
+	return decided, nil
+}
+
+func (q Querier) ClaimMany(ctx context.Context, keys []string, owner string, now, until time.Time) (map[string]bool, error) {
+	ks, err := q.q.ClaimEffects(ctx, ledgerdb.ClaimEffectsParams{Owner: &owner, LeaseUntil: &until, Now: now, EffectKeys: keys})
+	return keySet(ks), err
+}
+
+func (q Querier) CompleteMany(ctx context.Context, keys []string, results [][]byte, owner string, now time.Time) (map[string]bool, error) {
+	ks, err := q.q.CompleteEffects(ctx, ledgerdb.CompleteEffectsParams{Now: &now, EffectKeys: keys, Results: results, Owner: &owner})
+	return keySet(ks), err
+}
+
+func keySet(keys []string) map[string]bool {
+	set := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		set[k] = true
+	}
+	return set
+}
+
+func (q Querier) Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (string, error) {
+	state, err := q.q.ReleaseEffect(ctx, ledgerdb.ReleaseEffectParams{MaxAttempts: maxAttempts, Park: park, LastError: &lastErr, UpdatedAt: now, EffectKey: key, Owner: &owner})
+	if idem.PgNoRows(err) {
+		return idem.StatePending, nil // the lease was taken over; the new holder decides
+	}
+	return state, err
+}
+
+func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, error) {
+	r, err := q.q.GetEffect(ctx, key)
+	if idem.PgNoRows(err) {
+		return idem.LedgerRow{}, false, nil
+	}
+	if err != nil {
+		return idem.LedgerRow{}, false, err
+	}
+	row := idem.LedgerRow{Key: key, State: r.State, Result: r.Result}
+	if r.LastError != nil {
+		row.LastError = *r.LastError
+	}
+	return row, true, nil
+}
+
+func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idem.LedgerRow, error) {
+	rs, err := q.q.GetEffects(ctx, keys)
+	if err != nil || len(rs) == 0 {
+		return nil, err
+	}
+	found := make(map[string]idem.LedgerRow, len(rs))
+	for _, r := range rs {
+		row := idem.LedgerRow{Key: r.EffectKey, State: r.State, Result: r.Result}
+		if r.LastError != nil {
+			row.LastError = *r.LastError
+		}
+		found[r.EffectKey] = row
+	}
+	return found, nil
+}
+
+func (q Querier) Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]idem.LedgerRow, error) {
+	rs, err := q.q.PendingEffects(ctx, ledgerdb.PendingEffectsParams{Job: job, Now: &now, After: after, RowLimit: limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]idem.LedgerRow, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, idem.LedgerRow{Key: r.EffectKey, Job: job, Effect: r.Effect, UnitKey: r.UnitKey, Payload: r.Payload, State: idem.StatePending})
+	}
+	return out, nil
+}
+
+func (q Querier) Purge(ctx context.Context, job, effect string, before time.Time) (int64, error) {
+	return q.q.PurgeEffects(ctx, ledgerdb.PurgeEffectsParams{Job: job, Effect: effect, Before: &before})
+}
+
+func (q Querier) PurgeSeen(ctx context.Context, job string, before time.Time) (int64, error) {
+	return q.q.PurgeSeen(ctx, ledgerdb.PurgeSeenParams{Job: job, Before: before})
+}
+
+func (q Querier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
+	rs, err := q.q.ListLedger(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]idem.LedgerEntry, 0, len(rs))
+	for _, r := range rs {
+		e := idem.LedgerEntry{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, EffectVersion: int(r.EffectVersion),
+			UnitKey: r.UnitKey, State: r.State, Attempts: int(r.Attempts), Result: r.Result}
+		if r.LeaseOwner != nil {
+			e.LeaseOwner = *r.LeaseOwner
+		}
+		if r.LastError != nil {
+			e.LastError = *r.LastError
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (q Querier) LookupUnitFailure(ctx context.Context, job, unitKey string) (string, []byte, bool, error) {
+	r, err := q.q.GetUnitFailure(ctx, ledgerdb.GetUnitFailureParams{Job: job, UnitKey: unitKey})
+	if idem.PgNoRows(err) {
+		return "", nil, false, nil
+	}
+	return r.State, r.PayloadHash, err == nil, err
+}
+
+func (q Querier) LookupUnitFailures(ctx context.Context, job string, unitKeys []string) (map[string]idem.UnitFailureState, error) {
+	if some, err := q.q.HasUnitFailures(ctx, job); err != nil || !some {
+		return nil, err
+	}
+	rs, err := q.q.LookupUnitFailures(ctx, ledgerdb.LookupUnitFailuresParams{Job: job, UnitKeys: unitKeys})
+	if err != nil || len(rs) == 0 {
+		return nil, err
+	}
+	found := make(map[string]idem.UnitFailureState, len(rs))
+	for _, r := range rs {
+		found[r.UnitKey] = idem.UnitFailureState{State: r.State, Hash: r.PayloadHash}
+	}
+	return found, nil
+}
+
+func (q Querier) ClearUnitFailure(ctx context.Context, job, unitKey string) error {
+	return q.q.ClearUnitFailure(ctx, ledgerdb.ClearUnitFailureParams{Job: job, UnitKey: unitKey})
+}
+
+func (q Querier) RecordUnitFailure(ctx context.Context, f idem.UnitFailure, now time.Time) error {
+	return q.q.RecordUnitFailure(ctx, ledgerdb.RecordUnitFailureParams{
+		Job: f.Job, UnitKey: f.UnitKey, Payload: f.Payload, PayloadHash: f.Hash, LastError: f.LastError,
+		Mark: f.Mark, JobVersion: f.JobVersion, FirstFailedAt: now, UpdatedAt: now,
+	})
+}
+
+func (q Querier) SettleUnitFailure(ctx context.Context, job, unitKey string, maxAttempts int32) (string, int32, error) {
+	r, err := q.q.SettleUnitFailure(ctx, ledgerdb.SettleUnitFailureParams{MaxAttempts: maxAttempts, Job: job, UnitKey: unitKey})
+	return r.State, r.Attempts, err
+}
+
+func (q Querier) RetryingUnits(ctx context.Context, job, after string, limit int32) ([]idem.UnitFailure, error) {
+	rs, err := q.q.RetryingUnits(ctx, ledgerdb.RetryingUnitsParams{Job: job, After: after, RowLimit: limit})
+	out := make([]idem.UnitFailure, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, idem.UnitFailure{Job: job, UnitKey: r.UnitKey, Payload: r.Payload})
+	}
+	return out, err
+}
+
+func (q Querier) UnitFailures(ctx context.Context) ([]idem.ParkedUnit, error) {
+	rs, err := q.q.ListUnitFailures(ctx)
+	out := make([]idem.ParkedUnit, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, idem.ParkedUnit{Job: r.Job, Key: r.UnitKey, Payload: r.Payload, Attempts: int(r.Attempts),
+			LastError: r.LastError, State: r.State, Mark: r.Mark, JobVersion: int(r.JobVersion),
+			FirstFailedAt: r.FirstFailedAt, UpdatedAt: r.UpdatedAt})
+	}
+	return out, err
+}
+
+func (q Querier) RetryUnit(ctx context.Context, job, unitKey string, now time.Time) (bool, error) {
+	n, err := q.q.RetryUnit(ctx, ledgerdb.RetryUnitParams{UpdatedAt: now, Job: job, UnitKey: unitKey})
+	return n == 1, err
+}
+
+func (q Querier) RetryParkedUnits(ctx context.Context, job string, now time.Time) (int64, error) {
+	return q.q.RetryParkedUnits(ctx, ledgerdb.RetryParkedUnitsParams{UpdatedAt: now, Job: job})
+}
+
+// Backlog counts job's owed effects, parked effects and parked units, for
+// an observer's gauge (idem.WithObserver).
+func (q Querier) Backlog(ctx context.Context, job string) (owedEffects, parkedEffects, parkedUnits int64, err error) {
+	r, err := q.q.CountBacklog(ctx, job)
+	return r.OwedEffects, r.ParkedEffects, r.ParkedUnits, err
+}

@@ -1,0 +1,397 @@
+// Package idemsqlite runs the idem runtime on SQLite through database/sql
+// (any driver): a Store over a handle, and the ledger's queries (compiled
+// by sqlc in internal/ledgerdb) on a generated package's tables. Times
+// travel as fixed-width UTC text (idem.SQLiteTime), so text order is time
+// order.
+//
+// A generated package builds its store with NewStore, passing its table
+// names and a function that adds its destinations' queries to the ledger's (Querier):
+//
+//	st := idemsqlite.NewStore(db, billingTables, func(l idemsqlite.Querier) idem.Querier {
+//		return sqliteQuerier{l, sqlitedb.New(l.DB())}
+//	})
+package idemsqlite
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemsqlite/internal/ledgerdb"
+)
+
+// DBTX is what the queries run on: a connection, or a transaction (sqlc's DBTX).
+type DBTX interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Store runs a package's queries on SQLite. It is an idem.Store; it also
+// runs them in a caller's transaction (SQLTx, for ProcessSQLTx).
+type Store struct {
+	db      *sql.DB
+	names   *idem.TableNames
+	querier func(Querier) idem.Querier
+}
+
+// NewStore returns a store over db for the package whose tables t names.
+// querier makes the package's querier from the ledger's (a package with no
+// destination passes nil: the ledger's is all it needs).
+func NewStore(db *sql.DB, t idem.Tables, querier func(Querier) idem.Querier) Store {
+	if querier == nil {
+		querier = func(l Querier) idem.Querier { return l }
+	}
+	return Store{db: db, names: idem.NewTableNames(t), querier: querier}
+}
+
+func (s Store) on(db DBTX) idem.Querier {
+	return s.querier(Querier{q: ledgerdb.New(renamed{db, s.names}), db: db})
+}
+
+// InTx runs fn in a BEGIN IMMEDIATE transaction (idem.SQLiteInTx).
+func (s Store) InTx(ctx context.Context, fn func(q idem.Querier) error) error {
+	return idem.SQLiteInTx(ctx, s.db, func(tx *idem.SQLiteStatements) error { return fn(s.on(tx)) })
+}
+
+// Auto runs each query on its own.
+func (s Store) Auto() idem.Querier { return s.on(idem.SQLiteAuto{DB: s.db}) }
+
+// DBNow reads the database's clock, which leases are compared on: on SQLite
+// the clock of the machine that holds the file, whatever a job's WithClock says.
+func (s Store) DBNow(ctx context.Context) (time.Time, error) {
+	var now string
+	if err := s.db.QueryRowContext(ctx, "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')").Scan(&now); err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(time.RFC3339Nano, now)
+}
+
+// SQLTx runs the queries in a transaction the caller owns (ProcessSQLTx);
+// the statements it prepares close when that transaction ends.
+func (s Store) SQLTx(tx *sql.Tx) idem.Querier { return s.on(idem.NewSQLiteStatements(tx)) }
+
+// renamed runs the runtime's ledger queries on a package's own tables.
+type renamed struct {
+	db    DBTX
+	names *idem.TableNames
+}
+
+func (r renamed) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	q, err := r.names.SQL(query)
+	if err != nil {
+		return nil, err
+	}
+	return r.db.ExecContext(ctx, q, args...)
+}
+
+func (r renamed) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	q, err := r.names.SQL(query)
+	if err != nil {
+		return nil, err
+	}
+	return r.db.PrepareContext(ctx, q)
+}
+
+func (r renamed) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	q, err := r.names.SQL(query)
+	if err != nil {
+		return nil, err
+	}
+	return r.db.QueryContext(ctx, q, args...)
+}
+
+// QueryRowContext cannot return an error of its own (a *sql.Row has no
+// constructor): a bad table name reaches the caller as SQLite's error for
+// a table named after it, "no such table: idem: the ledger table's name …".
+func (r renamed) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	q, err := r.names.SQL(query)
+	if err != nil {
+		return r.db.QueryRowContext(ctx, `SELECT 1 FROM "`+strings.ReplaceAll(err.Error(), `"`, `""`)+`"`)
+	}
+	return r.db.QueryRowContext(ctx, q, args...)
+}
+
+// Querier runs the ledger's queries; it implements idem.Querier. A generated
+// package embeds it in its own querier, which adds its destinations'
+// queries run on DB.
+type Querier struct {
+	q  *ledgerdb.Queries
+	db DBTX
+}
+
+// DB is what the ledger's queries run on (a connection or the
+// transaction), for the package's own queries.
+func (q Querier) DB() DBTX { return q.db }
+
+func nullText(s string) sql.NullString { return sql.NullString{String: s, Valid: true} }
+
+func nullTime(t time.Time) sql.NullString { return nullText(idem.SQLiteTime(t)) }
+
+func (q Querier) Progress(ctx context.Context, job string) (idem.ProgressRow, error) {
+	r, err := q.q.GetProgress(ctx, job)
+	if idem.SQLiteNoRows(err) {
+		return idem.ProgressRow{}, nil
+	}
+	if err != nil {
+		return idem.ProgressRow{}, err
+	}
+	p := idem.ProgressRow{Found: true, Position: r.CursorPosition, Cursor: r.CursorToken.String}
+	if r.Watermark.Valid {
+		if p.Watermark, err = idem.ParseSQLiteTime(r.Watermark.String); err != nil {
+			return idem.ProgressRow{}, err
+		}
+		p.HasMark = true
+	}
+	return p, nil
+}
+
+func (q Querier) SaveWatermark(ctx context.Context, job string, mark time.Time, jobVersion int32, now time.Time) error {
+	return q.q.SaveWatermark(ctx, ledgerdb.SaveWatermarkParams{Job: job, Watermark: nullTime(mark), JobVersion: int64(jobVersion), UpdatedAt: idem.SQLiteTime(now)})
+}
+
+func (q Querier) SaveCursor(ctx context.Context, job, cursor string, position int64, jobVersion int32, now time.Time) error {
+	return q.q.SaveCursor(ctx, ledgerdb.SaveCursorParams{Job: job, CursorToken: nullText(cursor), CursorPosition: position, JobVersion: int64(jobVersion), UpdatedAt: idem.SQLiteTime(now)})
+}
+
+// The batch methods run the single queries one by one: SQLite is in
+// process, so a statement costs no round trip, only its execution.
+
+func (q Querier) See(ctx context.Context, job string, unitKeys []string, hashes [][]byte, jobVersion int32, now time.Time) (map[string][]byte, error) {
+	var seen map[string][]byte
+	for i, k := range unitKeys {
+		_, err := q.q.SeeUnit(ctx, ledgerdb.SeeUnitParams{Job: job, UnitKey: k, PayloadHash: hashes[i], JobVersion: int64(jobVersion), FirstSeen: idem.SQLiteTime(now)})
+		if err == nil {
+			continue
+		}
+		if !idem.SQLiteNoRows(err) {
+			return nil, err
+		}
+		prev, err := q.q.SeenHash(ctx, ledgerdb.SeenHashParams{Job: job, UnitKey: k})
+		if err != nil {
+			return nil, err
+		}
+		if seen == nil {
+			seen = map[string][]byte{}
+		}
+		seen[k] = prev
+	}
+	return seen, nil
+}
+
+func (q Querier) Reserve(ctx context.Context, r idem.Reservations, now time.Time) error {
+	for i, k := range r.Keys {
+		err := q.q.ReserveEffect(ctx, ledgerdb.ReserveEffectParams{
+			EffectKey: k, Job: r.Job, Effect: r.Effect, EffectVersion: int64(r.EffectVersion), JobVersion: int64(r.JobVersion),
+			UnitKey: r.UnitKeys[i], Payload: r.Payloads[i], CreatedAt: idem.SQLiteTime(now), UpdatedAt: idem.SQLiteTime(now),
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q Querier) Decided(ctx context.Context, job, effect string, unitKeys []string, version int32) (map[string]bool, error) {
+	var decided map[string]bool
+	for _, k := range unitKeys {
+		n, err := q.q.CountDecided(ctx, ledgerdb.CountDecidedParams{Job: job, Effect: effect, UnitKey: k, EffectVersion: int64(version)})
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			if decided == nil {
+				decided = map[string]bool{}
+			}
+			decided[k] = true
+		}
+	}
+	return decided, nil
+}
+
+func (q Querier) claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error) {
+	n, err := q.q.ClaimEffect(ctx, ledgerdb.ClaimEffectParams{Owner: nullText(owner), LeaseUntil: nullTime(until), UpdatedAt: idem.SQLiteTime(now), EffectKey: key, Now: nullTime(now)})
+	return n == 1, err
+}
+
+func (q Querier) complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error) {
+	n, err := q.q.CompleteEffect(ctx, ledgerdb.CompleteEffectParams{Result: result, DoneAt: nullTime(now), UpdatedAt: idem.SQLiteTime(now), EffectKey: key, Owner: nullText(owner)})
+	return n == 1, err
+}
+
+func (q Querier) ClaimMany(ctx context.Context, keys []string, owner string, now, until time.Time) (map[string]bool, error) {
+	claimed := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		ok, err := q.claim(ctx, k, owner, now, until)
+		if err != nil {
+			return nil, err
+		}
+		claimed[k] = ok
+	}
+	return claimed, nil
+}
+
+func (q Querier) CompleteMany(ctx context.Context, keys []string, results [][]byte, owner string, now time.Time) (map[string]bool, error) {
+	done := make(map[string]bool, len(keys))
+	for i, k := range keys {
+		ok, err := q.complete(ctx, k, owner, results[i], now)
+		if err != nil {
+			return nil, err
+		}
+		done[k] = ok
+	}
+	return done, nil
+}
+
+func (q Querier) Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (string, error) {
+	state, err := q.q.ReleaseEffect(ctx, ledgerdb.ReleaseEffectParams{MaxAttempts: int64(maxAttempts), Park: park, LastError: nullText(lastErr), UpdatedAt: idem.SQLiteTime(now), EffectKey: key, Owner: nullText(owner)})
+	if idem.SQLiteNoRows(err) {
+		return idem.StatePending, nil // the lease was taken over; the new holder decides
+	}
+	return state, err
+}
+
+func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, error) {
+	r, err := q.q.GetEffect(ctx, key)
+	if idem.SQLiteNoRows(err) {
+		return idem.LedgerRow{}, false, nil
+	}
+	if err != nil {
+		return idem.LedgerRow{}, false, err
+	}
+	return idem.LedgerRow{Key: key, State: r.State, Result: r.Result, LastError: r.LastError.String}, true, nil
+}
+
+func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idem.LedgerRow, error) {
+	var found map[string]idem.LedgerRow
+	for _, k := range keys {
+		row, ok, err := q.Effect(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if found == nil {
+				found = map[string]idem.LedgerRow{}
+			}
+			found[k] = row
+		}
+	}
+	return found, nil
+}
+
+func (q Querier) Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]idem.LedgerRow, error) {
+	rs, err := q.q.PendingEffects(ctx, ledgerdb.PendingEffectsParams{Job: job, Now: nullTime(now), After: after, RowLimit: int64(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]idem.LedgerRow, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, idem.LedgerRow{Key: r.EffectKey, Job: job, Effect: r.Effect, UnitKey: r.UnitKey, Payload: r.Payload, State: idem.StatePending})
+	}
+	return out, nil
+}
+
+func (q Querier) Purge(ctx context.Context, job, effect string, before time.Time) (int64, error) {
+	return q.q.PurgeEffects(ctx, ledgerdb.PurgeEffectsParams{Job: job, Effect: effect, Before: nullTime(before)})
+}
+
+func (q Querier) PurgeSeen(ctx context.Context, job string, before time.Time) (int64, error) {
+	return q.q.PurgeSeen(ctx, ledgerdb.PurgeSeenParams{Job: job, Before: idem.SQLiteTime(before)})
+}
+
+func (q Querier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
+	rs, err := q.q.ListLedger(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]idem.LedgerEntry, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, idem.LedgerEntry{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, EffectVersion: int(r.EffectVersion),
+			UnitKey: r.UnitKey, State: r.State, Attempts: int(r.Attempts), Result: r.Result,
+			LeaseOwner: r.LeaseOwner.String, LastError: r.LastError.String})
+	}
+	return out, nil
+}
+
+func (q Querier) LookupUnitFailure(ctx context.Context, job, unitKey string) (string, []byte, bool, error) {
+	r, err := q.q.GetUnitFailure(ctx, ledgerdb.GetUnitFailureParams{Job: job, UnitKey: unitKey})
+	if idem.SQLiteNoRows(err) {
+		return "", nil, false, nil
+	}
+	return r.State, r.PayloadHash, err == nil, err
+}
+
+func (q Querier) LookupUnitFailures(ctx context.Context, job string, unitKeys []string) (map[string]idem.UnitFailureState, error) {
+	if some, err := q.q.HasUnitFailures(ctx, job); err != nil || !some {
+		return nil, err
+	}
+	var found map[string]idem.UnitFailureState
+	for _, k := range unitKeys {
+		state, hash, ok, err := q.LookupUnitFailure(ctx, job, k)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if found == nil {
+				found = map[string]idem.UnitFailureState{}
+			}
+			found[k] = idem.UnitFailureState{State: state, Hash: hash}
+		}
+	}
+	return found, nil
+}
+
+func (q Querier) ClearUnitFailure(ctx context.Context, job, unitKey string) error {
+	return q.q.ClearUnitFailure(ctx, ledgerdb.ClearUnitFailureParams{Job: job, UnitKey: unitKey})
+}
+
+func (q Querier) RecordUnitFailure(ctx context.Context, f idem.UnitFailure, now time.Time) error {
+	return q.q.RecordUnitFailure(ctx, ledgerdb.RecordUnitFailureParams{
+		Job: f.Job, UnitKey: f.UnitKey, Payload: f.Payload, PayloadHash: f.Hash, LastError: f.LastError,
+		Mark: idem.SQLNullTime(f.Mark), JobVersion: int64(f.JobVersion), FirstFailedAt: idem.SQLiteTime(now), UpdatedAt: idem.SQLiteTime(now),
+	})
+}
+
+func (q Querier) SettleUnitFailure(ctx context.Context, job, unitKey string, maxAttempts int32) (string, int32, error) {
+	r, err := q.q.SettleUnitFailure(ctx, ledgerdb.SettleUnitFailureParams{MaxAttempts: int64(maxAttempts), Job: job, UnitKey: unitKey})
+	return r.State, int32(r.Attempts), err
+}
+
+func (q Querier) RetryingUnits(ctx context.Context, job, after string, limit int32) ([]idem.UnitFailure, error) {
+	rs, err := q.q.RetryingUnits(ctx, ledgerdb.RetryingUnitsParams{Job: job, After: after, RowLimit: int64(limit)})
+	out := make([]idem.UnitFailure, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, idem.UnitFailure{Job: job, UnitKey: r.UnitKey, Payload: r.Payload})
+	}
+	return out, err
+}
+
+func (q Querier) UnitFailures(ctx context.Context) ([]idem.ParkedUnit, error) {
+	rs, err := q.q.ListUnitFailures(ctx)
+	out := make([]idem.ParkedUnit, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, idem.ParkedUnit{Job: r.Job, Key: r.UnitKey, Payload: r.Payload, Attempts: int(r.Attempts),
+			LastError: r.LastError, State: r.State, Mark: idem.ReadNullTime(r.Mark, &err), JobVersion: int(r.JobVersion),
+			FirstFailedAt: idem.ReadTime(r.FirstFailedAt, &err), UpdatedAt: idem.ReadTime(r.UpdatedAt, &err)})
+	}
+	return out, err
+}
+
+func (q Querier) RetryUnit(ctx context.Context, job, unitKey string, now time.Time) (bool, error) {
+	n, err := q.q.RetryUnit(ctx, ledgerdb.RetryUnitParams{UpdatedAt: idem.SQLiteTime(now), Job: job, UnitKey: unitKey})
+	return n == 1, err
+}
+
+func (q Querier) RetryParkedUnits(ctx context.Context, job string, now time.Time) (int64, error) {
+	return q.q.RetryParkedUnits(ctx, ledgerdb.RetryParkedUnitsParams{UpdatedAt: idem.SQLiteTime(now), Job: job})
+}
+
+// Backlog counts job's owed effects, parked effects and parked units, for
+// an observer's gauge (idem.WithObserver).
+func (q Querier) Backlog(ctx context.Context, job string) (owedEffects, parkedEffects, parkedUnits int64, err error) {
+	r, err := q.q.CountBacklog(ctx, job)
+	return r.OwedEffects, r.ParkedEffects, r.ParkedUnits, err
+}
