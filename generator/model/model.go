@@ -192,6 +192,27 @@ type Effect struct {
 	Retention   time.Duration
 	KeepResult  bool
 	MaxAttempts int
+	// Retry is the backoff between failed attempts as the spec sets it; a
+	// bound it does not set is zero (the runtime's default).
+	Retry Backoff
+	// Timeout bounds one provider call; zero: no bound.
+	Timeout time.Duration
+	// Rate and Concurrency bound the effect's provider calls across every
+	// worker sharing the database; zero: no bound.
+	Rate        Rate
+	Concurrency int
+}
+
+// Backoff is the wait between failed attempts of an effect: Initial after
+// the first failure, doubling up to Max.
+type Backoff struct {
+	Initial, Max time.Duration
+}
+
+// Rate is N provider calls per period (a second, a minute or an hour).
+type Rate struct {
+	N   int32
+	Per time.Duration
 }
 
 // Defaults for optional spec values.
@@ -327,6 +348,7 @@ func resolveJob(sj *spec.Job) (*Job, error) {
 		if se.Lease.Set {
 			e.Lease = se.Lease.Value
 		}
+		resolveLimits(e, &se)
 		vars := map[string]string{"version": fmt.Sprint(e.Version), "job_version": fmt.Sprint(j.Version)}
 		if e.Key, err = ParseKey(se.Key.Value, byName, vars); err != nil {
 			return nil, fmt.Errorf("effect %q: %w", e.Name, err)
@@ -334,6 +356,17 @@ func resolveJob(sj *spec.Job) (*Job, error) {
 		j.Effects = append(j.Effects, e)
 	}
 	return j, nil
+}
+
+// resolveLimits copies what the spec sets of an effect's retry, timeout,
+// rate and concurrency; what it does not set stays zero.
+func resolveLimits(e *Effect, se *spec.Effect) {
+	e.Retry = Backoff{Initial: se.Retry.Initial.Value, Max: se.Retry.Max.Value}
+	e.Timeout = se.Timeout.Value
+	if se.Rate.Set {
+		e.Rate = Rate{N: int32(se.Rate.N), Per: se.Rate.Per}
+	}
+	e.Concurrency = orInt(se.Concurrency, 0)
 }
 
 // ParseKey splits a key template into parts. vars are placeholders replaced

@@ -11,6 +11,7 @@ package spec
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"regexp"
 	"slices"
@@ -50,6 +51,10 @@ const (
 	DefaultLease       = 5 * time.Minute
 	DefaultMaxAttempts = 5
 	DefaultVersion     = 1
+	// An effect's backoff between failed attempts (retry); the runtime's
+	// idem.DefaultRetry.
+	DefaultRetryInitial = time.Second
+	DefaultRetryMax     = time.Hour
 )
 
 // MaxNameLen bounds job and effect names, which become parts of Go names.
@@ -707,6 +712,13 @@ func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map
 	if m := e.MaxAttempts; m.Set && m.Value < 1 {
 		jc.errorf(m.Pos, "%smax_attempts must be at least 1, not %d", prefix, m.Value)
 	}
+	switch c := e.Concurrency; {
+	case c.Set && c.Value < 1:
+		jc.errorf(c.Pos, "%sconcurrency must be at least 1, not %d", prefix, c.Value)
+	case c.Set && c.Value > math.MaxInt32:
+		jc.errorf(c.Pos, "%sconcurrency must be at most %d, not %d", prefix, math.MaxInt32, c.Value)
+	}
+	jc.retry(e, prefix)
 	if w := e.When; w.Set {
 		switch {
 		case !slices.Contains(WhenValues, w.Value):
@@ -723,6 +735,9 @@ func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map
 	}
 	if r := e.Retention; r.Set && r.Value < lease {
 		jc.warnf(r.Pos, "%sretention %s is shorter than the lease %s; a purge could remove a row another run still relies on", prefix, r.Text, leaseText)
+	}
+	if t := e.Timeout; t.Set && t.Value >= lease {
+		jc.errorf(t.Pos, "%stimeout %s is not shorter than the lease %s; a call still running when the lease ends could be taken over and made twice at once", prefix, t.Text, leaseText)
 	}
 	k := e.Key
 	if !k.Set || k.Value == "" {
@@ -758,6 +773,26 @@ func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map
 	}
 	if e.Version.Set && !slices.ContainsFunc(phs, func(p placeholder) bool { return p.version }) {
 		jc.warnf(k.Pos, "%skey does not contain {version}; bumping version will not change the key", prefix)
+	}
+}
+
+// retry checks that the backoff grows: max is not below initial. A bound
+// not given is its default, so retry: {initial: 2h} alone is refused too.
+func (jc *jobCtx) retry(e *Effect, prefix string) {
+	r := e.Retry
+	if !r.Initial.Set && !r.Max.Set {
+		return
+	}
+	initial, initialText := DefaultRetryInitial, "1s (the default)"
+	if r.Initial.Set {
+		initial, initialText = r.Initial.Value, r.Initial.Text
+	}
+	ceiling, ceilingText, at := DefaultRetryMax, "1h (the default)", r.Initial.Pos
+	if r.Max.Set {
+		ceiling, ceilingText, at = r.Max.Value, r.Max.Text, r.Max.Pos
+	}
+	if ceiling < initial {
+		jc.errorf(at, "%sretry max %s is shorter than initial %s; the wait starts at initial and doubles up to max", prefix, ceilingText, initialText)
 	}
 }
 

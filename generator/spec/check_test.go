@@ -3,6 +3,7 @@ package spec
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const keySpec = `version: 1
@@ -54,5 +55,70 @@ func TestCheckSurvivesEmptyValues(t *testing.T) {
 	f := &File{Name: "x.yaml", Jobs: []Job{{}, {Destination: &Destination{}, Effects: []Effect{{}}}}}
 	if ds := Check(f); !ds.HasErrors() {
 		t.Error("an empty spec passed Check")
+	}
+}
+
+const effectSpec = `version: 1
+package: billing
+dialects: [sqlite]
+jobs:
+  - name: invoice_sync
+    unit:
+      type: Invoice
+      fields:
+        - invoice_id: string
+      key: "billing:invoice:{invoice_id}"
+    source:
+      none: {}
+    effects:
+      - name: notify
+        key: "notify:{invoice_id}"
+        SETTINGS
+`
+
+// TestEffectCallLimits pins how retry, timeout, rate and concurrency read
+// and which values vet takes; testdata/bad has the ones it refuses.
+func TestEffectCallLimits(t *testing.T) {
+	for _, tc := range []struct {
+		settings string
+		want     string // "" for accepted, else the one diagnostic
+		check    func(e Effect) bool
+	}{
+		{"retry: {initial: 2s, max: 10m}", "", func(e Effect) bool {
+			return e.Retry.Initial.Value == 2*time.Second && e.Retry.Max.Value == 10*time.Minute && e.Retry.Pos == Pos{16, 16}
+		}},
+		{"retry: {initial: 1m, max: 1m}", "", nil},
+		{"retry: {initial: 1h}", "", func(e Effect) bool { return e.Retry.Initial.Set && !e.Retry.Max.Set }},
+		{"retry: {max: 1s}", "", nil},
+		{"retry: {}", "", func(e Effect) bool { return !e.Retry.Initial.Set && !e.Retry.Max.Set }},
+		{"retry: {initial: 61m}", `e.yaml:16:26: job "invoice_sync": effect "notify": retry max 1h (the default) is shorter than initial 61m; the wait starts at initial and doubles up to max`, nil},
+		{"timeout: 4m59s", "", func(e Effect) bool { return e.Timeout.Value == 4*time.Minute+59*time.Second }},
+		{"timeout: 5m", `e.yaml:16:18: job "invoice_sync": effect "notify": timeout 5m is not shorter than the lease 5m (the default); a call still running when the lease ends could be taken over and made twice at once`, nil},
+		{"lease: 10m\n        timeout: 5m", "", nil},
+		{"rate: 50/s", "", func(e Effect) bool {
+			return e.Rate == Rate{N: 50, Per: time.Second, Text: "50/s", Pos: Pos{16, 15}, Set: true}
+		}},
+		{"rate: 600/m", "", func(e Effect) bool { return e.Rate.N == 600 && e.Rate.Per == time.Minute }},
+		{`rate: "2147483647/h"`, "", func(e Effect) bool { return e.Rate.N == 2147483647 && e.Rate.Per == time.Hour }},
+		{"rate: 50/d", `e.yaml:16:15: effect rate: "50/d" is not a rate (use N/s, N/m or N/h, N a positive integer, such as 50/s)`, nil},
+		{"rate: 50 /s", `e.yaml:16:15: effect rate: "50 /s" is not a rate (use N/s, N/m or N/h, N a positive integer, such as 50/s)`, nil},
+		{"concurrency: 1", "", func(e Effect) bool { return e.Concurrency.Value == 1 }},
+		{"concurrency: 0", `e.yaml:16:22: job "invoice_sync": effect "notify": concurrency must be at least 1, not 0`, nil},
+		{"backoff: {initial: 1s}", `e.yaml:16:9: effect: unknown key "backoff" (did you mean retry?)`, nil},
+		{"retries: 3", `e.yaml:16:9: effect: unknown key "retries" (did you mean max_attempts?)`, nil},
+		{"retry: {initial: 1s, cap: 1m}", `e.yaml:16:30: retry: unknown key "cap" (did you mean max?)`, nil},
+	} {
+		data := strings.Replace(effectSpec, "SETTINGS", tc.settings, 1)
+		got := strings.TrimSpace(string(render(diagnose("e.yaml", []byte(data)))))
+		if got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.settings, got, tc.want)
+			continue
+		}
+		if tc.check != nil {
+			f, _ := Parse("e.yaml", []byte(data))
+			if e := f.Jobs[0].Effects[0]; !tc.check(e) {
+				t.Errorf("%s: read as %+v", tc.settings, e)
+			}
+		}
 	}
 }

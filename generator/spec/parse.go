@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -95,7 +97,11 @@ func shapeProblem(n *yaml.Node, depth int) (*yaml.Node, string) {
 var keyAliases = map[string]string{
 	"retries": "max_attempts", "max_retries": "max_attempts", "attempts": "max_attempts",
 	"ttl": "retention", "expiry": "retention", "expire": "retention",
-	"timeout": "lease", "lock": "lease",
+	"lock": "lease", "deadline": "timeout",
+	"backoff": "retry", "retry_policy": "retry",
+	"min": "initial", "base": "initial", "first": "initial", "cap": "max", "maximum": "max",
+	"rate_limit": "rate", "ratelimit": "rate", "throttle": "rate",
+	"parallelism": "concurrency", "max_concurrency": "concurrency", "in_flight": "concurrency",
 	"condition": "when", "on": "when",
 	"idempotency_key": "key", "id": "key",
 	"columns": "fields", "struct": "type", "name": "type",
@@ -133,8 +139,10 @@ func (p *parser) fields(n *yaml.Node, what string, handlers map[string]func(v *y
 		}
 		h, ok := handlers[k.Value]
 		if !ok {
+			// An alias is a deliberate answer; edit distance is a guess
+			// (retries is nearer retry, but means max_attempts).
 			hint := didYouMean(k.Value, known)
-			if a := keyAliases[k.Value]; hint == "" && handlers[a] != nil {
+			if a := keyAliases[k.Value]; handlers[a] != nil {
 				hint = fmt.Sprintf(" (did you mean %s?)", a)
 			}
 			p.errorf(pos(k), "%s: unknown key %q%s", what, k.Value, hint)
@@ -242,6 +250,39 @@ func (p *parser) duration(n *yaml.Node, what string, dst *Duration) {
 		return
 	}
 	*dst = Duration{Value: d, Text: v, Pos: pos(n), Set: true}
+}
+
+// rateRe is a rate as written: a count, a slash, a unit of s, m or h.
+var rateRe = regexp.MustCompile(`^([0-9]+)/([smh])$`)
+
+// ratePers are the periods of a rate's units, and their names.
+var ratePers = map[string]struct {
+	d    time.Duration
+	name string
+}{"s": {time.Second, "second"}, "m": {time.Minute, "minute"}, "h": {time.Hour, "hour"}}
+
+// rate reads N/s, N/m or N/h, N a positive integer the runtime holds (int32).
+func (p *parser) rate(n *yaml.Node, what string, dst *Rate) {
+	v, ok := p.scalar(n, what)
+	if !ok {
+		return
+	}
+	m := rateRe.FindStringSubmatch(v)
+	if m == nil || n.Tag != "!!str" || len(m[1]) > 1 && m[1][0] == '0' {
+		p.errorf(pos(n), "%s: %q is not a rate (use N/s, N/m or N/h, N a positive integer, such as 50/s)", what, v)
+		return
+	}
+	per := ratePers[m[2]]
+	count, err := strconv.ParseInt(m[1], 10, 32)
+	switch {
+	case err != nil:
+		p.errorf(pos(n), "%s: %q is more than %d calls per %s", what, v, math.MaxInt32, per.name)
+		return
+	case count == 0:
+		p.errorf(pos(n), "%s must be positive, not %s", what, v)
+		return
+	}
+	*dst = Rate{N: int(count), Per: per.d, Text: v, Pos: pos(n), Set: true}
 }
 
 func (p *parser) strings(n *yaml.Node, what string) []String {
@@ -438,6 +479,24 @@ func (p *parser) effect(n *yaml.Node, e *Effect) {
 		"retention":    func(v *yaml.Node) { p.duration(v, "effect retention", &e.Retention) },
 		"keep_result":  func(v *yaml.Node) { p.boolean(v, "keep_result", &e.KeepResult) },
 		"max_attempts": func(v *yaml.Node) { p.integer(v, "max_attempts", &e.MaxAttempts) },
+		"retry":        func(v *yaml.Node) { p.retry(v, &e.Retry) },
+		"timeout":      func(v *yaml.Node) { p.duration(v, "effect timeout", &e.Timeout) },
+		"rate":         func(v *yaml.Node) { p.rate(v, "effect rate", &e.Rate) },
+		"concurrency":  func(v *yaml.Node) { p.integer(v, "effect concurrency", &e.Concurrency) },
+	})
+}
+
+// retry reads an effect's backoff, {initial, max}. A number there is
+// almost always a count of attempts, which is max_attempts.
+func (p *parser) retry(n *yaml.Node, r *Retry) {
+	r.Pos = pos(n)
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!int" {
+		p.errorf(pos(n), "retry must be a mapping such as {initial: 1s, max: 1h}, not %s; a number of attempts is max_attempts", kindName(n))
+		return
+	}
+	p.fields(n, "retry", map[string]func(*yaml.Node){
+		"initial": func(v *yaml.Node) { p.duration(v, "retry initial", &r.Initial) },
+		"max":     func(v *yaml.Node) { p.duration(v, "retry max", &r.Max) },
 	})
 }
 

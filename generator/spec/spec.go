@@ -113,6 +113,28 @@ type Effect struct {
 	Retention   Duration
 	KeepResult  Bool
 	MaxAttempts Int
+	Retry       Retry
+	Timeout     Duration
+	Rate        Rate
+	Concurrency Int
+}
+
+// Retry is an effect's backoff between failed attempts; a bound not given
+// takes its default (DefaultRetryInitial, DefaultRetryMax).
+type Retry struct {
+	Pos     Pos // zero when retry was not given
+	Initial Duration
+	Max     Duration
+}
+
+// Rate is a number of calls per second, minute or hour (50/s, 600/m, 1000/h)
+// with its position and its text as written.
+type Rate struct {
+	N    int
+	Per  time.Duration // time.Second, time.Minute or time.Hour
+	Text string
+	Pos  Pos
+	Set  bool
 }
 
 // String is a scalar string with its position; Set is false when the key was absent.

@@ -1,0 +1,108 @@
+package golang
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator/spec"
+)
+
+const limitsSpec = `version: 1
+package: billing
+dialects: [sqlite]
+jobs:
+  - name: invoice_sync
+    unit:
+      type: Invoice
+      fields:
+        - invoice_id: string
+      key: "billing:invoice:{invoice_id}"
+    source:
+      none: {}
+    effects:
+      - name: charge
+        key: "charge:{invoice_id}"
+        retry: {initial: 2s, max: 10m}
+        timeout: 30s
+        rate: 50/s
+        concurrency: 8
+      - name: notify
+        key: "notify:{invoice_id}"
+        retry: {max: 90s}
+        rate: 600/m
+      - name: archive
+        key: "archive:{invoice_id}"
+`
+
+// jobSource resolves a spec and renders its first job's file, with runs of
+// spaces (gofmt's alignment) collapsed to one.
+func jobSource(t *testing.T, text string) string {
+	t.Helper()
+	f, ds := spec.Parse("limits.yaml", []byte(text))
+	ds = append(ds, spec.Check(f)...)
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	p, err := model.Resolve(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := JobFile(p, p.Jobs[0]).Render(&b); err != nil {
+		t.Fatal(err)
+	}
+	return regexp.MustCompile(` +`).ReplaceAllString(b.String(), " ")
+}
+
+// effectLiteral returns the idem.Effect literal of the named effect.
+func effectLiteral(t *testing.T, src, name string) string {
+	t.Helper()
+	at := strings.Index(src, "Name: \""+name+"\"")
+	if at < 0 {
+		t.Fatalf("no effect %s in\n%s", name, src)
+	}
+	start := strings.LastIndex(src[:at], "{")
+	end := strings.Index(src[at:], "\n\t\t}")
+	return src[start : at+end]
+}
+
+// TestEffectCallLimits: retry, timeout, rate and concurrency reach the
+// idem.Effect literal as the spec sets them, and an effect that sets none
+// of them is emitted as before.
+func TestEffectCallLimits(t *testing.T) {
+	src := jobSource(t, limitsSpec)
+	for _, tc := range []struct {
+		effect     string
+		want       []string
+		wantNoneOf []string
+	}{
+		{"charge", []string{
+			"Retry: idem.Backoff{\n",
+			"Initial: 2 * time.Second,",
+			"Max: 10 * time.Minute,",
+			"Timeout: 30 * time.Second,",
+			"Rate: idem.Rate{\n",
+			"N: 50,",
+			"Per: time.Second,",
+			"Concurrency: 8,",
+		}, nil},
+		{"notify", []string{"Retry: idem.Backoff{Max: 90 * time.Second}", "Rate: idem.Rate{\n", "N: 600,", "Per: time.Minute,"},
+			[]string{"Initial:", "Timeout:", "Concurrency:"}},
+		{"archive", nil, []string{"Retry:", "Timeout:", "Rate:", "Concurrency:"}},
+	} {
+		lit := effectLiteral(t, src, tc.effect)
+		for _, w := range tc.want {
+			if !strings.Contains(lit, w) {
+				t.Errorf("effect %s: no %q in\n%s", tc.effect, w, lit)
+			}
+		}
+		for _, w := range tc.wantNoneOf {
+			if strings.Contains(lit, w) {
+				t.Errorf("effect %s: %q, which its spec does not set, in\n%s", tc.effect, w, lit)
+			}
+		}
+	}
+}
