@@ -72,6 +72,7 @@ type notifier struct {
 	calls   map[string]int // calls received per key
 	applied map[string]int // emails actually sent per key
 	failing bool
+	failure error         // what a failing call returns; errProviderDown when nil
 	bounce  bool          // the address does not exist: a permanent failure
 	hang    chan struct{} // when set, calls apply then block until closed
 	onCall  func()        // when set, called after a call applied (the example's crash)
@@ -94,8 +95,12 @@ func (n *notifier) NotifyNewInvoice(ctx context.Context, key string, inv billing
 		return idem.Permanent(errNoMailbox)
 	}
 	if n.failing {
+		err := n.failure
 		n.mu.Unlock()
-		return errProviderDown
+		if err == nil {
+			err = errProviderDown
+		}
+		return err
 	}
 	if n.applied[key] == 0 {
 		n.applied[key]++

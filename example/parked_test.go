@@ -276,8 +276,9 @@ func TestPermanentEffectFailureParksAtOnce(t *testing.T) {
 		}
 		entries, err := st.Ledger(ctx)
 		if err != nil || len(entries) != 1 || entries[0].State != "failed" || entries[0].Attempts != 1 ||
-			!strings.Contains(entries[0].LastError, "permanent: mailbox does not exist") {
-			t.Fatalf("ledger %+v, %v; want failed after one attempt", entries, err)
+			!strings.Contains(entries[0].LastError, "permanent: mailbox does not exist") ||
+			!entries[0].Permanent || entries[0].ParkedReason != "permanent" {
+			t.Fatalf("ledger %+v, %v; want failed after one attempt, permanently", entries, err)
 		}
 		f.mail.bounce = false // it would succeed now, but a permanent failure is not retried
 		f.clk.advance(time.Minute)
@@ -335,6 +336,69 @@ func TestPermanentEffectFailureOnProcessReplay(t *testing.T) {
 		}
 		if n := rc.calls[billing.SendReceiptKey(p)]; n != 1 {
 			t.Fatalf("receipt provider called %d times, want once", n)
+		}
+	})
+}
+
+// Why an effect is parked lives in the ledger's columns, not in its text:
+// a transient failure whose text merely starts like a permanent one parks
+// after max_attempts, says so, and replays as parked but not permanent.
+func TestParkedEffectSaysWhyInItsColumns(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		ctx := context.Background()
+		f := newFixture()
+		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
+		f.mail.failing = true
+		f.mail.failure = errors.New("permanent: looking, but a timeout")
+		j := f.job(t, st)
+		for run := 1; run <= 5; run++ { // notify_new_invoice has max_attempts: 5
+			runJob(t, j)
+			f.clk.advance(10 * time.Minute) // past the lease
+		}
+		entries, err := st.Ledger(ctx)
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("ledger %+v, %v", entries, err)
+		}
+		if e := entries[0]; e.State != "failed" || e.Attempts != 5 || e.Permanent || e.ParkedReason != "max_attempts" ||
+			e.LastError != "permanent: looking, but a timeout" {
+			t.Fatalf("ledger row %+v; want failed after 5 attempts, for max_attempts, not permanent, with the provider's text", e)
+		}
+		rep, err := j.Backfill(ctx, idem.Window{Since: f.base.Add(-time.Hour), Until: f.base})
+		checkFailures(t, "replay", rep, err, false)
+		if !errors.Is(err, idem.ErrEffectParked) || errors.Is(err, idem.ErrPermanent) || rep.EffectsParked != 1 {
+			t.Fatalf("replay: %s, %v; want parked, not permanent", rep, err)
+		}
+		if !strings.Contains(err.Error(), "permanent: looking, but a timeout") {
+			t.Fatalf("replay %v lost the provider's text", err)
+		}
+		if calls, _ := f.mail.totals(); calls != 5 {
+			t.Fatalf("provider called %d times, want 5", calls)
+		}
+	})
+}
+
+// A row parked permanently before the ledger had its permanent and
+// parked_reason columns (both at their defaults after the migration) said
+// so only in its text; it still replays as permanent.
+func TestEffectParkedBeforeTheReasonColumnsStaysPermanent(t *testing.T) {
+	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+		ctx := context.Background()
+		f := newFixture()
+		rc := newReceipts()
+		rc.decline = true
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(f.clk.Now), idem.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := billing.Payment{EventID: "evt_1", InvoiceID: "inv-1", AmountCents: 500, PaidAt: f.base}
+		if first, _ := hook.Process(ctx, p); first.EffectsParked != 1 {
+			t.Fatalf("first: %s", first)
+		}
+		const legacy = `UPDATE billing_idem_ledger SET permanent = false, parked_reason = NULL`
+		db(t, legacy, legacy)
+		again, err := hook.Process(ctx, p)
+		if er := again.Units[0].Effects[0]; er.Outcome != idem.EffectParked || !errors.Is(er.Err, idem.ErrPermanent) {
+			t.Fatalf("replay of a row parked the old way: %+v, %v; want parked, permanent", er, err)
 		}
 	})
 }

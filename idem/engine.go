@@ -375,7 +375,10 @@ type Querier interface {
 	// fenced by the lease owner: the keys it recorded, those still leased
 	// by owner.
 	CompleteMany(ctx context.Context, keys []string, results [][]byte, owner string, now time.Time) (map[string]bool, error)
-	Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (state string, err error)
+	// Release gives back owner's lease on key after a failed attempt: the
+	// row is failed (parked) when the failure is permanent or attempts
+	// reached maxAttempts, with the reason in its columns, else pending.
+	Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, permanent bool, now time.Time) (state string, err error)
 	Effect(ctx context.Context, key string) (LedgerRow, bool, error)
 	// Effects is Effect for a batch: the rows found (state, result and last
 	// error), by key.
@@ -421,6 +424,11 @@ type LedgerRow struct {
 	Attempts      int32
 	Result        []byte
 	LastError     string
+	// Permanent: the provider called the last failure permanent (see Permanent).
+	Permanent bool
+	// ParkedReason says why a failed row is failed ("permanent" or
+	// "max_attempts"); "" otherwise, and on rows parked before the column.
+	ParkedReason string
 }
 
 // when an effect is decided, relative to the destination write.
@@ -479,6 +487,15 @@ type Effect[U any] struct {
 	Retention   time.Duration // zero: keep forever
 	KeepResult  bool
 	MaxAttempts int32
+	// Retry is the backoff between failed attempts (spec retry); a zero
+	// field takes DefaultRetry's.
+	Retry Backoff
+	// Timeout bounds one provider call (spec timeout); zero: no bound.
+	Timeout time.Duration
+	// Rate and Concurrency bound this effect's provider calls across every
+	// worker sharing the database (spec rate, concurrency); zero: no bound.
+	Rate        Rate
+	Concurrency int32
 	// call performs the effect at the provider, passing key as its idempotency key.
 	Call func(ctx context.Context, key string, u U) ([]byte, error)
 }
@@ -619,7 +636,7 @@ func ledgerResult[U any](fx Effect[U], key string, row LedgerRow) EffectResult {
 	case StateDone:
 		er.Outcome, er.Result = EffectDeduped, row.Result
 	case StateFailed:
-		er.Outcome, er.Err = EffectParked, parkedError(fx.Name, key, row.LastError)
+		er.Outcome, er.Err = EffectParked, parkedError(fx.Name, key, row)
 	default:
 		er.Outcome, er.Err = EffectBusy, fmt.Errorf("effect %q key %q: %w", fx.Name, key, ErrBusy)
 	}
@@ -637,19 +654,24 @@ func (e *Engine[U]) remember(rep *runState, er EffectResult) {
 // parkedError is the error of an effect found parked in the ledger, worded
 // as release worded it when the effect was parked; a permanent failure (see
 // Permanent) still says so to errors.Is.
-func parkedError(effect, key, lastError string) error {
-	return fmt.Errorf("effect %q key %q: %w: %w", effect, key, ErrEffectParked, storedFailure(lastError))
+func parkedError(effect, key string, row LedgerRow) error {
+	// Rows parked before the permanent and parked_reason columns existed
+	// (no reason) said permanent only in their text.
+	permanent := row.Permanent || row.ParkedReason == "" && strings.HasPrefix(row.LastError, permanentPrefix)
+	return fmt.Errorf("effect %q key %q: %w: %w", effect, key, ErrEffectParked, storedFailure{row.LastError, permanent})
 }
 
 // storedFailure is a provider's failure read back from the ledger: its
-// text as first answered.
-type storedFailure string
-
-func (f storedFailure) Error() string { return string(f) }
-
-func (f storedFailure) Is(target error) bool {
-	return target == ErrPermanent && strings.HasPrefix(string(f), permanentPrefix)
+// text as first answered, and whether the provider called it permanent
+// (the ledger's permanent column).
+type storedFailure struct {
+	text      string
+	permanent bool
 }
+
+func (f storedFailure) Error() string { return f.text }
+
+func (f storedFailure) Is(target error) bool { return target == ErrPermanent && f.permanent }
 
 func (e *Engine[U]) release(ctx context.Context, fx Effect[U], key string, cause error, log *slog.Logger) EffectResult {
 	er := EffectResult{Effect: fx.Name, Key: key, Outcome: EffectFailed, Err: fmt.Errorf("effect %q key %q: %w: %w", fx.Name, key, ErrEffectFailed, cause)}
@@ -882,6 +904,11 @@ type LedgerEntry struct {
 	LeaseOwner    string
 	Result        []byte
 	LastError     string
+	// Permanent: the provider called the last failure permanent (see Permanent).
+	Permanent bool
+	// ParkedReason says why a failed row is failed: "permanent" or
+	// "max_attempts"; "" for a row that is not failed.
+	ParkedReason string
 }
 
 // run wraps one scheduled run or call: report, logging, run-start point.

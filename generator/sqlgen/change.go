@@ -254,6 +254,9 @@ func (c *changer) alterInPlace(o, w Table, added, dropped []Column, altered [][2
 			fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s UNIQUE (%s);", t, o.Unique.Name, strings.Join(o.Unique.Columns, ", ")))
 	}
 	for _, col := range added {
+		if w.Role != RoleDestination {
+			c.notes = append(c.notes, fmt.Sprintf("It adds %s.%s, a column of the %s table that this version of idemgen keeps in every package; no spec change asked for it.", t, col.Name, w.Role))
+		}
 		c.add(fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s;", t, columnDef(col, 0)), fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s;", t, col.Name))
 	}
 	for _, a := range altered {

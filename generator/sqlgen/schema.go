@@ -113,6 +113,11 @@ func SchemaOf(p *model.Package, d model.Dialect) Schema {
 		col("created_at", dd.Time, true),
 		col("updated_at", dd.Time, true),
 		col("done_at", dd.Time, false),
+		// Why a row is failed, as columns rather than text: permanent is
+		// the provider's Permanent on the last failure; parked_reason is
+		// 'permanent' or 'max_attempts' while the row is failed, else NULL.
+		{Name: "permanent", Type: dd.Bool, NotNull: true, Default: "false"},
+		col("parked_reason", dd.Text, false),
 	}, Indexes: []Index{
 		{Name: p.Tables.Ledger + "_pending", Columns: []string{"job", "state", "effect_key"}},
 		{Name: p.Tables.Ledger + "_unit", Columns: []string{"job", "effect", "unit_key"}},

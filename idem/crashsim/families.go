@@ -402,6 +402,26 @@ func onlyParked(err error) bool {
 	return true
 }
 
+// checkParkedWhy: an effect reported parked says it is permanent exactly
+// when the provider called its failure permanent, whoever parked it and
+// however long ago (the ledger keeps why, not only the text).
+func (r *simRun[U]) checkParkedWhy(where string, err error) {
+	var fe *idem.FailuresError
+	if !errors.As(err, &fe) {
+		return
+	}
+	r.prov.mu.Lock()
+	defer r.prov.mu.Unlock()
+	for _, f := range fe.Failures {
+		if f.Effect == "" || !errors.Is(f.Err, idem.ErrEffectParked) {
+			continue
+		}
+		if got, want := errors.Is(f.Err, idem.ErrPermanent), r.prov.permanent[f.Key]; got != want {
+			r.violate("end: %s reports effect %s parked, permanent %v; the provider's failure was permanent %v (%v)", where, f.Key, got, want, f.Err)
+		}
+	}
+}
+
 // checkRerun: re-running the completed window, and backfilling from the
 // start, write nothing and perform nothing (a poison unit fails again).
 func (r *simRun[U]) checkRerun(ctx context.Context, exp simExpect[U]) {
@@ -414,11 +434,13 @@ func (r *simRun[U]) checkRerun(ctx context.Context, exp simExpect[U]) {
 	if out.rep.Inserted+out.rep.Updated+out.rep.EffectsDone != 0 || (failing == 0 && !onlyParked(out.err)) {
 		r.violate("end: a re-run changed something: %s (err %v)", out.rep, out.err)
 	}
+	r.checkParkedWhy("a re-run", out.err)
 	if r.job.Source != SourceWatermarkName {
 		return
 	}
 	out, _ = r.runTask(len(r.phases)-1, workBackfill)
 	rep, err := out.rep, out.err
+	r.checkParkedWhy("a backfill from the start", err)
 	if rep.Inserted+rep.Updated+rep.EffectsDone != 0 || (failing == 0 && (!onlyParked(err) || rep.Failed != 0)) {
 		r.violate("end: a backfill from the start changed something: %s (err %v)", rep, err)
 	}

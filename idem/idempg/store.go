@@ -206,8 +206,8 @@ func keySet(keys []string) map[string]bool {
 	return set
 }
 
-func (q Querier) Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (string, error) {
-	state, err := q.q.ReleaseEffect(ctx, ledgerdb.ReleaseEffectParams{MaxAttempts: maxAttempts, Park: park, LastError: &lastErr, UpdatedAt: now, EffectKey: key, Owner: &owner})
+func (q Querier) Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, permanent bool, now time.Time) (string, error) {
+	state, err := q.q.ReleaseEffect(ctx, ledgerdb.ReleaseEffectParams{MaxAttempts: maxAttempts, Permanent: permanent, LastError: &lastErr, UpdatedAt: now, EffectKey: key, Owner: &owner})
 	if idem.PgNoRows(err) {
 		return idem.StatePending, nil // the lease was taken over; the new holder decides
 	}
@@ -222,9 +222,12 @@ func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, 
 	if err != nil {
 		return idem.LedgerRow{}, false, err
 	}
-	row := idem.LedgerRow{Key: key, State: r.State, Result: r.Result}
+	row := idem.LedgerRow{Key: key, State: r.State, Result: r.Result, Permanent: r.Permanent}
 	if r.LastError != nil {
 		row.LastError = *r.LastError
+	}
+	if r.ParkedReason != nil {
+		row.ParkedReason = *r.ParkedReason
 	}
 	return row, true, nil
 }
@@ -236,9 +239,12 @@ func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idem.Le
 	}
 	found := make(map[string]idem.LedgerRow, len(rs))
 	for _, r := range rs {
-		row := idem.LedgerRow{Key: r.EffectKey, State: r.State, Result: r.Result}
+		row := idem.LedgerRow{Key: r.EffectKey, State: r.State, Result: r.Result, Permanent: r.Permanent}
 		if r.LastError != nil {
 			row.LastError = *r.LastError
+		}
+		if r.ParkedReason != nil {
+			row.ParkedReason = *r.ParkedReason
 		}
 		found[r.EffectKey] = row
 	}
@@ -273,7 +279,10 @@ func (q Querier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
 	out := make([]idem.LedgerEntry, 0, len(rs))
 	for _, r := range rs {
 		e := idem.LedgerEntry{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, EffectVersion: int(r.EffectVersion),
-			UnitKey: r.UnitKey, State: r.State, Attempts: int(r.Attempts), Result: r.Result}
+			UnitKey: r.UnitKey, State: r.State, Attempts: int(r.Attempts), Result: r.Result, Permanent: r.Permanent}
+		if r.ParkedReason != nil {
+			e.ParkedReason = *r.ParkedReason
+		}
 		if r.LeaseOwner != nil {
 			e.LeaseOwner = *r.LeaseOwner
 		}

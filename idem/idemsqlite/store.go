@@ -246,8 +246,8 @@ func (q Querier) CompleteMany(ctx context.Context, keys []string, results [][]by
 	return done, nil
 }
 
-func (q Querier) Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, park bool, now time.Time) (string, error) {
-	state, err := q.q.ReleaseEffect(ctx, ledgerdb.ReleaseEffectParams{MaxAttempts: int64(maxAttempts), Park: park, LastError: nullText(lastErr), UpdatedAt: idem.SQLiteTime(now), EffectKey: key, Owner: nullText(owner)})
+func (q Querier) Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, permanent bool, now time.Time) (string, error) {
+	state, err := q.q.ReleaseEffect(ctx, ledgerdb.ReleaseEffectParams{MaxAttempts: int64(maxAttempts), Permanent: permanent, LastError: nullText(lastErr), UpdatedAt: idem.SQLiteTime(now), EffectKey: key, Owner: nullText(owner)})
 	if idem.SQLiteNoRows(err) {
 		return idem.StatePending, nil // the lease was taken over; the new holder decides
 	}
@@ -262,7 +262,7 @@ func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, 
 	if err != nil {
 		return idem.LedgerRow{}, false, err
 	}
-	return idem.LedgerRow{Key: key, State: r.State, Result: r.Result, LastError: r.LastError.String}, true, nil
+	return idem.LedgerRow{Key: key, State: r.State, Result: r.Result, LastError: r.LastError.String, Permanent: r.Permanent, ParkedReason: r.ParkedReason.String}, true, nil
 }
 
 func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idem.LedgerRow, error) {
@@ -311,7 +311,7 @@ func (q Querier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
 	for _, r := range rs {
 		out = append(out, idem.LedgerEntry{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, EffectVersion: int(r.EffectVersion),
 			UnitKey: r.UnitKey, State: r.State, Attempts: int(r.Attempts), Result: r.Result,
-			LeaseOwner: r.LeaseOwner.String, LastError: r.LastError.String})
+			LeaseOwner: r.LeaseOwner.String, LastError: r.LastError.String, Permanent: r.Permanent, ParkedReason: r.ParkedReason.String})
 	}
 	return out, nil
 }

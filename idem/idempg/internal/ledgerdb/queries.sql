@@ -85,7 +85,7 @@ WHERE l.effect_key = d.effect_key AND l.lease_owner = @owner AND l.state = 'pend
 RETURNING l.effect_key;
 
 -- name: GetEffects :many
-SELECT effect_key, state, result, last_error FROM idem_ledger WHERE effect_key = ANY(@effect_keys::text[]);
+SELECT effect_key, state, result, last_error, permanent, parked_reason FROM idem_ledger WHERE effect_key = ANY(@effect_keys::text[]);
 
 -- name: DecidedUnits :many
 -- CountDecided for a batch: the units an earlier version of the effect was reserved for.
@@ -94,15 +94,18 @@ WHERE job = @job AND effect = @effect AND effect_version < @effect_version AND u
 
 
 -- name: ReleaseEffect :one
--- park: the provider called the failure permanent, so no attempt is left.
+-- permanent: the provider called the failure permanent, so no attempt is
+-- left. Why a row is failed is kept in columns, never parsed from its text.
 UPDATE idem_ledger
-SET state = CASE WHEN attempts >= @max_attempts OR CAST(@park AS boolean) THEN 'failed' ELSE 'pending' END,
+SET state = CASE WHEN attempts >= @max_attempts OR CAST(@permanent AS boolean) THEN 'failed' ELSE 'pending' END,
+    permanent = CAST(@permanent AS boolean),
+    parked_reason = CASE WHEN CAST(@permanent AS boolean) THEN 'permanent' WHEN attempts >= @max_attempts THEN 'max_attempts' END,
     lease_owner = NULL, lease_until = NULL, last_error = @last_error, updated_at = @updated_at
 WHERE effect_key = @effect_key AND lease_owner = @owner
 RETURNING state;
 
 -- name: GetEffect :one
-SELECT state, result, last_error FROM idem_ledger WHERE effect_key = @effect_key;
+SELECT state, result, last_error, permanent, parked_reason FROM idem_ledger WHERE effect_key = @effect_key;
 
 -- name: PendingEffects :many
 SELECT effect_key, effect, unit_key, payload FROM idem_ledger
@@ -120,7 +123,7 @@ DELETE FROM idem_seen AS s WHERE s.job = @job AND s.first_seen < @before
 AND NOT EXISTS (SELECT 1 FROM idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key);
 
 -- name: ListLedger :many
-SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
+SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error, permanent, parked_reason
 FROM idem_ledger ORDER BY effect_key;
 
 -- name: GetUnitFailure :one

@@ -191,31 +191,41 @@ func (q *Queries) DecidedUnits(ctx context.Context, arg DecidedUnitsParams) ([]s
 }
 
 const getEffect = `-- name: GetEffect :one
-SELECT state, result, last_error FROM idem_ledger WHERE effect_key = $1
+SELECT state, result, last_error, permanent, parked_reason FROM idem_ledger WHERE effect_key = $1
 `
 
 type GetEffectRow struct {
-	State     string
-	Result    []byte
-	LastError *string
+	State        string
+	Result       []byte
+	LastError    *string
+	Permanent    bool
+	ParkedReason *string
 }
 
 func (q *Queries) GetEffect(ctx context.Context, effectKey string) (GetEffectRow, error) {
 	row := q.db.QueryRow(ctx, getEffect, effectKey)
 	var i GetEffectRow
-	err := row.Scan(&i.State, &i.Result, &i.LastError)
+	err := row.Scan(
+		&i.State,
+		&i.Result,
+		&i.LastError,
+		&i.Permanent,
+		&i.ParkedReason,
+	)
 	return i, err
 }
 
 const getEffects = `-- name: GetEffects :many
-SELECT effect_key, state, result, last_error FROM idem_ledger WHERE effect_key = ANY($1::text[])
+SELECT effect_key, state, result, last_error, permanent, parked_reason FROM idem_ledger WHERE effect_key = ANY($1::text[])
 `
 
 type GetEffectsRow struct {
-	EffectKey string
-	State     string
-	Result    []byte
-	LastError *string
+	EffectKey    string
+	State        string
+	Result       []byte
+	LastError    *string
+	Permanent    bool
+	ParkedReason *string
 }
 
 func (q *Queries) GetEffects(ctx context.Context, effectKeys []string) ([]GetEffectsRow, error) {
@@ -232,6 +242,8 @@ func (q *Queries) GetEffects(ctx context.Context, effectKeys []string) ([]GetEff
 			&i.State,
 			&i.Result,
 			&i.LastError,
+			&i.Permanent,
+			&i.ParkedReason,
 		); err != nil {
 			return nil, err
 		}
@@ -295,7 +307,7 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 }
 
 const listLedger = `-- name: ListLedger :many
-SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
+SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error, permanent, parked_reason
 FROM idem_ledger ORDER BY effect_key
 `
 
@@ -310,6 +322,8 @@ type ListLedgerRow struct {
 	LeaseOwner    *string
 	Result        []byte
 	LastError     *string
+	Permanent     bool
+	ParkedReason  *string
 }
 
 func (q *Queries) ListLedger(ctx context.Context) ([]ListLedgerRow, error) {
@@ -332,6 +346,8 @@ func (q *Queries) ListLedger(ctx context.Context) ([]ListLedgerRow, error) {
 			&i.LeaseOwner,
 			&i.Result,
 			&i.LastError,
+			&i.Permanent,
+			&i.ParkedReason,
 		); err != nil {
 			return nil, err
 		}
@@ -564,6 +580,8 @@ func (q *Queries) RecordUnitFailure(ctx context.Context, arg RecordUnitFailurePa
 const releaseEffect = `-- name: ReleaseEffect :one
 UPDATE idem_ledger
 SET state = CASE WHEN attempts >= $1 OR CAST($2 AS boolean) THEN 'failed' ELSE 'pending' END,
+    permanent = CAST($2 AS boolean),
+    parked_reason = CASE WHEN CAST($2 AS boolean) THEN 'permanent' WHEN attempts >= $1 THEN 'max_attempts' END,
     lease_owner = NULL, lease_until = NULL, last_error = $3, updated_at = $4
 WHERE effect_key = $5 AND lease_owner = $6
 RETURNING state
@@ -571,18 +589,19 @@ RETURNING state
 
 type ReleaseEffectParams struct {
 	MaxAttempts int32
-	Park        bool
+	Permanent   bool
 	LastError   *string
 	UpdatedAt   time.Time
 	EffectKey   string
 	Owner       *string
 }
 
-// park: the provider called the failure permanent, so no attempt is left.
+// permanent: the provider called the failure permanent, so no attempt is
+// left. Why a row is failed is kept in columns, never parsed from its text.
 func (q *Queries) ReleaseEffect(ctx context.Context, arg ReleaseEffectParams) (string, error) {
 	row := q.db.QueryRow(ctx, releaseEffect,
 		arg.MaxAttempts,
-		arg.Park,
+		arg.Permanent,
 		arg.LastError,
 		arg.UpdatedAt,
 		arg.EffectKey,

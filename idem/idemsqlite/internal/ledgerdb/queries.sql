@@ -61,15 +61,18 @@ SET state = 'done', result = @result, lease_until = NULL, done_at = @done_at, up
 WHERE effect_key = @effect_key AND lease_owner = @owner AND state = 'pending';
 
 -- name: ReleaseEffect :one
--- park: the provider called the failure permanent, so no attempt is left.
+-- permanent: the provider called the failure permanent, so no attempt is
+-- left. Why a row is failed is kept in columns, never parsed from its text.
 UPDATE idem_ledger
-SET state = CASE WHEN attempts >= @max_attempts OR CAST(@park AS BOOLEAN) THEN 'failed' ELSE 'pending' END,
+SET state = CASE WHEN attempts >= @max_attempts OR CAST(@permanent AS BOOLEAN) THEN 'failed' ELSE 'pending' END,
+    permanent = CAST(@permanent AS BOOLEAN),
+    parked_reason = CASE WHEN CAST(@permanent AS BOOLEAN) THEN 'permanent' WHEN attempts >= @max_attempts THEN 'max_attempts' END,
     lease_owner = NULL, lease_until = NULL, last_error = @last_error, updated_at = @updated_at
 WHERE effect_key = @effect_key AND lease_owner = @owner
 RETURNING state;
 
 -- name: GetEffect :one
-SELECT state, result, last_error FROM idem_ledger WHERE effect_key = @effect_key;
+SELECT state, result, last_error, permanent, parked_reason FROM idem_ledger WHERE effect_key = @effect_key;
 
 -- name: PendingEffects :many
 SELECT effect_key, effect, unit_key, payload FROM idem_ledger
@@ -87,7 +90,7 @@ DELETE FROM idem_seen AS s WHERE s.job = @job AND s.first_seen < @before
 AND NOT EXISTS (SELECT 1 FROM idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key);
 
 -- name: ListLedger :many
-SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
+SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error, permanent, parked_reason
 FROM idem_ledger ORDER BY effect_key;
 
 -- name: GetUnitFailure :one

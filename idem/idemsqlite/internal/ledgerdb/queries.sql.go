@@ -132,19 +132,27 @@ func (q *Queries) CountDecided(ctx context.Context, arg CountDecidedParams) (int
 }
 
 const getEffect = `-- name: GetEffect :one
-SELECT state, result, last_error FROM idem_ledger WHERE effect_key = ?1
+SELECT state, result, last_error, permanent, parked_reason FROM idem_ledger WHERE effect_key = ?1
 `
 
 type GetEffectRow struct {
-	State     string
-	Result    []byte
-	LastError sql.NullString
+	State        string
+	Result       []byte
+	LastError    sql.NullString
+	Permanent    bool
+	ParkedReason sql.NullString
 }
 
 func (q *Queries) GetEffect(ctx context.Context, effectKey string) (GetEffectRow, error) {
 	row := q.db.QueryRowContext(ctx, getEffect, effectKey)
 	var i GetEffectRow
-	err := row.Scan(&i.State, &i.Result, &i.LastError)
+	err := row.Scan(
+		&i.State,
+		&i.Result,
+		&i.LastError,
+		&i.Permanent,
+		&i.ParkedReason,
+	)
 	return i, err
 }
 
@@ -200,7 +208,7 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 }
 
 const listLedger = `-- name: ListLedger :many
-SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error
+SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error, permanent, parked_reason
 FROM idem_ledger ORDER BY effect_key
 `
 
@@ -215,6 +223,8 @@ type ListLedgerRow struct {
 	LeaseOwner    sql.NullString
 	Result        []byte
 	LastError     sql.NullString
+	Permanent     bool
+	ParkedReason  sql.NullString
 }
 
 func (q *Queries) ListLedger(ctx context.Context) ([]ListLedgerRow, error) {
@@ -237,6 +247,8 @@ func (q *Queries) ListLedger(ctx context.Context) ([]ListLedgerRow, error) {
 			&i.LeaseOwner,
 			&i.Result,
 			&i.LastError,
+			&i.Permanent,
+			&i.ParkedReason,
 		); err != nil {
 			return nil, err
 		}
@@ -439,6 +451,8 @@ func (q *Queries) RecordUnitFailure(ctx context.Context, arg RecordUnitFailurePa
 const releaseEffect = `-- name: ReleaseEffect :one
 UPDATE idem_ledger
 SET state = CASE WHEN attempts >= ?1 OR CAST(?2 AS BOOLEAN) THEN 'failed' ELSE 'pending' END,
+    permanent = CAST(?2 AS BOOLEAN),
+    parked_reason = CASE WHEN CAST(?2 AS BOOLEAN) THEN 'permanent' WHEN attempts >= ?1 THEN 'max_attempts' END,
     lease_owner = NULL, lease_until = NULL, last_error = ?3, updated_at = ?4
 WHERE effect_key = ?5 AND lease_owner = ?6
 RETURNING state
@@ -446,18 +460,19 @@ RETURNING state
 
 type ReleaseEffectParams struct {
 	MaxAttempts int64
-	Park        bool
+	Permanent   bool
 	LastError   sql.NullString
 	UpdatedAt   string
 	EffectKey   string
 	Owner       sql.NullString
 }
 
-// park: the provider called the failure permanent, so no attempt is left.
+// permanent: the provider called the failure permanent, so no attempt is
+// left. Why a row is failed is kept in columns, never parsed from its text.
 func (q *Queries) ReleaseEffect(ctx context.Context, arg ReleaseEffectParams) (string, error) {
 	row := q.db.QueryRowContext(ctx, releaseEffect,
 		arg.MaxAttempts,
-		arg.Park,
+		arg.Permanent,
 		arg.LastError,
 		arg.UpdatedAt,
 		arg.EffectKey,

@@ -32,6 +32,8 @@ type SoakpayIdemLedger struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	DoneAt        *time.Time
+	Permanent     bool
+	ParkedReason  *string
 }
 
 type SoakpayIdemParked struct {

@@ -34,6 +34,8 @@ type ShopIdemLedger struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	DoneAt        *time.Time
+	Permanent     bool
+	ParkedReason  *string
 }
 
 type ShopIdemParked struct {

@@ -34,6 +34,8 @@ type ShopIdemLedger struct {
 	CreatedAt     string
 	UpdatedAt     string
 	DoneAt        sql.NullString
+	Permanent     bool
+	ParkedReason  sql.NullString
 }
 
 type ShopIdemParked struct {

@@ -23,6 +23,8 @@ type CursorIdemLedger struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	DoneAt        *time.Time
+	Permanent     bool
+	ParkedReason  *string
 }
 
 type CursorIdemParked struct {

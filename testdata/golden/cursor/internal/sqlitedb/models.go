@@ -23,6 +23,8 @@ type CursorIdemLedger struct {
 	CreatedAt     string
 	UpdatedAt     string
 	DoneAt        sql.NullString
+	Permanent     bool
+	ParkedReason  sql.NullString
 }
 
 type CursorIdemParked struct {

@@ -33,6 +33,8 @@ type PgonlyIdemLedger struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	DoneAt        *time.Time
+	Permanent     bool
+	ParkedReason  *string
 }
 
 type PgonlyIdemParked struct {

@@ -23,6 +23,8 @@ type HkLedger struct {
 	CreatedAt     string
 	UpdatedAt     string
 	DoneAt        sql.NullString
+	Permanent     bool
+	ParkedReason  sql.NullString
 }
 
 type HkProgress struct {

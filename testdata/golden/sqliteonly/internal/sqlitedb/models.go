@@ -23,6 +23,8 @@ type SqliteonlyIdemLedger struct {
 	CreatedAt     string
 	UpdatedAt     string
 	DoneAt        sql.NullString
+	Permanent     bool
+	ParkedReason  sql.NullString
 }
 
 type SqliteonlyIdemParked struct {

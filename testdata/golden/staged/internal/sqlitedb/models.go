@@ -43,6 +43,8 @@ type StagedIdemLedger struct {
 	CreatedAt     string
 	UpdatedAt     string
 	DoneAt        sql.NullString
+	Permanent     bool
+	ParkedReason  sql.NullString
 }
 
 type StagedIdemParked struct {

@@ -52,6 +52,8 @@ type TypesIdemLedger struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	DoneAt        *time.Time
+	Permanent     bool
+	ParkedReason  *string
 }
 
 type TypesIdemParked struct {
