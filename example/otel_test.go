@@ -75,6 +75,7 @@ func TestOpenTelemetry(t *testing.T) {
 			rep, err := hook.Process(ctx, p)
 			checkFailures(t, "process "+p.EventID, rep, err, true)
 		}
+		f.clk.advance(time.Minute) // past evt_2's backoff (newHook's leases run on this clock)
 		rep, err := hook.Drain(ctx)
 		checkFailures(t, "drain", rep, err, false)
 		if rep.EffectsFailed != 1 {

@@ -85,7 +85,7 @@ func (e *Engine[U]) claimOwed(ctx context.Context, items []*item[U], tried map[s
 		case !found:
 			c.known = true // not owed
 		case row.State != StatePending:
-			c.res = ledgerResult(c.fx, c.key, row)
+			c.res = ledgerResult(c.fx, c.key, row, time.Time{}) // done or failed: no time needed
 		}
 		c.known = c.known || c.res.Outcome != ""
 	}

@@ -41,6 +41,7 @@ const (
 	EffectFailed  EffectOutcome = "failed"  // the provider failed; retried on a later run
 	EffectParked  EffectOutcome = "parked"  // failed max_attempts times; left for a person
 	EffectBusy    EffectOutcome = "busy"    // another run holds the reservation's lease
+	EffectWaiting EffectOutcome = "waiting" // failed or throttled; waits for its next attempt time (retry, RetryAfter)
 )
 
 // Report counts what one run did. Units is filled by Process only.
@@ -54,6 +55,10 @@ type Report struct {
 	Parked int
 
 	EffectsDone, EffectsDeduped, EffectsFailed, EffectsParked, EffectsBusy int
+
+	// EffectsWaiting counts effects the provider asked to call later
+	// (RetryAfter), or met before their next attempt time.
+	EffectsWaiting int
 
 	Units []UnitResult
 }
@@ -156,6 +161,8 @@ func (r *Report) countEffect(o EffectOutcome) {
 		r.EffectsParked++
 	case EffectBusy:
 		r.EffectsBusy++
+	case EffectWaiting:
+		r.EffectsWaiting++
 	}
 }
 
@@ -175,6 +182,7 @@ func (r *Report) Add(o Report) {
 	r.EffectsFailed += o.EffectsFailed
 	r.EffectsParked += o.EffectsParked
 	r.EffectsBusy += o.EffectsBusy
+	r.EffectsWaiting += o.EffectsWaiting
 	r.Units = append(r.Units, o.Units...)
 }
 
@@ -187,15 +195,15 @@ func (r Report) LogValue() slog.Value {
 		slog.Int("failed", r.Failed), slog.Int("mismatched", r.Mismatched), slog.Int("parked", r.Parked),
 		slog.Int("effects_done", r.EffectsDone), slog.Int("effects_deduped", r.EffectsDeduped),
 		slog.Int("effects_failed", r.EffectsFailed), slog.Int("effects_parked", r.EffectsParked),
-		slog.Int("effects_busy", r.EffectsBusy),
+		slog.Int("effects_busy", r.EffectsBusy), slog.Int("effects_waiting", r.EffectsWaiting),
 	)
 }
 
 // String prints the counts on one line.
 func (r Report) String() string {
-	return fmt.Sprintf("%s: seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d failed=%d mismatched=%d parked=%d effects: done=%d deduped=%d failed=%d parked=%d busy=%d",
+	return fmt.Sprintf("%s: seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d failed=%d mismatched=%d parked=%d effects: done=%d deduped=%d failed=%d parked=%d busy=%d waiting=%d",
 		r.Job, r.Seen, r.Inserted, r.Updated, r.Unchanged, r.Deduped, r.Accepted, r.Failed, r.Mismatched, r.Parked,
-		r.EffectsDone, r.EffectsDeduped, r.EffectsFailed, r.EffectsParked, r.EffectsBusy)
+		r.EffectsDone, r.EffectsDeduped, r.EffectsFailed, r.EffectsParked, r.EffectsBusy, r.EffectsWaiting)
 }
 
 // Option configures a job.
@@ -375,10 +383,11 @@ type Querier interface {
 	// fenced by the lease owner: the keys it recorded, those still leased
 	// by owner.
 	CompleteMany(ctx context.Context, keys []string, results [][]byte, owner string, now time.Time) (map[string]bool, error)
-	// Release gives back owner's lease on key after a failed attempt: the
-	// row is failed (parked) when the failure is permanent or attempts
-	// reached maxAttempts, with the reason in its columns, else pending.
-	Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, permanent bool, now time.Time) (state string, err error)
+	// Release gives back the lease of a failed attempt (see Release) and
+	// returns the row's state: failed (parked) when the failure is
+	// permanent or attempts reached max, with the reason in its columns;
+	// else pending, not to be claimed before its next attempt time.
+	Release(ctx context.Context, r Release) (state string, err error)
 	Effect(ctx context.Context, key string) (LedgerRow, bool, error)
 	// Effects is Effect for a batch: the rows found (state, result and last
 	// error), by key.
@@ -429,6 +438,9 @@ type LedgerRow struct {
 	// ParkedReason says why a failed row is failed ("permanent" or
 	// "max_attempts"); "" otherwise, and on rows parked before the column.
 	ParkedReason string
+	// NextAttemptAt is when a pending row that failed may be tried again,
+	// on the database's clock; zero when it has not failed.
+	NextAttemptAt time.Time
 }
 
 // when an effect is decided, relative to the destination write.
@@ -492,10 +504,6 @@ type Effect[U any] struct {
 	Retry Backoff
 	// Timeout bounds one provider call (spec timeout); zero: no bound.
 	Timeout time.Duration
-	// Rate and Concurrency bound this effect's provider calls across every
-	// worker sharing the database (spec rate, concurrency); zero: no bound.
-	Rate        Rate
-	Concurrency int32
 	// call performs the effect at the provider, passing key as its idempotency key.
 	Call func(ctx context.Context, key string, u U) ([]byte, error)
 }
@@ -570,7 +578,7 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	if err := e.hit(ctx, PointEffectBeforeCall, key); err != nil {
 		return e.release(ctx, fx, key, err, log), nil
 	}
-	result, callErr := fx.Call(ctx, key, u)
+	result, callErr := e.call(ctx, fx, key, u)
 	if err := e.hit(ctx, PointEffectAfterCall, key); err != nil && callErr == nil {
 		callErr = err
 	}
@@ -583,6 +591,23 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	cp = rec.submit(ctx, key, result)
 	cp.ctx, cp.start, cp.log = ctx, start, log
 	return er, cp
+}
+
+// call calls the provider, within the effect's timeout when it has one. A
+// call past it is canceled and fails with ErrCallTimeout once the provider
+// returns: the lease is held until then, so the key is never in flight
+// twice (timeout is shorter than lease).
+func (e *Engine[U]) call(ctx context.Context, fx Effect[U], key string, u U) ([]byte, error) {
+	if fx.Timeout <= 0 {
+		return fx.Call(ctx, key, u)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, fx.Timeout)
+	defer cancel()
+	result, err := fx.Call(callCtx, key, u)
+	if err != nil && ctx.Err() == nil && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%w after %s; its outcome is unknown and it is retried with the same key: %w", ErrCallTimeout, fx.Timeout, err)
+	}
+	return result, err
 }
 
 // recorded ends a performed effect once its completion is written.
@@ -625,18 +650,26 @@ func (e *Engine[U]) ledgerOutcome(ctx context.Context, fx Effect[U], key string)
 	case !found:
 		return EffectResult{Effect: fx.Name, Key: key}
 	}
-	return ledgerResult(fx, key, row)
+	now, err := e.leaseNow(ctx)
+	if err != nil {
+		now = time.Time{} // unknown: a pending row is reported busy
+	}
+	return ledgerResult(fx, key, row, now)
 }
 
 // ledgerResult is the outcome of an effect whose ledger row is row, for a
-// worker that does not hold it.
-func ledgerResult[U any](fx Effect[U], key string, row LedgerRow) EffectResult {
+// worker that does not hold it; now is the database's time, to tell a row
+// waiting for its next attempt from one another worker holds.
+func ledgerResult[U any](fx Effect[U], key string, row LedgerRow, now time.Time) EffectResult {
 	er := EffectResult{Effect: fx.Name, Key: key}
-	switch row.State {
-	case StateDone:
+	switch {
+	case row.State == StateDone:
 		er.Outcome, er.Result = EffectDeduped, row.Result
-	case StateFailed:
+	case row.State == StateFailed:
 		er.Outcome, er.Err = EffectParked, parkedError(fx.Name, key, row)
+	case !now.IsZero() && row.NextAttemptAt.After(now):
+		er.Outcome, er.Err = EffectWaiting, fmt.Errorf("effect %q key %q: %w until %s: %s", fx.Name, key, ErrWaiting,
+			row.NextAttemptAt.UTC().Format(time.RFC3339Nano), row.LastError)
 	default:
 		er.Outcome, er.Err = EffectBusy, fmt.Errorf("effect %q key %q: %w", fx.Name, key, ErrBusy)
 	}
@@ -676,9 +709,32 @@ func (f storedFailure) Is(target error) bool { return target == ErrPermanent && 
 func (e *Engine[U]) release(ctx context.Context, fx Effect[U], key string, cause error, log *slog.Logger) EffectResult {
 	er := EffectResult{Effect: fx.Name, Key: key, Outcome: EffectFailed, Err: fmt.Errorf("effect %q key %q: %w: %w", fx.Name, key, ErrEffectFailed, cause)}
 	permanent := errors.Is(cause, ErrPermanent)
-	state, err := e.st.Auto().Release(ctx, key, e.opt.owner, cause.Error(), fx.MaxAttempts, permanent, e.opt.now())
+	wait, notNow := retryAfterOf(cause)
+	rel := Release{Key: key, Owner: e.opt.owner, LastError: cause.Error(), MaxAttempts: fx.MaxAttempts,
+		Permanent: permanent, NotCounted: notNow && !permanent, Now: e.opt.now()}
+	if now, err := e.leaseNow(ctx); err == nil {
+		rel.NextAttempt = func(attempts int32) time.Time {
+			backoff := fx.Retry.wait(attempts, jitter)
+			if rel.NotCounted && wait > 0 {
+				backoff = wait
+			}
+			return now.Add(backoff)
+		}
+	} else {
+		log.Warn("idemgen: effect failed; without the database clock its retry is not delayed", slog.Any("err", err))
+	}
+	var state string
+	err := e.st.InTx(ctx, func(q Querier) (err error) {
+		state, err = q.Release(ctx, rel)
+		return err
+	})
 	if err != nil {
 		log.Warn("idemgen: effect failed; releasing its lease failed too", slog.Any("err", cause), slog.Any("release_err", err))
+		return er
+	}
+	if rel.NotCounted && state == StatePending {
+		er.Outcome, er.Err = EffectWaiting, fmt.Errorf("effect %q key %q: %w: %w", fx.Name, key, ErrWaiting, cause)
+		log.Info("idemgen: the provider asked to be called later; no attempt counted", slog.Any("err", cause))
 		return er
 	}
 	if state == StateFailed {
@@ -892,6 +948,23 @@ func (e *Engine[U]) Purge(ctx context.Context) (int64, error) {
 	return total, nil
 }
 
+// Release is a failed attempt given back to the ledger (Querier.Release).
+type Release struct {
+	Key, Owner  string
+	LastError   string
+	MaxAttempts int32
+	// Permanent parks the effect at once (the provider's Permanent).
+	Permanent bool
+	// NotCounted gives the claim's attempt back: the provider said "not
+	// now" (RetryAfter), which does not count against max_attempts.
+	NotCounted bool
+	Now        time.Time // the job's clock, for updated_at
+	// NextAttempt is the time, on the database's clock, before which a row
+	// left pending is not claimed, given its attempts after the release;
+	// nil leaves it claimable at once.
+	NextAttempt func(attempts int32) time.Time
+}
+
 // LedgerEntry is one ledger row, for operators and tests.
 type LedgerEntry struct {
 	Key           string
@@ -909,6 +982,9 @@ type LedgerEntry struct {
 	// ParkedReason says why a failed row is failed: "permanent" or
 	// "max_attempts"; "" for a row that is not failed.
 	ParkedReason string
+	// NextAttemptAt is when a pending row that failed may be tried again,
+	// on the database's clock; zero when it has not failed.
+	NextAttemptAt time.Time
 }
 
 // run wraps one scheduled run or call: report, logging, run-start point.

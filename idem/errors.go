@@ -33,6 +33,11 @@ var (
 	// ErrBusy: another worker holds the effect's lease, so its outcome is not
 	// known yet (Process only: a run leaves it to that worker).
 	ErrBusy = errors.New("effect in progress elsewhere")
+	// ErrWaiting: the effect waits for its next attempt time: it failed
+	// and backs off (its retry), or the provider asked to be called later
+	// (RetryAfter). A later Run, Drain or Process performs it with its key
+	// (Process only: a run leaves it for later).
+	ErrWaiting = errors.New("effect waits for its next attempt")
 )
 
 // Failure is one unit or effect of a call that did not end applied or deduped.
@@ -118,7 +123,7 @@ func (r *runState) effectFailed(er EffectResult) {
 	switch er.Outcome {
 	case EffectFailed, EffectParked:
 		r.failed.add(Failure{Key: er.Key, Effect: er.Effect, Err: er.Err})
-	case EffectBusy:
+	case EffectBusy, EffectWaiting:
 		if len(r.failed.busy) < maxFailures {
 			r.failed.busy = append(r.failed.busy, Failure{Key: er.Key, Effect: er.Effect, Err: er.Err})
 		}

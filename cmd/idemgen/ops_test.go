@@ -124,7 +124,7 @@ const (
 //
 //	billing run [-decline inv-1,...] [-fail inv-3,...]   one Run of invoice_sync over the invoices above;
 //	                                                     its notifier declines (a permanent failure) or fails
-//	billing hand-in [-fail-receipt] [-ago 10m] [-hold] EVENT
+//	billing hand-in [-fail-receipt] [-ago 10m] [-hold] [-backoff] EVENT
 //	                                                     Process of one payment: its receipt fails, or runs
 //	                                                     with a clock that long ago, or blocks until the
 //	                                                     script ends (a live worker's lease, owner worker-7)
@@ -145,10 +145,13 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 	failReceipt := fs.Bool("fail-receipt", false, "the receipt fails")
 	ago := fs.Duration("ago", 0, "run with a clock this long ago")
 	hold := fs.Bool("hold", false, "the receipt blocks until the script ends")
+	backoff := fs.Bool("backoff", false, "keep the spec's retry backoff (else a failed effect may be tried again at once)")
 	ts.Check(fs.Parse(args[1:]))
 	opts := []idem.Option{idem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
 	if *ago > 0 {
-		opts = append(opts, idem.WithClock(func() time.Time { return time.Now().Add(-*ago) }))
+		// Leases and next-attempt times too: the failure happened then.
+		then := func() time.Time { return time.Now().Add(-*ago) }
+		opts = append(opts, idem.WithClock(then), idem.WithLeaseClock(then))
 	}
 	report := func(rep idem.Report, err error) {
 		ts.Logf("%s (err: %v)", rep, err)
@@ -174,7 +177,8 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 			}
 			return nil
 		}
-		j, err := billing.NewInvoiceSync(st, fixedInvoices{}, billing.InvoiceSyncEffects{NotifyNewInvoice: billing.NotifyNewInvoiceFunc(notify)}, opts...)
+		j, err := billing.NewInvoiceSync(st, fixedInvoices{}, billing.InvoiceSyncEffects{NotifyNewInvoice: billing.NotifyNewInvoiceFunc(notify)},
+			append(opts, noBackoff[billing.Invoice](*backoff))...)
 		ts.Check(err)
 		report(j.Run(ctx))
 	case "drain", "hand-in":
@@ -190,7 +194,7 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 			return []byte("receipt for " + p.EventID), nil
 		}
 		j, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: billing.SendReceiptFunc(receipt)},
-			append(opts, idem.WithOwner("worker-7"))...)
+			append(opts, idem.WithOwner("worker-7"), noBackoff[billing.Payment](*backoff))...)
 		ts.Check(err)
 		if args[0] == "drain" {
 			defer closeDB()
@@ -265,4 +269,18 @@ func openBilling(ts *testscript.TestScript, dsn string) (*billing.Store, rawDB, 
 	ts.Check(st.Migrate(ctx))
 	exec := func(ctx context.Context, stmt string) error { _, err := db.ExecContext(ctx, stmt); return err }
 	return st, rawDB{exec: exec}, func() { db.Close() }
+}
+
+// noBackoff lets a script run a job again at once after a failure: the
+// scripts count attempts run by run, and the backoff between them is
+// proven in example/provider_test.go and the crash simulations.
+func noBackoff[U any](keep bool) idem.Option {
+	return idem.WithJobEdit(func(j *idem.Job[U]) {
+		if keep {
+			return
+		}
+		for i := range j.Effects {
+			j.Effects[i].Retry = idem.Backoff{Initial: time.Nanosecond, Max: time.Nanosecond}
+		}
+	})
 }

@@ -126,8 +126,13 @@ func TestCrashSimPaymentWebhook(t *testing.T) {
 			MaxAttempts: 3,
 			Name:        "send_receipt",
 			Retention:   720 * time.Hour,
-			Version:     1,
-			When:        idem.WhenInserted,
+			Retry: idem.Backoff{
+				Initial: 30 * time.Second,
+				Max:     10 * time.Minute,
+			},
+			Timeout: 20 * time.Second,
+			Version: 1,
+			When:    idem.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

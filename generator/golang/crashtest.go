@@ -58,7 +58,7 @@ func crashTest(f *jen.File, p *model.Package, j *model.Job) {
 	if len(j.Effects) > 0 {
 		def[jen.Id("Effects")] = jen.Index().Add(sim("Effect")).ValuesFunc(func(g *jen.Group) {
 			for _, e := range j.Effects {
-				g.Values(jen.Dict{
+				d := jen.Dict{
 					jen.Id("Name"):        jen.Lit(e.Name),
 					jen.Id("When"):        whenConst(e.When),
 					jen.Id("Key"):         jen.Lit(e.Key.Text),
@@ -67,7 +67,9 @@ func crashTest(f *jen.File, p *model.Package, j *model.Job) {
 					jen.Id("MaxAttempts"): jen.Lit(e.MaxAttempts),
 					jen.Id("Retention"):   durationLit(e.Retention),
 					jen.Id("Lease"):       durationLit(e.Lease),
-				})
+				}
+				callLimits(d, e)
+				g.Values(d)
 			}
 		})
 	}

@@ -27,12 +27,9 @@ jobs:
         key: "charge:{invoice_id}"
         retry: {initial: 2s, max: 10m}
         timeout: 30s
-        rate: 50/s
-        concurrency: 8
       - name: notify
         key: "notify:{invoice_id}"
         retry: {max: 90s}
-        rate: 600/m
       - name: archive
         key: "archive:{invoice_id}"
 `
@@ -69,7 +66,7 @@ func effectLiteral(t *testing.T, src, name string) string {
 	return src[start : at+end]
 }
 
-// TestEffectCallLimits: retry, timeout, rate and concurrency reach the
+// TestEffectCallLimits: retry and timeout reach the
 // idem.Effect literal as the spec sets them, and an effect that sets none
 // of them is emitted as before.
 func TestEffectCallLimits(t *testing.T) {
@@ -84,14 +81,9 @@ func TestEffectCallLimits(t *testing.T) {
 			"Initial: 2 * time.Second,",
 			"Max: 10 * time.Minute,",
 			"Timeout: 30 * time.Second,",
-			"Rate: idem.Rate{\n",
-			"N: 50,",
-			"Per: time.Second,",
-			"Concurrency: 8,",
 		}, nil},
-		{"notify", []string{"Retry: idem.Backoff{Max: 90 * time.Second}", "Rate: idem.Rate{\n", "N: 600,", "Per: time.Minute,"},
-			[]string{"Initial:", "Timeout:", "Concurrency:"}},
-		{"archive", nil, []string{"Retry:", "Timeout:", "Rate:", "Concurrency:"}},
+		{"notify", []string{"Retry: idem.Backoff{Max: 90 * time.Second}"}, []string{"Initial:", "Timeout:"}},
+		{"archive", nil, []string{"Retry:", "Timeout:"}},
 	} {
 		lit := effectLiteral(t, src, tc.effect)
 		for _, w := range tc.want {

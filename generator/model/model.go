@@ -197,22 +197,12 @@ type Effect struct {
 	Retry Backoff
 	// Timeout bounds one provider call; zero: no bound.
 	Timeout time.Duration
-	// Rate and Concurrency bound the effect's provider calls across every
-	// worker sharing the database; zero: no bound.
-	Rate        Rate
-	Concurrency int
 }
 
 // Backoff is the wait between failed attempts of an effect: Initial after
 // the first failure, doubling up to Max.
 type Backoff struct {
 	Initial, Max time.Duration
-}
-
-// Rate is N provider calls per period (a second, a minute or an hour).
-type Rate struct {
-	N   int32
-	Per time.Duration
 }
 
 // Defaults for optional spec values.
@@ -358,15 +348,12 @@ func resolveJob(sj *spec.Job) (*Job, error) {
 	return j, nil
 }
 
-// resolveLimits copies what the spec sets of an effect's retry, timeout,
-// rate and concurrency; what it does not set stays zero.
+// resolveLimits copies what the spec sets of an effect's retry and
+// timeout; what it does not set stays zero. (Rate and concurrency are
+// refused by spec.Check until the runtime keeps them.)
 func resolveLimits(e *Effect, se *spec.Effect) {
 	e.Retry = Backoff{Initial: se.Retry.Initial.Value, Max: se.Retry.Max.Value}
 	e.Timeout = se.Timeout.Value
-	if se.Rate.Set {
-		e.Rate = Rate{N: int32(se.Rate.N), Per: se.Rate.Per}
-	}
-	e.Concurrency = orInt(se.Concurrency, 0)
 }
 
 // ParseKey splits a key template into parts. vars are placeholders replaced

@@ -36,24 +36,29 @@ var States = []string{EffectPending, EffectLeased, EffectDone, EffectParked, uni
 
 // Effect is one ledger row: an effect owed, done or parked.
 type Effect struct {
-	Key           string          `json:"key"`
-	Job           string          `json:"job"`
-	Effect        string          `json:"effect"`
-	EffectVersion int             `json:"effect_version"`
-	JobVersion    int             `json:"job_version"`
-	UnitKey       string          `json:"unit_key"`
-	State         string          `json:"state"`        // pending, leased, done or parked
-	StoredState   string          `json:"stored_state"` // pending, done or failed
-	Attempts      int             `json:"attempts"`
-	MaxAttempts   int             `json:"max_attempts,omitempty"` // from the spec; 0 when it no longer has the effect
-	LeaseOwner    *string         `json:"lease_owner"`
-	LeaseUntil    *time.Time      `json:"lease_until"`
-	LastError     *string         `json:"last_error"`
-	Result        []byte          `json:"result"` // kept with keep_result
-	Payload       json.RawMessage `json:"payload,omitempty"`
-	CreatedAt     time.Time       `json:"created_at"`
-	UpdatedAt     time.Time       `json:"updated_at"`
-	DoneAt        *time.Time      `json:"done_at"`
+	Key           string     `json:"key"`
+	Job           string     `json:"job"`
+	Effect        string     `json:"effect"`
+	EffectVersion int        `json:"effect_version"`
+	JobVersion    int        `json:"job_version"`
+	UnitKey       string     `json:"unit_key"`
+	State         string     `json:"state"`        // pending, leased, done or parked
+	StoredState   string     `json:"stored_state"` // pending, done or failed
+	Attempts      int        `json:"attempts"`
+	MaxAttempts   int        `json:"max_attempts,omitempty"` // from the spec; 0 when it no longer has the effect
+	LeaseOwner    *string    `json:"lease_owner"`
+	LeaseUntil    *time.Time `json:"lease_until"`
+	LastError     *string    `json:"last_error"`
+	// NextAttemptAt: a failed attempt's row is not claimed before it (the
+	// effect's retry backoff, or the provider's RetryAfter).
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	// ParkedReason says why a parked row is: "permanent" or "max_attempts".
+	ParkedReason *string         `json:"parked_reason"`
+	Result       []byte          `json:"result"` // kept with keep_result
+	Payload      json.RawMessage `json:"payload,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+	DoneAt       *time.Time      `json:"done_at"`
 }
 
 // Unit is one row of the parked table: a unit whose write failed.
@@ -188,6 +193,9 @@ func (d *DB) underKey(ctx context.Context, q querier, key, job string, lock bool
 
 func (d *DB) effects(ctx context.Context, q querier, where []string, args []any, limit int, payload, lock bool) ([]Effect, error) {
 	cols := "effect_key, job, effect, effect_version, job_version, unit_key, state, attempts, lease_owner, lease_until, result, last_error, created_at, updated_at, done_at"
+	if d.retryCols {
+		cols += ", next_attempt_at, parked_reason"
+	}
 	if payload {
 		cols += ", payload"
 	}
@@ -201,17 +209,20 @@ func (d *DB) effects(ctx context.Context, q querier, where []string, args []any,
 	out := []Effect{}
 	for rs.Next() {
 		var e Effect
-		var leaseUntil, created, updated, done dbTime
+		var leaseUntil, created, updated, done, next dbTime
 		var body []byte
 		dest := []any{&e.Key, &e.Job, &e.Effect, &e.EffectVersion, &e.JobVersion, &e.UnitKey, &e.StoredState, &e.Attempts,
 			&e.LeaseOwner, &leaseUntil, &e.Result, &e.LastError, &created, &updated, &done}
+		if d.retryCols {
+			dest = append(dest, &next, &e.ParkedReason)
+		}
 		if payload {
 			dest = append(dest, &body)
 		}
 		if err := rs.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("read %s: %w", d.t.Ledger, err)
 		}
-		e.LeaseUntil, e.CreatedAt, e.UpdatedAt, e.DoneAt = leaseUntil.ptr(), created.t, updated.t, done.ptr()
+		e.LeaseUntil, e.CreatedAt, e.UpdatedAt, e.DoneAt, e.NextAttemptAt = leaseUntil.ptr(), created.t, updated.t, done.ptr(), next.ptr()
 		e.Payload = jsonPayload(body)
 		e.State = effectState(e.StoredState, e.LeaseUntil, now)
 		if fx := d.effect(e.Job, e.Effect); fx != nil {

@@ -39,6 +39,9 @@ type DB struct {
 	t       model.Tables
 	log     *slog.Logger
 	now     func() time.Time
+	// retryCols: the ledger has next_attempt_at and parked_reason (the
+	// migration that added them ran).
+	retryCols bool
 }
 
 // IsPostgres reports whether target names a PostgreSQL database (a
@@ -76,6 +79,7 @@ func Open(ctx context.Context, target string, pkg *model.Package, log *slog.Logg
 		d.db.Close()
 		return nil, err
 	}
+	d.retryCols = d.hasColumns(ctx, d.t.Ledger, "next_attempt_at, parked_reason")
 	return d, nil
 }
 
@@ -111,6 +115,17 @@ func (d *DB) checkTables(ctx context.Context) error {
 			d.pkg.Name, strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// hasColumns reports whether table has cols (a comma-separated list): a
+// database whose package's newer migrations have not run yet lacks some.
+func (d *DB) hasColumns(ctx context.Context, table, cols string) bool {
+	rows, err := d.db.QueryContext(ctx, "SELECT "+cols+" FROM "+table+" WHERE 1 = 0")
+	if err != nil {
+		return false
+	}
+	rows.Close()
+	return true
 }
 
 // querier is what both *sql.DB and *sql.Tx offer.

@@ -65,10 +65,15 @@ type EffectStatus struct {
 	// Overdue are owed, held by no live lease, and untouched (not
 	// reserved, claimed, released or put back) for longer than the
 	// effect's lease: nobody is working on them.
-	Overdue int        `json:"overdue"`
-	Lease   Seconds    `json:"lease_s"`
-	Oldest  *time.Time `json:"oldest_owed"`
-	InSpec  bool       `json:"in_spec"`
+	Overdue int `json:"overdue"`
+	// Waiting are owed rows backing off after a failure (retry, or the
+	// provider's RetryAfter): nothing claims them before NextAttempt, the
+	// soonest of their next-attempt times.
+	Waiting     int        `json:"waiting"`
+	NextAttempt *time.Time `json:"next_attempt"`
+	Lease       Seconds    `json:"lease_s"`
+	Oldest      *time.Time `json:"oldest_owed"`
+	InSpec      bool       `json:"in_spec"`
 }
 
 // UnitStatus counts a job's rows in the parked table by state.
@@ -207,14 +212,23 @@ func (d *DB) readProgress(ctx context.Context, jobFor func(string) *JobStatus) e
 func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string) *JobStatus) error {
 	// One pass over the ledger, counted in the database: done rows kept
 	// for retention can be many.
+	// A ledger migrated before next_attempt_at has no row waiting.
+	waiting := `0, NULL`
+	args := []any{d.at(now), d.at(now)}
+	if d.retryCols {
+		waiting = `count(CASE WHEN state = 'pending' AND next_attempt_at > ? AND (lease_until IS NULL OR lease_until <= ?) THEN 1 END),
+    min(CASE WHEN state = 'pending' AND next_attempt_at > ? AND (lease_until IS NULL OR lease_until <= ?) THEN next_attempt_at END)`
+		args = append(args, d.at(now), d.at(now), d.at(now), d.at(now))
+	}
 	rows, err := d.db.QueryContext(ctx, d.q(`SELECT job, effect,
     count(CASE WHEN state = 'pending' THEN 1 END),
     count(CASE WHEN state = 'pending' AND lease_until > ? THEN 1 END),
     count(CASE WHEN state = 'pending' AND attempts > 0 AND (lease_until IS NULL OR lease_until <= ?) THEN 1 END),
     count(CASE WHEN state = 'failed' THEN 1 END),
     count(CASE WHEN state = 'done' THEN 1 END),
-    min(CASE WHEN state = 'pending' THEN created_at END)
-FROM `+d.t.Ledger+` GROUP BY job, effect ORDER BY job, effect`), d.at(now), d.at(now))
+    min(CASE WHEN state = 'pending' THEN created_at END),
+    `+waiting+`
+FROM `+d.t.Ledger+` GROUP BY job, effect ORDER BY job, effect`), args...)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
 	}
@@ -222,11 +236,11 @@ FROM `+d.t.Ledger+` GROUP BY job, effect ORDER BY job, effect`), d.at(now), d.at
 	for rows.Next() {
 		var job string
 		var es EffectStatus
-		var oldest dbTime
-		if err := rows.Scan(&job, &es.Effect, &es.Owed, &es.Leased, &es.Failed, &es.Parked, &es.Done, &oldest); err != nil {
+		var oldest, next dbTime
+		if err := rows.Scan(&job, &es.Effect, &es.Owed, &es.Leased, &es.Failed, &es.Parked, &es.Done, &oldest, &es.Waiting, &next); err != nil {
 			return fmt.Errorf("read %s: %w", d.t.Ledger, err)
 		}
-		es.Oldest = oldest.ptr()
+		es.Oldest, es.NextAttempt = oldest.ptr(), next.ptr()
 		js := jobFor(job)
 		if i := slices.IndexFunc(js.Effects, func(e EffectStatus) bool { return e.Effect == es.Effect }); i >= 0 {
 			es.Lease, es.InSpec = js.Effects[i].Lease, true
@@ -243,12 +257,18 @@ FROM `+d.t.Ledger+` GROUP BY job, effect ORDER BY job, effect`), d.at(now), d.at
 // live lease, and untouched for longer than the effect's lease. The lease
 // differs per effect, so this is a query per effect that owes anything.
 func (d *DB) readOverdue(ctx context.Context, now time.Time, job string, es *EffectStatus) error {
-	if es.Owed == es.Leased {
+	if es.Owed == es.Leased+es.Waiting {
 		return nil
 	}
+	// A row backing off until its next attempt is waited for, not forgotten.
+	notWaiting := ""
+	args := []any{job, es.Effect, d.at(now), d.at(now.Add(-time.Duration(es.Lease)))}
+	if d.retryCols {
+		notWaiting, args = " AND (next_attempt_at IS NULL OR next_attempt_at <= ?)", append(args, d.at(now))
+	}
 	err := d.db.QueryRowContext(ctx, d.q(`SELECT count(*) FROM `+d.t.Ledger+`
-WHERE job = ? AND effect = ? AND state = 'pending' AND (lease_until IS NULL OR lease_until <= ?) AND updated_at < ?`),
-		job, es.Effect, d.at(now), d.at(now.Add(-time.Duration(es.Lease)))).Scan(&es.Overdue)
+WHERE job = ? AND effect = ? AND state = 'pending' AND (lease_until IS NULL OR lease_until <= ?) AND updated_at < ?`+notWaiting),
+		args...).Scan(&es.Overdue)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
 	}

@@ -719,6 +719,7 @@ func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map
 		jc.errorf(c.Pos, "%sconcurrency must be at most %d, not %d", prefix, math.MaxInt32, c.Value)
 	}
 	jc.retry(e, prefix)
+	jc.unkeptLimits(e, prefix)
 	if w := e.When; w.Set {
 		switch {
 		case !slices.Contains(WhenValues, w.Value):
@@ -951,4 +952,17 @@ func (jc *jobCtx) candidates(effect bool) []string {
 		return jc.names
 	}
 	return append(slices.Clone(jc.names), "version", "job_version")
+}
+
+// unkeptLimits refuses rate and concurrency, which this version of the
+// runtime reads but does not yet hold across a fleet of workers: a limit
+// the spec states and the runtime does not keep would be worse than none.
+func (jc *jobCtx) unkeptLimits(e *Effect, prefix string) {
+	const why = "is not yet kept across workers by this version of idemgen's runtime, so it is refused rather than promised; remove it (idem.WithEffectConcurrency bounds the calls of one worker)"
+	if r := e.Rate; r.Set {
+		jc.errorf(r.Pos, "%srate %s", prefix, why)
+	}
+	if c := e.Concurrency; c.Set && c.Value >= 1 && c.Value <= math.MaxInt32 {
+		jc.errorf(c.Pos, "%sconcurrency %s", prefix, why)
+	}
 }

@@ -118,6 +118,9 @@ func SchemaOf(p *model.Package, d model.Dialect) Schema {
 		// 'permanent' or 'max_attempts' while the row is failed, else NULL.
 		{Name: "permanent", Type: dd.Bool, NotNull: true, Default: "false"},
 		col("parked_reason", dd.Text, false),
+		// When a failed attempt's row may be tried again, on the database's
+		// clock (the effect's retry backoff, or the provider's RetryAfter).
+		col("next_attempt_at", dd.Time, false),
 	}, Indexes: []Index{
 		{Name: p.Tables.Ledger + "_pending", Columns: []string{"job", "state", "effect_key"}},
 		{Name: p.Tables.Ledger + "_unit", Columns: []string{"job", "effect", "unit_key"}},

@@ -103,6 +103,19 @@ type Effect struct {
 	MaxAttempts int
 	Retention   time.Duration
 	Lease       time.Duration
+	// Retry and Timeout are the spec's, when it sets them (zero: the
+	// runtime's defaults).
+	Retry   idem.Backoff
+	Timeout time.Duration
+}
+
+// longestBackoff is the most a failed attempt of fx can wait before the
+// next one (its retry max, or the runtime's default).
+func (fx Effect) longestBackoff() time.Duration {
+	if fx.Retry.Max > 0 {
+		return fx.Retry.Max
+	}
+	return max(idem.DefaultRetry.Max, fx.Retry.Initial)
 }
 
 // Job is what the generated test tells the harness about a job: the
@@ -239,14 +252,24 @@ type Provider struct {
 	// permanentCall's key fails permanently, as a declined card (-1: none).
 	permanentCall int
 	permanent     map[string]bool
-	journal       *os.File      // subprocess mode: every call, synced before it returns
-	progress      *atomic.Int64 // the scenario's (simRun.progress): a call is progress
+	// throttleCall's key is answered "not now" (idem.RetryAfter of
+	// throttleWait) its first throttleTimes calls (-1: none); a call of a
+	// key before the time its last answer named is recorded in early.
+	throttleCall, throttleTimes int
+	throttleWait                time.Duration
+	throttling                  map[string]int
+	notBefore                   map[string]time.Time
+	early                       []string
+	now                         func() time.Time // the simulation's clock
+	journal                     *os.File         // subprocess mode: every call, synced before it returns
+	progress                    *atomic.Int64    // the scenario's (simRun.progress): a call is progress
 }
 
 func newSimProvider() *Provider {
 	return &Provider{calls: map[string]int{}, applied: map[string]int{}, first: map[string][]byte{},
 		effect: map[string]string{}, faults: map[int]simFault{}, failCall: -1, failing: map[string]int{}, failInc: map[int]string{},
-		permanentCall: -1, permanent: map[string]bool{}}
+		permanentCall: -1, permanent: map[string]bool{},
+		throttleCall: -1, throttling: map[string]int{}, notBefore: map[string]time.Time{}}
 }
 
 func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error) {
@@ -265,6 +288,19 @@ func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error)
 	}
 	if n == p.permanentCall {
 		p.permanent[key] = true
+	}
+	if t, ok := p.notBefore[key]; ok && p.now != nil && p.now().Before(t) {
+		p.early = append(p.early, fmt.Sprintf("%s at %s, told not before %s", key, p.now().Format(time.RFC3339), t.Format(time.RFC3339)))
+	}
+	if n == p.throttleCall {
+		p.throttling[key] = p.throttleTimes
+	}
+	if p.throttling[key] > 0 {
+		p.throttling[key]--
+		if p.now != nil {
+			p.notBefore[key] = p.now().Add(p.throttleWait)
+		}
+		return nil, idem.RetryAfter(p.throttleWait, fmt.Errorf("simulated 429 for %s", key))
 	}
 	if p.permanent[key] {
 		return nil, idem.Permanent(fmt.Errorf("simulated permanent failure of %s: card declined", key))
@@ -361,7 +397,7 @@ func (s simScenario) overlapping() bool {
 // oracle to predict every provider call, not only every applied effect.
 func (s simScenario) exactCalls() bool {
 	switch s.family {
-	case "clean", "writefail", "poison", "failk", "permanent", "takeover", "livelease", "bump", "mismatch",
+	case "clean", "writefail", "poison", "failk", "permanent", "throttle", "takeover", "livelease", "bump", "mismatch",
 		"purge-young", "resplost", "failpre", "commitunknown":
 		return true
 	case "fanout":
@@ -981,13 +1017,27 @@ func (r *simRun[U]) play() []string {
 	// Convergence: clean runs after the last fault, as many as the fault
 	// plan needs (a failing effect is tried once per run).
 	last := len(r.phases) - 1
+	step := r.job.Lease + time.Minute
+	if r.sc.family == "failk" {
+		// Each run must find the failing effect past its backoff, which
+		// grows with every attempt up to the effect's retry max.
+		for _, fx := range r.job.Effects {
+			step = max(step, r.job.Lease+time.Minute+fx.longestBackoff())
+		}
+	}
 	for i := 0; i < r.convergenceRuns(); i++ {
-		r.setClock(r.now().Add(r.job.Lease + time.Minute))
+		if r.sc.family == "throttle" {
+			// A run a second later, before the time the provider named:
+			// it must not call.
+			r.setClock(r.now().Add(time.Second))
+			r.cleanRun(last)
+		}
+		r.setClock(r.now().Add(step))
 		out := r.cleanRun(last)
 		if r.sc.family == "failk" || r.sc.family == "poison" {
 			continue // the plan counts attempts: run them all
 		}
-		if out.err == nil && out.rep.Failed == 0 && out.rep.EffectsFailed == 0 && out.rep.EffectsBusy == 0 {
+		if out.err == nil && out.rep.Failed == 0 && out.rep.EffectsFailed == 0 && out.rep.EffectsBusy == 0 && out.rep.EffectsWaiting == 0 {
 			break
 		}
 	}
@@ -1151,6 +1201,8 @@ func (r *simRun[U]) convergenceRuns() int {
 		}
 	case "poison":
 		n = max(n, r.job.UnitMaxAttempts+2)
+	case "throttle":
+		n = max(n, r.sc.times+3)
 	}
 	return n
 }

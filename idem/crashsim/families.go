@@ -18,6 +18,9 @@ package crashsim
 //	poison         one unit's write fails every time                        3 8
 //	failk          an effect fails max_attempts-1 times, then max_attempts  8
 //	permanent      the provider declines for good: parked at once           8
+//	throttle       the provider answers RetryAfter max_attempts+1 times:    8
+//	               no attempt burned (done in the end), no call before
+//	               the time it named
 //	takeover       a worker stalls past its lease, another takes over,      2 5
 //	               the first one's late call succeeds or fails
 //	livelease      a second worker meets a live lease                       2 5
@@ -156,6 +159,12 @@ func (r *simRun[U]) expect() simExpect[U] {
 				e.parked[k] = true
 				delete(e.must, k)
 			}
+		case "throttle":
+			// Each "not now" is a call that burns no attempt: more of
+			// them than max_attempts still end in the effect done.
+			if r.sc.call < len(r.prov.order) {
+				e.calls[r.prov.order[r.sc.call]] = r.sc.times + 1
+			}
 		case "takeover":
 			// A's late call and B's; when B's fails, a later run's retry
 			// too, unless B's was the last attempt: then the effect is
@@ -256,6 +265,14 @@ func (r *simRun[U]) checkEnd() []string {
 	for _, fx := range r.job.Effects {
 		keep[fx.Name] = fx.KeepResult
 	}
+	throttled := ""
+	if r.sc.family == "throttle" {
+		r.prov.mu.Lock()
+		if r.sc.call < len(r.prov.order) {
+			throttled = r.prov.order[r.sc.call]
+		}
+		r.prov.mu.Unlock()
+	}
 	for _, e := range entries {
 		switch {
 		case e.Key == r.pausedKey && r.recorder != "" && e.LeaseOwner != r.recorder:
@@ -270,6 +287,8 @@ func (r *simRun[U]) checkEnd() []string {
 			r.violate("end: ledger row %s keeps result %q, want the provider's first answer %q", e.Key, e.Result, first[e.Key])
 		case e.State == idem.StateDone && !keep[e.Effect] && len(e.Result) > 0:
 			r.violate("end: ledger row %s keeps a result though keep_result is off", e.Key)
+		case e.Key == throttled && e.Attempts != 1:
+			r.violate("end: ledger row %s counts %d attempts; the provider's \"not now\" answers count none, its one success counts 1", e.Key, e.Attempts)
 		}
 	}
 	want := len(applied) + len(exp.parked)
@@ -295,6 +314,12 @@ func (r *simRun[U]) checkEnd() []string {
 		if err != nil || len(stale) > 0 {
 			r.violate("end: after a job version bump and a backfill, rows of the old version remain: %v (err %v)", stale, err)
 		}
+	}
+	r.prov.mu.Lock()
+	early := slices.Clone(r.prov.early)
+	r.prov.mu.Unlock()
+	if len(early) > 0 {
+		r.violate("end: the provider was called before the time its RetryAfter named: %s", strings.Join(early, "; "))
 	}
 	r.checkRerun(ctx, exp)
 	if slices.ContainsFunc(r.job.Effects, func(fx Effect) bool { return fx.Retention > 0 }) {
@@ -655,7 +680,10 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 		r.prov.failCall, r.prov.failTimes = sc.call, sc.times
 	case "permanent":
 		r.prov.permanentCall = sc.call
+	case "throttle":
+		r.prov.throttleCall, r.prov.throttleTimes, r.prov.throttleWait = sc.call, sc.times, job.Lease/2
 	}
+	r.prov.now = r.now
 	if sc.seed > 0 {
 		r.rng = rand.New(rand.NewPCG(sc.seed, 0))
 	}
@@ -898,6 +926,9 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 			sc := newScenario("permanent")
 			sc.call = c
 			add(sc)
+			sc = newScenario("throttle")
+			sc.call, sc.times = c, fx.MaxAttempts+1
+			add(sc)
 		}
 		if k, ok := firstCall[fx.Name]; ok {
 			for _, v := range []string{"b-done late-ok", "b-done late-fails", "b-paused late-ok", "b-paused late-fails", "b-before b-fails"} {
@@ -1039,7 +1070,7 @@ func simSample(plan []simScenario) []simScenario {
 		if n == 0 {
 			n = 1
 		}
-		if f == "failk" || f == "bump" || f == "permanent" {
+		if f == "failk" || f == "bump" || f == "permanent" || f == "throttle" {
 			n = len(all)
 		}
 		step := max(1, len(all)/n)

@@ -206,12 +206,17 @@ func keySet(keys []string) map[string]bool {
 	return set
 }
 
-func (q Querier) Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, permanent bool, now time.Time) (string, error) {
-	state, err := q.q.ReleaseEffect(ctx, ledgerdb.ReleaseEffectParams{MaxAttempts: maxAttempts, Permanent: permanent, LastError: &lastErr, UpdatedAt: now, EffectKey: key, Owner: &owner})
+func (q Querier) Release(ctx context.Context, r idem.Release) (string, error) {
+	row, err := q.q.ReleaseEffect(ctx, ledgerdb.ReleaseEffectParams{MaxAttempts: r.MaxAttempts, NotCounted: r.NotCounted, Permanent: r.Permanent,
+		LastError: &r.LastError, UpdatedAt: r.Now, EffectKey: r.Key, Owner: &r.Owner})
 	if idem.PgNoRows(err) {
 		return idem.StatePending, nil // the lease was taken over; the new holder decides
 	}
-	return state, err
+	if err != nil || row.State != idem.StatePending || r.NextAttempt == nil {
+		return row.State, err
+	}
+	next := r.NextAttempt(row.Attempts)
+	return row.State, q.q.DeferEffect(ctx, ledgerdb.DeferEffectParams{NextAttemptAt: &next, EffectKey: r.Key})
 }
 
 func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, error) {
@@ -229,6 +234,9 @@ func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, 
 	if r.ParkedReason != nil {
 		row.ParkedReason = *r.ParkedReason
 	}
+	if r.NextAttemptAt != nil {
+		row.NextAttemptAt = *r.NextAttemptAt
+	}
 	return row, true, nil
 }
 
@@ -245,6 +253,9 @@ func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idem.Le
 		}
 		if r.ParkedReason != nil {
 			row.ParkedReason = *r.ParkedReason
+		}
+		if r.NextAttemptAt != nil {
+			row.NextAttemptAt = *r.NextAttemptAt
 		}
 		found[r.EffectKey] = row
 	}
@@ -282,6 +293,9 @@ func (q Querier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
 			UnitKey: r.UnitKey, State: r.State, Attempts: int(r.Attempts), Result: r.Result, Permanent: r.Permanent}
 		if r.ParkedReason != nil {
 			e.ParkedReason = *r.ParkedReason
+		}
+		if r.NextAttemptAt != nil {
+			e.NextAttemptAt = *r.NextAttemptAt
 		}
 		if r.LeaseOwner != nil {
 			e.LeaseOwner = *r.LeaseOwner

@@ -246,12 +246,16 @@ func (q Querier) CompleteMany(ctx context.Context, keys []string, results [][]by
 	return done, nil
 }
 
-func (q Querier) Release(ctx context.Context, key, owner, lastErr string, maxAttempts int32, permanent bool, now time.Time) (string, error) {
-	state, err := q.q.ReleaseEffect(ctx, ledgerdb.ReleaseEffectParams{MaxAttempts: int64(maxAttempts), Permanent: permanent, LastError: nullText(lastErr), UpdatedAt: idem.SQLiteTime(now), EffectKey: key, Owner: nullText(owner)})
+func (q Querier) Release(ctx context.Context, r idem.Release) (string, error) {
+	row, err := q.q.ReleaseEffect(ctx, ledgerdb.ReleaseEffectParams{MaxAttempts: int64(r.MaxAttempts), NotCounted: r.NotCounted, Permanent: r.Permanent,
+		LastError: nullText(r.LastError), UpdatedAt: idem.SQLiteTime(r.Now), EffectKey: r.Key, Owner: nullText(r.Owner)})
 	if idem.SQLiteNoRows(err) {
 		return idem.StatePending, nil // the lease was taken over; the new holder decides
 	}
-	return state, err
+	if err != nil || row.State != idem.StatePending || r.NextAttempt == nil {
+		return row.State, err
+	}
+	return row.State, q.q.DeferEffect(ctx, ledgerdb.DeferEffectParams{NextAttemptAt: nullTime(r.NextAttempt(int32(row.Attempts))), EffectKey: r.Key})
 }
 
 func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, error) {
@@ -262,7 +266,11 @@ func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, 
 	if err != nil {
 		return idem.LedgerRow{}, false, err
 	}
-	return idem.LedgerRow{Key: key, State: r.State, Result: r.Result, LastError: r.LastError.String, Permanent: r.Permanent, ParkedReason: r.ParkedReason.String}, true, nil
+	row := idem.LedgerRow{Key: key, State: r.State, Result: r.Result, LastError: r.LastError.String, Permanent: r.Permanent, ParkedReason: r.ParkedReason.String}
+	if r.NextAttemptAt.Valid {
+		row.NextAttemptAt = idem.ReadTime(r.NextAttemptAt.String, &err)
+	}
+	return row, err == nil, err
 }
 
 func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idem.LedgerRow, error) {
@@ -311,9 +319,10 @@ func (q Querier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
 	for _, r := range rs {
 		out = append(out, idem.LedgerEntry{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, EffectVersion: int(r.EffectVersion),
 			UnitKey: r.UnitKey, State: r.State, Attempts: int(r.Attempts), Result: r.Result,
-			LeaseOwner: r.LeaseOwner.String, LastError: r.LastError.String, Permanent: r.Permanent, ParkedReason: r.ParkedReason.String})
+			LeaseOwner: r.LeaseOwner.String, LastError: r.LastError.String, Permanent: r.Permanent, ParkedReason: r.ParkedReason.String,
+			NextAttemptAt: idem.ValueOr(idem.ReadNullTime(r.NextAttemptAt, &err))})
 	}
-	return out, nil
+	return out, err
 }
 
 func (q Querier) LookupUnitFailure(ctx context.Context, job, unitKey string) (string, []byte, bool, error) {

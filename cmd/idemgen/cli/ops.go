@@ -140,8 +140,12 @@ func printStatus(w io.Writer, st *ops.Status) {
 			if es.Owed > 0 {
 				owed += fmt.Sprintf(" (oldest %s, %d past its %s lease)", age(st.At, *es.Oldest), es.Overdue, time.Duration(es.Lease))
 			}
-			fmt.Fprintf(w, "  effect %s: owed %s, leased %d, failed %d, parked %d, done %d\n",
-				name, owed, es.Leased, es.Failed, es.Parked, es.Done)
+			leased := fmt.Sprint(es.Leased)
+			if es.Waiting > 0 {
+				leased += fmt.Sprintf(", waiting %d (next attempt %s)", es.Waiting, retryText(*es.NextAttempt, st.At))
+			}
+			fmt.Fprintf(w, "  effect %s: owed %s, leased %s, failed %d, parked %d, done %d\n",
+				name, owed, leased, es.Failed, es.Parked, es.Done)
 		}
 		fmt.Fprintf(w, "  units: failing %d, parked %d, put back for retry %d\n", js.Units.Failing, js.Units.Parked, js.Units.Retry)
 	}
@@ -336,6 +340,12 @@ func ledgerShow(e env, db *ops.DB, o *options, key string) int {
 		if r.LeaseOwner != nil || r.LeaseUntil != nil {
 			field("lease", "%s until %s", deref(r.LeaseOwner), timeText(r.LeaseUntil))
 		}
+		if r.NextAttemptAt != nil && r.StoredState == "pending" {
+			field("next attempt", "%s", retryText(*r.NextAttemptAt, now))
+		}
+		if r.ParkedReason != nil && r.StoredState == "failed" {
+			field("parked for", "%s", *r.ParkedReason)
+		}
 		field("last error", "%s", orNone(deref(r.LastError)))
 		field("result", "%s", bytesText(r.Result))
 		field("created", "%s", stamp(r.CreatedAt))
@@ -484,4 +494,12 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// retryText says when a failed attempt's row may be tried again.
+func retryText(at, now time.Time) string {
+	if !at.After(now) {
+		return fmt.Sprintf("%s (due: the next run or drain tries it)", stamp(at))
+	}
+	return fmt.Sprintf("%s (in %s: the backoff, or the provider's Retry-After)", stamp(at), at.Sub(now).Round(time.Second))
 }

@@ -154,11 +154,11 @@ var exampleMutants = []mutant{
 		`return e\.runWindow\(ctx, w, true, fetch, markOf, rep\)`,
 		"if err := e.st.Auto().SaveWatermark(ctx, e.def.Name, w.Until, e.def.Version, e.opt.now()); err != nil {\n\t\t\treturn err\n\t\t}\n\t\treturn e.runWindow(ctx, w, true, fetch, markOf, rep)")},
 	{name: "ledger marked done before the provider call", test: syncTest, edits: edit(engineFile,
-		`result, callErr := fx\.Call\(ctx, key, u\)`,
-		"_, _ = e.st.Auto().CompleteMany(ctx, []string{key}, [][]byte{nil}, e.opt.owner, e.opt.now())\n\tresult, callErr := fx.Call(ctx, key, u)")},
+		`result, callErr := e\.call\(ctx, fx, key, u\)`,
+		"_, _ = e.st.Auto().CompleteMany(ctx, []string{key}, [][]byte{nil}, e.opt.owner, e.opt.now())\n\tresult, callErr := e.call(ctx, fx, key, u)")},
 	{name: "a fresh idempotency key per attempt", test: syncTest, edits: edit(engineFile,
-		`result, callErr := fx\.Call\(ctx, key, u\)`,
-		`result, callErr := fx.Call(ctx, key+"/"+e.opt.owner, u)`)},
+		`result, callErr := e\.call\(ctx, fx, key, u\)`,
+		`result, callErr := e.call(ctx, fx, key+"/"+e.opt.owner, u)`)},
 	{name: "insert without ON CONFLICT", test: syncTest, edits: edit(sqliteSQL,
 		`(?s)ON CONFLICT \(invoice_id\) DO UPDATE SET.*?RETURNING idemgen_write`, "RETURNING idemgen_write")},
 	{name: "first insert without ON CONFLICT (SQLite)", test: syncTest, edits: edit(sqliteSQL,
@@ -222,11 +222,11 @@ var exampleMutants = []mutant{
 	{name: "completion without the lease owner's fence (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
 		`WHERE l\.effect_key = d\.effect_key AND l\.lease_owner = \$2 AND`, "WHERE l.effect_key = d.effect_key AND $2::text IS NOT NULL AND")},
 	{name: "release without the lease owner's fence", test: syncTest, edits: edit(sqliteLedger,
-		`WHERE effect_key = \?5 AND lease_owner = \?6\n`, "WHERE effect_key = ?5 AND ?6 IS NOT NULL\n")},
+		`WHERE effect_key = \?6 AND lease_owner = \?7\n`, "WHERE effect_key = ?6 AND ?7 IS NOT NULL\n")},
 	{name: "attempts counter never incremented", test: syncTest, edits: edit(sqliteLedger,
 		`attempts = attempts \+ 1`, "attempts = attempts")},
 	{name: "effect parked one attempt early", test: syncTest, edits: edit(sqliteLedger,
-		`SET state = CASE WHEN attempts >= \?1 OR`, "SET state = CASE WHEN attempts + 1 >= ?1 OR")},
+		`WHEN attempts >= \?2 OR CAST`, "WHEN attempts + 1 >= ?2 OR CAST")},
 	{name: "purge deletes pending ledger rows", test: syncTest, edits: edit(sqliteLedger,
 		`AND state = 'done' AND done_at < \?3`, "AND (state = 'done' OR state = 'pending') AND coalesce(done_at, ?3) <= ?3")},
 	{name: "purge deletes young ledger rows", test: syncTest, edits: edit(sqliteLedger,
@@ -244,11 +244,21 @@ var exampleMutants = []mutant{
 	{name: "effect key built from a non-identity field", test: hookTest, edits: edit("idemgen_payment_webhook.go",
 		`return "receipt:v1:" \+ u\.EventID`, `return "receipt:v1:" + u.InvoiceID`)},
 	{name: "a permanent failure retried like any other", test: syncTest, edits: edit(sqliteLedger,
-		`OR CAST\(\?2 AS BOOLEAN\)`, "OR CAST(?2 AS BOOLEAN) AND 0")},
+		`OR CAST\(\?3 AS BOOLEAN\)`, "OR CAST(?3 AS BOOLEAN) AND 0")},
 	{name: "a permanent failure's flag never stored", test: syncTest, edits: edit(sqliteLedger,
-		`permanent = CAST\(\?2 AS BOOLEAN\),`, "permanent = false,")},
+		`permanent = CAST\(\?3 AS BOOLEAN\),`, "permanent = false,")},
 	{name: "a permanent failure's flag never stored (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
-		`permanent = CAST\(\$2 AS boolean\),`, "permanent = false,")},
+		`permanent = CAST\(\$3 AS boolean\),`, "permanent = false,")},
+	{name: "a provider's \"not now\" burns an attempt", test: syncTest, edits: edit(engineFile,
+		`NotCounted: notNow && !permanent,`, "NotCounted: notNow && false,")},
+	{name: "a \"not now\" gives no attempt back", test: syncTest, edits: edit(sqliteLedger,
+		`attempts = attempts - CASE WHEN CAST\(\?1 AS BOOLEAN\) THEN 1 ELSE 0 END,`, "attempts = attempts,")},
+	{name: "a drain lists effects before their next attempt time", test: syncTest, edits: []mutantEdit{
+		{file: sqliteLedger, old: `\n    AND \(next_attempt_at IS NULL OR next_attempt_at <= \?2\) AND effect_key > \?3`, new: " AND effect_key > ?3"},
+		{file: sqliteLedger, old: `\n    AND \(next_attempt_at IS NULL OR next_attempt_at <= \?5\)\n`, new: "\n"},
+	}},
+	{name: "the provider's wait ignored: next attempt at once", test: syncTest, edits: edit(engineFile,
+		`\t\t\t\tbackoff = wait\n`, "\t\t\t\tbackoff = 0 * wait\n")},
 	{name: "parked units hold the watermark", test: syncTest, edits: edit(batchFile,
 		`if o := it\.result\.Outcome; o == OutcomeFailed \|\| o == OutcomeMismatch \{\n\t\t\tres\.failed\+\+`,
 		"if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch || o == OutcomeParked {\n\t\t\tres.failed++")},
@@ -259,7 +269,7 @@ var exampleMutants = []mutant{
 // deterministic families: a kill must come from one of these, not only
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
-	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout"}
+	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "throttle", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated

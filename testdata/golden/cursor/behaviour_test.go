@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/testdata/golden/cursor"
@@ -96,9 +97,9 @@ func (r *registry) RegisterEvent(ctx context.Context, key string, e cursor.Event
 	return fmt.Appendf(nil, "reg-%d#%d", e.Seq, r.calls.Of(key)), nil
 }
 
-func newJob(t *testing.T, st *cursor.Store, src *feed, reg *registry) *cursor.EventImport {
+func newJob(t *testing.T, st *cursor.Store, src *feed, reg *registry, opts ...idem.Option) *cursor.EventImport {
 	t.Helper()
-	j, err := cursor.NewEventImport(st, src, cursor.EventImportEffects{RegisterEvent: reg}, idem.WithLogger(testdb.Quiet))
+	j, err := cursor.NewEventImport(st, src, cursor.EventImportEffects{RegisterEvent: reg}, append([]idem.Option{idem.WithLogger(testdb.Quiet)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,14 +344,17 @@ func TestEffectParksAfterMaxAttempts(t *testing.T) {
 		ctx := context.Background()
 		st := open(t, db)
 		reg := &registry{failing: true}
-		j := newJob(t, st, &feed{}, reg)
+		clk := testdb.NewClock(time.Now())
+		j := newJob(t, st, &feed{}, reg, idem.WithLeaseClock(clk.Now))
 		if rep, _ := j.Process(ctx, cursor.Event{Seq: 1, Name: "a"}); rep.EffectsFailed != 1 || rep.EffectsParked != 0 {
 			t.Fatalf("first attempt: %s", rep)
 		}
+		clk.Advance(time.Hour) // past the retry backoff
 		if rep, _ := j.Drain(ctx); rep.EffectsParked != 1 {
 			t.Fatalf("second attempt (max_attempts 2): %s", rep)
 		}
 		reg.failing = false
+		clk.Advance(time.Hour)
 		if rep, _ := j.Drain(ctx); rep.EffectsDone != 0 {
 			t.Fatalf("a parked effect was retried: %s", rep)
 		}

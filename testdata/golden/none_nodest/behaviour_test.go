@@ -106,7 +106,8 @@ func TestFailedEffectIsDrained(t *testing.T) {
 		ctx := context.Background()
 		st := open(t, db)
 		a := &acker{failing: true}
-		j, err := none_nodest.NewMessageAckJob(st, none_nodest.MessageAckJobEffects{MessageAckEffect: a}, idem.WithLogger(testdb.Quiet))
+		clk := testdb.NewClock(time.Now())
+		j, err := none_nodest.NewMessageAckJob(st, none_nodest.MessageAckJobEffects{MessageAckEffect: a}, idem.WithLogger(testdb.Quiet), idem.WithLeaseClock(clk.Now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,6 +115,7 @@ func TestFailedEffectIsDrained(t *testing.T) {
 			t.Fatalf("failing provider: %s", rep)
 		}
 		a.failing = false
+		clk.Advance(time.Hour) // past the retry backoff
 		if rep, err := j.Drain(ctx); err != nil || rep.EffectsDone != 1 {
 			t.Fatalf("drain: %s, %v", rep, err)
 		}

@@ -25,6 +25,7 @@ type BillingIdemLedger struct {
 	DoneAt        *time.Time
 	Permanent     bool
 	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 type BillingIdemParked struct {

@@ -25,6 +25,7 @@ type BillingIdemLedger struct {
 	DoneAt        sql.NullString
 	Permanent     bool
 	ParkedReason  sql.NullString
+	NextAttemptAt sql.NullString
 }
 
 type BillingIdemParked struct {

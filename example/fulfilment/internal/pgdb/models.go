@@ -25,6 +25,7 @@ type FulfilmentIdemLedger struct {
 	DoneAt        *time.Time
 	Permanent     bool
 	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 type FulfilmentIdemParked struct {

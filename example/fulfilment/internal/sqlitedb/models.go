@@ -25,6 +25,7 @@ type FulfilmentIdemLedger struct {
 	DoneAt        sql.NullString
 	Permanent     bool
 	ParkedReason  sql.NullString
+	NextAttemptAt sql.NullString
 }
 
 type FulfilmentIdemParked struct {

@@ -3,13 +3,18 @@
 -- Migration 2: the schema the spec needs changed since migration 1.
 -- It adds fulfilment_idem_ledger.permanent, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
 -- It adds fulfilment_idem_ledger.parked_reason, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
+-- It adds fulfilment_idem_ledger.next_attempt_at, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
 
 -- +goose Up
 ALTER TABLE fulfilment_idem_ledger ADD COLUMN permanent BOOLEAN NOT NULL DEFAULT false;
 
 ALTER TABLE fulfilment_idem_ledger ADD COLUMN parked_reason TEXT;
 
+ALTER TABLE fulfilment_idem_ledger ADD COLUMN next_attempt_at TEXT;
+
 -- +goose Down
+ALTER TABLE fulfilment_idem_ledger DROP COLUMN next_attempt_at;
+
 ALTER TABLE fulfilment_idem_ledger DROP COLUMN parked_reason;
 
 ALTER TABLE fulfilment_idem_ledger DROP COLUMN permanent;

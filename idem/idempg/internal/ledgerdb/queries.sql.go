@@ -14,6 +14,7 @@ const claimEffects = `-- name: ClaimEffects :many
 UPDATE idem_ledger
 SET lease_owner = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3
 WHERE effect_key = ANY($4::text[]) AND state = 'pending' AND (lease_until IS NULL OR lease_until < $3)
+    AND (next_attempt_at IS NULL OR next_attempt_at <= $3)
 RETURNING effect_key
 `
 
@@ -190,16 +191,34 @@ func (q *Queries) DecidedUnits(ctx context.Context, arg DecidedUnitsParams) ([]s
 	return items, nil
 }
 
+const deferEffect = `-- name: DeferEffect :exec
+UPDATE idem_ledger SET next_attempt_at = $1
+WHERE effect_key = $2 AND state = 'pending' AND lease_owner IS NULL
+`
+
+type DeferEffectParams struct {
+	NextAttemptAt *time.Time
+	EffectKey     string
+}
+
+// The next attempt's time, on the database's clock, of a row ReleaseEffect
+// just left pending (in the same transaction): no claim takes it before.
+func (q *Queries) DeferEffect(ctx context.Context, arg DeferEffectParams) error {
+	_, err := q.db.Exec(ctx, deferEffect, arg.NextAttemptAt, arg.EffectKey)
+	return err
+}
+
 const getEffect = `-- name: GetEffect :one
-SELECT state, result, last_error, permanent, parked_reason FROM idem_ledger WHERE effect_key = $1
+SELECT state, result, last_error, permanent, parked_reason, next_attempt_at FROM idem_ledger WHERE effect_key = $1
 `
 
 type GetEffectRow struct {
-	State        string
-	Result       []byte
-	LastError    *string
-	Permanent    bool
-	ParkedReason *string
+	State         string
+	Result        []byte
+	LastError     *string
+	Permanent     bool
+	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 func (q *Queries) GetEffect(ctx context.Context, effectKey string) (GetEffectRow, error) {
@@ -211,21 +230,23 @@ func (q *Queries) GetEffect(ctx context.Context, effectKey string) (GetEffectRow
 		&i.LastError,
 		&i.Permanent,
 		&i.ParkedReason,
+		&i.NextAttemptAt,
 	)
 	return i, err
 }
 
 const getEffects = `-- name: GetEffects :many
-SELECT effect_key, state, result, last_error, permanent, parked_reason FROM idem_ledger WHERE effect_key = ANY($1::text[])
+SELECT effect_key, state, result, last_error, permanent, parked_reason, next_attempt_at FROM idem_ledger WHERE effect_key = ANY($1::text[])
 `
 
 type GetEffectsRow struct {
-	EffectKey    string
-	State        string
-	Result       []byte
-	LastError    *string
-	Permanent    bool
-	ParkedReason *string
+	EffectKey     string
+	State         string
+	Result        []byte
+	LastError     *string
+	Permanent     bool
+	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 func (q *Queries) GetEffects(ctx context.Context, effectKeys []string) ([]GetEffectsRow, error) {
@@ -244,6 +265,7 @@ func (q *Queries) GetEffects(ctx context.Context, effectKeys []string) ([]GetEff
 			&i.LastError,
 			&i.Permanent,
 			&i.ParkedReason,
+			&i.NextAttemptAt,
 		); err != nil {
 			return nil, err
 		}
@@ -307,7 +329,7 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 }
 
 const listLedger = `-- name: ListLedger :many
-SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error, permanent, parked_reason
+SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error, permanent, parked_reason, next_attempt_at
 FROM idem_ledger ORDER BY effect_key
 `
 
@@ -324,6 +346,7 @@ type ListLedgerRow struct {
 	LastError     *string
 	Permanent     bool
 	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 func (q *Queries) ListLedger(ctx context.Context) ([]ListLedgerRow, error) {
@@ -348,6 +371,7 @@ func (q *Queries) ListLedger(ctx context.Context) ([]ListLedgerRow, error) {
 			&i.LastError,
 			&i.Permanent,
 			&i.ParkedReason,
+			&i.NextAttemptAt,
 		); err != nil {
 			return nil, err
 		}
@@ -449,7 +473,8 @@ func (q *Queries) LookupUnitFailures(ctx context.Context, arg LookupUnitFailures
 
 const pendingEffects = `-- name: PendingEffects :many
 SELECT effect_key, effect, unit_key, payload FROM idem_ledger
-WHERE job = $1 AND state = 'pending' AND (lease_until IS NULL OR lease_until < $2) AND effect_key > $3
+WHERE job = $1 AND state = 'pending' AND (lease_until IS NULL OR lease_until < $2)
+    AND (next_attempt_at IS NULL OR next_attempt_at <= $2) AND effect_key > $3
 ORDER BY effect_key
 LIMIT $4
 `
@@ -579,15 +604,19 @@ func (q *Queries) RecordUnitFailure(ctx context.Context, arg RecordUnitFailurePa
 
 const releaseEffect = `-- name: ReleaseEffect :one
 UPDATE idem_ledger
-SET state = CASE WHEN attempts >= $1 OR CAST($2 AS boolean) THEN 'failed' ELSE 'pending' END,
-    permanent = CAST($2 AS boolean),
-    parked_reason = CASE WHEN CAST($2 AS boolean) THEN 'permanent' WHEN attempts >= $1 THEN 'max_attempts' END,
-    lease_owner = NULL, lease_until = NULL, last_error = $3, updated_at = $4
-WHERE effect_key = $5 AND lease_owner = $6
-RETURNING state
+SET state = CASE WHEN CAST($1 AS boolean) THEN 'pending'
+        WHEN attempts >= $2 OR CAST($3 AS boolean) THEN 'failed' ELSE 'pending' END,
+    attempts = attempts - CASE WHEN CAST($1 AS boolean) THEN 1 ELSE 0 END,
+    permanent = CAST($3 AS boolean),
+    parked_reason = CASE WHEN CAST($1 AS boolean) THEN NULL WHEN CAST($3 AS boolean) THEN 'permanent'
+        WHEN attempts >= $2 THEN 'max_attempts' END,
+    lease_owner = NULL, lease_until = NULL, last_error = $4, updated_at = $5
+WHERE effect_key = $6 AND lease_owner = $7
+RETURNING state, attempts
 `
 
 type ReleaseEffectParams struct {
+	NotCounted  bool
 	MaxAttempts int32
 	Permanent   bool
 	LastError   *string
@@ -596,10 +625,19 @@ type ReleaseEffectParams struct {
 	Owner       *string
 }
 
+type ReleaseEffectRow struct {
+	State    string
+	Attempts int32
+}
+
 // permanent: the provider called the failure permanent, so no attempt is
 // left. Why a row is failed is kept in columns, never parsed from its text.
-func (q *Queries) ReleaseEffect(ctx context.Context, arg ReleaseEffectParams) (string, error) {
+// not_counted: the provider said "not now" (idem.RetryAfter): the claim's
+// attempt is given back and the row stays pending, whatever max_attempts.
+// The attempts after it come back, for the next attempt's time (DeferEffect).
+func (q *Queries) ReleaseEffect(ctx context.Context, arg ReleaseEffectParams) (ReleaseEffectRow, error) {
 	row := q.db.QueryRow(ctx, releaseEffect,
+		arg.NotCounted,
 		arg.MaxAttempts,
 		arg.Permanent,
 		arg.LastError,
@@ -607,9 +645,9 @@ func (q *Queries) ReleaseEffect(ctx context.Context, arg ReleaseEffectParams) (s
 		arg.EffectKey,
 		arg.Owner,
 	)
-	var state string
-	err := row.Scan(&state)
-	return state, err
+	var i ReleaseEffectRow
+	err := row.Scan(&i.State, &i.Attempts)
+	return i, err
 }
 
 const reserveEffect = `-- name: ReserveEffect :exec

@@ -27,6 +27,7 @@ type IdemLedger struct {
 	DoneAt        sql.NullString
 	Permanent     bool
 	ParkedReason  sql.NullString
+	NextAttemptAt sql.NullString
 }
 
 type IdemParked struct {

@@ -52,7 +52,8 @@ SELECT count(*) FROM idem_ledger WHERE job = @job AND effect = @effect AND unit_
 -- name: ClaimEffect :execrows
 UPDATE idem_ledger
 SET lease_owner = @owner, lease_until = @lease_until, attempts = attempts + 1, updated_at = @updated_at
-WHERE effect_key = @effect_key AND state = 'pending' AND (lease_until IS NULL OR lease_until < @now);
+WHERE effect_key = @effect_key AND state = 'pending' AND (lease_until IS NULL OR lease_until < @now)
+    AND (next_attempt_at IS NULL OR next_attempt_at <= @now);
 
 -- name: CompleteEffect :execrows
 -- Fenced by the lease owner: a run whose lease was taken over cannot record.
@@ -63,20 +64,33 @@ WHERE effect_key = @effect_key AND lease_owner = @owner AND state = 'pending';
 -- name: ReleaseEffect :one
 -- permanent: the provider called the failure permanent, so no attempt is
 -- left. Why a row is failed is kept in columns, never parsed from its text.
+-- not_counted: the provider said "not now" (idem.RetryAfter): the claim's
+-- attempt is given back and the row stays pending, whatever max_attempts.
+-- The attempts after it come back, for the next attempt's time (DeferEffect).
 UPDATE idem_ledger
-SET state = CASE WHEN attempts >= @max_attempts OR CAST(@permanent AS BOOLEAN) THEN 'failed' ELSE 'pending' END,
+SET state = CASE WHEN CAST(@not_counted AS BOOLEAN) THEN 'pending'
+        WHEN attempts >= @max_attempts OR CAST(@permanent AS BOOLEAN) THEN 'failed' ELSE 'pending' END,
+    attempts = attempts - CASE WHEN CAST(@not_counted AS BOOLEAN) THEN 1 ELSE 0 END,
     permanent = CAST(@permanent AS BOOLEAN),
-    parked_reason = CASE WHEN CAST(@permanent AS BOOLEAN) THEN 'permanent' WHEN attempts >= @max_attempts THEN 'max_attempts' END,
+    parked_reason = CASE WHEN CAST(@not_counted AS BOOLEAN) THEN NULL WHEN CAST(@permanent AS BOOLEAN) THEN 'permanent'
+        WHEN attempts >= @max_attempts THEN 'max_attempts' END,
     lease_owner = NULL, lease_until = NULL, last_error = @last_error, updated_at = @updated_at
 WHERE effect_key = @effect_key AND lease_owner = @owner
-RETURNING state;
+RETURNING state, attempts;
+
+-- name: DeferEffect :exec
+-- The next attempt's time, on the database's clock, of a row ReleaseEffect
+-- just left pending (in the same transaction): no claim takes it before.
+UPDATE idem_ledger SET next_attempt_at = @next_attempt_at
+WHERE effect_key = @effect_key AND state = 'pending' AND lease_owner IS NULL;
 
 -- name: GetEffect :one
-SELECT state, result, last_error, permanent, parked_reason FROM idem_ledger WHERE effect_key = @effect_key;
+SELECT state, result, last_error, permanent, parked_reason, next_attempt_at FROM idem_ledger WHERE effect_key = @effect_key;
 
 -- name: PendingEffects :many
 SELECT effect_key, effect, unit_key, payload FROM idem_ledger
-WHERE job = @job AND state = 'pending' AND (lease_until IS NULL OR lease_until < @now) AND effect_key > @after
+WHERE job = @job AND state = 'pending' AND (lease_until IS NULL OR lease_until < @now)
+    AND (next_attempt_at IS NULL OR next_attempt_at <= @now) AND effect_key > @after
 ORDER BY effect_key
 LIMIT @row_limit;
 
@@ -90,7 +104,7 @@ DELETE FROM idem_seen AS s WHERE s.job = @job AND s.first_seen < @before
 AND NOT EXISTS (SELECT 1 FROM idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key);
 
 -- name: ListLedger :many
-SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error, permanent, parked_reason
+SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error, permanent, parked_reason, next_attempt_at
 FROM idem_ledger ORDER BY effect_key;
 
 -- name: GetUnitFailure :one

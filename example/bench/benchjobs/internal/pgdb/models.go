@@ -25,6 +25,7 @@ type BenchjobsIdemLedger struct {
 	DoneAt        *time.Time
 	Permanent     bool
 	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 type BenchjobsIdemParked struct {

@@ -25,6 +25,7 @@ type BenchjobsIdemLedger struct {
 	DoneAt        sql.NullString
 	Permanent     bool
 	ParkedReason  sql.NullString
+	NextAttemptAt sql.NullString
 }
 
 type BenchjobsIdemParked struct {

@@ -34,6 +34,7 @@ type SoakpayIdemLedger struct {
 	DoneAt        *time.Time
 	Permanent     bool
 	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 type SoakpayIdemParked struct {

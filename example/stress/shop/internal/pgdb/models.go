@@ -36,6 +36,7 @@ type ShopIdemLedger struct {
 	DoneAt        *time.Time
 	Permanent     bool
 	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 type ShopIdemParked struct {

@@ -36,6 +36,7 @@ type ShopIdemLedger struct {
 	DoneAt        sql.NullString
 	Permanent     bool
 	ParkedReason  sql.NullString
+	NextAttemptAt sql.NullString
 }
 
 type ShopIdemParked struct {

@@ -25,6 +25,7 @@ type BumpLedger struct {
 	DoneAt        *time.Time
 	Permanent     bool
 	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 type BumpParked struct {

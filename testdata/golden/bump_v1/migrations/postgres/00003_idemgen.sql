@@ -3,13 +3,18 @@
 -- Migration 3: the schema the spec needs changed since migration 2.
 -- It adds bump_ledger.permanent, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
 -- It adds bump_ledger.parked_reason, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
+-- It adds bump_ledger.next_attempt_at, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
 
 -- +goose Up
 ALTER TABLE bump_ledger ADD COLUMN permanent boolean NOT NULL DEFAULT false;
 
 ALTER TABLE bump_ledger ADD COLUMN parked_reason text;
 
+ALTER TABLE bump_ledger ADD COLUMN next_attempt_at timestamptz;
+
 -- +goose Down
+ALTER TABLE bump_ledger DROP COLUMN next_attempt_at;
+
 ALTER TABLE bump_ledger DROP COLUMN parked_reason;
 
 ALTER TABLE bump_ledger DROP COLUMN permanent;

@@ -25,6 +25,7 @@ type CursorIdemLedger struct {
 	DoneAt        *time.Time
 	Permanent     bool
 	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 type CursorIdemParked struct {

@@ -25,6 +25,7 @@ type CursorIdemLedger struct {
 	DoneAt        sql.NullString
 	Permanent     bool
 	ParkedReason  sql.NullString
+	NextAttemptAt sql.NullString
 }
 
 type CursorIdemParked struct {

@@ -3,13 +3,18 @@
 -- Migration 3: the schema the spec needs changed since migration 2.
 -- It adds cursor_idem_ledger.permanent, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
 -- It adds cursor_idem_ledger.parked_reason, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
+-- It adds cursor_idem_ledger.next_attempt_at, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
 
 -- +goose Up
 ALTER TABLE cursor_idem_ledger ADD COLUMN permanent BOOLEAN NOT NULL DEFAULT false;
 
 ALTER TABLE cursor_idem_ledger ADD COLUMN parked_reason TEXT;
 
+ALTER TABLE cursor_idem_ledger ADD COLUMN next_attempt_at TEXT;
+
 -- +goose Down
+ALTER TABLE cursor_idem_ledger DROP COLUMN next_attempt_at;
+
 ALTER TABLE cursor_idem_ledger DROP COLUMN parked_reason;
 
 ALTER TABLE cursor_idem_ledger DROP COLUMN permanent;

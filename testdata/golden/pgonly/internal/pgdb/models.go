@@ -35,6 +35,7 @@ type PgonlyIdemLedger struct {
 	DoneAt        *time.Time
 	Permanent     bool
 	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 type PgonlyIdemParked struct {

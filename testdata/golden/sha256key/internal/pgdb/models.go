@@ -25,6 +25,7 @@ type HkLedger struct {
 	DoneAt        *time.Time
 	Permanent     bool
 	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 type HkProgress struct {

@@ -25,6 +25,7 @@ type SqliteonlyIdemLedger struct {
 	DoneAt        sql.NullString
 	Permanent     bool
 	ParkedReason  sql.NullString
+	NextAttemptAt sql.NullString
 }
 
 type SqliteonlyIdemParked struct {

@@ -46,6 +46,7 @@ type StagedIdemLedger struct {
 	DoneAt        *time.Time
 	Permanent     bool
 	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 type StagedIdemParked struct {

@@ -45,6 +45,7 @@ type StagedIdemLedger struct {
 	DoneAt        sql.NullString
 	Permanent     bool
 	ParkedReason  sql.NullString
+	NextAttemptAt sql.NullString
 }
 
 type StagedIdemParked struct {

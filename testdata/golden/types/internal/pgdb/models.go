@@ -54,6 +54,7 @@ type TypesIdemLedger struct {
 	DoneAt        *time.Time
 	Permanent     bool
 	ParkedReason  *string
+	NextAttemptAt *time.Time
 }
 
 type TypesIdemParked struct {

@@ -51,6 +51,7 @@ type TypesIdemLedger struct {
 	DoneAt        sql.NullString
 	Permanent     bool
 	ParkedReason  sql.NullString
+	NextAttemptAt sql.NullString
 }
 
 type TypesIdemParked struct {
