@@ -1,6 +1,11 @@
 // Package mutation proves the generated crash tests: it plants classic
-// idempotency bugs into generated packages and requires each to be caught.
-// It is a package of its own so its run has its own test timeout.
+// idempotency bugs into generated packages and the runtime, and requires
+// each to be caught. It is a package of its own so its run has its own
+// test timeout.
+//
+// The rule: every change to the engine lands with the crash family that
+// reaches it and a mutant here that family kills, on both databases where
+// the code differs.
 package mutation
 
 import (
