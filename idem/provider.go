@@ -42,15 +42,9 @@ func (b Backoff) wait(attempts int32, draw func() float64) time.Duration {
 	return time.Duration(float64(d) * (0.5 + draw()/2))
 }
 
-// Budget is the total wait of the backoff across maxAttempts attempts,
-// without jitter: a provider outage shorter than half of it parks nothing.
-func (b Backoff) Budget(maxAttempts int32) time.Duration {
-	var total time.Duration
-	for a := int32(1); a < maxAttempts; a++ {
-		total += b.wait(a, func() float64 { return 1 })
-	}
-	return total
-}
+// Longest is the most a failed attempt can wait before the next one: Max,
+// or the default's when unset.
+func (b Backoff) Longest() time.Duration { return b.orDefault().Max }
 
 // ErrRetryAfter marks a provider's "not now" (see RetryAfter).
 var ErrRetryAfter = errors.New("provider asked to be called later")
@@ -92,5 +86,5 @@ func retryAfterOf(err error) (time.Duration, bool) {
 // the same key, never while the timed-out call could still be in flight.
 var ErrCallTimeout = errors.New("provider call timed out")
 
-// jitter draws the backoff's random factor.
-func jitter() float64 { return rand.Float64() }
+// jitter draws the backoff's random factor, in [0, 1).
+var jitter = rand.Float64

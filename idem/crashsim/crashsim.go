@@ -109,15 +109,6 @@ type Effect struct {
 	Timeout time.Duration
 }
 
-// longestBackoff is the most a failed attempt of fx can wait before the
-// next one (its retry max, or the runtime's default).
-func (fx Effect) longestBackoff() time.Duration {
-	if fx.Retry.Max > 0 {
-		return fx.Retry.Max
-	}
-	return max(idem.DefaultRetry.Max, fx.Retry.Initial)
-}
-
 // Job is what the generated test tells the harness about a job: the
 // spec's declarations, the fixture, and how to build and read the job. It
 // holds no generated key function: the oracle renders keys itself.
@@ -231,6 +222,7 @@ const (
 	faultNone     simFault = iota
 	faultRespLost          // the provider applies, then the caller sees an error
 	faultFailPre           // the provider fails before applying
+	faultStall             // the call hangs past the effect's timeout (family stall)
 )
 
 // Provider is the fake outside provider. It honours the idempotency key
@@ -260,16 +252,20 @@ type Provider struct {
 	throttling                  map[string]int
 	notBefore                   map[string]time.Time
 	early                       []string
-	now                         func() time.Time // the simulation's clock
-	journal                     *os.File         // subprocess mode: every call, synced before it returns
-	progress                    *atomic.Int64    // the scenario's (simRun.progress): a call is progress
+	// stalling holds the keys of calls hanging now (faultStall); a second
+	// call of one of them while it hangs is recorded in twice.
+	stalling map[string]bool
+	twice    []string
+	now      func() time.Time // the simulation's clock
+	journal  *os.File         // subprocess mode: every call, synced before it returns
+	progress *atomic.Int64    // the scenario's (simRun.progress): a call is progress
 }
 
 func newSimProvider() *Provider {
 	return &Provider{calls: map[string]int{}, applied: map[string]int{}, first: map[string][]byte{},
 		effect: map[string]string{}, faults: map[int]simFault{}, failCall: -1, failing: map[string]int{}, failInc: map[int]string{},
 		permanentCall: -1, permanent: map[string]bool{},
-		throttleCall: -1, throttling: map[string]int{}, notBefore: map[string]time.Time{}}
+		throttleCall: -1, throttling: map[string]int{}, notBefore: map[string]time.Time{}, stalling: map[string]bool{}}
 }
 
 func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error) {
@@ -283,6 +279,9 @@ func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error)
 	p.calls[key]++
 	p.effect[key] = effect
 	p.order = append(p.order, key)
+	if p.stalling[key] {
+		p.twice = append(p.twice, key)
+	}
 	if n == p.failCall {
 		p.failing[key] = p.failTimes
 	}
@@ -311,6 +310,22 @@ func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error)
 	}
 	if p.faults[n] == faultFailPre {
 		return nil, errors.New("simulated provider failure before applying")
+	}
+	if p.faults[n] == faultStall {
+		// It hangs, without the lock, until its context ends (the
+		// effect's timeout) or simStallFor passes; only a call that
+		// outlasts the wait applies.
+		p.stalling[key] = true
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(simStallFor):
+		}
+		p.mu.Lock()
+		delete(p.stalling, key)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("simulated stalled call, abandoned: %w", err)
+		}
 	}
 	if k, ok := p.failInc[simIncOf(ctx)]; ok && k == key {
 		return nil, errors.New("simulated failure of this worker's call")
@@ -398,7 +413,7 @@ func (s simScenario) overlapping() bool {
 func (s simScenario) exactCalls() bool {
 	switch s.family {
 	case "clean", "writefail", "poison", "failk", "permanent", "throttle", "takeover", "livelease", "bump", "mismatch",
-		"purge-young", "resplost", "failpre", "commitunknown":
+		"purge-young", "resplost", "failpre", "stall", "commitunknown":
 		return true
 	case "fanout":
 		return true // without a fault, concurrent calls are still one per key
@@ -949,7 +964,11 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 		base = append(base, idem.WithEffectConcurrency(4), idem.WithBatchSize(2), idem.WithWriteAhead(true))
 	}
 	opts = append(base, opts...)
-	if edit := editFor(r.versions, r.job); edit != nil {
+	edit := editFor(r.versions, r.job)
+	if r.sc.family == "stall" {
+		edit = withTimeout(edit, simStallTimeout)
+	}
+	if edit != nil {
 		opts = append(opts, idem.WithJobEdit(edit))
 	}
 	src := any(r.window)
@@ -1022,7 +1041,7 @@ func (r *simRun[U]) play() []string {
 		// Each run must find the failing effect past its backoff, which
 		// grows with every attempt up to the effect's retry max.
 		for _, fx := range r.job.Effects {
-			step = max(step, r.job.Lease+time.Minute+fx.longestBackoff())
+			step = max(step, r.job.Lease+time.Minute+fx.Retry.Longest())
 		}
 	}
 	for i := 0; i < r.convergenceRuns(); i++ {
@@ -1267,3 +1286,22 @@ func maxTime(a, b time.Time) time.Time {
 
 // simOwner names an incarnation's lease owner.
 func simOwner(inc int) string { return fmt.Sprintf("worker-%d", inc) }
+
+// The stall family's effect timeout, and how long its stalled call hangs
+// when nothing cancels it (a runtime that ignores the timeout).
+const (
+	simStallTimeout = 50 * time.Millisecond
+	simStallFor     = 2 * time.Second
+)
+
+// withTimeout adds a timeout to every effect of the job edit builds.
+func withTimeout[U any](edit func(*idem.Job[U]), d time.Duration) func(*idem.Job[U]) {
+	return func(j *idem.Job[U]) {
+		if edit != nil {
+			edit(j)
+		}
+		for i := range j.Effects {
+			j.Effects[i].Timeout = d
+		}
+	}
+}

@@ -11,6 +11,8 @@ package crashsim
 //	subprocess     a real process death (os.Exit) at points of phase 0      1 2 3
 //	resplost       the provider applies, the caller sees an error           2
 //	failpre        the provider fails before applying                       2 8
+//	stall          a call hangs past the effect's timeout: cancelled,       2 8
+//	               tried again later with the same key, never while it hangs
 //	commitunknown  a commit succeeds but the client sees an error           1 2 3
 //	writefail      one unit's write fails and rolls back                    3 8
 //	stmtfail       a batch's statement fails without naming a unit: the     8
@@ -136,7 +138,7 @@ func (r *simRun[U]) expect() simExpect[U] {
 		}
 		r.prov.mu.Lock()
 		switch r.sc.family {
-		case "resplost", "failpre":
+		case "resplost", "failpre", "stall":
 			if r.sc.call < len(r.prov.order) {
 				e.calls[r.prov.order[r.sc.call]] = 2
 			}
@@ -320,6 +322,12 @@ func (r *simRun[U]) checkEnd() []string {
 	r.prov.mu.Unlock()
 	if len(early) > 0 {
 		r.violate("end: the provider was called before the time its RetryAfter named: %s", strings.Join(early, "; "))
+	}
+	r.prov.mu.Lock()
+	twice := slices.Clone(r.prov.twice)
+	r.prov.mu.Unlock()
+	if len(twice) > 0 {
+		r.violate("end: a key was called again while its earlier call still hung: %s", strings.Join(twice, ", "))
 	}
 	r.checkRerun(ctx, exp)
 	if slices.ContainsFunc(r.job.Effects, func(fx Effect) bool { return fx.Retention > 0 }) {
@@ -863,7 +871,7 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 		for _, f := range []struct {
 			family string
 			fault  simFault
-		}{{"resplost", faultRespLost}, {"failpre", faultFailPre}} {
+		}{{"resplost", faultRespLost}, {"failpre", faultFailPre}, {"stall", faultStall}} {
 			sc := newScenario(f.family)
 			sc.call = c
 			sc.faults = map[int]simFault{c: f.fault}

@@ -262,6 +262,8 @@ var exampleMutants = []mutant{
 		{file: sqliteLedger, old: `\n    AND \(next_attempt_at IS NULL OR next_attempt_at <= \?2\) AND effect_key > \?3`, new: " AND effect_key > ?3"},
 		{file: sqliteLedger, old: `\n    AND \(next_attempt_at IS NULL OR next_attempt_at <= \?5\)\n`, new: "\n"},
 	}},
+	{name: "an effect's timeout never set on its call", test: syncTest, edits: edit(engineFile,
+		`if fx\.Timeout <= 0 \{`, "if true || fx.Timeout <= 0 {")},
 	{name: "the provider's wait ignored: next attempt at once", test: syncTest, edits: edit(engineFile,
 		`\t\t\t\tbackoff = wait\n`, "\t\t\t\tbackoff = 0 * wait\n")},
 	{name: "parked units hold the watermark", test: syncTest, edits: edit(batchFile,
@@ -274,7 +276,7 @@ var exampleMutants = []mutant{
 // deterministic families: a kill must come from one of these, not only
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
-	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "throttle", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout"}
+	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
