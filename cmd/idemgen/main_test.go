@@ -76,6 +76,7 @@ func scriptParams(t *testing.T) testscript.Params {
 			"edit-generated":  cmdEditGenerated,
 			"claim":           cmdClaim,
 			"append":          cmdAppend,
+			"replace":         cmdReplace,
 			"count-files":     cmdCountFiles,
 			"billing":         cmdBilling,
 		},
@@ -345,6 +346,23 @@ func cmdAppend(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	_, err = f.WriteString(args[1] + "\n")
 	ts.Check(errors.Join(err, f.Close()))
+}
+
+// cmdReplace replaces OLD with NEW in FILE, and fails unless OLD is there
+// exactly once: a script that edits a copy of the example's spec must not
+// pass because the spec changed under it.
+//
+//	replace bumped.yaml 'version: 2' 'version: 3'
+func cmdReplace(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: replace FILE OLD NEW")
+	}
+	data, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	if n := strings.Count(string(data), args[1]); n != 1 {
+		ts.Fatalf("%s holds %q %d times, want 1", args[0], args[1], n)
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(strings.Replace(string(data), args[1], args[2], 1)), 0o644))
 }
 
 // cmdCountFiles checks how many regular files DIR holds, at any depth.

@@ -61,7 +61,23 @@ type EffectStatus struct {
 	// Parked failed max_attempts times or permanently (ledger state
 	// failed): nothing retries them until a person does.
 	Parked int `json:"parked"`
-	Done   int `json:"done"`
+	// Done counts the rows done under the current version. Owed, Leased,
+	// Failed and Parked count rows of every version: an older version's
+	// owed row is still performed, under its old key.
+	Done int `json:"done"`
+	// Version is the effect's version in the spec; for an effect the spec
+	// no longer has, the newest the ledger holds.
+	Version int `json:"version"`
+	// History counts the rows done under Superseded, the versions older
+	// than Version that the ledger holds rows of: kept as history, never
+	// performed again under those keys.
+	History    int   `json:"history"`
+	Superseded []int `json:"superseded_versions"`
+	// Again counts the units done under a superseded version and not yet
+	// reserved under the current one: a Backfill whose window holds them
+	// (or a Process of them) performs the effect again for each, once,
+	// under the current version's key.
+	Again int `json:"again"`
 	// Overdue are owed, held by no live lease, and untouched (not
 	// reserved, claimed, released or put back) for longer than the
 	// effect's lease: nobody is working on them.
@@ -97,7 +113,7 @@ func (d *DB) Status(ctx context.Context) (*Status, error) {
 		if j := d.job(name); j != nil {
 			js.Source, js.InSpec = string(j.Source), true
 			for _, e := range j.Effects {
-				js.Effects = append(js.Effects, EffectStatus{Effect: e.Name, Lease: Seconds(e.Lease), InSpec: true})
+				js.Effects = append(js.Effects, EffectStatus{Effect: e.Name, Lease: Seconds(e.Lease), Version: e.Version, Superseded: []int{}, InSpec: true})
 			}
 		}
 		byJob[name] = js
@@ -132,6 +148,9 @@ func (d *DB) Status(ctx context.Context) (*Status, error) {
 		js := &st.Jobs[i]
 		for k := range js.Effects {
 			if err := d.readOverdue(ctx, now, js.Job, &js.Effects[k]); err != nil {
+				return nil, err
+			}
+			if err := d.readAgain(ctx, js.Job, &js.Effects[k]); err != nil {
 				return nil, err
 			}
 		}
@@ -211,7 +230,8 @@ func (d *DB) readProgress(ctx context.Context, jobFor func(string) *JobStatus) e
 
 func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string) *JobStatus) error {
 	// One pass over the ledger, counted in the database: done rows kept
-	// for retention can be many.
+	// for retention can be many. Counted per effect version, so that done
+	// rows of superseded versions are told apart as history.
 	// A ledger migrated before next_attempt_at has no row waiting.
 	waiting := `0, NULL`
 	args := []any{d.at(now), d.at(now)}
@@ -220,7 +240,7 @@ func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string)
     min(CASE WHEN state = 'pending' AND next_attempt_at > ? AND (lease_until IS NULL OR lease_until <= ?) THEN next_attempt_at END)`
 		args = append(args, d.at(now), d.at(now), d.at(now), d.at(now))
 	}
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT job, effect,
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT job, effect, effect_version,
     count(CASE WHEN state = 'pending' THEN 1 END),
     count(CASE WHEN state = 'pending' AND lease_until > ? THEN 1 END),
     count(CASE WHEN state = 'pending' AND attempts > 0 AND (lease_until IS NULL OR lease_until <= ?) THEN 1 END),
@@ -228,29 +248,86 @@ func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string)
     count(CASE WHEN state = 'done' THEN 1 END),
     min(CASE WHEN state = 'pending' THEN created_at END),
     `+waiting+`
-FROM `+d.t.Ledger+` GROUP BY job, effect ORDER BY job, effect`), args...)
+FROM `+d.t.Ledger+` GROUP BY job, effect, effect_version ORDER BY job, effect, effect_version`), args...)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
 	}
 	defer rows.Close()
+	type versionRows struct {
+		job     string
+		version int
+		es      EffectStatus
+	}
+	var all []versionRows
 	for rows.Next() {
-		var job string
-		var es EffectStatus
+		var r versionRows
 		var oldest, next dbTime
-		if err := rows.Scan(&job, &es.Effect, &es.Owed, &es.Leased, &es.Failed, &es.Parked, &es.Done, &oldest, &es.Waiting, &next); err != nil {
+		if err := rows.Scan(&r.job, &r.es.Effect, &r.version, &r.es.Owed, &r.es.Leased, &r.es.Failed, &r.es.Parked, &r.es.Done, &oldest, &r.es.Waiting, &next); err != nil {
 			return fmt.Errorf("read %s: %w", d.t.Ledger, err)
 		}
-		es.Oldest, es.NextAttempt = oldest.ptr(), next.ptr()
-		js := jobFor(job)
-		if i := slices.IndexFunc(js.Effects, func(e EffectStatus) bool { return e.Effect == es.Effect }); i >= 0 {
-			es.Lease, es.InSpec = js.Effects[i].Lease, true
-			js.Effects[i] = es
+		r.es.Oldest, r.es.NextAttempt = oldest.ptr(), next.ptr()
+		all = append(all, r)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i, r := range all {
+		js := jobFor(r.job)
+		k := slices.IndexFunc(js.Effects, func(e EffectStatus) bool { return e.Effect == r.es.Effect })
+		if k < 0 {
+			// The spec no longer says: its newest version in the ledger
+			// (rows come in version order) is the current one.
+			newest := r.version
+			for _, later := range all[i+1:] {
+				if later.job == r.job && later.es.Effect == r.es.Effect {
+					newest = later.version
+				}
+			}
+			js.Effects = append(js.Effects, EffectStatus{Effect: r.es.Effect, Lease: Seconds(model.DefaultLease), Version: newest, Superseded: []int{}})
+			k = len(js.Effects) - 1
+		}
+		es := &js.Effects[k]
+		es.Owed += r.es.Owed
+		es.Leased += r.es.Leased
+		es.Failed += r.es.Failed
+		es.Parked += r.es.Parked
+		es.Waiting += r.es.Waiting
+		es.Oldest = earliest(es.Oldest, r.es.Oldest)
+		es.NextAttempt = earliest(es.NextAttempt, r.es.NextAttempt)
+		if r.version < es.Version {
+			es.History += r.es.Done
+			es.Superseded = append(es.Superseded, r.version)
 			continue
 		}
-		es.Lease = Seconds(model.DefaultLease) // the spec no longer says
-		js.Effects = append(js.Effects, es)
+		es.Done += r.es.Done
 	}
-	return rows.Err()
+	return nil
+}
+
+// earliest returns the earlier of two optional instants.
+func earliest(a, b *time.Time) *time.Time {
+	if a == nil || (b != nil && b.Before(*a)) {
+		return b
+	}
+	return a
+}
+
+// readAgain counts the units done under a superseded version of the
+// effect and not yet reserved under the current one: the runtime owes
+// such a unit the current version when it is processed again (the
+// CountDecided query), so a Backfill over it performs the effect again.
+func (d *DB) readAgain(ctx context.Context, job string, es *EffectStatus) error {
+	if es.History == 0 {
+		return nil
+	}
+	err := d.db.QueryRowContext(ctx, d.q(`SELECT count(DISTINCT unit_key) FROM `+d.t.Ledger+` o
+WHERE job = ? AND effect = ? AND effect_version < ? AND state = 'done'
+    AND NOT EXISTS (SELECT 1 FROM `+d.t.Ledger+` c WHERE c.job = o.job AND c.effect = o.effect AND c.unit_key = o.unit_key AND c.effect_version >= ?)`),
+		job, es.Effect, es.Version, es.Version).Scan(&es.Again)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+	}
+	return nil
 }
 
 // readOverdue counts the effect's owed rows that nobody is working on: no

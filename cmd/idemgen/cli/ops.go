@@ -146,6 +146,9 @@ func printStatus(w io.Writer, st *ops.Status) {
 			}
 			fmt.Fprintf(w, "  effect %s: owed %s, leased %s, failed %d, parked %d, done %d\n",
 				name, owed, leased, es.Failed, es.Parked, es.Done)
+			if len(es.Superseded) > 0 {
+				fmt.Fprintf(w, "    %s\n", historyText(js, es))
+			}
 		}
 		fmt.Fprintf(w, "  units: failing %d, parked %d, put back for retry %d\n", js.Units.Failing, js.Units.Parked, js.Units.Retry)
 	}
@@ -157,6 +160,24 @@ func printStatus(w io.Writer, st *ops.Status) {
 	for _, p := range st.Problems {
 		fmt.Fprintf(w, "unhealthy: %s\n", p)
 	}
+}
+
+// historyText says what the ledger keeps of an effect's superseded
+// versions and what a Backfill would perform again because of the bump.
+func historyText(js ops.JobStatus, es ops.EffectStatus) string {
+	versions := make([]string, len(es.Superseded))
+	for i, v := range es.Superseded {
+		versions[i] = fmt.Sprintf("v%d", v)
+	}
+	s := fmt.Sprintf("history: done %d under %s (superseded by v%d)", es.History, strings.Join(versions, ", "), es.Version)
+	if es.Again == 0 {
+		return s + fmt.Sprintf("; every unit done under them is reserved under v%d already", es.Version)
+	}
+	again := "a Backfill whose window holds them"
+	if js.Source != string(model.SourceWatermark) {
+		again = "processing them again" // no Backfill without a watermark
+	}
+	return s + fmt.Sprintf("; %s performs %s again for %s", again, es.Effect, plural(es.Again, "unit"))
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
