@@ -175,6 +175,12 @@ func plan(e env, file string, o *options) (target, int) {
 	for _, n := range t.plan.Notes {
 		fmt.Fprintf(e.stderr, "idemgen: %s: %s\n", t.path(n.Path), n.Reason)
 	}
+	// A version bump is deliberate, but its cost (the effects performed
+	// again) should be seen before it ships: generate and diff both say it.
+	// It is a note, not a warning: -strict and the exit code ignore it.
+	for _, b := range generator.Bumps(opts.Existing, f) {
+		fmt.Fprintf(e.stderr, "%s:%d:%d: note: %s\n", specPath(file), b.Pos.Line, b.Pos.Col, b.Note)
+	}
 	return t, exitOK
 }
 
