@@ -8,7 +8,6 @@ import (
 
 	"net"
 	"os"
-	"strconv"
 
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemtest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -32,9 +32,7 @@ import (
 // the example's crash simulation measured the same time without it (see
 // the README's crash-simulation section).
 type simPostgres struct {
-	url      string
-	run      string // this test process's run id: in its schemas' and admin session's names
-	admin    *pgxpool.Pool
+	db       *idemtest.Postgres // the test's hold on the database: its admin pool and its schemas
 	template string
 	tables   []string
 	open     func(*pgxpool.Pool) Store
@@ -42,42 +40,28 @@ type simPostgres struct {
 	free     []*simSchema // emptied scenario schemas, ready for the next one
 }
 
+// simSeq numbers incarnations, whose sessions are named after it.
 var simSeq atomic.Int64
 
 // Postgres returns nil (and the caller skips) without IDEMGEN_TEST_POSTGRES.
+// Its schemas come from idem/idemtest, which drops them when t ends and
+// drops those of test processes that died before they could.
 func Postgres(t testing.TB, open func(*pgxpool.Pool) Store) Env {
-	url := os.Getenv("IDEMGEN_TEST_POSTGRES")
-	if url == "" {
+	if os.Getenv(idemtest.EnvPostgres) == "" {
 		return nil
 	}
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := simRunID()
-	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	// The admin session's name tells other test processes this run is
-	// alive; MinConns keeps it open for the whole test.
-	cfg.ConnConfig.RuntimeParams["application_name"] = simAdminApp + run
-	cfg.MinConns = 1
-	admin, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	e := &simPostgres{url: url, run: run, admin: admin, open: open}
+	e := &simPostgres{db: idemtest.OpenPostgres(t), open: open}
 	if os.Getenv(simChildEnv) != "" {
 		return e // a child only attaches to its parent's schema
 	}
-	simDropStale(ctx, t, admin)
-	e.template = e.newSchema(t)
+	e.template = e.db.NewSchema(t)
 	pool := e.pool(t, e.template, "idemsim_migrate", nil)
 	if err := open(pool).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	pool.Close()
-	rows, err := admin.Query(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE' ORDER BY table_name", e.template)
+	rows, err := e.admin().Query(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE' ORDER BY table_name", e.template)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,86 +75,12 @@ func Postgres(t testing.TB, open func(*pgxpool.Pool) Store) Env {
 	return e
 }
 
-// simAdminApp prefixes the application_name of a test process's admin
-// session: while it is connected, the schemas named after its run id are
-// in use.
-const simAdminApp = "idemsim_admin_"
-
-// simRunID names one test process's run: short, unique, lower case (it is
-// part of schema names).
-func simRunID() string {
-	return strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatInt(int64(os.Getpid()), 36)
-}
-
-// simDropStale drops the scenario schemas of test processes that died
-// before their cleanup (killed by go test's timeout, a SIGKILL, a machine
-// restart). A schema named after a run (idemsim_<run>_<n>) is stale when
-// its run has no admin session left; one named the older way, after the
-// time it was made (idemsim_<unix nanoseconds>_<n>, which a test of an
-// older idemgen may still be using), when it is over a day old. A schema
-// some session still holds a lock in is in use, whatever its name says:
-// its drop gives up after a moment and it is kept. Cleanup never fails a
-// test; what it could not drop it logs.
-func simDropStale(ctx context.Context, t testing.TB, admin *pgxpool.Pool) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	rows, err := admin.Query(ctx, `
-SELECT n.nspname FROM pg_namespace n
-WHERE n.nspname LIKE 'idemsim\_%'
-  AND CASE
-    WHEN split_part(n.nspname, '_', 2) ~ '^[0-9]{19}$'
-      THEN to_timestamp(split_part(n.nspname, '_', 2)::numeric / 1e9) < now() - interval '1 day'
-    ELSE NOT EXISTS (
-      SELECT 1 FROM pg_stat_activity a
-      WHERE a.datname = current_database()
-        AND a.application_name = $1 || split_part(n.nspname, '_', 2))
-  END`, simAdminApp)
-	if err != nil {
-		t.Logf("crashsim: looking for the schemas of dead test runs: %v", err)
-		return
-	}
-	stale, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Logf("crashsim: looking for the schemas of dead test runs: %v", err)
-		return
-	}
-	for _, schema := range stale {
-		err := pgx.BeginFunc(ctx, admin, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '2s'"); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-			return err
-		})
-		if err != nil {
-			t.Logf("crashsim: schema %s of a test run that looks dead is kept: %v", schema, err)
-		}
-	}
-}
-
 func (e *simPostgres) name() string { return "postgres" }
 
-func (e *simPostgres) newSchema(t testing.TB) string {
-	schema := fmt.Sprintf("idemsim_%s_%d", e.run, simSeq.Add(1))
-	if _, err := e.admin.Exec(context.Background(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.dropSchema(schema) })
-	return schema
-}
+func (e *simPostgres) admin() *pgxpool.Pool { return e.db.Admin() }
 
-func (e *simPostgres) dropSchema(schema string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, _ = e.admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-}
-
-func (e *simPostgres) config(t testing.TB, schema, app string) *pgxpool.Config {
-	cfg, err := pgxpool.ParseConfig(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+func (e *simPostgres) config(schema, app string) *pgxpool.Config {
+	cfg := e.db.Config(schema)
 	cfg.ConnConfig.RuntimeParams["application_name"] = app
 	// The simulation kills clients, never the server: commits need not wait
 	// for the disk, and what every session sees is unchanged.
@@ -180,7 +90,7 @@ func (e *simPostgres) config(t testing.TB, schema, app string) *pgxpool.Config {
 }
 
 func (e *simPostgres) pool(t testing.TB, schema, app string, sqlHook idem.CrashHook) *pgxpool.Pool {
-	cfg := e.config(t, schema, app)
+	cfg := e.config(schema, app)
 	if sqlHook != nil {
 		cfg.ConnConfig.Tracer = &simTracer{hook: sqlHook, conns: map[*pgx.Conn]*simStatements{}}
 	}
@@ -202,10 +112,10 @@ func (e *simPostgres) fresh(t testing.TB) simDB {
 		return &simPostgresDB{env: e, s: s}
 	}
 	e.mu.Unlock()
-	schema := e.newSchema(t)
+	schema := e.db.NewSchema(t)
 	for _, table := range e.tables {
 		// LIKE ... INCLUDING ALL copies columns, defaults, constraints and indexes.
-		if _, err := e.admin.Exec(context.Background(), fmt.Sprintf("CREATE TABLE %s.%s (LIKE %s.%s INCLUDING ALL)", schema, table, e.template, table)); err != nil {
+		if _, err := e.admin().Exec(context.Background(), fmt.Sprintf("CREATE TABLE %s.%s (LIKE %s.%s INCLUDING ALL)", schema, table, e.template, table)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -245,7 +155,7 @@ func (d *simPostgresDB) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := d.env.terminate(ctx, "application_name LIKE $1", d.incarnationApps()); err != nil {
-		d.env.dropSchema(d.s.name)
+		_ = d.env.db.DropSchema(d.s.name)
 		return
 	}
 	var tables []string
@@ -253,8 +163,8 @@ func (d *simPostgresDB) close() {
 		tables = append(tables, d.s.name+"."+table)
 	}
 	// DELETE, not TRUNCATE: a handful of rows, and no new relation files.
-	if _, err := d.env.admin.Exec(ctx, "DELETE FROM "+strings.Join(tables, "; DELETE FROM ")); err != nil {
-		d.env.dropSchema(d.s.name)
+	if _, err := d.env.admin().Exec(ctx, "DELETE FROM "+strings.Join(tables, "; DELETE FROM ")); err != nil {
+		_ = d.env.db.DropSchema(d.s.name)
 		return
 	}
 	d.env.mu.Lock()
@@ -267,12 +177,12 @@ func (d *simPostgresDB) close() {
 // transactions aborted, their locks dropped.
 func (e *simPostgres) terminate(ctx context.Context, where string, arg any) error {
 	match := "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND " + where
-	if _, err := e.admin.Exec(ctx, "SELECT pg_terminate_backend(pid) "+match, arg); err != nil {
+	if _, err := e.admin().Exec(ctx, "SELECT pg_terminate_backend(pid) "+match, arg); err != nil {
 		return err
 	}
 	for {
 		var left int
-		if err := e.admin.QueryRow(ctx, "SELECT count(*) "+match, arg).Scan(&left); err != nil {
+		if err := e.admin().QueryRow(ctx, "SELECT count(*) "+match, arg).Scan(&left); err != nil {
 			return err
 		}
 		if left == 0 {
@@ -305,7 +215,7 @@ func (d *simPostgresDB) diagnose(ctx context.Context) string {
 FROM pg_stat_activity
 WHERE datname = current_database() AND (application_name LIKE $1 OR application_name = $2)
 ORDER BY pid`
-	rows, err := d.env.admin.Query(ctx, sessions, d.incarnationApps(), "idemsim_obs_"+d.s.name)
+	rows, err := d.env.admin().Query(ctx, sessions, d.incarnationApps(), "idemsim_obs_"+d.s.name)
 	if err != nil {
 		return fmt.Sprintf("pg_stat_activity: %v\n", err)
 	}
@@ -333,7 +243,7 @@ ORDER BY pid`
 FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 OR l.pid = ANY($2)
 ORDER BY l.granted, l.pid`
-	rows, err = d.env.admin.Query(ctx, locks, d.s.name, pids)
+	rows, err = d.env.admin().Query(ctx, locks, d.s.name, pids)
 	if err != nil {
 		return b.String() + fmt.Sprintf("pg_locks: %v\n", err)
 	}
@@ -359,7 +269,7 @@ func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idem.CrashHook) (idem.
 	// A new process: a new pool of new sessions, named after the
 	// incarnation so a kill finds them all.
 	app := fmt.Sprintf("idemsim_%s_%d", d.s.name, simSeq.Add(1))
-	cfg := d.env.config(t, d.s.name, app)
+	cfg := d.env.config(d.s.name, app)
 	cfg.ConnConfig.Tracer = &simTracer{hook: sqlHook, conns: map[*pgx.Conn]*simStatements{}}
 	inc := &simSessions{}
 	cfg.ConnConfig.DialFunc = inc.dial
