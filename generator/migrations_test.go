@@ -11,15 +11,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/ncruces/go-sqlite3/driver"
 	"github.com/pressly/goose/v3"
 
 	"github.com/idemgen/idemgen/generator"
-	"github.com/idemgen/idemgen/generator/internal/pgtest"
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/generator/spec"
 	"github.com/idemgen/idemgen/generator/sqlc"
 	"github.com/idemgen/idemgen/generator/sqlgen"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // specText builds a spec from job blocks; each job is a YAML list item.
@@ -411,12 +412,14 @@ func openDatabases(t *testing.T) []*testDB {
 	}
 	t.Cleanup(func() { lite.Close() })
 	dbs := []*testDB{{model.SQLite, lite}}
-	pg := pgtest.OpenSchema(t, "idemgen_mig_")
-	if pg == nil {
+	if os.Getenv(idemtest.EnvPostgres) == "" {
 		t.Log("IDEMGEN_TEST_POSTGRES is not set: the PostgreSQL migration checks are skipped (SQLite only)")
 		return dbs
 	}
-	return append(dbs, &testDB{model.Postgres, pg})
+	pg := idemtest.OpenPostgres(t)
+	db := stdlib.OpenDB(*pg.Config(pg.NewSchema(t)).ConnConfig)
+	t.Cleanup(func() { db.Close() })
+	return append(dbs, &testDB{model.Postgres, db})
 }
 
 func (db *testDB) provider(t *testing.T, dir string) *goose.Provider {

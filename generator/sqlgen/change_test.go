@@ -9,12 +9,13 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/ncruces/go-sqlite3/driver"
 	"github.com/pressly/goose/v3"
 
-	"github.com/idemgen/idemgen/generator/internal/pgtest"
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/generator/spec"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 const shopSpec = `version: 1
@@ -143,10 +144,9 @@ func mustExec(t *testing.T, db *sql.DB, q string) {
 func openDB(t *testing.T, d model.Dialect) *sql.DB {
 	t.Helper()
 	if d == model.Postgres {
-		db := pgtest.OpenSchema(t, "idemgen_sqlgen_")
-		if db == nil {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
+		pg := idemtest.OpenPostgres(t)
+		db := stdlib.OpenDB(*pg.Config(pg.NewSchema(t)).ConnConfig)
+		t.Cleanup(func() { db.Close() })
 		return db
 	}
 	db, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "test.db"))
