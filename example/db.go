@@ -52,6 +52,12 @@ func openPostgres(ctx context.Context, dsn, schema string) (*billing.Store, *pgx
 		}
 		cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	}
+	return openPostgresConfig(ctx, cfg)
+}
+
+// openPostgresConfig connects as cfg says (a test's schema comes from
+// idem/idemtest with its search_path set) and returns a migrated store.
+func openPostgresConfig(ctx context.Context, cfg *pgxpool.Config) (*billing.Store, *pgxpool.Pool, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, nil, err

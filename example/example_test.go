@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // Every test here runs on SQLite and, when IDEMGEN_TEST_POSTGRES is set, on
@@ -52,19 +52,12 @@ func eachRawDB(t *testing.T, fn func(t *testing.T, store *billing.Store, db rawD
 		})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		url := os.Getenv("IDEMGEN_TEST_POSTGRES")
-		if url == "" {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		schema := fmt.Sprintf("idemgen_test_%d", time.Now().UnixNano())
-		st, pool, err := openPostgres(context.Background(), url, schema)
+		pg := idemtest.OpenPostgres(t)
+		st, pool, err := openPostgresConfig(context.Background(), pg.Config(pg.NewSchema(t)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-			pool.Close()
-		})
+		t.Cleanup(pool.Close)
 		fn(t, st, func(t *testing.T, _, postgres string) {
 			t.Helper()
 			if _, err := pool.Exec(context.Background(), postgres); err != nil {

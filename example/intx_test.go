@@ -3,17 +3,13 @@ package main
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // callerDB is the test's own handle on the store's database, as a web
@@ -88,23 +84,13 @@ func eachCallerDB(t *testing.T, fn func(t *testing.T, db callerDB)) {
 		})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		dsn := os.Getenv("IDEMGEN_TEST_POSTGRES")
-		if dsn == "" {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		schema := fmt.Sprintf("idemgen_test_%d", time.Now().UnixNano())
-		st, pool, err := openPostgres(ctx, dsn, schema)
+		pg := idemtest.OpenPostgres(t)
+		schema := pg.NewSchema(t)
+		st, pool, err := openPostgresConfig(ctx, pg.Config(schema))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var others []*pgxpool.Pool
-		t.Cleanup(func() {
-			for _, p := range others {
-				p.Close()
-			}
-			_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-			pool.Close()
-		})
+		t.Cleanup(pool.Close)
 		fn(t, callerDB{
 			store: st,
 			begin: func(t *testing.T) callerTx {
@@ -129,11 +115,11 @@ func eachCallerDB(t *testing.T, fn func(t *testing.T, db callerDB)) {
 				return n
 			},
 			open: func(t *testing.T) *billing.Store {
-				st, p, err := openPostgres(ctx, dsn, schema)
+				st, p, err := openPostgresConfig(ctx, pg.Config(schema))
 				if err != nil {
 					t.Fatal(err)
 				}
-				others = append(others, p)
+				t.Cleanup(p.Close)
 				return st
 			},
 		})

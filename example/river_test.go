@@ -17,36 +17,32 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // riverDB is a PostgreSQL schema of its own with the billing and River
 // migrations applied; each worker opens its own pool on it.
 type riverDB struct {
-	dsn, schema string
-	pool        *pgxpool.Pool // the test's own handle
-	store       *billing.Store
+	pg     *idemtest.Postgres
+	schema string
+	pool   *pgxpool.Pool // the test's own handle
+	store  *billing.Store
 }
 
 func newRiverDB(t *testing.T) riverDB {
 	t.Helper()
-	dsn := os.Getenv("IDEMGEN_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("IDEMGEN_TEST_POSTGRES is not set; River runs on PostgreSQL only")
-	}
+	pg := idemtest.OpenPostgres(t)
+	schema := pg.NewSchema(t)
 	ctx := context.Background()
-	schema := fmt.Sprintf("idemgen_river_%d", time.Now().UnixNano())
-	st, pool, err := openPostgres(ctx, dsn, schema)
+	st, pool, err := openPostgresConfig(ctx, pg.Config(schema))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		pool.Close()
-	})
+	t.Cleanup(pool.Close)
 	if err := migrateRiver(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	return riverDB{dsn: dsn, schema: schema, pool: pool, store: st}
+	return riverDB{pg: pg, schema: schema, pool: pool, store: st}
 }
 
 // worker opens a pool of its own (application_name names it, so a test can
@@ -54,11 +50,7 @@ func newRiverDB(t *testing.T) riverDB {
 func (db riverDB) worker(t *testing.T, name string, provider billing.SendReceipt, opts ...idem.Option) (*river.Client[pgxTx], *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(db.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = db.schema
+	cfg := db.pg.Config(db.schema)
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -3,15 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/example/fulfilment"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // Two generated packages in one module share one database: each migrates
@@ -96,19 +94,13 @@ func TestTwoPackagesShareOneDatabase(t *testing.T) {
 		check(t, stores{bst, fst})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		url := os.Getenv("IDEMGEN_TEST_POSTGRES")
-		if url == "" {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		schema := fmt.Sprintf("idemgen_shared_%d", time.Now().UnixNano())
-		bst, pool, err := openPostgres(ctx, url, schema)
+		pg := idemtest.OpenPostgres(t)
+		schema := pg.NewSchema(t)
+		bst, pool, err := openPostgresConfig(ctx, pg.Config(schema))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-			pool.Close()
-		})
+		t.Cleanup(pool.Close)
 		fst := fulfilment.NewPostgresStore(pool)
 		if err := fst.Migrate(ctx); err != nil {
 			t.Fatal(err)
