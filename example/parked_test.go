@@ -150,11 +150,11 @@ func TestRetryPutsAParkedUnitBack(t *testing.T) {
 		ctx := context.Background()
 		f, j, _ := parkedPoison(t, st, db)
 
-		if ok, err := st.Retry(ctx, "invoice_sync", "billing:invoice:nope"); ok || err != nil {
-			t.Fatalf("Retry of an unknown key: %v, %v", ok, err)
+		if changes, err := st.Retry(ctx, "invoice_sync", "billing:invoice:nope"); !errors.Is(err, idem.ErrNothingUnderKey) {
+			t.Fatalf("Retry of an unknown key: %+v, %v; want ErrNothingUnderKey", changes, err)
 		}
-		if n, err := st.RetryParked(ctx, "invoice_sync"); n != 1 || err != nil {
-			t.Fatalf("RetryParked: %d, %v; want 1", n, err)
+		if changes, err := st.RetryParked(ctx, "invoice_sync"); len(changes) != 1 || err != nil || changes[0].Kind != idem.KindUnit || changes[0].State != "parked" {
+			t.Fatalf("RetryParked: %+v, %v; want the one parked unit", changes, err)
 		}
 		if units := parkedUnits(t, st); len(units) != 1 || units[0].State != "retry" || units[0].Attempts != 0 {
 			t.Fatalf("after RetryParked: %+v", units)
@@ -247,8 +247,8 @@ func TestWebhookFailureRetriedByDrain(t *testing.T) {
 			t.Fatalf("Drain wrote a unit nobody put back: %s, %v", rep, err)
 		}
 		db(t, `DROP TRIGGER refuse_payment`, `DROP TRIGGER refuse_payment ON payments`)
-		if ok, err := st.Retry(ctx, "payment_webhook", p.Key()); !ok || err != nil {
-			t.Fatalf("Retry: %v, %v", ok, err)
+		if changes, err := st.Retry(ctx, "payment_webhook", p.Key()); len(changes) != 1 || err != nil {
+			t.Fatalf("Retry: %+v, %v", changes, err)
 		}
 		if rep, err := hook.Drain(ctx); err != nil || rep.Inserted != 1 || rep.EffectsDone != 1 {
 			t.Fatalf("Drain after Retry: %s, %v", rep, err)

@@ -399,6 +399,7 @@ type Querier interface {
 	PurgeSeen(ctx context.Context, job string, before time.Time) (int64, error)
 	Ledger(ctx context.Context) ([]LedgerEntry, error)
 	ParkQuerier
+	RecoveryQuerier
 }
 
 type ProgressRow struct {

@@ -48,32 +48,63 @@ func StoreFile(p *model.Package) *jen.File {
 	return f
 }
 
-// parkedMethods emits the Store's view of units whose writes failed:
+// parkedMethods emits the Store's view of parked work and what a person
+// does about it, the runtime's recovery (idem.Retry, idem.RetryParked,
+// idem.Forget), which `idemgen ledger retry|reset` run too:
 //
-//	func (s *Store) Parked(ctx context.Context) ([]ParkedUnit, error)
-//	func (s *Store) Retry(ctx context.Context, job, key string) (bool, error)
-//	func (s *Store) RetryParked(ctx context.Context, job string) (int64, error)
+//	func (s *Store) Parked(ctx context.Context) ([]idem.ParkedUnit, error)
+//	func (s *Store) Retry(ctx context.Context, job, key string) ([]idem.Change, error) {
+//		now, err := idem.StoreNow(ctx, s.st)
+//		if err != nil {
+//			return nil, err
+//		}
+//		return idem.Retry(ctx, s.st, job, key, now)
+//	}
+//	func (s *Store) RetryParked(ctx context.Context, job string) ([]idem.Change, error)
+//	func (s *Store) Forget(ctx context.Context, job, key string) ([]idem.Change, error)
 func parkedMethods(f *jen.File) {
 	store := jen.Params(jen.Id("s").Op("*").Id("Store"))
 	auto := jen.Id("s").Dot("st").Dot("Auto").Call()
-	now := jen.Qual("time", "Now").Call()
+	ctx := jen.Id("ctx").Add(Context())
+	changes := jen.Params(jen.Index().Add(rt("Change")), jen.Error())
+	// recovery is a method body: read the database's clock, then call the runtime.
+	recovery := func(call *jen.Statement) *jen.Statement {
+		return jen.Block(
+			jen.List(jen.Id("now"), jen.Err()).Op(":=").Add(rt("StoreNow")).Call(jen.Id("ctx"), jen.Id("s").Dot("st")),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+			jen.Return(call),
+		)
+	}
 	f.Comment("Parked lists the units whose writes failed and that were not written since, ordered")
 	f.Comment("by job and key: failing (progress waits for them), parked after their job's")
 	f.Comment("max_attempts (progress passes them), or put back for retry.")
-	f.Func().Add(store.Clone()).Id("Parked").Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Add(rt("ParkedUnit")), jen.Error()).Block(
+	f.Func().Add(store.Clone()).Id("Parked").Params(ctx.Clone()).Params(jen.Index().Add(rt("ParkedUnit")), jen.Error()).Block(
 		jen.Return(auto.Clone().Dot("UnitFailures").Call(jen.Id("ctx"))),
 	)
-	f.Comment("Retry puts job's failed or parked unit under key back, with its attempts at 0: the")
-	f.Comment("next Run (Drain, for a job of handed-in units) writes it again from its stored")
-	f.Comment("payload, and so does every Run after it until the write succeeds or fails")
-	f.Comment("max_attempts times. It reports whether there was such a unit. `idemgen ledger")
-	f.Comment("retry` calls it.")
-	f.Func().Add(store.Clone()).Id("Retry").Params(jen.Id("ctx").Add(Context()), jen.List(jen.Id("job"), jen.Id("key")).String()).Params(jen.Bool(), jen.Error()).Block(
-		jen.Return(auto.Clone().Dot("RetryUnit").Call(jen.Id("ctx"), jen.Id("job"), jen.Id("key"), now.Clone())),
+	f.Comment("Retry puts back what is parked under key in job (\"\" for every job) and returns what")
+	f.Comment("it changed: the parked effect whose effect key it is is owed again with its attempts")
+	f.Comment("at 0 (the next Run or Drain performs it, with the same key); the failing or parked unit")
+	f.Comment("whose unit key it is is written again from its stored payload by the next Run (Drain,")
+	f.Comment("for handed-in units). An effect that is not parked refuses the retry")
+	f.Comment("(*idem.RefusedError); a key with nothing under it is idem.ErrNothingUnderKey.")
+	f.Comment("`idemgen ledger retry KEY` runs the same code.")
+	f.Func().Add(store.Clone()).Id("Retry").Params(ctx.Clone(), jen.List(jen.Id("job"), jen.Id("key")).String()).Add(changes.Clone()).Add(
+		recovery(rt("Retry").Call(jen.Id("ctx"), jen.Id("s").Dot("st"), jen.Id("job"), jen.Id("key"), jen.Id("now"))),
 	)
-	f.Comment("RetryParked puts every parked unit of job back, as Retry does, and returns how many.")
-	f.Func().Add(store.Clone()).Id("RetryParked").Params(jen.Id("ctx").Add(Context()), jen.Id("job").String()).Params(jen.Int64(), jen.Error()).Block(
-		jen.Return(auto.Clone().Dot("RetryParkedUnits").Call(jen.Id("ctx"), jen.Id("job"), now.Clone())),
+	f.Comment("RetryParked puts every parked effect and parked unit of job back, as Retry does, in one")
+	f.Comment("transaction, and returns what it changed. `idemgen ledger retry -all-parked` runs the")
+	f.Comment("same code.")
+	f.Func().Add(store.Clone()).Id("RetryParked").Params(ctx.Clone(), jen.Id("job").String()).Add(changes.Clone()).Add(
+		recovery(rt("RetryParked").Call(jen.Id("ctx"), jen.Id("s").Dot("st"), jen.Id("now"), jen.Id("job"))),
+	)
+	f.Comment("Forget forgets key in job (\"\" for every job) on purpose and returns what it removed:")
+	f.Comment("the ledger row whose effect key it is, the parked unit and the handed-in key record")
+	f.Comment("whose unit key it is. An effect held under a live lease refuses it")
+	f.Comment("(*idem.RefusedError). An effect forgotten is owed again only if a write decides it")
+	f.Comment("again (a backfill, a version bump); a handed-in key is processed as new when handed in")
+	f.Comment("again. `idemgen ledger reset -force KEY` runs the same code.")
+	f.Func().Add(store.Clone()).Id("Forget").Params(ctx.Clone(), jen.List(jen.Id("job"), jen.Id("key")).String()).Add(changes.Clone()).Add(
+		recovery(rt("Forget").Call(jen.Id("ctx"), jen.Id("s").Dot("st"), jen.Id("job"), jen.Id("key"), jen.Id("now"), jen.False())),
 	)
 }
 

@@ -2,25 +2,26 @@ package ops
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/idemgen/idemgen/idem"
 )
 
-// The states an effect is shown in. The ledger stores pending, done and
-// failed; a pending row under a live lease is shown leased, and a failed
-// one parked, the word the reports and the README use for it.
+// The states an effect is shown in (idem.ShownEffectState): the ledger
+// stores pending, done and failed; a pending row under a live lease is
+// shown leased, and a failed one parked, the word the reports and the
+// README use for it.
 const (
-	EffectPending = "pending" // owed: the next run or drain performs it
-	EffectLeased  = "leased"  // owed and held by a worker whose lease has not run out
-	EffectDone    = "done"
-	EffectParked  = "parked" // ledger state failed: max_attempts or a permanent failure
+	EffectPending = idem.ShownPending // owed: the next run or drain performs it
+	EffectLeased  = idem.ShownLeased  // owed and held by a worker whose lease has not run out
+	EffectDone    = idem.ShownDone
+	EffectParked  = idem.ShownParked // ledger state failed: max_attempts or a permanent failure
 )
 
 // The states of a parked-table row, as the runtime stores them
@@ -138,7 +139,7 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 		case EffectParked:
 			add("state = 'failed'")
 		}
-		if rows.Effects, err = d.effects(ctx, d.db, where, args, f.Limit, false, false); err != nil {
+		if rows.Effects, err = d.effects(ctx, where, args, f.Limit, false); err != nil {
 			return nil, err
 		}
 	}
@@ -154,7 +155,7 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 		if f.State != "" {
 			add("state = ?", f.State)
 		}
-		if rows.Units, err = d.units(ctx, d.db, where, args, f.Limit, false, false); err != nil {
+		if rows.Units, err = d.units(ctx, where, args, f.Limit, false); err != nil {
 			return nil, err
 		}
 	}
@@ -165,12 +166,11 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 // effect key it is, and the parked-table row and handed-in key record
 // whose unit key it is. A job narrows it to that job's rows.
 func (d *DB) Show(ctx context.Context, key, job string) (*Rows, error) {
-	return d.underKey(ctx, d.db, key, job, false)
+	return d.underKey(ctx, key, job)
 }
 
-// underKey reads the rows under key; lock locks them for the caller's
-// transaction.
-func (d *DB) underKey(ctx context.Context, q querier, key, job string, lock bool) (*Rows, error) {
+// underKey reads the rows under key, of job if given.
+func (d *DB) underKey(ctx context.Context, key, job string) (*Rows, error) {
 	rows := &Rows{}
 	effWhere, effArgs := []string{"effect_key = ?"}, []any{key}
 	unitWhere, unitArgs := []string{"unit_key = ?"}, []any{key}
@@ -179,19 +179,19 @@ func (d *DB) underKey(ctx context.Context, q querier, key, job string, lock bool
 		unitWhere, unitArgs = append(unitWhere, "job = ?"), append(unitArgs, job)
 	}
 	var err error
-	if rows.Effects, err = d.effects(ctx, q, effWhere, effArgs, 0, true, lock); err != nil {
+	if rows.Effects, err = d.effects(ctx, effWhere, effArgs, 0, true); err != nil {
 		return nil, err
 	}
-	if rows.Units, err = d.units(ctx, q, unitWhere, unitArgs, 0, true, lock); err != nil {
+	if rows.Units, err = d.units(ctx, unitWhere, unitArgs, 0, true); err != nil {
 		return nil, err
 	}
-	if rows.HandedIn, err = d.handedIn(ctx, q, unitWhere, unitArgs, lock); err != nil {
+	if rows.HandedIn, err = d.handedIn(ctx, unitWhere, unitArgs); err != nil {
 		return nil, err
 	}
 	return rows, nil
 }
 
-func (d *DB) effects(ctx context.Context, q querier, where []string, args []any, limit int, payload, lock bool) ([]Effect, error) {
+func (d *DB) effects(ctx context.Context, where []string, args []any, limit int, payload bool) ([]Effect, error) {
 	cols := "effect_key, job, effect, effect_version, job_version, unit_key, state, attempts, lease_owner, lease_until, result, last_error, created_at, updated_at, done_at"
 	if d.retryCols {
 		cols += ", next_attempt_at, parked_reason"
@@ -199,8 +199,8 @@ func (d *DB) effects(ctx context.Context, q querier, where []string, args []any,
 	if payload {
 		cols += ", payload"
 	}
-	query := "SELECT " + cols + " FROM " + d.t.Ledger + whereClause(where) + " ORDER BY job, effect_key" + limitClause(limit) + d.lockClause(lock)
-	rs, err := q.QueryContext(ctx, d.q(query), args...)
+	query := "SELECT " + cols + " FROM " + d.t.Ledger + whereClause(where) + " ORDER BY job, effect_key" + limitClause(limit)
+	rs, err := d.db.QueryContext(ctx, d.q(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", d.t.Ledger, err)
 	}
@@ -233,13 +233,13 @@ func (d *DB) effects(ctx context.Context, q querier, where []string, args []any,
 	return out, rs.Err()
 }
 
-func (d *DB) units(ctx context.Context, q querier, where []string, args []any, limit int, payload, lock bool) ([]Unit, error) {
+func (d *DB) units(ctx context.Context, where []string, args []any, limit int, payload bool) ([]Unit, error) {
 	cols := "job, unit_key, state, attempts, last_error, mark, job_version, first_failed_at, updated_at"
 	if payload {
 		cols += ", payload"
 	}
-	query := "SELECT " + cols + " FROM " + d.t.Parked + whereClause(where) + " ORDER BY job, unit_key" + limitClause(limit) + d.lockClause(lock)
-	rs, err := q.QueryContext(ctx, d.q(query), args...)
+	query := "SELECT " + cols + " FROM " + d.t.Parked + whereClause(where) + " ORDER BY job, unit_key" + limitClause(limit)
+	rs, err := d.db.QueryContext(ctx, d.q(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", d.t.Parked, err)
 	}
@@ -266,9 +266,9 @@ func (d *DB) units(ctx context.Context, q querier, where []string, args []any, l
 	return out, rs.Err()
 }
 
-func (d *DB) handedIn(ctx context.Context, q querier, where []string, args []any, lock bool) ([]HandedIn, error) {
-	query := "SELECT job, unit_key, job_version, first_seen FROM " + d.t.Seen + whereClause(where) + " ORDER BY job, unit_key" + d.lockClause(lock)
-	rs, err := q.QueryContext(ctx, d.q(query), args...)
+func (d *DB) handedIn(ctx context.Context, where []string, args []any) ([]HandedIn, error) {
+	query := "SELECT job, unit_key, job_version, first_seen FROM " + d.t.Seen + whereClause(where) + " ORDER BY job, unit_key"
+	rs, err := d.db.QueryContext(ctx, d.q(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", d.t.Seen, err)
 	}
@@ -300,22 +300,9 @@ func limitClause(n int) string {
 	return fmt.Sprintf(" LIMIT %d", n)
 }
 
-func (d *DB) lockClause(lock bool) string {
-	if !lock {
-		return ""
-	}
-	return d.forUpdate()
-}
-
-// effectState is the state an effect row is shown in.
+// effectState is the state an effect row is shown in (idem.ShownEffectState).
 func effectState(stored string, leaseUntil *time.Time, now time.Time) string {
-	switch {
-	case stored == "failed":
-		return EffectParked
-	case stored == "pending" && leaseUntil != nil && leaseUntil.After(now):
-		return EffectLeased
-	}
-	return stored
+	return idem.ShownEffectState(stored, idem.ValueOr(leaseUntil), now)
 }
 
 // jsonPayload keeps a stored payload (the unit as JSON) as JSON, or as a
@@ -332,66 +319,23 @@ func jsonPayload(b []byte) json.RawMessage {
 }
 
 // ErrNotFound is returned for a key no row is under.
-var ErrNotFound = errors.New("no ledger row, parked unit or handed-in key record under this key")
+var ErrNotFound = idem.ErrNothingUnderKey
 
 // RefusedError is a write refused because of a row's state, such as an
 // effect a worker holds under a live lease. Nothing was written.
-type RefusedError struct{ Reasons []string }
-
-func (e *RefusedError) Error() string { return strings.Join(e.Reasons, "; ") }
+type RefusedError = idem.RefusedError
 
 // Change is one row a write changed or removed.
-type Change struct {
-	Kind string `json:"kind"` // effect, unit or handed_in
-	Job  string `json:"job"`
-	// Effect is the effect's name for an effect row.
-	Effect string `json:"effect,omitempty"`
-	Key    string `json:"key"`
-	// State is the row's state before the change.
-	State    string `json:"state,omitempty"`
-	Attempts int    `json:"attempts,omitempty"`
-}
+type Change = idem.Change
 
-// Retry puts the parked effect whose key is key, and the failing or parked
-// units under key (of job, if given), back: the effect is owed again with
-// its attempts at 0, as a fresh reservation is, and the next run or drain
-// performs it; a unit is put back as the runtime's Store.Retry does
-// (RetryUnit: state retry, attempts 0), and the next run (drain, for
-// handed-in units) writes it from its stored payload. An effect that is
-// not parked is refused: a leased one is a worker's, a pending one is owed
-// already, a done one would need reset. One transaction; logged.
+// Retry puts back what is parked under key (of job, if given), as the
+// generated Store's Retry does: the runtime's idem.Retry, on this database.
+// Logged.
 func (d *DB) Retry(ctx context.Context, key, job string) ([]Change, error) {
-	var changes []Change
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		now := d.now()
-		rows, err := d.underKey(ctx, tx, key, job, true)
-		if err != nil {
-			return err
-		}
-		if len(rows.Effects)+len(rows.Units) == 0 {
-			if len(rows.HandedIn) > 0 {
-				return &RefusedError{[]string{fmt.Sprintf("%s is a handed-in unit's key record; its unit was written, so there is nothing to retry (reset forgets the key)", key)}}
-			}
-			return fmt.Errorf("%s: %w", key, ErrNotFound)
-		}
-		var refused []string
-		for _, e := range rows.Effects {
-			switch e.State {
-			case EffectParked:
-			case EffectLeased:
-				refused = append(refused, leasedReason(e))
-			case EffectPending:
-				refused = append(refused, fmt.Sprintf("effect %s is not parked: it is owed already, and the next run or drain performs it", e.Key))
-			default:
-				refused = append(refused, fmt.Sprintf("effect %s is not parked but %s", e.Key, e.State))
-			}
-		}
-		if len(refused) > 0 {
-			return &RefusedError{refused}
-		}
-		changes, err = d.putBack(ctx, tx, rows.Effects, rows.Units, now)
-		return err
-	})
+	if err := d.canRecover(); err != nil {
+		return nil, err
+	}
+	changes, err := idem.Retry(ctx, d.st, job, key, d.now())
 	if err != nil {
 		return nil, err
 	}
@@ -399,28 +343,13 @@ func (d *DB) Retry(ctx context.Context, key, job string) ([]Change, error) {
 	return changes, nil
 }
 
-// putBack puts effects back to pending and units back for retry, inside tx,
-// and returns what it changed.
-func (d *DB) putBack(ctx context.Context, tx *sql.Tx, effects []Effect, units []Unit, now time.Time) ([]Change, error) {
-	var changes []Change
-	for _, e := range effects {
-		if err := d.retryEffect(ctx, tx, e.Key, now); err != nil {
-			return nil, err
-		}
-		changes = append(changes, Change{Kind: "effect", Job: e.Job, Effect: e.Effect, Key: e.Key, State: e.State, Attempts: e.Attempts})
-	}
-	for _, u := range units {
-		if err := d.retryUnit(ctx, tx, u.Job, u.Key, now); err != nil {
-			return nil, err
-		}
-		changes = append(changes, Change{Kind: "unit", Job: u.Job, Key: u.Key, State: u.State, Attempts: u.Attempts})
-	}
-	return changes, nil
-}
-
 // RetryAllParked puts every parked effect and parked unit of job (of every
-// job of the spec when job is "") back, as Retry does. One transaction; logged.
+// job of the spec when job is "") back: the runtime's idem.RetryParked, as
+// the generated Store's RetryParked does. One transaction; logged.
 func (d *DB) RetryAllParked(ctx context.Context, job string) ([]Change, error) {
+	if err := d.canRecover(); err != nil {
+		return nil, err
+	}
 	jobs := []string{job}
 	if job == "" {
 		jobs = nil
@@ -428,26 +357,7 @@ func (d *DB) RetryAllParked(ctx context.Context, job string) ([]Change, error) {
 			jobs = append(jobs, j.Name)
 		}
 	}
-	var changes []Change
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		now := d.now()
-		for _, job := range jobs {
-			effects, err := d.effects(ctx, tx, []string{"job = ?", "state = 'failed'"}, []any{job}, 0, false, true)
-			if err != nil {
-				return err
-			}
-			units, err := d.units(ctx, tx, []string{"job = ?", "state = 'parked'"}, []any{job}, 0, false, true)
-			if err != nil {
-				return err
-			}
-			put, err := d.putBack(ctx, tx, effects, units, now)
-			if err != nil {
-				return err
-			}
-			changes = append(changes, put...)
-		}
-		return nil
-	})
+	changes, err := idem.RetryParked(ctx, d.st, d.now(), jobs...)
 	if err != nil {
 		return nil, err
 	}
@@ -455,113 +365,14 @@ func (d *DB) RetryAllParked(ctx context.Context, job string) ([]Change, error) {
 	return changes, nil
 }
 
-// retryEffect makes a parked effect owed again, in the state ReserveEffect
-// creates it in (pending, attempts 0, no lease), so ClaimEffect takes it
-// on the next drain and ReleaseEffect counts max_attempts afresh. The last
-// error stays, for history. Guarded by state: a row no longer parked is an
-// error, not a silent change.
-func (d *DB) retryEffect(ctx context.Context, tx *sql.Tx, key string, now time.Time) error {
-	res, err := tx.ExecContext(ctx, d.q(`UPDATE `+d.t.Ledger+`
-SET state = 'pending', attempts = 0, lease_owner = NULL, lease_until = NULL, updated_at = ?
-WHERE effect_key = ? AND state = 'failed'`), d.at(now), key)
-	return oneRow(res, err, "put back effect "+key)
-}
-
-// retryUnit is the runtime's RetryUnit.
-func (d *DB) retryUnit(ctx context.Context, tx *sql.Tx, job, key string, now time.Time) error {
-	res, err := tx.ExecContext(ctx, d.q(`UPDATE `+d.t.Parked+` SET state = 'retry', attempts = 0, updated_at = ?
-WHERE job = ? AND unit_key = ?`), d.at(now), job, key)
-	return oneRow(res, err, "put back unit "+key)
-}
-
-func oneRow(res sql.Result, err error, what string) error {
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if n != 1 {
-		return fmt.Errorf("%s: %d rows changed, want 1", what, n)
-	}
-	return nil
-}
-
-func leasedReason(e Effect) string {
-	owner := "a worker"
-	if e.LeaseOwner != nil {
-		owner = "worker " + *e.LeaseOwner
-	}
-	return fmt.Sprintf("effect %s is leased by %s until %s: it may be calling the provider right now; wait for the lease to end",
-		e.Key, owner, e.LeaseUntil.UTC().Format(time.RFC3339))
-}
-
-// Reset forgets key on purpose: it removes the ledger row whose effect key
-// it is and the parked-table row and handed-in key record whose unit key it
-// is (of job, if given), and returns them. An effect a worker holds under a
-// live lease refuses the whole reset. With dryRun it returns what it would
-// remove and writes nothing. One transaction; logged.
-//
-// Forgetting has consequences the caller chose: an effect whose row is
-// gone is owed again only if a write decides it again; a handed-in key is
-// processed as new when handed in again; a parked unit is attempted again
-// when it is fetched or handed in again.
+// Reset forgets key on purpose (of job, if given): the runtime's
+// idem.Forget, as the generated Store's Forget does. With dryRun it returns
+// what it would remove and writes nothing. Logged.
 func (d *DB) Reset(ctx context.Context, key, job string, dryRun bool) ([]Change, error) {
-	var changes []Change
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := d.underKey(ctx, tx, key, job, true)
-		if err != nil {
-			return err
-		}
-		if rows.Empty() {
-			return fmt.Errorf("%s: %w", key, ErrNotFound)
-		}
-		var refused []string
-		for _, e := range rows.Effects {
-			if e.State == EffectLeased {
-				refused = append(refused, leasedReason(e))
-			}
-		}
-		if len(refused) > 0 {
-			return &RefusedError{refused}
-		}
-		for _, e := range rows.Effects {
-			changes = append(changes, Change{Kind: "effect", Job: e.Job, Effect: e.Effect, Key: e.Key, State: e.State, Attempts: e.Attempts})
-		}
-		for _, u := range rows.Units {
-			changes = append(changes, Change{Kind: "unit", Job: u.Job, Key: u.Key, State: u.State, Attempts: u.Attempts})
-		}
-		for _, h := range rows.HandedIn {
-			changes = append(changes, Change{Kind: "handed_in", Job: h.Job, Key: h.Key})
-		}
-		if dryRun {
-			return nil
-		}
-		now := d.now()
-		for _, e := range rows.Effects {
-			// The lease is checked again where the row goes, should a
-			// dialect's lock ever let a claim in between.
-			res, err := tx.ExecContext(ctx, d.q(`DELETE FROM `+d.t.Ledger+`
-WHERE effect_key = ? AND NOT (state = 'pending' AND lease_until IS NOT NULL AND lease_until > ?)`), e.Key, d.at(now))
-			if err := oneRow(res, err, "remove effect "+e.Key); err != nil {
-				return err
-			}
-		}
-		for _, u := range rows.Units {
-			res, err := tx.ExecContext(ctx, d.q(`DELETE FROM `+d.t.Parked+` WHERE job = ? AND unit_key = ?`), u.Job, u.Key)
-			if err := oneRow(res, err, "remove unit "+u.Key); err != nil {
-				return err
-			}
-		}
-		for _, h := range rows.HandedIn {
-			res, err := tx.ExecContext(ctx, d.q(`DELETE FROM `+d.t.Seen+` WHERE job = ? AND unit_key = ?`), h.Job, h.Key)
-			if err := oneRow(res, err, "remove handed-in key "+h.Key); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	if err := d.canRecover(); err != nil {
+		return nil, err
+	}
+	changes, err := idem.Forget(ctx, d.st, job, key, d.now(), dryRun)
 	if err != nil {
 		return nil, err
 	}
@@ -569,6 +380,15 @@ WHERE effect_key = ? AND NOT (state = 'pending' AND lease_until IS NOT NULL AND 
 		d.logChanges("idemgen ledger: reset: removed", changes)
 	}
 	return changes, nil
+}
+
+// canRecover refuses a write on a database whose ledger predates the
+// columns recovery sets: the runtime's statements name them.
+func (d *DB) canRecover() error {
+	if !d.retryCols {
+		return fmt.Errorf("package %s: the ledger %s lacks the columns of a newer migration (next_attempt_at, parked_reason); apply the package's migrations (Store.Migrate) before changing rows", d.pkg.Name, d.t.Ledger)
+	}
+	return nil
 }
 
 // logChanges logs each committed change, with its key.

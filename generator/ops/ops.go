@@ -5,18 +5,16 @@
 //
 // It works from the resolved model (table names, effect leases, max
 // attempts), never from the generated Go code, so one idemgen binary serves
-// every generated package. Its writes repeat the runtime's own bookkeeping
-// statements (templates/sql/queries.sql.tmpl): a parked unit is put back as
-// RetryUnit does, a parked effect goes back to the state a reservation
-// starts in. Each write is one transaction that first reads, and on
-// PostgreSQL locks, the rows it changes, and none touches an effect a
-// worker holds under a live lease.
+// every generated package. It reads with its own queries; it writes only
+// through the runtime's recovery (idem.Retry, idem.RetryParked,
+// idem.Forget), the code a generated Store's Retry, RetryParked and Forget
+// run: one transaction that locks the rows it changes first, and never
+// touches an effect a worker holds under a live lease.
 package ops
 
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -25,15 +23,21 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/ncruces/go-sqlite3/driver"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemsqlite"
 )
 
 // DB is a generated package's database, opened for inspection and repair.
 type DB struct {
 	db      *sql.DB
+	st      idem.Store // the runtime's view of the same database: recovery writes through it
+	closeFn func()     // closes what db was opened from
 	dialect model.Dialect
 	pkg     *model.Package
 	t       model.Tables
@@ -55,11 +59,16 @@ func IsPostgres(target string) bool {
 // SQLite file. It checks that the package's bookkeeping tables are there.
 // Writes are logged to log.
 func Open(ctx context.Context, target string, pkg *model.Package, log *slog.Logger) (*DB, error) {
-	d := &DB{pkg: pkg, t: pkg.Tables, log: log, now: time.Now}
+	d := &DB{pkg: pkg, t: pkg.Tables, log: log, now: time.Now, closeFn: func() {}}
+	tables := idem.Tables{Ledger: d.t.Ledger, Progress: d.t.Progress, Seen: d.t.Seen, Parked: d.t.Parked}
 	var err error
 	if IsPostgres(target) {
 		d.dialect = model.Postgres
-		d.db, err = sql.Open("pgx", target)
+		var pool *pgxpool.Pool
+		if pool, err = pgxpool.New(ctx, target); err != nil {
+			return nil, err
+		}
+		d.db, d.st, d.closeFn = stdlib.OpenDBFromPool(pool), idempg.NewStore(pool, tables, nil), pool.Close
 	} else {
 		d.dialect = model.SQLite
 		// Never create a file: a mistyped path must not pass as an empty,
@@ -71,12 +80,13 @@ func Open(ctx context.Context, target string, pkg *model.Package, log *slog.Logg
 		// timeout to queue behind a running job's writes; IMMEDIATE
 		// transactions take the write lock up front, as the runtime's do.
 		d.db, err = sql.Open("sqlite3", "file:"+url.PathEscape(target)+"?mode=rw&_txlock=immediate&_pragma=busy_timeout(10000)")
-	}
-	if err != nil {
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
+		d.st = idemsqlite.NewStore(d.db, tables, nil)
 	}
 	if err := d.checkTables(ctx); err != nil {
-		d.db.Close()
+		d.Close()
 		return nil, err
 	}
 	d.retryCols = d.hasColumns(ctx, d.t.Ledger, "next_attempt_at, parked_reason")
@@ -84,7 +94,11 @@ func Open(ctx context.Context, target string, pkg *model.Package, log *slog.Logg
 }
 
 // Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error {
+	err := d.db.Close()
+	d.closeFn()
+	return err
+}
 
 // Dialect is the database's dialect.
 func (d *DB) Dialect() model.Dialect { return d.dialect }
@@ -128,12 +142,6 @@ func (d *DB) hasColumns(ctx context.Context, table, cols string) bool {
 	return true
 }
 
-// querier is what both *sql.DB and *sql.Tx offer.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // q turns a query written with ? placeholders into the dialect's.
 func (d *DB) q(query string) string {
 	if d.dialect != model.Postgres {
@@ -152,16 +160,6 @@ func (d *DB) q(query string) string {
 	return b.String()
 }
 
-// forUpdate locks the rows a write transaction reads on PostgreSQL, so a
-// worker's claim waits for the decision made on them. A SQLite write
-// transaction holds the database's write lock from its start instead.
-func (d *DB) forUpdate() string {
-	if d.dialect == model.Postgres {
-		return " FOR UPDATE"
-	}
-	return ""
-}
-
 // sqliteTimeFormat is how the generated SQLite stores keep instants: fixed-
 // width UTC text, so text comparison orders them (the runtime's
 // sqliteTimeFormat, idem/keys.go).
@@ -173,21 +171,6 @@ func (d *DB) at(t time.Time) any {
 		return t.UTC().Format(sqliteTimeFormat)
 	}
 	return t
-}
-
-// inTx runs fn in one transaction and commits it when fn returns nil.
-func (d *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		return errors.Join(err, tx.Rollback())
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
 }
 
 // dbTime scans a timestamp of either dialect: time.Time from PostgreSQL,

@@ -354,7 +354,8 @@ func (q Querier) LookupUnitFailures(ctx context.Context, job string, unitKeys []
 }
 
 func (q Querier) ClearUnitFailure(ctx context.Context, job, unitKey string) error {
-	return q.q.ClearUnitFailure(ctx, ledgerdb.ClearUnitFailureParams{Job: job, UnitKey: unitKey})
+	_, err := q.ForgetUnit(ctx, job, unitKey)
+	return err
 }
 
 func (q Querier) RecordUnitFailure(ctx context.Context, f idem.UnitFailure, now time.Time) error {
@@ -403,4 +404,86 @@ func (q Querier) RetryParkedUnits(ctx context.Context, job string, now time.Time
 func (q Querier) Backlog(ctx context.Context, job string) (owedEffects, parkedEffects, parkedUnits int64, err error) {
 	r, err := q.q.CountBacklog(ctx, job)
 	return r.OwedEffects, r.ParkedEffects, r.ParkedUnits, err
+}
+
+// The queries of recovery (idem.Retry, idem.RetryParked, idem.Forget).
+
+func (q Querier) LockUnderKey(ctx context.Context, key string) (idem.Held, error) {
+	var h idem.Held
+	effects, err := q.q.LockEffect(ctx, key)
+	if err != nil {
+		return h, err
+	}
+	for _, r := range effects {
+		e, err := heldEffect(r)
+		if err != nil {
+			return h, err
+		}
+		h.Effects = append(h.Effects, e)
+	}
+	units, err := q.q.LockUnitFailures(ctx, key)
+	if err != nil {
+		return h, err
+	}
+	for _, r := range units {
+		h.Units = append(h.Units, idem.HeldUnit{Job: r.Job, Key: r.UnitKey, State: r.State, Attempts: int(r.Attempts)})
+	}
+	seen, err := q.q.LockSeen(ctx, key)
+	if err != nil {
+		return h, err
+	}
+	for _, r := range seen {
+		h.HandedIn = append(h.HandedIn, idem.HeldUnit{Job: r.Job, Key: r.UnitKey})
+	}
+	return h, nil
+}
+
+func (q Querier) LockParked(ctx context.Context, job string) (idem.Held, error) {
+	var h idem.Held
+	effects, err := q.q.LockParkedEffects(ctx, job)
+	if err != nil {
+		return h, err
+	}
+	for _, r := range effects {
+		e, err := heldEffect(ledgerdb.LockEffectRow(r))
+		if err != nil {
+			return h, err
+		}
+		h.Effects = append(h.Effects, e)
+	}
+	units, err := q.q.LockParkedUnits(ctx, job)
+	if err != nil {
+		return h, err
+	}
+	for _, r := range units {
+		h.Units = append(h.Units, idem.HeldUnit{Job: r.Job, Key: r.UnitKey, State: r.State, Attempts: int(r.Attempts)})
+	}
+	return h, nil
+}
+
+func heldEffect(r ledgerdb.LockEffectRow) (idem.HeldEffect, error) {
+	var err error
+	until := idem.ValueOr(idem.ReadNullTime(r.LeaseUntil, &err))
+	return idem.HeldEffect{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, State: r.State, Attempts: int(r.Attempts),
+		LeaseOwner: r.LeaseOwner.String, LeaseUntil: until}, err
+}
+
+func (q Querier) RetryEffect(ctx context.Context, key string, now time.Time) (bool, error) {
+	n, err := q.q.RetryEffect(ctx, ledgerdb.RetryEffectParams{UpdatedAt: idem.SQLiteTime(now), EffectKey: key})
+	return n == 1, err
+}
+
+func (q Querier) ForgetEffect(ctx context.Context, key string, leaseNow time.Time) (bool, error) {
+	n, err := q.q.ForgetEffect(ctx, ledgerdb.ForgetEffectParams{EffectKey: key, LeaseNow: nullTime(leaseNow)})
+	return n == 1, err
+}
+
+func (q Querier) ForgetUnit(ctx context.Context, job, unitKey string) (bool, error) {
+	n, err := q.q.ClearUnitFailure(ctx, ledgerdb.ClearUnitFailureParams{Job: job, UnitKey: unitKey})
+	return n == 1, err
+}
+
+func (q Querier) ForgetHandedIn(ctx context.Context, job, unitKey string) (bool, error) {
+	n, err := q.q.ForgetSeen(ctx, ledgerdb.ForgetSeenParams{Job: job, UnitKey: unitKey})
+	return n == 1, err
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"io/fs"
-	"time"
 )
 
 // This package needs the idem runtime 0.3.0 or newer; if the next line does not
@@ -114,16 +113,42 @@ func (s *Store) Parked(ctx context.Context) ([]idem.ParkedUnit, error) {
 	return s.st.Auto().UnitFailures(ctx)
 }
 
-// Retry puts job's failed or parked unit under key back, with its attempts at 0: the
-// next Run (Drain, for a job of handed-in units) writes it again from its stored
-// payload, and so does every Run after it until the write succeeds or fails
-// max_attempts times. It reports whether there was such a unit. `idemgen ledger
-// retry` calls it.
-func (s *Store) Retry(ctx context.Context, job, key string) (bool, error) {
-	return s.st.Auto().RetryUnit(ctx, job, key, time.Now())
+// Retry puts back what is parked under key in job ("" for every job) and returns what
+// it changed: the parked effect whose effect key it is is owed again with its attempts
+// at 0 (the next Run or Drain performs it, with the same key); the failing or parked unit
+// whose unit key it is is written again from its stored payload by the next Run (Drain,
+// for handed-in units). An effect that is not parked refuses the retry
+// (*idem.RefusedError); a key with nothing under it is idem.ErrNothingUnderKey.
+// `idemgen ledger retry KEY` runs the same code.
+func (s *Store) Retry(ctx context.Context, job, key string) ([]idem.Change, error) {
+	now, err := idem.StoreNow(ctx, s.st)
+	if err != nil {
+		return nil, err
+	}
+	return idem.Retry(ctx, s.st, job, key, now)
 }
 
-// RetryParked puts every parked unit of job back, as Retry does, and returns how many.
-func (s *Store) RetryParked(ctx context.Context, job string) (int64, error) {
-	return s.st.Auto().RetryParkedUnits(ctx, job, time.Now())
+// RetryParked puts every parked effect and parked unit of job back, as Retry does, in one
+// transaction, and returns what it changed. `idemgen ledger retry -all-parked` runs the
+// same code.
+func (s *Store) RetryParked(ctx context.Context, job string) ([]idem.Change, error) {
+	now, err := idem.StoreNow(ctx, s.st)
+	if err != nil {
+		return nil, err
+	}
+	return idem.RetryParked(ctx, s.st, now, job)
+}
+
+// Forget forgets key in job ("" for every job) on purpose and returns what it removed:
+// the ledger row whose effect key it is, the parked unit and the handed-in key record
+// whose unit key it is. An effect held under a live lease refuses it
+// (*idem.RefusedError). An effect forgotten is owed again only if a write decides it
+// again (a backfill, a version bump); a handed-in key is processed as new when handed in
+// again. `idemgen ledger reset -force KEY` runs the same code.
+func (s *Store) Forget(ctx context.Context, job, key string) ([]idem.Change, error) {
+	now, err := idem.StoreNow(ctx, s.st)
+	if err != nil {
+		return nil, err
+	}
+	return idem.Forget(ctx, s.st, job, key, now, false)
 }

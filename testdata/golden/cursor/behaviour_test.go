@@ -265,8 +265,8 @@ func TestParkedUnitIsPassedThenRetried(t *testing.T) {
 		}
 
 		acceptPoison(t, db)
-		if ok, err := st.Retry(ctx, "event_import", "event:3"); !ok || err != nil {
-			t.Fatalf("Retry: %v, %v", ok, err)
+		if changes, err := st.Retry(ctx, "event_import", "event:3"); len(changes) != 1 || err != nil {
+			t.Fatalf("Retry: %+v, %v", changes, err)
 		}
 		if rep := run(t, j); rep.Inserted != 1 || rep.Failed != 0 || rep.EffectsDone != 1 {
 			t.Fatalf("run after Retry: %s", rep)

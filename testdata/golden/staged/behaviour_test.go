@@ -204,8 +204,8 @@ func TestStagedWindowPublishedOncePoisonIsParked(t *testing.T) {
 		}
 
 		db.Exec(t, `DROP TRIGGER reject_poison`, `DROP TRIGGER reject_poison ON ledger_entries`)
-		if n, err := st.RetryParked(ctx, "ledger_import"); n != 1 || err != nil {
-			t.Fatalf("RetryParked: %d, %v", n, err)
+		if changes, err := st.RetryParked(ctx, "ledger_import"); len(changes) != 1 || err != nil {
+			t.Fatalf("RetryParked: %+v, %v", changes, err)
 		}
 		clock.Advance(time.Minute)
 		if rep, err := j.Run(ctx); err != nil || rep.Inserted != 1 || rep.EffectsDone != 1 {

@@ -51,7 +51,7 @@ func (q *Queries) ClaimEffects(ctx context.Context, arg ClaimEffectsParams) ([]s
 	return items, nil
 }
 
-const clearUnitFailure = `-- name: ClearUnitFailure :exec
+const clearUnitFailure = `-- name: ClearUnitFailure :execrows
 DELETE FROM idem_parked WHERE job = $1 AND unit_key = $2
 `
 
@@ -60,9 +60,12 @@ type ClearUnitFailureParams struct {
 	UnitKey string
 }
 
-func (q *Queries) ClearUnitFailure(ctx context.Context, arg ClearUnitFailureParams) error {
-	_, err := q.db.Exec(ctx, clearUnitFailure, arg.Job, arg.UnitKey)
-	return err
+func (q *Queries) ClearUnitFailure(ctx context.Context, arg ClearUnitFailureParams) (int64, error) {
+	result, err := q.db.Exec(ctx, clearUnitFailure, arg.Job, arg.UnitKey)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const completeEffects = `-- name: CompleteEffects :many
@@ -206,6 +209,43 @@ type DeferEffectParams struct {
 func (q *Queries) DeferEffect(ctx context.Context, arg DeferEffectParams) error {
 	_, err := q.db.Exec(ctx, deferEffect, arg.NextAttemptAt, arg.EffectKey)
 	return err
+}
+
+const forgetEffect = `-- name: ForgetEffect :execrows
+DELETE FROM idem_ledger
+WHERE effect_key = $1 AND NOT (state = 'pending' AND lease_until IS NOT NULL AND lease_until > $2)
+`
+
+type ForgetEffectParams struct {
+	EffectKey string
+	LeaseNow  *time.Time
+}
+
+// Removes an effect's row unless a worker holds it under a live lease
+// (checked again where the row goes, should a lock ever let a claim in).
+func (q *Queries) ForgetEffect(ctx context.Context, arg ForgetEffectParams) (int64, error) {
+	result, err := q.db.Exec(ctx, forgetEffect, arg.EffectKey, arg.LeaseNow)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const forgetSeen = `-- name: ForgetSeen :execrows
+DELETE FROM idem_seen WHERE job = $1 AND unit_key = $2
+`
+
+type ForgetSeenParams struct {
+	Job     string
+	UnitKey string
+}
+
+func (q *Queries) ForgetSeen(ctx context.Context, arg ForgetSeenParams) (int64, error) {
+	result, err := q.db.Exec(ctx, forgetSeen, arg.Job, arg.UnitKey)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const getEffect = `-- name: GetEffect :one
@@ -421,6 +461,201 @@ func (q *Queries) ListUnitFailures(ctx context.Context) ([]ListUnitFailuresRow, 
 			&i.JobVersion,
 			&i.FirstFailedAt,
 			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockEffect = `-- name: LockEffect :many
+
+SELECT effect_key, job, effect, state, attempts, lease_owner, lease_until FROM idem_ledger
+WHERE effect_key = $1 FOR UPDATE
+`
+
+type LockEffectRow struct {
+	EffectKey  string
+	Job        string
+	Effect     string
+	State      string
+	Attempts   int32
+	LeaseOwner *string
+	LeaseUntil *time.Time
+}
+
+// The queries of recovery (idem.Retry, idem.RetryParked, idem.Forget: the
+// generated Store's calls and `idemgen ledger retry|reset`). Each Lock query
+// reads the rows it is about to change, locked until the transaction ends
+// (SQLite's write transaction holds the whole database already).
+func (q *Queries) LockEffect(ctx context.Context, effectKey string) ([]LockEffectRow, error) {
+	rows, err := q.db.Query(ctx, lockEffect, effectKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockEffectRow
+	for rows.Next() {
+		var i LockEffectRow
+		if err := rows.Scan(
+			&i.EffectKey,
+			&i.Job,
+			&i.Effect,
+			&i.State,
+			&i.Attempts,
+			&i.LeaseOwner,
+			&i.LeaseUntil,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockParkedEffects = `-- name: LockParkedEffects :many
+SELECT effect_key, job, effect, state, attempts, lease_owner, lease_until FROM idem_ledger
+WHERE job = $1 AND state = 'failed' ORDER BY effect_key FOR UPDATE
+`
+
+type LockParkedEffectsRow struct {
+	EffectKey  string
+	Job        string
+	Effect     string
+	State      string
+	Attempts   int32
+	LeaseOwner *string
+	LeaseUntil *time.Time
+}
+
+func (q *Queries) LockParkedEffects(ctx context.Context, job string) ([]LockParkedEffectsRow, error) {
+	rows, err := q.db.Query(ctx, lockParkedEffects, job)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockParkedEffectsRow
+	for rows.Next() {
+		var i LockParkedEffectsRow
+		if err := rows.Scan(
+			&i.EffectKey,
+			&i.Job,
+			&i.Effect,
+			&i.State,
+			&i.Attempts,
+			&i.LeaseOwner,
+			&i.LeaseUntil,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockParkedUnits = `-- name: LockParkedUnits :many
+SELECT job, unit_key, state, attempts FROM idem_parked
+WHERE job = $1 AND state = 'parked' ORDER BY unit_key FOR UPDATE
+`
+
+type LockParkedUnitsRow struct {
+	Job      string
+	UnitKey  string
+	State    string
+	Attempts int32
+}
+
+func (q *Queries) LockParkedUnits(ctx context.Context, job string) ([]LockParkedUnitsRow, error) {
+	rows, err := q.db.Query(ctx, lockParkedUnits, job)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockParkedUnitsRow
+	for rows.Next() {
+		var i LockParkedUnitsRow
+		if err := rows.Scan(
+			&i.Job,
+			&i.UnitKey,
+			&i.State,
+			&i.Attempts,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockSeen = `-- name: LockSeen :many
+SELECT job, unit_key FROM idem_seen
+WHERE unit_key = $1 ORDER BY job FOR UPDATE
+`
+
+type LockSeenRow struct {
+	Job     string
+	UnitKey string
+}
+
+func (q *Queries) LockSeen(ctx context.Context, unitKey string) ([]LockSeenRow, error) {
+	rows, err := q.db.Query(ctx, lockSeen, unitKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockSeenRow
+	for rows.Next() {
+		var i LockSeenRow
+		if err := rows.Scan(&i.Job, &i.UnitKey); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockUnitFailures = `-- name: LockUnitFailures :many
+SELECT job, unit_key, state, attempts FROM idem_parked
+WHERE unit_key = $1 ORDER BY job FOR UPDATE
+`
+
+type LockUnitFailuresRow struct {
+	Job      string
+	UnitKey  string
+	State    string
+	Attempts int32
+}
+
+func (q *Queries) LockUnitFailures(ctx context.Context, unitKey string) ([]LockUnitFailuresRow, error) {
+	rows, err := q.db.Query(ctx, lockUnitFailures, unitKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockUnitFailuresRow
+	for rows.Next() {
+		var i LockUnitFailuresRow
+		if err := rows.Scan(
+			&i.Job,
+			&i.UnitKey,
+			&i.State,
+			&i.Attempts,
 		); err != nil {
 			return nil, err
 		}
@@ -713,6 +948,30 @@ func (q *Queries) ReserveEffects(ctx context.Context, arg ReserveEffectsParams) 
 		arg.Now,
 	)
 	return err
+}
+
+const retryEffect = `-- name: RetryEffect :execrows
+UPDATE idem_ledger
+SET state = 'pending', attempts = 0, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL,
+    permanent = FALSE, parked_reason = NULL, updated_at = $1
+WHERE effect_key = $2 AND state = 'failed'
+`
+
+type RetryEffectParams struct {
+	UpdatedAt time.Time
+	EffectKey string
+}
+
+// A parked effect owed again, as ReserveEffect creates it (pending, attempts
+// 0, no lease, no wait, no park reason), so the next claim takes it and
+// ReleaseEffect counts max_attempts afresh. last_error stays, for history.
+// Guarded by state: a row no longer parked is not changed.
+func (q *Queries) RetryEffect(ctx context.Context, arg RetryEffectParams) (int64, error) {
+	result, err := q.db.Exec(ctx, retryEffect, arg.UpdatedAt, arg.EffectKey)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const retryParkedUnits = `-- name: RetryParkedUnits :execrows

@@ -116,7 +116,7 @@ SELECT state, payload_hash FROM idem_parked WHERE job = @job AND unit_key = @uni
 -- up only when it does.
 SELECT EXISTS (SELECT 1 FROM idem_parked WHERE job = @job);
 
--- name: ClearUnitFailure :exec
+-- name: ClearUnitFailure :execrows
 DELETE FROM idem_parked WHERE job = @job AND unit_key = @unit_key;
 
 -- name: RecordUnitFailure :exec
@@ -159,6 +159,50 @@ WHERE job = @job AND unit_key = @unit_key;
 -- name: RetryParkedUnits :execrows
 UPDATE idem_parked SET state = 'retry', attempts = 0, updated_at = @updated_at
 WHERE job = @job AND state = 'parked';
+
+-- The queries of recovery (idem.Retry, idem.RetryParked, idem.Forget: the
+-- generated Store's calls and `idemgen ledger retry|reset`). Each Lock query
+-- reads the rows it is about to change, locked until the transaction ends
+-- (SQLite's write transaction holds the whole database already).
+
+-- name: LockEffect :many
+SELECT effect_key, job, effect, state, attempts, lease_owner, lease_until FROM idem_ledger
+WHERE effect_key = @effect_key;
+
+-- name: LockParkedEffects :many
+SELECT effect_key, job, effect, state, attempts, lease_owner, lease_until FROM idem_ledger
+WHERE job = @job AND state = 'failed' ORDER BY effect_key;
+
+-- name: LockUnitFailures :many
+SELECT job, unit_key, state, attempts FROM idem_parked
+WHERE unit_key = @unit_key ORDER BY job;
+
+-- name: LockParkedUnits :many
+SELECT job, unit_key, state, attempts FROM idem_parked
+WHERE job = @job AND state = 'parked' ORDER BY unit_key;
+
+-- name: LockSeen :many
+SELECT job, unit_key FROM idem_seen
+WHERE unit_key = @unit_key ORDER BY job;
+
+-- name: RetryEffect :execrows
+-- A parked effect owed again, as ReserveEffect creates it (pending, attempts
+-- 0, no lease, no wait, no park reason), so the next claim takes it and
+-- ReleaseEffect counts max_attempts afresh. last_error stays, for history.
+-- Guarded by state: a row no longer parked is not changed.
+UPDATE idem_ledger
+SET state = 'pending', attempts = 0, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL,
+    permanent = FALSE, parked_reason = NULL, updated_at = @updated_at
+WHERE effect_key = @effect_key AND state = 'failed';
+
+-- name: ForgetEffect :execrows
+-- Removes an effect's row unless a worker holds it under a live lease
+-- (checked again where the row goes, should a lock ever let a claim in).
+DELETE FROM idem_ledger
+WHERE effect_key = @effect_key AND NOT (state = 'pending' AND lease_until IS NOT NULL AND lease_until > @lease_now);
+
+-- name: ForgetSeen :execrows
+DELETE FROM idem_seen WHERE job = @job AND unit_key = @unit_key;
 
 -- name: CountBacklog :one
 -- What an observer's gauge reads: counted on the (job, state) indexes, as
