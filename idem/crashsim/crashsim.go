@@ -412,7 +412,7 @@ func (s simScenario) overlapping() bool {
 // oracle to predict every provider call, not only every applied effect.
 func (s simScenario) exactCalls() bool {
 	switch s.family {
-	case "clean", "writefail", "poison", "failk", "permanent", "throttle", "takeover", "livelease", "bump", "mismatch",
+	case "clean", "writefail", "poison", "failk", "permanent", "recover", "throttle", "takeover", "livelease", "bump", "mismatch",
 		"purge-young", "resplost", "failpre", "stall", "commitunknown":
 		return true
 	case "fanout":
@@ -1033,6 +1033,9 @@ func (r *simRun[U]) play() []string {
 	r.mu.Lock()
 	r.phaseHits = r.hits
 	r.mu.Unlock()
+	if r.sc.family == "recover" {
+		r.personRetries()
+	}
 	// Convergence: clean runs after the last fault, as many as the fault
 	// plan needs (a failing effect is tried once per run).
 	last := len(r.phases) - 1
@@ -1208,6 +1211,37 @@ func (r *simRun[U]) concurrently(phase int) {
 		}()
 	}
 	wg.Wait()
+}
+
+// personRetries plays the person on call in the recover family: the
+// provider takes the declined key now, and the person puts its parked
+// effect back, by its key or with every parked effect of the job, through
+// the runtime's recovery (what the generated Store and `idemgen ledger
+// retry` call). Exactly that one effect must come back.
+func (r *simRun[U]) personRetries() {
+	r.prov.mu.Lock()
+	key := ""
+	if r.sc.call < len(r.prov.order) {
+		key = r.prov.order[r.sc.call]
+		delete(r.prov.permanent, key)
+	}
+	r.prov.mu.Unlock()
+	if key == "" {
+		return
+	}
+	ctx := context.Background()
+	st, _, closeInc := r.db.incarnation(r.t, nil)
+	defer closeInc()
+	var changes []idem.Change
+	var err error
+	if r.sc.variant == "retry-parked" {
+		changes, err = idem.RetryParked(ctx, st, r.now(), r.job.Name)
+	} else {
+		changes, err = idem.Retry(ctx, st, "", key, r.now())
+	}
+	if err != nil || len(changes) != 1 || changes[0].Key != key || changes[0].State != idem.ShownParked {
+		r.violate("recover: a person's %s of %s: %+v, %v; want the one parked effect put back", r.sc.variant, key, changes, err)
+	}
 }
 
 // convergenceRuns is how many clean runs may follow the last fault.

@@ -20,6 +20,9 @@ package crashsim
 //	poison         one unit's write fails every time                        3 8
 //	failk          an effect fails max_attempts-1 times, then max_attempts  8
 //	permanent      the provider declines for good: parked at once           8
+//	recover        parked at once, then a person puts it back (idem.Retry   8
+//	               or idem.RetryParked, the CLI's code): done once, its
+//	               attempts counted afresh
 //	throttle       the provider answers RetryAfter max_attempts+1 times:    8
 //	               no attempt burned (done in the end), no call before
 //	               the time it named
@@ -161,6 +164,11 @@ func (r *simRun[U]) expect() simExpect[U] {
 				e.parked[k] = true
 				delete(e.must, k)
 			}
+		case "recover":
+			// The declined call, then the one after the person's retry.
+			if r.sc.call < len(r.prov.order) {
+				e.calls[r.prov.order[r.sc.call]] = 2
+			}
 		case "throttle":
 			// Each "not now" is a call that burns no attempt: more of
 			// them than max_attempts still end in the effect done.
@@ -267,8 +275,8 @@ func (r *simRun[U]) checkEnd() []string {
 	for _, fx := range r.job.Effects {
 		keep[fx.Name] = fx.KeepResult
 	}
-	throttled := ""
-	if r.sc.family == "throttle" {
+	throttled := "" // a key whose row must count exactly one attempt
+	if r.sc.family == "throttle" || r.sc.family == "recover" {
 		r.prov.mu.Lock()
 		if r.sc.call < len(r.prov.order) {
 			throttled = r.prov.order[r.sc.call]
@@ -290,7 +298,8 @@ func (r *simRun[U]) checkEnd() []string {
 		case e.State == idem.StateDone && !keep[e.Effect] && len(e.Result) > 0:
 			r.violate("end: ledger row %s keeps a result though keep_result is off", e.Key)
 		case e.Key == throttled && e.Attempts != 1:
-			r.violate("end: ledger row %s counts %d attempts; the provider's \"not now\" answers count none, its one success counts 1", e.Key, e.Attempts)
+			r.violate("end: ledger row %s counts %d attempts; want 1: its one success (%s)", e.Key, e.Attempts, map[string]string{
+				"throttle": `the provider's "not now" answers count none`, "recover": "a person's retry counts attempts from 0"}[r.sc.family])
 		}
 	}
 	want := len(applied) + len(exp.parked)
@@ -686,7 +695,7 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 	switch sc.family {
 	case "failk":
 		r.prov.failCall, r.prov.failTimes = sc.call, sc.times
-	case "permanent":
+	case "permanent", "recover":
 		r.prov.permanentCall = sc.call
 	case "throttle":
 		r.prov.throttleCall, r.prov.throttleTimes, r.prov.throttleWait = sc.call, sc.times, job.Lease/2
@@ -934,6 +943,11 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 			sc := newScenario("permanent")
 			sc.call = c
 			add(sc)
+			for _, v := range []string{"retry-key", "retry-parked"} {
+				sc = newScenario("recover")
+				sc.call, sc.variant = c, v
+				add(sc)
+			}
 			sc = newScenario("throttle")
 			sc.call, sc.times = c, fx.MaxAttempts+1
 			add(sc)
@@ -1078,7 +1092,7 @@ func simSample(plan []simScenario) []simScenario {
 		if n == 0 {
 			n = 1
 		}
-		if f == "failk" || f == "bump" || f == "permanent" || f == "throttle" {
+		if f == "failk" || f == "bump" || f == "permanent" || f == "recover" || f == "throttle" {
 			n = len(all)
 		}
 		step := max(1, len(all)/n)

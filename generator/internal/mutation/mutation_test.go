@@ -254,6 +254,12 @@ var exampleMutants = []mutant{
 		`permanent = CAST\(\?3 AS BOOLEAN\),`, "permanent = false,")},
 	{name: "a permanent failure's flag never stored (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
 		`permanent = CAST\(\$3 AS boolean\),`, "permanent = false,")},
+	{name: "a retried effect keeps its attempts", test: syncTest, edits: edit(sqliteLedger,
+		`SET state = 'pending', attempts = 0, lease_owner = NULL,`, "SET state = 'pending', lease_owner = NULL,")},
+	{name: "a retried effect keeps its attempts (PostgreSQL)", test: hookTest, db: "postgres", edits: edit(pgLedger,
+		`SET state = 'pending', attempts = 0, lease_owner = NULL,`, "SET state = 'pending', lease_owner = NULL,")},
+	{name: "retrying every parked effect finds none", test: hookTest, edits: edit(sqliteLedger,
+		`WHERE job = \?1 AND state = 'failed' ORDER BY effect_key`, "WHERE job = ?1 AND state = 'parked' ORDER BY effect_key")},
 	{name: "a provider's \"not now\" burns an attempt", test: syncTest, edits: edit(engineFile,
 		`NotCounted: notNow && !permanent,`, "NotCounted: notNow && false,")},
 	{name: "a \"not now\" gives no attempt back", test: syncTest, edits: edit(sqliteLedger,
@@ -276,7 +282,7 @@ var exampleMutants = []mutant{
 // deterministic families: a kill must come from one of these, not only
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
-	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout"}
+	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
