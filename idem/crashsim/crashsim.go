@@ -417,6 +417,8 @@ func (s simScenario) exactCalls() bool {
 		return true
 	case "fanout":
 		return true // without a fault, concurrent calls are still one per key
+	case "cancel", "skew", "purge-pending":
+		return true // purge-pending of handed-in units: see expectInterrupts
 	}
 	return false
 }
@@ -487,6 +489,7 @@ type simRun[U any] struct {
 	runs          []simRunRecord // sequential runs, for the report counts
 	parkedEffects int            // effects parked, as reported
 	parkedUnits   int            // units parked or skipped as parked, as reported
+	intr          simInterrupts  // the cancel, skew and purge-pending families' state
 }
 
 // simRunRecord is one sequential run's report and what it was served.
@@ -584,11 +587,12 @@ func (r *simRun[U]) hook(inc *simInc) idem.CrashHook {
 			select {} // the process is gone: park for good, unwind nothing
 		}
 		if purge {
-			r.purgeNow(ctx, fmt.Sprintf("at %s", p), r.sc.family == "purge-old")
+			r.purgeNow(ctx, fmt.Sprintf("at %s", p), r.sc.family != "purge-young")
 			r.mu.Lock()
 			r.dirty = true
 			r.mu.Unlock()
 		}
+		r.interrupt(ctx, inc, n, h)
 		if pause {
 			if p == idem.PointEffectBeforeCall {
 				r.mu.Lock()
@@ -895,10 +899,10 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 	r.mu.Unlock()
 	hook := r.hook(inc)
 	st, kill, closeInc := r.db.incarnation(r.t, hook)
-	verbs := r.newVerbs(st, idem.WithCrashHook(hook), idem.WithOwner(simOwner(inc.id)))
+	verbs := r.newVerbs(st, append(r.skewed(), idem.WithCrashHook(hook), idem.WithOwner(simOwner(inc.id)))...)
 	task := &simTask{inc: inc, done: make(chan simOutcome, 1), kill: kill, closeInc: closeInc}
 	go func() {
-		ctx := context.WithValue(context.Background(), simIncKey{}, inc.id)
+		ctx := r.cancelable(context.WithValue(context.Background(), simIncKey{}, inc.id), inc)
 		var out simOutcome
 		add := func(rep idem.Report, err error) {
 			out.rep.Add(rep)
@@ -1088,7 +1092,7 @@ func (r *simRun[U]) play() []string {
 func (r *simRun[U]) runPhase(phase int) {
 	var pauseA func(n int, h simHit) bool
 	switch r.sc.family {
-	case "preempt", "takeover", "livelease":
+	case "preempt", "takeover", "livelease", "skew":
 		pauseA = func(n int, h simHit) bool { return n == r.sc.at }
 	}
 	task := r.start(phase, workPhase, pauseA)
@@ -1096,8 +1100,8 @@ func (r *simRun[U]) runPhase(phase int) {
 	switch {
 	case paused:
 		r.interlude(phase, task)
-	case out.crashed:
-		r.recover(phase) // a new process, after the crashed one's leases
+	case out.crashed || r.cancelled(task.inc):
+		r.recover(phase) // a new process, after the crashed (or shut down) one's leases
 	default:
 		r.record(out, task.inc.id)
 	}
@@ -1148,6 +1152,8 @@ func (r *simRun[U]) interlude(phase int, a *simTask) {
 		if bPaused {
 			b.finish()
 		}
+	case "skew":
+		r.skewInterlude(phase, a)
 	case "livelease":
 		// A holds a live lease; B, running the same phase, must leave the
 		// effect alone (its claim is refused; the provider is not called).

@@ -41,6 +41,15 @@ package crashsim
 //	               phases (whichever goroutine meets the hit)
 //	bump           an effect's or the job's version bumped mid-history      6
 //	mismatch       a handed-in key redelivered with one field changed       7
+//	cancel         the run's context is cancelled at a point (a shutdown): 2 3
+//	               no call starts after it, calls under way are recorded
+//	               done, the next run performs every effect once
+//	skew           a worker's clock a lease ahead of (or, the lease         2 5
+//	               expired, behind) the database's meets another's claim:
+//	               leases are judged on the database's clock only
+//	purge-pending  purge past retention while effects are owed or one is    2 7
+//	               parked, then the phases go on: those rows stay, an
+//	               update never decides a when: inserted effect again
 //
 // Every scenario also re-runs and backfills after convergence (4), checks
 // kept results against the provider's first answer, and purges once more
@@ -192,6 +201,7 @@ func (r *simRun[U]) expect() simExpect[U] {
 		}
 		r.prov.mu.Unlock()
 	}
+	r.expectInterrupts(&e)
 	return e
 }
 
@@ -306,7 +316,7 @@ func (r *simRun[U]) checkEnd() []string {
 	if exp.parkedApplied != "" {
 		want-- // applied and parked: one row
 	}
-	if len(entries) != want && r.sc.family != "purge-old" {
+	if len(entries) != want && r.sc.family != "purge-old" && r.sc.family != "purge-pending" {
 		r.violate("end: %d ledger rows for %d applied and %d parked effects, want %d", len(entries), len(applied), len(exp.parked), want)
 	}
 	if r.sc.family == "clean" || r.sc.family == "fanout" {
@@ -315,6 +325,7 @@ func (r *simRun[U]) checkEnd() []string {
 	if r.sc.family == "mismatch" {
 		r.checkMismatch(ctx, exp)
 	}
+	r.checkInterrupts(ctx, exp)
 	if (r.sc.family == "clean" || r.sc.family == "fanout") && r.job.Source == SourceNoneName {
 		r.checkReplay(ctx)
 	}
@@ -700,6 +711,7 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 	case "throttle":
 		r.prov.throttleCall, r.prov.throttleTimes, r.prov.throttleWait = sc.call, sc.times, job.Lease/2
 	}
+	r.initInterrupts()
 	r.prov.now = r.now
 	if sc.seed > 0 {
 		r.rng = rand.New(rand.NewPCG(sc.seed, 0))
@@ -987,6 +999,7 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 	if job.Source == SourceNoneName {
 		add(newScenario("mismatch"))
 	}
+	plan = append(plan, simPlanInterrupts(job, clean, trace, firstPhase)...)
 	// Subprocess: real process deaths at points spread over phase 0,
 	// including inside the write transaction.
 	phase0 := firstPhase
@@ -1089,6 +1102,7 @@ func simSample(plan []simScenario) []simScenario {
 	for _, f := range order {
 		all := byFamily[f]
 		n := quota[f]
+		n = max(n, simSampleInterrupts[f])
 		if n == 0 {
 			n = 1
 		}
