@@ -71,6 +71,7 @@ const (
 	pgFile      = "idem/postgres.go"
 	crashsimPG  = "idem/crashsim/postgres.go"
 	keysFile    = "idem/keys.go"
+	dbclockFile = "idem/dbclock.go"
 	// The ledger's queries, which the runtime owns.
 	sqliteLedger = "idem/idemsqlite/internal/ledgerdb/queries.sql.go"
 	pgLedger     = "idem/idempg/internal/ledgerdb/queries.sql.go"
@@ -277,12 +278,23 @@ var exampleMutants = []mutant{
 		"if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch || o == OutcomeParked {\n\t\t\tres.failed++")},
 	{name: "report counts an insert as an update", test: syncTest, edits: edit(engineFile,
 		`case OutcomeInserted:\n\t\tr\.Inserted\+\+`, "case OutcomeInserted:\n\t\tr.Updated++")},
+	// Killed by the cancel, skew and purge-pending families.
+	{name: "a cancelled run still starts provider calls", test: syncTest, edits: edit(engineFile,
+		`if err := ctx\.Err\(\); err != nil \{\n\t\ter\.Outcome, er\.Err = EffectFailed, fmt\.Errorf\("effect %q key %q: %w: not called`,
+		"if err := ctx.Err(); false && err != nil {\n\t\ter.Outcome, er.Err = EffectFailed, fmt.Errorf(\"effect %q key %q: %w: not called")},
+	{name: "a call that ends after the cancel is not recorded", test: syncTest, edits: edit(effectsFile,
+		`r\.write\(context\.WithoutCancel\(ctx\), keys, results\)`, "r.write(ctx, keys, results)")},
+	{name: "leases judged on the worker's clock", test: syncTest, edits: edit(dbclockFile,
+		`return e\.opt\.leaseClock\(\), nil`, "return e.opt.now(), nil")},
+	{name: "an update decides a when-inserted effect again", test: syncTest, edits: edit(batchFile,
+		`case fx\.When\.Matches\(decideAs\):`, "case fx.When.Matches(decideAs) || fx.When == WhenInserted && it.outcome == OutcomeUpdated:")},
 }
 
 // deterministic families: a kill must come from one of these, not only
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
-	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout"}
+	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
+	"cancel", "skew", "purge-pending"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
