@@ -295,7 +295,7 @@ func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) 
 	// writes concurrently.
 	cw, ok := st.(concurrentWriter)
 	o.writeAhead = o.writeAhead && len(def.Effects) == 0 && ok && cw.WritesConcurrently()
-	e := &Engine[U]{def: def, st: st, opt: o, slots: make(chan struct{}, o.effectConcurrency)}
+	e := &Engine[U]{def: def, st: st, opt: o, slots: make(chan struct{}, o.effectConcurrency), limits: newFleetLimits(def)}
 	if o.observer != nil {
 		o.observer.Watch(def.Name, e.backlog)
 	}
@@ -400,6 +400,7 @@ type Querier interface {
 	Ledger(ctx context.Context) ([]LedgerEntry, error)
 	ParkQuerier
 	RecoveryQuerier
+	LimitQuerier
 }
 
 type ProgressRow struct {
@@ -505,6 +506,11 @@ type Effect[U any] struct {
 	Retry Backoff
 	// Timeout bounds one provider call (spec timeout); zero: no bound.
 	Timeout time.Duration
+	// Rate and Concurrency bound this effect's provider calls across every
+	// worker sharing the database (spec rate, concurrency; limits.go);
+	// zero: no bound.
+	Rate        Rate
+	Concurrency int32
 	// call performs the effect at the provider, passing key as its idempotency key.
 	Call func(ctx context.Context, key string, u U) ([]byte, error)
 }
@@ -517,6 +523,9 @@ type Engine[U any] struct {
 	// slots bound the provider calls in flight across every call of the
 	// engine at once (WithEffectConcurrency).
 	slots chan struct{}
+	// limits are the fleet-wide bounds of the effects that have any
+	// (limits.go), by effect name.
+	limits map[string]*fleetLimit
 }
 
 // Job returns the definition the engine runs.
@@ -569,6 +578,18 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 		log.Warn("idemgen: effect not called: the run was canceled; the next run after its lease performs it")
 		return er, nil
 	}
+	// The effect's rate and concurrency across workers: wait for a slot
+	// and a start (or give the claim back, not counted, when none comes
+	// within the lease).
+	free, err := e.admit(ctx, fx, key, leaseUntil)
+	if err != nil {
+		if ctx.Err() != nil {
+			er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: not called, the run was canceled: %w", fx.Name, key, ErrEffectFailed, ctx.Err())
+			return er, nil
+		}
+		return e.release(ctx, fx, key, err, log), nil
+	}
+	defer free()
 	// Fence: a worker that stalled past its lease may have been taken over;
 	// the new holder performs the effect, this one must not call again.
 	if now, err := e.leaseNow(ctx); err != nil || !now.Before(leaseUntil) {

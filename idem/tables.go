@@ -12,12 +12,15 @@ import (
 // over LedgerPlaceholders; a store runs them on a package's own tables.
 type Tables struct {
 	Ledger, Progress, Seen, Parked string
+	// Limits holds the fleet-wide bounds of effects with a rate or a
+	// concurrency (spec rate, concurrency): a pacing row and call slots.
+	Limits string
 }
 
 // LedgerPlaceholders are the table names the runtime's ledger queries are
 // written with (idempg and idemsqlite compile them with sqlc against a
 // schema of these names).
-var LedgerPlaceholders = Tables{Ledger: "idem_ledger", Progress: "idem_progress", Seen: "idem_seen", Parked: "idem_parked"}
+var LedgerPlaceholders = Tables{Ledger: "idem_ledger", Progress: "idem_progress", Seen: "idem_seen", Parked: "idem_parked", Limits: "idem_limits"}
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -34,10 +37,13 @@ type TableNames struct {
 // when one is not, every query run through it fails with that error.
 func NewTableNames(t Tables) *TableNames {
 	n := &TableNames{}
-	from := []string{LedgerPlaceholders.Ledger, LedgerPlaceholders.Progress, LedgerPlaceholders.Seen, LedgerPlaceholders.Parked}
-	to := []string{t.Ledger, t.Progress, t.Seen, t.Parked}
+	from := []string{LedgerPlaceholders.Ledger, LedgerPlaceholders.Progress, LedgerPlaceholders.Seen, LedgerPlaceholders.Parked, LedgerPlaceholders.Limits}
+	to := []string{t.Ledger, t.Progress, t.Seen, t.Parked, t.Limits}
 	var pairs []string
 	for i, name := range to {
+		if name == "" && from[i] == LedgerPlaceholders.Limits {
+			continue // a package generated before the limits table: its effects have no limits
+		}
 		if !identifier.MatchString(name) {
 			n.err = fmt.Errorf("idem: the %s table's name %q is not a SQL identifier", strings.TrimPrefix(from[i], "idem_"), name)
 			return n

@@ -30,6 +30,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "billing_idem_ledger",
+	Limits:   "billing_idem_limits",
 	Parked:   "billing_idem_parked",
 	Progress: "billing_idem_progress",
 	Seen:     "billing_idem_seen",

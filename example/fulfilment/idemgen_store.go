@@ -30,6 +30,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "fulfilment_idem_ledger",
+	Limits:   "fulfilment_idem_limits",
 	Parked:   "fulfilment_idem_parked",
 	Progress: "fulfilment_idem_progress",
 	Seen:     "fulfilment_idem_seen",

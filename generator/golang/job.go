@@ -2,6 +2,7 @@ package golang
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/dave/jennifer/jen"
 
@@ -236,6 +237,8 @@ func effectDef(j *model.Job, e *model.Effect) *jen.Statement {
 //
 //	Retry:       idem.Backoff{Initial: 2 * time.Second, Max: 10 * time.Minute},
 //	Timeout:     30 * time.Second,
+//	Rate:        idem.Rate{N: 50, Per: time.Second},
+//	Concurrency: 8,
 func callLimits(d jen.Dict, e *model.Effect) {
 	if r := e.Retry; r != (model.Backoff{}) {
 		b := jen.Dict{}
@@ -250,6 +253,26 @@ func callLimits(d jen.Dict, e *model.Effect) {
 	if e.Timeout > 0 {
 		d[jen.Id("Timeout")] = durationLit(e.Timeout)
 	}
+	if r := e.Rate; r.N > 0 {
+		d[jen.Id("Rate")] = rt("Rate").Values(jen.Dict{jen.Id("N"): jen.Lit(int(r.N)), jen.Id("Per"): periodLit(r.Per)})
+	}
+	if e.Concurrency > 0 {
+		d[jen.Id("Concurrency")] = jen.Lit(e.Concurrency)
+	}
+}
+
+// periodLit writes a rate's period as its unit, time.Second, time.Minute or
+// time.Hour, and any other duration as durationLit does.
+func periodLit(d time.Duration) *jen.Statement {
+	switch d {
+	case time.Second:
+		return jen.Qual("time", "Second")
+	case time.Minute:
+		return jen.Qual("time", "Minute")
+	case time.Hour:
+		return jen.Qual("time", "Hour")
+	}
+	return durationLit(d)
 }
 
 // markOfFunc emits a watermark job's watermark field as a function:

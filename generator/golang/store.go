@@ -138,6 +138,7 @@ func storeType(f *jen.File, p *model.Package) {
 	f.Var().Id("ledgerTables").Op("=").Add(rt("Tables")).Values(jen.Dict{
 		jen.Id("Ledger"): jen.Lit(p.Tables.Ledger), jen.Id("Progress"): jen.Lit(p.Tables.Progress),
 		jen.Id("Seen"): jen.Lit(p.Tables.Seen), jen.Id("Parked"): jen.Lit(p.Tables.Parked),
+		jen.Id("Limits"): jen.Lit(p.Tables.Limits),
 	})
 }
 

@@ -39,7 +39,7 @@ func (p *Package) Has(d Dialect) bool {
 
 // Tables are the bookkeeping tables the package owns.
 type Tables struct {
-	Ledger, Progress, Seen, Parked, Migrations string
+	Ledger, Progress, Seen, Parked, Limits, Migrations string
 }
 
 // SourceKind is where a job's units come from.
@@ -197,6 +197,16 @@ type Effect struct {
 	Retry Backoff
 	// Timeout bounds one provider call; zero: no bound.
 	Timeout time.Duration
+	// Rate and Concurrency bound the effect's provider calls across every
+	// worker sharing the database; zero: no bound.
+	Rate        Rate
+	Concurrency int
+}
+
+// Rate is N provider calls per period (a second, a minute or an hour).
+type Rate struct {
+	N   int32
+	Per time.Duration
 }
 
 // Backoff is the wait between failed attempts of an effect: Initial after
@@ -219,7 +229,7 @@ func Resolve(f *spec.File) (*Package, error) {
 		p.Dialects = append(p.Dialects, Dialect(d.Value))
 	}
 	t := &p.Tables
-	t.Ledger, t.Progress, t.Seen, t.Parked, t.Migrations = spec.DefaultTableNames(f)
+	t.Ledger, t.Progress, t.Seen, t.Parked, t.Limits, t.Migrations = spec.DefaultTableNames(f)
 	for i := range f.Jobs {
 		j, err := resolveJob(&f.Jobs[i])
 		if err != nil {
@@ -354,6 +364,10 @@ func resolveJob(sj *spec.Job) (*Job, error) {
 func resolveLimits(e *Effect, se *spec.Effect) {
 	e.Retry = Backoff{Initial: se.Retry.Initial.Value, Max: se.Retry.Max.Value}
 	e.Timeout = se.Timeout.Value
+	if se.Rate.Set {
+		e.Rate = Rate{N: int32(se.Rate.N), Per: se.Rate.Per}
+	}
+	e.Concurrency = orInt(se.Concurrency, 0)
 }
 
 // ParseKey splits a key template into parts. vars are placeholders replaced

@@ -60,7 +60,7 @@ func IsPostgres(target string) bool {
 // Writes are logged to log.
 func Open(ctx context.Context, target string, pkg *model.Package, log *slog.Logger) (*DB, error) {
 	d := &DB{pkg: pkg, t: pkg.Tables, log: log, now: time.Now, closeFn: func() {}}
-	tables := idem.Tables{Ledger: d.t.Ledger, Progress: d.t.Progress, Seen: d.t.Seen, Parked: d.t.Parked}
+	tables := idem.Tables{Ledger: d.t.Ledger, Progress: d.t.Progress, Seen: d.t.Seen, Parked: d.t.Parked, Limits: d.t.Limits}
 	var err error
 	if IsPostgres(target) {
 		d.dialect = model.Postgres

@@ -68,22 +68,22 @@ const BookkeepingPrefix = "idemgen_"
 
 // DefaultTableNames returns the bookkeeping table names of a package
 // (ledger, progress, seen, parked, migrations), honouring the renames in tables.
-func DefaultTableNames(f *File) (ledger, progress, seen, parked, migrations string) {
+func DefaultTableNames(f *File) (ledger, progress, seen, parked, limits, migrations string) {
 	n := tableNames(f)
-	return n[0], n[1], n[2], n[3], n[4]
+	return n[0], n[1], n[2], n[3], n[4], n[5]
 }
 
 // tableKeys are the keys under tables, in the order tableNames returns them.
-var tableKeys = [5]string{"ledger", "progress", "seen", "parked", "migrations"}
+var tableKeys = [6]string{"ledger", "progress", "seen", "parked", "limits", "migrations"}
 
-func tableValues(f *File) [5]String {
+func tableValues(f *File) [6]String {
 	t := f.Tables
-	return [5]String{t.Ledger, t.Progress, t.Seen, t.Parked, t.Migrations}
+	return [6]String{t.Ledger, t.Progress, t.Seen, t.Parked, t.Limits, t.Migrations}
 }
 
 // tableNames returns each bookkeeping table's name: its rename, or <package>_idem_<key>.
-func tableNames(f *File) [5]string {
-	var names [5]string
+func tableNames(f *File) [6]string {
+	var names [6]string
 	for i, s := range tableValues(f) {
 		names[i] = f.Package.Value + "_idem_" + tableKeys[i]
 		if s.Set {
@@ -719,7 +719,6 @@ func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map
 		jc.errorf(c.Pos, "%sconcurrency must be at most %d, not %d", prefix, math.MaxInt32, c.Value)
 	}
 	jc.retry(e, prefix)
-	jc.unkeptLimits(e, prefix)
 	if w := e.When; w.Set {
 		switch {
 		case !slices.Contains(WhenValues, w.Value):
@@ -954,15 +953,3 @@ func (jc *jobCtx) candidates(effect bool) []string {
 	return append(slices.Clone(jc.names), "version", "job_version")
 }
 
-// unkeptLimits refuses rate and concurrency, which this version of the
-// runtime reads but does not yet hold across a fleet of workers: a limit
-// the spec states and the runtime does not keep would be worse than none.
-func (jc *jobCtx) unkeptLimits(e *Effect, prefix string) {
-	const why = "is not yet kept across workers by this version of idemgen's runtime, so it is refused rather than promised; remove it (idem.WithEffectConcurrency bounds the calls of one worker)"
-	if r := e.Rate; r.Set {
-		jc.errorf(r.Pos, "%srate %s", prefix, why)
-	}
-	if c := e.Concurrency; c.Set && c.Value >= 1 && c.Value <= math.MaxInt32 {
-		jc.errorf(c.Pos, "%sconcurrency %s", prefix, why)
-	}
-}

@@ -353,6 +353,7 @@ func (p *parser) tables(n *yaml.Node, t *Tables) {
 		"progress":   func(v *yaml.Node) { p.str(v, "tables.progress", &t.Progress) },
 		"seen":       func(v *yaml.Node) { p.str(v, "tables.seen", &t.Seen) },
 		"parked":     func(v *yaml.Node) { p.str(v, "tables.parked", &t.Parked) },
+		"limits":     func(v *yaml.Node) { p.str(v, "tables.limits", &t.Limits) },
 		"migrations": func(v *yaml.Node) { p.str(v, "tables.migrations", &t.Migrations) },
 	})
 }

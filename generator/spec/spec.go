@@ -28,6 +28,7 @@ type Tables struct {
 	Progress   String
 	Seen       String
 	Parked     String
+	Limits     String
 	Migrations String
 }
 

@@ -29,11 +29,12 @@ const (
 	RoleProgress    = "progress"
 	RoleSeen        = "seen"
 	RoleParked      = "parked"
+	RoleLimits      = "limits"
 	RoleDestination = "destination"
 )
 
 // BookkeepingRoles are the roles of the tables every package owns.
-var BookkeepingRoles = []string{RoleLedger, RoleProgress, RoleSeen, RoleParked}
+var BookkeepingRoles = []string{RoleLedger, RoleProgress, RoleSeen, RoleParked, RoleLimits}
 
 // Table is one table with its columns, keys and indexes.
 type Table struct {
@@ -158,7 +159,18 @@ func SchemaOf(p *model.Package, d model.Dialect) Schema {
 	}, PrimaryKey: []string{"job", "unit_key"}, Indexes: []Index{
 		{Name: p.Tables.Parked + "_state", Columns: []string{"job", "state", "unit_key"}},
 	}}
-	s := Schema{Dialect: d, VersionTable: p.Tables.Migrations, Tables: []Table{ledger, progress, seen, parked}}
+	// The fleet-wide bounds of effects with a rate or a concurrency: per
+	// effect, slot -1 paces its calls (held_until: the earliest start of the
+	// next call), slots 0..concurrency-1 are its calls in flight (owner
+	// and held_until: a worker's call, held until its lease ends).
+	limits := Table{Name: p.Tables.Limits, Role: RoleLimits, Aligned: true, Columns: []Column{
+		col("job", dd.Text, true),
+		col("effect", dd.Text, true),
+		col("slot", dd.Int, true),
+		col("owner", dd.Text, false),
+		col("held_until", dd.Time, false),
+	}, PrimaryKey: []string{"job", "effect", "slot"}}
+	s := Schema{Dialect: d, VersionTable: p.Tables.Migrations, Tables: []Table{ledger, progress, seen, parked, limits}}
 	for i, j := range p.Jobs {
 		sj := dd.Jobs[i]
 		if sj.Table == "" {

@@ -219,5 +219,5 @@ func LedgerQueries(d model.Dialect) []byte {
 // written over (idem.LedgerPlaceholders).
 func LedgerPlaceholders() model.Tables {
 	t := idem.LedgerPlaceholders
-	return model.Tables{Ledger: t.Ledger, Progress: t.Progress, Seen: t.Seen, Parked: t.Parked, Migrations: "idem_migrations"}
+	return model.Tables{Ledger: t.Ledger, Progress: t.Progress, Seen: t.Seen, Parked: t.Parked, Limits: t.Limits, Migrations: "idem_migrations"}
 }

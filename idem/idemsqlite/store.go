@@ -487,3 +487,38 @@ func (q Querier) ForgetHandedIn(ctx context.Context, job, unitKey string) (bool,
 	n, err := q.q.ForgetSeen(ctx, ledgerdb.ForgetSeenParams{Job: job, UnitKey: unitKey})
 	return n == 1, err
 }
+
+// The queries of the fleet-wide limits (idem.LimitQuerier).
+
+func (q Querier) EnsureLimitSlot(ctx context.Context, job, effect string, slot int32, heldUntil time.Time) error {
+	var until sql.NullString
+	if !heldUntil.IsZero() {
+		until = nullTime(heldUntil)
+	}
+	return q.q.EnsureLimitSlot(ctx, ledgerdb.EnsureLimitSlotParams{Job: job, Effect: effect, Slot: int64(slot), HeldUntil: until})
+}
+
+func (q Querier) TakeSlot(ctx context.Context, job, effect string, slots int32, owner string, now, until time.Time) (int32, bool, error) {
+	got, err := q.q.TakeSlot(ctx, ledgerdb.TakeSlotParams{Owner: nullText(owner), HeldUntil: nullTime(until), Job: job, Effect: effect, Slots: int64(slots), Now: nullTime(now)})
+	if err != nil || len(got) == 0 {
+		return 0, false, err
+	}
+	return int32(got[0]), true, nil
+}
+
+func (q Querier) FreeSlot(ctx context.Context, job, effect string, slot int32, owner string) error {
+	return q.q.FreeSlot(ctx, ledgerdb.FreeSlotParams{Job: job, Effect: effect, Slot: int64(slot), Owner: nullText(owner)})
+}
+
+func (q Querier) Pace(ctx context.Context, job, effect string) (time.Time, error) {
+	s, err := q.q.GetPace(ctx, ledgerdb.GetPaceParams{Job: job, Effect: effect})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return idem.ValueOr(idem.ReadNullTime(s, &err)), err
+}
+
+func (q Querier) MovePace(ctx context.Context, job, effect string, seen, next time.Time) (bool, error) {
+	n, err := q.q.MovePace(ctx, ledgerdb.MovePaceParams{Next: nullTime(next), Job: job, Effect: effect, Seen: nullTime(seen)})
+	return n == 1, err
+}

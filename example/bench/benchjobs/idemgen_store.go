@@ -30,6 +30,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "benchjobs_idem_ledger",
+	Limits:   "benchjobs_idem_limits",
 	Parked:   "benchjobs_idem_parked",
 	Progress: "benchjobs_idem_progress",
 	Seen:     "benchjobs_idem_seen",

@@ -28,6 +28,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "soakpay_idem_ledger",
+	Limits:   "soakpay_idem_limits",
 	Parked:   "soakpay_idem_parked",
 	Progress: "soakpay_idem_progress",
 	Seen:     "soakpay_idem_seen",

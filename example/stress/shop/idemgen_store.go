@@ -30,6 +30,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "shop_idem_ledger",
+	Limits:   "shop_idem_limits",
 	Parked:   "shop_idem_parked",
 	Progress: "shop_idem_progress",
 	Seen:     "shop_idem_seen",

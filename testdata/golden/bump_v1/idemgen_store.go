@@ -30,6 +30,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "bump_ledger",
+	Limits:   "bumpv1_idem_limits",
 	Parked:   "bump_parked",
 	Progress: "bump_progress",
 	Seen:     "bump_seen",

@@ -30,6 +30,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "cursor_idem_ledger",
+	Limits:   "cursor_idem_limits",
 	Parked:   "cursor_idem_parked",
 	Progress: "cursor_idem_progress",
 	Seen:     "cursor_idem_seen",

@@ -30,6 +30,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "none_nodest_idem_ledger",
+	Limits:   "none_nodest_idem_limits",
 	Parked:   "none_nodest_idem_parked",
 	Progress: "none_nodest_idem_progress",
 	Seen:     "none_nodest_idem_seen",

@@ -28,6 +28,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "pgonly_idem_ledger",
+	Limits:   "pgonly_idem_limits",
 	Parked:   "pgonly_idem_parked",
 	Progress: "pgonly_idem_progress",
 	Seen:     "pgonly_idem_seen",

@@ -30,6 +30,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "hk_ledger",
+	Limits:   "sha256key_idem_limits",
 	Parked:   "sha256key_idem_parked",
 	Progress: "hk_progress",
 	Seen:     "hk_seen",

@@ -27,6 +27,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "sqliteonly_idem_ledger",
+	Limits:   "sqliteonly_idem_limits",
 	Parked:   "sqliteonly_idem_parked",
 	Progress: "sqliteonly_idem_progress",
 	Seen:     "sqliteonly_idem_seen",

@@ -31,6 +31,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "staged_idem_ledger",
+	Limits:   "staged_idem_limits",
 	Parked:   "staged_idem_parked",
 	Progress: "staged_idem_progress",
 	Seen:     "staged_idem_seen",

@@ -31,6 +31,7 @@ type Store struct {
 // queries run on.
 var ledgerTables = idem.Tables{
 	Ledger:   "types_idem_ledger",
+	Limits:   "types_idem_limits",
 	Parked:   "types_idem_parked",
 	Progress: "types_idem_progress",
 	Seen:     "types_idem_seen",

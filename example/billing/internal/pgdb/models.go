@@ -28,6 +28,14 @@ type BillingIdemLedger struct {
 	NextAttemptAt *time.Time
 }
 
+type BillingIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	Owner     *string
+	HeldUntil *time.Time
+}
+
 type BillingIdemParked struct {
 	Job           string
 	UnitKey       string

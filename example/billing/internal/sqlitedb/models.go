@@ -28,6 +28,14 @@ type BillingIdemLedger struct {
 	NextAttemptAt sql.NullString
 }
 
+type BillingIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int64
+	Owner     sql.NullString
+	HeldUntil sql.NullString
+}
+
 type BillingIdemParked struct {
 	Job           string
 	UnitKey       string

@@ -28,6 +28,14 @@ type FulfilmentIdemLedger struct {
 	NextAttemptAt *time.Time
 }
 
+type FulfilmentIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	Owner     *string
+	HeldUntil *time.Time
+}
+
 type FulfilmentIdemParked struct {
 	Job           string
 	UnitKey       string

@@ -28,6 +28,14 @@ type FulfilmentIdemLedger struct {
 	NextAttemptAt sql.NullString
 }
 
+type FulfilmentIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int64
+	Owner     sql.NullString
+	HeldUntil sql.NullString
+}
+
 type FulfilmentIdemParked struct {
 	Job           string
 	UnitKey       string

@@ -30,6 +30,14 @@ type IdemLedger struct {
 	NextAttemptAt *time.Time
 }
 
+type IdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	Owner     *string
+	HeldUntil *time.Time
+}
+
 type IdemParked struct {
 	Job           string
 	UnitKey       string

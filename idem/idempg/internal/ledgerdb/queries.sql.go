@@ -211,6 +211,34 @@ func (q *Queries) DeferEffect(ctx context.Context, arg DeferEffectParams) error 
 	return err
 }
 
+const ensureLimitSlot = `-- name: EnsureLimitSlot :exec
+
+INSERT INTO idem_limits (job, effect, slot, held_until) VALUES ($1, $2, $3, $4)
+ON CONFLICT (job, effect, slot) DO NOTHING
+`
+
+type EnsureLimitSlotParams struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	HeldUntil *time.Time
+}
+
+// The fleet-wide bounds of an effect with a rate or a concurrency (spec
+// rate, concurrency; idem/limits.go), in the limits table: per effect, a
+// pacing row (slot -1) and call slots 0..concurrency-1.
+// Adds a row once: the pacing row with the time its first call may start,
+// or a call slot, free (held_until NULL).
+func (q *Queries) EnsureLimitSlot(ctx context.Context, arg EnsureLimitSlotParams) error {
+	_, err := q.db.Exec(ctx, ensureLimitSlot,
+		arg.Job,
+		arg.Effect,
+		arg.Slot,
+		arg.HeldUntil,
+	)
+	return err
+}
+
 const forgetEffect = `-- name: ForgetEffect :execrows
 DELETE FROM idem_ledger
 WHERE effect_key = $1 AND NOT (state = 'pending' AND lease_until IS NOT NULL AND lease_until > $2)
@@ -246,6 +274,28 @@ func (q *Queries) ForgetSeen(ctx context.Context, arg ForgetSeenParams) (int64, 
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const freeSlot = `-- name: FreeSlot :exec
+UPDATE idem_limits SET owner = NULL, held_until = NULL
+WHERE job = $1 AND effect = $2 AND slot = $3 AND owner = $4
+`
+
+type FreeSlotParams struct {
+	Job    string
+	Effect string
+	Slot   int32
+	Owner  *string
+}
+
+func (q *Queries) FreeSlot(ctx context.Context, arg FreeSlotParams) error {
+	_, err := q.db.Exec(ctx, freeSlot,
+		arg.Job,
+		arg.Effect,
+		arg.Slot,
+		arg.Owner,
+	)
+	return err
 }
 
 const getEffect = `-- name: GetEffect :one
@@ -315,6 +365,23 @@ func (q *Queries) GetEffects(ctx context.Context, effectKeys []string) ([]GetEff
 		return nil, err
 	}
 	return items, nil
+}
+
+const getPace = `-- name: GetPace :one
+SELECT held_until FROM idem_limits WHERE job = $1 AND effect = $2 AND slot = -1
+`
+
+type GetPaceParams struct {
+	Job    string
+	Effect string
+}
+
+// When the effect's next call may start (the pacing row).
+func (q *Queries) GetPace(ctx context.Context, arg GetPaceParams) (*time.Time, error) {
+	row := q.db.QueryRow(ctx, getPace, arg.Job, arg.Effect)
+	var held_until *time.Time
+	err := row.Scan(&held_until)
+	return held_until, err
 }
 
 const getProgress = `-- name: GetProgress :one
@@ -704,6 +771,33 @@ func (q *Queries) LookupUnitFailures(ctx context.Context, arg LookupUnitFailures
 		return nil, err
 	}
 	return items, nil
+}
+
+const movePace = `-- name: MovePace :execrows
+UPDATE idem_limits SET held_until = $1
+WHERE job = $2 AND effect = $3 AND slot = -1 AND held_until = $4
+`
+
+type MovePaceParams struct {
+	Next   *time.Time
+	Job    string
+	Effect string
+	Seen   *time.Time
+}
+
+// Takes the start read by GetPace (@seen) and moves the next one to
+// @next, unless another worker took it first (then no row changes).
+func (q *Queries) MovePace(ctx context.Context, arg MovePaceParams) (int64, error) {
+	result, err := q.db.Exec(ctx, movePace,
+		arg.Next,
+		arg.Job,
+		arg.Effect,
+		arg.Seen,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const pendingEffects = `-- name: PendingEffects :many
@@ -1254,4 +1348,54 @@ func (q *Queries) SettleUnitFailure(ctx context.Context, arg SettleUnitFailurePa
 	var i SettleUnitFailureRow
 	err := row.Scan(&i.State, &i.Attempts)
 	return i, err
+}
+
+const takeSlot = `-- name: TakeSlot :many
+UPDATE idem_limits SET owner = $1, held_until = $2
+WHERE idem_limits.job = $3 AND idem_limits.effect = $4 AND idem_limits.slot = (
+    SELECT s.slot FROM idem_limits AS s
+    WHERE s.job = $3 AND s.effect = $4 AND s.slot >= 0 AND s.slot < $5
+        AND (s.owner IS NULL OR s.held_until <= $6)
+    ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED)
+    AND (idem_limits.owner IS NULL OR idem_limits.held_until <= $6)
+RETURNING slot
+`
+
+type TakeSlotParams struct {
+	Owner     *string
+	HeldUntil *time.Time
+	Job       string
+	Effect    string
+	Slots     int32
+	Now       *time.Time
+}
+
+// Holds a free call slot below @slots for @owner until @held_until (the
+// call's lease): free is no owner, or a holder whose lease ended on the
+// database's clock (a crashed worker's). No row back: every slot is held.
+func (q *Queries) TakeSlot(ctx context.Context, arg TakeSlotParams) ([]int32, error) {
+	rows, err := q.db.Query(ctx, takeSlot,
+		arg.Owner,
+		arg.HeldUntil,
+		arg.Job,
+		arg.Effect,
+		arg.Slots,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int32
+	for rows.Next() {
+		var slot int32
+		if err := rows.Scan(&slot); err != nil {
+			return nil, err
+		}
+		items = append(items, slot)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -30,6 +30,14 @@ type IdemLedger struct {
 	NextAttemptAt sql.NullString
 }
 
+type IdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int64
+	Owner     sql.NullString
+	HeldUntil sql.NullString
+}
+
 type IdemParked struct {
 	Job           string
 	UnitKey       string

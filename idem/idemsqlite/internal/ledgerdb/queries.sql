@@ -211,3 +211,40 @@ SELECT
     (SELECT count(*) FROM idem_ledger AS o WHERE o.job = @job AND o.state = 'pending') AS owed_effects,
     (SELECT count(*) FROM idem_ledger AS f WHERE f.job = @job AND f.state = 'failed') AS parked_effects,
     (SELECT count(*) FROM idem_parked AS u WHERE u.job = @job AND u.state = 'parked') AS parked_units;
+
+-- The fleet-wide bounds of an effect with a rate or a concurrency (spec
+-- rate, concurrency; idem/limits.go), in the limits table: per effect, a
+-- pacing row (slot -1) and call slots 0..concurrency-1.
+
+-- name: EnsureLimitSlot :exec
+-- Adds a row once: the pacing row with the time its first call may start,
+-- or a call slot, free (held_until NULL).
+INSERT INTO idem_limits (job, effect, slot, held_until) VALUES (@job, @effect, @slot, @held_until)
+ON CONFLICT (job, effect, slot) DO NOTHING;
+
+-- name: TakeSlot :many
+-- Holds a free call slot below @slots for @owner until @held_until (the
+-- call's lease): free is no owner, or a holder whose lease ended on the
+-- database's clock (a crashed worker's). No row back: every slot is held.
+UPDATE idem_limits SET owner = @owner, held_until = @held_until
+WHERE idem_limits.job = @job AND idem_limits.effect = @effect AND idem_limits.slot = (
+    SELECT s.slot FROM idem_limits AS s
+    WHERE s.job = @job AND s.effect = @effect AND s.slot >= 0 AND s.slot < @slots
+        AND (s.owner IS NULL OR s.held_until <= @now)
+    ORDER BY s.slot LIMIT 1)
+    AND (idem_limits.owner IS NULL OR idem_limits.held_until <= @now)
+RETURNING slot;
+
+-- name: FreeSlot :exec
+UPDATE idem_limits SET owner = NULL, held_until = NULL
+WHERE job = @job AND effect = @effect AND slot = @slot AND owner = @owner;
+
+-- name: GetPace :one
+-- When the effect's next call may start (the pacing row).
+SELECT held_until FROM idem_limits WHERE job = @job AND effect = @effect AND slot = -1;
+
+-- name: MovePace :execrows
+-- Takes the start read by GetPace (@seen) and moves the next one to
+-- @next, unless another worker took it first (then no row changes).
+UPDATE idem_limits SET held_until = @next
+WHERE job = @job AND effect = @effect AND slot = -1 AND held_until = @seen;

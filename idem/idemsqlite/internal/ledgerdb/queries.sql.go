@@ -152,6 +152,34 @@ func (q *Queries) DeferEffect(ctx context.Context, arg DeferEffectParams) error 
 	return err
 }
 
+const ensureLimitSlot = `-- name: EnsureLimitSlot :exec
+
+INSERT INTO idem_limits (job, effect, slot, held_until) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (job, effect, slot) DO NOTHING
+`
+
+type EnsureLimitSlotParams struct {
+	Job       string
+	Effect    string
+	Slot      int64
+	HeldUntil sql.NullString
+}
+
+// The fleet-wide bounds of an effect with a rate or a concurrency (spec
+// rate, concurrency; idem/limits.go), in the limits table: per effect, a
+// pacing row (slot -1) and call slots 0..concurrency-1.
+// Adds a row once: the pacing row with the time its first call may start,
+// or a call slot, free (held_until NULL).
+func (q *Queries) EnsureLimitSlot(ctx context.Context, arg EnsureLimitSlotParams) error {
+	_, err := q.db.ExecContext(ctx, ensureLimitSlot,
+		arg.Job,
+		arg.Effect,
+		arg.Slot,
+		arg.HeldUntil,
+	)
+	return err
+}
+
 const forgetEffect = `-- name: ForgetEffect :execrows
 DELETE FROM idem_ledger
 WHERE effect_key = ?1 AND NOT (state = 'pending' AND lease_until IS NOT NULL AND lease_until > ?2)
@@ -189,6 +217,28 @@ func (q *Queries) ForgetSeen(ctx context.Context, arg ForgetSeenParams) (int64, 
 	return result.RowsAffected()
 }
 
+const freeSlot = `-- name: FreeSlot :exec
+UPDATE idem_limits SET owner = NULL, held_until = NULL
+WHERE job = ?1 AND effect = ?2 AND slot = ?3 AND owner = ?4
+`
+
+type FreeSlotParams struct {
+	Job    string
+	Effect string
+	Slot   int64
+	Owner  sql.NullString
+}
+
+func (q *Queries) FreeSlot(ctx context.Context, arg FreeSlotParams) error {
+	_, err := q.db.ExecContext(ctx, freeSlot,
+		arg.Job,
+		arg.Effect,
+		arg.Slot,
+		arg.Owner,
+	)
+	return err
+}
+
 const getEffect = `-- name: GetEffect :one
 SELECT state, result, last_error, permanent, parked_reason, next_attempt_at FROM idem_ledger WHERE effect_key = ?1
 `
@@ -214,6 +264,23 @@ func (q *Queries) GetEffect(ctx context.Context, effectKey string) (GetEffectRow
 		&i.NextAttemptAt,
 	)
 	return i, err
+}
+
+const getPace = `-- name: GetPace :one
+SELECT held_until FROM idem_limits WHERE job = ?1 AND effect = ?2 AND slot = -1
+`
+
+type GetPaceParams struct {
+	Job    string
+	Effect string
+}
+
+// When the effect's next call may start (the pacing row).
+func (q *Queries) GetPace(ctx context.Context, arg GetPaceParams) (sql.NullString, error) {
+	row := q.db.QueryRowContext(ctx, getPace, arg.Job, arg.Effect)
+	var held_until sql.NullString
+	err := row.Scan(&held_until)
+	return held_until, err
 }
 
 const getProgress = `-- name: GetProgress :one
@@ -585,6 +652,33 @@ func (q *Queries) LockUnitFailures(ctx context.Context, unitKey string) ([]LockU
 		return nil, err
 	}
 	return items, nil
+}
+
+const movePace = `-- name: MovePace :execrows
+UPDATE idem_limits SET held_until = ?1
+WHERE job = ?2 AND effect = ?3 AND slot = -1 AND held_until = ?4
+`
+
+type MovePaceParams struct {
+	Next   sql.NullString
+	Job    string
+	Effect string
+	Seen   sql.NullString
+}
+
+// Takes the start read by GetPace (@seen) and moves the next one to
+// @next, unless another worker took it first (then no row changes).
+func (q *Queries) MovePace(ctx context.Context, arg MovePaceParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, movePace,
+		arg.Next,
+		arg.Job,
+		arg.Effect,
+		arg.Seen,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const pendingEffects = `-- name: PendingEffects :many
@@ -1033,4 +1127,57 @@ func (q *Queries) SettleUnitFailure(ctx context.Context, arg SettleUnitFailurePa
 	var i SettleUnitFailureRow
 	err := row.Scan(&i.State, &i.Attempts)
 	return i, err
+}
+
+const takeSlot = `-- name: TakeSlot :many
+UPDATE idem_limits SET owner = ?1, held_until = ?2
+WHERE idem_limits.job = ?3 AND idem_limits.effect = ?4 AND idem_limits.slot = (
+    SELECT s.slot FROM idem_limits AS s
+    WHERE s.job = ?3 AND s.effect = ?4 AND s.slot >= 0 AND s.slot < ?5
+        AND (s.owner IS NULL OR s.held_until <= ?6)
+    ORDER BY s.slot LIMIT 1)
+    AND (idem_limits.owner IS NULL OR idem_limits.held_until <= ?6)
+RETURNING slot
+`
+
+type TakeSlotParams struct {
+	Owner     sql.NullString
+	HeldUntil sql.NullString
+	Job       string
+	Effect    string
+	Slots     int64
+	Now       sql.NullString
+}
+
+// Holds a free call slot below @slots for @owner until @held_until (the
+// call's lease): free is no owner, or a holder whose lease ended on the
+// database's clock (a crashed worker's). No row back: every slot is held.
+func (q *Queries) TakeSlot(ctx context.Context, arg TakeSlotParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, takeSlot,
+		arg.Owner,
+		arg.HeldUntil,
+		arg.Job,
+		arg.Effect,
+		arg.Slots,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var slot int64
+		if err := rows.Scan(&slot); err != nil {
+			return nil, err
+		}
+		items = append(items, slot)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -28,6 +28,14 @@ type BenchjobsIdemLedger struct {
 	NextAttemptAt *time.Time
 }
 
+type BenchjobsIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	Owner     *string
+	HeldUntil *time.Time
+}
+
 type BenchjobsIdemParked struct {
 	Job           string
 	UnitKey       string

@@ -28,6 +28,14 @@ type BenchjobsIdemLedger struct {
 	NextAttemptAt sql.NullString
 }
 
+type BenchjobsIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int64
+	Owner     sql.NullString
+	HeldUntil sql.NullString
+}
+
 type BenchjobsIdemParked struct {
 	Job           string
 	UnitKey       string

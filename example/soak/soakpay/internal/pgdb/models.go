@@ -37,6 +37,14 @@ type SoakpayIdemLedger struct {
 	NextAttemptAt *time.Time
 }
 
+type SoakpayIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	Owner     *string
+	HeldUntil *time.Time
+}
+
 type SoakpayIdemParked struct {
 	Job           string
 	UnitKey       string

@@ -39,6 +39,14 @@ type ShopIdemLedger struct {
 	NextAttemptAt *time.Time
 }
 
+type ShopIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	Owner     *string
+	HeldUntil *time.Time
+}
+
 type ShopIdemParked struct {
 	Job           string
 	UnitKey       string

@@ -39,6 +39,14 @@ type ShopIdemLedger struct {
 	NextAttemptAt sql.NullString
 }
 
+type ShopIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int64
+	Owner     sql.NullString
+	HeldUntil sql.NullString
+}
+
 type ShopIdemParked struct {
 	Job           string
 	UnitKey       string

@@ -59,6 +59,14 @@ type BumpSeen struct {
 	FirstSeen   time.Time
 }
 
+type Bumpv1IdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	Owner     *string
+	HeldUntil *time.Time
+}
+
 type Order struct {
 	OrderID           string
 	Status            string

@@ -59,6 +59,14 @@ type BumpSeen struct {
 	FirstSeen   string
 }
 
+type Bumpv1IdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int64
+	Owner     sql.NullString
+	HeldUntil sql.NullString
+}
+
 type Order struct {
 	OrderID           string
 	Status            string

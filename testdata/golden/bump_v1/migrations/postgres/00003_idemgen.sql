@@ -4,6 +4,7 @@
 -- It adds bump_ledger.permanent, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
 -- It adds bump_ledger.parked_reason, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
 -- It adds bump_ledger.next_attempt_at, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
+-- It creates bumpv1_idem_limits, the limits table that this version of idemgen keeps in every package; no spec change asked for it.
 
 -- +goose Up
 ALTER TABLE bump_ledger ADD COLUMN permanent boolean NOT NULL DEFAULT false;
@@ -12,7 +13,18 @@ ALTER TABLE bump_ledger ADD COLUMN parked_reason text;
 
 ALTER TABLE bump_ledger ADD COLUMN next_attempt_at timestamptz;
 
+CREATE TABLE bumpv1_idem_limits (
+    job        text NOT NULL,
+    effect     text NOT NULL,
+    slot       integer NOT NULL,
+    owner      text,
+    held_until timestamptz,
+    PRIMARY KEY (job, effect, slot)
+);
+
 -- +goose Down
+DROP TABLE bumpv1_idem_limits;
+
 ALTER TABLE bump_ledger DROP COLUMN next_attempt_at;
 
 ALTER TABLE bump_ledger DROP COLUMN parked_reason;

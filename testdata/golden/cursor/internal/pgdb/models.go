@@ -28,6 +28,14 @@ type CursorIdemLedger struct {
 	NextAttemptAt *time.Time
 }
 
+type CursorIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	Owner     *string
+	HeldUntil *time.Time
+}
+
 type CursorIdemParked struct {
 	Job           string
 	UnitKey       string

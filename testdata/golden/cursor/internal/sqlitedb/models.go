@@ -28,6 +28,14 @@ type CursorIdemLedger struct {
 	NextAttemptAt sql.NullString
 }
 
+type CursorIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int64
+	Owner     sql.NullString
+	HeldUntil sql.NullString
+}
+
 type CursorIdemParked struct {
 	Job           string
 	UnitKey       string

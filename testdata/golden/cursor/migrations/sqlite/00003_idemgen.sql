@@ -4,6 +4,7 @@
 -- It adds cursor_idem_ledger.permanent, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
 -- It adds cursor_idem_ledger.parked_reason, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
 -- It adds cursor_idem_ledger.next_attempt_at, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
+-- It creates cursor_idem_limits, the limits table that this version of idemgen keeps in every package; no spec change asked for it.
 
 -- +goose Up
 ALTER TABLE cursor_idem_ledger ADD COLUMN permanent BOOLEAN NOT NULL DEFAULT false;
@@ -12,7 +13,18 @@ ALTER TABLE cursor_idem_ledger ADD COLUMN parked_reason TEXT;
 
 ALTER TABLE cursor_idem_ledger ADD COLUMN next_attempt_at TEXT;
 
+CREATE TABLE cursor_idem_limits (
+    job        TEXT NOT NULL,
+    effect     TEXT NOT NULL,
+    slot       INTEGER NOT NULL,
+    owner      TEXT,
+    held_until TEXT,
+    PRIMARY KEY (job, effect, slot)
+);
+
 -- +goose Down
+DROP TABLE cursor_idem_limits;
+
 ALTER TABLE cursor_idem_ledger DROP COLUMN next_attempt_at;
 
 ALTER TABLE cursor_idem_ledger DROP COLUMN parked_reason;

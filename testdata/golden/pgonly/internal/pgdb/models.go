@@ -38,6 +38,14 @@ type PgonlyIdemLedger struct {
 	NextAttemptAt *time.Time
 }
 
+type PgonlyIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	Owner     *string
+	HeldUntil *time.Time
+}
+
 type PgonlyIdemParked struct {
 	Job           string
 	UnitKey       string

@@ -4,6 +4,7 @@
 -- It adds pgonly_idem_ledger.permanent, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
 -- It adds pgonly_idem_ledger.parked_reason, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
 -- It adds pgonly_idem_ledger.next_attempt_at, a column of the ledger table that this version of idemgen keeps in every package; no spec change asked for it.
+-- It creates pgonly_idem_limits, the limits table that this version of idemgen keeps in every package; no spec change asked for it.
 
 -- +goose Up
 ALTER TABLE pgonly_idem_ledger ADD COLUMN permanent boolean NOT NULL DEFAULT false;
@@ -12,7 +13,18 @@ ALTER TABLE pgonly_idem_ledger ADD COLUMN parked_reason text;
 
 ALTER TABLE pgonly_idem_ledger ADD COLUMN next_attempt_at timestamptz;
 
+CREATE TABLE pgonly_idem_limits (
+    job        text NOT NULL,
+    effect     text NOT NULL,
+    slot       integer NOT NULL,
+    owner      text,
+    held_until timestamptz,
+    PRIMARY KEY (job, effect, slot)
+);
+
 -- +goose Down
+DROP TABLE pgonly_idem_limits;
+
 ALTER TABLE pgonly_idem_ledger DROP COLUMN next_attempt_at;
 
 ALTER TABLE pgonly_idem_ledger DROP COLUMN parked_reason;

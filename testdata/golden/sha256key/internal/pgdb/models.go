@@ -57,6 +57,14 @@ type Price struct {
 	IdemgenWrite      string
 }
 
+type Sha256keyIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	Owner     *string
+	HeldUntil *time.Time
+}
+
 type Sha256keyIdemParked struct {
 	Job           string
 	UnitKey       string

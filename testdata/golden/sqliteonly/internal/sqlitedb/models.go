@@ -28,6 +28,14 @@ type SqliteonlyIdemLedger struct {
 	NextAttemptAt sql.NullString
 }
 
+type SqliteonlyIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int64
+	Owner     sql.NullString
+	HeldUntil sql.NullString
+}
+
 type SqliteonlyIdemParked struct {
 	Job           string
 	UnitKey       string

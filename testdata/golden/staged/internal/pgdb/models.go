@@ -49,6 +49,14 @@ type StagedIdemLedger struct {
 	NextAttemptAt *time.Time
 }
 
+type StagedIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	Owner     *string
+	HeldUntil *time.Time
+}
+
 type StagedIdemParked struct {
 	Job           string
 	UnitKey       string

@@ -48,6 +48,14 @@ type StagedIdemLedger struct {
 	NextAttemptAt sql.NullString
 }
 
+type StagedIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int64
+	Owner     sql.NullString
+	HeldUntil sql.NullString
+}
+
 type StagedIdemParked struct {
 	Job           string
 	UnitKey       string

@@ -57,6 +57,14 @@ type TypesIdemLedger struct {
 	NextAttemptAt *time.Time
 }
 
+type TypesIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int32
+	Owner     *string
+	HeldUntil *time.Time
+}
+
 type TypesIdemParked struct {
 	Job           string
 	UnitKey       string

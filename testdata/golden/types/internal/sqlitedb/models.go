@@ -54,6 +54,14 @@ type TypesIdemLedger struct {
 	NextAttemptAt sql.NullString
 }
 
+type TypesIdemLimit struct {
+	Job       string
+	Effect    string
+	Slot      int64
+	Owner     sql.NullString
+	HeldUntil sql.NullString
+}
+
 type TypesIdemParked struct {
 	Job           string
 	UnitKey       string

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/example/billing"
+	"github.com/idemgen/idemgen/idem"
+)
+
+// A receipt provider that keeps when each call started and how many were
+// in flight at once; each call takes hold.
+type pacedReceipts struct {
+	hold     time.Duration
+	inFlight atomic.Int32
+	mu       sync.Mutex
+	starts   []time.Time
+	maxIn    int32
+	calls    map[string]int
+}
+
+func (p *pacedReceipts) SendReceipt(ctx context.Context, key string, pay billing.Payment) ([]byte, error) {
+	now := p.inFlight.Add(1)
+	defer p.inFlight.Add(-1)
+	p.mu.Lock()
+	p.starts = append(p.starts, time.Now())
+	p.maxIn = max(p.maxIn, now)
+	if p.calls == nil {
+		p.calls = map[string]int{}
+	}
+	p.calls[key]++
+	p.mu.Unlock()
+	time.Sleep(p.hold)
+	return []byte("rcpt-" + pay.EventID), nil
+}
+
+// limitedWorkers runs two workers (two engines, each 8 calls at a time of
+// its own) over one database, each processing its half of n payments at
+// once, with send_receipt limited by edit.
+func limitedWorkers(t *testing.T, st *billing.Store, p *pacedReceipts, n int, edit func(*idem.Effect[billing.Payment])) time.Duration {
+	t.Helper()
+	f := newFixture()
+	var workers [2]*billing.PaymentWebhook
+	for w := range workers {
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: p},
+			idem.WithLogger(quiet), idem.WithEffectConcurrency(8), idem.WithOwner(fmt.Sprintf("worker-%d", w)),
+			idem.WithJobEdit(func(j *idem.Job[billing.Payment]) { edit(&j.Effects[0]) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		workers[w] = hook
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w, hook := range workers {
+		var mine []billing.Payment
+		for i := w; i < n; i += 2 {
+			mine = append(mine, payment(f, fmt.Sprintf("evt_%03d", i), 100))
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if rep, err := hook.Process(ctx, mine...); err != nil || rep.EffectsDone != len(mine) {
+				t.Errorf("worker %d: %s, %v", w, rep, err)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	for k, c := range p.calls {
+		if c != 1 {
+			t.Errorf("receipt %s sent %d times", k, c)
+		}
+	}
+	if len(p.calls) != n {
+		t.Errorf("%d receipts sent, want %d", len(p.calls), n)
+	}
+	return took
+}
+
+// concurrency: 2 holds across two workers that would each make 8 calls at
+// once, and both slots are used.
+func TestConcurrencyHoldsAcrossWorkers(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		p := &pacedReceipts{hold: 40 * time.Millisecond}
+		limitedWorkers(t, st, p, 24, func(fx *idem.Effect[billing.Payment]) { fx.Concurrency = 2 })
+		if p.maxIn != 2 {
+			t.Fatalf("%d calls in flight at once; want 2, the effect's concurrency across both workers", p.maxIn)
+		}
+	})
+}
+
+// rate: 20/s holds across two workers: call starts are spaced 50ms apart
+// fleet-wide, so no 200ms holds more than 4 of them (one more for a start
+// the scheduler delayed into the next one's time), and 16 calls start
+// over at least 14 spacings (the first start may be late).
+func TestRateHoldsAcrossWorkers(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		p := &pacedReceipts{}
+		limitedWorkers(t, st, p, 16, func(fx *idem.Effect[billing.Payment]) { fx.Rate = idem.Rate{N: 20, Per: time.Second} })
+		slices.SortFunc(p.starts, func(a, b time.Time) int { return a.Compare(b) })
+		const spacing, window, slack = 50 * time.Millisecond, 200 * time.Millisecond, 5 * time.Millisecond
+		for i := range p.starts {
+			in := 0
+			for _, s := range p.starts[i:] {
+				if s.Sub(p.starts[i]) < window-slack {
+					in++
+				}
+			}
+			if in > 5 {
+				t.Errorf("%d calls started within %s of call %d; the rate allows 4 (5 with a delayed start)", in, window, i)
+			}
+		}
+		if span, min := p.starts[len(p.starts)-1].Sub(p.starts[0]), 14*spacing; span < min {
+			t.Fatalf("16 calls at 20/s started within %s; at least %s", span, min)
+		}
+	})
+}
