@@ -107,6 +107,10 @@ type Effect struct {
 	// runtime's defaults).
 	Retry   idem.Backoff
 	Timeout time.Duration
+	// Rate and Concurrency are the spec's bounds across workers (the
+	// simulation runs without the rate: limits.go).
+	Rate        idem.Rate
+	Concurrency int32
 }
 
 // Job is what the generated test tells the harness about a job: the
@@ -259,6 +263,7 @@ type Provider struct {
 	now      func() time.Time // the simulation's clock
 	journal  *os.File         // subprocess mode: every call, synced before it returns
 	progress *atomic.Int64    // the scenario's (simRun.progress): a call is progress
+	flight   *simFlight       // the fleet family: calls in flight per effect
 }
 
 func newSimProvider() *Provider {
@@ -271,6 +276,9 @@ func newSimProvider() *Provider {
 func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error) {
 	if p.progress != nil {
 		p.progress.Add(1)
+	}
+	if p.flight != nil {
+		defer p.flight.enter(effect)()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -402,7 +410,7 @@ func (s simScenario) String() string {
 // written first is up to the schedule.
 func (s simScenario) overlapping() bool {
 	switch s.family {
-	case "preempt", "double", "concurrent":
+	case "preempt", "double", "concurrent", "fleet":
 		return true
 	}
 	return false
@@ -968,7 +976,7 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 		base = append(base, idem.WithEffectConcurrency(4), idem.WithBatchSize(2), idem.WithWriteAhead(true))
 	}
 	opts = append(base, opts...)
-	edit := editFor(r.versions, r.job)
+	edit := limitsFor(editFor(r.versions, r.job), r.sc.family)
 	if r.sc.family == "stall" {
 		edit = withTimeout(edit, simStallTimeout)
 	}
@@ -1028,7 +1036,7 @@ func (r *simRun[U]) play() []string {
 				simChildDeaths.Add(1)
 				r.recover(phase)
 			}
-		case r.sc.seed > 0 || r.sc.family == "double":
+		case r.sc.seed > 0 || r.sc.family == "double" || r.sc.family == "fleet":
 			r.concurrently(phase)
 		default:
 			r.runPhase(phase)

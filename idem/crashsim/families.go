@@ -33,6 +33,8 @@ package crashsim
 //	purge-old      purge at a point, everything done past retention         2
 //	preempt        one worker paused at a point while another runs on       3 5
 //	double         the same run started twice at once                       5
+//	fleet          two workers at once, every effect at concurrency 1       5 8
+//	               across workers: never two calls of an effect in flight
 //	concurrent     two workers with seeded jitter                           5
 //	fanout         effects 4 at a time over batches of 2, pipelined (a      1 2 4
 //	               job without effects on PostgreSQL writes ahead), no
@@ -343,6 +345,7 @@ func (r *simRun[U]) checkEnd() []string {
 	if len(early) > 0 {
 		r.violate("end: the provider was called before the time its RetryAfter named: %s", strings.Join(early, "; "))
 	}
+	r.checkFleet()
 	r.prov.mu.Lock()
 	twice := slices.Clone(r.prov.twice)
 	r.prov.mu.Unlock()
@@ -708,6 +711,8 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 		r.prov.failCall, r.prov.failTimes = sc.call, sc.times
 	case "permanent", "recover":
 		r.prov.permanentCall = sc.call
+	case "fleet":
+		r.prov.flight = &simFlight{limit: 1, now: map[string]*atomic.Int32{}}
 	case "throttle":
 		r.prov.throttleCall, r.prov.throttleTimes, r.prov.throttleWait = sc.call, sc.times, job.Lease/2
 	}
@@ -1035,6 +1040,7 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 		add(sc)
 	}
 	add(newScenario("double"))
+	add(newScenario("fleet"))
 	for seed := uint64(1); seed <= 4; seed++ {
 		sc := newScenario("concurrent")
 		sc.seed = seed

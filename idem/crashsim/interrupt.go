@@ -45,12 +45,14 @@ func simPlanInterrupts[U any](job *Job[U], clean *simRun[U], trace []simHit, fir
 		return p == idem.PointEffectClaimed || p == idem.PointEffectBeforeCall || p == idem.PointEffectAfterCall || p == idem.PointEffectRecorded
 	}
 	// cancel@k: the run's context is cancelled at every named point of the
-	// first phase, just before each of its commits, and at every effect
-	// point after it. Effect points come first, for the -short sample.
+	// first phase, just before each of its commits, and at every fourth
+	// effect point after it (the later phases repeat the first's shapes:
+	// a sample keeps the family's cost near a crash family's). Effect
+	// points come first, for the -short sample.
 	var effects, others []simScenario
 	for k, h := range trace {
 		switch {
-		case effectPoint(h.p):
+		case effectPoint(h.p) && (k < firstPhase || k%4 == 0):
 			effects = append(effects, at("cancel", k))
 		case k >= firstPhase:
 		case h.p != pointSQLBefore && h.p != pointSQLAfter, h.p == pointSQLBefore && h.detail == "COMMIT":

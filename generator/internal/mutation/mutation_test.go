@@ -261,6 +261,10 @@ var exampleMutants = []mutant{
 		`SET state = 'pending', attempts = 0, lease_owner = NULL,`, "SET state = 'pending', lease_owner = NULL,")},
 	{name: "retrying every parked effect finds none", test: hookTest, edits: edit(sqliteLedger,
 		`WHERE job = \?1 AND state = 'failed' ORDER BY effect_key`, "WHERE job = ?1 AND state = 'parked' ORDER BY effect_key")},
+	{name: "a held call slot taken again", test: syncTest, edits: []mutantEdit{
+		{file: sqliteLedger, old: `\n        AND \(s\.owner IS NULL OR s\.held_until <= \?6\)`, new: ""},
+		{file: sqliteLedger, old: `\n    AND \(idem_limits\.owner IS NULL OR idem_limits\.held_until <= \?6\)`, new: ""},
+	}},
 	{name: "a provider's \"not now\" burns an attempt", test: syncTest, edits: edit(engineFile,
 		`NotCounted: notNow && !permanent,`, "NotCounted: notNow && false,")},
 	{name: "a \"not now\" gives no attempt back", test: syncTest, edits: edit(sqliteLedger,
@@ -293,7 +297,7 @@ var exampleMutants = []mutant{
 // deterministic families: a kill must come from one of these, not only
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
-	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
+	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
 	"cancel", "skew", "purge-pending"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug

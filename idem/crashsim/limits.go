@@ -1,0 +1,79 @@
+package crashsim
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+)
+
+// The fleet family: two workers at once under one concurrency. Every
+// effect is held to concurrency 1 across workers (the limits table); the
+// provider counts each effect's calls in flight, holding each call open a
+// moment so that two workers' calls would overlap, and a second call of
+// an effect while one is in flight is a violation.
+//
+// An effect's rate is not simulated: the simulation's clock stands still
+// within a phase, so pacing on it would only add real waits. The
+// example's tests prove the rate across workers with real clocks.
+
+// simFleetHold is how long a call of the fleet family stays in flight.
+const simFleetHold = 3 * time.Millisecond
+
+// simFlight counts each effect's calls in flight (the fleet family).
+type simFlight struct {
+	limit int32
+	mu    sync.Mutex
+	now   map[string]*atomic.Int32
+	wide  []string // effects seen above limit, with the count
+}
+
+// enter counts a call of effect in flight and returns its leaving.
+func (f *simFlight) enter(effect string) func() {
+	f.mu.Lock()
+	c := f.now[effect]
+	if c == nil {
+		c = &atomic.Int32{}
+		f.now[effect] = c
+	}
+	f.mu.Unlock()
+	if n := c.Add(1); n > f.limit {
+		f.mu.Lock()
+		f.wide = append(f.wide, fmt.Sprintf("%s: %d calls in flight", effect, n))
+		f.mu.Unlock()
+	}
+	time.Sleep(simFleetHold)
+	return func() { c.Add(-1) }
+}
+
+// limitsFor is the edit of a scenario's effects: no rate (see above); the
+// fleet family's concurrency 1.
+func limitsFor[U any](edit func(*idem.Job[U]), family string) func(*idem.Job[U]) {
+	return func(j *idem.Job[U]) {
+		if edit != nil {
+			edit(j)
+		}
+		for i := range j.Effects {
+			j.Effects[i].Rate = idem.Rate{}
+			if family == "fleet" {
+				j.Effects[i].Concurrency = 1
+			}
+		}
+	}
+}
+
+// checkFleet: no effect had more calls in flight than its concurrency.
+func (r *simRun[U]) checkFleet() {
+	if r.prov.flight == nil {
+		return
+	}
+	r.prov.flight.mu.Lock()
+	wide := r.prov.flight.wide
+	r.prov.flight.mu.Unlock()
+	if len(wide) > 0 {
+		r.violate("end: under concurrency %d across workers, %s", r.prov.flight.limit, strings.Join(wide, "; "))
+	}
+}
