@@ -153,4 +153,3 @@ func isRefused(err error, reason string) bool {
 	var refused *idem.RefusedError
 	return errors.As(err, &refused) && len(refused.Reasons) == 1 && strings.Contains(refused.Reasons[0], reason)
 }
-

@@ -952,4 +952,3 @@ func (jc *jobCtx) candidates(effect bool) []string {
 	}
 	return append(slices.Clone(jc.names), "version", "job_version")
 }
-
