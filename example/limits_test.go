@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -118,6 +119,42 @@ func TestRateHoldsAcrossWorkers(t *testing.T) {
 		}
 		if span, min := p.starts[len(p.starts)-1].Sub(p.starts[0]), 14*spacing; span < min {
 			t.Fatalf("16 calls at 20/s started within %s; at least %s", span, min)
+		}
+	})
+}
+
+// A call that finds no slot in the first half of its lease gives its claim
+// back, uncounted: the effect waits (ErrWaiting) and a later call performs
+// it. Here one worker's two calls meet concurrency 1, and the first holds
+// its slot past the second's half lease.
+func TestNoRoomWithinTheLeaseWaitsUncounted(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		ctx := context.Background()
+		p := &pacedReceipts{hold: 300 * time.Millisecond}
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: p},
+			idem.WithLogger(quiet), idem.WithEffectConcurrency(2),
+			idem.WithJobEdit(func(j *idem.Job[billing.Payment]) {
+				j.Effects[0].Concurrency, j.Effects[0].Lease = 1, 400*time.Millisecond
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newFixture()
+		rep, err := hook.Process(ctx, payment(f, "evt_1", 100), payment(f, "evt_2", 100))
+		if rep.EffectsDone != 1 || rep.EffectsWaiting != 1 || !errors.Is(err, idem.ErrWaiting) {
+			t.Fatalf("Process: %s, %v; want one receipt sent and one waiting for room", rep, err)
+		}
+		entries, err := st.Ledger(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.State == idem.StatePending && (e.Attempts != 0 || e.NextAttemptAt.IsZero()) {
+				t.Fatalf("the waiting row %+v: want no attempt counted and a next attempt time", e)
+			}
+		}
+		if len(p.calls) != 1 {
+			t.Fatalf("%d calls; want 1", len(p.calls))
 		}
 	})
 }

@@ -64,9 +64,10 @@ type fleetLimit struct {
 	// local bounds this process's calls that hold or seek a slot: more
 	// than the fleet's slots would only poll.
 	local chan struct{}
-	// rows: the limits table has this effect's rows.
-	rows    sync.Once
-	rowsErr error
+	// rowsMu guards rows: the limits table has this effect's rows. A
+	// failed attempt to add them is tried again by the next call.
+	rowsMu sync.Mutex
+	rows   bool
 	// calls numbers the engine's calls, so each slot holder is distinct.
 	calls atomic.Uint64
 }
@@ -103,9 +104,8 @@ func (e *Engine[U]) admit(ctx context.Context, fx Effect[U], key string, leaseUn
 		return func() {}, nil
 	}
 	q := e.st.Auto()
-	l.rows.Do(func() { l.rowsErr = l.ensureRows(ctx, q) })
-	if l.rowsErr != nil {
-		return nil, fmt.Errorf("limits of effect %q: %w", fx.Name, l.rowsErr)
+	if err := l.ensureRows(ctx, q); err != nil {
+		return nil, fmt.Errorf("limits of effect %q: %w", fx.Name, err)
 	}
 	deadline := leaseUntil.Add(-fx.Lease / 2)
 	free = func() {}
@@ -123,7 +123,13 @@ func (e *Engine[U]) admit(ctx context.Context, fx Effect[U], key string, leaseUn
 	return free, nil
 }
 
+// ensureRows adds the effect's rows to the limits table, once per engine.
 func (l *fleetLimit) ensureRows(ctx context.Context, q Querier) error {
+	l.rowsMu.Lock()
+	defer l.rowsMu.Unlock()
+	if l.rows {
+		return nil
+	}
 	if l.rate.N > 0 {
 		if err := q.EnsureLimitSlot(ctx, l.job, l.effect, -1, time.Unix(0, 0).UTC()); err != nil {
 			return err
@@ -134,20 +140,26 @@ func (l *fleetLimit) ensureRows(ctx context.Context, q Querier) error {
 			return err
 		}
 	}
+	l.rows = true
 	return nil
 }
 
 // takeSlot holds one of the effect's call slots until leaseUntil, polling
 // while every one is held.
 func (e *Engine[U]) takeSlot(ctx context.Context, l *fleetLimit, q Querier, leaseUntil, deadline time.Time) (func(), error) {
+	noRoom := errNoRoom(fmt.Sprintf("concurrency %d", l.concurrency), time.Second)
+	began := time.Now() // the wait is bounded in real time too, should the lease clock stand still
+	wait := time.NewTimer(leaseUntil.Sub(deadline))
+	defer wait.Stop()
 	select {
 	case l.local <- struct{}{}:
+	case <-wait.C:
+		return nil, noRoom
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	owner := fmt.Sprintf("%s#%d", e.opt.owner, l.calls.Add(1))
 	poll := 5 * time.Millisecond
-	began := time.Now() // the wait is bounded in real time too, should the lease clock stand still
 	for {
 		now, err := e.leaseNow(ctx)
 		if err != nil {
@@ -168,7 +180,7 @@ func (e *Engine[U]) takeSlot(ctx context.Context, l *fleetLimit, q Querier, leas
 		}
 		if !now.Add(poll).Before(deadline) || time.Since(began) > leaseUntil.Sub(deadline) {
 			<-l.local
-			return nil, errNoRoom(fmt.Sprintf("concurrency %d", l.concurrency), time.Second)
+			return nil, noRoom
 		}
 		if err := sleep(ctx, poll); err != nil {
 			<-l.local

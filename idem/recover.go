@@ -125,24 +125,17 @@ type RecoveryQuerier interface {
 func Retry(ctx context.Context, st Store, job, key string, now time.Time) ([]Change, error) {
 	var changes []Change
 	err := st.InTx(ctx, func(q Querier) error {
-		changes = nil
-		held, err := q.LockUnderKey(ctx, key)
+		held, err := lockUnderKey(ctx, q, job, key, now)
 		if err != nil {
 			return err
 		}
-		held = held.of(job)
 		if len(held.Effects)+len(held.Units) == 0 {
-			if len(held.HandedIn) > 0 {
-				return &RefusedError{[]string{fmt.Sprintf("%s is a handed-in unit's key record; its unit was written, so there is nothing to retry (forget the key to process it as new)", key)}}
-			}
-			return fmt.Errorf("%s: %w", key, ErrNothingUnderKey)
+			return &RefusedError{[]string{fmt.Sprintf("%s is a handed-in unit's key record; its unit was written, so there is nothing to retry (forget the key to process it as new)", key)}}
 		}
 		var refused []string
 		for _, e := range held.Effects {
 			switch ShownEffectState(e.State, e.LeaseUntil, now) {
 			case ShownParked:
-			case ShownLeased:
-				refused = append(refused, e.leased())
 			case ShownPending:
 				refused = append(refused, fmt.Sprintf("effect %s is not parked: it is owed already, and the next run or drain performs it", e.Key))
 			default:
@@ -190,20 +183,17 @@ func RetryParked(ctx context.Context, st Store, now time.Time, jobs ...string) (
 // retry, and returns what it changed. A row that changed state since it
 // was locked is an error, not a silent change.
 func putBack(ctx context.Context, q Querier, held Held, now time.Time) ([]Change, error) {
-	var changes []Change
 	for _, e := range held.Effects {
 		if err := one(q.RetryEffect(ctx, e.Key, now))("put back effect " + e.Key); err != nil {
 			return nil, err
 		}
-		changes = append(changes, e.change(now))
 	}
 	for _, u := range held.Units {
 		if err := one(q.RetryUnit(ctx, u.Job, u.Key, now))("put back unit " + u.Key); err != nil {
 			return nil, err
 		}
-		changes = append(changes, Change{Kind: KindUnit, Job: u.Job, Key: u.Key, State: u.State, Attempts: u.Attempts})
 	}
-	return changes, nil
+	return held.changes(now), nil
 }
 
 // Forget forgets key on purpose, in job (every job when job is ""): it
@@ -221,33 +211,11 @@ func putBack(ctx context.Context, q Querier, held Held, now time.Time) ([]Change
 func Forget(ctx context.Context, st Store, job, key string, now time.Time, dryRun bool) ([]Change, error) {
 	var changes []Change
 	err := st.InTx(ctx, func(q Querier) error {
-		changes = nil
-		held, err := q.LockUnderKey(ctx, key)
+		held, err := lockUnderKey(ctx, q, job, key, now)
 		if err != nil {
 			return err
 		}
-		held = held.of(job)
-		if len(held.Effects)+len(held.Units)+len(held.HandedIn) == 0 {
-			return fmt.Errorf("%s: %w", key, ErrNothingUnderKey)
-		}
-		var refused []string
-		for _, e := range held.Effects {
-			if ShownEffectState(e.State, e.LeaseUntil, now) == ShownLeased {
-				refused = append(refused, e.leased())
-			}
-		}
-		if len(refused) > 0 {
-			return &RefusedError{refused}
-		}
-		for _, e := range held.Effects {
-			changes = append(changes, e.change(now))
-		}
-		for _, u := range held.Units {
-			changes = append(changes, Change{Kind: KindUnit, Job: u.Job, Key: u.Key, State: u.State, Attempts: u.Attempts})
-		}
-		for _, h := range held.HandedIn {
-			changes = append(changes, Change{Kind: KindHandedIn, Job: h.Job, Key: h.Key})
-		}
+		changes = held.changes(now)
 		if dryRun {
 			return nil
 		}
@@ -272,6 +240,31 @@ func Forget(ctx context.Context, st Store, job, key string, now time.Time, dryRu
 		return nil, err
 	}
 	return changes, nil
+}
+
+// lockUnderKey locks what is kept under key in job (every job when job is
+// ""): ErrNothingUnderKey when nothing is, and *RefusedError when an
+// effect there is under a lease live at now (a worker may be calling its
+// provider right now).
+func lockUnderKey(ctx context.Context, q Querier, job, key string, now time.Time) (Held, error) {
+	held, err := q.LockUnderKey(ctx, key)
+	if err != nil {
+		return Held{}, err
+	}
+	held = held.of(job)
+	if len(held.Effects)+len(held.Units)+len(held.HandedIn) == 0 {
+		return Held{}, fmt.Errorf("%s: %w", key, ErrNothingUnderKey)
+	}
+	var refused []string
+	for _, e := range held.Effects {
+		if ShownEffectState(e.State, e.LeaseUntil, now) == ShownLeased {
+			refused = append(refused, e.leased())
+		}
+	}
+	if len(refused) > 0 {
+		return Held{}, &RefusedError{refused}
+	}
+	return held, nil
 }
 
 // StoreNow is the time recovery compares leases on: the database's clock
@@ -311,8 +304,20 @@ func (h Held) of(job string) Held {
 	return out
 }
 
-func (e HeldEffect) change(now time.Time) Change {
-	return Change{Kind: KindEffect, Job: e.Job, Effect: e.Effect, Key: e.Key, State: ShownEffectState(e.State, e.LeaseUntil, now), Attempts: e.Attempts}
+// changes are held's rows as Changes, in the order recovery changes them:
+// effects, units, handed-in key records.
+func (h Held) changes(now time.Time) []Change {
+	var out []Change
+	for _, e := range h.Effects {
+		out = append(out, Change{Kind: KindEffect, Job: e.Job, Effect: e.Effect, Key: e.Key, State: ShownEffectState(e.State, e.LeaseUntil, now), Attempts: e.Attempts})
+	}
+	for _, u := range h.Units {
+		out = append(out, Change{Kind: KindUnit, Job: u.Job, Key: u.Key, State: u.State, Attempts: u.Attempts})
+	}
+	for _, k := range h.HandedIn {
+		out = append(out, Change{Kind: KindHandedIn, Job: k.Job, Key: k.Key})
+	}
+	return out
 }
 
 // leased says why an effect under a live lease is left alone.

@@ -400,7 +400,7 @@ func (q Querier) LockUnderKey(ctx context.Context, key string) (idem.Held, error
 		return h, err
 	}
 	for _, r := range units {
-		h.Units = append(h.Units, idem.HeldUnit{Job: r.Job, Key: r.UnitKey, State: r.State, Attempts: int(r.Attempts)})
+		h.Units = append(h.Units, heldUnit(r))
 	}
 	seen, err := q.q.LockSeen(ctx, key)
 	if err != nil {
@@ -426,9 +426,13 @@ func (q Querier) LockParked(ctx context.Context, job string) (idem.Held, error) 
 		return h, err
 	}
 	for _, r := range units {
-		h.Units = append(h.Units, idem.HeldUnit{Job: r.Job, Key: r.UnitKey, State: r.State, Attempts: int(r.Attempts)})
+		h.Units = append(h.Units, heldUnit(ledgerdb.LockUnitFailuresRow(r)))
 	}
 	return h, nil
+}
+
+func heldUnit(r ledgerdb.LockUnitFailuresRow) idem.HeldUnit {
+	return idem.HeldUnit{Job: r.Job, Key: r.UnitKey, State: r.State, Attempts: int(r.Attempts)}
 }
 
 func heldEffect(r ledgerdb.LockEffectRow) idem.HeldEffect {
