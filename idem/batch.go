@@ -420,12 +420,51 @@ func (e *Engine[U]) writeRound(ctx context.Context, q Querier, round []*item[U])
 		if err := e.write(ctx, q, toWrite); err != nil {
 			return err
 		}
+		if err := e.settleReplays(ctx, q, toWrite); err != nil {
+			return err
+		}
+		live = slices.DeleteFunc(live, func(it *item[U]) bool { return it.outcome == OutcomeMismatch })
 	}
 	if err := e.reserve(ctx, q, live, now); err != nil {
 		return err
 	}
 	// A failure here names no unit, as a failed set-based statement does.
 	return e.hit(ctx, PointBatchWritten, "")
+}
+
+// settleReplays decides the handed-in keys new to the ledger whose write
+// left the destination row as it was: the key was written before its
+// records were purged past retention. An effect never acts on data the
+// destination does not hold, so such a key acts as new (its effects decided
+// as on an insert) only when the row holds the unit's very data. When it
+// holds other data, an insert_once row makes the unit a mismatch (and the
+// key record just made for it goes again: the key stays unknown, as it
+// was), and a row that kept newer data (newer_wins) leaves the effects to
+// decide on what the write did.
+func (e *Engine[U]) settleReplays(ctx context.Context, q Querier, written []*item[U]) error {
+	if e.def.Holds == nil {
+		return nil
+	}
+	for _, it := range written {
+		if !it.fresh || (it.outcome != OutcomeDeduped && it.outcome != OutcomeUnchanged) {
+			continue
+		}
+		holds, err := e.def.Holds(ctx, q, it.u)
+		if err != nil {
+			return &unitFault[U]{it, fmt.Errorf("compare with the destination row: %w", err)}
+		}
+		if holds {
+			continue
+		}
+		it.fresh = false
+		if it.outcome == OutcomeDeduped {
+			if _, err := q.ForgetHandedIn(ctx, e.def.Name, it.key); err != nil {
+				return &unitFault[U]{it, fmt.Errorf("forget the key record: %w", err)}
+			}
+			it.outcome, it.err = OutcomeMismatch, ErrPayloadMismatch
+		}
+	}
+	return nil
 }
 
 // write runs the destination write: one statement for the batch where the

@@ -481,6 +481,11 @@ type Job[U any] struct {
 	// returns their outcomes in order; nil outcomes (or a nil WriteBatch):
 	// the dialect has no batch statement, and Write runs per unit.
 	WriteBatch func(ctx context.Context, q Querier, units []U, keys []string, jobVersion int32) ([]Outcome, error)
+	// Holds reports whether the destination row under the unit's key holds
+	// exactly the unit's data; nil unless the job is handed-in and its
+	// write can leave a row that differs from the unit (insert_once,
+	// newer_wins). See settleReplays.
+	Holds func(ctx context.Context, q Querier, u U) (bool, error)
 	// checkSeen records handed-in keys with a payload hash (source: none).
 	CheckSeen bool
 	// stage publishes each window, page or Process call in one transaction.

@@ -102,6 +102,9 @@ func NewPaymentWebhook(store *Store, fx PaymentWebhookEffects, opts ...idem.Opti
 			Version: 1,
 			When:    idem.WhenInserted,
 		}},
+		Holds: func(ctx context.Context, q idem.Querier, u Payment) (bool, error) {
+			return q.(destQuerier).holdsPaymentWebhook(ctx, u)
+		},
 		KeyOf:   Payment.Key,
 		Name:    "payment_webhook",
 		Version: 1,

@@ -154,6 +154,18 @@ func (q pgQuerier) writePaymentWebhookBatch(ctx context.Context, us []Payment, k
 	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
+// holdsPaymentWebhook reports whether the payments row under u's key holds exactly u's data.
+func (q pgQuerier) holdsPaymentWebhook(ctx context.Context, u Payment) (bool, error) {
+	n, err := q.q.HoldsPaymentWebhook(ctx, pgdb.HoldsPaymentWebhookParams{
+		AmountCents: u.AmountCents,
+		EventID:     u.EventID,
+		InvoiceID:   u.InvoiceID,
+		Note:        u.Note,
+		PaidAt:      u.PaidAt,
+	})
+	return n == 1, err
+}
+
 // listPaymentWebhook reads every payments row back as units.
 func (q pgQuerier) listPaymentWebhook(ctx context.Context) ([]Payment, error) {
 	rs, err := q.q.ListPaymentWebhook(ctx)

@@ -108,6 +108,18 @@ func (q sqliteQuerier) writePaymentWebhookBatch(ctx context.Context, us []Paymen
 	return nil, nil
 }
 
+// holdsPaymentWebhook reports whether the payments row under u's key holds exactly u's data.
+func (q sqliteQuerier) holdsPaymentWebhook(ctx context.Context, u Payment) (bool, error) {
+	n, err := q.q.HoldsPaymentWebhook(ctx, sqlitedb.HoldsPaymentWebhookParams{
+		AmountCents: u.AmountCents,
+		EventID:     u.EventID,
+		InvoiceID:   u.InvoiceID,
+		Note:        idem.SQLNullString(u.Note),
+		PaidAt:      idem.SQLiteTime(u.PaidAt),
+	})
+	return n == 1, err
+}
+
 // listPaymentWebhook reads every payments row back as units.
 func (q sqliteQuerier) listPaymentWebhook(ctx context.Context) ([]Payment, error) {
 	rs, err := q.q.ListPaymentWebhook(ctx)

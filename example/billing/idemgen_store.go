@@ -45,6 +45,7 @@ type destQuerier interface {
 	staleInvoiceSync(context.Context, int32, int32) ([]string, error)
 	writePaymentWebhook(context.Context, Payment, string, int32) (idem.Outcome, error)
 	writePaymentWebhookBatch(context.Context, []Payment, []string, int32) ([]idem.Outcome, error)
+	holdsPaymentWebhook(context.Context, Payment) (bool, error)
 	listPaymentWebhook(context.Context) ([]Payment, error)
 	stalePaymentWebhook(context.Context, int32, int32) ([]string, error)
 }

@@ -71,6 +71,17 @@ func (q pgQuerier) writeShipmentEventsBatch(ctx context.Context, us []ShipmentEv
 	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
+// holdsShipmentEvents reports whether the shipment_events row under u's key holds exactly u's data.
+func (q pgQuerier) holdsShipmentEvents(ctx context.Context, u ShipmentEvent) (bool, error) {
+	n, err := q.q.HoldsShipmentEvents(ctx, pgdb.HoldsShipmentEventsParams{
+		At:       u.At,
+		EventID:  u.EventID,
+		ParcelID: u.ParcelID,
+		Status:   u.Status,
+	})
+	return n == 1, err
+}
+
 // listShipmentEvents reads every shipment_events row back as units.
 func (q pgQuerier) listShipmentEvents(ctx context.Context) ([]ShipmentEvent, error) {
 	rs, err := q.q.ListShipmentEvents(ctx)

@@ -93,6 +93,9 @@ func NewShipmentEvents(store *Store, fx ShipmentEventsEffects, opts ...idem.Opti
 			Version:     1,
 			When:        idem.WhenInserted,
 		}},
+		Holds: func(ctx context.Context, q idem.Querier, u ShipmentEvent) (bool, error) {
+			return q.(destQuerier).holdsShipmentEvents(ctx, u)
+		},
 		KeyOf:   ShipmentEvent.Key,
 		Name:    "shipment_events",
 		Version: 1,

@@ -46,6 +46,17 @@ func (q sqliteQuerier) writeShipmentEventsBatch(ctx context.Context, us []Shipme
 	return nil, nil
 }
 
+// holdsShipmentEvents reports whether the shipment_events row under u's key holds exactly u's data.
+func (q sqliteQuerier) holdsShipmentEvents(ctx context.Context, u ShipmentEvent) (bool, error) {
+	n, err := q.q.HoldsShipmentEvents(ctx, sqlitedb.HoldsShipmentEventsParams{
+		At:       idem.SQLiteTime(u.At),
+		EventID:  u.EventID,
+		ParcelID: u.ParcelID,
+		Status:   u.Status,
+	})
+	return n == 1, err
+}
+
 // listShipmentEvents reads every shipment_events row back as units.
 func (q sqliteQuerier) listShipmentEvents(ctx context.Context) ([]ShipmentEvent, error) {
 	rs, err := q.q.ListShipmentEvents(ctx)

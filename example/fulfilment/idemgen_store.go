@@ -41,6 +41,7 @@ type destQuerier interface {
 	idem.Querier
 	writeShipmentEvents(context.Context, ShipmentEvent, string, int32) (idem.Outcome, error)
 	writeShipmentEventsBatch(context.Context, []ShipmentEvent, []string, int32) ([]idem.Outcome, error)
+	holdsShipmentEvents(context.Context, ShipmentEvent) (bool, error)
 	listShipmentEvents(context.Context) ([]ShipmentEvent, error)
 	staleShipmentEvents(context.Context, int32, int32) ([]string, error)
 }

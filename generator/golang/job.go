@@ -190,6 +190,13 @@ func jobConstructor(f *jen.File, j *model.Job) {
 					jen.Id("ctx"), jen.Id("us"), jen.Id("keys"), jen.Id("v"))),
 			)
 		}
+		if j.ComparesReplays() {
+			def[jen.Id("Holds")] = jen.Func().Params(
+				jen.Id("ctx").Add(Context()), jen.Id("q").Add(rt("Querier")), jen.Id("u").Id(unit),
+			).Params(jen.Bool(), jen.Error()).Block(
+				jen.Return(jen.Id("q").Assert(jen.Id("destQuerier")).Dot("holds"+j.GoName).Call(jen.Id("ctx"), jen.Id("u"))),
+			)
+		}
 		if len(j.Effects) > 0 {
 			def[jen.Id("Effects")] = jen.Index().Add(rt("Effect")).Types(jen.Id(unit)).ValuesFunc(func(g *jen.Group) {
 				for _, e := range j.Effects {

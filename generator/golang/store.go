@@ -155,6 +155,9 @@ func destQuerier(f *jen.File, p *model.Package) {
 			}
 			g.Id("write"+j.GoName).Params(Context(), jen.Id(j.Unit.GoName), jen.String(), jen.Int32()).Params(rt("Outcome"), jen.Error())
 			g.Id("write"+j.GoName+"Batch").Params(Context(), jen.Index().Id(j.Unit.GoName), jen.Index().String(), jen.Int32()).Params(jen.Index().Add(rt("Outcome")), jen.Error())
+			if j.ComparesReplays() {
+				g.Id("holds"+j.GoName).Params(Context(), jen.Id(j.Unit.GoName)).Params(jen.Bool(), jen.Error())
+			}
 			g.Id("list"+j.GoName).Params(Context()).Params(jen.Index().Id(j.Unit.GoName), jen.Error())
 			g.Id("stale"+j.GoName).Params(Context(), jen.Int32(), jen.Int32()).Params(jen.Index().String(), jen.Error())
 		}
@@ -283,6 +286,9 @@ func DialectFile(p *model.Package, d model.Dialect, importPath string) *jen.File
 		}
 		singleWrite(f, j, d, db, r.Clone(), params, noRows, nothing)
 		batchWrite(f, j, d, db, r.Clone(), nothing)
+		if j.ComparesReplays() {
+			holdsMethod(f, j, d, db, r.Clone())
+		}
 
 		f.Commentf("list%s reads every %s row back as units.", j.GoName, j.Dest.Table)
 		f.Func().Add(r.Clone()).Id("list"+j.GoName).Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Id(j.Unit.GoName), jen.Error()).BlockFunc(func(g *jen.Group) {
@@ -423,6 +429,31 @@ func batchWrite(f *jen.File, j *model.Job, d model.Dialect, db string, recv *jen
 		g.Comment("A key with no row back: the conflict clause wrote nothing.")
 		g.Return(rt("BatchOutcomes").Call(jen.Id("keys"), jen.Id("written"), rt(nothing)), jen.Nil())
 	})
+}
+
+// holdsMethod emits the comparison of a unit with its destination row
+// (model.Job.ComparesReplays), on the fields' values as the write stores them:
+//
+//	func (q pgQuerier) holdsPaymentWebhook(ctx context.Context, u Payment) (bool, error) {
+//		n, err := q.q.HoldsPaymentWebhook(ctx, pgdb.HoldsPaymentWebhookParams{...})
+//		return n == 1, err
+//	}
+func holdsMethod(f *jen.File, j *model.Job, d model.Dialect, db string, recv *jen.Statement) {
+	var arg jen.Code
+	if len(j.Unit.Fields) == 1 {
+		arg = toDB(d, j.Unit.Fields[0], jen.Id("u").Dot(j.Unit.Fields[0].GoName)) // sqlc passes a lone parameter as is
+	} else {
+		arg = jen.Qual(db, "Holds"+j.GoName+"Params").Values(jen.DictFunc(func(dd jen.Dict) {
+			for _, fld := range j.Unit.Fields {
+				dd[jen.Id(fld.GoName)] = toDB(d, fld, jen.Id("u").Dot(fld.GoName))
+			}
+		}))
+	}
+	f.Commentf("holds%s reports whether the %s row under u's key holds exactly u's data.", j.GoName, j.Dest.Table)
+	f.Func().Add(recv).Id("holds"+j.GoName).Params(jen.Id("ctx").Add(Context()), jen.Id("u").Id(j.Unit.GoName)).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("n"), jen.Id("err")).Op(":=").Id("q").Dot("q").Dot("Holds"+j.GoName).Call(jen.Id("ctx"), arg),
+		jen.Return(jen.Id("n").Op("==").Lit(1), jen.Id("err")),
+	)
 }
 
 // toDB converts a unit field to the sqlc parameter type of the dialect.

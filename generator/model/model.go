@@ -82,6 +82,15 @@ type River struct {
 // Lower is the job's Go name with a lower-case first letter.
 func (j *Job) Lower() string { return lowerFirst(j.GoName) }
 
+// ComparesReplays reports whether the job needs its destination compared
+// with a unit: a handed-in key new to the ledger (its records purged past
+// retention) whose write left the row as it was acts as new only when the
+// row holds the unit's data. Only an insert_once row, or one where newer
+// data won, can differ from the unit after such a write.
+func (j *Job) ComparesReplays() bool {
+	return j.Source == SourceNone && j.Dest != nil && (j.Dest.Write == InsertOnce || j.Dest.NewerWins != nil)
+}
+
 // Unit is the struct a job handles.
 type Unit struct {
 	GoName string

@@ -36,6 +36,10 @@ type Job struct {
 	// parallel boolean array (sqlc types array elements as non-null).
 	BatchUnnest []string
 	BatchSelect []string
+	// Holds is the condition of the Holds query (model.Job.ComparesReplays):
+	// the row under the unit's key holds exactly the unit's data. Empty
+	// when the job has no such query.
+	Holds string
 }
 
 // data is what the templates see.
@@ -131,6 +135,20 @@ func newJob(j *model.Job, d model.Dialect, dd data) Job {
 		where = fmt.Sprintf("excluded.%s >= d.%s AND %s", nw.Name, nw.Name, where)
 	}
 	sj.Where = where
+	if j.ComparesReplays() {
+		var same []string
+		for _, f := range j.Unit.Fields {
+			switch {
+			case !f.Nullable:
+				same = append(same, fmt.Sprintf("d.%s = @%s", f.Name, f.Name))
+			case d == model.Postgres:
+				same = append(same, fmt.Sprintf("d.%s IS NOT DISTINCT FROM sqlc.narg(%s)", f.Name, f.Name))
+			default:
+				same = append(same, fmt.Sprintf("d.%s IS sqlc.narg(%s)", f.Name, f.Name))
+			}
+		}
+		sj.Holds = strings.Join(same, " AND ")
+	}
 	return sj
 }
 

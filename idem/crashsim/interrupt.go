@@ -251,11 +251,26 @@ func (r *simRun[U]) expectInterrupts(e *simExpect[U]) {
 	}
 }
 
-// checkInterrupts: after a purge past retention, a handed-in key whose
-// effect was parked meanwhile, delivered again with a field changed, is
-// still a mismatch (guarantee 7): its parked row keeps the key known.
+// checkInterrupts: after a purge past retention, a handed-in key delivered
+// again with a field changed is still a mismatch (guarantee 7) when its
+// effect was parked meanwhile (its parked row keeps the key known), and
+// when its insert_once row is still there though its records are gone (an
+// effect never acts on data the destination does not hold).
 func (r *simRun[U]) checkInterrupts(ctx context.Context, exp simExpect[U]) {
-	if r.sc.family == "purge-pending" && r.sc.variant == "parked" && r.job.Source == SourceNoneName {
+	if r.sc.family != "purge-pending" || r.job.Source != SourceNoneName {
+		return
+	}
+	if r.sc.variant == "parked" || r.job.InsertOnce && r.job.HasDest {
 		r.checkMismatch(ctx, exp)
+	}
+	if r.sc.variant == "parked" || !r.job.InsertOnce || !r.job.HasDest {
+		return
+	}
+	// The same key unchanged is not a mismatch: the row holds its data.
+	verbs, closeInc := r.aux(r.now)
+	defer closeInc()
+	orig := r.phases[0][0]
+	if rep, _ := verbs.Process(ctx, orig); rep.Mismatched != 0 {
+		r.violate("purge-pending: %s redelivered unchanged after its records were purged was reported as a mismatch, though its row holds its data: %s", r.job.keyOf(orig), rep)
 	}
 }

@@ -90,6 +90,9 @@ func NewPaymentJob(store *Store, fx PaymentJobEffects, opts ...idem.Option) (*Pa
 			Version:     1,
 			When:        idem.WhenInserted,
 		}},
+		Holds: func(ctx context.Context, q idem.Querier, u Payment) (bool, error) {
+			return q.(destQuerier).holdsPaymentJob(ctx, u)
+		},
 		KeyOf:   Payment.Key,
 		Name:    "payment",
 		Version: 1,

@@ -67,6 +67,15 @@ func (q pgQuerier) writePaymentJobBatch(ctx context.Context, us []Payment, keys 
 	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
+// holdsPaymentJob reports whether the soak_payments row under u's key holds exactly u's data.
+func (q pgQuerier) holdsPaymentJob(ctx context.Context, u Payment) (bool, error) {
+	n, err := q.q.HoldsPaymentJob(ctx, pgdb.HoldsPaymentJobParams{
+		AmountCents: u.AmountCents,
+		EventID:     u.EventID,
+	})
+	return n == 1, err
+}
+
 // listPaymentJob reads every soak_payments row back as units.
 func (q pgQuerier) listPaymentJob(ctx context.Context) ([]Payment, error) {
 	rs, err := q.q.ListPaymentJob(ctx)

@@ -39,6 +39,7 @@ type destQuerier interface {
 	idem.Querier
 	writePaymentJob(context.Context, Payment, string, int32) (idem.Outcome, error)
 	writePaymentJobBatch(context.Context, []Payment, []string, int32) ([]idem.Outcome, error)
+	holdsPaymentJob(context.Context, Payment) (bool, error)
 	listPaymentJob(context.Context) ([]Payment, error)
 	stalePaymentJob(context.Context, int32, int32) ([]string, error)
 }

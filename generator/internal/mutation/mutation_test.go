@@ -292,6 +292,14 @@ var exampleMutants = []mutant{
 		`return e\.opt\.leaseClock\(\), nil`, "return e.opt.now(), nil")},
 	{name: "an update decides a when-inserted effect again", test: syncTest, edits: edit(batchFile,
 		`case fx\.When\.Matches\(decideAs\):`, "case fx.When.Matches(decideAs) || fx.When == WhenInserted && it.outcome == OutcomeUpdated:")},
+	// Killed by purge-pending: an insert_once key redelivered changed after
+	// its records were purged must be a mismatch, not a new call.
+	{name: "a replay after retention is not compared with its row", test: hookTest, edits: edit(batchFile,
+		`if e\.def\.Holds == nil \{`, "if true || e.def.Holds == nil {")},
+	{name: "the replay comparison skips a field", test: hookTest, edits: edit(sqliteSQL,
+		` AND d\.amount_cents = \?3`, "")},
+	{name: "the replay comparison finds no row the same", test: hookTest, edits: edit(sqliteSQL,
+		`SELECT count\(\*\) FROM payments AS d WHERE `, "SELECT count(*) FROM payments AS d WHERE false AND ")},
 }
 
 // deterministic families: a kill must come from one of these, not only

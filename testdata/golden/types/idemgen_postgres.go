@@ -150,3 +150,160 @@ func (q pgQuerier) staleAllTypes(ctx context.Context, v, limit int32) ([]string,
 		RowLimit:          limit,
 	})
 }
+
+// writeRecordEvents upserts u into record_events (insert_once).
+func (q pgQuerier) writeRecordEvents(ctx context.Context, u RecordEvent, key string, v int32) (idem.Outcome, error) {
+	p := pgdb.WriteRecordEventsParams{
+		At:                u.At,
+		AtNull:            u.AtNull,
+		Blob:              bytesValue(u.Blob),
+		BlobNull:          u.BlobNull,
+		Doc:               jsonValue(u.Doc),
+		DocNull:           u.DocNull,
+		F64:               u.F64,
+		F64Null:           u.F64Null,
+		Flag:              u.Flag,
+		FlagNull:          u.FlagNull,
+		I32:               u.I32,
+		I32Null:           u.I32Null,
+		I64:               u.I64,
+		I64Null:           u.I64Null,
+		ID:                u.ID,
+		IdemgenJobVersion: v,
+		IdemgenKey:        key,
+		Str:               u.Str,
+		StrNull:           u.StrNull,
+		Uid:               u.Uid,
+		UidNull:           u.UidNull,
+	}
+	w, err := q.q.WriteRecordEvents(ctx, p)
+	// No row back means the conflict clause wrote nothing.
+	if idem.PgNoRows(err) {
+		return idem.OutcomeDeduped, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return idem.Outcome(w), nil
+}
+
+// writeRecordEventsBatch upserts units with distinct keys into record_events in one statement.
+func (q pgQuerier) writeRecordEventsBatch(ctx context.Context, us []RecordEvent, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteRecordEventsBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.ID = append(p.ID, u.ID)
+		p.Str = append(p.Str, u.Str)
+		p.IdemgenNullStrNull = append(p.IdemgenNullStrNull, u.StrNull == nil)
+		p.StrNull = append(p.StrNull, idem.ValueOr(u.StrNull))
+		p.I32 = append(p.I32, u.I32)
+		p.IdemgenNullI32Null = append(p.IdemgenNullI32Null, u.I32Null == nil)
+		p.I32Null = append(p.I32Null, idem.ValueOr(u.I32Null))
+		p.I64 = append(p.I64, u.I64)
+		p.IdemgenNullI64Null = append(p.IdemgenNullI64Null, u.I64Null == nil)
+		p.I64Null = append(p.I64Null, idem.ValueOr(u.I64Null))
+		p.F64 = append(p.F64, u.F64)
+		p.IdemgenNullF64Null = append(p.IdemgenNullF64Null, u.F64Null == nil)
+		p.F64Null = append(p.F64Null, idem.ValueOr(u.F64Null))
+		p.Flag = append(p.Flag, u.Flag)
+		p.IdemgenNullFlagNull = append(p.IdemgenNullFlagNull, u.FlagNull == nil)
+		p.FlagNull = append(p.FlagNull, idem.ValueOr(u.FlagNull))
+		p.At = append(p.At, u.At)
+		p.IdemgenNullAtNull = append(p.IdemgenNullAtNull, u.AtNull == nil)
+		p.AtNull = append(p.AtNull, idem.ValueOr(u.AtNull))
+		p.Blob = append(p.Blob, bytesValue(u.Blob))
+		p.IdemgenNullBlobNull = append(p.IdemgenNullBlobNull, u.BlobNull == nil)
+		p.BlobNull = append(p.BlobNull, u.BlobNull)
+		p.Doc = append(p.Doc, jsonValue(u.Doc))
+		p.IdemgenNullDocNull = append(p.IdemgenNullDocNull, u.DocNull == nil)
+		p.DocNull = append(p.DocNull, u.DocNull)
+		p.Uid = append(p.Uid, u.Uid)
+		p.IdemgenNullUidNull = append(p.IdemgenNullUidNull, u.UidNull == nil)
+		p.UidNull = append(p.UidNull, idem.ValueOr(u.UidNull))
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+		return q.q.InsertRecordEventsBatch(ctx, pgdb.InsertRecordEventsBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
+	}
+	rs, err := q.q.WriteRecordEventsBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+}
+
+// holdsRecordEvents reports whether the record_events row under u's key holds exactly u's data.
+func (q pgQuerier) holdsRecordEvents(ctx context.Context, u RecordEvent) (bool, error) {
+	n, err := q.q.HoldsRecordEvents(ctx, pgdb.HoldsRecordEventsParams{
+		At:       u.At,
+		AtNull:   u.AtNull,
+		Blob:     bytesValue(u.Blob),
+		BlobNull: u.BlobNull,
+		Doc:      jsonValue(u.Doc),
+		DocNull:  u.DocNull,
+		F64:      u.F64,
+		F64Null:  u.F64Null,
+		Flag:     u.Flag,
+		FlagNull: u.FlagNull,
+		I32:      u.I32,
+		I32Null:  u.I32Null,
+		I64:      u.I64,
+		I64Null:  u.I64Null,
+		ID:       u.ID,
+		Str:      u.Str,
+		StrNull:  u.StrNull,
+		Uid:      u.Uid,
+		UidNull:  u.UidNull,
+	})
+	return n == 1, err
+}
+
+// listRecordEvents reads every record_events row back as units.
+func (q pgQuerier) listRecordEvents(ctx context.Context) ([]RecordEvent, error) {
+	rs, err := q.q.ListRecordEvents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RecordEvent, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, RecordEvent{
+			At:       r.At,
+			AtNull:   r.AtNull,
+			Blob:     r.Blob,
+			BlobNull: r.BlobNull,
+			Doc:      r.Doc,
+			DocNull:  r.DocNull,
+			F64:      r.F64,
+			F64Null:  r.F64Null,
+			Flag:     r.Flag,
+			FlagNull: r.FlagNull,
+			I32:      r.I32,
+			I32Null:  r.I32Null,
+			I64:      r.I64,
+			I64Null:  r.I64Null,
+			ID:       r.ID,
+			Str:      r.Str,
+			StrNull:  r.StrNull,
+			Uid:      r.Uid,
+			UidNull:  r.UidNull,
+		})
+	}
+	return out, err
+}
+
+// staleRecordEvents lists keys of rows written by a job version older than v.
+func (q pgQuerier) staleRecordEvents(ctx context.Context, v, limit int32) ([]string, error) {
+	return q.q.StaleRecordEvents(ctx, pgdb.StaleRecordEventsParams{
+		IdemgenJobVersion: v,
+		RowLimit:          limit,
+	})
+}

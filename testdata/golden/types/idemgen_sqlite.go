@@ -110,3 +110,111 @@ func (q sqliteQuerier) staleAllTypes(ctx context.Context, v, limit int32) ([]str
 		RowLimit:          int64(limit),
 	})
 }
+
+// writeRecordEvents upserts u into record_events (insert_once).
+func (q sqliteQuerier) writeRecordEvents(ctx context.Context, u RecordEvent, key string, v int32) (idem.Outcome, error) {
+	p := sqlitedb.WriteRecordEventsParams{
+		At:                idem.SQLiteTime(u.At),
+		AtNull:            idem.SQLNullTime(u.AtNull),
+		Blob:              bytesValue(u.Blob),
+		BlobNull:          idem.SQLNullBlob(u.BlobNull),
+		Doc:               string(jsonValue(u.Doc)),
+		DocNull:           idem.SQLNullBytes(u.DocNull),
+		F64:               u.F64,
+		F64Null:           idem.SQLNullFloat(u.F64Null),
+		Flag:              u.Flag,
+		FlagNull:          idem.SQLNullBool(u.FlagNull),
+		I32:               int64(u.I32),
+		I32Null:           idem.SQLNullInt(u.I32Null),
+		I64:               u.I64,
+		I64Null:           idem.SQLNullInt(u.I64Null),
+		ID:                u.ID,
+		IdemgenJobVersion: int64(v),
+		IdemgenKey:        key,
+		Str:               u.Str,
+		StrNull:           idem.SQLNullString(u.StrNull),
+		Uid:               u.Uid.String(),
+		UidNull:           idem.SQLNullStringer(u.UidNull),
+	}
+	n, err := q.q.InsertRecordEvents(ctx, sqlitedb.InsertRecordEventsParams(p))
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	// The row was there: insert_once leaves it.
+	return idem.OutcomeDeduped, nil
+}
+
+// writeRecordEventsBatch has no single statement on SQLite: the engine calls writeRecordEvents per unit.
+func (q sqliteQuerier) writeRecordEventsBatch(ctx context.Context, us []RecordEvent, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
+// holdsRecordEvents reports whether the record_events row under u's key holds exactly u's data.
+func (q sqliteQuerier) holdsRecordEvents(ctx context.Context, u RecordEvent) (bool, error) {
+	n, err := q.q.HoldsRecordEvents(ctx, sqlitedb.HoldsRecordEventsParams{
+		At:       idem.SQLiteTime(u.At),
+		AtNull:   idem.SQLNullTime(u.AtNull),
+		Blob:     bytesValue(u.Blob),
+		BlobNull: idem.SQLNullBlob(u.BlobNull),
+		Doc:      string(jsonValue(u.Doc)),
+		DocNull:  idem.SQLNullBytes(u.DocNull),
+		F64:      u.F64,
+		F64Null:  idem.SQLNullFloat(u.F64Null),
+		Flag:     u.Flag,
+		FlagNull: idem.SQLNullBool(u.FlagNull),
+		I32:      int64(u.I32),
+		I32Null:  idem.SQLNullInt(u.I32Null),
+		I64:      u.I64,
+		I64Null:  idem.SQLNullInt(u.I64Null),
+		ID:       u.ID,
+		Str:      u.Str,
+		StrNull:  idem.SQLNullString(u.StrNull),
+		Uid:      u.Uid.String(),
+		UidNull:  idem.SQLNullStringer(u.UidNull),
+	})
+	return n == 1, err
+}
+
+// listRecordEvents reads every record_events row back as units.
+func (q sqliteQuerier) listRecordEvents(ctx context.Context) ([]RecordEvent, error) {
+	rs, err := q.q.ListRecordEvents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RecordEvent, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, RecordEvent{
+			At:       idem.ReadTime(r.At, &err),
+			AtNull:   idem.ReadNullTime(r.AtNull, &err),
+			Blob:     r.Blob,
+			BlobNull: idem.ReadNullBlob(r.BlobNull),
+			Doc:      json.RawMessage(r.Doc),
+			DocNull:  idem.ReadNullBytes[json.RawMessage](r.DocNull),
+			F64:      r.F64,
+			F64Null:  idem.ReadNullFloat(r.F64Null),
+			Flag:     r.Flag,
+			FlagNull: idem.ReadNullBool(r.FlagNull),
+			I32:      int32(r.I32),
+			I32Null:  idem.ReadNullInt[int32](r.I32Null),
+			I64:      r.I64,
+			I64Null:  idem.ReadNullInt[int64](r.I64Null),
+			ID:       r.ID,
+			Str:      r.Str,
+			StrNull:  idem.ReadNullString(r.StrNull),
+			Uid:      idem.ReadParsed(r.Uid, uuid.Parse, &err),
+			UidNull:  idem.ReadNullParsed(r.UidNull, uuid.Parse, &err),
+		})
+	}
+	return out, err
+}
+
+// staleRecordEvents lists keys of rows written by a job version older than v.
+func (q sqliteQuerier) staleRecordEvents(ctx context.Context, v, limit int32) ([]string, error) {
+	return q.q.StaleRecordEvents(ctx, sqlitedb.StaleRecordEventsParams{
+		IdemgenJobVersion: int64(v),
+		RowLimit:          int64(limit),
+	})
+}

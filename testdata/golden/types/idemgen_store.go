@@ -44,6 +44,11 @@ type destQuerier interface {
 	writeAllTypesBatch(context.Context, []Record, []string, int32) ([]idem.Outcome, error)
 	listAllTypes(context.Context) ([]Record, error)
 	staleAllTypes(context.Context, int32, int32) ([]string, error)
+	writeRecordEvents(context.Context, RecordEvent, string, int32) (idem.Outcome, error)
+	writeRecordEventsBatch(context.Context, []RecordEvent, []string, int32) ([]idem.Outcome, error)
+	holdsRecordEvents(context.Context, RecordEvent) (bool, error)
+	listRecordEvents(context.Context) ([]RecordEvent, error)
+	staleRecordEvents(context.Context, int32, int32) ([]string, error)
 }
 
 //go:embed migrations

@@ -71,6 +71,12 @@ INSERT INTO payments (event_id, invoice_id, amount_cents, paid_at, note, idemgen
 SELECT b.event_id, b.invoice_id, b.amount_cents, b.paid_at, CASE WHEN b.idemgen_null_note THEN NULL ELSE b.note END, b.idemgen_key, @idemgen_job_version::integer
 FROM (SELECT unnest(@event_id::text[]) AS event_id, unnest(@invoice_id::text[]) AS invoice_id, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@paid_at::timestamptz[]) AS paid_at, unnest(@note::text[]) AS note, unnest(@idemgen_null_note::boolean[]) AS idemgen_null_note, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
 
+-- name: HoldsPaymentWebhook :one
+-- Whether the row under the unit's key holds exactly the unit's data: a
+-- handed-in key seen again after its records were purged acts as new only
+-- on data the destination holds.
+SELECT count(*) FROM payments AS d WHERE d.event_id = @event_id AND d.invoice_id = @invoice_id AND d.amount_cents = @amount_cents AND d.paid_at = @paid_at AND d.note IS NOT DISTINCT FROM sqlc.narg(note);
+
 -- name: ListPaymentWebhook :many
 SELECT event_id, invoice_id, amount_cents, paid_at, note FROM payments ORDER BY event_id;
 

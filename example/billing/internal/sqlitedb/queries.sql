@@ -44,6 +44,12 @@ INSERT INTO payments (event_id, invoice_id, amount_cents, paid_at, note, idemgen
 VALUES (@event_id, @invoice_id, @amount_cents, @paid_at, sqlc.narg(note), @idemgen_key, @idemgen_job_version)
 ON CONFLICT (event_id) DO NOTHING;
 
+-- name: HoldsPaymentWebhook :one
+-- Whether the row under the unit's key holds exactly the unit's data: a
+-- handed-in key seen again after its records were purged acts as new only
+-- on data the destination holds.
+SELECT count(*) FROM payments AS d WHERE d.event_id = @event_id AND d.invoice_id = @invoice_id AND d.amount_cents = @amount_cents AND d.paid_at = @paid_at AND d.note IS sqlc.narg(note);
+
 -- name: ListPaymentWebhook :many
 SELECT event_id, invoice_id, amount_cents, paid_at, note FROM payments ORDER BY event_id;
 

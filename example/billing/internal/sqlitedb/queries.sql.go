@@ -8,6 +8,34 @@ import (
 	"database/sql"
 )
 
+const holdsPaymentWebhook = `-- name: HoldsPaymentWebhook :one
+SELECT count(*) FROM payments AS d WHERE d.event_id = ?1 AND d.invoice_id = ?2 AND d.amount_cents = ?3 AND d.paid_at = ?4 AND d.note IS ?5
+`
+
+type HoldsPaymentWebhookParams struct {
+	EventID     string
+	InvoiceID   string
+	AmountCents int64
+	PaidAt      string
+	Note        sql.NullString
+}
+
+// Whether the row under the unit's key holds exactly the unit's data: a
+// handed-in key seen again after its records were purged acts as new only
+// on data the destination holds.
+func (q *Queries) HoldsPaymentWebhook(ctx context.Context, arg HoldsPaymentWebhookParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, holdsPaymentWebhook,
+		arg.EventID,
+		arg.InvoiceID,
+		arg.AmountCents,
+		arg.PaidAt,
+		arg.Note,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const insertInvoiceSync = `-- name: InsertInvoiceSync :execrows
 INSERT INTO invoices (invoice_id, customer_id, amount_cents, created_at, updated_at, idemgen_key, idemgen_job_version)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)

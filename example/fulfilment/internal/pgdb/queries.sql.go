@@ -8,6 +8,32 @@ import (
 	"time"
 )
 
+const holdsShipmentEvents = `-- name: HoldsShipmentEvents :one
+SELECT count(*) FROM shipment_events AS d WHERE d.event_id = $1 AND d.parcel_id = $2 AND d.status = $3 AND d.at = $4
+`
+
+type HoldsShipmentEventsParams struct {
+	EventID  string
+	ParcelID string
+	Status   string
+	At       time.Time
+}
+
+// Whether the row under the unit's key holds exactly the unit's data: a
+// handed-in key seen again after its records were purged acts as new only
+// on data the destination holds.
+func (q *Queries) HoldsShipmentEvents(ctx context.Context, arg HoldsShipmentEventsParams) (int64, error) {
+	row := q.db.QueryRow(ctx, holdsShipmentEvents,
+		arg.EventID,
+		arg.ParcelID,
+		arg.Status,
+		arg.At,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const insertShipmentEventsBatch = `-- name: InsertShipmentEventsBatch :exec
 INSERT INTO shipment_events (event_id, parcel_id, status, at, idemgen_key, idemgen_job_version)
 SELECT b.event_id, b.parcel_id, b.status, b.at, b.idemgen_key, $1::integer

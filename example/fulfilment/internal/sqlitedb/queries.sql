@@ -15,6 +15,12 @@ INSERT INTO shipment_events (event_id, parcel_id, status, at, idemgen_key, idemg
 VALUES (@event_id, @parcel_id, @status, @at, @idemgen_key, @idemgen_job_version)
 ON CONFLICT (event_id) DO NOTHING;
 
+-- name: HoldsShipmentEvents :one
+-- Whether the row under the unit's key holds exactly the unit's data: a
+-- handed-in key seen again after its records were purged acts as new only
+-- on data the destination holds.
+SELECT count(*) FROM shipment_events AS d WHERE d.event_id = @event_id AND d.parcel_id = @parcel_id AND d.status = @status AND d.at = @at;
+
 -- name: ListShipmentEvents :many
 SELECT event_id, parcel_id, status, at FROM shipment_events ORDER BY event_id;
 

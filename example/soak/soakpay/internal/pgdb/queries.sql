@@ -24,6 +24,12 @@ INSERT INTO soak_payments (event_id, amount_cents, idemgen_key, idemgen_job_vers
 SELECT b.event_id, b.amount_cents, b.idemgen_key, @idemgen_job_version::integer
 FROM (SELECT unnest(@event_id::text[]) AS event_id, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
 
+-- name: HoldsPaymentJob :one
+-- Whether the row under the unit's key holds exactly the unit's data: a
+-- handed-in key seen again after its records were purged acts as new only
+-- on data the destination holds.
+SELECT count(*) FROM soak_payments AS d WHERE d.event_id = @event_id AND d.amount_cents = @amount_cents;
+
 -- name: ListPaymentJob :many
 SELECT event_id, amount_cents FROM soak_payments ORDER BY event_id;
 

@@ -7,6 +7,25 @@ import (
 	"context"
 )
 
+const holdsPaymentJob = `-- name: HoldsPaymentJob :one
+SELECT count(*) FROM soak_payments AS d WHERE d.event_id = $1 AND d.amount_cents = $2
+`
+
+type HoldsPaymentJobParams struct {
+	EventID     string
+	AmountCents int64
+}
+
+// Whether the row under the unit's key holds exactly the unit's data: a
+// handed-in key seen again after its records were purged acts as new only
+// on data the destination holds.
+func (q *Queries) HoldsPaymentJob(ctx context.Context, arg HoldsPaymentJobParams) (int64, error) {
+	row := q.db.QueryRow(ctx, holdsPaymentJob, arg.EventID, arg.AmountCents)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const insertPaymentJobBatch = `-- name: InsertPaymentJobBatch :exec
 INSERT INTO soak_payments (event_id, amount_cents, idemgen_key, idemgen_job_version)
 SELECT b.event_id, b.amount_cents, b.idemgen_key, $1::integer

@@ -35,6 +35,32 @@ type Record struct {
 	IdemgenWrite      string
 }
 
+type RecordEvent struct {
+	ID                string
+	Str               string
+	StrNull           *string
+	I32               int32
+	I32Null           *int32
+	I64               int64
+	I64Null           *int64
+	F64               float64
+	F64Null           *float64
+	Flag              bool
+	FlagNull          *bool
+	At                time.Time
+	AtNull            *time.Time
+	Blob              []byte
+	BlobNull          []byte
+	Doc               json.RawMessage
+	DocNull           json.RawMessage
+	Uid               uuid.UUID
+	UidNull           *uuid.UUID
+	IdemgenKey        string
+	IdemgenJobVersion int32
+	IdemgenRev        int64
+	IdemgenWrite      string
+}
+
 type TypesIdemLedger struct {
 	EffectKey     string
 	Job           string

@@ -77,3 +77,38 @@ SELECT id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, fla
 -- Rows last computed by an older job version, to find and recompute them.
 SELECT idemgen_key FROM records WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
 
+-- name: WriteRecordEvents :one
+INSERT INTO record_events AS d (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+VALUES (@id, @str, sqlc.narg(str_null), @i32, sqlc.narg(i32_null), @i64, sqlc.narg(i64_null), @f64, sqlc.narg(f64_null), @flag, sqlc.narg(flag_null), @at, sqlc.narg(at_null), @blob, sqlc.narg(blob_null), @doc, sqlc.narg(doc_null), @uid, sqlc.narg(uid_null), @idemgen_key, @idemgen_job_version)
+ON CONFLICT (id) DO NOTHING
+RETURNING idemgen_write;
+
+-- name: WriteRecordEventsBatch :many
+-- WriteRecordEvents for a batch of distinct keys in one statement.
+INSERT INTO record_events AS d (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+SELECT b.id, b.str, CASE WHEN b.idemgen_null_str_null THEN NULL ELSE b.str_null END, b.i32, CASE WHEN b.idemgen_null_i32_null THEN NULL ELSE b.i32_null END, b.i64, CASE WHEN b.idemgen_null_i64_null THEN NULL ELSE b.i64_null END, b.f64, CASE WHEN b.idemgen_null_f64_null THEN NULL ELSE b.f64_null END, b.flag, CASE WHEN b.idemgen_null_flag_null THEN NULL ELSE b.flag_null END, b.at, CASE WHEN b.idemgen_null_at_null THEN NULL ELSE b.at_null END, b.blob, CASE WHEN b.idemgen_null_blob_null THEN NULL ELSE b.blob_null END, b.doc, CASE WHEN b.idemgen_null_doc_null THEN NULL ELSE b.doc_null END, b.uid, CASE WHEN b.idemgen_null_uid_null THEN NULL ELSE b.uid_null END, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@id::text[]) AS id, unnest(@str::text[]) AS str, unnest(@str_null::text[]) AS str_null, unnest(@idemgen_null_str_null::boolean[]) AS idemgen_null_str_null, unnest(@i32::integer[]) AS i32, unnest(@i32_null::integer[]) AS i32_null, unnest(@idemgen_null_i32_null::boolean[]) AS idemgen_null_i32_null, unnest(@i64::bigint[]) AS i64, unnest(@i64_null::bigint[]) AS i64_null, unnest(@idemgen_null_i64_null::boolean[]) AS idemgen_null_i64_null, unnest(@f64::double precision[]) AS f64, unnest(@f64_null::double precision[]) AS f64_null, unnest(@idemgen_null_f64_null::boolean[]) AS idemgen_null_f64_null, unnest(@flag::boolean[]) AS flag, unnest(@flag_null::boolean[]) AS flag_null, unnest(@idemgen_null_flag_null::boolean[]) AS idemgen_null_flag_null, unnest(@at::timestamptz[]) AS at, unnest(@at_null::timestamptz[]) AS at_null, unnest(@idemgen_null_at_null::boolean[]) AS idemgen_null_at_null, unnest(@blob::bytea[]) AS blob, unnest(@blob_null::bytea[]) AS blob_null, unnest(@idemgen_null_blob_null::boolean[]) AS idemgen_null_blob_null, unnest(@doc::jsonb[]) AS doc, unnest(@doc_null::jsonb[]) AS doc_null, unnest(@idemgen_null_doc_null::boolean[]) AS idemgen_null_doc_null, unnest(@uid::uuid[]) AS uid, unnest(@uid_null::uuid[]) AS uid_null, unnest(@idemgen_null_uid_null::boolean[]) AS idemgen_null_uid_null, unnest(@idemgen_key::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (id) DO NOTHING
+RETURNING idemgen_key, idemgen_write;
+
+-- name: InsertRecordEventsBatch :exec
+-- WriteRecordEventsBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO record_events (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+SELECT b.id, b.str, CASE WHEN b.idemgen_null_str_null THEN NULL ELSE b.str_null END, b.i32, CASE WHEN b.idemgen_null_i32_null THEN NULL ELSE b.i32_null END, b.i64, CASE WHEN b.idemgen_null_i64_null THEN NULL ELSE b.i64_null END, b.f64, CASE WHEN b.idemgen_null_f64_null THEN NULL ELSE b.f64_null END, b.flag, CASE WHEN b.idemgen_null_flag_null THEN NULL ELSE b.flag_null END, b.at, CASE WHEN b.idemgen_null_at_null THEN NULL ELSE b.at_null END, b.blob, CASE WHEN b.idemgen_null_blob_null THEN NULL ELSE b.blob_null END, b.doc, CASE WHEN b.idemgen_null_doc_null THEN NULL ELSE b.doc_null END, b.uid, CASE WHEN b.idemgen_null_uid_null THEN NULL ELSE b.uid_null END, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@id::text[]) AS id, unnest(@str::text[]) AS str, unnest(@str_null::text[]) AS str_null, unnest(@idemgen_null_str_null::boolean[]) AS idemgen_null_str_null, unnest(@i32::integer[]) AS i32, unnest(@i32_null::integer[]) AS i32_null, unnest(@idemgen_null_i32_null::boolean[]) AS idemgen_null_i32_null, unnest(@i64::bigint[]) AS i64, unnest(@i64_null::bigint[]) AS i64_null, unnest(@idemgen_null_i64_null::boolean[]) AS idemgen_null_i64_null, unnest(@f64::double precision[]) AS f64, unnest(@f64_null::double precision[]) AS f64_null, unnest(@idemgen_null_f64_null::boolean[]) AS idemgen_null_f64_null, unnest(@flag::boolean[]) AS flag, unnest(@flag_null::boolean[]) AS flag_null, unnest(@idemgen_null_flag_null::boolean[]) AS idemgen_null_flag_null, unnest(@at::timestamptz[]) AS at, unnest(@at_null::timestamptz[]) AS at_null, unnest(@idemgen_null_at_null::boolean[]) AS idemgen_null_at_null, unnest(@blob::bytea[]) AS blob, unnest(@blob_null::bytea[]) AS blob_null, unnest(@idemgen_null_blob_null::boolean[]) AS idemgen_null_blob_null, unnest(@doc::jsonb[]) AS doc, unnest(@doc_null::jsonb[]) AS doc_null, unnest(@idemgen_null_doc_null::boolean[]) AS idemgen_null_doc_null, unnest(@uid::uuid[]) AS uid, unnest(@uid_null::uuid[]) AS uid_null, unnest(@idemgen_null_uid_null::boolean[]) AS idemgen_null_uid_null, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
+-- name: HoldsRecordEvents :one
+-- Whether the row under the unit's key holds exactly the unit's data: a
+-- handed-in key seen again after its records were purged acts as new only
+-- on data the destination holds.
+SELECT count(*) FROM record_events AS d WHERE d.id = @id AND d.str = @str AND d.str_null IS NOT DISTINCT FROM sqlc.narg(str_null) AND d.i32 = @i32 AND d.i32_null IS NOT DISTINCT FROM sqlc.narg(i32_null) AND d.i64 = @i64 AND d.i64_null IS NOT DISTINCT FROM sqlc.narg(i64_null) AND d.f64 = @f64 AND d.f64_null IS NOT DISTINCT FROM sqlc.narg(f64_null) AND d.flag = @flag AND d.flag_null IS NOT DISTINCT FROM sqlc.narg(flag_null) AND d.at = @at AND d.at_null IS NOT DISTINCT FROM sqlc.narg(at_null) AND d.blob = @blob AND d.blob_null IS NOT DISTINCT FROM sqlc.narg(blob_null) AND d.doc = @doc AND d.doc_null IS NOT DISTINCT FROM sqlc.narg(doc_null) AND d.uid = @uid AND d.uid_null IS NOT DISTINCT FROM sqlc.narg(uid_null);
+
+-- name: ListRecordEvents :many
+SELECT id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null FROM record_events ORDER BY id;
+
+-- name: StaleRecordEvents :many
+-- Rows last computed by an older job version, to find and recompute them.
+SELECT idemgen_key FROM record_events WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
+

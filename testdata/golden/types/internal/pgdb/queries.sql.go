@@ -11,6 +11,62 @@ import (
 	"github.com/google/uuid"
 )
 
+const holdsRecordEvents = `-- name: HoldsRecordEvents :one
+SELECT count(*) FROM record_events AS d WHERE d.id = $1 AND d.str = $2 AND d.str_null IS NOT DISTINCT FROM $3 AND d.i32 = $4 AND d.i32_null IS NOT DISTINCT FROM $5 AND d.i64 = $6 AND d.i64_null IS NOT DISTINCT FROM $7 AND d.f64 = $8 AND d.f64_null IS NOT DISTINCT FROM $9 AND d.flag = $10 AND d.flag_null IS NOT DISTINCT FROM $11 AND d.at = $12 AND d.at_null IS NOT DISTINCT FROM $13 AND d.blob = $14 AND d.blob_null IS NOT DISTINCT FROM $15 AND d.doc = $16 AND d.doc_null IS NOT DISTINCT FROM $17 AND d.uid = $18 AND d.uid_null IS NOT DISTINCT FROM $19
+`
+
+type HoldsRecordEventsParams struct {
+	ID       string
+	Str      string
+	StrNull  *string
+	I32      int32
+	I32Null  *int32
+	I64      int64
+	I64Null  *int64
+	F64      float64
+	F64Null  *float64
+	Flag     bool
+	FlagNull *bool
+	At       time.Time
+	AtNull   *time.Time
+	Blob     []byte
+	BlobNull []byte
+	Doc      json.RawMessage
+	DocNull  json.RawMessage
+	Uid      uuid.UUID
+	UidNull  *uuid.UUID
+}
+
+// Whether the row under the unit's key holds exactly the unit's data: a
+// handed-in key seen again after its records were purged acts as new only
+// on data the destination holds.
+func (q *Queries) HoldsRecordEvents(ctx context.Context, arg HoldsRecordEventsParams) (int64, error) {
+	row := q.db.QueryRow(ctx, holdsRecordEvents,
+		arg.ID,
+		arg.Str,
+		arg.StrNull,
+		arg.I32,
+		arg.I32Null,
+		arg.I64,
+		arg.I64Null,
+		arg.F64,
+		arg.F64Null,
+		arg.Flag,
+		arg.FlagNull,
+		arg.At,
+		arg.AtNull,
+		arg.Blob,
+		arg.BlobNull,
+		arg.Doc,
+		arg.DocNull,
+		arg.Uid,
+		arg.UidNull,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const insertAllTypesBatch = `-- name: InsertAllTypesBatch :exec
 INSERT INTO records (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
 SELECT b.id, b.str, CASE WHEN b.idemgen_null_str_null THEN NULL ELSE b.str_null END, b.i32, CASE WHEN b.idemgen_null_i32_null THEN NULL ELSE b.i32_null END, b.i64, CASE WHEN b.idemgen_null_i64_null THEN NULL ELSE b.i64_null END, b.f64, CASE WHEN b.idemgen_null_f64_null THEN NULL ELSE b.f64_null END, b.flag, CASE WHEN b.idemgen_null_flag_null THEN NULL ELSE b.flag_null END, b.at, CASE WHEN b.idemgen_null_at_null THEN NULL ELSE b.at_null END, b.blob, CASE WHEN b.idemgen_null_blob_null THEN NULL ELSE b.blob_null END, b.doc, CASE WHEN b.idemgen_null_doc_null THEN NULL ELSE b.doc_null END, b.uid, CASE WHEN b.idemgen_null_uid_null THEN NULL ELSE b.uid_null END, b.idemgen_key, $1::integer
@@ -54,6 +110,83 @@ type InsertAllTypesBatchParams struct {
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertAllTypesBatch(ctx context.Context, arg InsertAllTypesBatchParams) error {
 	_, err := q.db.Exec(ctx, insertAllTypesBatch,
+		arg.IdemgenJobVersion,
+		arg.ID,
+		arg.Str,
+		arg.StrNull,
+		arg.IdemgenNullStrNull,
+		arg.I32,
+		arg.I32Null,
+		arg.IdemgenNullI32Null,
+		arg.I64,
+		arg.I64Null,
+		arg.IdemgenNullI64Null,
+		arg.F64,
+		arg.F64Null,
+		arg.IdemgenNullF64Null,
+		arg.Flag,
+		arg.FlagNull,
+		arg.IdemgenNullFlagNull,
+		arg.At,
+		arg.AtNull,
+		arg.IdemgenNullAtNull,
+		arg.Blob,
+		arg.BlobNull,
+		arg.IdemgenNullBlobNull,
+		arg.Doc,
+		arg.DocNull,
+		arg.IdemgenNullDocNull,
+		arg.Uid,
+		arg.UidNull,
+		arg.IdemgenNullUidNull,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
+const insertRecordEventsBatch = `-- name: InsertRecordEventsBatch :exec
+INSERT INTO record_events (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+SELECT b.id, b.str, CASE WHEN b.idemgen_null_str_null THEN NULL ELSE b.str_null END, b.i32, CASE WHEN b.idemgen_null_i32_null THEN NULL ELSE b.i32_null END, b.i64, CASE WHEN b.idemgen_null_i64_null THEN NULL ELSE b.i64_null END, b.f64, CASE WHEN b.idemgen_null_f64_null THEN NULL ELSE b.f64_null END, b.flag, CASE WHEN b.idemgen_null_flag_null THEN NULL ELSE b.flag_null END, b.at, CASE WHEN b.idemgen_null_at_null THEN NULL ELSE b.at_null END, b.blob, CASE WHEN b.idemgen_null_blob_null THEN NULL ELSE b.blob_null END, b.doc, CASE WHEN b.idemgen_null_doc_null THEN NULL ELSE b.doc_null END, b.uid, CASE WHEN b.idemgen_null_uid_null THEN NULL ELSE b.uid_null END, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS id, unnest($3::text[]) AS str, unnest($4::text[]) AS str_null, unnest($5::boolean[]) AS idemgen_null_str_null, unnest($6::integer[]) AS i32, unnest($7::integer[]) AS i32_null, unnest($8::boolean[]) AS idemgen_null_i32_null, unnest($9::bigint[]) AS i64, unnest($10::bigint[]) AS i64_null, unnest($11::boolean[]) AS idemgen_null_i64_null, unnest($12::double precision[]) AS f64, unnest($13::double precision[]) AS f64_null, unnest($14::boolean[]) AS idemgen_null_f64_null, unnest($15::boolean[]) AS flag, unnest($16::boolean[]) AS flag_null, unnest($17::boolean[]) AS idemgen_null_flag_null, unnest($18::timestamptz[]) AS at, unnest($19::timestamptz[]) AS at_null, unnest($20::boolean[]) AS idemgen_null_at_null, unnest($21::bytea[]) AS blob, unnest($22::bytea[]) AS blob_null, unnest($23::boolean[]) AS idemgen_null_blob_null, unnest($24::jsonb[]) AS doc, unnest($25::jsonb[]) AS doc_null, unnest($26::boolean[]) AS idemgen_null_doc_null, unnest($27::uuid[]) AS uid, unnest($28::uuid[]) AS uid_null, unnest($29::boolean[]) AS idemgen_null_uid_null, unnest($30::text[]) AS idemgen_key) AS b
+`
+
+type InsertRecordEventsBatchParams struct {
+	IdemgenJobVersion   int32
+	ID                  []string
+	Str                 []string
+	StrNull             []string
+	IdemgenNullStrNull  []bool
+	I32                 []int32
+	I32Null             []int32
+	IdemgenNullI32Null  []bool
+	I64                 []int64
+	I64Null             []int64
+	IdemgenNullI64Null  []bool
+	F64                 []float64
+	F64Null             []float64
+	IdemgenNullF64Null  []bool
+	Flag                []bool
+	FlagNull            []bool
+	IdemgenNullFlagNull []bool
+	At                  []time.Time
+	AtNull              []time.Time
+	IdemgenNullAtNull   []bool
+	Blob                [][]byte
+	BlobNull            [][]byte
+	IdemgenNullBlobNull []bool
+	Doc                 []json.RawMessage
+	DocNull             []json.RawMessage
+	IdemgenNullDocNull  []bool
+	Uid                 []uuid.UUID
+	UidNull             []uuid.UUID
+	IdemgenNullUidNull  []bool
+	IdemgenKey          []string
+}
+
+// WriteRecordEventsBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertRecordEventsBatch(ctx context.Context, arg InsertRecordEventsBatchParams) error {
+	_, err := q.db.Exec(ctx, insertRecordEventsBatch,
 		arg.IdemgenJobVersion,
 		arg.ID,
 		arg.Str,
@@ -154,6 +287,72 @@ func (q *Queries) ListAllTypes(ctx context.Context) ([]ListAllTypesRow, error) {
 	return items, nil
 }
 
+const listRecordEvents = `-- name: ListRecordEvents :many
+SELECT id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null FROM record_events ORDER BY id
+`
+
+type ListRecordEventsRow struct {
+	ID       string
+	Str      string
+	StrNull  *string
+	I32      int32
+	I32Null  *int32
+	I64      int64
+	I64Null  *int64
+	F64      float64
+	F64Null  *float64
+	Flag     bool
+	FlagNull *bool
+	At       time.Time
+	AtNull   *time.Time
+	Blob     []byte
+	BlobNull []byte
+	Doc      json.RawMessage
+	DocNull  json.RawMessage
+	Uid      uuid.UUID
+	UidNull  *uuid.UUID
+}
+
+func (q *Queries) ListRecordEvents(ctx context.Context) ([]ListRecordEventsRow, error) {
+	rows, err := q.db.Query(ctx, listRecordEvents)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListRecordEventsRow
+	for rows.Next() {
+		var i ListRecordEventsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Str,
+			&i.StrNull,
+			&i.I32,
+			&i.I32Null,
+			&i.I64,
+			&i.I64Null,
+			&i.F64,
+			&i.F64Null,
+			&i.Flag,
+			&i.FlagNull,
+			&i.At,
+			&i.AtNull,
+			&i.Blob,
+			&i.BlobNull,
+			&i.Doc,
+			&i.DocNull,
+			&i.Uid,
+			&i.UidNull,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const staleAllTypes = `-- name: StaleAllTypes :many
 SELECT idemgen_key FROM records WHERE idemgen_job_version < $1 ORDER BY idemgen_key LIMIT $2
 `
@@ -166,6 +365,36 @@ type StaleAllTypesParams struct {
 // Rows last computed by an older job version, to find and recompute them.
 func (q *Queries) StaleAllTypes(ctx context.Context, arg StaleAllTypesParams) ([]string, error) {
 	rows, err := q.db.Query(ctx, staleAllTypes, arg.IdemgenJobVersion, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var idemgen_key string
+		if err := rows.Scan(&idemgen_key); err != nil {
+			return nil, err
+		}
+		items = append(items, idemgen_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const staleRecordEvents = `-- name: StaleRecordEvents :many
+SELECT idemgen_key FROM record_events WHERE idemgen_job_version < $1 ORDER BY idemgen_key LIMIT $2
+`
+
+type StaleRecordEventsParams struct {
+	IdemgenJobVersion int32
+	RowLimit          int32
+}
+
+// Rows last computed by an older job version, to find and recompute them.
+func (q *Queries) StaleRecordEvents(ctx context.Context, arg StaleRecordEventsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, staleRecordEvents, arg.IdemgenJobVersion, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -378,6 +607,165 @@ func (q *Queries) WriteAllTypesBatch(ctx context.Context, arg WriteAllTypesBatch
 	var items []WriteAllTypesBatchRow
 	for rows.Next() {
 		var i WriteAllTypesBatchRow
+		if err := rows.Scan(&i.IdemgenKey, &i.IdemgenWrite); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const writeRecordEvents = `-- name: WriteRecordEvents :one
+INSERT INTO record_events AS d (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+ON CONFLICT (id) DO NOTHING
+RETURNING idemgen_write
+`
+
+type WriteRecordEventsParams struct {
+	ID                string
+	Str               string
+	StrNull           *string
+	I32               int32
+	I32Null           *int32
+	I64               int64
+	I64Null           *int64
+	F64               float64
+	F64Null           *float64
+	Flag              bool
+	FlagNull          *bool
+	At                time.Time
+	AtNull            *time.Time
+	Blob              []byte
+	BlobNull          []byte
+	Doc               json.RawMessage
+	DocNull           json.RawMessage
+	Uid               uuid.UUID
+	UidNull           *uuid.UUID
+	IdemgenKey        string
+	IdemgenJobVersion int32
+}
+
+func (q *Queries) WriteRecordEvents(ctx context.Context, arg WriteRecordEventsParams) (string, error) {
+	row := q.db.QueryRow(ctx, writeRecordEvents,
+		arg.ID,
+		arg.Str,
+		arg.StrNull,
+		arg.I32,
+		arg.I32Null,
+		arg.I64,
+		arg.I64Null,
+		arg.F64,
+		arg.F64Null,
+		arg.Flag,
+		arg.FlagNull,
+		arg.At,
+		arg.AtNull,
+		arg.Blob,
+		arg.BlobNull,
+		arg.Doc,
+		arg.DocNull,
+		arg.Uid,
+		arg.UidNull,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	var idemgen_write string
+	err := row.Scan(&idemgen_write)
+	return idemgen_write, err
+}
+
+const writeRecordEventsBatch = `-- name: WriteRecordEventsBatch :many
+INSERT INTO record_events AS d (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+SELECT b.id, b.str, CASE WHEN b.idemgen_null_str_null THEN NULL ELSE b.str_null END, b.i32, CASE WHEN b.idemgen_null_i32_null THEN NULL ELSE b.i32_null END, b.i64, CASE WHEN b.idemgen_null_i64_null THEN NULL ELSE b.i64_null END, b.f64, CASE WHEN b.idemgen_null_f64_null THEN NULL ELSE b.f64_null END, b.flag, CASE WHEN b.idemgen_null_flag_null THEN NULL ELSE b.flag_null END, b.at, CASE WHEN b.idemgen_null_at_null THEN NULL ELSE b.at_null END, b.blob, CASE WHEN b.idemgen_null_blob_null THEN NULL ELSE b.blob_null END, b.doc, CASE WHEN b.idemgen_null_doc_null THEN NULL ELSE b.doc_null END, b.uid, CASE WHEN b.idemgen_null_uid_null THEN NULL ELSE b.uid_null END, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS id, unnest($3::text[]) AS str, unnest($4::text[]) AS str_null, unnest($5::boolean[]) AS idemgen_null_str_null, unnest($6::integer[]) AS i32, unnest($7::integer[]) AS i32_null, unnest($8::boolean[]) AS idemgen_null_i32_null, unnest($9::bigint[]) AS i64, unnest($10::bigint[]) AS i64_null, unnest($11::boolean[]) AS idemgen_null_i64_null, unnest($12::double precision[]) AS f64, unnest($13::double precision[]) AS f64_null, unnest($14::boolean[]) AS idemgen_null_f64_null, unnest($15::boolean[]) AS flag, unnest($16::boolean[]) AS flag_null, unnest($17::boolean[]) AS idemgen_null_flag_null, unnest($18::timestamptz[]) AS at, unnest($19::timestamptz[]) AS at_null, unnest($20::boolean[]) AS idemgen_null_at_null, unnest($21::bytea[]) AS blob, unnest($22::bytea[]) AS blob_null, unnest($23::boolean[]) AS idemgen_null_blob_null, unnest($24::jsonb[]) AS doc, unnest($25::jsonb[]) AS doc_null, unnest($26::boolean[]) AS idemgen_null_doc_null, unnest($27::uuid[]) AS uid, unnest($28::uuid[]) AS uid_null, unnest($29::boolean[]) AS idemgen_null_uid_null, unnest($30::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (id) DO NOTHING
+RETURNING idemgen_key, idemgen_write
+`
+
+type WriteRecordEventsBatchParams struct {
+	IdemgenJobVersion   int32
+	ID                  []string
+	Str                 []string
+	StrNull             []string
+	IdemgenNullStrNull  []bool
+	I32                 []int32
+	I32Null             []int32
+	IdemgenNullI32Null  []bool
+	I64                 []int64
+	I64Null             []int64
+	IdemgenNullI64Null  []bool
+	F64                 []float64
+	F64Null             []float64
+	IdemgenNullF64Null  []bool
+	Flag                []bool
+	FlagNull            []bool
+	IdemgenNullFlagNull []bool
+	At                  []time.Time
+	AtNull              []time.Time
+	IdemgenNullAtNull   []bool
+	Blob                [][]byte
+	BlobNull            [][]byte
+	IdemgenNullBlobNull []bool
+	Doc                 []json.RawMessage
+	DocNull             []json.RawMessage
+	IdemgenNullDocNull  []bool
+	Uid                 []uuid.UUID
+	UidNull             []uuid.UUID
+	IdemgenNullUidNull  []bool
+	IdemgenKey          []string
+}
+
+type WriteRecordEventsBatchRow struct {
+	IdemgenKey   string
+	IdemgenWrite string
+}
+
+// WriteRecordEvents for a batch of distinct keys in one statement.
+func (q *Queries) WriteRecordEventsBatch(ctx context.Context, arg WriteRecordEventsBatchParams) ([]WriteRecordEventsBatchRow, error) {
+	rows, err := q.db.Query(ctx, writeRecordEventsBatch,
+		arg.IdemgenJobVersion,
+		arg.ID,
+		arg.Str,
+		arg.StrNull,
+		arg.IdemgenNullStrNull,
+		arg.I32,
+		arg.I32Null,
+		arg.IdemgenNullI32Null,
+		arg.I64,
+		arg.I64Null,
+		arg.IdemgenNullI64Null,
+		arg.F64,
+		arg.F64Null,
+		arg.IdemgenNullF64Null,
+		arg.Flag,
+		arg.FlagNull,
+		arg.IdemgenNullFlagNull,
+		arg.At,
+		arg.AtNull,
+		arg.IdemgenNullAtNull,
+		arg.Blob,
+		arg.BlobNull,
+		arg.IdemgenNullBlobNull,
+		arg.Doc,
+		arg.DocNull,
+		arg.IdemgenNullDocNull,
+		arg.Uid,
+		arg.UidNull,
+		arg.IdemgenNullUidNull,
+		arg.IdemgenKey,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WriteRecordEventsBatchRow
+	for rows.Next() {
+		var i WriteRecordEventsBatchRow
 		if err := rows.Scan(&i.IdemgenKey, &i.IdemgenWrite); err != nil {
 			return nil, err
 		}

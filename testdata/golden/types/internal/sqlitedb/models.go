@@ -32,6 +32,32 @@ type Record struct {
 	IdemgenWrite      string
 }
 
+type RecordEvent struct {
+	ID                string
+	Str               string
+	StrNull           sql.NullString
+	I32               int64
+	I32Null           sql.NullInt64
+	I64               int64
+	I64Null           sql.NullInt64
+	F64               float64
+	F64Null           sql.NullFloat64
+	Flag              bool
+	FlagNull          sql.NullBool
+	At                string
+	AtNull            sql.NullString
+	Blob              []byte
+	BlobNull          *[]byte
+	Doc               string
+	DocNull           sql.NullString
+	Uid               string
+	UidNull           sql.NullString
+	IdemgenKey        string
+	IdemgenJobVersion int64
+	IdemgenRev        int64
+	IdemgenWrite      string
+}
+
 type TypesIdemLedger struct {
 	EffectKey     string
 	Job           string

@@ -45,3 +45,29 @@ SELECT id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, fla
 -- Rows last computed by an older job version, to find and recompute them.
 SELECT idemgen_key FROM records WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
 
+-- name: WriteRecordEvents :one
+INSERT INTO record_events AS d (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+VALUES (@id, @str, sqlc.narg(str_null), @i32, sqlc.narg(i32_null), @i64, sqlc.narg(i64_null), @f64, sqlc.narg(f64_null), @flag, sqlc.narg(flag_null), @at, sqlc.narg(at_null), @blob, sqlc.narg(blob_null), @doc, sqlc.narg(doc_null), @uid, sqlc.narg(uid_null), @idemgen_key, @idemgen_job_version)
+ON CONFLICT (id) DO NOTHING
+RETURNING idemgen_write;
+
+-- name: InsertRecordEvents :execrows
+-- WriteRecordEvents's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO record_events (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+VALUES (@id, @str, sqlc.narg(str_null), @i32, sqlc.narg(i32_null), @i64, sqlc.narg(i64_null), @f64, sqlc.narg(f64_null), @flag, sqlc.narg(flag_null), @at, sqlc.narg(at_null), @blob, sqlc.narg(blob_null), @doc, sqlc.narg(doc_null), @uid, sqlc.narg(uid_null), @idemgen_key, @idemgen_job_version)
+ON CONFLICT (id) DO NOTHING;
+
+-- name: HoldsRecordEvents :one
+-- Whether the row under the unit's key holds exactly the unit's data: a
+-- handed-in key seen again after its records were purged acts as new only
+-- on data the destination holds.
+SELECT count(*) FROM record_events AS d WHERE d.id = @id AND d.str = @str AND d.str_null IS sqlc.narg(str_null) AND d.i32 = @i32 AND d.i32_null IS sqlc.narg(i32_null) AND d.i64 = @i64 AND d.i64_null IS sqlc.narg(i64_null) AND d.f64 = @f64 AND d.f64_null IS sqlc.narg(f64_null) AND d.flag = @flag AND d.flag_null IS sqlc.narg(flag_null) AND d.at = @at AND d.at_null IS sqlc.narg(at_null) AND d.blob = @blob AND d.blob_null IS sqlc.narg(blob_null) AND d.doc = @doc AND d.doc_null IS sqlc.narg(doc_null) AND d.uid = @uid AND d.uid_null IS sqlc.narg(uid_null);
+
+-- name: ListRecordEvents :many
+SELECT id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null FROM record_events ORDER BY id;
+
+-- name: StaleRecordEvents :many
+-- Rows last computed by an older job version, to find and recompute them.
+SELECT idemgen_key FROM record_events WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
+

@@ -8,6 +8,62 @@ import (
 	"database/sql"
 )
 
+const holdsRecordEvents = `-- name: HoldsRecordEvents :one
+SELECT count(*) FROM record_events AS d WHERE d.id = ?1 AND d.str = ?2 AND d.str_null IS ?3 AND d.i32 = ?4 AND d.i32_null IS ?5 AND d.i64 = ?6 AND d.i64_null IS ?7 AND d.f64 = ?8 AND d.f64_null IS ?9 AND d.flag = ?10 AND d.flag_null IS ?11 AND d.at = ?12 AND d.at_null IS ?13 AND d.blob = ?14 AND d.blob_null IS ?15 AND d.doc = ?16 AND d.doc_null IS ?17 AND d.uid = ?18 AND d.uid_null IS ?19
+`
+
+type HoldsRecordEventsParams struct {
+	ID       string
+	Str      string
+	StrNull  sql.NullString
+	I32      int64
+	I32Null  sql.NullInt64
+	I64      int64
+	I64Null  sql.NullInt64
+	F64      float64
+	F64Null  sql.NullFloat64
+	Flag     bool
+	FlagNull sql.NullBool
+	At       string
+	AtNull   sql.NullString
+	Blob     []byte
+	BlobNull *[]byte
+	Doc      string
+	DocNull  sql.NullString
+	Uid      string
+	UidNull  sql.NullString
+}
+
+// Whether the row under the unit's key holds exactly the unit's data: a
+// handed-in key seen again after its records were purged acts as new only
+// on data the destination holds.
+func (q *Queries) HoldsRecordEvents(ctx context.Context, arg HoldsRecordEventsParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, holdsRecordEvents,
+		arg.ID,
+		arg.Str,
+		arg.StrNull,
+		arg.I32,
+		arg.I32Null,
+		arg.I64,
+		arg.I64Null,
+		arg.F64,
+		arg.F64Null,
+		arg.Flag,
+		arg.FlagNull,
+		arg.At,
+		arg.AtNull,
+		arg.Blob,
+		arg.BlobNull,
+		arg.Doc,
+		arg.DocNull,
+		arg.Uid,
+		arg.UidNull,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const insertAllTypes = `-- name: InsertAllTypes :execrows
 INSERT INTO records (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)
@@ -42,6 +98,68 @@ type InsertAllTypesParams struct {
 // costly, and a key seen before is the rarer case.
 func (q *Queries) InsertAllTypes(ctx context.Context, arg InsertAllTypesParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, insertAllTypes,
+		arg.ID,
+		arg.Str,
+		arg.StrNull,
+		arg.I32,
+		arg.I32Null,
+		arg.I64,
+		arg.I64Null,
+		arg.F64,
+		arg.F64Null,
+		arg.Flag,
+		arg.FlagNull,
+		arg.At,
+		arg.AtNull,
+		arg.Blob,
+		arg.BlobNull,
+		arg.Doc,
+		arg.DocNull,
+		arg.Uid,
+		arg.UidNull,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const insertRecordEvents = `-- name: InsertRecordEvents :execrows
+INSERT INTO record_events (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)
+ON CONFLICT (id) DO NOTHING
+`
+
+type InsertRecordEventsParams struct {
+	ID                string
+	Str               string
+	StrNull           sql.NullString
+	I32               int64
+	I32Null           sql.NullInt64
+	I64               int64
+	I64Null           sql.NullInt64
+	F64               float64
+	F64Null           sql.NullFloat64
+	Flag              bool
+	FlagNull          sql.NullBool
+	At                string
+	AtNull            sql.NullString
+	Blob              []byte
+	BlobNull          *[]byte
+	Doc               string
+	DocNull           sql.NullString
+	Uid               string
+	UidNull           sql.NullString
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteRecordEvents's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertRecordEvents(ctx context.Context, arg InsertRecordEventsParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertRecordEvents,
 		arg.ID,
 		arg.Str,
 		arg.StrNull,
@@ -139,6 +257,75 @@ func (q *Queries) ListAllTypes(ctx context.Context) ([]ListAllTypesRow, error) {
 	return items, nil
 }
 
+const listRecordEvents = `-- name: ListRecordEvents :many
+SELECT id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null FROM record_events ORDER BY id
+`
+
+type ListRecordEventsRow struct {
+	ID       string
+	Str      string
+	StrNull  sql.NullString
+	I32      int64
+	I32Null  sql.NullInt64
+	I64      int64
+	I64Null  sql.NullInt64
+	F64      float64
+	F64Null  sql.NullFloat64
+	Flag     bool
+	FlagNull sql.NullBool
+	At       string
+	AtNull   sql.NullString
+	Blob     []byte
+	BlobNull *[]byte
+	Doc      string
+	DocNull  sql.NullString
+	Uid      string
+	UidNull  sql.NullString
+}
+
+func (q *Queries) ListRecordEvents(ctx context.Context) ([]ListRecordEventsRow, error) {
+	rows, err := q.db.QueryContext(ctx, listRecordEvents)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListRecordEventsRow
+	for rows.Next() {
+		var i ListRecordEventsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Str,
+			&i.StrNull,
+			&i.I32,
+			&i.I32Null,
+			&i.I64,
+			&i.I64Null,
+			&i.F64,
+			&i.F64Null,
+			&i.Flag,
+			&i.FlagNull,
+			&i.At,
+			&i.AtNull,
+			&i.Blob,
+			&i.BlobNull,
+			&i.Doc,
+			&i.DocNull,
+			&i.Uid,
+			&i.UidNull,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const staleAllTypes = `-- name: StaleAllTypes :many
 SELECT idemgen_key FROM records WHERE idemgen_job_version < ?1 ORDER BY idemgen_key LIMIT ?2
 `
@@ -151,6 +338,39 @@ type StaleAllTypesParams struct {
 // Rows last computed by an older job version, to find and recompute them.
 func (q *Queries) StaleAllTypes(ctx context.Context, arg StaleAllTypesParams) ([]string, error) {
 	rows, err := q.db.QueryContext(ctx, staleAllTypes, arg.IdemgenJobVersion, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var idemgen_key string
+		if err := rows.Scan(&idemgen_key); err != nil {
+			return nil, err
+		}
+		items = append(items, idemgen_key)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const staleRecordEvents = `-- name: StaleRecordEvents :many
+SELECT idemgen_key FROM record_events WHERE idemgen_job_version < ?1 ORDER BY idemgen_key LIMIT ?2
+`
+
+type StaleRecordEventsParams struct {
+	IdemgenJobVersion int64
+	RowLimit          int64
+}
+
+// Rows last computed by an older job version, to find and recompute them.
+func (q *Queries) StaleRecordEvents(ctx context.Context, arg StaleRecordEventsParams) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, staleRecordEvents, arg.IdemgenJobVersion, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -228,6 +448,66 @@ type WriteAllTypesParams struct {
 
 func (q *Queries) WriteAllTypes(ctx context.Context, arg WriteAllTypesParams) (string, error) {
 	row := q.db.QueryRowContext(ctx, writeAllTypes,
+		arg.ID,
+		arg.Str,
+		arg.StrNull,
+		arg.I32,
+		arg.I32Null,
+		arg.I64,
+		arg.I64Null,
+		arg.F64,
+		arg.F64Null,
+		arg.Flag,
+		arg.FlagNull,
+		arg.At,
+		arg.AtNull,
+		arg.Blob,
+		arg.BlobNull,
+		arg.Doc,
+		arg.DocNull,
+		arg.Uid,
+		arg.UidNull,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	var idemgen_write string
+	err := row.Scan(&idemgen_write)
+	return idemgen_write, err
+}
+
+const writeRecordEvents = `-- name: WriteRecordEvents :one
+INSERT INTO record_events AS d (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)
+ON CONFLICT (id) DO NOTHING
+RETURNING idemgen_write
+`
+
+type WriteRecordEventsParams struct {
+	ID                string
+	Str               string
+	StrNull           sql.NullString
+	I32               int64
+	I32Null           sql.NullInt64
+	I64               int64
+	I64Null           sql.NullInt64
+	F64               float64
+	F64Null           sql.NullFloat64
+	Flag              bool
+	FlagNull          sql.NullBool
+	At                string
+	AtNull            sql.NullString
+	Blob              []byte
+	BlobNull          *[]byte
+	Doc               string
+	DocNull           sql.NullString
+	Uid               string
+	UidNull           sql.NullString
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+func (q *Queries) WriteRecordEvents(ctx context.Context, arg WriteRecordEventsParams) (string, error) {
+	row := q.db.QueryRowContext(ctx, writeRecordEvents,
 		arg.ID,
 		arg.Str,
 		arg.StrNull,
