@@ -272,7 +272,7 @@ func TestEffectFailuresRetryThenPark(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range entries {
-			if e.State != "failed" || e.Attempts != 5 || e.LastError == "" {
+			if e.State != idem.StateParked || e.Attempts != 5 || e.LastError == "" {
 				t.Fatalf("ledger row %+v, want failed after 5 attempts", e)
 			}
 		}

@@ -275,7 +275,7 @@ func TestPermanentEffectFailureParksAtOnce(t *testing.T) {
 			t.Fatalf("first run: %s", rep)
 		}
 		entries, err := st.Ledger(ctx)
-		if err != nil || len(entries) != 1 || entries[0].State != "failed" || entries[0].Attempts != 1 ||
+		if err != nil || len(entries) != 1 || entries[0].State != idem.StateParked || entries[0].Attempts != 1 ||
 			!strings.Contains(entries[0].LastError, "permanent: mailbox does not exist") ||
 			!entries[0].Permanent || entries[0].ParkedReason != "permanent" {
 			t.Fatalf("ledger %+v, %v; want failed after one attempt, permanently", entries, err)
@@ -295,6 +295,61 @@ func TestPermanentEffectFailureParksAtOnce(t *testing.T) {
 		}
 		if calls, _ := f.mail.totals(); calls != 1 {
 			t.Fatalf("provider called %d times, want once", calls)
+		}
+	})
+}
+
+// A parked effect is in every Run's and Drain's Report.Backlog, whether or
+// not the run reads its unit again: the first run, inside the overlap
+// window, meets it (EffectsParked); a run after the window does not, and
+// still counts it, until a person puts it back.
+func TestParkedEffectInEveryReportsBacklog(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		ctx := context.Background()
+		f := newFixture()
+		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
+		f.mail.bounce = true
+		j := f.job(t, st)
+		parkedBacklog := func(call string, rep idem.Report, parked int64) {
+			t.Helper()
+			if rep.Backlog == nil || rep.Backlog.ParkedEffects != parked || rep.Backlog.OwedEffects != 0 {
+				t.Fatalf("%s: %s; want the backlog to count %d parked effects", call, rep, parked)
+			}
+		}
+		rep := runJob(t, j)
+		if rep.EffectsParked != 1 {
+			t.Fatalf("first run: %s", rep)
+		}
+		parkedBacklog("first run", rep, 1)
+		f.mail.bounce = false
+		// A newer invoice moves the watermark past inv-1 and its overlap:
+		// the run after it does not read inv-1 again.
+		f.clk.advance(runGap)
+		f.invoice("inv-2", 200, f.base.Add(runGap-time.Minute))
+		if rep := runJob(t, j); rep.EffectsParked != 1 || rep.EffectsDone != 1 {
+			t.Fatalf("run reading inv-2: %s", rep)
+		}
+		f.clk.advance(runGap)
+		rep = runJob(t, j)
+		if rep.Seen != 1 || rep.EffectsParked != 0 {
+			t.Fatalf("run after the overlap: %s; want inv-1 not read again", rep)
+		}
+		parkedBacklog("run after the overlap", rep, 1)
+		rep, err := j.Drain(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parkedBacklog("drain", rep, 1)
+		if changes, err := st.RetryParked(ctx, "invoice_sync"); err != nil || len(changes) != 1 || changes[0].State != idem.StateParked {
+			t.Fatalf("RetryParked: %+v, %v", changes, err)
+		}
+		rep = runJob(t, j)
+		if rep.EffectsDone != 1 {
+			t.Fatalf("run after the retry: %s", rep)
+		}
+		parkedBacklog("run after the retry", rep, 0)
+		if !strings.Contains(rep.String(), " backlog: owed=0 parked_effects=0 parked_units=0") {
+			t.Fatalf("String leaves out the backlog: %s", rep)
 		}
 	})
 }
@@ -359,7 +414,7 @@ func TestParkedEffectSaysWhyInItsColumns(t *testing.T) {
 		if err != nil || len(entries) != 1 {
 			t.Fatalf("ledger %+v, %v", entries, err)
 		}
-		if e := entries[0]; e.State != "failed" || e.Attempts != 5 || e.Permanent || e.ParkedReason != "max_attempts" ||
+		if e := entries[0]; e.State != idem.StateParked || e.Attempts != 5 || e.Permanent || e.ParkedReason != "max_attempts" ||
 			e.LastError != "permanent: looking, but a timeout" {
 			t.Fatalf("ledger row %+v; want failed after 5 attempts, for max_attempts, not permanent, with the provider's text", e)
 		}

@@ -30,7 +30,7 @@ func TestStoreRetriesAndForgetsFromCode(t *testing.T) {
 
 		f.mail.bounce = false
 		changes, err := st.Retry(ctx, "", key)
-		if err != nil || len(changes) != 1 || changes[0] != (idem.Change{Kind: idem.KindEffect, Job: "invoice_sync", Effect: "notify_new_invoice", Key: key, State: idem.ShownParked, Attempts: 1}) {
+		if err != nil || len(changes) != 1 || changes[0] != (idem.Change{Kind: idem.KindEffect, Job: "invoice_sync", Effect: "notify_new_invoice", Key: key, State: idem.StateParked, Attempts: 1}) {
 			t.Fatalf("Retry: %+v, %v; want the parked effect put back", changes, err)
 		}
 		row := ledgerRow(t, st, key)
@@ -88,7 +88,7 @@ func TestStoreForgetRemovesOnlyTheRow(t *testing.T) {
 		}
 		key := ledgerKey(t, st)
 		changes, err := st.Forget(ctx, "", key)
-		if err != nil || len(changes) != 1 || changes[0].Kind != idem.KindEffect || changes[0].State != idem.ShownDone {
+		if err != nil || len(changes) != 1 || changes[0].Kind != idem.KindEffect || changes[0].State != idem.StateDone {
 			t.Fatalf("Forget: %+v, %v; want the done row removed", changes, err)
 		}
 		if entries, err := st.Ledger(ctx); err != nil || len(entries) != 0 {

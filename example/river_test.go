@@ -132,7 +132,7 @@ func waitPerformed(t *testing.T, db riverDB, within time.Duration) {
 	}
 }
 
-// ledgerCount counts the billing ledger's rows in state.
+// ledgerCount counts the billing ledger's rows stored in state (idem.StoredParked for parked rows).
 func ledgerCount(t *testing.T, db riverDB, state string) int {
 	t.Helper()
 	var n int
@@ -243,7 +243,7 @@ func TestRiverWorkersShareTheLoad(t *testing.T) {
 	if n := ledgerCount(t, db, idem.StatePending); n != 0 {
 		t.Errorf("%d effects still owed", n)
 	}
-	if n := ledgerCount(t, db, idem.StateFailed); n != 1 {
+	if n := ledgerCount(t, db, idem.StoredParked); n != 1 {
 		t.Errorf("%d parked effects, want the declined one", n)
 	}
 	var byWorker = map[string]int{}

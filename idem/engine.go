@@ -61,7 +61,20 @@ type Report struct {
 	EffectsWaiting int
 
 	Units []UnitResult
+
+	// Backlog is the job's work in the ledger when a Run, Backfill or
+	// Drain ended: what is owed, and what is parked and waits for a
+	// person, whether or not this call met it. A run meets a parked effect
+	// only while it reads the effect's unit again (inside the overlap
+	// window, or in a backfilled window), and counts it in EffectsParked
+	// then; Backlog counts it on every run until a person puts it back.
+	// nil for Process (it reports its own units), when the call stopped,
+	// and when the count could not be read (a warning is logged).
+	Backlog *Backlog
 }
+
+// backlogOps are the calls whose Report carries the job's Backlog.
+var backlogOps = map[string]bool{"run": true, "backfill": true, "drain": true}
 
 // runState is one call of the engine while it goes on: its report, and what
 // only the engine needs (never handed to the caller).
@@ -196,11 +209,16 @@ func (r Report) LogValue() slog.Value {
 		slog.Int("effects_done", r.EffectsDone), slog.Int("effects_deduped", r.EffectsDeduped),
 		slog.Int("effects_failed", r.EffectsFailed), slog.Int("effects_parked", r.EffectsParked),
 		slog.Int("effects_busy", r.EffectsBusy), slog.Int("effects_waiting", r.EffectsWaiting),
+		slog.Any("backlog", r.Backlog),
 	)
 }
 
-// String prints the counts on one line.
+// String prints the counts on one line, then the backlog if read.
 func (r Report) String() string {
+	return r.counts() + r.Backlog.text()
+}
+
+func (r Report) counts() string {
 	return fmt.Sprintf("%s: seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d failed=%d mismatched=%d parked=%d effects: done=%d deduped=%d failed=%d parked=%d busy=%d waiting=%d",
 		r.Job, r.Seen, r.Inserted, r.Updated, r.Unchanged, r.Deduped, r.Accepted, r.Failed, r.Mismatched, r.Parked,
 		r.EffectsDone, r.EffectsDeduped, r.EffectsFailed, r.EffectsParked, r.EffectsBusy, r.EffectsWaiting)
@@ -341,12 +359,42 @@ const (
 // job treats as the failure of the step just taken.
 type CrashHook func(ctx context.Context, p CrashPoint, detail string) error
 
-// ledger states.
+// The states of an effect's ledger row, one name each in the Go API
+// (LedgerEntry.State, LedgerRow.State, HeldEffect.State, Change.State), the
+// CLI, its JSON, logs and OpenTelemetry. StateLeased is only ever shown
+// (ShownEffectState): the row is stored pending.
 const (
-	StatePending = "pending"
+	StatePending = "pending" // owed: the next run or drain performs it
+	StateLeased  = "leased"  // owed, and held by a worker whose lease has not run out
 	StateDone    = "done"
-	StateFailed  = "failed"
+	StateParked  = "parked" // max_attempts failed calls or a permanent failure: left for a person
+
 )
+
+// Old names of the states, kept until their last callers move.
+//
+// Deprecated: use StateParked, StatePending, StateLeased, StateDone.
+const (
+	StateFailed  = StateParked
+	ShownPending = StatePending
+	ShownLeased  = StateLeased
+	ShownDone    = StateDone
+	ShownParked  = StateParked
+)
+
+// StoredParked is how the ledger's state column stores StateParked. The
+// column's CHECK constraint predates the word, and changing it would
+// rebuild every package's ledger on SQLite, so only SQL sees this word:
+// the stores translate every row they read with LedgerState.
+const StoredParked = "failed"
+
+// LedgerState is the state a ledger row stored as stored is in.
+func LedgerState(stored string) string {
+	if stored == StoredParked {
+		return StateParked
+	}
+	return stored
+}
 
 // Store is one dialect's access to the package's tables.
 type Store interface {
@@ -384,7 +432,7 @@ type Querier interface {
 	// by owner.
 	CompleteMany(ctx context.Context, keys []string, results [][]byte, owner string, now time.Time) (map[string]bool, error)
 	// Release gives back the lease of a failed attempt (see Release) and
-	// returns the row's state: failed (parked) when the failure is
+	// returns the row's state: parked when the failure is
 	// permanent or attempts reached max, with the reason in its columns;
 	// else pending, not to be claimed before its next attempt time.
 	Release(ctx context.Context, r Release) (state string, err error)
@@ -437,7 +485,7 @@ type LedgerRow struct {
 	LastError     string
 	// Permanent: the provider called the last failure permanent (see Permanent).
 	Permanent bool
-	// ParkedReason says why a failed row is failed ("permanent" or
+	// ParkedReason says why a parked row is parked ("permanent" or
 	// "max_attempts"); "" otherwise, and on rows parked before the column.
 	ParkedReason string
 	// NextAttemptAt is when a pending row that failed may be tried again,
@@ -692,7 +740,7 @@ func ledgerResult[U any](fx Effect[U], key string, row LedgerRow, now time.Time)
 	switch {
 	case row.State == StateDone:
 		er.Outcome, er.Result = EffectDeduped, row.Result
-	case row.State == StateFailed:
+	case row.State == StateParked:
 		er.Outcome, er.Err = EffectParked, parkedError(fx.Name, key, row)
 	case !now.IsZero() && row.NextAttemptAt.After(now):
 		er.Outcome, er.Err = EffectWaiting, fmt.Errorf("effect %q key %q: %w until %s: %s", fx.Name, key, ErrWaiting,
@@ -764,7 +812,7 @@ func (e *Engine[U]) release(ctx context.Context, fx Effect[U], key string, cause
 		log.Info("idemgen: the provider asked to be called later; no attempt counted", slog.Any("err", cause))
 		return er
 	}
-	if state == StateFailed {
+	if state == StateParked {
 		er.Outcome, er.Err = EffectParked, fmt.Errorf("effect %q key %q: %w: %w", fx.Name, key, ErrEffectParked, cause)
 		if permanent {
 			log.Error("idemgen: effect parked: the provider called the failure permanent", slog.Any("err", cause))
@@ -1006,8 +1054,8 @@ type LedgerEntry struct {
 	LastError     string
 	// Permanent: the provider called the last failure permanent (see Permanent).
 	Permanent bool
-	// ParkedReason says why a failed row is failed: "permanent" or
-	// "max_attempts"; "" for a row that is not failed.
+	// ParkedReason says why a parked row is parked: "permanent" or
+	// "max_attempts"; "" for a row that is not parked.
 	ParkedReason string
 	// NextAttemptAt is when a pending row that failed may be tried again,
 	// on the database's clock; zero when it has not failed.
@@ -1030,6 +1078,13 @@ func (e *Engine[U]) run(ctx context.Context, op string, busyFails bool, body fun
 	rep.awaitInFlight()
 	if err == nil {
 		err = rep.failed.err(e.def.Name, busyFails)
+	}
+	if fe := (*FailuresError)(nil); backlogOps[op] && (err == nil || errors.As(err, &fe)) {
+		if b, berr := e.backlog(ctx); berr != nil {
+			e.opt.log.WarnContext(ctx, "idemgen: the report has no backlog", slog.Any("err", berr))
+		} else {
+			rep.Backlog = &b
+		}
 	}
 	e.finish(ctx, &rep, err)
 	if obs != nil {

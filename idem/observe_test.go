@@ -38,8 +38,8 @@ func TestBacklogCountsOrLists(t *testing.T) {
 	l := listingQuerier{
 		ledger: []LedgerEntry{
 			{Job: "sync", State: StatePending}, {Job: "sync", State: StatePending, LeaseOwner: "w1"},
-			{Job: "sync", State: StateFailed}, {Job: "sync", State: StateDone},
-			{Job: "other", State: StatePending}, {Job: "other", State: StateFailed},
+			{Job: "sync", State: StateParked}, {Job: "sync", State: StateDone},
+			{Job: "other", State: StatePending}, {Job: "other", State: StateParked},
 		},
 		units: []ParkedUnit{
 			{Job: "sync", State: UnitStateParked}, {Job: "sync", State: UnitStateParked},

@@ -72,3 +72,104 @@ func TestREADMEErrorSwitchNamesEverySentinel(t *testing.T) {
 		}
 	}
 }
+
+// TestStateNamesInDocsMatchTheCode: docs/runtime.md's state tables name
+// every state constant of the package (State*, UnitState*; not the
+// deprecated old names) with its value, and no constant the package
+// lacks; and neither the README nor the docs call a state by an old name.
+func TestStateNamesInDocsMatchTheCode(t *testing.T) {
+	consts := stateConstants(t)
+	if len(consts) == 0 {
+		t.Fatal("found no State or UnitState constants in package idem")
+	}
+	runtime, err := os.ReadFile(filepath.Join("..", "docs", "runtime.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z]+)` \\| `idem\\.((?:Unit)?State\\w+)` \\|").FindAllStringSubmatch(string(runtime), -1) {
+		word, name := m[1], m[2]
+		documented[name] = true
+		value, ok := consts[name]
+		switch {
+		case !ok:
+			t.Errorf("docs/runtime.md names idem.%s, which package idem does not declare", name)
+		case value != word:
+			t.Errorf("docs/runtime.md calls idem.%s %q; its value is %q", name, word, value)
+		}
+	}
+	for name, value := range consts {
+		if !documented[name] {
+			t.Errorf("docs/runtime.md's state tables leave out idem.%s (%q)", name, value)
+		}
+	}
+
+	oldNames := regexp.MustCompile("ledger state `?failed|stored_state|StoredState|Shown(Pending|Leased|Done|Parked)|StateFailed")
+	docs, _ := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	for _, name := range append(docs, filepath.Join("..", "README.md")) {
+		text, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range oldNames.FindAllString(string(text), -1) {
+			t.Errorf("%s: %q is an old name of a state", name, m)
+		}
+	}
+}
+
+// stateConstants returns the package's exported State* and UnitState*
+// string constants by name, with their values, leaving out those whose
+// declaration says Deprecated.
+func stateConstants(t *testing.T) map[string]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, _ := filepath.Glob("*.go")
+	values := map[string]string{}
+	refs := map[string]string{} // a constant declared as another
+	var names []string
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST || strings.Contains(gd.Doc.Text(), "Deprecated:") {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if !strings.HasPrefix(id.Name, "State") && !strings.HasPrefix(id.Name, "UnitState") || i >= len(vs.Values) {
+						continue
+					}
+					switch v := vs.Values[i].(type) {
+					case *ast.BasicLit:
+						if v.Kind == token.STRING {
+							values[id.Name] = strings.Trim(v.Value, "\"`")
+							names = append(names, id.Name)
+						}
+					case *ast.Ident:
+						refs[id.Name] = v.Name
+						names = append(names, id.Name)
+					}
+				}
+			}
+		}
+	}
+	out := map[string]string{}
+	for _, name := range names {
+		v, ok := values[name]
+		if !ok {
+			v, ok = values[refs[name]]
+		}
+		if !ok {
+			t.Fatalf("idem.%s: cannot read its value", name)
+		}
+		out[name] = v
+	}
+	return out
+}

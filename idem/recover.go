@@ -14,28 +14,14 @@ import (
 // Forget call them, and so do `idemgen ledger retry` and `idemgen ledger
 // reset`. Each runs in one transaction on the rows it locks first.
 
-// The states Recovery reports a row in (Change.State). An effect row is
-// stored pending, done or failed; it is shown leased while a worker's lease
-// on it is live, and parked when failed: the word reports, the CLI and the
-// README use.
-const (
-	ShownPending = "pending" // owed: the next run or drain performs it
-	ShownLeased  = "leased"  // owed and held by a worker whose lease has not run out
-	ShownDone    = "done"
-	ShownParked  = "parked" // stored failed: max_attempts or a permanent failure
-)
-
-// ShownEffectState is the state an effect row is shown in: stored is the
-// ledger's state, leaseUntil its lease (zero: none), now the time leases
-// are compared on.
-func ShownEffectState(stored string, leaseUntil, now time.Time) string {
-	switch {
-	case stored == StateFailed:
-		return ShownParked
-	case stored == StatePending && !leaseUntil.IsZero() && leaseUntil.After(now):
-		return ShownLeased
+// ShownEffectState is the state an effect row is shown in (Change.State,
+// the CLI): its ledger state (LedgerState), except StateLeased for a
+// pending row whose lease (leaseUntil, zero: none) is live at now.
+func ShownEffectState(state string, leaseUntil, now time.Time) string {
+	if state == StatePending && !leaseUntil.IsZero() && leaseUntil.After(now) {
+		return StateLeased
 	}
-	return stored
+	return state
 }
 
 // ErrNothingUnderKey is returned by Retry and Forget for a key no ledger
@@ -72,7 +58,7 @@ type Change struct {
 // HeldEffect is a ledger row as recovery reads it, locked.
 type HeldEffect struct {
 	Key, Job, Effect string
-	State            string // as stored: pending, done or failed
+	State            string // StatePending, StateDone or StateParked
 	Attempts         int
 	LeaseOwner       string
 	LeaseUntil       time.Time // zero: no lease
@@ -135,8 +121,8 @@ func Retry(ctx context.Context, st Store, job, key string, now time.Time) ([]Cha
 		var refused []string
 		for _, e := range held.Effects {
 			switch ShownEffectState(e.State, e.LeaseUntil, now) {
-			case ShownParked:
-			case ShownPending:
+			case StateParked:
+			case StatePending:
 				refused = append(refused, fmt.Sprintf("effect %s is not parked: it is owed already, and the next run or drain performs it", e.Key))
 			default:
 				refused = append(refused, fmt.Sprintf("effect %s is not parked but %s", e.Key, e.State))
@@ -257,7 +243,7 @@ func lockUnderKey(ctx context.Context, q Querier, job, key string, now time.Time
 	}
 	var refused []string
 	for _, e := range held.Effects {
-		if ShownEffectState(e.State, e.LeaseUntil, now) == ShownLeased {
+		if ShownEffectState(e.State, e.LeaseUntil, now) == StateLeased {
 			refused = append(refused, e.leased())
 		}
 	}

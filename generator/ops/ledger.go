@@ -13,23 +13,20 @@ import (
 	"github.com/idemgen/idemgen/idem"
 )
 
-// The states an effect is shown in (idem.ShownEffectState): the ledger
-// stores pending, done and failed; a pending row under a live lease is
-// shown leased, and a failed one parked, the word the reports and the
-// README use for it.
+// The states an effect is shown in (idem.ShownEffectState): its ledger
+// state, or leased while a worker's lease on it is live.
 const (
-	EffectPending = idem.ShownPending // owed: the next run or drain performs it
-	EffectLeased  = idem.ShownLeased  // owed and held by a worker whose lease has not run out
-	EffectDone    = idem.ShownDone
-	EffectParked  = idem.ShownParked // ledger state failed: max_attempts or a permanent failure
+	EffectPending = idem.StatePending // owed: the next run or drain performs it
+	EffectLeased  = idem.StateLeased  // owed and held by a worker whose lease has not run out
+	EffectDone    = idem.StateDone
+	EffectParked  = idem.StateParked // max_attempts or a permanent failure
 )
 
-// The states of a parked-table row, as the runtime stores them
-// (idem/parked.go).
+// The states of a parked-table row (idem/parked.go).
 const (
-	unitFailing = "failing"
-	unitParked  = "parked"
-	unitRetry   = "retry"
+	unitFailing = idem.UnitStateFailing
+	unitParked  = idem.UnitStateParked
+	unitRetry   = idem.UnitStateRetry
 )
 
 // States lists the values a Filter's State may take.
@@ -43,8 +40,7 @@ type Effect struct {
 	EffectVersion int        `json:"effect_version"`
 	JobVersion    int        `json:"job_version"`
 	UnitKey       string     `json:"unit_key"`
-	State         string     `json:"state"`        // pending, leased, done or parked
-	StoredState   string     `json:"stored_state"` // pending, done or failed
+	State         string     `json:"state"` // pending, leased, done or parked
 	Attempts      int        `json:"attempts"`
 	MaxAttempts   int        `json:"max_attempts,omitempty"` // from the spec; 0 when it no longer has the effect
 	LeaseOwner    *string    `json:"lease_owner"`
@@ -137,7 +133,7 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 		case EffectDone:
 			add("state = 'done'")
 		case EffectParked:
-			add("state = 'failed'")
+			add("state = '" + idem.StoredParked + "'")
 		}
 		if rows.Effects, err = d.effects(ctx, where, args, f.Limit, false); err != nil {
 			return nil, err
@@ -211,7 +207,8 @@ func (d *DB) effects(ctx context.Context, where []string, args []any, limit int,
 		var e Effect
 		var leaseUntil, created, updated, done, next dbTime
 		var body []byte
-		dest := []any{&e.Key, &e.Job, &e.Effect, &e.EffectVersion, &e.JobVersion, &e.UnitKey, &e.StoredState, &e.Attempts,
+		var stored string
+		dest := []any{&e.Key, &e.Job, &e.Effect, &e.EffectVersion, &e.JobVersion, &e.UnitKey, &stored, &e.Attempts,
 			&e.LeaseOwner, &leaseUntil, &e.Result, &e.LastError, &created, &updated, &done}
 		if d.retryCols {
 			dest = append(dest, &next, &e.ParkedReason)
@@ -224,7 +221,7 @@ func (d *DB) effects(ctx context.Context, where []string, args []any, limit int,
 		}
 		e.LeaseUntil, e.CreatedAt, e.UpdatedAt, e.DoneAt, e.NextAttemptAt = leaseUntil.ptr(), created.t, updated.t, done.ptr(), next.ptr()
 		e.Payload = jsonPayload(body)
-		e.State = effectState(e.StoredState, e.LeaseUntil, now)
+		e.State = idem.ShownEffectState(idem.LedgerState(stored), idem.ValueOr(e.LeaseUntil), now)
 		if fx := d.effect(e.Job, e.Effect); fx != nil {
 			e.MaxAttempts = fx.MaxAttempts
 		}
@@ -298,11 +295,6 @@ func limitClause(n int) string {
 		return ""
 	}
 	return fmt.Sprintf(" LIMIT %d", n)
-}
-
-// effectState is the state an effect row is shown in (idem.ShownEffectState).
-func effectState(stored string, leaseUntil *time.Time, now time.Time) string {
-	return idem.ShownEffectState(stored, idem.ValueOr(leaseUntil), now)
 }
 
 // jsonPayload keeps a stored payload (the unit as JSON) as JSON, or as a

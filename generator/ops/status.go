@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/idem"
 )
 
 // Status is the state of every job of a package, and whether it is healthy.
@@ -50,19 +51,20 @@ type Progress struct {
 // EffectStatus counts one effect's ledger rows by state.
 type EffectStatus struct {
 	Effect string `json:"effect"`
-	// Owed counts every pending row (Leased and Failed included): the next
-	// run or drain performs those that no live lease holds.
+	// Owed counts every pending row (Leased and Failing included): the
+	// next run or drain performs those that no live lease holds.
 	Owed int `json:"owed"`
 	// Leased are held by a worker whose lease has not run out.
 	Leased int `json:"leased"`
-	// Failed were attempted and failed (or their worker died), and are
-	// owed again: retried until max_attempts.
-	Failed int `json:"failed"`
-	// Parked failed max_attempts times or permanently (ledger state
-	// failed): nothing retries them until a person does.
+	// Failing were attempted and failed (or their worker died), fewer than
+	// max_attempts times, and are owed again: retried until max_attempts,
+	// like a failing unit. Not a state of its own: pending, with attempts.
+	Failing int `json:"failing"`
+	// Parked failed max_attempts times or permanently: nothing retries
+	// them until a person does.
 	Parked int `json:"parked"`
 	// Done counts the rows done under the current version. Owed, Leased,
-	// Failed and Parked count rows of every version: an older version's
+	// Failing and Parked count rows of every version: an older version's
 	// owed row is still performed, under its old key.
 	Done int `json:"done"`
 	// Version is the effect's version in the spec; for an effect the spec
@@ -244,7 +246,7 @@ func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string)
     count(CASE WHEN state = 'pending' THEN 1 END),
     count(CASE WHEN state = 'pending' AND lease_until > ? THEN 1 END),
     count(CASE WHEN state = 'pending' AND attempts > 0 AND (lease_until IS NULL OR lease_until <= ?) THEN 1 END),
-    count(CASE WHEN state = 'failed' THEN 1 END),
+    count(CASE WHEN state = '`+idem.StoredParked+`' THEN 1 END),
     count(CASE WHEN state = 'done' THEN 1 END),
     min(CASE WHEN state = 'pending' THEN created_at END),
     `+waiting+`
@@ -262,7 +264,7 @@ FROM `+d.t.Ledger+` GROUP BY job, effect, effect_version ORDER BY job, effect, e
 	for rows.Next() {
 		var r versionRows
 		var oldest, next dbTime
-		if err := rows.Scan(&r.job, &r.es.Effect, &r.version, &r.es.Owed, &r.es.Leased, &r.es.Failed, &r.es.Parked, &r.es.Done, &oldest, &r.es.Waiting, &next); err != nil {
+		if err := rows.Scan(&r.job, &r.es.Effect, &r.version, &r.es.Owed, &r.es.Leased, &r.es.Failing, &r.es.Parked, &r.es.Done, &oldest, &r.es.Waiting, &next); err != nil {
 			return fmt.Errorf("read %s: %w", d.t.Ledger, err)
 		}
 		r.es.Oldest, r.es.NextAttempt = oldest.ptr(), next.ptr()
@@ -289,7 +291,7 @@ FROM `+d.t.Ledger+` GROUP BY job, effect, effect_version ORDER BY job, effect, e
 		es := &js.Effects[k]
 		es.Owed += r.es.Owed
 		es.Leased += r.es.Leased
-		es.Failed += r.es.Failed
+		es.Failing += r.es.Failing
 		es.Parked += r.es.Parked
 		es.Waiting += r.es.Waiting
 		es.Oldest = earliest(es.Oldest, r.es.Oldest)

@@ -212,11 +212,11 @@ func (q Querier) Release(ctx context.Context, r idem.Release) (string, error) {
 	if idem.PgNoRows(err) {
 		return idem.StatePending, nil // the lease was taken over; the new holder decides
 	}
-	if err != nil || row.State != idem.StatePending || r.NextAttempt == nil {
-		return row.State, err
+	if state := idem.LedgerState(row.State); err != nil || state != idem.StatePending || r.NextAttempt == nil {
+		return state, err
 	}
 	next := r.NextAttempt(row.Attempts)
-	return row.State, q.q.DeferEffect(ctx, ledgerdb.DeferEffectParams{NextAttemptAt: &next, EffectKey: r.Key})
+	return idem.StatePending, q.q.DeferEffect(ctx, ledgerdb.DeferEffectParams{NextAttemptAt: &next, EffectKey: r.Key})
 }
 
 func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, error) {
@@ -227,7 +227,7 @@ func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, 
 	if err != nil {
 		return idem.LedgerRow{}, false, err
 	}
-	row := idem.LedgerRow{Key: key, State: r.State, Result: r.Result, Permanent: r.Permanent}
+	row := idem.LedgerRow{Key: key, State: idem.LedgerState(r.State), Result: r.Result, Permanent: r.Permanent}
 	if r.LastError != nil {
 		row.LastError = *r.LastError
 	}
@@ -247,7 +247,7 @@ func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idem.Le
 	}
 	found := make(map[string]idem.LedgerRow, len(rs))
 	for _, r := range rs {
-		row := idem.LedgerRow{Key: r.EffectKey, State: r.State, Result: r.Result, Permanent: r.Permanent}
+		row := idem.LedgerRow{Key: r.EffectKey, State: idem.LedgerState(r.State), Result: r.Result, Permanent: r.Permanent}
 		if r.LastError != nil {
 			row.LastError = *r.LastError
 		}
@@ -290,7 +290,7 @@ func (q Querier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
 	out := make([]idem.LedgerEntry, 0, len(rs))
 	for _, r := range rs {
 		e := idem.LedgerEntry{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, EffectVersion: int(r.EffectVersion),
-			UnitKey: r.UnitKey, State: r.State, Attempts: int(r.Attempts), Result: r.Result, Permanent: r.Permanent}
+			UnitKey: r.UnitKey, State: idem.LedgerState(r.State), Attempts: int(r.Attempts), Result: r.Result, Permanent: r.Permanent}
 		if r.ParkedReason != nil {
 			e.ParkedReason = *r.ParkedReason
 		}
@@ -436,7 +436,7 @@ func heldUnit(r ledgerdb.LockUnitFailuresRow) idem.HeldUnit {
 }
 
 func heldEffect(r ledgerdb.LockEffectRow) idem.HeldEffect {
-	return idem.HeldEffect{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, State: r.State, Attempts: int(r.Attempts),
+	return idem.HeldEffect{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, State: idem.LedgerState(r.State), Attempts: int(r.Attempts),
 		LeaseOwner: idem.ValueOr(r.LeaseOwner), LeaseUntil: idem.ValueOr(r.LeaseUntil)}
 }
 

@@ -252,10 +252,10 @@ func (q Querier) Release(ctx context.Context, r idem.Release) (string, error) {
 	if idem.SQLiteNoRows(err) {
 		return idem.StatePending, nil // the lease was taken over; the new holder decides
 	}
-	if err != nil || row.State != idem.StatePending || r.NextAttempt == nil {
-		return row.State, err
+	if state := idem.LedgerState(row.State); err != nil || state != idem.StatePending || r.NextAttempt == nil {
+		return state, err
 	}
-	return row.State, q.q.DeferEffect(ctx, ledgerdb.DeferEffectParams{NextAttemptAt: nullTime(r.NextAttempt(int32(row.Attempts))), EffectKey: r.Key})
+	return idem.StatePending, q.q.DeferEffect(ctx, ledgerdb.DeferEffectParams{NextAttemptAt: nullTime(r.NextAttempt(int32(row.Attempts))), EffectKey: r.Key})
 }
 
 func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, error) {
@@ -266,7 +266,7 @@ func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, 
 	if err != nil {
 		return idem.LedgerRow{}, false, err
 	}
-	row := idem.LedgerRow{Key: key, State: r.State, Result: r.Result, LastError: r.LastError.String, Permanent: r.Permanent, ParkedReason: r.ParkedReason.String}
+	row := idem.LedgerRow{Key: key, State: idem.LedgerState(r.State), Result: r.Result, LastError: r.LastError.String, Permanent: r.Permanent, ParkedReason: r.ParkedReason.String}
 	if r.NextAttemptAt.Valid {
 		row.NextAttemptAt = idem.ReadTime(r.NextAttemptAt.String, &err)
 	}
@@ -318,7 +318,7 @@ func (q Querier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
 	out := make([]idem.LedgerEntry, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, idem.LedgerEntry{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, EffectVersion: int(r.EffectVersion),
-			UnitKey: r.UnitKey, State: r.State, Attempts: int(r.Attempts), Result: r.Result,
+			UnitKey: r.UnitKey, State: idem.LedgerState(r.State), Attempts: int(r.Attempts), Result: r.Result,
 			LeaseOwner: r.LeaseOwner.String, LastError: r.LastError.String, Permanent: r.Permanent, ParkedReason: r.ParkedReason.String,
 			NextAttemptAt: idem.ValueOr(idem.ReadNullTime(r.NextAttemptAt, &err))})
 	}
@@ -468,7 +468,7 @@ func heldUnit(r ledgerdb.LockUnitFailuresRow) idem.HeldUnit {
 func heldEffect(r ledgerdb.LockEffectRow) (idem.HeldEffect, error) {
 	var err error
 	until := idem.ValueOr(idem.ReadNullTime(r.LeaseUntil, &err))
-	return idem.HeldEffect{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, State: r.State, Attempts: int(r.Attempts),
+	return idem.HeldEffect{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, State: idem.LedgerState(r.State), Attempts: int(r.Attempts),
 		LeaseOwner: r.LeaseOwner.String, LeaseUntil: until}, err
 }
 

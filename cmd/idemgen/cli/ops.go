@@ -20,8 +20,8 @@ import (
 const statusAbout = `reads the database of the spec's package (a PostgreSQL URL, with
 search_path=... for a schema, or a SQLite file) and prints, per job: the
 watermark or cursor and when a run last saved it; its effects owed
-(pending), leased by a worker, failed (owed again after a failed attempt),
-parked (max_attempts or a permanent failure; nothing retries them) and
+(pending), leased by a worker, failing (owed again after a failed
+attempt), parked (max_attempts or a permanent failure; nothing retries them) and
 done, with the age of the oldest owed one and how many are owed past their
 lease (under no live lease and untouched for longer than the effect's
 lease: nobody is working on them); and its units failing, parked and put
@@ -144,8 +144,8 @@ func printStatus(w io.Writer, st *ops.Status) {
 			if es.Waiting > 0 {
 				leased += fmt.Sprintf(", waiting %d (next attempt %s)", es.Waiting, retryText(*es.NextAttempt, st.At))
 			}
-			fmt.Fprintf(w, "  effect %s: owed %s, leased %s, failed %d, parked %d, done %d\n",
-				name, owed, leased, es.Failed, es.Parked, es.Done)
+			fmt.Fprintf(w, "  effect %s: owed %s, leased %s, failing %d, parked %d, done %d\n",
+				name, owed, leased, es.Failing, es.Parked, es.Done)
 			if len(es.Superseded) > 0 {
 				fmt.Fprintf(w, "    %s\n", historyText(js, es))
 			}
@@ -361,10 +361,10 @@ func ledgerShow(e env, db *ops.DB, o *options, key string) int {
 		if r.LeaseOwner != nil || r.LeaseUntil != nil {
 			field("lease", "%s until %s", deref(r.LeaseOwner), timeText(r.LeaseUntil))
 		}
-		if r.NextAttemptAt != nil && r.StoredState == "pending" {
+		if r.NextAttemptAt != nil && (r.State == ops.EffectPending || r.State == ops.EffectLeased) {
 			field("next attempt", "%s", retryText(*r.NextAttemptAt, now))
 		}
-		if r.ParkedReason != nil && r.StoredState == "failed" {
+		if r.ParkedReason != nil && r.State == ops.EffectParked {
 			field("parked for", "%s", *r.ParkedReason)
 		}
 		field("last error", "%s", orNone(deref(r.LastError)))
@@ -404,7 +404,7 @@ func effectStateText(r ops.Effect, now time.Time) string {
 	case ops.EffectLeased:
 		return fmt.Sprintf("leased: owed, and held by %s for %s more; it may be calling the provider now", deref(r.LeaseOwner), r.LeaseUntil.Sub(now).Round(time.Second))
 	case ops.EffectParked:
-		return "parked (ledger state failed): nothing performs it until 'idemgen ledger retry' puts it back"
+		return "parked: nothing performs it until 'idemgen ledger retry' puts it back"
 	}
 	return r.State
 }

@@ -2,6 +2,8 @@
 -- The ledger's queries, which the runtime owns, compiled by sqlc into typed Go.
 -- The table names are placeholders: a store puts a package's own in their
 -- place as each statement runs (idem.Tables).
+-- A parked effect's row is stored in state 'failed' (idem.StoredParked, kept
+-- for the column's CHECK constraint); the stores read it back as parked.
 
 -- name: GetProgress :one
 SELECT watermark, cursor_token, cursor_position FROM idem_progress WHERE job = @job;
@@ -63,7 +65,7 @@ WHERE effect_key = @effect_key AND lease_owner = @owner AND state = 'pending';
 
 -- name: ReleaseEffect :one
 -- permanent: the provider called the failure permanent, so no attempt is
--- left. Why a row is failed is kept in columns, never parsed from its text.
+-- left. Why a row is parked is kept in columns, never parsed from its text.
 -- not_counted: the provider said "not now" (idem.RetryAfter): the claim's
 -- attempt is given back and the row stays pending, whatever max_attempts.
 -- The attempts after it come back, for the next attempt's time (DeferEffect).

@@ -844,7 +844,7 @@ type ReleaseEffectRow struct {
 }
 
 // permanent: the provider called the failure permanent, so no attempt is
-// left. Why a row is failed is kept in columns, never parsed from its text.
+// left. Why a row is parked is kept in columns, never parsed from its text.
 // not_counted: the provider said "not now" (idem.RetryAfter): the claim's
 // attempt is given back and the row stays pending, whatever max_attempts.
 // The attempts after it come back, for the next attempt's time (DeferEffect).
