@@ -147,9 +147,11 @@ func isLocalPattern(p string) bool {
 }
 
 // specPath is how every verb names a spec file in what it prints, the
-// positions of spec errors first of all: the way the go command names Go
-// files in go vet and go build errors (cmd/go/internal/base.ShortPath),
-// relative to the working directory, or absolute when that is shorter.
+// positions of spec errors first of all: the way go vet names Go files
+// (cmd/go/internal/base.ShortPath), relative to the working directory with
+// no ./ in front, or absolute when that is shorter. (The compiler, run by
+// go build in a package's own directory, writes ./x.go there; go vet
+// writes x.go, and so does this.)
 // So `vet ./...` and `vet -f ./jobs/idemgen.yaml` at the module root both
 // print jobs/idemgen.yaml:L:C, where go vet prints jobs/x.go:L:C, and
 // generate run by go generate in the spec's directory prints
