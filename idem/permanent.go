@@ -7,7 +7,7 @@ var ErrPermanent = errors.New("permanent failure")
 
 // Permanent marks err, returned by an effect provider, as a failure that
 // no retry can fix (a declined card, an address that does not exist). The
-// effect is parked at once (ledger state failed, reported EffectParked)
+// effect is parked at once (state parked, outcome EffectParked)
 // instead of being retried up to its max_attempts, and replays report it
 // parked without calling the provider again. errors.Is(Permanent(err),
 // ErrPermanent) holds and errors.Unwrap gives err back; Permanent(nil) is nil.
