@@ -269,9 +269,142 @@ func TestSQLiteWithoutBusyTimeoutServesConcurrentCallers(t *testing.T) {
 	}
 }
 
+// Reads through the store wait for another writer's lock as its writes do,
+// on a handle whose DSN set no busy timeout: every read runs on a
+// connection the store gave one, however many callers read at once and
+// however many connections the pool keeps idle (none: each query opens one).
+func TestSQLiteReadsWaitForAWriterWithoutBusyTimeout(t *testing.T) {
+	for _, idle := range []int{0, 2} {
+		t.Run(fmt.Sprintf("idle=%d", idle), func(t *testing.T) { readsWaitForAWriter(t, idle) })
+	}
+}
+
+func readsWaitForAWriter(t *testing.T, idle int) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "plain.db")
+	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxIdleConns(idle)
+	st := billing.NewSQLiteStore(db)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, rc := newFixture(), newReceipts()
+	hook := newHook(t, st, f, rc)
+	if _, err := hook.Process(ctx, payment(f, "evt_read", 100)); err != nil {
+		t.Fatal(err)
+	}
+	// Another process's writer holds the database exclusively for a while
+	// (rollback journal: readers must wait for it).
+	other, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	writer, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, err := writer.ExecContext(ctx, "COMMIT")
+		writer.Close()
+		released <- err
+	}()
+	const readers, each = 8, 3
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*readers*each)
+	for range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if rows, err := hook.Rows(ctx); err != nil || len(rows) != 1 {
+					errs <- fmt.Errorf("Rows: %d rows, %w", len(rows), err)
+				}
+				if entries, err := st.Ledger(ctx); err != nil || len(entries) != 1 {
+					errs <- fmt.Errorf("Ledger: %d entries, %w", len(entries), err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-released; err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	for err := range errs {
+		t.Errorf("a read under the writer's lock: %v", err)
+	}
+}
+
+// The effects' ledger read runs in the store's read transaction, which on
+// SQLite takes no write lock: in WAL mode it goes through while another
+// writer holds the lock, where a write transaction waits for it.
+func TestSQLiteReadTransactionTakesNoWriteLock(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "wal.db")
+	open := func() *sql.DB {
+		db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	st := billing.NewSQLiteStore(open())
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, rc := newFixture(), newReceipts()
+	p := payment(f, "evt_wal", 100)
+	if _, err := newHook(t, st, f, rc).Process(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	writer, err := open().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer writer.ExecContext(ctx, "ROLLBACK")
+	rt, ok := st.Runtime().(interface {
+		InReadTx(context.Context, func(idem.Querier) error) error
+	})
+	if !ok {
+		t.Fatal("the SQLite store has no read transaction")
+	}
+	key := billing.SendReceiptKey(p)
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var rows map[string]idem.LedgerRow
+	if err := rt.InReadTx(short, func(q idem.Querier) (err error) {
+		rows, err = q.Effects(short, []string{key})
+		return err
+	}); err != nil || rows[key].State != idem.StateDone {
+		t.Fatalf("read beside a writer: %v, %+v; want the done row at once", err, rows[key])
+	}
+	short, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := st.Runtime().InTx(short, func(idem.Querier) error { return nil }); err == nil {
+		t.Fatal("a write transaction went through while another writer held the lock: the check above proves nothing")
+	}
+}
+
 // Within retention every replay returns the kept result; after it (and
 // Purge) the key is forgotten, ledger row and key record alike, and a
-// replay is processed as new, as Powertools and Stripe do.
+// replay is processed as new, as Powertools and Stripe do: the receipt is
+// sent again for the payment the row holds. A replay with other data is a
+// mismatch even then, since its insert_once row is still there: the answer,
+// the receipt and the row never disagree.
 func TestReplayAfterRetentionIsProcessedAsNew(t *testing.T) {
 	eachDB(t, func(t *testing.T, st *billing.Store) {
 		f, rc, ctx := newFixture(), newReceipts(), context.Background()
@@ -292,15 +425,26 @@ func TestReplayAfterRetentionIsProcessedAsNew(t *testing.T) {
 		if n, err := hook.Purge(ctx); err != nil || n != 2 {
 			t.Fatalf("purge after retention removed %d, %v; want the ledger row and the key record", n, err)
 		}
-		// Forgotten: a different payload is no mismatch, and the receipt is owed again.
+		receipts := func() int { return rc.calls[billing.SendReceiptKey(p)] }
+		// Forgotten, but the row is there: other data is a mismatch, every time.
 		changed := p
 		changed.AmountCents = 601
-		rep, err = hook.Process(ctx, changed)
-		if err != nil || rep.EffectsDone != 1 || rc.calls[billing.SendReceiptKey(p)] != 2 {
-			t.Fatalf("replay after retention: %s, %v, %d receipts; want it processed as new", rep, err, rc.calls[billing.SendReceiptKey(p)])
+		for range 2 {
+			rep, err = hook.Process(ctx, changed)
+			if !errors.Is(err, idem.ErrPayloadMismatch) || rep.Mismatched != 1 || receipts() != 1 {
+				t.Fatalf("changed replay after retention: %s, %v, %d receipts; want a mismatch and no receipt", rep, err, receipts())
+			}
 		}
-		if rep, err = hook.Process(ctx, changed); err != nil || rep.Deduped != 1 {
+		// The same payment is processed as new: its receipt is owed again.
+		rep, err = hook.Process(ctx, p)
+		if err != nil || rep.EffectsDone != 1 || receipts() != 2 {
+			t.Fatalf("replay after retention: %s, %v, %d receipts; want it processed as new", rep, err, receipts())
+		}
+		if rep, err = hook.Process(ctx, p); err != nil || rep.Deduped != 1 || receipts() != 2 {
 			t.Fatalf("and replayed again: %s, %v; want deduped", rep, err)
+		}
+		if rows, err := hook.Rows(ctx); err != nil || len(rows) != 1 || rows[0].AmountCents != 600 {
+			t.Fatalf("rows %+v, %v; want the first payment's row, untouched", rows, err)
 		}
 	})
 }

@@ -70,9 +70,10 @@ func (e *Engine[U]) claimOwed(ctx context.Context, items []*item[U], tried map[s
 	for i, c := range o.calls {
 		keys[i] = c.key
 	}
-	// One read transaction: on SQLite it prepares the per-key read once.
+	// One read transaction: on SQLite it prepares the per-key read once,
+	// and takes no write lock.
 	var rows map[string]LedgerRow
-	err := e.st.InTx(ctx, func(q Querier) (err error) {
+	err := e.inReadTx(ctx, func(q Querier) (err error) {
 		rows, err = q.Effects(ctx, keys)
 		return err
 	})
@@ -360,4 +361,19 @@ func (r *recorder) writeGroup(ctx context.Context, group []*completion) {
 		g.ok, g.err = ok[g.key], err
 		close(g.done)
 	}
+}
+
+// readTxStore is a store whose transactions that only read differ from
+// those that write: SQLite's InTx takes the write lock up front, InReadTx
+// none. PostgreSQL's need not differ.
+type readTxStore interface {
+	InReadTx(ctx context.Context, fn func(q Querier) error) error
+}
+
+// inReadTx runs fn, which only reads, in one transaction.
+func (e *Engine[U]) inReadTx(ctx context.Context, fn func(q Querier) error) error {
+	if st, ok := e.st.(readTxStore); ok {
+		return st.InReadTx(ctx, fn)
+	}
+	return e.st.InTx(ctx, fn)
 }

@@ -14,6 +14,17 @@ import (
 // a connection whose DSN set no busy timeout gets SQLiteBusyTimeout.
 // Its statements are prepared once per transaction (SQLiteStatements).
 func SQLiteInTx(ctx context.Context, db *sql.DB, fn func(tx *SQLiteStatements) error) error {
+	return sqliteTx(ctx, db, "BEGIN IMMEDIATE", fn)
+}
+
+// SQLiteInReadTx runs fn, which only reads, in a deferred transaction: one
+// consistent view that takes no write lock, so it neither waits for a
+// writer (in WAL mode) nor holds one up.
+func SQLiteInReadTx(ctx context.Context, db *sql.DB, fn func(tx *SQLiteStatements) error) error {
+	return sqliteTx(ctx, db, "BEGIN DEFERRED", fn)
+}
+
+func sqliteTx(ctx context.Context, db *sql.DB, begin string, fn func(tx *SQLiteStatements) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -24,7 +35,7 @@ func SQLiteInTx(ctx context.Context, db *sql.DB, fn func(tx *SQLiteStatements) e
 	if err := sqliteEnsureBusyTimeout(ctx, conn); err != nil {
 		return err
 	}
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if _, err := conn.ExecContext(ctx, begin); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	if err := fn(tx); err != nil {
@@ -163,33 +174,36 @@ func (a SQLiteAuto) PrepareContext(ctx context.Context, query string) (*sql.Stmt
 	return a.DB.PrepareContext(ctx, query)
 }
 
-// QueryContext and QueryRowContext run on the pool, whose rows outlive the
-// call: first they give the connection the pool hands out next its busy
-// timeout. database/sql reuses the most recently released idle connection,
-// which is the one just configured, unless another caller takes it in
-// between (then it takes one that an earlier call configured).
+// QueryContext and QueryRowContext run on a connection given its busy
+// timeout, like ExecContext, though their rows outlive the call: the
+// connection goes back to the pool once the rows are closed (sql.Conn's
+// Close waits for them), as the pool's own rows would. Configuring a pooled
+// connection and querying the pool after it would hope to get the same
+// connection back, which a pool under contention, or one that keeps no
+// idle connection, does not give.
 func (a SQLiteAuto) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if err := a.configureNext(ctx); err != nil {
+	conn, err := a.conn(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return a.DB.QueryContext(ctx, query, args...)
+	rows, err := conn.QueryContext(ctx, query, args...)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	go conn.Close() // returns once rows is closed
+	return rows, nil
 }
 
 func (a SQLiteAuto) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if err := a.configureNext(ctx); err != nil {
+	conn, err := a.conn(ctx)
+	if err != nil {
 		// A Row carrying err: a query on a cancelled context.
 		return a.DB.QueryRowContext(canceled(ctx, err), query, args...)
 	}
-	return a.DB.QueryRowContext(ctx, query, args...)
-}
-
-// configureNext gives a pooled connection its busy timeout and hands it back.
-func (a SQLiteAuto) configureNext(ctx context.Context) error {
-	conn, err := a.conn(ctx)
-	if err != nil {
-		return err
-	}
-	return conn.Close()
+	row := conn.QueryRowContext(ctx, query, args...)
+	go conn.Close() // returns once the row is scanned
+	return row
 }
 
 // canceled returns a context already cancelled with cause err.

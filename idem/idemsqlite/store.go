@@ -57,6 +57,12 @@ func (s Store) InTx(ctx context.Context, fn func(q idem.Querier) error) error {
 	return idem.SQLiteInTx(ctx, s.db, func(tx *idem.SQLiteStatements) error { return fn(s.on(tx)) })
 }
 
+// InReadTx runs fn, which only reads, in a deferred transaction that
+// takes no write lock (idem.SQLiteInReadTx).
+func (s Store) InReadTx(ctx context.Context, fn func(q idem.Querier) error) error {
+	return idem.SQLiteInReadTx(ctx, s.db, func(tx *idem.SQLiteStatements) error { return fn(s.on(tx)) })
+}
+
 // Auto runs each query on its own.
 func (s Store) Auto() idem.Querier { return s.on(idem.SQLiteAuto{DB: s.db}) }
 
