@@ -371,17 +371,6 @@ const (
 
 )
 
-// Old names of the states, kept until their last callers move.
-//
-// Deprecated: use StateParked, StatePending, StateLeased, StateDone.
-const (
-	StateFailed  = StateParked
-	ShownPending = StatePending
-	ShownLeased  = StateLeased
-	ShownDone    = StateDone
-	ShownParked  = StateParked
-)
-
 // StoredParked is how the ledger's state column stores StateParked. The
 // column's CHECK constraint predates the word, and changing it would
 // rebuild every package's ledger on SQLite, so only SQL sees this word:

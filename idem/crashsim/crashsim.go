@@ -1253,7 +1253,7 @@ func (r *simRun[U]) personRetries() {
 	} else {
 		changes, err = idem.Retry(ctx, st, "", key, r.now())
 	}
-	if err != nil || len(changes) != 1 || changes[0].Key != key || changes[0].State != idem.ShownParked {
+	if err != nil || len(changes) != 1 || changes[0].Key != key || changes[0].State != idem.StateParked {
 		r.violate("recover: a person's %s of %s: %+v, %v; want the one parked effect put back", r.sc.variant, key, changes, err)
 	}
 }

@@ -299,7 +299,7 @@ func (r *simRun[U]) checkEnd() []string {
 		switch {
 		case e.Key == r.pausedKey && r.recorder != "" && e.LeaseOwner != r.recorder:
 			r.violate("end: ledger row %s was recorded by %q, a worker whose lease was taken over, not by the new owner %q", e.Key, e.LeaseOwner, r.recorder)
-		case exp.parked[e.Key] && e.State != idem.StateFailed:
+		case exp.parked[e.Key] && e.State != idem.StateParked:
 			r.violate("end: ledger row %s is %s, want failed (parked after max_attempts)", e.Key, e.State)
 		case !exp.parked[e.Key] && e.State != idem.StateDone:
 			r.violate("end: ledger row %s is %s, want done", e.Key, e.State)
