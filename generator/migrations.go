@@ -219,12 +219,12 @@ func (st *migrationDir) next(p *model.Package, d model.Dialect) (Files, error) {
 	for _, e := range emitted {
 		kept[e.name] = st.sql[e.name]
 	}
-	data, after, err := sqlgen.ChangeMigration(snap.Schema, want, lastN+1)
+	migs, after, err := sqlgen.ChangeMigration(snap.Schema, want, lastN+1)
 	if err != nil {
 		return nil, fmt.Errorf("%s: the spec changed in a way idemgen will not migrate:\n%w", st.dir, err)
 	}
-	if data != nil {
-		name := migrationName(lastN + 1)
+	for i, data := range migs {
+		name := migrationName(lastN + 1 + i)
 		kept[name] = data
 		emitted = append(emitted, sumEntry{name, hashOf(data)})
 		snap = sqlgen.Snapshot{Last: name, Schema: after}

@@ -235,6 +235,8 @@ type options struct {
 	maxPages int
 	// batchSize bounds the units written in one transaction.
 	batchSize int
+	// purgeBatch bounds the rows one of Purge's statements deletes.
+	purgeBatch int
 	// effectConcurrency bounds the provider calls in flight.
 	effectConcurrency int
 	// writeAhead commits a batch while the next is prepared and written:
@@ -321,11 +323,12 @@ func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) 
 }
 
 func newOptions(opts []Option) options {
-	o := options{log: slog.Default(), now: time.Now, maxPages: 10000, batchSize: 1000, effectConcurrency: 16, writeAhead: true, dbClock: &dbClock{}}
+	o := options{log: slog.Default(), now: time.Now, maxPages: 10000, batchSize: 1000, purgeBatch: DefaultPurgeBatch, effectConcurrency: 16, writeAhead: true, dbClock: &dbClock{}}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	o.batchSize = max(o.batchSize, 1)
+	o.purgeBatch = max(o.purgeBatch, 1)
 	o.effectConcurrency = max(o.effectConcurrency, 1)
 	if o.owner == "" {
 		var b [8]byte
@@ -430,11 +433,17 @@ type Querier interface {
 	// error), by key.
 	Effects(ctx context.Context, keys []string) (map[string]LedgerRow, error)
 	Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]LedgerRow, error)
-	Purge(ctx context.Context, job, effect string, before time.Time) (int64, error)
-	// PurgeSeen deletes a job's handed-in key records first seen before
-	// before whose key has no ledger row left.
-	PurgeSeen(ctx context.Context, job string, before time.Time) (int64, error)
+	// Purge deletes at most limit done rows of an effect done before
+	// before.
+	Purge(ctx context.Context, job, effect string, before time.Time, limit int32) (int64, error)
+	// PurgeSeen deletes at most limit of a job's handed-in key records
+	// first seen before before whose key has no ledger row left.
+	PurgeSeen(ctx context.Context, job string, before time.Time, limit int32) (int64, error)
+	// Ledger reads every ledger row, a page at a time (ReadWholeLedger).
 	Ledger(ctx context.Context) ([]LedgerEntry, error)
+	// LedgerPage reads at most limit ledger rows with effect keys after
+	// after, in effect key order (see LedgerPage).
+	LedgerPage(ctx context.Context, after string, limit int32) ([]LedgerEntry, error)
 	ParkQuerier
 	RecoveryQuerier
 	LimitQuerier
@@ -985,6 +994,13 @@ func (e *Engine[U]) finish(ctx context.Context, rep *runState, err error) {
 // retention whose ledger rows are all gone: a replay after that is
 // processed as new. A job with an effect kept forever (no retention), or
 // with no effects, keeps its key records.
+//
+// It deletes in batches of at most WithPurgeBatch rows (default 1000), each
+// its own short statement, until a batch finds fewer; it stops between
+// batches when ctx is done, returning ctx's error and the rows deleted so
+// far, so a purge can be cut short and run again. It returns the rows
+// deleted in all. Run it on a timer (docs/operations.md) to purge
+// continuously.
 func (e *Engine[U]) Purge(ctx context.Context) (int64, error) {
 	var total int64
 	var longest time.Duration
@@ -996,18 +1012,24 @@ func (e *Engine[U]) Purge(ctx context.Context) (int64, error) {
 		if longest >= 0 {
 			longest = max(longest, fx.Retention)
 		}
-		n, err := e.st.Auto().Purge(ctx, e.def.Name, fx.Name, e.opt.now().Add(-fx.Retention))
+		before := e.opt.now().Add(-fx.Retention)
+		n, err := purgeInBatches(ctx, e.opt.purgeBatch, func(limit int32) (int64, error) {
+			return e.st.Auto().Purge(ctx, e.def.Name, fx.Name, before, limit)
+		})
+		total += n
 		if err != nil {
 			return total, fmt.Errorf("job %q effect %q: purge: %w", e.def.Name, fx.Name, err)
 		}
-		total += n
 	}
 	if e.def.CheckSeen && longest > 0 {
-		n, err := e.st.Auto().PurgeSeen(ctx, e.def.Name, e.opt.now().Add(-longest))
+		before := e.opt.now().Add(-longest)
+		n, err := purgeInBatches(ctx, e.opt.purgeBatch, func(limit int32) (int64, error) {
+			return e.st.Auto().PurgeSeen(ctx, e.def.Name, before, limit)
+		})
+		total += n
 		if err != nil {
 			return total, fmt.Errorf("job %q: purge key records: %w", e.def.Name, err)
 		}
-		total += n
 	}
 	return total, nil
 }

@@ -74,6 +74,9 @@ type ParkQuerier interface {
 	SettleUnitFailure(ctx context.Context, job, unitKey string, maxAttempts int32) (state string, attempts int32, err error)
 	RetryingUnits(ctx context.Context, job, after string, limit int32) ([]UnitFailure, error)
 	UnitFailures(ctx context.Context) ([]ParkedUnit, error)
+	// ParkedPage reads at most limit of job's rows with unit keys after
+	// after, in unit key order (see ParkedPage).
+	ParkedPage(ctx context.Context, job, after string, limit int32) ([]ParkedUnit, error)
 	RetryUnit(ctx context.Context, job, unitKey string, now time.Time) (bool, error)
 	RetryParkedUnits(ctx context.Context, job string, now time.Time) (int64, error)
 }

@@ -40,12 +40,33 @@ func StoreFile(p *model.Package) *jen.File {
 	f.Comment("Runtime returns the runtime's view of the store, for integrations written once for")
 	f.Comment("every generated package (the crash tests, a queue worker).")
 	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("Runtime").Params().Add(rt("Store")).Block(jen.Return(jen.Id("s").Dot("st")))
-	f.Comment("Ledger lists every ledger row, ordered by effect key, for operators and tests.")
-	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("Ledger").Params(jen.Id("ctx").Add(Context())).Params(jen.Index().Add(rt("LedgerEntry")), jen.Error()).Block(
-		jen.Return(jen.Id("s").Dot("st").Dot("Auto").Call().Dot("Ledger").Call(jen.Id("ctx"))),
-	)
+	listingMethods(f)
 	parkedMethods(f)
 	return f
+}
+
+// listingMethods emits the Store's ledger listings: the whole ledger, and
+// a page of it on its primary key (idem.LedgerPage):
+//
+//	func (s *Store) Ledger(ctx context.Context) ([]idem.LedgerEntry, error)
+//	func (s *Store) LedgerPage(ctx context.Context, after string, limit int) ([]idem.LedgerEntry, string, error) {
+//		return idem.LedgerPage(ctx, s.st, after, limit)
+//	}
+func listingMethods(f *jen.File) {
+	store := jen.Params(jen.Id("s").Op("*").Id("Store"))
+	ctx := jen.Id("ctx").Add(Context())
+	f.Comment("Ledger lists every ledger row, ordered by effect key, for tests and small ledgers:")
+	f.Comment("it reads a page at a time but holds every row in memory. LedgerPage reads one page.")
+	f.Func().Add(store.Clone()).Id("Ledger").Params(ctx.Clone()).Params(jen.Index().Add(rt("LedgerEntry")), jen.Error()).Block(
+		jen.Return(jen.Id("s").Dot("st").Dot("Auto").Call().Dot("Ledger").Call(jen.Id("ctx"))),
+	)
+	f.Comment("LedgerPage lists at most limit ledger rows whose effect keys sort after after (\"\" for")
+	f.Comment("the first page), ordered by effect key, and the cursor of the next page: pass it as")
+	f.Comment("after to read on; \"\" when no row follows. Each page costs the same however large")
+	f.Comment("the ledger grows. `idemgen ledger list -limit N -after CURSOR` pages the same way.")
+	f.Func().Add(store.Clone()).Id("LedgerPage").Params(ctx.Clone(), jen.Id("after").String(), jen.Id("limit").Int()).Params(jen.Index().Add(rt("LedgerEntry")), jen.String(), jen.Error()).Block(
+		jen.Return(rt("LedgerPage").Call(jen.Id("ctx"), jen.Id("s").Dot("st"), jen.Id("after"), jen.Id("limit"))),
+	)
 }
 
 // parkedMethods emits the Store's view of parked work and what a person
@@ -53,6 +74,7 @@ func StoreFile(p *model.Package) *jen.File {
 // idem.Forget), which `idemgen ledger retry|reset` run too:
 //
 //	func (s *Store) Parked(ctx context.Context) ([]idem.ParkedUnit, error)
+//	func (s *Store) ParkedPage(ctx context.Context, job, after string, limit int) ([]idem.ParkedUnit, string, error)
 //	func (s *Store) Retry(ctx context.Context, job, key string) ([]idem.Change, error) {
 //		now, err := idem.StoreNow(ctx, s.st)
 //		if err != nil {
@@ -77,9 +99,16 @@ func parkedMethods(f *jen.File) {
 	}
 	f.Comment("Parked lists the units whose writes failed and that were not written since, ordered")
 	f.Comment("by job and key: failing (progress waits for them), parked after their job's")
-	f.Comment("max_attempts (progress passes them), or put back for retry.")
+	f.Comment("max_attempts (progress passes them), or put back for retry. It holds every row in")
+	f.Comment("memory; ParkedPage reads a job's rows a page at a time.")
 	f.Func().Add(store.Clone()).Id("Parked").Params(ctx.Clone()).Params(jen.Index().Add(rt("ParkedUnit")), jen.Error()).Block(
 		jen.Return(auto.Clone().Dot("UnitFailures").Call(jen.Id("ctx"))),
+	)
+	f.Comment("ParkedPage lists at most limit of job's units in Parked, those whose keys sort after")
+	f.Comment("after (\"\" for the first page), ordered by key, and the cursor of the next page:")
+	f.Comment("pass it as after to read on; \"\" when no row follows.")
+	f.Func().Add(store.Clone()).Id("ParkedPage").Params(ctx.Clone(), jen.List(jen.Id("job"), jen.Id("after")).String(), jen.Id("limit").Int()).Params(jen.Index().Add(rt("ParkedUnit")), jen.String(), jen.Error()).Block(
+		jen.Return(rt("ParkedPage").Call(jen.Id("ctx"), jen.Id("s").Dot("st"), jen.Id("job"), jen.Id("after"), jen.Id("limit"))),
 	)
 	f.Comment("Retry puts back what is parked under key in job (\"\" for every job) and returns what")
 	f.Comment("it changed: the parked effect whose effect key it is is owed again with its attempts")

@@ -9,11 +9,20 @@ import (
 	"github.com/idemgen/idemgen/generator/model"
 )
 
-// ChangeMigration plans the migration that takes the database from schema
+// ChangeMigration plans the migrations that take the database from schema
 // old (what the emitted migrations produce) to schema want (what the spec
-// asks for now). It returns the migration file, nil when nothing changes,
-// and the schema the database has after it: want, except that columns keep
-// the order the migrations give them (new ones last).
+// asks for now), numbered from number. It returns the migration files, none
+// when nothing changes, and the schema the database has after them: want,
+// except that columns keep the order the migrations give them (new ones
+// last).
+//
+// A new index on a table that exists (one a newer idemgen keeps, such as
+// the ledger's purge index) is built so that a large table can take it:
+// PostgreSQL builds it with CREATE INDEX CONCURRENTLY IF NOT EXISTS, which
+// does not stop writes but cannot run in a transaction, so those builds
+// come in a migration of their own, after the transactional one, marked
+// -- +goose NO TRANSACTION; SQLite runs CREATE INDEX IF NOT EXISTS in the
+// transactional migration.
 //
 // What each change becomes:
 //
@@ -39,22 +48,39 @@ import (
 //
 // Down restores the old shape exactly; it fails (and rolls back) where
 // that needs data an Up dropped, such as a NOT NULL column.
-func ChangeMigration(old, want Schema, number int) ([]byte, Schema, error) {
+func ChangeMigration(old, want Schema, number int) ([][]byte, Schema, error) {
 	c := changer{d: want.Dialect}
 	next, err := c.plan(old, want)
 	if err != nil {
 		return nil, old, err
 	}
-	if len(c.up) == 0 {
+	if len(c.up) == 0 && len(c.builds.up) == 0 {
 		return nil, old, nil
 	}
-	slices.Reverse(c.down)
-	m := migration{
-		Notes: append([]string{fmt.Sprintf("Migration %d: the schema the spec needs changed since migration %d.", number, number-1)}, c.notes...),
-		Up:    c.up,
-		Down:  c.down,
+	var files [][]byte
+	if len(c.up) > 0 {
+		slices.Reverse(c.down)
+		files = append(files, render("migration.sql.tmpl", migration{
+			Notes: append([]string{fmt.Sprintf("Migration %d: the schema the spec needs changed since migration %d.", number, number-1)}, c.notes...),
+			Up:    c.up,
+			Down:  c.down,
+		}))
+		number++
 	}
-	return render("migration.sql.tmpl", m), next, nil
+	if len(c.builds.up) > 0 {
+		slices.Reverse(c.builds.down)
+		files = append(files, render("migration.sql.tmpl", migration{
+			Notes: append([]string{
+				fmt.Sprintf("Migration %d: builds indexes on tables that exist without stopping writes (CREATE INDEX CONCURRENTLY),", number),
+				"which PostgreSQL cannot do inside a transaction, so goose runs it statement by statement. A build that",
+				"fails leaves its index INVALID: drop it (DROP INDEX CONCURRENTLY name) before running the migrations again.",
+			}, c.builds.notes...),
+			Up:            c.builds.up,
+			Down:          c.builds.down,
+			NoTransaction: true,
+		}))
+	}
+	return files, next, nil
 }
 
 // changer collects a migration's blocks. down is built in Up order and reversed at the end.
@@ -63,6 +89,9 @@ type changer struct {
 	up, down []string
 	notes    []string
 	refused  []error
+	// builds are PostgreSQL's index builds on tables that exist: the
+	// migration after, run outside a transaction (CREATE INDEX CONCURRENTLY).
+	builds struct{ up, down, notes []string }
 }
 
 func (c *changer) add(up, down string) {
@@ -238,10 +267,40 @@ func (c *changer) alter(o, w Table) Table {
 	}
 	for _, ix := range w.Indexes {
 		if !slices.ContainsFunc(o.Indexes, func(x Index) bool { return sameIndex(x, ix) }) {
-			c.add(createIndex(w.Name, ix), "DROP INDEX "+ix.Name+";")
+			c.addIndex(w, ix)
 		}
 	}
 	return res
+}
+
+// addIndex builds index ix on table t, which exists and may be large. On
+// PostgreSQL it goes to the builds, without a lock that stops writes:
+//
+//	CREATE INDEX CONCURRENTLY IF NOT EXISTS billing_idem_ledger_done ON billing_idem_ledger (job, effect, state, done_at);
+//	-- Down: DROP INDEX CONCURRENTLY IF EXISTS billing_idem_ledger_done;
+//
+// On SQLite, which has no such build, into the migration itself:
+//
+//	CREATE INDEX IF NOT EXISTS billing_idem_ledger_done ON billing_idem_ledger (job, effect, state, done_at);
+//	-- Down: DROP INDEX IF EXISTS billing_idem_ledger_done;
+func (c *changer) addIndex(t Table, ix Index) {
+	cols := strings.Join(ix.Columns, ", ")
+	var note string
+	if t.Role != RoleDestination {
+		note = fmt.Sprintf("It adds index %s on %s (%s), an index of the %s table that this version of idemgen keeps in every package; no spec change asked for it.", ix.Name, t.Name, cols, t.Role)
+	}
+	if c.d == model.Postgres {
+		c.builds.up = append(c.builds.up, fmt.Sprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s);", ix.Name, t.Name, cols))
+		c.builds.down = append(c.builds.down, fmt.Sprintf("DROP INDEX CONCURRENTLY IF EXISTS %s;", ix.Name))
+		if note != "" {
+			c.builds.notes = append(c.builds.notes, note)
+		}
+		return
+	}
+	if note != "" {
+		c.notes = append(c.notes, note)
+	}
+	c.add(fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s);", ix.Name, t.Name, cols), fmt.Sprintf("DROP INDEX IF EXISTS %s;", ix.Name))
 }
 
 // alterInPlace changes a table with ALTER TABLE: every change on Postgres,

@@ -63,10 +63,14 @@ func TestNewBookkeepingTableIsMigrated(t *testing.T) {
 			old := want
 			old.Tables = slices.DeleteFunc(slices.Clone(want.Tables), func(t Table) bool { return t.Role == RoleParked })
 			first := initialMigration(old)
-			second, next, err := ChangeMigration(old, want, 2)
+			migs, next, err := ChangeMigration(old, want, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
+			if len(migs) != 1 {
+				t.Fatalf("%d migrations, want 1", len(migs))
+			}
+			second := migs[0]
 			up, down, _ := strings.Cut(string(second), "-- +goose Down")
 			for _, w := range []string{"-- It creates shop_idem_parked, the parked table that this version of idemgen keeps in every package", "CREATE TABLE shop_idem_parked (", "PRIMARY KEY (job, unit_key)", "CHECK (state IN ('failing', 'parked', 'retry'))", "CREATE INDEX shop_idem_parked_state ON shop_idem_parked (job, state, unit_key);"} {
 				if !strings.Contains(up, w) {
@@ -79,7 +83,7 @@ func TestNewBookkeepingTableIsMigrated(t *testing.T) {
 			if strings.TrimSpace(down) != "DROP TABLE shop_idem_parked;" {
 				t.Errorf("migration 2 Down is %q, want the parked table dropped", strings.TrimSpace(down))
 			}
-			if again, _, err := ChangeMigration(next, want, 3); err != nil || again != nil {
+			if again, _, err := ChangeMigration(next, want, 3); err != nil || len(again) > 0 {
 				t.Fatalf("after migration 2 the schema still differs: %v\n%s", err, again)
 			}
 

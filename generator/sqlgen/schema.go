@@ -123,8 +123,14 @@ func SchemaOf(p *model.Package, d model.Dialect) Schema {
 		// clock (the effect's retry backoff, or the provider's RetryAfter).
 		col("next_attempt_at", dd.Time, false),
 	}, Indexes: []Index{
+		// Claims, drains and the backlog gauge: a job's rows in a state.
 		{Name: p.Tables.Ledger + "_pending", Columns: []string{"job", "state", "effect_key"}},
 		{Name: p.Tables.Ledger + "_unit", Columns: []string{"job", "effect", "unit_key"}},
+		// Purge: an effect's done rows past retention, without reading
+		// the rows it keeps.
+		{Name: p.Tables.Ledger + "_done", Columns: []string{"job", "effect", "state", "done_at"}},
+		// Purge of handed-in key records: whether any row of a unit is left.
+		{Name: p.Tables.Ledger + "_unit_key", Columns: []string{"job", "unit_key"}},
 	}}
 	progress := Table{Name: p.Tables.Progress, Role: RoleProgress, Aligned: true, Columns: []Column{
 		{Name: "job", Type: dd.Text, PrimaryKey: true},
@@ -140,7 +146,10 @@ func SchemaOf(p *model.Package, d model.Dialect) Schema {
 		col("payload_hash", dd.Bytes, true),
 		col("job_version", dd.Int, true),
 		col("first_seen", dd.Time, true),
-	}, PrimaryKey: []string{"job", "unit_key"}}
+	}, PrimaryKey: []string{"job", "unit_key"}, Indexes: []Index{
+		// Purge of handed-in key records: those past retention.
+		{Name: p.Tables.Seen + "_first_seen", Columns: []string{"job", "first_seen"}},
+	}}
 	// One row per unit whose write failed and that has not been written
 	// since: failing, parked after the unit's max_attempts, or put back
 	// for retry by a person.

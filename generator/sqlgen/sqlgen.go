@@ -189,6 +189,9 @@ func InitialMigration(p *model.Package, d model.Dialect) []byte {
 type migration struct {
 	Notes    []string
 	Up, Down []string
+	// NoTransaction has goose run the migration outside a transaction,
+	// statement by statement: what CREATE INDEX CONCURRENTLY needs.
+	NoTransaction bool
 }
 
 func initialMigration(s Schema) []byte {

@@ -274,16 +274,20 @@ func (q Querier) Pending(ctx context.Context, job string, now time.Time, after s
 	return out, nil
 }
 
-func (q Querier) Purge(ctx context.Context, job, effect string, before time.Time) (int64, error) {
-	return q.q.PurgeEffects(ctx, ledgerdb.PurgeEffectsParams{Job: job, Effect: effect, Before: &before})
+func (q Querier) Purge(ctx context.Context, job, effect string, before time.Time, limit int32) (int64, error) {
+	return q.q.PurgeEffects(ctx, ledgerdb.PurgeEffectsParams{Job: job, Effect: effect, Before: &before, RowLimit: limit})
 }
 
-func (q Querier) PurgeSeen(ctx context.Context, job string, before time.Time) (int64, error) {
-	return q.q.PurgeSeen(ctx, ledgerdb.PurgeSeenParams{Job: job, Before: before})
+func (q Querier) PurgeSeen(ctx context.Context, job string, before time.Time, limit int32) (int64, error) {
+	return q.q.PurgeSeen(ctx, ledgerdb.PurgeSeenParams{Job: job, Before: before, RowLimit: limit})
 }
 
 func (q Querier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
-	rs, err := q.q.ListLedger(ctx)
+	return idem.ReadWholeLedger(ctx, q.LedgerPage)
+}
+
+func (q Querier) LedgerPage(ctx context.Context, after string, limit int32) ([]idem.LedgerEntry, error) {
+	rs, err := q.q.LedgerPage(ctx, ledgerdb.LedgerPageParams{After: after, RowLimit: limit})
 	if err != nil {
 		return nil, err
 	}
@@ -359,8 +363,25 @@ func (q Querier) RetryingUnits(ctx context.Context, job, after string, limit int
 
 func (q Querier) UnitFailures(ctx context.Context) ([]idem.ParkedUnit, error) {
 	rs, err := q.q.ListUnitFailures(ctx)
-	out := make([]idem.ParkedUnit, 0, len(rs))
-	for _, r := range rs {
+	if err != nil {
+		return nil, err
+	}
+	return parkedUnits(rs)
+}
+
+func (q Querier) ParkedPage(ctx context.Context, job, after string, limit int32) ([]idem.ParkedUnit, error) {
+	rs, err := q.q.ParkedPage(ctx, ledgerdb.ParkedPageParams{Job: job, After: after, RowLimit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return parkedUnits(rs)
+}
+
+// parkedUnits converts parked-table rows, read by ListUnitFailures or ParkedPage.
+func parkedUnits[R ledgerdb.ListUnitFailuresRow | ledgerdb.ParkedPageRow](rs []R) (out []idem.ParkedUnit, err error) {
+	out = make([]idem.ParkedUnit, 0, len(rs))
+	for _, row := range rs {
+		r := ledgerdb.ListUnitFailuresRow(row)
 		out = append(out, idem.ParkedUnit{Job: r.Job, Key: r.UnitKey, Payload: r.Payload, Attempts: int(r.Attempts),
 			LastError: r.LastError, State: r.State, Mark: r.Mark, JobVersion: int(r.JobVersion),
 			FirstFailedAt: r.FirstFailedAt, UpdatedAt: r.UpdatedAt})

@@ -130,17 +130,34 @@ ORDER BY effect_key
 LIMIT @row_limit;
 
 -- name: PurgeEffects :execrows
-DELETE FROM idem_ledger WHERE job = @job AND effect = @effect AND state = 'done' AND done_at < @before;
+-- At most @row_limit done rows of an effect past retention: a short
+-- statement, repeated by idem's Purge until fewer come back. The keys are
+-- found on the (job, effect, state, done_at) index; PostgreSQL takes them
+-- as an array, so it deletes them by primary key (with IN it may join
+-- them to a scan of the whole ledger).
+DELETE FROM idem_ledger WHERE effect_key = ANY(ARRAY(
+    SELECT p.effect_key FROM idem_ledger AS p
+    WHERE p.job = @job AND p.effect = @effect AND p.state = 'done' AND p.done_at < @before
+    LIMIT @row_limit));
 
 -- name: PurgeSeen :execrows
--- Handed-in key records past retention, once no ledger row of their key is
--- left: a later replay of the key is processed as new.
-DELETE FROM idem_seen AS s WHERE s.job = @job AND s.first_seen < @before
-AND NOT EXISTS (SELECT 1 FROM idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key);
+-- At most @row_limit handed-in key records past retention, once no ledger
+-- row of their key is left: a later replay of the key is processed as new.
+-- Found on the seen table's (job, first_seen) index, each checked on the
+-- ledger's (job, unit_key) index. OFFSET 0 keeps PostgreSQL from making
+-- the check a join, which reads every ledger row of the job to find a
+-- batch.
+DELETE FROM idem_seen AS d WHERE d.job = @job AND d.unit_key = ANY(ARRAY(
+    SELECT s.unit_key FROM idem_seen AS s WHERE s.job = @job AND s.first_seen < @before
+    AND NOT EXISTS (SELECT 1 FROM idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key OFFSET 0)
+    LIMIT @row_limit));
 
--- name: ListLedger :many
+-- name: LedgerPage :many
+-- A page of the ledger in effect key order, on its primary key: the rows
+-- after @after (empty for the first page).
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error, permanent, parked_reason, next_attempt_at
-FROM idem_ledger ORDER BY effect_key;
+FROM idem_ledger WHERE effect_key > @after ORDER BY effect_key
+LIMIT @row_limit;
 
 -- name: GetUnitFailure :one
 SELECT state, payload_hash FROM idem_parked WHERE job = @job AND unit_key = @unit_key;
@@ -184,6 +201,13 @@ LIMIT @row_limit;
 -- name: ListUnitFailures :many
 SELECT job, unit_key, payload, attempts, last_error, state, mark, job_version, first_failed_at, updated_at
 FROM idem_parked ORDER BY job, unit_key;
+
+-- name: ParkedPage :many
+-- A page of one job's parked-table rows in unit key order, on its primary
+-- key: the rows after @after (empty for the first page).
+SELECT job, unit_key, payload, attempts, last_error, state, mark, job_version, first_failed_at, updated_at
+FROM idem_parked WHERE job = @job AND unit_key > @after ORDER BY unit_key
+LIMIT @row_limit;
 
 -- name: RetryUnit :execrows
 -- What `idemgen ledger retry` does: the next Run (Drain for handed-in units)

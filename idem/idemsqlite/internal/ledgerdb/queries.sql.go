@@ -334,12 +334,18 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 	return exists, err
 }
 
-const listLedger = `-- name: ListLedger :many
+const ledgerPage = `-- name: LedgerPage :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error, permanent, parked_reason, next_attempt_at
-FROM idem_ledger ORDER BY effect_key
+FROM idem_ledger WHERE effect_key > ?1 ORDER BY effect_key
+LIMIT ?2
 `
 
-type ListLedgerRow struct {
+type LedgerPageParams struct {
+	After    string
+	RowLimit int64
+}
+
+type LedgerPageRow struct {
 	EffectKey     string
 	Job           string
 	Effect        string
@@ -355,15 +361,17 @@ type ListLedgerRow struct {
 	NextAttemptAt sql.NullString
 }
 
-func (q *Queries) ListLedger(ctx context.Context) ([]ListLedgerRow, error) {
-	rows, err := q.db.QueryContext(ctx, listLedger)
+// A page of the ledger in effect key order, on its primary key: the rows
+// after @after (empty for the first page).
+func (q *Queries) LedgerPage(ctx context.Context, arg LedgerPageParams) ([]LedgerPageRow, error) {
+	rows, err := q.db.QueryContext(ctx, ledgerPage, arg.After, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ListLedgerRow
+	var items []LedgerPageRow
 	for rows.Next() {
-		var i ListLedgerRow
+		var i LedgerPageRow
 		if err := rows.Scan(
 			&i.EffectKey,
 			&i.Job,
@@ -681,6 +689,67 @@ func (q *Queries) MovePace(ctx context.Context, arg MovePaceParams) (int64, erro
 	return result.RowsAffected()
 }
 
+const parkedPage = `-- name: ParkedPage :many
+SELECT job, unit_key, payload, attempts, last_error, state, mark, job_version, first_failed_at, updated_at
+FROM idem_parked WHERE job = ?1 AND unit_key > ?2 ORDER BY unit_key
+LIMIT ?3
+`
+
+type ParkedPageParams struct {
+	Job      string
+	After    string
+	RowLimit int64
+}
+
+type ParkedPageRow struct {
+	Job           string
+	UnitKey       string
+	Payload       []byte
+	Attempts      int64
+	LastError     string
+	State         string
+	Mark          sql.NullString
+	JobVersion    int64
+	FirstFailedAt string
+	UpdatedAt     string
+}
+
+// A page of one job's parked-table rows in unit key order, on its primary
+// key: the rows after @after (empty for the first page).
+func (q *Queries) ParkedPage(ctx context.Context, arg ParkedPageParams) ([]ParkedPageRow, error) {
+	rows, err := q.db.QueryContext(ctx, parkedPage, arg.Job, arg.After, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ParkedPageRow
+	for rows.Next() {
+		var i ParkedPageRow
+		if err := rows.Scan(
+			&i.Job,
+			&i.UnitKey,
+			&i.Payload,
+			&i.Attempts,
+			&i.LastError,
+			&i.State,
+			&i.Mark,
+			&i.JobVersion,
+			&i.FirstFailedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const pendingEffects = `-- name: PendingEffects :many
 SELECT effect_key, effect, unit_key, payload FROM idem_ledger
 WHERE job = ?1 AND state = 'pending' AND (lease_until IS NULL OR lease_until < ?2)
@@ -737,17 +806,31 @@ func (q *Queries) PendingEffects(ctx context.Context, arg PendingEffectsParams) 
 }
 
 const purgeEffects = `-- name: PurgeEffects :execrows
-DELETE FROM idem_ledger WHERE job = ?1 AND effect = ?2 AND state = 'done' AND done_at < ?3
+DELETE FROM idem_ledger WHERE effect_key IN (
+    SELECT p.effect_key FROM idem_ledger AS p
+    WHERE p.job = ?1 AND p.effect = ?2 AND p.state = 'done' AND p.done_at < ?3
+    LIMIT ?4)
 `
 
 type PurgeEffectsParams struct {
-	Job    string
-	Effect string
-	Before sql.NullString
+	Job      string
+	Effect   string
+	Before   sql.NullString
+	RowLimit int64
 }
 
+// At most @row_limit done rows of an effect past retention: a short
+// statement, repeated by idem's Purge until fewer come back. The keys are
+// found on the (job, effect, state, done_at) index; PostgreSQL takes them
+// as an array, so it deletes them by primary key (with IN it may join
+// them to a scan of the whole ledger).
 func (q *Queries) PurgeEffects(ctx context.Context, arg PurgeEffectsParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, purgeEffects, arg.Job, arg.Effect, arg.Before)
+	result, err := q.db.ExecContext(ctx, purgeEffects,
+		arg.Job,
+		arg.Effect,
+		arg.Before,
+		arg.RowLimit,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -755,19 +838,26 @@ func (q *Queries) PurgeEffects(ctx context.Context, arg PurgeEffectsParams) (int
 }
 
 const purgeSeen = `-- name: PurgeSeen :execrows
-DELETE FROM idem_seen AS s WHERE s.job = ?1 AND s.first_seen < ?2
-AND NOT EXISTS (SELECT 1 FROM idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key)
+DELETE FROM idem_seen AS d WHERE d.job = ?1 AND d.unit_key IN (
+    SELECT s.unit_key FROM idem_seen AS s WHERE s.job = ?1 AND s.first_seen < ?2
+    AND NOT EXISTS (SELECT 1 FROM idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key)
+    LIMIT ?3)
 `
 
 type PurgeSeenParams struct {
-	Job    string
-	Before string
+	Job      string
+	Before   string
+	RowLimit int64
 }
 
-// Handed-in key records past retention, once no ledger row of their key is
-// left: a later replay of the key is processed as new.
+// At most @row_limit handed-in key records past retention, once no ledger
+// row of their key is left: a later replay of the key is processed as new.
+// Found on the seen table's (job, first_seen) index, each checked on the
+// ledger's (job, unit_key) index. OFFSET 0 keeps PostgreSQL from making
+// the check a join, which reads every ledger row of the job to find a
+// batch.
 func (q *Queries) PurgeSeen(ctx context.Context, arg PurgeSeenParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, purgeSeen, arg.Job, arg.Before)
+	result, err := q.db.ExecContext(ctx, purgeSeen, arg.Job, arg.Before, arg.RowLimit)
 	if err != nil {
 		return 0, err
 	}
