@@ -163,6 +163,7 @@ type WindowSource[U any] struct {
 	keyOf  func(U) string
 	markOf func(U) time.Time
 	served map[int][]U
+	echo   map[string]*simEcho[U] // writeahead: older versions served once (repeats.go)
 }
 
 func (s *WindowSource[U]) Fetch(ctx context.Context, w idem.Window, page string) ([]U, string, error) {
@@ -180,7 +181,7 @@ func (s *WindowSource[U]) Fetch(ctx context.Context, w idem.Window, page string)
 		}
 		return s.keyOf(in[i]) < s.keyOf(in[j])
 	})
-	out, next := simPage(in, page)
+	out, next := simPage(s.echoed(in, simIncOf(ctx)), page)
 	s.served[simIncOf(ctx)] = append(s.served[simIncOf(ctx)], out...)
 	return out, next, nil
 }
@@ -427,6 +428,8 @@ func (s simScenario) exactCalls() bool {
 		return true // without a fault, concurrent calls are still one per key
 	case "cancel", "skew", "purge-pending":
 		return true // purge-pending of handed-in units: see expectInterrupts
+	case famRepeatBatches, famWriteAhead:
+		return s.at < 0 // without a fault, a repeat is deduped or a mismatch
 	}
 	return false
 }
@@ -498,6 +501,13 @@ type simRun[U any] struct {
 	parkedEffects int            // effects parked, as reported
 	parkedUnits   int            // units parked or skipped as parked, as reported
 	intr          simInterrupts  // the cancel, skew and purge-pending families' state
+	// repeat-batches and writeahead (repeats.go): the calls handed in while
+	// the phases play, the re-runs after (converging), the keys whose first
+	// write is slowed down and the older versions a change log carries.
+	repeats    [][]U
+	converging bool
+	lagKeys    map[string]bool
+	cursorEcho map[string]U
 }
 
 // simRunRecord is one sequential run's report and what it was served.
@@ -583,6 +593,9 @@ func (r *simRun[U]) hook(inc *simInc) idem.CrashHook {
 		}
 		if p != pointSQLBefore && p != pointSQLAfter {
 			r.checkAt(ctx, p, detail)
+		}
+		if r.sc.family == famWriteAhead {
+			r.lag(p, detail)
 		}
 		if poison && !r.parked(ctx, detail) {
 			// The poison unit's write fails every time it is attempted; a
@@ -863,8 +876,9 @@ func (r *simRun[U]) serve(phase int) {
 			r.window.units[r.job.keyOf(u)] = u
 			r.window.mu.Unlock()
 		case SourceCursorName:
+			entries := r.logEntries(u)
 			r.cursor.mu.Lock()
-			r.cursor.log = append(r.cursor.log, u)
+			r.cursor.log = append(r.cursor.log, entries...)
 			r.cursor.mu.Unlock()
 		}
 		r.history = append(r.history, simDelivery[U]{unit: u, versions: r.versions})
@@ -926,10 +940,14 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 			// The caller's queue hands the phase's units in, and again
 			// those whose write failed last time.
 			r.mu.Lock()
-			units := append(slices.Clone(r.phases[phase]), r.redeliver...)
+			units := append(slices.Clone(r.delivered(phase)), r.redeliver...)
 			r.redeliver = nil
+			calls := [][]U{units[:len(units)/2], units[len(units)/2:]}
+			if r.repeats != nil && !r.converging {
+				calls = [][]U{units} // repeat-batches: one call, many batches
+			}
 			r.mu.Unlock()
-			for _, batch := range [][]U{units[:len(units)/2], units[len(units)/2:]} {
+			for _, batch := range calls {
 				if stopped(out.err) {
 					break
 				}
@@ -974,6 +992,12 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 		// batch while the next is written. A crash parks every goroutine
 		// of the process.
 		base = append(base, idem.WithEffectConcurrency(4), idem.WithBatchSize(2), idem.WithWriteAhead(true))
+	}
+	switch {
+	case r.sc.family == famRepeatBatches:
+		base = append(base, idem.WithBatchSize(2))
+	case r.sc.family == famWriteAhead:
+		base = append(base, idem.WithBatchSize(1), idem.WithWriteAhead(true))
 	}
 	opts = append(base, opts...)
 	edit := limitsFor(editFor(r.versions, r.job), r.sc.family)
@@ -1029,6 +1053,7 @@ func (r *simRun[U]) play() []string {
 		if phase == 1 && r.sc.family == "bump" {
 			r.versions = r.versions.bumped(r.sc.bump)
 		}
+		r.serveRepeats(phase)
 		r.serve(phase)
 		switch {
 		case phase == 0 && r.sc.family == "subprocess":
@@ -1050,6 +1075,9 @@ func (r *simRun[U]) play() []string {
 	}
 	// Convergence: clean runs after the last fault, as many as the fault
 	// plan needs (a failing effect is tried once per run).
+	r.mu.Lock()
+	r.converging = true
+	r.mu.Unlock()
 	last := len(r.phases) - 1
 	step := r.job.Lease + time.Minute
 	if r.sc.family == "failk" {

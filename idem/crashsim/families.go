@@ -51,7 +51,16 @@ package crashsim
 //	               leases are judged on the database's clock only
 //	purge-pending  purge past retention while effects are owed or one is    2 7
 //	               parked, then the phases go on: those rows stay, an
-//	               update never decides a when: inserted effect again
+//	               update never decides a when: inserted effect again; a
+//	               changed replay of a purged insert_once key is a mismatch
+//	repeat-batches handed-in: one call per phase whose batches repeat keys,  1 2 4 7
+//	               unchanged and changed, and mix new keys with changed
+//	               repeats of old ones: as if handed in one by one (report
+//	               counts checked); then crashed at hits spread over it
+//	writeahead     no effects: a page serves a new key twice (an older      1 3 4
+//	               version first) in batches of one written ahead; the
+//	               older write is slowed: the newer version must win;
+//	               then crashed at hits spread over the phases
 //
 // Every scenario also re-runs and backfills after convergence (4), checks
 // kept results against the provider's first answer, and purges once more
@@ -321,14 +330,15 @@ func (r *simRun[U]) checkEnd() []string {
 	if len(entries) != want && r.sc.family != "purge-old" && r.sc.family != "purge-pending" {
 		r.violate("end: %d ledger rows for %d applied and %d parked effects, want %d", len(entries), len(applied), len(exp.parked), want)
 	}
-	if r.sc.family == "clean" || r.sc.family == "fanout" {
+	unfaulted := (r.sc.family == famRepeatBatches || r.sc.family == famWriteAhead) && r.sc.at < 0
+	if r.sc.family == "clean" || r.sc.family == "fanout" || unfaulted {
 		r.checkCounts()
 	}
 	if r.sc.family == "mismatch" {
 		r.checkMismatch(ctx, exp)
 	}
 	r.checkInterrupts(ctx, exp)
-	if (r.sc.family == "clean" || r.sc.family == "fanout") && r.job.Source == SourceNoneName {
+	if (r.sc.family == "clean" || r.sc.family == "fanout" || unfaulted) && r.job.Source == SourceNoneName {
 		r.checkReplay(ctx)
 	}
 	if r.sc.family == "bump" && r.sc.bump < 0 && r.job.HasDest {
@@ -527,6 +537,9 @@ func (r *simRun[U]) checkCounts() {
 				break
 			}
 			units = r.phases[phase]
+			if r.repeats != nil {
+				units = r.repeats[phase] // repeat-batches: what its calls handed in
+			}
 			phase++
 		}
 		// The oracle counts on its own: Report's counting is code under test.
@@ -546,9 +559,9 @@ func (r *simRun[U]) checkCounts() {
 		got := run.rep
 		if got.Seen != len(units) || got.Inserted != want[idem.OutcomeInserted] || got.Updated != want[idem.OutcomeUpdated] ||
 			got.Unchanged != want[idem.OutcomeUnchanged] || got.Deduped != want[idem.OutcomeDeduped] || got.Accepted != want[idem.OutcomeAccepted] ||
-			got.Failed != 0 || got.EffectsDone != done || got.EffectsFailed != 0 {
-			r.violate("report counts: got %s, the oracle wants seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d effects done=%d",
-				got, len(units), want[idem.OutcomeInserted], want[idem.OutcomeUpdated], want[idem.OutcomeUnchanged], want[idem.OutcomeDeduped], want[idem.OutcomeAccepted], done)
+			got.Failed != want[idem.OutcomeMismatch] || got.Mismatched != want[idem.OutcomeMismatch] || got.EffectsDone != done || got.EffectsFailed != 0 {
+			r.violate("report counts: got %s, the oracle wants seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d mismatched=%d effects done=%d",
+				got, len(units), want[idem.OutcomeInserted], want[idem.OutcomeUpdated], want[idem.OutcomeUnchanged], want[idem.OutcomeDeduped], want[idem.OutcomeAccepted], want[idem.OutcomeMismatch], done)
 		}
 	}
 }
@@ -699,7 +712,7 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 		t: &simT{TB: t}, job: job, db: db, sc: sc, env: env,
 		doneKeys: map[string]bool{}, late: map[string]bool{},
 		prov:     newSimProvider(),
-		window:   &WindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.MarkOf, served: map[int][]U{}},
+		window:   &WindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.MarkOf, served: map[int][]U{}, echo: map[string]*simEcho[U]{}},
 		cursor:   &CursorSource[U]{served: map[int][]U{}},
 		versions: baseVersions(job),
 	}
@@ -726,6 +739,10 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 	}
 	r.prov.progress = &r.progress
 	r.phases = simPhases(job)
+	r.lagKeys, r.cursorEcho = map[string]bool{}, map[string]U{}
+	if sc.family == famRepeatBatches {
+		r.repeats = simRepeatDeliveries(job)
+	}
 	return r
 }
 
@@ -1037,6 +1054,9 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 	for i := 1; i <= 8; i++ {
 		sc := at("fanout-crash", i*secondPhase/9)
 		sc.crashAt = []int{sc.at}
+		add(sc)
+	}
+	for _, sc := range simPlanRepeats(job, secondPhase) {
 		add(sc)
 	}
 	add(newScenario("double"))

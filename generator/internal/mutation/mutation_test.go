@@ -72,6 +72,8 @@ const (
 	crashsimPG  = "idem/crashsim/postgres.go"
 	keysFile    = "idem/keys.go"
 	dbclockFile = "idem/dbclock.go"
+	sqliteStore = "idem/idemsqlite/store.go"
+	pgStore     = "idem/idempg/store.go"
 	// The ledger's queries, which the runtime owns.
 	sqliteLedger = "idem/idemsqlite/internal/ledgerdb/queries.sql.go"
 	pgLedger     = "idem/idempg/internal/ledgerdb/queries.sql.go"
@@ -85,6 +87,7 @@ const (
 	stageTest  = "TestCrashSimLedgerImport"
 	pageTest   = "TestCrashSimPageImport"
 	copyTest   = "TestCrashSimCopyJob"
+	ackTest    = "TestCrashSimMessageAckJob"
 )
 
 var targets = []mutantTarget{
@@ -93,6 +96,7 @@ var targets = []mutantTarget{
 	{module: "testdata", pkg: "golden/sha256key", tests: []string{priceTest}, mutants: priceMutants},
 	{module: "testdata", pkg: "golden/staged", tests: []string{stageTest, pageTest}, mutants: stageMutants},
 	{module: ".", pkg: "example/bench/benchjobs", tests: []string{copyTest}, mutants: benchMutants},
+	{module: "testdata", pkg: "golden/none_nodest", tests: []string{ackTest}, mutants: ackMutants},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
@@ -108,6 +112,19 @@ func twice(file, old, new string) []mutantEdit {
 var benchMutants = []mutant{
 	{name: "a batch written ahead drops its counts", test: copyTest, db: "postgres", edits: edit(batchFile,
 		`\t\t<-done\n\t\trep\.add\(own\)\n`, "\t\t<-done\n")},
+	// Killed by writeahead: a key's second write commits before its first.
+	{name: "a batch written ahead does not wait for the one in flight with its key", test: copyTest, db: "postgres", edits: edit(batchFile,
+		`if f := rep\.inFlight; f != nil && slices\.ContainsFunc`, "if f := rep.inFlight; false && f != nil && slices.ContainsFunc")},
+}
+
+// Killed by repeat-batches (and the fixture's own mixed batches): a batch
+// of handed-in keys that mixes new keys with old ones.
+var ackMutants = []mutant{
+	{name: "a batch stops recording its keys after its first new one", test: ackTest, edits: edit(sqliteStore,
+		`FirstSeen: idem\.SQLiteTime\(now\)\}\)\n\t\tif err == nil \{\n\t\t\tcontinue`, "FirstSeen: idem.SQLiteTime(now)})\n\t\tif err == nil {\n\t\t\tbreak")},
+	{name: "a batch with a new key takes every key as new", test: ackTest, db: "postgres", edits: edit(pgStore,
+		`if err != nil \|\| len\(fresh\) == len\(unitKeys\) \{`, "if err != nil || len(fresh) > 0 {")}, {name: "a key repeated within a batch is written in the same round", test: ackTest, edits: edit(batchFile,
+		`n := seen\[it\.key\]\n`, "n := 0\n")},
 }
 
 var cursorMutants = []mutant{
@@ -306,7 +323,7 @@ var exampleMutants = []mutant{
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
-	"cancel", "skew", "purge-pending"}
+	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated

@@ -359,7 +359,7 @@ func TestEffectParksAfterMaxAttempts(t *testing.T) {
 			t.Fatalf("a parked effect was retried: %s", rep)
 		}
 		entries, err := st.Ledger(ctx)
-		if err != nil || len(entries) != 1 || entries[0].State != "failed" || entries[0].Attempts != 2 || entries[0].LastError == "" {
+		if err != nil || len(entries) != 1 || entries[0].State != idem.StateParked || entries[0].Attempts != 2 || entries[0].LastError == "" {
 			t.Fatalf("ledger %+v, %v", entries, err)
 		}
 		if reg.calls.Total() != 2 {

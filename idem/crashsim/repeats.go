@@ -1,0 +1,168 @@
+package crashsim
+
+// The families that repeat keys inside one call or page:
+//
+//   - repeat-batches (handed-in units): each phase is one Process call in
+//     batches of two whose keys repeat across batches, unchanged and with
+//     a changed payload, and whose batches mix new keys with changed
+//     repeats of old ones. The call must end as if its units had been
+//     handed in one by one: a repeat deduped, a changed repeat a mismatch
+//     that writes and performs nothing.
+//   - writeahead (a job without effects, fed by a source): batches of one,
+//     written ahead, and a page that serves a new key twice, an older
+//     version just before the current one, so the key's two writes are in
+//     flight at once. The older write is slowed down at its first hit: a
+//     later batch that does not wait for the one in flight with its key
+//     commits first, and the older version wins.
+//
+// Each runs once without a fault (at < 0: report counts and calls checked)
+// and four times with a crash at hits spread over the first two phases.
+
+import (
+	"slices"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+)
+
+const (
+	famRepeatBatches = "repeat-batches"
+	famWriteAhead    = "writeahead"
+)
+
+// simWriteAheadLag is how long the first write of a repeated key waits at
+// its first hit: far longer than the next batch needs to start.
+const simWriteAheadLag = 50 * time.Millisecond
+
+// simRepeatDeliveries is what repeat-batches hands in, one call per phase:
+// the fixture's units (1 to 6, then 4 to 7) with repeats; n' is unit n
+// with a changed payload. In batches of two:
+//
+//	phase 0: [1 2] [3 1] [4 2'] [5 5] [6 3]
+//	phase 1: [4 1'] [7 5] [7 3'] [6]
+func simRepeatDeliveries[U any](job *Job[U]) [][]U {
+	u := func(id int) U { return job.Unit(id, 1) }
+	changed := func(id int) U { return job.Unit(id, 2) }
+	return [][]U{
+		{u(1), u(2), u(3), u(1), u(4), changed(2), u(5), u(5), u(6), u(3)},
+		{u(4), changed(1), u(7), u(5), u(7), changed(3), u(6)},
+	}
+}
+
+// simPlanRepeats adds the families of this file that fit the job.
+func simPlanRepeats[U any](job *Job[U], secondPhase int) []simScenario {
+	var family string
+	switch {
+	case job.Source == SourceNoneName:
+		family = famRepeatBatches
+	case job.HasDest && len(job.Effects) == 0:
+		family = famWriteAhead
+	default:
+		return nil
+	}
+	plan := []simScenario{newScenario(family)}
+	for i := 1; i <= 4; i++ {
+		sc := newScenario(family)
+		sc.at = i * secondPhase / 5
+		sc.crashAt = []int{sc.at}
+		plan = append(plan, sc)
+	}
+	return plan
+}
+
+// simEcho is an older version of a unit that writeahead's source serves
+// just before the current one, to the first incarnation that fetches it.
+type simEcho[U any] struct {
+	unit U
+	to   int // the incarnation it is served to; 0 until one fetches it
+}
+
+// echoFor registers writeahead's older version of u, served just before
+// it: the same mark (the same window, the same place in it), other data.
+func (r *simRun[U]) echoFor(id int, u U) {
+	older := r.job.Unit(id, 0)
+	if r.job.MarkOf != nil && r.job.SetMark != nil {
+		r.job.SetMark(&older, r.job.MarkOf(u))
+	}
+	key := r.job.keyOf(u)
+	r.mu.Lock()
+	r.lagKeys[key] = true
+	r.cursorEcho[key] = older // a change log carries it once, just before u
+	r.mu.Unlock()
+	r.window.mu.Lock()
+	r.window.echo[key] = &simEcho[U]{unit: older}
+	r.window.mu.Unlock()
+}
+
+// logEntries is what serve appends to a change log for u: its echo, if
+// any, then u.
+func (r *simRun[U]) logEntries(u U) []U {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := r.job.keyOf(u)
+	if older, ok := r.cursorEcho[key]; ok {
+		delete(r.cursorEcho, key)
+		return []U{older, u}
+	}
+	return []U{u}
+}
+
+// echoed returns the page's units with each registered older version just
+// before its current one, for the incarnation it goes to. The caller
+// holds s.mu.
+func (s *WindowSource[U]) echoed(in []U, inc int) []U {
+	if len(s.echo) == 0 {
+		return in
+	}
+	out := make([]U, 0, len(in)+1)
+	for _, u := range in {
+		if e := s.echo[s.keyOf(u)]; e != nil {
+			if e.to == 0 {
+				e.to = inc
+			}
+			if e.to == inc {
+				out = append(out, e.unit)
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// serveRepeats registers what the phase repeats, before it is served: for
+// writeahead, the phase's new unit (unit 3 in phase 0, unit 7 in phase 1)
+// is echoed by an older version.
+func (r *simRun[U]) serveRepeats(phase int) {
+	if r.sc.family != famWriteAhead {
+		return
+	}
+	id := map[int]int{0: 3, 1: 7}[phase]
+	i := slices.IndexFunc(r.phases[phase], func(u U) bool { return r.job.keyOf(u) == r.job.keyOf(r.job.Unit(id, 1)) })
+	if i >= 0 {
+		r.echoFor(id, r.phases[phase][i])
+	}
+}
+
+// lag slows writeahead's first write of a repeated key at its first hit
+// (outside every lock, so other batches go on meanwhile).
+func (r *simRun[U]) lag(p idem.CrashPoint, detail string) {
+	if p != idem.PointUnitStart {
+		return
+	}
+	r.mu.Lock()
+	lag := r.lagKeys[detail]
+	delete(r.lagKeys, detail)
+	r.mu.Unlock()
+	if lag {
+		time.Sleep(simWriteAheadLag)
+	}
+}
+
+// delivered is what the caller hands in for phase: repeat-batches' calls
+// while the phases are played, the fixture's units when re-running after.
+func (r *simRun[U]) delivered(phase int) []U {
+	if r.repeats != nil && !r.converging && phase < len(r.repeats) {
+		return r.repeats[phase]
+	}
+	return r.phases[phase]
+}
