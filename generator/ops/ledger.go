@@ -87,6 +87,9 @@ type Rows struct {
 	Effects  []Effect   `json:"effects"`
 	Units    []Unit     `json:"units"`
 	HandedIn []HandedIn `json:"handed_in"`
+	// Next is the cursor of List's next page (Filter.After); "" when no
+	// row follows.
+	Next string `json:"next,omitempty"`
 }
 
 // Empty reports whether no row was found.
@@ -97,12 +100,27 @@ type Filter struct {
 	Job, Effect string
 	State       string // one of States; parked selects parked effects and parked units
 	Prefix      string // of the effect key, or of the unit key for units
-	Limit       int    // at most this many rows of each kind; 0: all
+	// Limit is how many rows a page holds, effects and units together; 0:
+	// every row, in one page.
+	Limit int
+	// After is the cursor a page's Rows.Next gave: the listing goes on
+	// after that row. "" starts from the first.
+	After string
 }
 
-// List returns the ledger rows and parked-table rows the filter selects,
-// ordered by job and key, without payloads. Handed-in key records are not
-// listed (there is one per unit ever handed in); Show finds them.
+// Cursors name the last row of a page: "effect:" and its effect key, or
+// "unit:" and its job, ":" and its unit key.
+const (
+	effectCursor = "effect:"
+	unitCursor   = "unit:"
+)
+
+// List returns a page of the ledger rows and parked-table rows the filter
+// selects, without payloads: ledger rows ordered by effect key, then
+// parked-table rows ordered by job and unit key, and the cursor of the next
+// page. Each page reads on the tables' primary keys, so it costs the same
+// however large the ledger is. Handed-in key records are not listed (there
+// is one per unit ever handed in); Show finds them.
 func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 	if f.State != "" && !slices.Contains(States, f.State) {
 		return nil, fmt.Errorf("unknown state %q (states: %s)", f.State, strings.Join(States, ", "))
@@ -111,6 +129,29 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 	// Which kinds the state can select; units have no effect.
 	effects := f.State != unitFailing && f.State != unitRetry
 	units := f.Effect == "" && (f.State == "" || f.State == unitFailing || f.State == unitParked || f.State == unitRetry)
+	var afterEffect, afterJob, afterUnit string
+	switch {
+	case f.After == "":
+	case strings.HasPrefix(f.After, effectCursor):
+		afterEffect = strings.TrimPrefix(f.After, effectCursor)
+	case strings.HasPrefix(f.After, unitCursor):
+		var ok bool
+		afterJob, afterUnit, ok = strings.Cut(strings.TrimPrefix(f.After, unitCursor), ":")
+		if !ok {
+			return nil, fmt.Errorf("cursor %q: want unit:JOB:KEY", f.After)
+		}
+		effects = false // the effects came before
+	default:
+		return nil, fmt.Errorf("cursor %q is not one a page gave (effect:KEY or unit:JOB:KEY)", f.After)
+	}
+	// fetch is how many rows the next kind may read: one more than the
+	// page has room for says whether a next page exists.
+	fetch := func(shown int) int {
+		if f.Limit <= 0 {
+			return 0
+		}
+		return f.Limit - shown + 1
+	}
 
 	var err error
 	if effects {
@@ -125,6 +166,9 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 		if f.Prefix != "" {
 			add("substr(effect_key, 1, ?) = ?", utf8.RuneCountInString(f.Prefix), f.Prefix)
 		}
+		if afterEffect != "" {
+			add("effect_key > ?", afterEffect)
+		}
 		switch now := d.now(); f.State {
 		case EffectPending:
 			add("state = 'pending' AND (lease_until IS NULL OR lease_until <= ?)", d.at(now))
@@ -135,8 +179,13 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 		case EffectParked:
 			add("state = '" + idem.StoredParked + "'")
 		}
-		if rows.Effects, err = d.effects(ctx, where, args, f.Limit, false); err != nil {
+		if rows.Effects, err = d.effects(ctx, where, args, fetch(0), false); err != nil {
 			return nil, err
+		}
+		if f.Limit > 0 && len(rows.Effects) > f.Limit {
+			rows.Effects = rows.Effects[:f.Limit]
+			rows.Next = effectCursor + rows.Effects[f.Limit-1].Key
+			return rows, nil
 		}
 	}
 	if units {
@@ -151,8 +200,20 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 		if f.State != "" {
 			add("state = ?", f.State)
 		}
-		if rows.Units, err = d.units(ctx, where, args, f.Limit, false); err != nil {
+		if afterJob != "" || afterUnit != "" {
+			add("(job > ? OR job = ? AND unit_key > ?)", afterJob, afterJob, afterUnit)
+		}
+		if rows.Units, err = d.units(ctx, where, args, fetch(len(rows.Effects)), false); err != nil {
 			return nil, err
+		}
+		if room := f.Limit - len(rows.Effects); f.Limit > 0 && len(rows.Units) > room {
+			rows.Units = rows.Units[:room]
+			if room > 0 {
+				last := rows.Units[room-1]
+				rows.Next = unitCursor + last.Job + ":" + last.Key
+			} else {
+				rows.Next = effectCursor + rows.Effects[len(rows.Effects)-1].Key
+			}
 		}
 	}
 	return rows, nil
@@ -195,7 +256,7 @@ func (d *DB) effects(ctx context.Context, where []string, args []any, limit int,
 	if payload {
 		cols += ", payload"
 	}
-	query := "SELECT " + cols + " FROM " + d.t.Ledger + whereClause(where) + " ORDER BY job, effect_key" + limitClause(limit)
+	query := "SELECT " + cols + " FROM " + d.t.Ledger + whereClause(where) + " ORDER BY effect_key" + limitClause(limit)
 	rs, err := d.db.QueryContext(ctx, d.q(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", d.t.Ledger, err)

@@ -135,6 +135,7 @@ type options struct {
 	state     string          // -state
 	prefix    string          // -prefix
 	limit     int             // -limit
+	after     string          // -after
 	force     bool            // -force
 	allParked bool            // -all-parked
 	set       map[string]bool // the flags given
@@ -163,7 +164,8 @@ func (c command) flags(out io.Writer, o *options) *flag.FlagSet {
 		fs.StringVar(&o.effect, "effect", "", "list: only ledger rows of this `effect`")
 		fs.StringVar(&o.state, "state", "", "list: only rows in this `state`: "+strings.Join(ops.States, ", ")+" (parked: effects and units)")
 		fs.StringVar(&o.prefix, "prefix", "", "list: only rows whose key starts with `text`")
-		fs.IntVar(&o.limit, "limit", 100, "list: at most `n` effects and n units; 0 for all")
+		fs.IntVar(&o.limit, "limit", 100, "list: at most `n` rows in a page; 0 for all")
+		fs.StringVar(&o.after, "after", "", "list: the page after `cursor`, as the previous page printed it")
 		fs.BoolVar(&o.force, "force", false, "reset: remove the rows; without it reset prints what it would remove and exits 1")
 		fs.BoolVar(&o.allParked, "all-parked", false, "retry: every parked effect and unit (of -job, or of every job of the spec)")
 	}

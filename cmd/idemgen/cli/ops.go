@@ -35,8 +35,11 @@ const ledgerAbout = `inspects and repairs the package's bookkeeping rows in its 
 ledger rows (one per effect key), parked units (units whose writes failed)
 and handed-in key records (one per handed-in unit key).
 
-  list [-job J] [-effect E] [-state S] [-prefix P] [-limit N] [-json]
-        ledger rows and parked units, by job and key
+  list [-job J] [-effect E] [-state S] [-prefix P] [-limit N] [-after CURSOR] [-json]
+        a page of ledger rows (by effect key), then parked units (by job
+        and key): at most -limit rows (default 100; 0 for all). When more
+        follow it says so on stderr with the cursor to pass as -after for
+        the next page; -json gives it as "next"
   show [-job J] [-json] KEY
         every row under KEY: the ledger row of that effect key (state,
         attempts, lease, last error, kept result, payload), the parked unit
@@ -199,7 +202,7 @@ func printJSON(e env, v any) int {
 
 // ledgerFlags are the flags each ledger subcommand takes, beside -db and -f.
 var ledgerFlags = map[string][]string{
-	"list":  {"job", "effect", "state", "prefix", "limit", "json"},
+	"list":  {"job", "effect", "state", "prefix", "limit", "after", "json"},
 	"show":  {"job", "json"},
 	"retry": {"job", "all-parked"},
 	"reset": {"job", "force"},
@@ -277,12 +280,12 @@ func ledgerErr(e env, sub string, err error) int {
 }
 
 func ledgerList(e env, db *ops.DB, o *options) int {
-	rows, err := db.List(e.ctx, ops.Filter{Job: o.job, Effect: o.effect, State: o.state, Prefix: o.prefix, Limit: o.limit})
+	rows, err := db.List(e.ctx, ops.Filter{Job: o.job, Effect: o.effect, State: o.state, Prefix: o.prefix, Limit: o.limit, After: o.after})
 	if err != nil {
 		return ledgerErr(e, "list", err)
 	}
-	if o.limit > 0 && (len(rows.Effects) == o.limit || len(rows.Units) == o.limit) {
-		fmt.Fprintf(e.stderr, "idemgen ledger list: showing the first %d rows of each kind; -limit 0 shows all\n", o.limit)
+	if rows.Next != "" {
+		fmt.Fprintf(e.stderr, "idemgen ledger list: showing %d rows; more follow: add -after %s for the next page\n", len(rows.Effects)+len(rows.Units), shellQuote(rows.Next))
 	}
 	if o.json {
 		return printJSON(e, rows)
@@ -523,4 +526,16 @@ func retryText(at, now time.Time) string {
 		return fmt.Sprintf("%s (due: the next run or drain tries it)", stamp(at))
 	}
 	return fmt.Sprintf("%s (in %s: the backoff, or the provider's Retry-After)", stamp(at), at.Sub(now).Round(time.Second))
+}
+
+// shellQuote quotes s for a shell when it holds more than letters, digits
+// and -_.:/@+=, so a printed flag value can be pasted as it is.
+func shellQuote(s string) string {
+	plain := s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("-_.:/@+=", r)
+	}) < 0
+	if plain {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
