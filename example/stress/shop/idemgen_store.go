@@ -102,16 +102,33 @@ func (s *Store) Runtime() idem.Store {
 	return s.st
 }
 
-// Ledger lists every ledger row, ordered by effect key, for operators and tests.
+// Ledger lists every ledger row, ordered by effect key, for tests and small ledgers:
+// it reads a page at a time but holds every row in memory. LedgerPage reads one page.
 func (s *Store) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
 	return s.st.Auto().Ledger(ctx)
 }
 
+// LedgerPage lists at most limit ledger rows whose effect keys sort after after ("" for
+// the first page), ordered by effect key, and the cursor of the next page: pass it as
+// after to read on; "" when no row follows. Each page costs the same however large
+// the ledger grows. `idemgen ledger list -limit N -after CURSOR` pages the same way.
+func (s *Store) LedgerPage(ctx context.Context, after string, limit int) ([]idem.LedgerEntry, string, error) {
+	return idem.LedgerPage(ctx, s.st, after, limit)
+}
+
 // Parked lists the units whose writes failed and that were not written since, ordered
 // by job and key: failing (progress waits for them), parked after their job's
-// max_attempts (progress passes them), or put back for retry.
+// max_attempts (progress passes them), or put back for retry. It holds every row in
+// memory; ParkedPage reads a job's rows a page at a time.
 func (s *Store) Parked(ctx context.Context) ([]idem.ParkedUnit, error) {
 	return s.st.Auto().UnitFailures(ctx)
+}
+
+// ParkedPage lists at most limit of job's units in Parked, those whose keys sort after
+// after ("" for the first page), ordered by key, and the cursor of the next page:
+// pass it as after to read on; "" when no row follows.
+func (s *Store) ParkedPage(ctx context.Context, job, after string, limit int) ([]idem.ParkedUnit, string, error) {
+	return idem.ParkedPage(ctx, s.st, job, after, limit)
 }
 
 // Retry puts back what is parked under key in job ("" for every job) and returns what
