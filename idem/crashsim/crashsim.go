@@ -228,6 +228,7 @@ const (
 	faultRespLost          // the provider applies, then the caller sees an error
 	faultFailPre           // the provider fails before applying
 	faultStall             // the call hangs past the effect's timeout (family stall)
+	faultHang              // the call hangs, ignoring the cancel, while the world goes on (stall-takeover)
 )
 
 // Provider is the fake outside provider. It honours the idempotency key
@@ -265,6 +266,9 @@ type Provider struct {
 	journal  *os.File         // subprocess mode: every call, synced before it returns
 	progress *atomic.Int64    // the scenario's (simRun.progress): a call is progress
 	flight   *simFlight       // the fleet family: calls in flight per effect
+	// hang is the world while a faultHang call hangs (stall-takeover, hang.go):
+	// true when the caller's process died meanwhile.
+	hang func(ctx context.Context, key string) (dropped bool)
 }
 
 func newSimProvider() *Provider {
@@ -334,6 +338,16 @@ func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error)
 		delete(p.stalling, key)
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("simulated stalled call, abandoned: %w", err)
+		}
+	}
+	if p.faults[n] == faultHang && p.hang != nil {
+		p.stalling[key] = true
+		p.mu.Unlock()
+		dropped := p.hang(ctx, key)
+		p.mu.Lock()
+		delete(p.stalling, key)
+		if dropped {
+			return nil, errDropped
 		}
 	}
 	if k, ok := p.failInc[simIncOf(ctx)]; ok && k == key {
@@ -422,7 +436,7 @@ func (s simScenario) overlapping() bool {
 func (s simScenario) exactCalls() bool {
 	switch s.family {
 	case "clean", "writefail", "poison", "failk", "permanent", "recover", "throttle", "takeover", "livelease", "bump", "mismatch",
-		"purge-young", "resplost", "failpre", "stall", "commitunknown":
+		"purge-young", "resplost", "failpre", "stall", "commitunknown", famStallTakeover:
 		return true
 	case "fanout":
 		return true // without a fault, concurrent calls are still one per key
@@ -508,6 +522,7 @@ type simRun[U any] struct {
 	converging bool
 	lagKeys    map[string]bool
 	cursorEcho map[string]U
+	incByID    map[int]*simInc // every incarnation started, by id
 }
 
 // simRunRecord is one sequential run's report and what it was served.
@@ -918,6 +933,7 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 	r.mu.Lock()
 	r.incs++
 	inc := &simInc{id: r.incs, crashed: make(chan struct{}, 1), paused: make(chan struct{}), resume: make(chan struct{}), pauseAt: pauseAt}
+	r.incByID[inc.id] = inc
 	r.mu.Unlock()
 	hook := r.hook(inc)
 	st, kill, closeInc := r.db.incarnation(r.t, hook)
@@ -1001,7 +1017,7 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	}
 	opts = append(base, opts...)
 	edit := limitsFor(editFor(r.versions, r.job), r.sc.family)
-	if r.sc.family == "stall" {
+	if r.sc.family == "stall" || r.sc.family == famStallTakeover {
 		edit = withTimeout(edit, simStallTimeout)
 	}
 	if edit != nil {

@@ -26,6 +26,10 @@ package crashsim
 //	throttle       the provider answers RetryAfter max_attempts+1 times:    8
 //	               no attempt burned (done in the end), no call before
 //	               the time it named
+//	stall-takeover a call hangs past its timeout, ignoring the cancel: a     2 5 8
+//	               second worker meets the live lease and must not call;
+//	               then the call is answered, or its process dies and,
+//	               once the lease has run out, another worker takes over
 //	takeover       a worker stalls past its lease, another takes over,      2 5
 //	               the first one's late call succeeds or fails
 //	livelease      a second worker meets a live lease                       2 5
@@ -164,6 +168,10 @@ func (r *simRun[U]) expect() simExpect[U] {
 		case "resplost", "failpre", "stall":
 			if r.sc.call < len(r.prov.order) {
 				e.calls[r.prov.order[r.sc.call]] = 2
+			}
+		case famStallTakeover:
+			if r.sc.call < len(r.prov.order) && r.sc.variant == "crash" {
+				e.calls[r.prov.order[r.sc.call]] = 2 // the dropped call, then the takeover's
 			}
 		case "failk":
 			if r.sc.call < len(r.prov.order) {
@@ -739,7 +747,10 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 	}
 	r.prov.progress = &r.progress
 	r.phases = simPhases(job)
-	r.lagKeys, r.cursorEcho = map[string]bool{}, map[string]U{}
+	r.lagKeys, r.cursorEcho, r.incByID = map[string]bool{}, map[string]U{}, map[int]*simInc{}
+	if sc.family == famStallTakeover {
+		r.prov.hang = r.hangInterlude
+	}
 	if sc.family == famRepeatBatches {
 		r.repeats = simRepeatDeliveries(job)
 	}
@@ -920,6 +931,12 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 			sc.faults = map[int]simFault{c: f.fault}
 			add(sc)
 		}
+	}
+	clean.prov.mu.Lock()
+	effectOfCall := maps.Clone(clean.prov.effect)
+	clean.prov.mu.Unlock()
+	for _, sc := range simPlanHangs(job, order[:calls], func(k string) string { return effectOfCall[k] }) {
+		add(sc)
 	}
 	firstPhase := len(trace)
 	if job.Source != SourceNoneName {

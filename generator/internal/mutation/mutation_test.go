@@ -309,6 +309,11 @@ var exampleMutants = []mutant{
 		`return e\.opt\.leaseClock\(\), nil`, "return e.opt.now(), nil")},
 	{name: "an update decides a when-inserted effect again", test: syncTest, edits: edit(batchFile,
 		`case fx\.When\.Matches\(decideAs\):`, "case fx.When.Matches(decideAs) || fx.When == WhenInserted && it.outcome == OutcomeUpdated:")},
+	// Killed by stall-takeover: a call past its timeout is abandoned, its
+	// lease given back while the provider still works on it.
+	{name: "a call past its timeout is abandoned, not awaited", test: hookTest, edits: edit(engineFile,
+		`result, err := fx\.Call\(callCtx, key, u\)`,
+		"type answer struct {\n\t\tb []byte\n\t\te error\n\t}\n\tch := make(chan answer, 1)\n\tgo func() { b, e := fx.Call(callCtx, key, u); ch <- answer{b, e} }()\n\tvar result []byte\n\tvar err error\n\tselect {\n\tcase a := <-ch:\n\t\tresult, err = a.b, a.e\n\tcase <-callCtx.Done():\n\t\terr = callCtx.Err()\n\t}")},
 	// Killed by purge-pending: an insert_once key redelivered changed after
 	// its records were purged must be a mismatch, not a new call.
 	{name: "a replay after retention is not compared with its row", test: hookTest, edits: edit(batchFile,
@@ -323,7 +328,7 @@ var exampleMutants = []mutant{
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
-	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead"}
+	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
