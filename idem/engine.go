@@ -1089,6 +1089,11 @@ func (e *Engine[U]) run(ctx context.Context, op string, busyFails bool, body fun
 	rep.awaitInFlight()
 	if err == nil {
 		err = rep.failed.err(e.def.Name, busyFails)
+	} else if ferr := rep.failed.err(e.def.Name, busyFails); ferr != nil {
+		// The run stopped at err (its database gone, say) after units or
+		// effects had already failed, most likely for the same cause: say
+		// both, the step it stopped at first. Only err is wrapped.
+		err = fmt.Errorf("%w (before that, %v)", err, ferr)
 	}
 	if fe := (*FailuresError)(nil); backlogOps[op] && (err == nil || errors.As(err, &fe)) {
 		if b, berr := e.backlog(ctx); berr != nil {
