@@ -191,3 +191,86 @@ func TestCrashSimFxJob(t *testing.T) {
 		crashsim.Run(t, env, job)
 	})
 }
+
+// TestCrashSimCallJob crashes the call_job job at every durable boundary, restarts it and checks
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
+func TestCrashSimCallJob(t *testing.T) {
+	job := &crashsim.Job[Call]{
+		Effects: []crashsim.Effect{{
+			KeepResult:  false,
+			Key:         "bench:call:v{version}:{id}",
+			Lease:       2 * time.Minute,
+			MaxAttempts: 20,
+			Name:        "call_provider",
+			Rate: idem.Rate{
+				N:   200,
+				Per: time.Second,
+			},
+			Retention: 720 * time.Hour,
+			Retry: idem.Backoff{
+				Initial: 1 * time.Second,
+				Max:     30 * time.Second,
+			},
+			Timeout: 10 * time.Second,
+			Version: 1,
+			When:    idem.WhenAlways,
+		}},
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "id",
+			Type:  "string",
+		}, {
+			Name: "amount",
+			Type: "int64",
+		}},
+		HasDest:    false,
+		InsertOnce: false,
+		Key:        "bench:call:{id}",
+		Lease:      5 * time.Minute,
+		Name:       "call_job",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Call], error) {
+			j, err := NewCallJob(&Store{st: st}, CallJobEffects{CallProvider: CallProviderFunc(func(ctx context.Context, key string, unit Call) error {
+				_, err := fx.Call(ctx, "call_provider", key)
+				return err
+			})}, opts...)
+			if err != nil {
+				return crashsim.Verbs[Call]{}, err
+			}
+			return crashsim.Verbs[Call]{
+				Drain:   j.Drain,
+				Process: j.Process,
+				Purge:   j.Purge,
+			}, nil
+		},
+		Points: callJobCrashPoints,
+		Source: "none",
+		Stage:  false,
+		Unit: func(id, rev int) Call {
+			var u Call
+			// Units 5 and 6 share every value outside the key.
+			vid := id
+			if id == 6 {
+				vid = 5
+			}
+			u.ID = crashsim.KeyText("bench:call:{id}", "id", id)
+			u.Amount = int64((vid*100 + rev))
+			return u
+		},
+		Version: 1,
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
+			return NewSQLiteStore(db)
+		}), job)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+			return NewPostgresStore(pool)
+		})
+		if env == nil {
+			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		}
+		crashsim.Run(t, env, job)
+	})
+}
