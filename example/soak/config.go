@@ -18,6 +18,10 @@ type config struct {
 	settle        time.Duration // how long the fleet may take to finish after the last kill
 	seed          int64
 	providerDelay time.Duration
+	// PostgreSQL's own failures
+	pgCrashEvery time.Duration // mean time between immediate shutdowns of the soak's own server (0: none)
+	pgDown       time.Duration // how long the server stays down after a crash
+	cutEvery     time.Duration // mean time between connection cuts at the proxy (0: no proxy)
 	// worker mode
 	worker   bool
 	id       string
@@ -36,6 +40,9 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&c.killEvery, "kill-every", 3*time.Second, "mean time between SIGKILLs of a random worker")
 	fs.DurationVar(&c.settle, "settle", 3*time.Minute, "how long the fleet may take to finish after the last kill")
 	fs.DurationVar(&c.providerDelay, "provider-delay", 25*time.Millisecond, "how long the provider takes to answer after applying (a kill in it makes a repeat)")
+	fs.DurationVar(&c.pgCrashEvery, "pg-crash-every", 0, "mean time between crashes of PostgreSQL (an immediate shutdown, then a start with crash recovery); the soak then runs on a server of its own, started in a temporary directory (-postgres is not needed)")
+	fs.DurationVar(&c.pgDown, "pg-down", time.Second, "how long PostgreSQL stays down after each crash")
+	fs.DurationVar(&c.cutEvery, "cut-every", 0, "mean time between connection cuts: workers then reach PostgreSQL through a proxy on loopback that cuts, in turn at random, the connection right after a COMMIT (before its answer), a random one, or all")
 	fs.Int64Var(&c.seed, "seed", 0, "random seed (default: the time)")
 	fs.StringVar(&c.bug, "bug", "", "plant a bug in the workers to see the soak fail: fresh-key (a new idempotency key per provider call), no-key (no Idempotency-Key header)")
 	fs.BoolVar(&c.worker, "worker", false, "run as a worker (the supervisor starts these)")
@@ -46,8 +53,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return c, err
 	}
 	switch {
-	case c.postgres == "":
-		return c, errors.New("-postgres is required")
+	case c.postgres == "" && (c.pgCrashEvery == 0 || c.worker):
+		return c, errors.New("-postgres is required (or -pg-crash-every, which runs a server of its own)")
 	case c.workers < 1:
 		return c, errors.New("-workers must be at least 1")
 	case c.worker && (c.schema == "" || c.provider == "" || c.id == ""):

@@ -1,9 +1,14 @@
 // Command soak runs a fleet of real worker processes on River and
 // PostgreSQL, kills them at random with SIGKILL while units flow, and checks
 // that every unit is written once and every receipt reaches the provider
-// once. go test ./example/soak runs a short version of it.
+// once. With -cut-every its workers reach PostgreSQL through a proxy that
+// cuts connections (some right after a COMMIT, before its answer); with
+// -pg-crash-every it runs on a PostgreSQL server of its own and crashes it
+// (immediate shutdown, then crash recovery). go test ./example/soak runs
+// short versions of it.
 //
 //	go run ./example/soak -postgres "$IDEMGEN_TEST_POSTGRES" -workers 4 -duration 10m
+//	go run ./example/soak -workers 4 -duration 10m -pg-crash-every 45s -cut-every 1s
 package main
 
 import (

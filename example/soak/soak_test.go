@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMain lets the supervisor re-exec this test binary as its workers.
@@ -21,16 +22,46 @@ func TestMain(m *testing.M) {
 }
 
 // The short soak: three worker processes on River and PostgreSQL, a
-// SIGKILL every second or two for 25 seconds while 500 payments flow, then
-// every payment written once, receipted once, nothing owed, every River job
-// completed. About a minute; `go run ./example/soak` runs longer ones.
+// SIGKILL every second or two and a connection cut at a proxy every half
+// second (half of them right after a COMMIT, before its answer) for 25
+// seconds while 500 payments flow, then every payment written once,
+// receipted once, nothing owed, every River job completed. About a
+// minute; `go run ./example/soak` runs longer ones.
 func TestSoak(t *testing.T) {
 	url := os.Getenv("IDEMGEN_TEST_POSTGRES")
 	if url == "" {
 		t.Skip("IDEMGEN_TEST_POSTGRES is not set; the soak runs on PostgreSQL")
 	}
-	cfg, err := parseFlags([]string{"-postgres", url, "-workers", "3", "-duration", "25s", "-units", "500",
-		"-kill-every", "1500ms", "-settle", "90s"}, os.Stderr)
+	res := soak(t, "-postgres", url, "-workers", "3", "-duration", "25s", "-units", "500",
+		"-kill-every", "1500ms", "-cut-every", "500ms", "-settle", "90s")
+	if res.kills < 5 {
+		t.Fatalf("only %d kills: the soak did not exercise recovery", res.kills)
+	}
+	if res.cuts == nil || res.cuts.Cut < 20 || res.cuts.CommitCuts < 5 {
+		t.Fatalf("cuts %+v: the soak did not exercise cut connections", res.cuts)
+	}
+}
+
+// PostgreSQL's own failures: on a server of the soak's own, crashed with an
+// immediate shutdown and started again (crash recovery) three times or so
+// in 25 seconds, beside the kills and cuts. Each time the fleet must
+// complete jobs again within a minute, and in the end every invariant
+// holds. It needs PostgreSQL's server binaries, not IDEMGEN_TEST_POSTGRES.
+func TestSoakSurvivesPostgresCrashes(t *testing.T) {
+	if _, err := findPostgresBin(); err != nil {
+		t.Skipf("%v: the soak cannot start a server of its own to crash", err)
+	}
+	res := soak(t, "-workers", "3", "-duration", "25s", "-units", "500", "-kill-every", "2s",
+		"-pg-crash-every", "7s", "-pg-down", "1s", "-cut-every", "1s", "-settle", "90s")
+	if len(res.crashes) < 2 {
+		t.Fatalf("only %d crashes: the soak did not exercise crash recovery", len(res.crashes))
+	}
+}
+
+// soak runs one soak with args and fails t unless every invariant held.
+func soak(t *testing.T, args ...string) result {
+	t.Helper()
+	cfg, err := parseFlags(args, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +74,24 @@ func TestSoak(t *testing.T) {
 	if err := res.verdict(); err != nil {
 		t.Fatal(err)
 	}
-	if res.kills < 5 {
-		t.Fatalf("only %d kills: the soak did not exercise recovery", res.kills)
-	}
 	if !strings.Contains(res.String(), "duplicates: 0") {
 		t.Fatalf("report: %s", res)
+	}
+	return res
+}
+
+// The verdict fails a soak whose fleet did not come back after a crash
+// while jobs were open, and not one where nothing was left to do.
+func TestVerdictCatchesAFleetThatDidNotRecover(t *testing.T) {
+	ok := result{units: 1, rows: 1, keys: 1, done: 1, riverJobs: map[string]int{"completed": 1}, prov: tally{applied: map[string]int{"evt-000000": 1}}}
+	ok.crashes = []recovery{{down: time.Second, working: -1, open: 0}}
+	if err := ok.verdict(); err != nil {
+		t.Fatalf("nothing left to do after the crash: %v", err)
+	}
+	stuck := ok
+	stuck.crashes = []recovery{{down: time.Second, working: -1, open: 7}}
+	if err := stuck.verdict(); err == nil || !strings.Contains(err.Error(), "after PostgreSQL crash 1 the fleet completed no job") {
+		t.Fatalf("verdict %v, want the crash the fleet did not recover from", err)
 	}
 }
 

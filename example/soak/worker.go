@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,6 +49,9 @@ func openPool(ctx context.Context, url, schema, name string) (*pgxpool.Pool, err
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	// A server that is down or restarting refuses or drops connections: a
+	// bounded dial, and the pool dials again on the next acquire.
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
@@ -68,7 +72,10 @@ func newClient(pool *pgxpool.Pool, id string, job *soakpay.PaymentJob, log *slog
 }
 
 // runWorker is one worker process: it works River jobs until it is killed
-// (or, for a clean stop, sent SIGTERM).
+// (or, for a clean stop, sent SIGTERM). Across a database restart or a cut
+// connection its pool dials again and River's client carries on; should
+// the client stop on its own, the worker exits with an error and the
+// supervisor starts another in its place.
 func runWorker(ctx context.Context, cfg config) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -91,7 +98,11 @@ func runWorker(ctx context.Context, cfg config) error {
 	if err := client.Start(ctx); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-client.Stopped():
+		return errors.New("the River client stopped on its own")
+	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return client.Stop(stopCtx)
