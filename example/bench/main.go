@@ -4,11 +4,12 @@
 //	go run ./example/bench                       # embedded SQLite in a temporary directory
 //	go run ./example/bench -db postgres://...    # PostgreSQL: a schema per measurement, dropped after it
 //	go run ./example/bench -mem                  # also peak memory at 100,000 and 1,000,000 units
+//	go run ./example/bench -db postgres://... -only providers   # effects against a throttling provider (providers.go)
 //
 // It prints a table of the figures, each target of the issue with ok or
 // MISS, and ends with one line:
 //
-//	ratios: copyjob/copy=… fxjob/handset=… fxjob/per_row_tx=… rerun/first=… effects/bound=… gen/sqlc=…
+//	ratios: copyjob/copy=… fxjob/handset=… fxjob/per_row_tx=… rerun/first=… effects/bound=… gen/sqlc=… providers1/R=… providers4/R=…
 //
 // The jobs come from idemgen.yaml (package benchjobs) and run only through
 // the generated package's API and idem options; the baselines write tables
@@ -54,9 +55,33 @@ type config struct {
 	genJobs, genRuns         int
 	noGen                    bool
 
+	// The -providers measurement (providers.go): the simulator's rate R,
+	// the effect's rate in the workers (-1: R), the simulator's burst (0:
+	// R/20, at least 2), its latency, the run's length (units: R per
+	// second outside the outage, unless providerN), its deadline (0: from
+	// the units), the worker counts, and the simulator's 503 window.
+	providers          bool
+	providerRate       int
+	providerClientRate int
+	providerBurst      int
+	providerLatency    time.Duration
+	providerDuration   time.Duration
+	providerDeadline   time.Duration
+	providerN          int
+	providerWorkers    []int
+	outage             time.Duration
+
 	// childCopyJob is the hidden mode of the peak-memory runs: run
 	// copy_job over this many units and exit (mem.go).
 	childCopyJob int
+
+	// worker is the hidden mode of a provider worker process (its number
+	// from 1): drain call_job in workerSchema against the simulator at
+	// workerURL, within workerDeadline, and exit (providers.go).
+	worker         int
+	workerSchema   string
+	workerURL      string
+	workerDeadline time.Duration
 }
 
 func parseFlags(args []string, out io.Writer) (*config, error) {
@@ -75,9 +100,23 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.genJobs, "gen-jobs", 50, "jobs in the spec of the generation measurement")
 	fs.IntVar(&cfg.genRuns, "gen-runs", 5, "timed runs of idemgen and of sqlc (the median counts)")
 	fs.BoolVar(&cfg.noGen, "no-gen", false, "skip the generation measurement (it builds idemgen and sqlc)")
-	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen); the ratios need all")
+	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers); the ratios need all")
+	fs.BoolVar(&cfg.providers, "providers", false, "also measure effects against a provider simulator that serves -provider-rate calls/s and answers 429 above it (PostgreSQL; -only providers runs it alone)")
+	fs.IntVar(&cfg.providerRate, "provider-rate", 200, "R: calls per second the simulated provider serves")
+	fs.IntVar(&cfg.providerClientRate, "provider-client-rate", -1, "the effect's rate in the workers, calls/s across the fleet (-1: R; 0: no rate)")
+	fs.IntVar(&cfg.providerBurst, "provider-burst", 0, "calls the simulator's token bucket holds (0: R/20, at least 2)")
+	fs.DurationVar(&cfg.providerLatency, "provider-latency", 20*time.Millisecond, "how long the simulator takes over a call it applies")
+	fs.DurationVar(&cfg.providerDuration, "provider-duration", 20*time.Second, "how long a providers run should last at R: it reserves R units per second of it outside the outage")
+	fs.IntVar(&cfg.providerN, "provider-n", 0, "units of a providers run (0: from -provider-duration)")
+	fs.DurationVar(&cfg.providerDeadline, "provider-deadline", 0, "the most a providers run may take (0: twice its expected time, plus twice the outage, plus a minute)")
+	providerWorkers := fs.String("provider-workers", "1,4", "worker processes of each providers run (comma-separated counts)")
+	fs.DurationVar(&cfg.outage, "outage", 0, "the simulator answers 503 (no Retry-After) for this long in the middle of each providers run")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of each measurement to PREFIX.<measurement>.pprof")
 	fs.IntVar(&cfg.childCopyJob, childFlag, 0, "internal: peak-memory child mode")
+	fs.IntVar(&cfg.worker, workerFlag, 0, "internal: provider worker mode")
+	fs.StringVar(&cfg.workerSchema, workerSchemaFlag, "", "internal: provider worker's schema")
+	fs.StringVar(&cfg.workerURL, workerURLFlag, "", "internal: provider worker's simulator")
+	fs.DurationVar(&cfg.workerDeadline, workerLimitFlag, time.Minute, "internal: provider worker's deadline")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -96,7 +135,18 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		}
 		cfg.memRows = append(cfg.memRows, n)
 	}
+	for f := range strings.SplitSeq(*providerWorkers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-provider-workers: bad count %q", f)
+		}
+		cfg.providerWorkers = append(cfg.providerWorkers, n)
+	}
 	switch {
+	case cfg.providerRate <= 0, cfg.providerN < 0, cfg.providerBurst < 0, cfg.providerLatency < 0, cfg.outage < 0, cfg.providerDeadline < 0:
+		return nil, errors.New("-provider-rate must be positive, and -provider-n, -provider-burst, -provider-latency, -outage and -provider-deadline not negative")
+	case cfg.providerN == 0 && cfg.providerDuration <= cfg.outage:
+		return nil, errors.New("-provider-duration must be longer than -outage")
 	case cfg.rows <= 0, cfg.batch <= 0, cfg.concurrency <= 0, cfg.effectsN <= 0, cfg.genRuns <= 0, cfg.genJobs <= 0:
 		return nil, errors.New("-rows, -batch, -concurrency, -effects-n, -gen-jobs and -gen-runs must be positive")
 	case cfg.latency < 0:
@@ -130,6 +180,8 @@ type results struct {
 	copyJob, copy, fxJob, rerun, perRow, handSet result
 	effects                                      result
 	effectsPeak                                  int // most provider calls in flight at once
+	providers                                    []providerRun
+	providersSkipped                             bool // asked for on SQLite
 	bound                                        float64
 	mem                                          []memResult
 	gen                                          *genResult
@@ -160,6 +212,9 @@ func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
 	}
 	if cfg.childCopyJob > 0 {
 		return nil, memChild(ctx, cfg, out)
+	}
+	if cfg.worker > 0 {
+		return nil, providerWorker(ctx, cfg, out)
 	}
 	d, err := openDatabase(cfg.db, cfg.concurrency+4)
 	if err != nil {
@@ -194,6 +249,19 @@ func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
 			name string
 			fn   func() error
 		}{"mem", func() (err error) { res.mem, err = measureMemory(ctx, cfg); return err }})
+	}
+	if cfg.providers || slices.Contains(cfg.only, "providers") {
+		steps = append(steps, struct {
+			name string
+			fn   func() error
+		}{"providers", func() (err error) {
+			if !d.postgres() {
+				res.providersSkipped = true // a fleet of processes shares one PostgreSQL; the targets are set for it
+				return nil
+			}
+			res.providers, err = measureProviders(ctx, d, cfg)
+			return err
+		}})
 	}
 	if !cfg.noGen {
 		steps = append(steps, struct {
@@ -300,14 +368,27 @@ func (r *results) print(out io.Writer, cfg *config) {
 	line(r.perRow, "", target{})
 	line(r.handSet, figure(ratios[1]), ratios[1])
 	line(r.effects, figure(ratios[4]), ratios[4])
+	for _, p := range r.providers {
+		t := p.rateTarget()
+		fmt.Fprintf(out, row, p.name(), strconv.Itoa(p.units), fmt.Sprintf("%.2f", p.elapsed.Seconds()), fmt.Sprintf("%.0f", p.effectsPerSecond()),
+			(p.cpu / time.Duration(max(p.units, 1))).Round(100*time.Nanosecond).String(), figure(t), t, p.checked())
+	}
 	fmt.Fprintln(out)
 	for _, r := range []result{r.copyJob, r.copy, r.fxJob, r.rerun, r.perRow, r.handSet, r.effects} {
 		if r.name != "" {
 			fmt.Fprintf(out, "  %-11s %s\n", r.name, r.what)
 		}
 	}
-	fmt.Fprintf(out, "  effects bound = concurrency/latency = %d/%v = %.0f/s; most provider calls in flight at once: %d\n",
-		cfg.concurrency, cfg.latency, r.bound, r.effectsPeak)
+	if r.effects.name != "" {
+		fmt.Fprintf(out, "  effects bound = concurrency/latency = %d/%v = %.0f/s; most provider calls in flight at once: %d\n",
+			cfg.concurrency, cfg.latency, r.bound, r.effectsPeak)
+	}
+	for _, p := range r.providers {
+		fmt.Fprintf(out, "  %-11s %s\n", p.name(), p.what(cfg))
+	}
+	if r.providersSkipped {
+		fmt.Fprintln(out, "  providers   skipped: it runs on PostgreSQL (-db), which its worker processes share")
+	}
 
 	if len(r.mem) > 0 {
 		fmt.Fprintln(out)
@@ -336,6 +417,15 @@ func (r *results) print(out io.Writer, cfg *config) {
 	parts := make([]string, len(ratios))
 	for i, t := range ratios {
 		parts[i] = fmt.Sprintf("%s=%s", t.label, formatRatio(t.value))
+	}
+	for _, w := range cfg.providerWorkers {
+		v := math.NaN()
+		for _, p := range r.providers {
+			if p.workers == w {
+				v = p.rateRatio()
+			}
+		}
+		parts = append(parts, fmt.Sprintf("providers%d/R=%s", w, formatRatio(v)))
 	}
 	fmt.Fprintf(out, "ratios: %s\n", strings.Join(parts, " "))
 }
