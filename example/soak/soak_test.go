@@ -52,7 +52,7 @@ func TestSoakSurvivesPostgresCrashes(t *testing.T) {
 		t.Skipf("%v: the soak cannot start a server of its own to crash", err)
 	}
 	res := soak(t, "-workers", "3", "-duration", "25s", "-units", "500", "-kill-every", "2s",
-		"-pg-crash-every", "7s", "-pg-down", "1s", "-cut-every", "1s", "-settle", "90s")
+		"-pg-crash-every", "5s", "-pg-down", "1s", "-cut-every", "1s", "-settle", "90s")
 	if len(res.crashes) < 2 {
 		t.Fatalf("only %d crashes: the soak did not exercise crash recovery", len(res.crashes))
 	}
