@@ -37,6 +37,11 @@ type mutant struct {
 	// crash simulation's watchdog must fail it, with its report, within
 	// stallBound (the test shortens the bound to make that quick).
 	stall bool
+	// realClock: the bug lives where only real clocks reach (a rate's
+	// pacing: the crash simulation's clock stands still within a phase, so
+	// it runs without rates); test is a hand-written test on real clocks,
+	// and its own failure is the kill.
+	realClock bool
 }
 
 // stallBound is the watchdog's bound for stall mutants.
@@ -74,6 +79,7 @@ const (
 	dbclockFile = "idem/dbclock.go"
 	sqliteStore = "idem/idemsqlite/store.go"
 	pgStore     = "idem/idempg/store.go"
+	limitsFile  = "idem/limits.go"
 	// The ledger's queries, which the runtime owns.
 	sqliteLedger = "idem/idemsqlite/internal/ledgerdb/queries.sql.go"
 	pgLedger     = "idem/idempg/internal/ledgerdb/queries.sql.go"
@@ -88,6 +94,7 @@ const (
 	pageTest   = "TestCrashSimPageImport"
 	copyTest   = "TestCrashSimCopyJob"
 	ackTest    = "TestCrashSimMessageAckJob"
+	rateTest   = "TestRateHoldsAcrossWorkers" // example/limits_test.go, on real clocks
 )
 
 var targets = []mutantTarget{
@@ -97,6 +104,7 @@ var targets = []mutantTarget{
 	{module: "testdata", pkg: "golden/staged", tests: []string{stageTest, pageTest}, mutants: stageMutants},
 	{module: ".", pkg: "example/bench/benchjobs", tests: []string{copyTest}, mutants: benchMutants},
 	{module: "testdata", pkg: "golden/none_nodest", tests: []string{ackTest}, mutants: ackMutants},
+	{module: ".", pkg: "example", tests: []string{rateTest}, mutants: rateMutants},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
@@ -115,6 +123,15 @@ var benchMutants = []mutant{
 	// Killed by writeahead: a key's second write commits before its first.
 	{name: "a batch written ahead does not wait for the one in flight with its key", test: copyTest, db: "postgres", edits: edit(batchFile,
 		`if f := rep\.inFlight; f != nil && slices\.ContainsFunc`, "if f := rep.inFlight; false && f != nil && slices.ContainsFunc")},
+}
+
+// Killed by the example's rate test on real clocks (realClock): two
+// workers under one rate.
+var rateMutants = []mutant{
+	{name: "a rate's start taken without waiting for it", test: rateTest, realClock: true, edits: edit(limitsFile,
+		`return sleep\(ctx, start\.Sub\(now\)\)`, "return nil")},
+	{name: "a rate's start taken by two workers at once", test: rateTest, realClock: true, db: "postgres", edits: edit(limitsFile,
+		`if moved \{`, "if moved || true {")},
 }
 
 // Killed by repeat-batches (and the fixture's own mixed batches): a batch
@@ -460,6 +477,15 @@ func TestMutantsAreKilled(t *testing.T) {
 					}
 					if strings.Contains(out, "[build failed]") || strings.Contains(out, "vet:") {
 						t.Fatalf("mutant %q does not compile:\n%s", m.name, out)
+					}
+					if m.realClock {
+						if !strings.Contains(out, "--- FAIL: "+m.test) {
+							t.Fatalf("mutant %q did not fail %s itself:\n%s", m.name, m.test, tail(out))
+						}
+						mu.Lock()
+						killed = append(killed, fmt.Sprintf("%s: %s: killed by %s on real clocks in %s", tg.pkg, m.name, m.test, time.Since(start).Round(time.Second)))
+						mu.Unlock()
+						return
 					}
 					var fams []string
 					for _, match := range familyRE.FindAllStringSubmatch(out, -1) {
