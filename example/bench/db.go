@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/ncruces/go-sqlite3/driver" // the driver the example and the generated tests use
+	sqlitedriver "github.com/ncruces/go-sqlite3/driver" // the driver the example and the generated tests use
 
 	"github.com/idemgen/idemgen/example/bench/benchjobs"
 )
@@ -62,6 +62,8 @@ func (d *database) close() {
 // space is one measurement's fresh schema (PostgreSQL) or file (SQLite).
 type space struct {
 	name  string
+	path  string        // SQLite: the file
+	url   string        // PostgreSQL: the URL with this schema as search_path
 	pool  *pgxpool.Pool // PostgreSQL
 	db    *sql.DB       // SQLite
 	store *benchjobs.Store
@@ -71,6 +73,12 @@ type space struct {
 // fresh makes a new space; with migrate, the generated package's
 // migrations are applied and space.store is set.
 func (d *database) fresh(ctx context.Context, what string, migrate bool) (*space, error) {
+	return d.freshTimed(ctx, what, migrate, nil)
+}
+
+// freshTimed is fresh with, unless timer is nil, every statement of the
+// space's connections timed into timer (history.go).
+func (d *database) freshTimed(ctx context.Context, what string, migrate bool, timer *statementTimer) (*space, error) {
 	n := d.seq.Add(1)
 	sp := &space{}
 	if d.postgres() {
@@ -89,6 +97,15 @@ func (d *database) fresh(ctx context.Context, what string, migrate bool) (*space
 		}
 		cfg.ConnConfig.RuntimeParams["search_path"] = sp.name
 		cfg.MaxConns = d.maxConns
+		if timer != nil {
+			cfg.ConnConfig.Tracer = timer
+		}
+		if u, err := url.Parse(d.url); err == nil {
+			q := u.Query()
+			q.Set("search_path", sp.name)
+			u.RawQuery = q.Encode()
+			sp.url = u.String()
+		}
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return nil, err
@@ -107,8 +124,16 @@ func (d *database) fresh(ctx context.Context, what string, migrate bool) (*space
 	} else {
 		sp.name = fmt.Sprintf("%d_%s.db", n, what)
 		path := filepath.Join(d.dir, sp.name)
+		sp.path = path
 		// As example/db.go opens it: WAL and a busy timeout.
-		db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
+		dsn := "file:" + url.PathEscape(path) + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)"
+		var db *sql.DB
+		var err error
+		if timer != nil {
+			db, err = sqlitedriver.Open(dsn, timer.sqliteConn)
+		} else {
+			db, err = sql.Open("sqlite3", dsn)
+		}
 		if err != nil {
 			return nil, err
 		}

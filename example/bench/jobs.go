@@ -40,13 +40,19 @@ func jobOptions(cfg *config, g *rows) []idem.Option {
 type rows struct {
 	n, page int
 	base    time.Time
+	prefix  string // of the rows' ids: "" is "r"; the history's rows are "h…" (history.go)
 }
 
 func newRows(n, page int) *rows {
 	return &rows{n: n, page: page, base: time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)}
 }
 
-func (g *rows) id(i int) string                  { return "r" + strconv.Itoa(i) }
+func (g *rows) id(i int) string {
+	if g.prefix != "" {
+		return g.prefix + strconv.Itoa(i)
+	}
+	return "r" + strconv.Itoa(i)
+}
 func (g *rows) account(i int) string             { return "acct-" + strconv.Itoa(i%997) }
 func (g *rows) amount(i int) int64               { return int64(i%100000) * 7 }
 func (g *rows) updatedAt(i int) time.Time        { return g.base.Add(time.Duration(i) * time.Microsecond) }

@@ -54,6 +54,7 @@ type config struct {
 	memRows                  []int
 	genJobs, genRuns         int
 	noGen                    bool
+	history                  int // -history: rows of history for the flat-cost measurement (history.go); 0: off
 
 	// The -providers measurement (providers.go): the simulator's rate R,
 	// the effect's rate in the workers (-1: R), the simulator's burst (0:
@@ -99,8 +100,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	memRows := fs.String("mem-rows", "100000,1000000", "unit counts of the peak-memory runs (-mem)")
 	fs.IntVar(&cfg.genJobs, "gen-jobs", 50, "jobs in the spec of the generation measurement")
 	fs.IntVar(&cfg.genRuns, "gen-runs", 5, "timed runs of idemgen and of sqlc (the median counts)")
+	fs.IntVar(&cfg.history, "history", 0, "also measure copy_job, fx_job, Process latency, the backlog gauge, status and Purge on tables filled with this many rows of history, against empty tables (history.go; 0: off)")
 	fs.BoolVar(&cfg.noGen, "no-gen", false, "skip the generation measurement (it builds idemgen and sqlc)")
-	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers); the ratios need all")
+	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history); the ratios need all")
 	fs.BoolVar(&cfg.providers, "providers", false, "also measure effects against a provider simulator that serves -provider-rate calls/s and answers 429 above it (PostgreSQL; -only providers runs it alone)")
 	fs.IntVar(&cfg.providerRate, "provider-rate", 200, "R: calls per second the simulated provider serves")
 	fs.IntVar(&cfg.providerClientRate, "provider-client-rate", -1, "the effect's rate in the workers, calls/s across the fleet (-1: R; 0: no rate)")
@@ -147,6 +149,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, errors.New("-provider-rate must be positive, and -provider-n, -provider-burst, -provider-latency, -outage and -provider-deadline not negative")
 	case cfg.providerN == 0 && cfg.providerDuration <= cfg.outage:
 		return nil, errors.New("-provider-duration must be longer than -outage")
+	case cfg.history < 0:
+		return nil, errors.New("-history must not be negative")
 	case cfg.rows <= 0, cfg.batch <= 0, cfg.concurrency <= 0, cfg.effectsN <= 0, cfg.genRuns <= 0, cfg.genJobs <= 0:
 		return nil, errors.New("-rows, -batch, -concurrency, -effects-n, -gen-jobs and -gen-runs must be positive")
 	case cfg.latency < 0:
@@ -185,6 +189,7 @@ type results struct {
 	bound                                        float64
 	mem                                          []memResult
 	gen                                          *genResult
+	history                                      *historyResult
 }
 
 // measure runs fn and returns its wall time and the process's CPU time
@@ -262,6 +267,12 @@ func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
 			res.providers, err = measureProviders(ctx, d, cfg)
 			return err
 		}})
+	}
+	if cfg.history > 0 {
+		steps = append(steps, struct {
+			name string
+			fn   func() error
+		}{"history", func() (err error) { res.history, err = measureHistory(ctx, d, cfg); return err }})
 	}
 	if !cfg.noGen {
 		steps = append(steps, struct {
@@ -410,6 +421,9 @@ func (r *results) print(out io.Writer, cfg *config) {
 	} else {
 		fmt.Fprintln(out, "\ngenerate: not measured (-no-gen)")
 	}
+	if r.history != nil {
+		r.history.print(out)
+	}
 	if !r.postgres {
 		fmt.Fprintln(out, "\nThe issue sets its targets for PostgreSQL, and copyjob/copy ≥ 0.5 for SQLite; the others are shown here against the PostgreSQL bounds.")
 	}
@@ -426,6 +440,11 @@ func (r *results) print(out io.Writer, cfg *config) {
 			}
 		}
 		parts = append(parts, fmt.Sprintf("providers%d/R=%s", w, formatRatio(v)))
+	}
+	if r.history != nil {
+		for _, t := range r.history.targets() {
+			parts = append(parts, fmt.Sprintf("%s=%s", t.label, formatRatio(t.value)))
+		}
 	}
 	fmt.Fprintf(out, "ratios: %s\n", strings.Join(parts, " "))
 }
