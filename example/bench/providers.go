@@ -141,10 +141,31 @@ func measureProviders(ctx context.Context, d *database, cfg *config) ([]provider
 }
 
 // reservingProvider is the parent's provider: the parent only reserves
-// (ProcessTx performs nothing), so a call here is a bug.
-var reservingProvider = benchjobs.CallProviderFunc(func(context.Context, string, benchjobs.Call) error {
+// (ProcessTx performs nothing), so a call here is a bug, which
+// checkNoReservingCalls reports with the keys it was asked to call.
+var reservingProvider = benchjobs.CallProviderFunc(func(_ context.Context, key string, _ benchjobs.Call) error {
+	reservingCalls.Lock()
+	reservingCalls.keys = append(reservingCalls.keys, key)
+	reservingCalls.Unlock()
 	return idem.Permanent(errors.New("the parent reserves effects; only workers call the provider"))
 })
+
+// reservingCalls are the keys reservingProvider was asked to call.
+var reservingCalls struct {
+	sync.Mutex
+	keys []string
+}
+
+// checkNoReservingCalls fails a measurement whose parent called the
+// provider while it only meant to reserve.
+func checkNoReservingCalls() error {
+	reservingCalls.Lock()
+	defer reservingCalls.Unlock()
+	if n := len(reservingCalls.keys); n > 0 {
+		return fmt.Errorf("the parent called the provider %d times while reserving (first key %s): ProcessTx must perform nothing", n, reservingCalls.keys[0])
+	}
+	return nil
+}
 
 func callUnit(i int) benchjobs.Call {
 	return benchjobs.Call{ID: "c" + strconv.Itoa(i), Amount: int64(100 + i%900)}
@@ -181,6 +202,9 @@ func measureProviderRun(ctx context.Context, d *database, cfg *config, workers i
 		}); err != nil {
 			return run, fmt.Errorf("reserve units %d..%d: %w", from, from+len(units)-1, err)
 		}
+	}
+	if err := checkNoReservingCalls(); err != nil {
+		return run, err
 	}
 	owed, err := sp.count(ctx, "benchjobs_idem_ledger", "job = 'call_job' AND state = 'pending'")
 	if err != nil {
