@@ -50,6 +50,7 @@ const (
 	historyBatchTarget   = time.Second
 	historyProcessCalls  = 1000
 	historyRetentionDays = 30 // both effects' retention is 720h (idemgen.yaml)
+	historyFillBatch     = 100000
 )
 
 // historyMix is the state of history row i (1-based): the same formula
@@ -250,7 +251,8 @@ func (w *backlogWatch) CallEnd(context.Context, string, idem.EffectResult, time.
 // SQL: generate_series on PostgreSQL, a recursive CTE on SQLite.
 func fillHistory(ctx context.Context, sp *space, n int) error {
 	pg := sp.pool != nil
-	from := fmt.Sprintf(" FROM generate_series(1::bigint, %d) AS s(i)", n) // bigint: i * 7919 below
+	// {lo} and {hi} are each batch's first and last i.
+	from := " FROM generate_series({lo}::bigint, {hi}) AS s(i)" // bigint: i * 7919 below
 	with := ""
 	// ago(x) is the time x seconds before now, as the dialect stores it.
 	ago := func(secs string) string { return "now() - make_interval(secs => " + secs + ")" }
@@ -258,7 +260,7 @@ func fillHistory(ctx context.Context, sp *space, n int) error {
 	blob := func(text string) string { return "convert_to(" + text + ", 'UTF8')" }
 	if !pg {
 		from = " FROM s"
-		with = fmt.Sprintf(" WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %d)", n)
+		with = " WITH RECURSIVE s(i) AS (SELECT {lo} UNION ALL SELECT i + 1 FROM s WHERE i < {hi})"
 		ago = func(secs string) string {
 			return "strftime('%Y-%m-%dT%H:%M:%S', 'now', '-' || (" + secs + ") || ' seconds') || '.000000000Z'"
 		}
@@ -302,8 +304,19 @@ func fillHistory(ctx context.Context, sp *space, n int) error {
 	seen := insert("benchjobs_idem_seen", "job, unit_key, payload_hash, job_version, first_seen",
 		"'call_job', 'bench:call:h' || i, "+blob("'hash-' || i")+", 1, "+created) +
 		" WHERE i % 2 = 1"
-	// Each INSERT is one statement, so one transaction.
-	if err := sp.exec(ctx, dest("copy_rows", "bench:copy:"), dest("fx_rows", "bench:fx:"), ledger, seen, "ANALYZE"); err != nil {
+	// Each INSERT is its own transaction of historyFillBatch rows: on a
+	// shared PostgreSQL, a transaction of minutes would hold up every
+	// CREATE INDEX CONCURRENTLY (others' migrations) until it ends.
+	for _, stmt := range []string{dest("copy_rows", "bench:copy:"), dest("fx_rows", "bench:fx:"), ledger, seen} {
+		for lo := 1; lo <= n; lo += historyFillBatch {
+			hi := min(lo+historyFillBatch-1, n)
+			batch := strings.NewReplacer("{lo}", strconv.Itoa(lo), "{hi}", strconv.Itoa(hi)).Replace(stmt)
+			if err := sp.exec(ctx, batch); err != nil {
+				return fmt.Errorf("fill history: %w", err)
+			}
+		}
+	}
+	if err := sp.exec(ctx, "ANALYZE"); err != nil {
 		return fmt.Errorf("fill history: %w", err)
 	}
 	return nil
