@@ -104,9 +104,12 @@ type historyResult struct {
 	purge              time.Duration
 	purgeBatches       int           // DELETE statements Purge ran
 	purgeMaxBatch      time.Duration // the longest of them
+	purgeSlowest       string        // its query's name
+	purgeOverSecond    int           // batches that took a second or more
 	beside             result        // copy_job while the purge ran
 	besideOverlap      bool          // the purge was still running when copy_job ended
 	statusOwed, parked int           // what status and the gauge counted on the history side
+	kept               string        // -history-keep: the history's schema or file, left in place
 }
 
 func (h *historyResult) targets() []target {
@@ -136,9 +139,9 @@ func (h *historyResult) print(out io.Writer) {
 	fmt.Fprintf(out, row, "Process p50", ms(h.empty.processP50), ms(h.history.processP50), "", "")
 	fmt.Fprintf(out, row, "backlog gauge (slowest)", ms(h.empty.backlog), ms(h.history.backlog), fig(ts[3]), ts[3])
 	fmt.Fprintf(out, row, "idemgen status (slowest)", ms(h.empty.status), ms(h.history.status), fig(ts[4]), ts[4])
-	fmt.Fprintf(out, "  purge: %d rows (%d ledger, %d key records) in %v = %.0f rows/s, %d batches, longest %s   %s  target %s\n",
+	fmt.Fprintf(out, "  purge: %d rows (%d ledger, %d key records) in %v = %.0f rows/s, %d batches, longest %s (%s), %d of 1 s or more   %s  target %s\n",
 		h.purged, h.purgedLedger, int(h.purged)-h.purgedLedger, h.purge.Round(time.Millisecond), float64(h.purged)/h.purge.Seconds(),
-		h.purgeBatches, ms(h.purgeMaxBatch), fig(ts[5]), ts[5])
+		h.purgeBatches, ms(h.purgeMaxBatch), h.purgeSlowest, h.purgeOverSecond, fig(ts[5]), ts[5])
 	overlap := "the purge ran throughout"
 	if !h.besideOverlap {
 		overlap = "the purge ended first"
@@ -146,6 +149,9 @@ func (h *historyResult) print(out io.Writer) {
 	fmt.Fprintf(out, "  copy_job beside the purge: %d units in %v = %s (%s)   %s  target %s\n",
 		h.beside.units, h.beside.elapsed.Round(time.Millisecond), rate(h.beside), overlap, fig(ts[6]), ts[6])
 	fmt.Fprintf(out, "  status and the gauge on history: %d owed, %d parked effects (as filled)\n", h.statusOwed, h.parked)
+	if h.kept != "" {
+		fmt.Fprintf(out, "  kept (-history-keep): %s\n", h.kept)
+	}
 	fmt.Fprintln(out, "  idemgen status is generator/ops.Status run in this process, as the CLI runs it; the gauge is the backlog read the engine hands its observer (idemotel's idemgen.backlog)")
 }
 
@@ -153,9 +159,16 @@ func (h *historyResult) print(out io.Writer) {
 // (pgx's tracer on PostgreSQL, SQLite's profile trace): each of Purge's
 // batches is one autocommit statement, so this is its transaction's time.
 type statementTimer struct {
-	mu      sync.Mutex
-	deletes int
-	longest time.Duration
+	mu    sync.Mutex
+	timed deleteTimes
+}
+
+// deleteTimes is what the timer saw: how many DELETE statements, the
+// longest (and sqlc's name of it), and how many took a second or more.
+type deleteTimes struct {
+	deletes, overSecond int
+	longest             time.Duration
+	longestName         string
 }
 
 func (t *statementTimer) record(sql string, took time.Duration) {
@@ -164,16 +177,34 @@ func (t *statementTimer) record(sql string, took time.Duration) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.deletes++
-	t.longest = max(t.longest, took)
+	t.timed.deletes++
+	if took >= time.Second {
+		t.timed.overSecond++
+	}
+	if took > t.timed.longest {
+		t.timed.longest, t.timed.longestName = took, queryName(sql)
+	}
 }
 
-func (t *statementTimer) reset() (deletes int, longest time.Duration) {
+func (t *statementTimer) reset() deleteTimes {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	deletes, longest = t.deletes, t.longest
-	t.deletes, t.longest = 0, 0
-	return deletes, longest
+	d := t.timed
+	t.timed = deleteTimes{}
+	return d
+}
+
+// queryName is sqlc's name of a query ("-- name: PurgeSeen :execrows"),
+// or its first words.
+func queryName(sql string) string {
+	sql = strings.TrimSpace(sql)
+	if rest, ok := strings.CutPrefix(sql, "-- name: "); ok {
+		if f := strings.Fields(rest); len(f) > 0 {
+			return f[0]
+		}
+	}
+	f := strings.Fields(sql)
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // stripComments drops sqlc's leading "-- name: ..." line.
@@ -316,7 +347,14 @@ func fillHistory(ctx context.Context, sp *space, n int) error {
 			}
 		}
 	}
-	if err := sp.exec(ctx, "ANALYZE"); err != nil {
+	// A table that has served for a year has been vacuumed by autovacuum:
+	// its visibility map is set, so index-only scans skip the heap. A
+	// fresh fill has none until autovacuum comes round; VACUUM sets it.
+	finish := "ANALYZE"
+	if pg {
+		finish = "VACUUM ANALYZE"
+	}
+	if err := sp.exec(ctx, finish); err != nil {
 		return fmt.Errorf("fill history: %w", err)
 	}
 	return nil
@@ -360,7 +398,15 @@ func measureHistory(ctx context.Context, d *database, cfg *config) (*historyResu
 	if err != nil {
 		return h, err
 	}
-	defer sp.drop()
+	if cfg.historyKeep {
+		h.kept = sp.name // for EXPLAIN afterwards: the history after the purge
+		if sp.pool == nil {
+			h.kept = sp.path
+			d.removeD = false // the file's directory stays too
+		}
+	} else {
+		defer sp.drop()
+	}
 	fxMix, callMix := historyCounts(cfg.history)
 	start := time.Now()
 	if err := fillHistory(ctx, sp, cfg.history); err != nil {
@@ -578,9 +624,9 @@ func measurePurge(ctx context.Context, sp *space, cfg *config, h *historyResult,
 	if purgeErr != nil {
 		return fmt.Errorf("purge: %w", purgeErr)
 	}
-	deletes, longest := timer.reset()
+	timed := timer.reset()
 	// copy_job deletes nothing: every DELETE was one of Purge's batches.
-	h.purgeBatches, h.purgeMaxBatch = deletes, longest
+	h.purgeBatches, h.purgeMaxBatch, h.purgeSlowest, h.purgeOverSecond = timed.deletes, timed.longest, timed.longestName, timed.overSecond
 	after, err := sp.count(ctx, "benchjobs_idem_ledger", "")
 	if err != nil {
 		return err
@@ -590,7 +636,7 @@ func measurePurge(ctx context.Context, sp *space, cfg *config, h *historyResult,
 	return firstErr(want("purge: ledger rows", h.purgedLedger, expired),
 		want("purge: rows in all (ledger and call_job's key records)", int(h.purged), expired+callMix.expired),
 		want("copy_job beside the purge: inserted", rep.Inserted, cfg.rows),
-		errIf(deletes == 0, errors.New("purge: no DELETE statement was timed")))
+		errIf(timed.deletes == 0, errors.New("purge: no DELETE statement was timed")))
 }
 
 func errIf(cond bool, err error) error {

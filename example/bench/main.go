@@ -55,6 +55,7 @@ type config struct {
 	genJobs, genRuns         int
 	noGen                    bool
 	history                  int // -history: rows of history for the flat-cost measurement (history.go); 0: off
+	historyKeep              bool
 
 	// The -providers measurement (providers.go): the simulator's rate R,
 	// the effect's rate in the workers (-1: R), the simulator's burst (0:
@@ -101,6 +102,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.genJobs, "gen-jobs", 50, "jobs in the spec of the generation measurement")
 	fs.IntVar(&cfg.genRuns, "gen-runs", 5, "timed runs of idemgen and of sqlc (the median counts)")
 	fs.IntVar(&cfg.history, "history", 0, "also measure copy_job, fx_job, Process latency, the backlog gauge, status and Purge on tables filled with this many rows of history, against empty tables (history.go; 0: off)")
+	fs.BoolVar(&cfg.historyKeep, "history-keep", false, "leave the -history measurement's filled schema (PostgreSQL) or file (SQLite) in place, for EXPLAIN; it prints its name")
 	fs.BoolVar(&cfg.noGen, "no-gen", false, "skip the generation measurement (it builds idemgen and sqlc)")
 	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history); the ratios need all")
 	fs.BoolVar(&cfg.providers, "providers", false, "also measure effects against a provider simulator that serves -provider-rate calls/s and answers 429 above it (PostgreSQL; -only providers runs it alone)")
