@@ -134,10 +134,15 @@ LIMIT @row_limit;
 -- statement, repeated by idem's Purge until fewer come back. The keys are
 -- found on the (job, effect, state, done_at) index; PostgreSQL takes them
 -- as an array, so it deletes them by primary key (with IN it may join
--- them to a scan of the whole ledger).
+-- them to a scan of the whole ledger). ORDER BY done_at keeps the search
+-- on that index: with LIMIT alone, statistics from before a long purge
+-- promise many expired rows, PostgreSQL picks a sequential scan, and the
+-- last batch, which finds fewer, reads the whole table (example/bench
+-- -history: 1 to 2.5 s on a ledger of 10,000,000 rows).
 DELETE FROM idem_ledger WHERE effect_key = ANY(ARRAY(
     SELECT p.effect_key FROM idem_ledger AS p
     WHERE p.job = @job AND p.effect = @effect AND p.state = 'done' AND p.done_at < @before
+    ORDER BY p.done_at
     LIMIT @row_limit));
 
 -- name: PurgeSeen :execrows

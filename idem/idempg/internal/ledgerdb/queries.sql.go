@@ -922,6 +922,7 @@ const purgeEffects = `-- name: PurgeEffects :execrows
 DELETE FROM idem_ledger WHERE effect_key = ANY(ARRAY(
     SELECT p.effect_key FROM idem_ledger AS p
     WHERE p.job = $1 AND p.effect = $2 AND p.state = 'done' AND p.done_at < $3
+    ORDER BY p.done_at
     LIMIT $4))
 `
 
@@ -936,7 +937,11 @@ type PurgeEffectsParams struct {
 // statement, repeated by idem's Purge until fewer come back. The keys are
 // found on the (job, effect, state, done_at) index; PostgreSQL takes them
 // as an array, so it deletes them by primary key (with IN it may join
-// them to a scan of the whole ledger).
+// them to a scan of the whole ledger). ORDER BY done_at keeps the search
+// on that index: with LIMIT alone, statistics from before a long purge
+// promise many expired rows, PostgreSQL picks a sequential scan, and the
+// last batch, which finds fewer, reads the whole table (example/bench
+// -history: 1 to 2.5 s on a ledger of 10,000,000 rows).
 func (q *Queries) PurgeEffects(ctx context.Context, arg PurgeEffectsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, purgeEffects,
 		arg.Job,
