@@ -25,7 +25,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -512,9 +511,20 @@ func measureHistorySide(ctx context.Context, sp *space, cfg *config, historyN in
 
 	// Single-unit Process calls of call_job, without its rate (which
 	// would pace the calls, not measure them).
-	var calls atomic.Int64
+	// The provider counts the distinct keys it is called with: each of the
+	// calls below must reach it once, under its own key.
+	var called struct {
+		sync.Mutex
+		keys map[string]int
+	}
+	called.keys = map[string]int{}
 	callJob, err := benchjobs.NewCallJob(sp.store,
-		benchjobs.CallJobEffects{CallProvider: benchjobs.CallProviderFunc(func(context.Context, string, benchjobs.Call) error { calls.Add(1); return nil })},
+		benchjobs.CallJobEffects{CallProvider: benchjobs.CallProviderFunc(func(_ context.Context, key string, _ benchjobs.Call) error {
+			called.Lock()
+			defer called.Unlock()
+			called.keys[key]++
+			return nil
+		})},
 		idem.WithLogger(slog.New(slog.DiscardHandler)), idem.WithOwner("bench"), idem.WithObserver(watch),
 		idem.WithJobEdit(func(j *idem.Job[benchjobs.Call]) { j.Effects[0].Rate = idem.Rate{} }))
 	if err != nil {
@@ -528,7 +538,10 @@ func measureHistorySide(ctx context.Context, sp *space, cfg *config, historyN in
 		}
 		took[i] = time.Since(start)
 	}
-	if err := want("call_job: provider calls", int(calls.Load()), historyProcessCalls); err != nil {
+	called.Lock()
+	distinct := len(called.keys)
+	called.Unlock()
+	if err := want("call_job: keys called", distinct, historyProcessCalls); err != nil {
 		return side, nil, err
 	}
 	slices.Sort(took)
