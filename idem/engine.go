@@ -371,7 +371,6 @@ const (
 	StateLeased  = "leased"  // owed, and held by a worker whose lease has not run out
 	StateDone    = "done"
 	StateParked  = "parked" // max_attempts failed calls or a permanent failure: left for a person
-
 )
 
 // StoredParked is how the ledger's state column stores StateParked. The

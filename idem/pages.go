@@ -41,16 +41,8 @@ func LedgerPage(ctx context.Context, st Store, after string, limit int) ([]Ledge
 	if limit <= 0 {
 		return nil, "", fmt.Errorf("idem: ledger page: limit %d is not positive", limit)
 	}
-	// One row more than asked says whether a next page exists.
 	rows, err := st.Auto().LedgerPage(ctx, after, int32(limit)+1)
-	if err != nil {
-		return nil, "", err
-	}
-	if len(rows) <= limit {
-		return rows, "", nil
-	}
-	rows = rows[:limit]
-	return rows, rows[limit-1].Key, nil
+	return pageOf(rows, err, limit, func(e LedgerEntry) string { return e.Key })
 }
 
 // ParkedPage returns at most limit of job's parked-table rows (failing,
@@ -63,6 +55,13 @@ func ParkedPage(ctx context.Context, st Store, job, after string, limit int) ([]
 		return nil, "", fmt.Errorf("idem: parked page: limit %d is not positive", limit)
 	}
 	rows, err := st.Auto().ParkedPage(ctx, job, after, int32(limit)+1)
+	return pageOf(rows, err, limit, func(u ParkedUnit) string { return u.Key })
+}
+
+// pageOf cuts rows, read with one row more than the page's limit (which
+// says whether a next page exists), to the page and its next cursor: the
+// last key returned, or "" when no row follows.
+func pageOf[T any](rows []T, err error, limit int, key func(T) string) ([]T, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
@@ -70,7 +69,7 @@ func ParkedPage(ctx context.Context, st Store, job, after string, limit int) ([]
 		return rows, "", nil
 	}
 	rows = rows[:limit]
-	return rows, rows[limit-1].Key, nil
+	return rows, key(rows[limit-1]), nil
 }
 
 // ReadWholeLedger reads every ledger row through page, a store's
