@@ -544,10 +544,7 @@ func (r *simRun[U]) checkCounts() {
 			if phase >= len(r.phases) {
 				break
 			}
-			units = r.phases[phase]
-			if r.repeats != nil {
-				units = r.repeats[phase] // repeat-batches: what its calls handed in
-			}
+			units = r.played(phase)
 			phase++
 		}
 		// The oracle counts on its own: Report's counting is code under test.

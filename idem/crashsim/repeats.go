@@ -161,7 +161,15 @@ func (r *simRun[U]) lag(p idem.CrashPoint, detail string) {
 // delivered is what the caller hands in for phase: repeat-batches' calls
 // while the phases are played, the fixture's units when re-running after.
 func (r *simRun[U]) delivered(phase int) []U {
-	if r.repeats != nil && !r.converging && phase < len(r.repeats) {
+	if r.converging {
+		return r.phases[phase]
+	}
+	return r.played(phase)
+}
+
+// played is what the caller handed in for phase while the phases played.
+func (r *simRun[U]) played(phase int) []U {
+	if r.repeats != nil && phase < len(r.repeats) {
 		return r.repeats[phase]
 	}
 	return r.phases[phase]
