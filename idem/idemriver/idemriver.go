@@ -36,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/idemgen/idemgen/idem"
 )
@@ -116,20 +117,109 @@ func InsertTx[U any, A river.JobArgs](ctx context.Context, client *Client, tx pg
 		if !res.UniqueSkippedAsDuplicate {
 			continue
 		}
-		var queued A
-		if err := json.Unmarshal(res.Job.EncodedArgs, &queued); err != nil {
-			return fmt.Errorf("job %q key %q: read queued River job %d: %w", def.Name, key, res.Job.ID, err)
-		}
-		a, errA := json.Marshal(def.Canonical(unitOf(queued)))
-		b, errB := json.Marshal(def.Canonical(u))
-		if err := errors.Join(errA, errB); err != nil {
-			return fmt.Errorf("job %q key %q: encode unit: %w", def.Name, key, err)
-		}
-		if !bytes.Equal(a, b) {
-			return fmt.Errorf("job %q key %q: %w (River job %d holds the first)", def.Name, key, idem.ErrPayloadMismatch, res.Job.ID)
+		if err := checkQueued(def, res.Job, unitOf, func(string) (U, bool) { return u, true }); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// InsertManyTx enqueues the units as InsertTx does, with the same
+// uniqueness, in one River InsertManyTx call (one statement) inside tx.
+// Every key is checked before anything is enqueued: an empty key is refused
+// (idem.ErrEmptyKey), and a key given twice in units is enqueued once, its
+// copies skipped if they hold the same payload and refused with
+// idem.ErrPayloadMismatch if not. A unit whose key River already holds is
+// skipped, or refused with idem.ErrPayloadMismatch for a different payload;
+// that refusal comes after the statement, so roll tx back on any error.
+func InsertManyTx[U any, A river.JobArgs](ctx context.Context, client *Client, tx pgx.Tx, e *idem.Engine[U], units []U,
+	args func(U) A, unitOf func(A) U) error {
+	def := e.Job()
+	first := make(map[string]int, len(units)) // key → index of its first unit
+	params := make([]river.InsertManyParams, 0, len(units))
+	for i, u := range units {
+		key := def.KeyOf(u)
+		if def.CheckKey != nil {
+			if err := def.CheckKey(u); err != nil {
+				return fmt.Errorf("job %q key %q: %w", def.Name, key, err)
+			}
+		}
+		if j, ok := first[key]; ok {
+			// River's statement cannot take one unique key twice; a copy
+			// is settled here, against the copy that goes in.
+			same, err := samePayload(def, units[j], u)
+			if err != nil {
+				return fmt.Errorf("job %q key %q: %w", def.Name, key, err)
+			}
+			if !same {
+				return fmt.Errorf("job %q key %q: %w (units %d and %d of one call differ)", def.Name, key, idem.ErrPayloadMismatch, j, i)
+			}
+			continue
+		}
+		first[key] = i
+		params = append(params, river.InsertManyParams{Args: args(u)})
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	res, err := client.InsertManyTx(ctx, tx, params)
+	if err != nil {
+		return fmt.Errorf("job %q: enqueue %d units: %w", def.Name, len(params), err)
+	}
+	if len(res) != len(params) {
+		return fmt.Errorf("job %q: River answered %d results for %d units", def.Name, len(res), len(params))
+	}
+	// River does not say which result is which unit's, so a skipped job
+	// is matched to its unit by the key of the unit it holds.
+	for _, r := range res {
+		if !r.UniqueSkippedAsDuplicate {
+			continue
+		}
+		if err := checkQueued(def, r.Job, unitOf, func(key string) (U, bool) {
+			i, ok := first[key]
+			if !ok {
+				var zero U
+				return zero, false
+			}
+			return units[i], true
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkQueued reads the unit a River job already held under a key and
+// refuses the unit given for that key (unitFor) if their payloads differ.
+func checkQueued[U any, A river.JobArgs](def *idem.Job[U], job *rivertype.JobRow, unitOf func(A) U, unitFor func(key string) (U, bool)) error {
+	var queued A
+	if err := json.Unmarshal(job.EncodedArgs, &queued); err != nil {
+		return fmt.Errorf("job %q: read queued River job %d: %w", def.Name, job.ID, err)
+	}
+	held := unitOf(queued)
+	key := def.KeyOf(held)
+	u, ok := unitFor(key)
+	if !ok {
+		return fmt.Errorf("job %q key %q: River answered job %d, which holds none of the units", def.Name, key, job.ID)
+	}
+	same, err := samePayload(def, held, u)
+	if err != nil {
+		return fmt.Errorf("job %q key %q: %w", def.Name, key, err)
+	}
+	if !same {
+		return fmt.Errorf("job %q key %q: %w (River job %d holds the first)", def.Name, key, idem.ErrPayloadMismatch, job.ID)
+	}
+	return nil
+}
+
+// samePayload compares two units of one key by value, as Process does.
+func samePayload[U any](def *idem.Job[U], a, b U) (bool, error) {
+	ja, errA := json.Marshal(def.Canonical(a))
+	jb, errB := json.Marshal(def.Canonical(b))
+	if err := errors.Join(errA, errB); err != nil {
+		return false, fmt.Errorf("encode unit: %w", err)
+	}
+	return bytes.Equal(ja, jb), nil
 }
 
 // Exclusive runs fn while holding a session advisory lock named by name
