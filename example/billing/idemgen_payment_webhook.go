@@ -211,6 +211,22 @@ func (j *PaymentWebhook) InsertTx(ctx context.Context, client *idemriver.Client,
 	})
 }
 
+// InsertManyTx enqueues the units as InsertTx does, in one River InsertManyTx statement
+// inside tx. Every key is checked first: an empty key returns idem.ErrEmptyKey, and a key
+// given twice is enqueued once (a copy with another payload returns idem.ErrPayloadMismatch).
+// A unit River already holds is skipped, or refused with idem.ErrPayloadMismatch after the
+// statement: on any error, roll tx back.
+func (j *PaymentWebhook) InsertManyTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Payment) error {
+	return idemriver.InsertManyTx(ctx, client, tx, j.e, units, func(u Payment) PaymentWebhookArgs {
+		return PaymentWebhookArgs{
+			Key:  u.Key(),
+			Unit: u,
+		}
+	}, func(a PaymentWebhookArgs) Payment {
+		return a.Unit
+	})
+}
+
 // PaymentWebhookDrainArgs is the periodic River job that calls PaymentWebhook's Drain, one at a time
 // across workers: the fleet performs the effects a worker that died still owed.
 type PaymentWebhookDrainArgs struct{}

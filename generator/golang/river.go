@@ -21,8 +21,8 @@ func unitArgsName(j *model.Job) string  { return j.GoName + "Args" }
 func runArgsName(j *model.Job) string   { return j.GoName + "RunArgs" }
 func drainArgsName(j *model.Job) string { return j.GoName + "DrainArgs" }
 
-// riverJob emits a River job's args types, the job's InsertTx (handed-in
-// units) and nothing else: the workers are the runtime's
+// riverJob emits a River job's args types, the job's InsertTx and
+// InsertManyTx (handed-in units) and nothing else: the workers are the runtime's
 // (idem/idemriver), registered by AddRiverWorkers.
 //
 //	// PaymentWebhookArgs is the River job of one handed-in payment_webhook unit.
@@ -35,6 +35,7 @@ func drainArgsName(j *model.Job) string { return j.GoName + "DrainArgs" }
 //		return river.InsertOpts{Queue: "billing", UniqueOpts: river.UniqueOpts{ByArgs: true}}
 //	}
 //	func (j *PaymentWebhook) InsertTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Payment) error
+//	func (j *PaymentWebhook) InsertManyTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Payment) error
 //
 //	type InvoiceSyncRunArgs struct{}   // watermark and cursor jobs: the periodic Run
 //	type InvoiceSyncDrainArgs struct{} // every River job: the periodic Drain
@@ -69,14 +70,13 @@ func riverJob(f *jen.File, j *model.Job) {
 		f.Comment("are queued exactly when the caller's own rows commit. A copy of a queued, running or")
 		f.Comment("completed unit is skipped; a copy with a different payload returns idem.ErrPayloadMismatch;")
 		f.Comment("a unit whose key renders empty returns idem.ErrEmptyKey. Nothing is enqueued past an error.")
-		f.Func().Add(recv(j)).Id("InsertTx").Params(jen.Id("ctx").Add(Context()), jen.Id("client").Op("*").Add(irv("Client")),
-			jen.Id("tx").Qual("github.com/jackc/pgx/v5", "Tx"), jen.Id("units").Op("...").Id(j.Unit.GoName)).Error().Block(
-			jen.Return(irv("InsertTx").Call(jen.Id("ctx"), jen.Id("client"), jen.Id("tx"), jen.Id("j").Dot("e"), jen.Id("units"),
-				jen.Func().Params(jen.Id("u").Id(j.Unit.GoName)).Id(name).Block(
-					jen.Return(jen.Id(name).Values(jen.Dict{jen.Id("Key"): jen.Id("u").Dot("Key").Call(), jen.Id("Unit"): jen.Id("u")}))),
-				jen.Func().Params(jen.Id("a").Id(name)).Id(j.Unit.GoName).Block(jen.Return(jen.Id("a").Dot("Unit"))),
-			)),
-		)
+		insertFunc(f, j, name, "InsertTx")
+		f.Comment("InsertManyTx enqueues the units as InsertTx does, in one River InsertManyTx statement")
+		f.Comment("inside tx. Every key is checked first: an empty key returns idem.ErrEmptyKey, and a key")
+		f.Comment("given twice is enqueued once (a copy with another payload returns idem.ErrPayloadMismatch).")
+		f.Comment("A unit River already holds is skipped, or refused with idem.ErrPayloadMismatch after the")
+		f.Comment("statement: on any error, roll tx back.")
+		insertFunc(f, j, name, "InsertManyTx")
 	} else {
 		periodicArgs(f, runArgsName(j), j.River.Kind+".run", j.River.Queue,
 			fmt.Sprintf("the periodic River job that calls %s's Run every %s,", j.GoName, j.River.Every),
@@ -85,6 +85,19 @@ func riverJob(f *jen.File, j *model.Job) {
 	periodicArgs(f, drainArgsName(j), j.River.Kind+".drain", j.River.Queue,
 		fmt.Sprintf("the periodic River job that calls %s's Drain, one at a time", j.GoName),
 		"across workers: the fleet performs the effects a worker that died still owed.")
+}
+
+// insertFunc emits the job's method fn, which calls idemriver's fn (InsertTx
+// or InsertManyTx) with the unit's args and back.
+func insertFunc(f *jen.File, j *model.Job, args, fn string) {
+	f.Func().Add(recv(j)).Id(fn).Params(jen.Id("ctx").Add(Context()), jen.Id("client").Op("*").Add(irv("Client")),
+		jen.Id("tx").Qual("github.com/jackc/pgx/v5", "Tx"), jen.Id("units").Op("...").Id(j.Unit.GoName)).Error().Block(
+		jen.Return(irv(fn).Call(jen.Id("ctx"), jen.Id("client"), jen.Id("tx"), jen.Id("j").Dot("e"), jen.Id("units"),
+			jen.Func().Params(jen.Id("u").Id(j.Unit.GoName)).Id(args).Block(
+				jen.Return(jen.Id(args).Values(jen.Dict{jen.Id("Key"): jen.Id("u").Dot("Key").Call(), jen.Id("Unit"): jen.Id("u")}))),
+			jen.Func().Params(jen.Id("a").Id(args)).Id(j.Unit.GoName).Block(jen.Return(jen.Id("a").Dot("Unit"))),
+		)),
+	)
 }
 
 // kindMethod emits func (T) Kind() string { return "kind" }.
