@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-var ratiosLine = regexp.MustCompile(`^ratios: copyjob/copy=\S+ fxjob/handset=\S+ fxjob/per_row_tx=\S+ rerun/first=\S+ effects/bound=\S+ gen/sqlc=\S+ providers1/R=\S+ providers4/R=\S+$`)
+var ratiosLine = regexp.MustCompile(`^ratios: copyjob/copy=\S+ fxjob/handset=\S+ fxjob/per_row_tx=\S+ rerun/first=\S+ effects/bound=\S+ gen/sqlc=\S+ providers1/R=\S+ providers4/R=\S+ river/bare=\S+$`)
 
 // smoke runs the whole benchmark at tiny sizes and checks that every
 // measurement did its work, so that it cannot silently measure nothing.

@@ -5,11 +5,12 @@
 //	go run ./example/bench -db postgres://...    # PostgreSQL: a schema per measurement, dropped after it
 //	go run ./example/bench -mem                  # also peak memory at 100,000 and 1,000,000 units
 //	go run ./example/bench -db postgres://... -only providers   # effects against a throttling provider (providers.go)
+//	go run ./example/bench -db postgres://... -only river       # River with a no-op worker beside the generated worker (river.go)
 //
 // It prints a table of the figures, each target of the issue with ok or
 // MISS, and ends with one line:
 //
-//	ratios: copyjob/copy=… fxjob/handset=… fxjob/per_row_tx=… rerun/first=… effects/bound=… gen/sqlc=… providers1/R=… providers4/R=…
+//	ratios: copyjob/copy=… fxjob/handset=… fxjob/per_row_tx=… rerun/first=… effects/bound=… gen/sqlc=… providers1/R=… providers4/R=… river/bare=…
 //
 // The jobs come from idemgen.yaml (package benchjobs) and run only through
 // the generated package's API and idem options; the baselines write tables
@@ -73,6 +74,12 @@ type config struct {
 	providerWorkers    []int
 	outage             time.Duration
 
+	// The -river measurement (river.go): units a run, the queue's River
+	// workers (MaxWorkers), and the most the measurement may take.
+	river                bool
+	riverN, riverWorkers int
+	riverDeadline        time.Duration
+
 	// childCopyJob is the hidden mode of the peak-memory runs: run
 	// copy_job over this many units and exit (mem.go).
 	childCopyJob int
@@ -104,7 +111,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.history, "history", 0, "also measure copy_job, fx_job, Process latency, the backlog gauge, status and Purge on tables filled with this many rows of history, against empty tables (history.go; 0: off)")
 	fs.BoolVar(&cfg.historyKeep, "history-keep", false, "leave the -history measurement's filled schema (PostgreSQL) or file (SQLite) in place, for EXPLAIN; it prints its name")
 	fs.BoolVar(&cfg.noGen, "no-gen", false, "skip the generation measurement (it builds idemgen and sqlc)")
-	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history); the ratios need all")
+	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history,river); the ratios need all")
 	fs.BoolVar(&cfg.providers, "providers", false, "also measure effects against a provider simulator that serves -provider-rate calls/s and answers 429 above it (PostgreSQL; -only providers runs it alone)")
 	fs.IntVar(&cfg.providerRate, "provider-rate", 200, "R: calls per second the simulated provider serves")
 	fs.IntVar(&cfg.providerClientRate, "provider-client-rate", -1, "the effect's rate in the workers, calls/s across the fleet (-1: R; 0: no rate)")
@@ -115,6 +122,10 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.providerDeadline, "provider-deadline", 0, "the most a providers run may take (0: twice its expected time, plus twice the outage, plus a minute)")
 	providerWorkers := fs.String("provider-workers", "1,4", "worker processes of each providers run (comma-separated counts)")
 	fs.DurationVar(&cfg.outage, "outage", 0, "the simulator answers 503 (no Retry-After) for this long in the middle of each providers run")
+	fs.BoolVar(&cfg.river, "river", false, "also measure River with a no-op worker beside River with the generated worker (PostgreSQL; -only river runs it alone)")
+	fs.IntVar(&cfg.riverN, "river-n", 20000, "units of each run of the river measurement")
+	fs.IntVar(&cfg.riverWorkers, "river-workers", 100, "River workers (MaxWorkers) of the river measurement's queue, both sides")
+	fs.DurationVar(&cfg.riverDeadline, "river-deadline", 10*time.Minute, "the most the river measurement may take")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of each measurement to PREFIX.<measurement>.pprof")
 	fs.IntVar(&cfg.childCopyJob, childFlag, 0, "internal: peak-memory child mode")
 	fs.IntVar(&cfg.worker, workerFlag, 0, "internal: provider worker mode")
@@ -153,6 +164,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, errors.New("-provider-duration must be longer than -outage")
 	case cfg.history < 0:
 		return nil, errors.New("-history must not be negative")
+	case cfg.riverN <= 0, cfg.riverWorkers <= 0, cfg.riverDeadline <= 0:
+		return nil, errors.New("-river-n, -river-workers and -river-deadline must be positive")
 	case cfg.rows <= 0, cfg.batch <= 0, cfg.concurrency <= 0, cfg.effectsN <= 0, cfg.genRuns <= 0, cfg.genJobs <= 0:
 		return nil, errors.New("-rows, -batch, -concurrency, -effects-n, -gen-jobs and -gen-runs must be positive")
 	case cfg.latency < 0:
@@ -192,6 +205,8 @@ type results struct {
 	mem                                          []memResult
 	gen                                          *genResult
 	history                                      *historyResult
+	river                                        *riverResult
+	riverSkipped                                 bool // asked for on SQLite
 }
 
 // measure runs fn and returns its wall time and the process's CPU time
@@ -275,6 +290,19 @@ func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
 			name string
 			fn   func() error
 		}{"history", func() (err error) { res.history, err = measureHistory(ctx, d, cfg); return err }})
+	}
+	if cfg.river || slices.Contains(cfg.only, "river") {
+		steps = append(steps, struct {
+			name string
+			fn   func() error
+		}{"river", func() (err error) {
+			if !d.postgres() {
+				res.riverSkipped = true // River runs on PostgreSQL
+				return nil
+			}
+			res.river, err = measureRiver(ctx, d, cfg)
+			return err
+		}})
 	}
 	if !cfg.noGen {
 		steps = append(steps, struct {
@@ -426,6 +454,11 @@ func (r *results) print(out io.Writer, cfg *config) {
 	if r.history != nil {
 		r.history.print(out)
 	}
+	if r.river != nil {
+		r.river.print(out)
+	} else if r.riverSkipped {
+		fmt.Fprintln(out, "\nriver: skipped: River runs on PostgreSQL (-db)")
+	}
 	if !r.postgres {
 		fmt.Fprintln(out, "\nThe issue sets its targets for PostgreSQL, and copyjob/copy ≥ 0.5 for SQLite; the others are shown here against the PostgreSQL bounds.")
 	}
@@ -443,6 +476,11 @@ func (r *results) print(out io.Writer, cfg *config) {
 		}
 		parts = append(parts, fmt.Sprintf("providers%d/R=%s", w, formatRatio(v)))
 	}
+	riverRatio := math.NaN()
+	if r.river != nil {
+		riverRatio = r.river.ratio()
+	}
+	parts = append(parts, "river/bare="+formatRatio(riverRatio))
 	if r.history != nil {
 		for _, t := range r.history.targets() {
 			parts = append(parts, fmt.Sprintf("%s=%s", t.label, formatRatio(t.value)))
