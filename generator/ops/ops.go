@@ -46,6 +46,8 @@ type DB struct {
 	// retryCols: the ledger has next_attempt_at and parked_reason (the
 	// migration that added them ran).
 	retryCols bool
+	// exactDone and doneSample: how Status counts done rows (SetDoneCounting).
+	exactDone, doneSample int
 }
 
 // IsPostgres reports whether target names a PostgreSQL database (a
@@ -90,6 +92,7 @@ func Open(ctx context.Context, target string, pkg *model.Package, log *slog.Logg
 		return nil, err
 	}
 	d.retryCols = d.hasColumns(ctx, d.t.Ledger, "next_attempt_at, parked_reason")
+	d.SetDoneCounting(0, 0)
 	return d, nil
 }
 

@@ -1,7 +1,9 @@
 package ops
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strconv"
@@ -92,6 +94,10 @@ type EffectStatus struct {
 	Lease       Seconds    `json:"lease_s"`
 	Oldest      *time.Time `json:"oldest_owed"`
 	InSpec      bool       `json:"in_spec"`
+	// Estimated says that Done and History are estimates: the effect has
+	// more done rows than status counts one by one (100,000), so they are
+	// counted on a sample of the ledger (about 200,000 rows) and scaled.
+	Estimated bool `json:"done_estimated"`
 }
 
 // UnitStatus counts a job's rows in the parked table by state.
@@ -230,49 +236,67 @@ func (d *DB) readProgress(ctx context.Context, jobFor func(string) *JobStatus) e
 	return rows.Err()
 }
 
+// ExactDoneLimit is the most done rows of one effect that Status counts
+// exactly. Done rows are kept for the effects' retention and can be many
+// millions: above this, an effect's done rows (current version and
+// history) are estimated from a sample of the ledger, so that status
+// costs the same on a ledger of a year as on one of a day.
+const ExactDoneLimit = 100_000
+
+// versionRows are one effect version's counts, as the ledger holds them.
+type versionRows struct {
+	job     string
+	version int
+	es      EffectStatus
+}
+
+// readEffects counts every effect's ledger rows by state, without reading
+// the done rows kept for retention: the owed and parked rows are read on
+// the (job, state) index, and the done rows counted on the (job, effect,
+// state, done_at) index, exactly up to ExactDoneLimit and estimated above
+// (readDone). Counted per effect version, so that done rows of superseded
+// versions are told apart as history.
 func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string) *JobStatus) error {
-	// One pass over the ledger, counted in the database: done rows kept
-	// for retention can be many. Counted per effect version, so that done
-	// rows of superseded versions are told apart as history.
-	// A ledger migrated before next_attempt_at has no row waiting.
-	waiting := `0, NULL`
-	args := []any{d.at(now), d.at(now)}
-	if d.retryCols {
-		waiting = `count(CASE WHEN state = 'pending' AND next_attempt_at > ? AND (lease_until IS NULL OR lease_until <= ?) THEN 1 END),
-    min(CASE WHEN state = 'pending' AND next_attempt_at > ? AND (lease_until IS NULL OR lease_until <= ?) THEN next_attempt_at END)`
-		args = append(args, d.at(now), d.at(now), d.at(now), d.at(now))
-	}
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT job, effect, effect_version,
-    count(CASE WHEN state = 'pending' THEN 1 END),
-    count(CASE WHEN state = 'pending' AND lease_until > ? THEN 1 END),
-    count(CASE WHEN state = 'pending' AND attempts > 0 AND (lease_until IS NULL OR lease_until <= ?) THEN 1 END),
-    count(CASE WHEN state = '`+idem.StoredParked+`' THEN 1 END),
-    count(CASE WHEN state = 'done' THEN 1 END),
-    min(CASE WHEN state = 'pending' THEN created_at END),
-    `+waiting+`
-FROM `+d.t.Ledger+` GROUP BY job, effect, effect_version ORDER BY job, effect, effect_version`), args...)
+	pairs, err := d.ledgerEffects(ctx)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
-	}
-	defer rows.Close()
-	type versionRows struct {
-		job     string
-		version int
-		es      EffectStatus
-	}
-	var all []versionRows
-	for rows.Next() {
-		var r versionRows
-		var oldest, next dbTime
-		if err := rows.Scan(&r.job, &r.es.Effect, &r.version, &r.es.Owed, &r.es.Leased, &r.es.Failing, &r.es.Parked, &r.es.Done, &oldest, &r.es.Waiting, &next); err != nil {
-			return fmt.Errorf("read %s: %w", d.t.Ledger, err)
-		}
-		r.es.Oldest, r.es.NextAttempt = oldest.ptr(), next.ptr()
-		all = append(all, r)
-	}
-	if err := rows.Err(); err != nil {
 		return err
 	}
+	byVersion := map[versionKey]*versionRows{}
+	row := func(job, effect string, version int) *versionRows {
+		k := versionKey{job, effect, version}
+		if r, ok := byVersion[k]; ok {
+			return r
+		}
+		r := &versionRows{job: job, version: version, es: EffectStatus{Effect: effect}}
+		byVersion[k] = r
+		return r
+	}
+	var jobs []string
+	for _, p := range pairs {
+		if len(jobs) == 0 || jobs[len(jobs)-1] != p.job {
+			jobs = append(jobs, p.job)
+		}
+	}
+	for _, job := range jobs {
+		if err := d.readOwed(ctx, now, job, row); err != nil {
+			return err
+		}
+	}
+	for _, p := range pairs {
+		if err := d.readParked(ctx, p.job, p.effect, row); err != nil {
+			return err
+		}
+		if err := d.readDone(ctx, p.job, p.effect, row); err != nil {
+			return err
+		}
+	}
+	all := make([]*versionRows, 0, len(byVersion))
+	for _, r := range byVersion {
+		all = append(all, r)
+	}
+	slices.SortFunc(all, func(a, b *versionRows) int {
+		return cmp.Or(cmp.Compare(a.job, b.job), cmp.Compare(a.es.Effect, b.es.Effect), cmp.Compare(a.version, b.version))
+	})
 	for i, r := range all {
 		js := jobFor(r.job)
 		k := slices.IndexFunc(js.Effects, func(e EffectStatus) bool { return e.Effect == r.es.Effect })
@@ -296,14 +320,208 @@ FROM `+d.t.Ledger+` GROUP BY job, effect, effect_version ORDER BY job, effect, e
 		es.Waiting += r.es.Waiting
 		es.Oldest = earliest(es.Oldest, r.es.Oldest)
 		es.NextAttempt = earliest(es.NextAttempt, r.es.NextAttempt)
+		es.Estimated = es.Estimated || r.es.Estimated
 		if r.version < es.Version {
-			es.History += r.es.Done
-			es.Superseded = append(es.Superseded, r.version)
+			if r.es.Done > 0 {
+				es.History += r.es.Done
+				es.Superseded = append(es.Superseded, r.version)
+			}
 			continue
 		}
 		es.Done += r.es.Done
 	}
 	return nil
+}
+
+type versionKey struct {
+	job, effect string
+	version     int
+}
+
+type effectPair struct{ job, effect string }
+
+// ledgerEffects lists the (job, effect) pairs the ledger holds rows of, in
+// order: each is the least value after the last on the (job, effect,
+// unit_key) index, one probe per pair, not a read of the ledger.
+func (d *DB) ledgerEffects(ctx context.Context) ([]effectPair, error) {
+	var pairs []effectPair
+	nextJob := d.q(`SELECT min(job) FROM ` + d.t.Ledger + ` WHERE job > ?`)
+	nextEffect := d.q(`SELECT min(effect) FROM ` + d.t.Ledger + ` WHERE job = ? AND effect > ?`)
+	for job := ""; ; {
+		var j sql.NullString
+		if err := d.db.QueryRowContext(ctx, nextJob, job).Scan(&j); err != nil || !j.Valid {
+			return pairs, wrapRead(d.t.Ledger, err)
+		}
+		job = j.String
+		for effect := ""; ; {
+			var e sql.NullString
+			if err := d.db.QueryRowContext(ctx, nextEffect, job, effect).Scan(&e); err != nil {
+				return nil, wrapRead(d.t.Ledger, err)
+			}
+			if !e.Valid {
+				break
+			}
+			effect = e.String
+			pairs = append(pairs, effectPair{job, effect})
+		}
+	}
+}
+
+// readOwed counts a job's owed rows, per effect version, read on the
+// (job, state) index: their number is the backlog, not the ledger's size.
+func (d *DB) readOwed(ctx context.Context, now time.Time, job string, row func(job, effect string, version int) *versionRows) error {
+	// A ledger migrated before next_attempt_at has no row waiting.
+	waiting := `0, NULL`
+	args := []any{d.at(now), d.at(now)}
+	if d.retryCols {
+		waiting = `count(CASE WHEN next_attempt_at > ? AND (lease_until IS NULL OR lease_until <= ?) THEN 1 END),
+    min(CASE WHEN next_attempt_at > ? AND (lease_until IS NULL OR lease_until <= ?) THEN next_attempt_at END)`
+		args = append(args, d.at(now), d.at(now), d.at(now), d.at(now))
+	}
+	args = append(args, job)
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT effect, effect_version,
+    count(*),
+    count(CASE WHEN lease_until > ? THEN 1 END),
+    count(CASE WHEN attempts > 0 AND (lease_until IS NULL OR lease_until <= ?) THEN 1 END),
+    min(created_at),
+    `+waiting+`
+FROM `+d.t.Ledger+` WHERE job = ? AND state = 'pending' GROUP BY effect, effect_version`), args...)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var effect string
+		var version int
+		var c EffectStatus
+		var oldest, next dbTime
+		if err := rows.Scan(&effect, &version, &c.Owed, &c.Leased, &c.Failing, &oldest, &c.Waiting, &next); err != nil {
+			return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+		}
+		r := row(job, effect, version)
+		r.es.Owed, r.es.Leased, r.es.Failing, r.es.Waiting = c.Owed, c.Leased, c.Failing, c.Waiting
+		r.es.Oldest, r.es.NextAttempt = oldest.ptr(), next.ptr()
+	}
+	return rows.Err()
+}
+
+// readParked counts an effect's parked rows on the (job, effect, state,
+// done_at) index, reading no row. They count under the effect's version
+// in the spec, or for an effect the spec no longer has, the newest of
+// its parked rows'.
+func (d *DB) readParked(ctx context.Context, job, effect string, row func(job, effect string, version int) *versionRows) error {
+	var n int
+	err := d.db.QueryRowContext(ctx, d.q(`SELECT count(*) FROM `+d.t.Ledger+` WHERE job = ? AND effect = ? AND state = '`+idem.StoredParked+`'`),
+		job, effect).Scan(&n)
+	if err != nil || n == 0 {
+		return wrapRead(d.t.Ledger, err)
+	}
+	version := -1
+	if j := d.job(job); j != nil {
+		if k := slices.IndexFunc(j.Effects, func(e *model.Effect) bool { return e.Name == effect }); k >= 0 {
+			version = j.Effects[k].Version
+		}
+	}
+	if version < 0 {
+		err := d.db.QueryRowContext(ctx, d.q(`SELECT max(effect_version) FROM `+d.t.Ledger+` WHERE job = ? AND effect = ? AND state = '`+idem.StoredParked+`'`),
+			job, effect).Scan(&version)
+		if err != nil {
+			return wrapRead(d.t.Ledger, err)
+		}
+	}
+	row(job, effect, version).es.Parked = n
+	return nil
+}
+
+// wrapRead says which table a read failed on; nil stays nil.
+func wrapRead(table string, err error) error {
+	if err != nil {
+		return fmt.Errorf("read %s: %w", table, err)
+	}
+	return nil
+}
+
+// readDone counts an effect's done rows per version. Up to ExactDoneLimit
+// they are counted exactly; above it, Done and History are estimated from
+// a sample of the ledger (sampleDone) and marked Estimated.
+func (d *DB) readDone(ctx context.Context, job, effect string, row func(job, effect string, version int) *versionRows) error {
+	var n int
+	err := d.db.QueryRowContext(ctx, d.q(`SELECT count(*) FROM (SELECT 1 FROM `+d.t.Ledger+`
+WHERE job = ? AND effect = ? AND state = 'done' LIMIT ?) AS d`), job, effect, d.exactDone+1).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	estimated := n > d.exactDone
+	query := `SELECT effect_version, count(*) FROM ` + d.t.Ledger + ` WHERE job = ? AND effect = ? AND state = 'done' GROUP BY effect_version`
+	scale := 1.0
+	if estimated {
+		if query, scale, err = d.sampleDone(ctx); err != nil {
+			return err
+		}
+	}
+	rows, err := d.db.QueryContext(ctx, d.q(query), job, effect)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var version, done int
+		if err := rows.Scan(&version, &done); err != nil {
+			return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+		}
+		r := row(job, effect, version)
+		r.es.Done = int(float64(done)*scale + 0.5)
+		r.es.Estimated = estimated
+	}
+	return rows.Err()
+}
+
+// DoneSampleRows is about how many ledger rows Status reads to estimate
+// the done rows of an effect that has more than ExactDoneLimit.
+const DoneSampleRows = 200_000
+
+// SetDoneCounting changes how many done rows per effect Status counts
+// exactly (ExactDoneLimit) and how many ledger rows it samples above that
+// (DoneSampleRows): lower for a test, higher for a database fast enough to
+// count more. A value of 0 keeps the default.
+func (d *DB) SetDoneCounting(exact, sample int) {
+	d.exactDone, d.doneSample = cmp.Or(exact, ExactDoneLimit), cmp.Or(sample, DoneSampleRows)
+}
+
+// sampleDone returns a query of an effect's done rows per version over a
+// sample of the ledger (its parameters: job, effect), and the factor that
+// scales the sample's counts to the whole ledger. PostgreSQL samples pages
+// (TABLESAMPLE SYSTEM, sized by the planner's row estimate); SQLite reads
+// evenly spaced runs of rowids, as SQLite has no TABLESAMPLE.
+func (d *DB) sampleDone(ctx context.Context) (query string, scale float64, err error) {
+	const counts = `SELECT l.effect_version, count(*) FROM `
+	const where = ` WHERE l.job = ? AND l.effect = ? AND l.state = 'done' GROUP BY l.effect_version`
+	if d.dialect == model.Postgres {
+		// The planner's row estimate, kept by autovacuum's ANALYZE.
+		var rows float64
+		if err := d.db.QueryRowContext(ctx, `SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)`, d.t.Ledger).Scan(&rows); err != nil {
+			return "", 0, fmt.Errorf("read %s's size: %w", d.t.Ledger, err)
+		}
+		percent := 100.0
+		if sample := float64(d.doneSample); rows > sample {
+			percent = 100 * sample / rows
+		}
+		// REPEATABLE: the same pages each time, so two reads agree.
+		return counts + d.t.Ledger + fmt.Sprintf(" AS l TABLESAMPLE SYSTEM (%g) REPEATABLE (0)", percent) + where, 100 / percent, nil
+	}
+	const run = 100 // rowids per run
+	var last int64
+	if err := d.db.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) FROM `+d.t.Ledger).Scan(&last); err != nil {
+		return "", 0, fmt.Errorf("read %s's size: %w", d.t.Ledger, err)
+	}
+	stride := max(run, last/int64(max(1, d.doneSample/run)))
+	// A run of rowids from every stride: CROSS JOIN keeps the runs outside,
+	// so each is one range of the table's b-tree.
+	return fmt.Sprintf("WITH RECURSIVE r(lo) AS (SELECT 1 UNION ALL SELECT lo + %d FROM r WHERE lo + %d <= %d) ", stride, stride, last) +
+		counts + fmt.Sprintf("r CROSS JOIN %s AS l ON l.rowid >= r.lo AND l.rowid < r.lo + %d", d.t.Ledger, run) + where, float64(stride) / run, nil
 }
 
 // earliest returns the earlier of two optional instants.

@@ -147,8 +147,8 @@ func printStatus(w io.Writer, st *ops.Status) {
 			if es.Waiting > 0 {
 				leased += fmt.Sprintf(", waiting %d (next attempt %s)", es.Waiting, retryText(*es.NextAttempt, st.At))
 			}
-			fmt.Fprintf(w, "  effect %s: owed %s, leased %s, failing %d, parked %d, done %d\n",
-				name, owed, leased, es.Failing, es.Parked, es.Done)
+			fmt.Fprintf(w, "  effect %s: owed %s, leased %s, failing %d, parked %d, done %s\n",
+				name, owed, leased, es.Failing, es.Parked, doneText(es, es.Done))
 			if len(es.Superseded) > 0 {
 				fmt.Fprintf(w, "    %s\n", historyText(js, es))
 			}
@@ -172,7 +172,7 @@ func historyText(js ops.JobStatus, es ops.EffectStatus) string {
 	for i, v := range es.Superseded {
 		versions[i] = fmt.Sprintf("v%d", v)
 	}
-	s := fmt.Sprintf("history: done %d under %s (superseded by v%d)", es.History, strings.Join(versions, ", "), es.Version)
+	s := fmt.Sprintf("history: done %s under %s (superseded by v%d)", doneText(es, es.History), strings.Join(versions, ", "), es.Version)
 	if es.Again == 0 {
 		return s + fmt.Sprintf("; every unit done under them is reserved under v%d already", es.Version)
 	}
@@ -181,6 +181,15 @@ func historyText(js ops.JobStatus, es ops.EffectStatus) string {
 		again = "processing them again" // no Backfill without a watermark
 	}
 	return s + fmt.Sprintf("; %s performs %s again for %s", again, es.Effect, plural(es.Again, "unit"))
+}
+
+// doneText is a count of done rows: n, or "about n" where status
+// estimated it from a sample of a large ledger.
+func doneText(es ops.EffectStatus, n int) string {
+	if es.Estimated {
+		return fmt.Sprintf("about %d (estimated: more than %d done)", n, ops.ExactDoneLimit)
+	}
+	return fmt.Sprint(n)
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
