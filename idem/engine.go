@@ -237,6 +237,8 @@ type options struct {
 	batchSize int
 	// purgeBatch bounds the rows one of Purge's statements deletes.
 	purgeBatch int
+	// purgeShare is the most of its time Purge spends in its statements.
+	purgeShare float64
 	// effectConcurrency bounds the provider calls in flight.
 	effectConcurrency int
 	// writeAhead commits a batch while the next is prepared and written:
@@ -323,7 +325,7 @@ func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) 
 }
 
 func newOptions(opts []Option) options {
-	o := options{log: slog.Default(), now: time.Now, maxPages: 10000, batchSize: 1000, purgeBatch: DefaultPurgeBatch, effectConcurrency: 16, writeAhead: true, dbClock: &dbClock{}}
+	o := options{log: slog.Default(), now: time.Now, maxPages: 10000, batchSize: 1000, purgeBatch: DefaultPurgeBatch, purgeShare: DefaultPurgeShare, effectConcurrency: 16, writeAhead: true, dbClock: &dbClock{}}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -995,8 +997,10 @@ func (e *Engine[U]) finish(ctx context.Context, rep *runState, err error) {
 // with no effects, keeps its key records.
 //
 // It deletes in batches of at most WithPurgeBatch rows (default 1000), each
-// its own short statement, until a batch finds fewer; it stops between
-// batches when ctx is done, returning ctx's error and the rows deleted so
+// its own short statement, until a batch finds fewer, and paces them
+// (WithPurgeShare: by default it waits three times as long as each batch
+// took) so that jobs running beside it keep most of the database; it
+// stops between batches when ctx is done, returning ctx's error and the rows deleted so
 // far, so a purge can be cut short and run again. It returns the rows
 // deleted in all. Run it on a timer (docs/operations.md) to purge
 // continuously.
@@ -1012,7 +1016,7 @@ func (e *Engine[U]) Purge(ctx context.Context) (int64, error) {
 			longest = max(longest, fx.Retention)
 		}
 		before := e.opt.now().Add(-fx.Retention)
-		n, err := purgeInBatches(ctx, e.opt.purgeBatch, func(limit int32) (int64, error) {
+		n, err := purgeInBatches(ctx, e.opt.purgeBatch, e.opt.purgeShare, func(limit int32) (int64, error) {
 			return e.st.Auto().Purge(ctx, e.def.Name, fx.Name, before, limit)
 		})
 		total += n
@@ -1022,7 +1026,7 @@ func (e *Engine[U]) Purge(ctx context.Context) (int64, error) {
 	}
 	if e.def.CheckSeen && longest > 0 {
 		before := e.opt.now().Add(-longest)
-		n, err := purgeInBatches(ctx, e.opt.purgeBatch, func(limit int32) (int64, error) {
+		n, err := purgeInBatches(ctx, e.opt.purgeBatch, e.opt.purgeShare, func(limit int32) (int64, error) {
 			return e.st.Auto().PurgeSeen(ctx, e.def.Name, before, limit)
 		})
 		total += n

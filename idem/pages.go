@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Reads and deletes over the bookkeeping tables are bounded: a listing
@@ -18,6 +19,32 @@ const DefaultPurgeBatch = 1000
 // (default DefaultPurgeBatch): Purge repeats the statement until fewer come
 // back, so no statement holds its locks, or writes its WAL, for long.
 func WithPurgeBatch(n int) Option { return func(o *options) { o.purgeBatch = n } }
+
+// DefaultPurgeShare is the share of its time Purge spends in its
+// statements unless WithPurgeShare says otherwise.
+const DefaultPurgeShare = 0.25
+
+// WithPurgeShare sets the most of its time Purge spends running its
+// statements (default DefaultPurgeShare): after a batch that took d, it
+// waits d × (1 − share) / share before the next. A purge is housekeeping
+// beside running jobs: at 0.25 it leaves them three quarters of the
+// database's time (on SQLite, of its one write lock) while it clears a
+// year of expired rows. 1 waits not at all, for a purge run alone; values
+// outside (0, 1] are taken as 1.
+func WithPurgeShare(share float64) Option {
+	return func(o *options) {
+		if share <= 0 || share > 1 {
+			share = 1
+		}
+		o.purgeShare = share
+	}
+}
+
+// purgePause is how long Purge waits after a batch that took took, so that
+// its batches fill at most share of its time.
+func purgePause(took time.Duration, share float64) time.Duration {
+	return time.Duration(float64(took) * (1 - share) / share)
+}
 
 // ledgerReadPage is how many rows a whole-table read (Querier.Ledger)
 // fetches per statement.
@@ -91,18 +118,29 @@ func ReadWholeLedger(ctx context.Context, page func(ctx context.Context, after s
 }
 
 // purgeInBatches runs one batch delete (at most limit rows per call) until a
-// call deletes fewer than limit, checking ctx between batches, and returns
-// how many rows it deleted in all.
-func purgeInBatches(ctx context.Context, limit int, batch func(limit int32) (int64, error)) (int64, error) {
+// call deletes fewer than limit, pausing between batches so that they fill
+// at most share of its time (purgePause) and checking ctx there, and
+// returns how many rows it deleted in all.
+func purgeInBatches(ctx context.Context, limit int, share float64, batch func(limit int32) (int64, error)) (int64, error) {
 	var total int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
+		start := time.Now()
 		n, err := batch(int32(limit))
 		total += n
 		if err != nil || n < int64(limit) {
 			return total, err
+		}
+		if pause := purgePause(time.Since(start), share); pause > 0 {
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return total, ctx.Err()
+			case <-t.C:
+			}
 		}
 	}
 }
