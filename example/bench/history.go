@@ -3,15 +3,16 @@ package main
 // The -history measurement (issue 22, item 1): cost that stays flat as data
 // grows. One space is filled with N rows of history before anything is
 // timed: N rows in each destination table (copy_rows, fx_rows), N ledger
-// rows (half fx_job's announce, half call_job's call_provider; 94% done,
-// half of them past the effects' 720h retention, 5% pending and not
-// claimable, 1% parked), and a key record for each of call_job's ledger
-// rows. A second, empty space gets the same runs, side by side: copy_job
+// rows (half fx_job's announce, half call_job's call_provider, in the
+// order a year wrote them: the older half done past the effects' 720h
+// retention, then rows done within it, then the newest 5% pending and not
+// claimable; 1% parked, spread over the year), and a key record for each
+// of call_job's ledger rows. A second, empty space gets the same runs, side by side: copy_job
 // and fx_job over -rows units, 1,000 single-unit Process calls of
 // call_job (p99 latency), the backlog gauge and `idemgen status` (the
 // generator's ops.Status, in process, as the CLI runs it); then, on the
 // history space only, Purge of the expired history in batches of 1,000
-// while copy_job runs beside it.
+// (paced, as by default) while copy_job runs beside it.
 
 import (
 	"context"
@@ -45,20 +46,43 @@ const (
 	historyRateTarget    = 0.8 // copy_job and fx_job ≥ 0.8 × their empty-table rates
 	historyP99Target     = 2.0 // a Process call's p99 ≤ 2 × empty
 	historyReadTarget    = time.Second
-	historyBesideTarget  = 0.7 // copy_job beside the purge ≥ 0.7 × its empty-table rate
+	historyBesideTarget  = 0.7 // copy_job beside the purge ≥ 0.7 × its rate on the same tables with no purge
 	historyBatchTarget   = time.Second
 	historyProcessCalls  = 1000
 	historyRetentionDays = 30 // both effects' retention is 720h (idemgen.yaml)
 	historyFillBatch     = 100000
 )
 
-// historyMix is the state of history row i (1-based): the same formula
-// fills the tables in SQL and counts what the fill and the purge must
-// give. Rows alternate between fx_job (even i) and call_job (odd i);
-// r = (i/2) % 100 picks the state, so both jobs get the same mix.
+// historyMix is the state of history row i (1-based): the same rules
+// fill the tables in SQL (fillHistory) and count what the fill and the
+// purge must give. Rows alternate between fx_job (even i) and call_job
+// (odd i), and lie in the order they were written, as in a table filled
+// over a year: the first half done 31 to 365 days ago (past the effects'
+// retention), then rows done 1 to 29 days ago, then the newest twentieth
+// owed. 1% are parked, spread over the year: r = (i/2) % 100 is 5.
 type historyMix struct {
 	pending, leased, parked, expired, recent int
 }
+
+// historyState is row i's state among n, as historyMix counts it.
+func historyState(i, n int) string {
+	half, owedFrom := historyBounds(n)
+	switch r := (i / 2) % 100; {
+	case r == 5:
+		return "parked"
+	case i > owedFrom && r%5 < 2:
+		return "leased" // pending under another worker's live lease
+	case i > owedFrom:
+		return "pending" // failed once, next attempt tomorrow
+	case i <= half:
+		return "expired"
+	default:
+		return "recent"
+	}
+}
+
+// historyBounds are the last expired row and the last done row.
+func historyBounds(n int) (half, owedFrom int) { return n / 2, n - n/20 }
 
 func historyCounts(n int) (fx, call historyMix) {
 	for i := 1; i <= n; i++ {
@@ -66,17 +90,17 @@ func historyCounts(n int) (fx, call historyMix) {
 		if i%2 == 0 {
 			m = &fx
 		}
-		switch r := (i / 2) % 100; {
-		case r < 3:
-			m.pending++ // failed once, next attempt tomorrow
-		case r < 5:
-			m.leased++ // pending under another worker's live lease
-		case r == 5:
+		switch historyState(i, n) {
+		case "parked":
 			m.parked++
-		case r < 56:
-			m.expired++ // done 31 to 365 days ago
+		case "leased":
+			m.leased++
+		case "pending":
+			m.pending++
+		case "expired":
+			m.expired++
 		default:
-			m.recent++ // done within the last 29 days
+			m.recent++
 		}
 	}
 	return fx, call
@@ -84,6 +108,29 @@ func historyCounts(n int) (fx, call historyMix) {
 
 func (m historyMix) owed() int { return m.pending + m.leased }
 func (m historyMix) done() int { return m.expired + m.recent }
+
+// doneCount is one effect's done rows as status read them (exact, or
+// estimated from a sample on a large ledger) and as the fill and the
+// measured runs made them.
+type doneCount struct {
+	effect          string
+	status, want    int
+	statusEstimated bool
+}
+
+// doneTolerance is how far status's estimate of done rows may be from the
+// truth: a sample of about 200,000 rows of the ledger.
+const doneTolerance = 0.03
+
+func (c doneCount) check() error {
+	if !c.statusEstimated {
+		return want("status: "+c.effect+" done", c.status, c.want)
+	}
+	if off := math.Abs(float64(c.status-c.want)) / float64(c.want); off > doneTolerance {
+		return fmt.Errorf("status: %s done estimated %d, %.1f%% off the %d done", c.effect, c.status, 100*off, c.want)
+	}
+	return nil
+}
 
 // historySide is one side of the comparison: empty tables or history.
 type historySide struct {
@@ -108,6 +155,7 @@ type historyResult struct {
 	beside             result        // copy_job while the purge ran
 	besideOverlap      bool          // the purge was still running when copy_job ended
 	statusOwed, parked int           // what status and the gauge counted on the history side
+	statusDone         []doneCount   // what status counted done, per effect, on the history side
 	kept               string        // -history-keep: the history's schema or file, left in place
 }
 
@@ -119,7 +167,10 @@ func (h *historyResult) targets() []target {
 		{label: "history/backlog_s", value: h.history.backlog.Seconds(), bound: historyReadTarget.Seconds(), atMost: true, applies: true},
 		{label: "history/status_s", value: h.history.status.Seconds(), bound: historyReadTarget.Seconds(), atMost: true, applies: true},
 		{label: "history/purge_batch_s", value: h.purgeMaxBatch.Seconds(), bound: historyBatchTarget.Seconds(), atMost: true, applies: true},
-		{label: "history/beside", value: ratio(h.beside.rate(), h.empty.copyJob.rate()), bound: historyBesideTarget, applies: true},
+		// What the purge costs a job beside it: the same job on the same
+		// tables, without the purge (what the history costs it is
+		// history/copyjob).
+		{label: "history/beside", value: ratio(h.beside.rate(), h.history.copyJob.rate()), bound: historyBesideTarget, applies: true},
 	}
 }
 
@@ -145,9 +196,17 @@ func (h *historyResult) print(out io.Writer) {
 	if !h.besideOverlap {
 		overlap = "the purge ended first"
 	}
-	fmt.Fprintf(out, "  copy_job beside the purge: %d units in %v = %s (%s)   %s  target %s\n",
-		h.beside.units, h.beside.elapsed.Round(time.Millisecond), rate(h.beside), overlap, fig(ts[6]), ts[6])
-	fmt.Fprintf(out, "  status and the gauge on history: %d owed, %d parked effects (as filled)\n", h.statusOwed, h.parked)
+	fmt.Fprintf(out, "  copy_job beside the purge: %d units in %v = %s (%s; %.2f × empty)   %s  target %s\n",
+		h.beside.units, h.beside.elapsed.Round(time.Millisecond), rate(h.beside), overlap, ratio(h.beside.rate(), h.empty.copyJob.rate()), fig(ts[6]), ts[6])
+	fmt.Fprintf(out, "  status and the gauge on history: %d owed, %d parked effects (as filled)", h.statusOwed, h.parked)
+	for _, c := range h.statusDone {
+		how := "counted"
+		if c.statusEstimated {
+			how = "estimated"
+		}
+		fmt.Fprintf(out, "; %s done %s %d of %d", c.effect, how, c.status, c.want)
+	}
+	fmt.Fprintln(out)
 	if h.kept != "" {
 		fmt.Fprintf(out, "  kept (-history-keep): %s\n", h.kept)
 	}
@@ -305,11 +364,20 @@ func fillHistory(ctx context.Context, sp *space, n int) error {
 		return insert(table, "id, account, amount, updated_at, idemgen_key, idemgen_job_version",
 			"'h' || i, 'acct-' || (i % 997), (i % 100000) * 7, "+ago("400 * 86400 - i / 1000")+", '"+keyPrefix+"h' || i, 1")
 	}
+	// The SQL of historyState: row i's state, and how long ago it was done.
+	half, owedFrom := historyBounds(n)
 	const r = "((i / 2) % 100)"
 	fx := "i % 2 = 0"
-	doneAgo := "CASE WHEN " + r + " < 56 THEN " + strconv.Itoa((historyRetentionDays+1)*86400) + " + (i * 7919) % (334 * 86400) ELSE (i * 7919) % (29 * 86400) END"
-	doneAt := "CASE WHEN " + r + " >= 6 THEN " + ago(doneAgo) + " END"
-	created := "CASE WHEN " + r + " >= 6 THEN " + ago(doneAgo+" + 1") + " ELSE " + ago("86400") + " END"
+	parked := "(" + r + " = 5)"
+	owed := "i > " + strconv.Itoa(owedFrom) + " AND NOT " + parked
+	leased := owed + " AND " + r + " % 5 < 2"
+	done := "i <= " + strconv.Itoa(owedFrom) + " AND NOT " + parked
+	const day = 86400
+	doneAgo := fmt.Sprintf("CASE WHEN i <= %d THEN %d + (%d - i) * %d / %d ELSE %d + (%d - i) * %d / %d END",
+		half, (historyRetentionDays+1)*day, half, 334*day, max(half, 1), // expired: 365 to 31 days ago, oldest first
+		day, owedFrom, 28*day, max(owedFrom-half, 1)) // recent: 29 days to 1 day ago
+	doneAt := "CASE WHEN " + done + " THEN " + ago(doneAgo) + " END"
+	created := "CASE WHEN " + done + " THEN " + ago(doneAgo+" + 1") + " ELSE " + ago("86400") + " END"
 	ledger := insert("benchjobs_idem_ledger",
 		"effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, lease_owner, lease_until, last_error, created_at, updated_at, done_at, permanent, parked_reason, next_attempt_at",
 		strings.Join([]string{
@@ -319,17 +387,17 @@ func fillHistory(ctx context.Context, sp *space, n int) error {
 			"1", "1",
 			"CASE WHEN " + fx + " THEN 'bench:fx:h' ELSE 'bench:call:h' END || i",
 			blob("'{\"id\":\"h' || i || '\",\"amount\":' || (i % 1000) || '}'"),
-			"CASE WHEN " + r + " < 5 THEN 'pending' WHEN " + r + " = 5 THEN '" + idem.StoredParked + "' ELSE 'done' END",
-			"CASE WHEN " + r + " < 5 THEN 1 WHEN " + r + " = 5 THEN 20 ELSE 1 END",
-			"CASE WHEN " + r + " IN (3, 4) THEN 'history-worker' END",
-			"CASE WHEN " + r + " IN (3, 4) THEN " + later + " END",
-			"CASE WHEN " + r + " < 3 OR " + r + " = 5 THEN 'history: 503' END",
+			"CASE WHEN " + parked + " THEN '" + idem.StoredParked + "' WHEN " + owed + " THEN 'pending' ELSE 'done' END",
+			"CASE WHEN " + parked + " THEN 20 ELSE 1 END",
+			"CASE WHEN " + leased + " THEN 'history-worker' END",
+			"CASE WHEN " + leased + " THEN " + later + " END",
+			"CASE WHEN " + parked + " OR (" + owed + " AND NOT (" + leased + ")) THEN 'history: 503' END",
 			created,
 			"COALESCE(" + doneAt + ", " + ago("3600") + ")",
 			doneAt,
 			"false",
-			"CASE WHEN " + r + " = 5 THEN 'max_attempts' END",
-			"CASE WHEN " + r + " < 3 THEN " + later + " END",
+			"CASE WHEN " + parked + " THEN 'max_attempts' END",
+			"CASE WHEN " + owed + " AND NOT (" + leased + ") THEN " + later + " END",
 		}, ", "))
 	seen := insert("benchjobs_idem_seen", "job, unit_key, payload_hash, job_version, first_seen",
 		"'call_job', 'bench:call:h' || i, "+blob("'hash-' || i")+", 1, "+created) +
@@ -360,7 +428,7 @@ func fillHistory(ctx context.Context, sp *space, n int) error {
 }
 
 // openStatus opens the space as `idemgen status -db …` does.
-func openStatus(ctx context.Context, sp *space) (*ops.DB, error) {
+func openStatus(ctx context.Context, sp *space, cfg *config) (*ops.DB, error) {
 	f, ds := spec.Parse("idemgen.yaml", benchSpec)
 	if !ds.HasErrors() {
 		ds = append(ds, spec.Check(f)...)
@@ -376,7 +444,12 @@ func openStatus(ctx context.Context, sp *space) (*ops.DB, error) {
 	if sp.pool != nil {
 		target = sp.url
 	}
-	return ops.Open(ctx, target, pkg, slog.New(slog.DiscardHandler))
+	db, err := ops.Open(ctx, target, pkg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	db.SetDoneCounting(cfg.statusExact, cfg.statusSample)
+	return db, nil
 }
 
 // measureHistory runs the comparison: the empty side first, then the
@@ -419,16 +492,26 @@ func measureHistory(ctx context.Context, d *database, cfg *config) (*historyResu
 	if h.history, st, err = measureHistorySide(ctx, sp, cfg, cfg.history); err != nil {
 		return h, fmt.Errorf("history: %w", err)
 	}
+	// fx_job's run and the Process calls add their own done effects.
+	doneWant := map[string]int{"announce": fxMix.done() + cfg.rows, "call_provider": callMix.done() + historyProcessCalls}
 	for _, js := range st.Jobs {
 		for _, e := range js.Effects {
 			h.statusOwed += e.Owed
 			h.parked += e.Parked
+			if w, ok := doneWant[e.Effect]; ok {
+				h.statusDone = append(h.statusDone, doneCount{effect: e.Effect, status: e.Done, want: w, statusEstimated: e.Estimated})
+			}
 		}
 	}
 	// The Process calls' own effects are done at once: only the history's
 	// rows are owed or parked.
-	if err := firstErr(want("status: owed effects", h.statusOwed, fxMix.owed()+callMix.owed()),
-		want("status: parked effects", h.parked, fxMix.parked+callMix.parked)); err != nil {
+	errs := []error{want("status: owed effects", h.statusOwed, fxMix.owed()+callMix.owed()),
+		want("status: parked effects", h.parked, fxMix.parked+callMix.parked),
+		want("status: effects with done rows", len(h.statusDone), len(doneWant))}
+	for _, c := range h.statusDone {
+		errs = append(errs, c.check())
+	}
+	if err := firstErr(errs...); err != nil {
 		return h, err
 	}
 	return h, measurePurge(ctx, sp, cfg, h, timer, fxMix, callMix)
@@ -567,7 +650,7 @@ func measureHistorySide(ctx context.Context, sp *space, cfg *config, historyN in
 		}
 	}
 
-	db, err := openStatus(ctx, sp)
+	db, err := openStatus(ctx, sp, cfg)
 	if err != nil {
 		return side, nil, fmt.Errorf("open for status: %w", err)
 	}

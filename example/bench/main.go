@@ -44,19 +44,20 @@ func main() {
 }
 
 type config struct {
-	rows, batch, concurrency int
-	writeAhead               bool
-	latency                  time.Duration
-	db                       string
-	effectsN                 int
-	mem                      bool
-	only                     []string // measurements to run; empty: all
-	cpuProfile               string   // file prefix of per-measurement CPU profiles
-	memRows                  []int
-	genJobs, genRuns         int
-	noGen                    bool
-	history                  int // -history: rows of history for the flat-cost measurement (history.go); 0: off
-	historyKeep              bool
+	rows, batch, concurrency  int
+	writeAhead                bool
+	latency                   time.Duration
+	db                        string
+	effectsN                  int
+	mem                       bool
+	only                      []string // measurements to run; empty: all
+	cpuProfile                string   // file prefix of per-measurement CPU profiles
+	memRows                   []int
+	genJobs, genRuns          int
+	noGen                     bool
+	history                   int // -history: rows of history for the flat-cost measurement (history.go); 0: off
+	historyKeep               bool
+	statusExact, statusSample int // ops.DB.SetDoneCounting of the -history status reads (0: its defaults)
 
 	// The -providers measurement (providers.go): the simulator's rate R,
 	// the effect's rate in the workers (-1: R), the simulator's burst (0:
@@ -109,6 +110,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.genJobs, "gen-jobs", 50, "jobs in the spec of the generation measurement")
 	fs.IntVar(&cfg.genRuns, "gen-runs", 5, "timed runs of idemgen and of sqlc (the median counts)")
 	fs.IntVar(&cfg.history, "history", 0, "also measure copy_job, fx_job, Process latency, the backlog gauge, status and Purge on tables filled with this many rows of history, against empty tables (history.go; 0: off)")
+	fs.IntVar(&cfg.statusExact, "status-exact", 0, "-history: done rows per effect that status counts exactly (0: ops.ExactDoneLimit)")
+	fs.IntVar(&cfg.statusSample, "status-sample", 0, "-history: ledger rows that status samples above -status-exact (0: ops.DoneSampleRows)")
 	fs.BoolVar(&cfg.historyKeep, "history-keep", false, "leave the -history measurement's filled schema (PostgreSQL) or file (SQLite) in place, for EXPLAIN; it prints its name")
 	fs.BoolVar(&cfg.noGen, "no-gen", false, "skip the generation measurement (it builds idemgen and sqlc)")
 	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history,river); the ratios need all")
