@@ -3,6 +3,7 @@ package generator_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator/ops"
 	"github.com/idemgen/idemgen/generator/sqlgen"
 	"github.com/idemgen/idemgen/idem"
 )
@@ -71,7 +73,49 @@ func TestLargeLedgerQueriesUseIndexes(t *testing.T) {
 					}
 				}
 			}
+			statusReadsUseIndexes(t, db, p)
 		})
+	}
+}
+
+// statusReadsUseIndexes runs idemgen status (ops.Status) on the filled
+// tables, once counting each effect's done rows exactly and once from a
+// sample, as above its exact limit, and fails if the plan of any ledger
+// read it made scans the ledger whole. (The spec of p has no jobs: status
+// finds the filled ones on the index, as jobs the spec no longer has.)
+func statusReadsUseIndexes(t *testing.T, db *testDB, p *model.Package) {
+	for _, counting := range []struct {
+		name          string
+		exact, sample int
+	}{{"exact", 0, 0}, {"sampled", 1000, 2000}} {
+		st, err := ops.Open(t.Context(), db.target, p, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.SetDoneCounting(counting.exact, counting.sample)
+		type read struct {
+			query string
+			args  []any
+		}
+		var reads []read
+		st.TraceReads(func(query string, args []any) { reads = append(reads, read{query, args}) })
+		status, err := st.Status(t.Context())
+		st.Close()
+		if err != nil {
+			t.Fatalf("status (%s done counts): %v", counting.name, err)
+		}
+		if len(status.Jobs) != 2 || len(reads) < 8 {
+			t.Fatalf("status (%s done counts) read %d statements for %d jobs; want the 2 filled", counting.name, len(reads), len(status.Jobs))
+		}
+		for _, r := range reads {
+			if !strings.Contains(r.query, idem.LedgerPlaceholders.Ledger) {
+				continue
+			}
+			plan := explain(t, db, r.query, r.args...)
+			if scansWhole(plan, idem.LedgerPlaceholders.Ledger, db.dialect) {
+				t.Errorf("status (%s done counts) reads the ledger whole over %d rows: %s %v\n%s", counting.name, explainRows, r.query, r.args, plan)
+			}
+		}
 	}
 }
 
@@ -155,13 +199,13 @@ func withValues(q string, d model.Dialect) string {
 }
 
 // explain returns the query's plan, a line per node.
-func explain(t *testing.T, db *testDB, q string) string {
+func explain(t *testing.T, db *testDB, q string, args ...any) string {
 	t.Helper()
 	prefix, col := "EXPLAIN ", 0
 	if db.dialect == model.SQLite {
 		prefix, col = "EXPLAIN QUERY PLAN ", 3
 	}
-	rows, err := db.db.Query(prefix + q)
+	rows, err := db.db.Query(prefix+q, args...)
 	if err != nil {
 		t.Fatalf("%s%s: %v", prefix, q, err)
 	}

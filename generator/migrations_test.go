@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -400,26 +401,36 @@ func filesEqual(a, b generator.Files) bool {
 type testDB struct {
 	dialect model.Dialect
 	db      *sql.DB
+	target  string // as idemgen's -db names it: the SQLite file, or a PostgreSQL URL with the schema's search_path
 }
 
 // openDatabases opens a fresh SQLite file and, with IDEMGEN_TEST_POSTGRES, a
 // fresh PostgreSQL schema, dropped when the test ends.
 func openDatabases(t *testing.T) []*testDB {
 	t.Helper()
-	lite, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "test.db"))
+	path := filepath.Join(t.TempDir(), "test.db")
+	lite, err := sql.Open("sqlite3", "file:"+path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lite.Close() })
-	dbs := []*testDB{{model.SQLite, lite}}
+	dbs := []*testDB{{model.SQLite, lite, path}}
 	if os.Getenv(idemtest.EnvPostgres) == "" {
 		t.Log("IDEMGEN_TEST_POSTGRES is not set: the PostgreSQL migration checks are skipped (SQLite only)")
 		return dbs
 	}
 	pg := idemtest.OpenPostgres(t)
-	db := stdlib.OpenDB(*pg.Config(pg.NewSchema(t)).ConnConfig)
+	schema := pg.NewSchema(t)
+	db := stdlib.OpenDB(*pg.Config(schema).ConnConfig)
 	t.Cleanup(func() { db.Close() })
-	return append(dbs, &testDB{model.Postgres, db})
+	u, err := url.Parse(os.Getenv(idemtest.EnvPostgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return append(dbs, &testDB{model.Postgres, db, u.String()})
 }
 
 func (db *testDB) provider(t *testing.T, dir string) *goose.Provider {

@@ -48,6 +48,7 @@ type DB struct {
 	retryCols bool
 	// exactDone and doneSample: how Status counts done rows (SetDoneCounting).
 	exactDone, doneSample int
+	traceReads            func(query string, args []any) // TraceReads
 }
 
 // IsPostgres reports whether target names a PostgreSQL database (a

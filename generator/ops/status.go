@@ -214,7 +214,7 @@ func count(n int, what string) string {
 }
 
 func (d *DB) readProgress(ctx context.Context, jobFor func(string) *JobStatus) error {
-	rows, err := d.db.QueryContext(ctx,
+	rows, err := d.query(ctx,
 		"SELECT job, watermark, cursor_token, cursor_position, job_version, updated_at FROM "+d.t.Progress+" ORDER BY job")
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Progress, err)
@@ -349,13 +349,13 @@ func (d *DB) ledgerEffects(ctx context.Context) ([]effectPair, error) {
 	nextEffect := d.q(`SELECT min(effect) FROM ` + d.t.Ledger + ` WHERE job = ? AND effect > ?`)
 	for job := ""; ; {
 		var j sql.NullString
-		if err := d.db.QueryRowContext(ctx, nextJob, job).Scan(&j); err != nil || !j.Valid {
+		if err := d.queryRow(ctx, nextJob, job).Scan(&j); err != nil || !j.Valid {
 			return pairs, wrapRead(d.t.Ledger, err)
 		}
 		job = j.String
 		for effect := ""; ; {
 			var e sql.NullString
-			if err := d.db.QueryRowContext(ctx, nextEffect, job, effect).Scan(&e); err != nil {
+			if err := d.queryRow(ctx, nextEffect, job, effect).Scan(&e); err != nil {
 				return nil, wrapRead(d.t.Ledger, err)
 			}
 			if !e.Valid {
@@ -379,7 +379,7 @@ func (d *DB) readOwed(ctx context.Context, now time.Time, job string, row func(j
 		args = append(args, d.at(now), d.at(now), d.at(now), d.at(now))
 	}
 	args = append(args, job)
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT effect, effect_version,
+	rows, err := d.query(ctx, d.q(`SELECT effect, effect_version,
     count(*),
     count(CASE WHEN lease_until > ? THEN 1 END),
     count(CASE WHEN attempts > 0 AND (lease_until IS NULL OR lease_until <= ?) THEN 1 END),
@@ -411,7 +411,7 @@ FROM `+d.t.Ledger+` WHERE job = ? AND state = 'pending' GROUP BY effect, effect_
 // its parked rows'.
 func (d *DB) readParked(ctx context.Context, job, effect string, row func(job, effect string, version int) *versionRows) error {
 	var n int
-	err := d.db.QueryRowContext(ctx, d.q(`SELECT count(*) FROM `+d.t.Ledger+` WHERE job = ? AND effect = ? AND state = '`+idem.StoredParked+`'`),
+	err := d.queryRow(ctx, d.q(`SELECT count(*) FROM `+d.t.Ledger+` WHERE job = ? AND effect = ? AND state = '`+idem.StoredParked+`'`),
 		job, effect).Scan(&n)
 	if err != nil || n == 0 {
 		return wrapRead(d.t.Ledger, err)
@@ -423,7 +423,7 @@ func (d *DB) readParked(ctx context.Context, job, effect string, row func(job, e
 		}
 	}
 	if version < 0 {
-		err := d.db.QueryRowContext(ctx, d.q(`SELECT max(effect_version) FROM `+d.t.Ledger+` WHERE job = ? AND effect = ? AND state = '`+idem.StoredParked+`'`),
+		err := d.queryRow(ctx, d.q(`SELECT max(effect_version) FROM `+d.t.Ledger+` WHERE job = ? AND effect = ? AND state = '`+idem.StoredParked+`'`),
 			job, effect).Scan(&version)
 		if err != nil {
 			return wrapRead(d.t.Ledger, err)
@@ -441,13 +441,15 @@ func wrapRead(table string, err error) error {
 	return nil
 }
 
-// readDone counts an effect's done rows per version. Up to ExactDoneLimit
+// readDone counts an effect's done rows per version (the ORDER BY keeps the
+// capped count on the index, where a scan would stop early only if done
+// rows are many). Up to ExactDoneLimit
 // they are counted exactly; above it, Done and History are estimated from
 // a sample of the ledger (sampleDone) and marked Estimated.
 func (d *DB) readDone(ctx context.Context, job, effect string, row func(job, effect string, version int) *versionRows) error {
 	var n int
-	err := d.db.QueryRowContext(ctx, d.q(`SELECT count(*) FROM (SELECT 1 FROM `+d.t.Ledger+`
-WHERE job = ? AND effect = ? AND state = 'done' LIMIT ?) AS d`), job, effect, d.exactDone+1).Scan(&n)
+	err := d.queryRow(ctx, d.q(`SELECT count(*) FROM (SELECT 1 FROM `+d.t.Ledger+`
+WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ?) AS d`), job, effect, d.exactDone+1).Scan(&n)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
 	}
@@ -455,14 +457,16 @@ WHERE job = ? AND effect = ? AND state = 'done' LIMIT ?) AS d`), job, effect, d.
 		return nil
 	}
 	estimated := n > d.exactDone
-	query := `SELECT effect_version, count(*) FROM ` + d.t.Ledger + ` WHERE job = ? AND effect = ? AND state = 'done' GROUP BY effect_version`
+	// At most exactDone rows, on the index, as the count above read them.
+	query := `SELECT effect_version, count(*) FROM (SELECT effect_version FROM ` + d.t.Ledger + `
+WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ` + strconv.Itoa(d.exactDone) + `) AS d GROUP BY effect_version`
 	scale := 1.0
 	if estimated {
 		if query, scale, err = d.sampleDone(ctx); err != nil {
 			return err
 		}
 	}
-	rows, err := d.db.QueryContext(ctx, d.q(query), job, effect)
+	rows, err := d.query(ctx, d.q(query), job, effect)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
 	}
@@ -502,7 +506,7 @@ func (d *DB) sampleDone(ctx context.Context) (query string, scale float64, err e
 	if d.dialect == model.Postgres {
 		// The planner's row estimate, kept by autovacuum's ANALYZE.
 		var rows float64
-		if err := d.db.QueryRowContext(ctx, `SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)`, d.t.Ledger).Scan(&rows); err != nil {
+		if err := d.queryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)`, d.t.Ledger).Scan(&rows); err != nil {
 			return "", 0, fmt.Errorf("read %s's size: %w", d.t.Ledger, err)
 		}
 		percent := 100.0
@@ -514,7 +518,7 @@ func (d *DB) sampleDone(ctx context.Context) (query string, scale float64, err e
 	}
 	const run = 100 // rowids per run
 	var last int64
-	if err := d.db.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) FROM `+d.t.Ledger).Scan(&last); err != nil {
+	if err := d.queryRow(ctx, `SELECT coalesce(max(rowid), 0) FROM `+d.t.Ledger).Scan(&last); err != nil {
 		return "", 0, fmt.Errorf("read %s's size: %w", d.t.Ledger, err)
 	}
 	stride := max(run, last/int64(max(1, d.doneSample/run)))
@@ -522,6 +526,25 @@ func (d *DB) sampleDone(ctx context.Context) (query string, scale float64, err e
 	// so each is one range of the table's b-tree.
 	return fmt.Sprintf("WITH RECURSIVE r(lo) AS (SELECT 1 UNION ALL SELECT lo + %d FROM r WHERE lo + %d <= %d) ", stride, stride, last) +
 		counts + fmt.Sprintf("r CROSS JOIN %s AS l ON l.rowid >= r.lo AND l.rowid < r.lo + %d", d.t.Ledger, run) + where, float64(stride) / run, nil
+}
+
+// TraceReads has Status call f with each statement it reads with and its
+// arguments, before running it: how a test sees the plans of status's
+// reads (EXPLAIN) on a large ledger.
+func (d *DB) TraceReads(f func(query string, args []any)) { d.traceReads = f }
+
+func (d *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if d.traceReads != nil {
+		d.traceReads(query, args)
+	}
+	return d.db.QueryContext(ctx, query, args...)
+}
+
+func (d *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if d.traceReads != nil {
+		d.traceReads(query, args)
+	}
+	return d.db.QueryRowContext(ctx, query, args...)
 }
 
 // earliest returns the earlier of two optional instants.
@@ -540,7 +563,7 @@ func (d *DB) readAgain(ctx context.Context, job string, es *EffectStatus) error 
 	if es.History == 0 {
 		return nil
 	}
-	err := d.db.QueryRowContext(ctx, d.q(`SELECT count(DISTINCT unit_key) FROM `+d.t.Ledger+` o
+	err := d.queryRow(ctx, d.q(`SELECT count(DISTINCT unit_key) FROM `+d.t.Ledger+` o
 WHERE job = ? AND effect = ? AND effect_version < ? AND state = 'done'
     AND NOT EXISTS (SELECT 1 FROM `+d.t.Ledger+` c WHERE c.job = o.job AND c.effect = o.effect AND c.unit_key = o.unit_key AND c.effect_version >= ?)`),
 		job, es.Effect, es.Version, es.Version).Scan(&es.Again)
@@ -563,7 +586,7 @@ func (d *DB) readOverdue(ctx context.Context, now time.Time, job string, es *Eff
 	if d.retryCols {
 		notWaiting, args = " AND (next_attempt_at IS NULL OR next_attempt_at <= ?)", append(args, d.at(now))
 	}
-	err := d.db.QueryRowContext(ctx, d.q(`SELECT count(*) FROM `+d.t.Ledger+`
+	err := d.queryRow(ctx, d.q(`SELECT count(*) FROM `+d.t.Ledger+`
 WHERE job = ? AND effect = ? AND state = 'pending' AND (lease_until IS NULL OR lease_until <= ?) AND updated_at < ?`+notWaiting),
 		args...).Scan(&es.Overdue)
 	if err != nil {
@@ -573,7 +596,7 @@ WHERE job = ? AND effect = ? AND state = 'pending' AND (lease_until IS NULL OR l
 }
 
 func (d *DB) readUnits(ctx context.Context, jobFor func(string) *JobStatus) error {
-	rows, err := d.db.QueryContext(ctx, "SELECT job, state, count(*) FROM "+d.t.Parked+" GROUP BY job, state ORDER BY job, state")
+	rows, err := d.query(ctx, "SELECT job, state, count(*) FROM "+d.t.Parked+" GROUP BY job, state ORDER BY job, state")
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Parked, err)
 	}
