@@ -119,7 +119,7 @@ type doneCount struct {
 }
 
 // doneTolerance is how far status's estimate of done rows may be from the
-// truth: a sample of about 200,000 rows of the ledger.
+// truth: a sample of about 100,000 rows of the ledger.
 const doneTolerance = 0.03
 
 func (c doneCount) check() error {

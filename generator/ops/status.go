@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemgen/idemgen/generator/model"
@@ -96,7 +99,7 @@ type EffectStatus struct {
 	InSpec      bool       `json:"in_spec"`
 	// Estimated says that Done and History are estimates: the effect has
 	// more done rows than status counts one by one (100,000), so they are
-	// counted on a sample of the ledger (about 200,000 rows) and scaled.
+	// counted on a sample of the ledger (about 100,000 rows) and scaled.
 	Estimated bool `json:"done_estimated"`
 }
 
@@ -277,18 +280,38 @@ func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string)
 			jobs = append(jobs, p.job)
 		}
 	}
-	for _, job := range jobs {
-		if err := d.readOwed(ctx, now, job, row); err != nil {
-			return err
-		}
+	// Each job's owed rows on a connection of their own: their cost is the
+	// backlog, which can be large after an outage.
+	var mu sync.Mutex
+	locked := func(job, effect string, version int) *versionRows {
+		mu.Lock()
+		defer mu.Unlock()
+		return row(job, effect, version)
 	}
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		wg.Go(func() { errs[i] = d.readOwed(ctx, now, job, &mu, locked) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var many []effectPair // more done rows than exactDone: estimated
 	for _, p := range pairs {
 		if err := d.readParked(ctx, p.job, p.effect, row); err != nil {
 			return err
 		}
-		if err := d.readDone(ctx, p.job, p.effect, row); err != nil {
+		exact, err := d.readDone(ctx, p.job, p.effect, row)
+		if err != nil {
 			return err
 		}
+		if !exact {
+			many = append(many, p)
+		}
+	}
+	if err := d.sampleDone(ctx, many, row); err != nil {
+		return err
 	}
 	all := make([]*versionRows, 0, len(byVersion))
 	for _, r := range byVersion {
@@ -367,42 +390,72 @@ func (d *DB) ledgerEffects(ctx context.Context) ([]effectPair, error) {
 	}
 }
 
-// readOwed counts a job's owed rows, per effect version, read on the
-// (job, state) index: their number is the backlog, not the ledger's size.
-func (d *DB) readOwed(ctx context.Context, now time.Time, job string, row func(job, effect string, version int) *versionRows) error {
+// owedPage is how many owed rows one of readOwed's statements reads.
+const owedPage = 10_000
+
+// readOwed counts a job's owed rows, per effect version. Their number is
+// the backlog, not the ledger's size; they are read a page at a time in
+// effect key order on the (job, state, effect_key) index, each page one
+// bounded statement that the planner cannot turn into a scan of the
+// ledger (it cannot know that owed rows are the newest, so few pages).
+func (d *DB) readOwed(ctx context.Context, now time.Time, job string, mu *sync.Mutex, row func(job, effect string, version int) *versionRows) error {
 	// A ledger migrated before next_attempt_at has no row waiting.
-	waiting := `0, NULL`
+	cols, waiting := "", `0, NULL`
 	args := []any{d.at(now), d.at(now)}
 	if d.retryCols {
+		cols = ", next_attempt_at"
 		waiting = `count(CASE WHEN next_attempt_at > ? AND (lease_until IS NULL OR lease_until <= ?) THEN 1 END),
     min(CASE WHEN next_attempt_at > ? AND (lease_until IS NULL OR lease_until <= ?) THEN next_attempt_at END)`
 		args = append(args, d.at(now), d.at(now), d.at(now), d.at(now))
 	}
-	args = append(args, job)
-	rows, err := d.query(ctx, d.q(`SELECT effect, effect_version,
+	query := d.q(`SELECT effect, effect_version,
     count(*),
     count(CASE WHEN lease_until > ? THEN 1 END),
     count(CASE WHEN attempts > 0 AND (lease_until IS NULL OR lease_until <= ?) THEN 1 END),
     min(created_at),
-    `+waiting+`
-FROM `+d.t.Ledger+` WHERE job = ? AND state = 'pending' GROUP BY effect, effect_version`), args...)
+    ` + waiting + `,
+    max(effect_key)
+FROM (SELECT effect_key, effect, effect_version, lease_until, attempts, created_at` + cols + ` FROM ` + d.t.Ledger + `
+    WHERE job = ? AND state = 'pending' AND effect_key > ? ORDER BY effect_key LIMIT ` + strconv.Itoa(owedPage) + `) AS p
+GROUP BY effect, effect_version`)
+	for after := ""; ; {
+		read, last, err := d.readOwedPage(ctx, query, append(args, job, after), job, mu, row)
+		if err != nil || read < owedPage {
+			return err
+		}
+		after = last
+	}
+}
+
+// readOwedPage adds one page of owed rows to their versions' counts and
+// returns how many rows it read and the last effect key.
+func (d *DB) readOwedPage(ctx context.Context, query string, args []any, job string, mu *sync.Mutex, row func(job, effect string, version int) *versionRows) (read int, last string, err error) {
+	rows, err := d.query(ctx, query, args...)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+		return 0, "", fmt.Errorf("read %s: %w", d.t.Ledger, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var effect string
+		var effect, key string
 		var version int
 		var c EffectStatus
 		var oldest, next dbTime
-		if err := rows.Scan(&effect, &version, &c.Owed, &c.Leased, &c.Failing, &oldest, &c.Waiting, &next); err != nil {
-			return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+		if err := rows.Scan(&effect, &version, &c.Owed, &c.Leased, &c.Failing, &oldest, &c.Waiting, &next, &key); err != nil {
+			return 0, "", fmt.Errorf("read %s: %w", d.t.Ledger, err)
 		}
 		r := row(job, effect, version)
-		r.es.Owed, r.es.Leased, r.es.Failing, r.es.Waiting = c.Owed, c.Leased, c.Failing, c.Waiting
-		r.es.Oldest, r.es.NextAttempt = oldest.ptr(), next.ptr()
+		mu.Lock()
+		r.es.Owed += c.Owed
+		r.es.Leased += c.Leased
+		r.es.Failing += c.Failing
+		r.es.Waiting += c.Waiting
+		r.es.Oldest = earliest(r.es.Oldest, oldest.ptr())
+		r.es.NextAttempt = earliest(r.es.NextAttempt, next.ptr())
+		mu.Unlock()
+		read += c.Owed
+		last = max(last, key)
 	}
-	return rows.Err()
+	return read, last, rows.Err()
 }
 
 // readParked counts an effect's parked rows on the (job, effect, state,
@@ -441,51 +494,40 @@ func wrapRead(table string, err error) error {
 	return nil
 }
 
-// readDone counts an effect's done rows per version (the ORDER BY keeps the
-// capped count on the index, where a scan would stop early only if done
-// rows are many). Up to ExactDoneLimit
-// they are counted exactly; above it, Done and History are estimated from
-// a sample of the ledger (sampleDone) and marked Estimated.
-func (d *DB) readDone(ctx context.Context, job, effect string, row func(job, effect string, version int) *versionRows) error {
+// readDone counts an effect's done rows per version, exactly, when it has
+// at most exactDone of them, and reports whether it did. The count reads
+// the (job, effect, state, done_at) index alone, and stops past the limit
+// (the ORDER BY keeps it on the index, where a scan would stop early only
+// if done rows are many); the count per version reads those rows.
+func (d *DB) readDone(ctx context.Context, job, effect string, row func(job, effect string, version int) *versionRows) (exact bool, err error) {
 	var n int
-	err := d.queryRow(ctx, d.q(`SELECT count(*) FROM (SELECT 1 FROM `+d.t.Ledger+`
+	err = d.queryRow(ctx, d.q(`SELECT count(*) FROM (SELECT 1 FROM `+d.t.Ledger+`
 WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ?) AS d`), job, effect, d.exactDone+1).Scan(&n)
+	if err != nil || n == 0 {
+		return true, wrapRead(d.t.Ledger, err)
+	}
+	if n > d.exactDone {
+		return false, nil
+	}
+	rows, err := d.query(ctx, d.q(`SELECT effect_version, count(*) FROM (SELECT effect_version FROM `+d.t.Ledger+`
+WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ?) AS d GROUP BY effect_version`), job, effect, d.exactDone)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
-	}
-	if n == 0 {
-		return nil
-	}
-	estimated := n > d.exactDone
-	// At most exactDone rows, on the index, as the count above read them.
-	query := `SELECT effect_version, count(*) FROM (SELECT effect_version FROM ` + d.t.Ledger + `
-WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ` + strconv.Itoa(d.exactDone) + `) AS d GROUP BY effect_version`
-	scale := 1.0
-	if estimated {
-		if query, scale, err = d.sampleDone(ctx); err != nil {
-			return err
-		}
-	}
-	rows, err := d.query(ctx, d.q(query), job, effect)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+		return true, wrapRead(d.t.Ledger, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var version, done int
 		if err := rows.Scan(&version, &done); err != nil {
-			return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+			return true, wrapRead(d.t.Ledger, err)
 		}
-		r := row(job, effect, version)
-		r.es.Done = int(float64(done)*scale + 0.5)
-		r.es.Estimated = estimated
+		row(job, effect, version).es.Done = done
 	}
-	return rows.Err()
+	return true, wrapRead(d.t.Ledger, rows.Err())
 }
 
 // DoneSampleRows is about how many ledger rows Status reads to estimate
 // the done rows of an effect that has more than ExactDoneLimit.
-const DoneSampleRows = 200_000
+const DoneSampleRows = 100_000
 
 // SetDoneCounting changes how many done rows per effect Status counts
 // exactly (ExactDoneLimit) and how many ledger rows it samples above that
@@ -495,43 +537,109 @@ func (d *DB) SetDoneCounting(exact, sample int) {
 	d.exactDone, d.doneSample = cmp.Or(exact, ExactDoneLimit), cmp.Or(sample, DoneSampleRows)
 }
 
-// sampleDone returns a query of an effect's done rows per version over a
-// sample of the ledger (its parameters: job, effect), and the factor that
-// scales the sample's counts to the whole ledger. PostgreSQL samples pages
-// (TABLESAMPLE SYSTEM, sized by the planner's row estimate); SQLite reads
-// evenly spaced runs of rowids, as SQLite has no TABLESAMPLE.
-func (d *DB) sampleDone(ctx context.Context) (query string, scale float64, err error) {
-	const counts = `SELECT l.effect_version, count(*) FROM `
-	const where = ` WHERE l.job = ? AND l.effect = ? AND l.state = 'done' GROUP BY l.effect_version`
-	if d.dialect == model.Postgres {
-		// The planner's row estimate, kept by autovacuum's ANALYZE.
-		var rows float64
-		if err := d.queryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)`, d.t.Ledger).Scan(&rows); err != nil {
-			return "", 0, fmt.Errorf("read %s's size: %w", d.t.Ledger, err)
-		}
-		percent := 100.0
-		if sample := float64(d.doneSample); rows > sample {
-			percent = 100 * sample / rows
-		}
-		// REPEATABLE: the same pages each time, so two reads agree.
-		return counts + d.t.Ledger + fmt.Sprintf(" AS l TABLESAMPLE SYSTEM (%g) REPEATABLE (0)", percent) + where, 100 / percent, nil
+// sampleDone estimates the done rows per version of the effects in many
+// from one sample of the ledger, of about doneSample rows, read once for
+// all of them: evenly spaced runs of the table, scaled by their spacing.
+// On SQLite a run is a range of rowids; on PostgreSQL, of pages (pgSample).
+func (d *DB) sampleDone(ctx context.Context, many []effectPair, row func(job, effect string, version int) *versionRows) error {
+	if len(many) == 0 {
+		return nil
 	}
-	const run = 100 // rowids per run
-	var last int64
-	if err := d.queryRow(ctx, `SELECT coalesce(max(rowid), 0) FROM `+d.t.Ledger).Scan(&last); err != nil {
+	var query string
+	var scale float64 // done rows = count × scale
+	var err error
+	if d.dialect == model.Postgres {
+		if query, scale, err = d.pgSample(ctx); err != nil {
+			return err
+		}
+	} else {
+		const run = 100 // rowids per run
+		var last int64
+		if err := d.queryRow(ctx, `SELECT coalesce(max(rowid), 0) FROM `+d.t.Ledger).Scan(&last); err != nil {
+			return fmt.Errorf("read %s's size: %w", d.t.Ledger, err)
+		}
+		stride := max(run, last/int64(max(1, d.doneSample/run)))
+		// A run of rowids from every stride: CROSS JOIN keeps the runs
+		// outside, so each is one range of the table's b-tree.
+		query = fmt.Sprintf("WITH RECURSIVE r(lo) AS (SELECT 1 UNION ALL SELECT lo + %d FROM r WHERE lo + %d <= %d) ", stride, stride, last) +
+			fmt.Sprintf("SELECT l.job, l.effect, l.effect_version, count(*) FROM r CROSS JOIN %s AS l ON l.rowid >= r.lo AND l.rowid < r.lo + %d", d.t.Ledger, run) +
+			` WHERE l.state = 'done' GROUP BY l.job, l.effect, l.effect_version`
+		scale = float64(stride) / run
+	}
+	rows, err := d.query(ctx, query)
+	if err != nil {
+		return wrapRead(d.t.Ledger, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p effectPair
+		var version, done int
+		if err := rows.Scan(&p.job, &p.effect, &version, &done); err != nil {
+			return wrapRead(d.t.Ledger, err)
+		}
+		if done == 0 || !slices.Contains(many, p) {
+			continue // counted exactly
+		}
+		r := row(p.job, p.effect, version)
+		r.es.Done = int(float64(done)*scale + 0.5)
+		r.es.Estimated = true
+	}
+	return wrapRead(d.t.Ledger, rows.Err())
+}
+
+// pgSample is sampleDone's query on PostgreSQL, with the factor that
+// scales done rows per row read: runs of pages spread evenly over the
+// table, each read by a TID range scan (PostgreSQL 14 and later), sized
+// by the planner's rows per page to read about doneSample rows. Runs at
+// fixed places, unlike TABLESAMPLE SYSTEM's random pages, sample an exact
+// share of the table's pages, empty pages included, so the scale is
+// exact; the estimate's error is only the runs' unevenness.
+func (d *DB) pgSample(ctx context.Context) (query string, scale float64, err error) {
+	var pages, version int64
+	var rows, relpages float64
+	err = d.queryRow(ctx, `SELECT pg_relation_size(c.oid) / current_setting('block_size')::bigint, c.reltuples, c.relpages, current_setting('server_version_num')::bigint
+FROM pg_class c WHERE c.oid = to_regclass($1)`, d.t.Ledger).Scan(&pages, &rows, &relpages, &version)
+	if err != nil {
 		return "", 0, fmt.Errorf("read %s's size: %w", d.t.Ledger, err)
 	}
-	stride := max(run, last/int64(max(1, d.doneSample/run)))
-	// A run of rowids from every stride: CROSS JOIN keeps the runs outside,
-	// so each is one range of the table's b-tree.
-	return fmt.Sprintf("WITH RECURSIVE r(lo) AS (SELECT 1 UNION ALL SELECT lo + %d FROM r WHERE lo + %d <= %d) ", stride, stride, last) +
-		counts + fmt.Sprintf("r CROSS JOIN %s AS l ON l.rowid >= r.lo AND l.rowid < r.lo + %d", d.t.Ledger, run) + where, float64(stride) / run, nil
+	if version < 140000 {
+		return "", 0, fmt.Errorf("status counts more than %d done rows of an effect on a sample of the ledger's pages, which needs PostgreSQL 14 or later (this is %d)", d.exactDone, version)
+	}
+	perPage := 40.0 // before the first ANALYZE
+	if rows > 0 && relpages > 0 {
+		perPage = rows / relpages
+	}
+	const runs = 100
+	want := max(1, int64(float64(d.doneSample)/perPage)) // pages to read
+	run := max(1, want/runs)
+	stride := max(run, pages/runs)
+	var parts []string
+	var read int64
+	for lo := int64(0); lo < pages; lo += stride {
+		hi := min(lo+run, pages)
+		parts = append(parts, fmt.Sprintf("SELECT job, effect, effect_version, state FROM %s WHERE ctid >= '(%d,0)' AND ctid < '(%d,0)'", d.t.Ledger, lo, hi))
+		read += hi - lo
+	}
+	if len(parts) == 0 {
+		parts, read = []string{"SELECT job, effect, effect_version, state FROM " + d.t.Ledger}, 1
+		pages = 1
+	}
+	return `SELECT l.job, l.effect, l.effect_version, count(*) FROM (` + strings.Join(parts, "\nUNION ALL ") + `) AS l` +
+		` WHERE l.state = 'done' GROUP BY l.job, l.effect, l.effect_version`, float64(pages) / float64(read), nil
 }
 
 // TraceReads has Status call f with each statement it reads with and its
 // arguments, before running it: how a test sees the plans of status's
 // reads (EXPLAIN) on a large ledger.
-func (d *DB) TraceReads(f func(query string, args []any)) { d.traceReads = f }
+// Status reads some tables concurrently; f is called one read at a time.
+func (d *DB) TraceReads(f func(query string, args []any)) {
+	var mu sync.Mutex
+	d.traceReads = func(query string, args []any) {
+		mu.Lock()
+		defer mu.Unlock()
+		f(query, args)
+	}
+}
 
 func (d *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if d.traceReads != nil {
