@@ -10,9 +10,7 @@
 //     job running, to be rescued and retried; after it, the job is done and a
 //     redelivery cannot happen. The effects are performed after the commit;
 //     what fails there stays owed in the ledger and the periodic drain
-//     performs it, with the same key. Jobs a worker has in hand together
-//     share that transaction and one Perform (group.go); a group that
-//     cannot be written whole is rolled back and each job worked alone.
+//     performs it, with the same key.
 //   - River's retries are the ledger's attempts: a failed write is recorded as
 //     an attempt of the unit (idem's parked units), the error returned so
 //     River retries it; at the unit's max_attempts (also River's MaxAttempts)
@@ -271,10 +269,20 @@ func PoolOf(st idem.Store) (*pgxpool.Pool, error) {
 	return nil, errors.New("River needs a PostgreSQL store (NewPostgresStore)")
 }
 
+// unitWorker is the River worker of a job of handed-in units.
+type unitWorker[U any, A river.JobArgs] struct {
+	river.WorkerDefaults[A]
+	pool   *pgxpool.Pool
+	engine *idem.Engine[U]
+	unitOf func(A) U
+}
+
+func (w *unitWorker[U, A]) Work(ctx context.Context, job *river.Job[A]) error {
+	return WorkUnit(ctx, w.pool, w.engine, job, w.unitOf(job.Args))
+}
+
 // UnitWorker returns the River worker that processes the unit unitOf finds
-// in each job's args: alone (WorkUnit) when it is the only job the worker
-// has in hand, else in a group with the jobs worked at the same time
-// (group.go).
+// in each job's args (WorkUnit).
 func UnitWorker[U any, A river.JobArgs](e *idem.Engine[U], unitOf func(A) U) (river.Worker[A], error) {
 	pool, err := PoolOf(e.Store())
 	if err != nil {
