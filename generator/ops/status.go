@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,39 +265,31 @@ func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string)
 	if err != nil {
 		return err
 	}
-	byVersion := map[versionKey]*versionRows{}
-	row := func(job, effect string, version int) *versionRows {
-		k := versionKey{job, effect, version}
-		if r, ok := byVersion[k]; ok {
-			return r
-		}
-		r := &versionRows{job: job, version: version, es: EffectStatus{Effect: effect}}
-		byVersion[k] = r
-		return r
-	}
 	var jobs []string
 	for _, p := range pairs {
 		if len(jobs) == 0 || jobs[len(jobs)-1] != p.job {
 			jobs = append(jobs, p.job)
 		}
 	}
-	// Each job's owed rows on a connection of their own: their cost is the
-	// backlog, which can be large after an outage.
-	var mu sync.Mutex
-	locked := func(job, effect string, version int) *versionRows {
-		mu.Lock()
-		defer mu.Unlock()
-		return row(job, effect, version)
-	}
+	// Each job's owed rows on a connection of their own (their cost is the
+	// backlog, which can be large after an outage), each into a map of its
+	// own: the jobs' versions are apart, so the maps merge without clashes.
+	owed := make([]map[versionKey]*versionRows, len(jobs))
 	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
 	for i, job := range jobs {
-		wg.Go(func() { errs[i] = d.readOwed(ctx, now, job, &mu, locked) })
+		owed[i] = map[versionKey]*versionRows{}
+		wg.Go(func() { errs[i] = d.readOwed(ctx, now, job, versionsIn(owed[i])) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	byVersion := map[versionKey]*versionRows{}
+	for _, m := range owed {
+		maps.Copy(byVersion, m)
+	}
+	row := versionsIn(byVersion)
 	var many []effectPair // more done rows than exactDone: estimated
 	for _, p := range pairs {
 		if err := d.readParked(ctx, p.job, p.effect, row); err != nil {
@@ -361,6 +354,20 @@ type versionKey struct {
 	version     int
 }
 
+// versionsIn returns the counts of an effect version in m, added the
+// first time they are asked for.
+func versionsIn(m map[versionKey]*versionRows) func(job, effect string, version int) *versionRows {
+	return func(job, effect string, version int) *versionRows {
+		k := versionKey{job, effect, version}
+		if r, ok := m[k]; ok {
+			return r
+		}
+		r := &versionRows{job: job, version: version, es: EffectStatus{Effect: effect}}
+		m[k] = r
+		return r
+	}
+}
+
 type effectPair struct{ job, effect string }
 
 // ledgerEffects lists the (job, effect) pairs the ledger holds rows of, in
@@ -398,7 +405,7 @@ const owedPage = 10_000
 // effect key order on the (job, state, effect_key) index, each page one
 // bounded statement that the planner cannot turn into a scan of the
 // ledger (it cannot know that owed rows are the newest, so few pages).
-func (d *DB) readOwed(ctx context.Context, now time.Time, job string, mu *sync.Mutex, row func(job, effect string, version int) *versionRows) error {
+func (d *DB) readOwed(ctx context.Context, now time.Time, job string, row func(job, effect string, version int) *versionRows) error {
 	// A ledger migrated before next_attempt_at has no row waiting.
 	cols, waiting := "", `0, NULL`
 	args := []any{d.at(now), d.at(now)}
@@ -419,7 +426,7 @@ FROM (SELECT effect_key, effect, effect_version, lease_until, attempts, created_
     WHERE job = ? AND state = 'pending' AND effect_key > ? ORDER BY effect_key LIMIT ` + strconv.Itoa(owedPage) + `) AS p
 GROUP BY effect, effect_version`)
 	for after := ""; ; {
-		read, last, err := d.readOwedPage(ctx, query, append(args, job, after), job, mu, row)
+		read, last, err := d.readOwedPage(ctx, query, append(args, job, after), job, row)
 		if err != nil || read < owedPage {
 			return err
 		}
@@ -429,7 +436,7 @@ GROUP BY effect, effect_version`)
 
 // readOwedPage adds one page of owed rows to their versions' counts and
 // returns how many rows it read and the last effect key.
-func (d *DB) readOwedPage(ctx context.Context, query string, args []any, job string, mu *sync.Mutex, row func(job, effect string, version int) *versionRows) (read int, last string, err error) {
+func (d *DB) readOwedPage(ctx context.Context, query string, args []any, job string, row func(job, effect string, version int) *versionRows) (read int, last string, err error) {
 	rows, err := d.query(ctx, query, args...)
 	if err != nil {
 		return 0, "", fmt.Errorf("read %s: %w", d.t.Ledger, err)
@@ -444,14 +451,12 @@ func (d *DB) readOwedPage(ctx context.Context, query string, args []any, job str
 			return 0, "", fmt.Errorf("read %s: %w", d.t.Ledger, err)
 		}
 		r := row(job, effect, version)
-		mu.Lock()
 		r.es.Owed += c.Owed
 		r.es.Leased += c.Leased
 		r.es.Failing += c.Failing
 		r.es.Waiting += c.Waiting
 		r.es.Oldest = earliest(r.es.Oldest, oldest.ptr())
 		r.es.NextAttempt = earliest(r.es.NextAttempt, next.ptr())
-		mu.Unlock()
 		read += c.Owed
 		last = max(last, key)
 	}
@@ -540,32 +545,22 @@ func (d *DB) SetDoneCounting(exact, sample int) {
 // sampleDone estimates the done rows per version of the effects in many
 // from one sample of the ledger, of about doneSample rows, read once for
 // all of them: evenly spaced runs of the table, scaled by their spacing.
-// On SQLite a run is a range of rowids; on PostgreSQL, of pages (pgSample).
+// On SQLite a run is a range of rowids (sqliteSample); on PostgreSQL, of
+// pages (pgSample).
 func (d *DB) sampleDone(ctx context.Context, many []effectPair, row func(job, effect string, version int) *versionRows) error {
 	if len(many) == 0 {
 		return nil
 	}
-	var query string
-	var scale float64 // done rows = count × scale
-	var err error
+	sample := d.sqliteSample
 	if d.dialect == model.Postgres {
-		if query, scale, err = d.pgSample(ctx); err != nil {
-			return err
-		}
-	} else {
-		const run = 100 // rowids per run
-		var last int64
-		if err := d.queryRow(ctx, `SELECT coalesce(max(rowid), 0) FROM `+d.t.Ledger).Scan(&last); err != nil {
-			return fmt.Errorf("read %s's size: %w", d.t.Ledger, err)
-		}
-		stride := max(run, last/int64(max(1, d.doneSample/run)))
-		// A run of rowids from every stride: CROSS JOIN keeps the runs
-		// outside, so each is one range of the table's b-tree.
-		query = fmt.Sprintf("WITH RECURSIVE r(lo) AS (SELECT 1 UNION ALL SELECT lo + %d FROM r WHERE lo + %d <= %d) ", stride, stride, last) +
-			fmt.Sprintf("SELECT l.job, l.effect, l.effect_version, count(*) FROM r CROSS JOIN %s AS l ON l.rowid >= r.lo AND l.rowid < r.lo + %d", d.t.Ledger, run) +
-			` WHERE l.state = 'done' GROUP BY l.job, l.effect, l.effect_version`
-		scale = float64(stride) / run
+		sample = d.pgSample
 	}
+	sampled, scale, err := sample(ctx) // done rows = count × scale
+	if err != nil {
+		return err
+	}
+	query := `SELECT l.job, l.effect, l.effect_version, count(*) FROM (` + sampled + `) AS l
+WHERE l.state = 'done' GROUP BY l.job, l.effect, l.effect_version`
 	rows, err := d.query(ctx, query)
 	if err != nil {
 		return wrapRead(d.t.Ledger, err)
@@ -587,14 +582,15 @@ func (d *DB) sampleDone(ctx context.Context, many []effectPair, row func(job, ef
 	return wrapRead(d.t.Ledger, rows.Err())
 }
 
-// pgSample is sampleDone's query on PostgreSQL, with the factor that
-// scales done rows per row read: runs of pages spread evenly over the
+// pgSample is sampleDone's sample on PostgreSQL (a query of the sampled
+// rows' job, effect, effect_version and state), with the factor that
+// scales its counts to the whole table: runs of pages spread evenly over the
 // table, each read by a TID range scan (PostgreSQL 14 and later), sized
 // by the planner's rows per page to read about doneSample rows. Runs at
 // fixed places, unlike TABLESAMPLE SYSTEM's random pages, sample an exact
 // share of the table's pages, empty pages included, so the scale is
 // exact; the estimate's error is only the runs' unevenness.
-func (d *DB) pgSample(ctx context.Context) (query string, scale float64, err error) {
+func (d *DB) pgSample(ctx context.Context) (sampled string, scale float64, err error) {
 	var pages, version int64
 	var rows, relpages float64
 	err = d.queryRow(ctx, `SELECT pg_relation_size(c.oid) / current_setting('block_size')::bigint, c.reltuples, c.relpages, current_setting('server_version_num')::bigint
@@ -624,8 +620,24 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, d.t.Ledger).Scan(&pages, &rows, 
 		parts, read = []string{"SELECT job, effect, effect_version, state FROM " + d.t.Ledger}, 1
 		pages = 1
 	}
-	return `SELECT l.job, l.effect, l.effect_version, count(*) FROM (` + strings.Join(parts, "\nUNION ALL ") + `) AS l` +
-		` WHERE l.state = 'done' GROUP BY l.job, l.effect, l.effect_version`, float64(pages) / float64(read), nil
+	return strings.Join(parts, "\nUNION ALL "), float64(pages) / float64(read), nil
+}
+
+// sqliteSample is sampleDone's sample on SQLite, which has no TABLESAMPLE:
+// a run of 100 rowids from every stride of the table's rowids, so many
+// that it reads about doneSample rows, scaled by the stride.
+func (d *DB) sqliteSample(ctx context.Context) (sampled string, scale float64, err error) {
+	const run = 100 // rowids per run
+	var last int64
+	if err := d.queryRow(ctx, `SELECT coalesce(max(rowid), 0) FROM `+d.t.Ledger).Scan(&last); err != nil {
+		return "", 0, fmt.Errorf("read %s's size: %w", d.t.Ledger, err)
+	}
+	stride := max(run, last/int64(max(1, d.doneSample/run)))
+	// CROSS JOIN keeps the runs outside, so each is one range of the
+	// table's b-tree.
+	return fmt.Sprintf(`WITH RECURSIVE r(lo) AS (SELECT 1 UNION ALL SELECT lo + %d FROM r WHERE lo + %d <= %d)
+SELECT s.job, s.effect, s.effect_version, s.state FROM r CROSS JOIN %s AS s ON s.rowid >= r.lo AND s.rowid < r.lo + %d`,
+		stride, stride, last, d.t.Ledger, run), float64(stride) / run, nil
 }
 
 // TraceReads has Status call f with each statement it reads with and its
