@@ -4,13 +4,26 @@
 //
 // The contract with River:
 //
-//   - A handed-in unit is one River job. Its worker writes the unit and
-//     reserves its effects in one transaction that also completes the River
-//     job (river.JobCompleteTx). A crash before that commit leaves the River
-//     job running, to be rescued and retried; after it, the job is done and a
-//     redelivery cannot happen. The effects are performed after the commit;
-//     what fails there stays owed in the ledger and the periodic drain
-//     performs it, with the same key.
+//   - A handed-in unit is one River job. The worker writes the units of the
+//     River jobs it works at the same time, and reserves their effects, in
+//     one transaction (group.go), commits, performs their effects, and only
+//     then returns nil for each job; River's completer completes the jobs in
+//     its own batches, outside that transaction (only River's stable API is
+//     used). A crash before the commit leaves nothing written and the River
+//     jobs running, to be rescued and retried. A crash after it, before River
+//     completes the jobs, leaves them running too: River rescues and
+//     redelivers them, and the redelivery finds each unit written (the same
+//     payload: nothing is written again) and its effects done, or owed and
+//     performed once, with the same key. That redelivery, which writes
+//     nothing, is the price of not completing River jobs in our
+//     transaction. What fails while the effects are performed stays owed in
+//     the ledger; the periodic drain performs it, with the same key.
+//   - Each job's outcome is its own unit's: a group whose write fails is
+//     rolled back and its units written again, as a group or each alone, so
+//     a unit that cannot be written fails or cancels its own job only, and
+//     no job succeeds whose unit was not written. A Work call waits for its
+//     group on its own job's ctx; when that ends first, it returns an error
+//     saying where the job was stuck, and River retries it.
 //   - River's retries are the ledger's attempts: a failed write is recorded as
 //     an attempt of the unit (idem's parked units), the error returned so
 //     River retries it; at the unit's max_attempts (also River's MaxAttempts)
@@ -35,7 +48,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/idemgen/idemgen/idem"
@@ -43,39 +55,6 @@ import (
 
 // Client is a River client over pgx, as the generated helpers take it.
 type Client = river.Client[pgx.Tx]
-
-// WorkUnit is the body of a generated unit worker: u is job's unit.
-func WorkUnit[U any, A river.JobArgs](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U], job *river.Job[A], u U) error {
-	key := e.Job().KeyOf(u)
-	log := e.Logger().With(slog.String("job", e.Job().Name), slog.String("key", key), slog.Int64("river_job", job.ID))
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("job %q key %q: begin: %w", e.Job().Name, key, err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after the commit
-	if _, err := e.ProcessPgTx(ctx, tx, []U{u}); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return unitFailed(ctx, e, u, err, log)
-	}
-	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
-		return fmt.Errorf("job %q key %q: complete River job %d: %w", e.Job().Name, key, job.ID, err)
-	}
-	if err := e.Hit(ctx, idem.PointUnitBeforeCommit, key); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("job %q key %q: commit: %w", e.Job().Name, key, err)
-	}
-	// From here the River job is complete: nothing below may fail it. An
-	// effect that does not end done stays owed for the periodic drain.
-	if err := e.Hit(ctx, idem.PointUnitAfterCommit, key); err != nil {
-		return nil
-	}
-	if rep, err := e.Perform(ctx, []U{u}); err != nil {
-		log.Warn("idemgen: unit written; an effect did not end done and is left to the drain", slog.Any("report", rep), slog.Any("err", err))
-	}
-	return nil
-}
 
 // unitFailed turns a unit that was not written into River's answer.
 func unitFailed[U any](ctx context.Context, e *idem.Engine[U], u U, err error, log *slog.Logger) error {
@@ -269,20 +248,9 @@ func PoolOf(st idem.Store) (*pgxpool.Pool, error) {
 	return nil, errors.New("River needs a PostgreSQL store (NewPostgresStore)")
 }
 
-// unitWorker is the River worker of a job of handed-in units.
-type unitWorker[U any, A river.JobArgs] struct {
-	river.WorkerDefaults[A]
-	pool   *pgxpool.Pool
-	engine *idem.Engine[U]
-	unitOf func(A) U
-}
-
-func (w *unitWorker[U, A]) Work(ctx context.Context, job *river.Job[A]) error {
-	return WorkUnit(ctx, w.pool, w.engine, job, w.unitOf(job.Args))
-}
-
 // UnitWorker returns the River worker that processes the unit unitOf finds
-// in each job's args (WorkUnit).
+// in each job's args, together with the jobs it works at the same time
+// (group.go).
 func UnitWorker[U any, A river.JobArgs](e *idem.Engine[U], unitOf func(A) U) (river.Worker[A], error) {
 	pool, err := PoolOf(e.Store())
 	if err != nil {
