@@ -66,20 +66,39 @@ func (e *Engine[U]) claimOwed(ctx context.Context, items []*item[U], tried map[s
 	if len(o.calls) == 0 {
 		return o
 	}
-	keys := make([]string, len(o.calls))
-	for i, c := range o.calls {
-		keys[i] = c.key
+	// The keys the batch's reservations leased to this worker in its
+	// committed transaction (reserve) are pending and held: nothing to
+	// read or claim. The rest were in the ledger before.
+	leased := map[string]time.Time{}
+	for i, it := range o.of {
+		if i == 0 || it != o.of[i-1] {
+			for k, until := range it.leased {
+				leased[k] = until
+			}
+		}
+	}
+	keys := make([]string, 0, len(o.calls))
+	for _, c := range o.calls {
+		if until, ok := leased[c.key]; ok {
+			c.leaseUntil = until
+			continue
+		}
+		keys = append(keys, c.key)
 	}
 	// One read transaction: on SQLite it prepares the per-key read once,
 	// and takes no write lock.
 	var rows map[string]LedgerRow
-	err := e.inReadTx(ctx, func(q Querier) (err error) {
-		rows, err = q.Effects(ctx, keys)
-		return err
-	})
+	var err error
+	if len(keys) > 0 {
+		err = e.inReadTx(ctx, func(q Querier) (err error) {
+			rows, err = q.Effects(ctx, keys)
+			return err
+		})
+	}
 	for _, c := range o.calls {
 		row, found := rows[c.key]
 		switch {
+		case !c.leaseUntil.IsZero(): // leased by its reservation
 		case err != nil:
 			c.res = EffectResult{Effect: c.fx.Name, Key: c.key, Outcome: EffectFailed,
 				Err: fmt.Errorf("effect %q key %q: %w: read ledger: %w", c.fx.Name, c.key, ErrEffectFailed, err)}
@@ -226,30 +245,41 @@ func (e *Engine[U]) callAll(ctx context.Context, claimed []*call[U], slots chan 
 // claimAll takes the leases of run's keys, one statement per effect (each
 // has its own lease), on the database's clock. A key not claimed is
 // reported as the ledger has it: done, parked, or leased by another worker.
+// A call whose reservation leased its key to this worker (leaseUntil set,
+// claimOwed) holds it already.
 func (e *Engine[U]) claimAll(ctx context.Context, run []*call[U]) []*call[U] {
 	var claimed []*call[U]
-	now, clockErr := e.leaseNow(ctx)
+	var now time.Time
+	var clockErr error
+	clockRead := false
 	for _, fx := range e.def.Effects {
 		var keys []string
 		for _, c := range run {
-			if c.fx.Name == fx.Name {
+			if c.fx.Name == fx.Name && c.leaseUntil.IsZero() {
 				keys = append(keys, c.key)
 			}
 		}
-		if len(keys) == 0 {
-			continue
-		}
-		until := now.Add(fx.Lease)
-		got, err := map[string]bool(nil), clockErr
-		if err == nil {
-			err = e.st.InTx(ctx, func(q Querier) (err error) {
-				got, err = q.ClaimMany(ctx, keys, e.opt.owner, now, until)
-				return err
-			})
+		var got map[string]bool
+		var err error
+		var until time.Time
+		if len(keys) > 0 {
+			if !clockRead {
+				now, clockErr = e.leaseNow(ctx)
+				clockRead = true
+			}
+			until, err = now.Add(fx.Lease), clockErr
+			if err == nil {
+				err = e.st.InTx(ctx, func(q Querier) (err error) {
+					got, err = q.ClaimMany(ctx, keys, e.opt.owner, now, until)
+					return err
+				})
+			}
 		}
 		for _, c := range run {
 			switch {
 			case c.fx.Name != fx.Name:
+			case !c.leaseUntil.IsZero():
+				claimed = append(claimed, c) // leased by its reservation
 			case err != nil:
 				c.res = EffectResult{Effect: fx.Name, Key: c.key, Outcome: EffectFailed,
 					Err: fmt.Errorf("effect %q key %q: %w: claim: %w", fx.Name, c.key, ErrEffectFailed, err)}

@@ -414,6 +414,13 @@ type Querier interface {
 	// Reserve adds pending ledger rows for one effect of a batch of units;
 	// a key already in the ledger is left as it is.
 	Reserve(ctx context.Context, r Reservations, now time.Time) error
+	// ReserveLeased is Reserve for the worker that performs the effects
+	// once the transaction commits: the rows it adds are leased to owner
+	// until leaseUntil (on the database's clock) with an attempt counted,
+	// as ClaimMany would leave them, and their keys come back. A key
+	// already in the ledger is left as it is, for the claim. A rollback
+	// takes the lease away with the row.
+	ReserveLeased(ctx context.Context, r Reservations, now time.Time, owner string, leaseUntil time.Time) (leased map[string]bool, err error)
 	// Decided returns the units of a batch an earlier version of the effect
 	// was reserved for.
 	Decided(ctx context.Context, job, effect string, unitKeys []string, version int32) (map[string]bool, error)

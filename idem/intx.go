@@ -57,7 +57,7 @@ func (e *Engine[U]) ProcessIn(ctx context.Context, q Querier, units []U) (Report
 	return e.run(ctx, "process_tx", true, func(ctx context.Context, rep *runState) error {
 		items := e.prepare(units, rep)
 		live := slices.DeleteFunc(slices.Clone(items), func(it *item[U]) bool { return it.done })
-		err := e.writeBatch(ctx, q, live)
+		err := e.writeBatch(ctx, q, live, false)
 		var fault *unitFault[U]
 		errors.As(err, &fault)
 		for _, it := range live {

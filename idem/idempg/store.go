@@ -176,6 +176,14 @@ func (q Querier) Reserve(ctx context.Context, r idem.Reservations, now time.Time
 	})
 }
 
+func (q Querier) ReserveLeased(ctx context.Context, r idem.Reservations, now time.Time, owner string, leaseUntil time.Time) (map[string]bool, error) {
+	ks, err := q.q.ReserveLeasedEffects(ctx, ledgerdb.ReserveLeasedEffectsParams{
+		EffectKeys: r.Keys, Job: r.Job, Effect: r.Effect, EffectVersion: r.EffectVersion, JobVersion: r.JobVersion,
+		UnitKeys: r.UnitKeys, Payloads: r.Payloads, LeaseOwner: owner, LeaseUntil: leaseUntil, Now: now,
+	})
+	return keySet(ks), err
+}
+
 func (q Querier) Decided(ctx context.Context, job, effect string, unitKeys []string, version int32) (map[string]bool, error) {
 	ks, err := q.q.DecidedUnits(ctx, ledgerdb.DecidedUnitsParams{Job: job, Effect: effect, EffectVersion: version, UnitKeys: unitKeys})
 	if err != nil || len(ks) == 0 {

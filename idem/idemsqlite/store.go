@@ -201,6 +201,24 @@ func (q Querier) Reserve(ctx context.Context, r idem.Reservations, now time.Time
 	return nil
 }
 
+func (q Querier) ReserveLeased(ctx context.Context, r idem.Reservations, now time.Time, owner string, leaseUntil time.Time) (map[string]bool, error) {
+	leased := make(map[string]bool, len(r.Keys))
+	for i, k := range r.Keys {
+		n, err := q.q.ReserveLeasedEffect(ctx, ledgerdb.ReserveLeasedEffectParams{
+			EffectKey: k, Job: r.Job, Effect: r.Effect, EffectVersion: int64(r.EffectVersion), JobVersion: int64(r.JobVersion),
+			UnitKey: r.UnitKeys[i], Payload: r.Payloads[i], LeaseOwner: nullText(owner), LeaseUntil: nullTime(leaseUntil),
+			CreatedAt: idem.SQLiteTime(now), UpdatedAt: idem.SQLiteTime(now),
+		})
+		if err != nil {
+			return nil, err
+		}
+		if n == 1 {
+			leased[k] = true
+		}
+	}
+	return leased, nil
+}
+
 func (q Querier) Decided(ctx context.Context, job, effect string, unitKeys []string, version int32) (map[string]bool, error) {
 	var decided map[string]bool
 	for _, k := range unitKeys {

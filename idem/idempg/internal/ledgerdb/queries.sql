@@ -71,6 +71,18 @@ SELECT unnest(@effect_keys::text[]), @job::text, @effect::text, @effect_version:
     unnest(@unit_keys::text[]), unnest(@payloads::bytea[]), 'pending', 0, @now::timestamptz, @now::timestamptz
 ON CONFLICT (effect_key) DO NOTHING;
 
+-- name: ReserveLeasedEffects :many
+-- ReserveEffects for the worker that performs the effects next (idem's
+-- Querier.ReserveLeased): the rows it adds are leased to @lease_owner
+-- until @lease_until, on the database's clock, with the attempt counted,
+-- as ClaimEffects would leave them; their keys come back. A key that was
+-- there is left as it is, for the claim.
+INSERT INTO idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, lease_owner, lease_until, created_at, updated_at)
+SELECT unnest(@effect_keys::text[]), @job::text, @effect::text, @effect_version::integer, @job_version::integer,
+    unnest(@unit_keys::text[]), unnest(@payloads::bytea[]), 'pending', 1, @lease_owner::text, @lease_until::timestamptz, @now::timestamptz, @now::timestamptz
+ON CONFLICT (effect_key) DO NOTHING
+RETURNING effect_key;
+
 -- name: ClaimEffects :many
 -- ClaimEffect for a batch of keys: the keys leased come back.
 UPDATE idem_ledger

@@ -1136,6 +1136,63 @@ func (q *Queries) ReserveEffects(ctx context.Context, arg ReserveEffectsParams) 
 	return err
 }
 
+const reserveLeasedEffects = `-- name: ReserveLeasedEffects :many
+INSERT INTO idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, lease_owner, lease_until, created_at, updated_at)
+SELECT unnest($1::text[]), $2::text, $3::text, $4::integer, $5::integer,
+    unnest($6::text[]), unnest($7::bytea[]), 'pending', 1, $8::text, $9::timestamptz, $10::timestamptz, $10::timestamptz
+ON CONFLICT (effect_key) DO NOTHING
+RETURNING effect_key
+`
+
+type ReserveLeasedEffectsParams struct {
+	EffectKeys    []string
+	Job           string
+	Effect        string
+	EffectVersion int32
+	JobVersion    int32
+	UnitKeys      []string
+	Payloads      [][]byte
+	LeaseOwner    string
+	LeaseUntil    time.Time
+	Now           time.Time
+}
+
+// ReserveEffects for the worker that performs the effects next (idem's
+// Querier.ReserveLeased): the rows it adds are leased to @lease_owner
+// until @lease_until, on the database's clock, with the attempt counted,
+// as ClaimEffects would leave them; their keys come back. A key that was
+// there is left as it is, for the claim.
+func (q *Queries) ReserveLeasedEffects(ctx context.Context, arg ReserveLeasedEffectsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, reserveLeasedEffects,
+		arg.EffectKeys,
+		arg.Job,
+		arg.Effect,
+		arg.EffectVersion,
+		arg.JobVersion,
+		arg.UnitKeys,
+		arg.Payloads,
+		arg.LeaseOwner,
+		arg.LeaseUntil,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var effect_key string
+		if err := rows.Scan(&effect_key); err != nil {
+			return nil, err
+		}
+		items = append(items, effect_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const retryEffect = `-- name: RetryEffect :execrows
 UPDATE idem_ledger
 SET state = 'pending', attempts = 0, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL,

@@ -42,6 +42,15 @@ INSERT INTO idem_ledger (effect_key, job, effect, effect_version, job_version, u
 VALUES (@effect_key, @job, @effect, @effect_version, @job_version, @unit_key, @payload, 'pending', 0, @created_at, @updated_at)
 ON CONFLICT (effect_key) DO NOTHING;
 
+-- name: ReserveLeasedEffect :execrows
+-- ReserveEffect for the worker that performs the effect next (idem's
+-- Querier.ReserveLeased): the row it adds is leased to @lease_owner until
+-- @lease_until, on the database's clock, with the attempt counted, as
+-- ClaimEffect would leave it; 1 row: added (leased), 0: the key was there.
+INSERT INTO idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, lease_owner, lease_until, created_at, updated_at)
+VALUES (@effect_key, @job, @effect, @effect_version, @job_version, @unit_key, @payload, 'pending', 1, @lease_owner, @lease_until, @created_at, @updated_at)
+ON CONFLICT (effect_key) DO NOTHING;
+
 -- name: CountDecided :one
 -- Only an earlier version's reservation makes a unit owe this one: a row of
 -- the current version under another key (an older replay) owes nothing.

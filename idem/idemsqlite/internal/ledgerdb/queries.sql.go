@@ -991,6 +991,50 @@ func (q *Queries) ReserveEffect(ctx context.Context, arg ReserveEffectParams) er
 	return err
 }
 
+const reserveLeasedEffect = `-- name: ReserveLeasedEffect :execrows
+INSERT INTO idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, lease_owner, lease_until, created_at, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', 1, ?8, ?9, ?10, ?11)
+ON CONFLICT (effect_key) DO NOTHING
+`
+
+type ReserveLeasedEffectParams struct {
+	EffectKey     string
+	Job           string
+	Effect        string
+	EffectVersion int64
+	JobVersion    int64
+	UnitKey       string
+	Payload       []byte
+	LeaseOwner    sql.NullString
+	LeaseUntil    sql.NullString
+	CreatedAt     string
+	UpdatedAt     string
+}
+
+// ReserveEffect for the worker that performs the effect next (idem's
+// Querier.ReserveLeased): the row it adds is leased to @lease_owner until
+// @lease_until, on the database's clock, with the attempt counted, as
+// ClaimEffect would leave it; 1 row: added (leased), 0: the key was there.
+func (q *Queries) ReserveLeasedEffect(ctx context.Context, arg ReserveLeasedEffectParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, reserveLeasedEffect,
+		arg.EffectKey,
+		arg.Job,
+		arg.Effect,
+		arg.EffectVersion,
+		arg.JobVersion,
+		arg.UnitKey,
+		arg.Payload,
+		arg.LeaseOwner,
+		arg.LeaseUntil,
+		arg.CreatedAt,
+		arg.UpdatedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const retryEffect = `-- name: RetryEffect :execrows
 UPDATE idem_ledger
 SET state = 'pending', attempts = 0, lease_owner = NULL, lease_until = NULL, next_attempt_at = NULL,
