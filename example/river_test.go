@@ -49,6 +49,12 @@ func newRiverDB(t *testing.T) riverDB {
 // kill its sessions) and a River client working the payment webhook.
 func (db riverDB) worker(t *testing.T, name string, provider billing.SendReceipt, opts ...idem.Option) (*river.Client[pgxTx], *pgxpool.Pool) {
 	t.Helper()
+	return db.workerTimed(t, name, provider, fastRiver(name, quiet), opts...)
+}
+
+// workerTimed is worker with River's timing tm (more workers, say).
+func (db riverDB) workerTimed(t *testing.T, name string, provider billing.SendReceipt, tm riverTiming, opts ...idem.Option) (*river.Client[pgxTx], *pgxpool.Pool) {
+	t.Helper()
 	ctx := context.Background()
 	cfg := db.pg.Config(db.schema)
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
@@ -61,7 +67,7 @@ func (db riverDB) worker(t *testing.T, name string, provider billing.SendReceipt
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := newRiverClient(pool, billing.RiverJobs{PaymentWebhook: hook}, fastRiver(name, quiet))
+	client, err := newRiverClient(pool, billing.RiverJobs{PaymentWebhook: hook}, tm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,9 +126,7 @@ func waitRiver(t *testing.T, db riverDB, within time.Duration) map[string]int {
 	}
 }
 
-// waitPerformed waits until no effect is owed: a worker performs a unit's
-// effects after the commit that completes its River job, so a completed
-// job can still have its call in flight.
+// waitPerformed waits until no effect is owed.
 func waitPerformed(t *testing.T, db riverDB, within time.Duration) {
 	t.Helper()
 	for deadline := time.Now().Add(within); ledgerCount(t, db, idem.StatePending) > 0; time.Sleep(50 * time.Millisecond) {

@@ -318,6 +318,8 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 		}
 		return nil
 	}
+	log.Debug("idemgen: a group of River jobs was rolled back; each job's unit gets its own outcome",
+		slog.Int("river_jobs", len(ms)), slog.Int64("first_river_job", ms[0].id), slog.Any("err", err))
 	var again []*member[U]
 	alone := tries >= 1
 	for i, m := range ms {
