@@ -436,7 +436,7 @@ func (s simScenario) overlapping() bool {
 func (s simScenario) exactCalls() bool {
 	switch s.family {
 	case "clean", "writefail", "poison", "failk", "permanent", "recover", "throttle", "takeover", "livelease", "bump", "mismatch",
-		"purge-young", "resplost", "failpre", "stall", "commitunknown", famStallTakeover:
+		"purge-young", "resplost", "failpre", "stall", "commitunknown", famStallTakeover, famLeased:
 		return true
 	case "fanout":
 		return true // without a fault, concurrent calls are still one per key
@@ -1152,6 +1152,8 @@ func (r *simRun[U]) runPhase(phase int) {
 	switch {
 	case paused:
 		r.interlude(phase, task)
+	case out.crashed && r.sc.family == famLeased:
+		r.leasedInterlude(phase, task.inc.id)
 	case out.crashed || r.cancelled(task.inc):
 		r.recover(phase) // a new process, after the crashed (or shut down) one's leases
 	default:
@@ -1215,6 +1217,79 @@ func (r *simRun[U]) interlude(phase int, a *simTask) {
 	default:
 		a.finish()
 	}
+}
+
+// famLeased is the family of a worker that dies just after a batch's
+// transaction committed the reservations it leased to that worker.
+const famLeased = "leased"
+
+// leasedInterlude follows worker a's death just after a batch committed:
+// the reservations it added are leased to it (idem's reserve), its lease
+// live on the simulated clock. Worker B runs the same phase at once and
+// must leave them alone: no provider call, each row still a's, pending,
+// with the one attempt its reservation counted. Then the lease runs out
+// (recover), and each is performed and recorded done, the claim that did
+// it counting the second attempt.
+func (r *simRun[U]) leasedInterlude(phase, a int) {
+	ctx := context.Background()
+	owner := simOwner(a)
+	held := r.heldBy(ctx, owner)
+	for k, n := range held {
+		if n != 1 {
+			r.violate("leased: %s, reserved leased to worker %s, counts %d attempts; a leased reservation counts one, as a claim does", k, owner, n)
+		}
+	}
+	calls := func() map[string]int {
+		r.prov.mu.Lock()
+		defer r.prov.mu.Unlock()
+		m := make(map[string]int, len(held))
+		for k := range held {
+			m[k] = r.prov.calls[k]
+		}
+		return m
+	}
+	before := calls()
+	b := r.start(phase, workPhase, nil) // a whole run: it meets the leased effects and must leave them
+	b.wait()
+	after := calls()
+	still := r.heldBy(ctx, owner)
+	for _, k := range slices.Sorted(maps.Keys(held)) {
+		if after[k] != before[k] {
+			r.violate("leased: worker B called the provider for %s while the reservation's lease, held by dead worker %s, was live", k, owner)
+		}
+		if n, ok := still[k]; !ok || n != held[k] {
+			r.violate("leased: %s, leased to dead worker %s by its reservation, was taken or changed while the lease was live", k, owner)
+		}
+	}
+	r.recover(phase)
+	entries, err := r.db.observer().Auto().Ledger(ctx)
+	if err != nil {
+		r.violate("leased: read the ledger: %v", err)
+		return
+	}
+	for _, e := range entries {
+		if n, ok := held[e.Key]; ok && (e.State != idem.StateDone || e.Attempts != n+1) {
+			r.violate("leased: once the lease of dead worker %s ran out, %s ended %s with %d attempts; want done with %d (the leased reservation's and the claim's)",
+				owner, e.Key, e.State, e.Attempts, n+1)
+		}
+	}
+}
+
+// heldBy is the pending ledger rows leased to owner, with their attempts,
+// on committed state.
+func (r *simRun[U]) heldBy(ctx context.Context, owner string) map[string]int {
+	entries, err := r.db.observer().Auto().Ledger(ctx)
+	if err != nil {
+		r.violate("leased: read the ledger: %v", err)
+		return nil
+	}
+	held := map[string]int{}
+	for _, e := range entries {
+		if e.State == idem.StatePending && e.LeaseOwner == owner {
+			held[e.Key] = e.Attempts
+		}
+	}
+	return held
 }
 
 // recover restarts after a crash: leases expire, and the phase runs again

@@ -14,6 +14,11 @@ package crashsim
 //	stall          a call hangs past the effect's timeout: cancelled,       2 8
 //	               tried again later with the same key, never while it hangs
 //	commitunknown  a commit succeeds but the client sees an error           1 2 3
+//	leased         a worker dies just after a batch commits, its            2 3 5
+//	               reservations leased to it already: a second worker
+//	               leaves them while the lease is live (no call, the row
+//	               unchanged); once it runs out they are performed once,
+//	               each attempt counted
 //	writefail      one unit's write fails and rolls back                    3 8
 //	stmtfail       a batch's statement fails without naming a unit: the     8
 //	               batch is halved down to it
@@ -954,6 +959,18 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 			if _, ok := firstCall[name]; !ok {
 				firstCall[name] = k
 			}
+		}
+	}
+	// leased@k: the worker dies just after a batch's transaction, which
+	// leased the effects it reserved to it, committed (the first few
+	// batches of the first phase).
+	leased := 0
+	for k, h := range trace[:firstPhase] {
+		if h.p == idem.PointUnitAfterCommit && leased < 3 {
+			sc := at(famLeased, k)
+			sc.crashAt = []int{k}
+			add(sc)
+			leased++
 		}
 	}
 	// stmtfail@k: a batch's statements fail without naming a unit, as a
