@@ -5,10 +5,13 @@ package main
 // run. Both sides queue the same units (call_job's, handed in) as the same
 // River jobs: unique by the unit's key, on the same queue, worked by one
 // River client configured alike. The generated side is call_job's River
-// worker (benchjobs.AddRiverWorkers): each job writes its unit, reserves
-// its one effect and completes the River job in one transaction, then
-// calls the provider, which answers at once and counts each key it is
-// called with. Each side is queued twice, one unit per transaction
+// worker (benchjobs.AddRiverWorkers): the jobs it works at the same time
+// are written in groups, each group's units written and their effects
+// reserved in one transaction, then the provider called for each (it
+// answers at once and counts each key it is called with), and River's
+// completer completes the jobs, as it does plain River's. The jobs a
+// worker has in hand at once are River's MaxWorkers (-river-workers), so
+// that bounds a group. Each side is queued twice, one unit per transaction
 // (InsertTx) and in transactions of -batch units (InsertManyTx), and
 // worked after each: insertion and working are timed apart.
 
