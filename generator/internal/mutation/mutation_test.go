@@ -261,6 +261,18 @@ var exampleMutants = []mutant{
 		`WHERE effect_key = \?4 AND lease_owner = \?5 AND state = 'pending'`, "WHERE effect_key = ?4 AND state = 'pending' AND ?5 IS NOT NULL")},
 	{name: "completion without the lease owner's fence (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
 		`WHERE l\.effect_key = d\.effect_key AND l\.lease_owner = \$2 AND`, "WHERE l.effect_key = d.effect_key AND $2::text IS NOT NULL AND")},
+	// Killed by leased (and livelease): a reservation leased to its
+	// writer must carry the lease's end, or the next worker's claim takes
+	// it while the writer calls; and it counts the attempt the claim
+	// would have counted (leased checks it; failk parks one late).
+	{name: "a reservation written leased without a lease expiry", test: syncTest, edits: edit(sqliteLedger,
+		`'pending', 1, \?8, \?9, \?10, \?11\)`, "'pending', 1, ?8, CASE WHEN ?9 IS NULL THEN NULL END, ?10, ?11)")},
+	{name: "a reservation written leased without a lease expiry (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
+		`'pending', 1, \$8::text, \$9::timestamptz,`, "'pending', 1, $8::text, CASE WHEN $9::timestamptz IS NULL THEN $9::timestamptz END,")},
+	{name: "a reservation written leased without counting its attempt", test: syncTest, edits: edit(sqliteLedger,
+		`'pending', 1, \?8, \?9,`, "'pending', 0, ?8, ?9,")},
+	{name: "a reservation written leased without counting its attempt (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
+		`'pending', 1, \$8::text,`, "'pending', 0, $8::text,")},
 	{name: "release without the lease owner's fence", test: syncTest, edits: edit(sqliteLedger,
 		`WHERE effect_key = \?6 AND lease_owner = \?7\n`, "WHERE effect_key = ?6 AND ?7 IS NOT NULL\n")},
 	{name: "attempts counter never incremented", test: syncTest, edits: edit(sqliteLedger,
@@ -345,7 +357,7 @@ var exampleMutants = []mutant{
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
-	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover"}
+	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
