@@ -62,6 +62,17 @@ func (db riverDB) workerTimed(t *testing.T, name string, provider billing.SendRe
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		// After the client's Stop (cleanups run last first). A worker
+		// parked for good at a crash point never gives its connection
+		// back, and Close waits for every one: bounded.
+		closed := make(chan struct{})
+		go func() { pool.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(2 * time.Second):
+		}
+	})
 	hook, err := billing.NewPaymentWebhook(billing.NewPostgresStore(pool), billing.PaymentWebhookEffects{SendReceipt: provider},
 		append([]idem.Option{idem.WithLogger(quiet), idem.WithOwner(name)}, opts...)...)
 	if err != nil {
