@@ -387,3 +387,114 @@ func TestRiverGroupCrash(t *testing.T) {
 		})
 	}
 }
+
+// A job waits for its group on its own ctx, and says where it was stuck.
+// Worker A's group of 20 payments stops at the crash point just before its
+// commit (a hook that blocks until its ctx ends) and River's JobTimeout of
+// one second ends every job's ctx: each Work call returns an error naming
+// its group and the stage it was stuck at, and the group's ctx ends too
+// (its deadline is its jobs' latest, and it is cancelled once every job of
+// the group has left; the hook sees it end), so its transaction rolls back. River retries the jobs, which then complete: one
+// payment each, one receipt each.
+func TestRiverGroupWaitIsBounded(t *testing.T) {
+	db := newRiverDB(t)
+	ctx := context.Background()
+	prov := newKeyedProvider()
+	var once sync.Once
+	groupCancelled := make(chan error, 1)
+	hook := func(ctx context.Context, p idem.CrashPoint, _ string) error {
+		if p != idem.PointUnitBeforeCommit {
+			return nil
+		}
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			groupCancelled <- nil
+			return ctx.Err()
+		case <-time.After(20 * time.Second):
+			groupCancelled <- errors.New("the group's ctx was not cancelled within 20s of its jobs' timeout")
+			return errors.New("stuck")
+		}
+	}
+	tm := groupRiver("worker-1")
+	tm.JobTimeout = time.Second
+	c, _ := db.workerTimed(t, "worker-1", prov, tm, idem.WithCrashHook(hook))
+	hook2, err := billing.NewPaymentWebhook(db.store, billing.PaymentWebhookEffects{SendReceipt: prov}, idem.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var units []billing.Payment
+	for i := range 20 {
+		units = append(units, groupPayment(fmt.Sprintf("evt-%02d", i), int64(100+i)))
+	}
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hook2.InsertManyTx(ctx, c, tx, units...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	select {
+	case err := <-groupCancelled:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the group never reached the crash point")
+	}
+	states := waitRiver(t, db, 60*time.Second)
+	waitPerformed(t, db, 30*time.Second)
+	if states["completed"] != len(units) || len(states) != 1 {
+		t.Fatalf("River jobs %v; want %d completed", states, len(units))
+	}
+	rows, err := db.pool.Query(ctx, "SELECT args->'unit'->>'event_id', attempt, coalesce(errors[1]->>'error', '') FROM river_job WHERE kind = $1",
+		billing.PaymentWebhookArgs{}.Kind())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	stuck := 0
+	for rows.Next() {
+		var id, msg string
+		var attempt int
+		if err := rows.Scan(&id, &attempt, &msg); err != nil {
+			t.Fatal(err)
+		}
+		if attempt == 1 {
+			continue // not in the stuck group
+		}
+		stuck++
+		if !strings.Contains(msg, "for its group of") || !strings.Contains(msg, "stuck writing the group's units") || !strings.Contains(msg, "deadline exceeded") {
+			t.Errorf("River job of %s, stuck in its group: first error %q; want where it was stuck", id, msg)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if stuck < 2 {
+		t.Errorf("%d River jobs were retried; want the stuck group's, more than one", stuck)
+	}
+	var n, keys int
+	if err := db.pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT event_id) FROM payments").Scan(&n, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(units) || keys != n {
+		t.Fatalf("payments: %d rows, %d keys; want %d, one each", n, keys, len(units))
+	}
+	for _, p := range units {
+		if calls, applied := prov.counts(billing.SendReceiptKey(p)); calls != 1 || applied != 1 {
+			t.Errorf("%s: %d receipt calls, %d applied; want 1 each", p.EventID, calls, applied)
+		}
+	}
+}

@@ -66,12 +66,16 @@ type member[U any] struct {
 	set   bool        // res is set
 }
 
-// group is what a member waiting on it can say about where it is.
+// group is a group's ctx, and what a member waiting on it can say about
+// where it is.
 type group struct {
 	size   int
 	first  int64 // the River job id of its first member
 	taken  time.Time
 	stageN atomic.Int32
+	ctx    context.Context
+	cancel context.CancelFunc // once every member has left, nobody waits for the group
+	live   atomic.Int32       // members still waiting for it
 }
 
 const (
@@ -130,6 +134,9 @@ func (w *unitWorker[U, A]) leave(ctx context.Context, m *member[U]) error {
 		w.waiting = slices.DeleteFunc(w.waiting, func(o *member[U]) bool { return o == m })
 	}
 	w.mu.Unlock()
+	if g != nil && g.live.Add(-1) == 0 {
+		g.cancel() // what it wrote, if it committed, the jobs' retries find
+	}
 	waited := time.Since(m.since).Round(time.Millisecond)
 	if g == nil {
 		return fmt.Errorf("job %q key %q: River job %d waited %v for a group to take it (%d groups busy, %d jobs queued): %w",
@@ -154,6 +161,8 @@ func (w *unitWorker[U, A]) runGroups() {
 		ms := slices.Clone(w.waiting[:n])
 		w.waiting = slices.Delete(w.waiting, 0, n)
 		g := &group{size: n, first: ms[0].id, taken: time.Now()}
+		g.ctx, g.cancel = groupContext(ms)
+		g.live.Store(int32(n))
 		for _, m := range ms {
 			m.group = g
 		}
@@ -186,7 +195,8 @@ func (w *unitWorker[U, A]) gather() {
 // groupContext is the ctx a group works on: the values of its first job's
 // ctx, none of its cancellation (one job cancelled, or timed out, must not
 // fail the others), and the latest deadline of its jobs, or groupTimeout if
-// one has none. A Work call waits for its outcome on its own ctx.
+// one has none; it is also cancelled once every job of the group has left
+// (leave). A Work call waits for its outcome on its own ctx.
 func groupContext[U any](ms []*member[U]) (context.Context, context.CancelFunc) {
 	var latest time.Time
 	for _, m := range ms {
@@ -205,8 +215,8 @@ func groupContext[U any](ms []*member[U]) (context.Context, context.CancelFunc) 
 // workGroup writes the group, performs what its committed units owe, and
 // hands every member its outcome.
 func (w *unitWorker[U, A]) workGroup(ms []*member[U], g *group) {
-	ctx, cancel := groupContext(ms)
-	defer cancel()
+	ctx := g.ctx
+	defer g.cancel()
 	live := slices.DeleteFunc(slices.Clone(ms), func(m *member[U]) bool {
 		if m.left.Load() {
 			m.settle(errors.New("left before its group took it")) // nobody reads it
