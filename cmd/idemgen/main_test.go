@@ -51,7 +51,7 @@ func TestScripts(t *testing.T) {
 func scriptParams(t *testing.T) testscript.Params {
 	cache := t.TempDir()
 	child := filepath.Join(cache, "idemgen-sqlc")
-	if err := sqlc.BuildChild(context.Background(), "", "github.com/idemgen/idemgen/cmd/idemgen", child); err != nil {
+	if err := sqlc.BuildChild(context.Background(), os.Stderr, "", "github.com/idemgen/idemgen/generator/sqlc/child", child); err != nil {
 		t.Fatal(err)
 	}
 	return testscript.Params{

@@ -2,15 +2,16 @@
 //
 // sqlc's cli.Run calls os.Exit on any SQL or config error, keeps its -f flag
 // between calls and is not safe for concurrent use, so idemgen never calls it
-// in-process: Runner executes a binary that links sqlc (package
-// generator/sqlc/linked) with ChildEnv set, and that process calls Main.
+// in-process: Runner executes a binary that links sqlc with ChildEnv set:
+// the sqlc child (package generator/sqlc/child, sqlc's command line alone),
+// or a binary that links package generator/sqlc/linked and calls Main when
+// it finds ChildEnv (test binaries, idemgen built with -tags idemgen_sqlc).
 //
-// The idemgen command itself does not link sqlc: sqlc's SQLite analyzer
-// imports a package of the SQLite driver that prints a notice to stderr in
-// every process that links it, and sqlc is most of idemgen's build. Child
-// returns the running binary when it links sqlc (tests, a build with
-// -tags idemgen_sqlc), and otherwise builds idemgen once more with that tag
-// into the user's cache directory, the first time it is needed.
+// The idemgen command itself does not link sqlc: sqlc is most of what a
+// service compiles before its first generate. Child returns the running
+// binary when it links sqlc, and otherwise builds the sqlc child into the
+// user's cache directory the first time it is needed (BuildChild), lean
+// (lean.go) and with its C code compiled without optimization.
 package sqlc
 
 import (
@@ -94,15 +95,19 @@ func Child(ctx context.Context, stderr io.Writer, moduleDir string) (Runner, err
 		return Runner{Exe: exe}, nil
 	}
 	fmt.Fprintf(stderr, "idemgen: building its sqlc child into %s (once: it compiles sqlc)\n", exe)
-	if err := BuildChild(ctx, moduleDir, pkg, exe); err != nil {
+	if err := BuildChild(ctx, stderr, moduleDir, pkg, exe); err != nil {
 		return Runner{}, err
 	}
 	return Runner{Exe: exe}, nil
 }
 
-// ExeEnv names a binary that links sqlc (idemgen built with -tags
-// idemgen_sqlc) for Child to use as it is.
+// ExeEnv names a binary that links sqlc (the package generator/sqlc/child,
+// or idemgen built with -tags idemgen_sqlc) for Child to use as it is.
 const ExeEnv = "IDEMGEN_SQLC_EXE"
+
+// childRecipe names how BuildChild builds the child; a cached child built
+// another way is not reused.
+const childRecipe = "generator/sqlc/child, lean " + LeanVersion + ", C without optimization"
 
 // ChildPath returns where Child keeps the sqlc child of the running
 // idemgen, and the package to build it from. The name changes with
@@ -116,7 +121,7 @@ func ChildPath(moduleDir string) (exe, pkg string, err error) {
 		return "", "", fmt.Errorf("sqlc: this binary has no build information to build its sqlc child from")
 	}
 	h := sha256.New()
-	fmt.Fprintln(h, info.Main.Path, info.Main.Version, info.Main.Sum, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintln(h, childRecipe, info.Main.Path, info.Main.Version, info.Main.Sum, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	if data, err := os.ReadFile(filepath.Join(moduleDir, "go.mod")); err == nil {
 		h.Write(data)
 	}
@@ -132,29 +137,67 @@ func ChildPath(moduleDir string) (exe, pkg string, err error) {
 	if err != nil {
 		dir = os.TempDir()
 	}
-	return filepath.Join(dir, name), info.Main.Path + "/cmd/idemgen", nil
+	return filepath.Join(dir, name), info.Main.Path + "/generator/sqlc/child", nil
 }
 
-// BuildChild builds pkg (the idemgen command) with sqlc linked into exe,
-// with the go command in moduleDir's module ("": the current directory's).
-// The file appears whole or not at all.
-func BuildChild(ctx context.Context, moduleDir, pkg, exe string) error {
+// BuildChild builds the sqlc child (package pkg, generator/sqlc/child)
+// into exe with the go command in moduleDir's module ("": the current
+// directory's): lean (lean.go) when sqlc is the version the lean files
+// know, else all of sqlc, saying why on stderr. C code (sqlc's PostgreSQL
+// parser) is compiled without optimization unless CGO_CFLAGS says
+// otherwise: it parses a few statements, and -O2 tripled its build. The
+// file appears whole or not at all.
+func BuildChild(ctx context.Context, stderr io.Writer, moduleDir, pkg, exe string) error {
 	tmp, err := os.CreateTemp(filepath.Dir(exe), filepath.Base(exe)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("sqlc: %w", err)
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", ChildTag, "-o", tmp.Name(), pkg)
+	work, err := os.MkdirTemp("", "idemgen-sqlc-build-")
+	if err != nil {
+		return fmt.Errorf("sqlc: %w", err)
+	}
+	defer os.RemoveAll(work)
+
+	modFile, why, err := leanModFile(ctx, moduleDir, work)
+	if err != nil {
+		return err
+	}
+	if modFile != "" {
+		out, err := goBuild(ctx, moduleDir, pkg, tmp.Name(), "-modfile="+modFile)
+		if err == nil {
+			return rename(tmp.Name(), exe)
+		}
+		why = fmt.Sprintf("the lean build failed: %v\n%s", err, out)
+	}
+	fmt.Fprintf(stderr, "idemgen: building all of sqlc (%s)\n", why)
+	if out, err := goBuild(ctx, moduleDir, pkg, tmp.Name()); err != nil {
+		return fmt.Errorf("sqlc: building idemgen's sqlc child (go build %s) failed: %v\n%s\n"+
+			"(generate builds it in the module it runs in, which must require idemgen, as go get -tool does; "+
+			"or set %s to an idemgen built with -tags %s)", pkg, err, out, ExeEnv, ChildTag)
+	}
+	return rename(tmp.Name(), exe)
+}
+
+// goBuild runs go build for the sqlc child and returns its output.
+func goBuild(ctx context.Context, moduleDir, pkg, exe string, flags ...string) (string, error) {
+	args := append([]string{"build"}, flags...)
+	args = append(args, "-ldflags=-s -w", "-o", exe, pkg)
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = moduleDir
+	cmd.Env = os.Environ()
+	if _, set := os.LookupEnv("CGO_CFLAGS"); !set {
+		cmd.Env = append(cmd.Env, "CGO_CFLAGS=-O0")
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("sqlc: building idemgen's sqlc child (go build -tags %s %s) failed: %v\n%s\n"+
-			"(generate builds it in the module it runs in, which must require idemgen, as go get -tool does; "+
-			"or set %s to an idemgen built with -tags %s)", ChildTag, pkg, err, strings.TrimSpace(out.String()), ExeEnv, ChildTag)
-	}
-	if err := os.Rename(tmp.Name(), exe); err != nil {
+	err := cmd.Run()
+	return strings.TrimSpace(out.String()), err
+}
+
+func rename(from, to string) error {
+	if err := os.Rename(from, to); err != nil {
 		return fmt.Errorf("sqlc: %w", err)
 	}
 	return nil
