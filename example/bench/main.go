@@ -6,6 +6,7 @@
 //	go run ./example/bench -mem                  # also peak memory at 100,000 and 1,000,000 units
 //	go run ./example/bench -db postgres://... -only providers   # effects against a throttling provider (providers.go)
 //	go run ./example/bench -db postgres://... -only river       # River with a no-op worker beside the generated worker (river.go)
+//	go run ./example/bench -only coldbuild                      # the first go tool idemgen generate of a new module, empty build cache (coldbuild.go)
 //
 // It prints a table of the figures, each target of the issue with ok or
 // MISS, and ends with one line:
@@ -78,6 +79,7 @@ type config struct {
 	// The -river measurement (river.go): units a run, the queue's River
 	// workers (MaxWorkers), and the most the measurement may take.
 	river                bool
+	coldBuild            bool // -coldbuild (coldbuild.go)
 	riverN, riverWorkers int
 	riverDeadline        time.Duration
 
@@ -114,7 +116,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.statusSample, "status-sample", 0, "-history: ledger rows that status samples above -status-exact (0: ops.DoneSampleRows)")
 	fs.BoolVar(&cfg.historyKeep, "history-keep", false, "leave the -history measurement's filled schema (PostgreSQL) or file (SQLite) in place, for EXPLAIN; it prints its name")
 	fs.BoolVar(&cfg.noGen, "no-gen", false, "skip the generation measurement (it builds idemgen and sqlc)")
-	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history,river); the ratios need all")
+	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history,river,coldbuild); the ratios need all")
 	fs.BoolVar(&cfg.providers, "providers", false, "also measure effects against a provider simulator that serves -provider-rate calls/s and answers 429 above it (PostgreSQL; -only providers runs it alone)")
 	fs.IntVar(&cfg.providerRate, "provider-rate", 200, "R: calls per second the simulated provider serves")
 	fs.IntVar(&cfg.providerClientRate, "provider-client-rate", -1, "the effect's rate in the workers, calls/s across the fleet (-1: R; 0: no rate)")
@@ -126,6 +128,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	providerWorkers := fs.String("provider-workers", "1,4", "worker processes of each providers run (comma-separated counts)")
 	fs.DurationVar(&cfg.outage, "outage", 0, "the simulator answers 503 (no Retry-After) for this long in the middle of each providers run")
 	fs.BoolVar(&cfg.river, "river", false, "also measure River with a no-op worker beside River with the generated worker (PostgreSQL; -only river runs it alone)")
+	fs.BoolVar(&cfg.coldBuild, "coldbuild", false, "also measure the first go tool idemgen generate of a new module with an empty build cache (minutes; -only coldbuild runs it alone)")
 	fs.IntVar(&cfg.riverN, "river-n", 20000, "units of each run of the river measurement")
 	fs.IntVar(&cfg.riverWorkers, "river-workers", 100, "River workers (MaxWorkers) of the river measurement's queue, both sides")
 	fs.DurationVar(&cfg.riverDeadline, "river-deadline", 10*time.Minute, "the most the river measurement may take")
@@ -210,6 +213,7 @@ type results struct {
 	history                                      *historyResult
 	river                                        *riverResult
 	riverSkipped                                 bool // asked for on SQLite
+	coldBuild                                    *coldBuild
 }
 
 // measure runs fn and returns its wall time and the process's CPU time
@@ -306,6 +310,12 @@ func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
 			res.river, err = measureRiver(ctx, d, cfg)
 			return err
 		}})
+	}
+	if cfg.coldBuild || slices.Contains(cfg.only, "coldbuild") {
+		steps = append(steps, struct {
+			name string
+			fn   func() error
+		}{"coldbuild", func() (err error) { res.coldBuild, err = measureColdBuild(ctx); return err }})
 	}
 	if !cfg.noGen {
 		steps = append(steps, struct {
@@ -462,6 +472,9 @@ func (r *results) print(out io.Writer, cfg *config) {
 	} else if r.riverSkipped {
 		fmt.Fprintln(out, "\nriver: skipped: River runs on PostgreSQL (-db)")
 	}
+	if r.coldBuild != nil {
+		r.coldBuild.print(out)
+	}
 	if !r.postgres {
 		fmt.Fprintln(out, "\nThe issue sets its targets for PostgreSQL, and copyjob/copy ≥ 0.5 for SQLite; the others are shown here against the PostgreSQL bounds.")
 	}
@@ -484,6 +497,9 @@ func (r *results) print(out io.Writer, cfg *config) {
 		riverRatio = r.river.ratio()
 	}
 	parts = append(parts, "river/bare="+formatRatio(riverRatio))
+	if r.coldBuild != nil {
+		parts = append(parts, fmt.Sprintf("coldbuild_s=%s", formatRatio(r.coldBuild.wall.Seconds())))
+	}
 	if r.history != nil {
 		for _, t := range r.history.targets() {
 			parts = append(parts, fmt.Sprintf("%s=%s", t.label, formatRatio(t.value)))
