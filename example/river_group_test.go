@@ -482,8 +482,8 @@ func TestRiverGroupWaitIsBounded(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if stuck < 2 {
-		t.Errorf("%d River jobs were retried; want the stuck group's, more than one", stuck)
+	if stuck == 0 {
+		t.Errorf("no River job was retried; want the stuck group's")
 	}
 	var n, keys int
 	if err := db.pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT event_id) FROM payments").Scan(&n, &keys); err != nil {

@@ -34,8 +34,9 @@ const (
 	maxGroup  = 1000 // River jobs in one group
 	// groupTimeout bounds a group's work when a job in it has no deadline
 	// (River's JobTimeout -1); otherwise the group runs until the latest
-	// deadline of its jobs.
+	// deadline of its jobs, and groupGrace more.
 	groupTimeout = time.Minute
+	groupGrace   = time.Second
 	// A group waits while River's jobs still arrive, up to gatherFor.
 	gatherPause = 200 * time.Microsecond
 	gatherFor   = 2 * time.Millisecond
@@ -194,9 +195,11 @@ func (w *unitWorker[U, A]) gather() {
 
 // groupContext is the ctx a group works on: the values of its first job's
 // ctx, none of its cancellation (one job cancelled, or timed out, must not
-// fail the others), and the latest deadline of its jobs, or groupTimeout if
-// one has none; it is also cancelled once every job of the group has left
-// (leave). A Work call waits for its outcome on its own ctx.
+// fail the others), and the latest deadline of its jobs (or groupTimeout
+// if one has none) and groupGrace more, so that each job's own ctx ends
+// first and its Work call says where it was stuck; it is cancelled once
+// every job of the group has left (leave). A Work call waits for its
+// outcome on its own ctx.
 func groupContext[U any](ms []*member[U]) (context.Context, context.CancelFunc) {
 	var latest time.Time
 	for _, m := range ms {
@@ -209,7 +212,7 @@ func groupContext[U any](ms []*member[U]) (context.Context, context.CancelFunc) 
 			latest = d
 		}
 	}
-	return context.WithDeadline(context.WithoutCancel(ms[0].ctx), latest)
+	return context.WithDeadline(context.WithoutCancel(ms[0].ctx), latest.Add(groupGrace))
 }
 
 // workGroup writes the group, performs what its committed units owe, and
