@@ -20,6 +20,20 @@ import (
 // group.go). These tests queue every job with the worker stopped, in one
 // transaction, and give River more workers than jobs, so one fetch hands
 // them out together and the worker groups them.
+//
+// Bugs planted in group.go, each caught and reverted:
+//   - a unit whose write failed reported written (writeUnits' write-failure
+//     branch settling the job nil): TestRiverGroupKeepsOutcomesPerJob (the
+//     refused and mismatched payments' jobs completed, the good ones'
+//     receipts never called);
+//   - the crash point before the commit ignored, the group reported written
+//     and never committed: TestRiverGroupCrash's error case before the
+//     commit (no payment written, every job completed);
+//   - a group's last unit skipped in its write, its job still reported
+//     written: TestRiverGroupCrash, five of its seven cases (19 payments);
+//   - Work waiting for its outcome without its ctx:
+//     TestRiverGroupWaitIsBounded (the jobs' errors do not say where they
+//     were stuck).
 
 // lockedBuffer is a log a worker's goroutines write at once.
 type lockedBuffer struct {
