@@ -17,9 +17,11 @@
 // OpenTelemetry is linked.
 package idem
 
+import "github.com/idemgen/idemgen/idem/names"
+
 // Version is the runtime's version. Generated code checks at compile time
 // that the runtime is at least as new as the generator that wrote it.
-const Version = "0.3.0"
+const Version = names.Version
 
 // These constants are compile-time assertions: generated code refers to the
 // one its generator needs, so a runtime older than the generator fails to

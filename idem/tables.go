@@ -5,22 +5,19 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/idemgen/idemgen/idem/names"
 )
 
 // Tables names a generated package's bookkeeping tables: its spec's tables
 // key, or <package>_idem_<table>. The runtime's ledger queries are written
 // over LedgerPlaceholders; a store runs them on a package's own tables.
-type Tables struct {
-	Ledger, Progress, Seen, Parked string
-	// Limits holds the fleet-wide bounds of effects with a rate or a
-	// concurrency (spec rate, concurrency): a pacing row and call slots.
-	Limits string
-}
+type Tables = names.Tables
 
 // LedgerPlaceholders are the table names the runtime's ledger queries are
 // written with (idempg and idemsqlite compile them with sqlc against a
 // schema of these names).
-var LedgerPlaceholders = Tables{Ledger: "idem_ledger", Progress: "idem_progress", Seen: "idem_seen", Parked: "idem_parked", Limits: "idem_limits"}
+var LedgerPlaceholders = names.LedgerPlaceholders
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 

@@ -5,7 +5,7 @@ import (
 
 	"fmt"
 
-	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/names"
 
 	"github.com/dave/jennifer/jen"
 
@@ -142,14 +142,14 @@ func parkedMethods(f *jen.File) {
 //
 //	const _ = idem.IsAtLeastVersion0_2_0
 func runtimeHandshake(f *jen.File) {
-	f.Commentf("This package needs the idem runtime %s or newer; if the next line does not", idem.Version)
+	f.Commentf("This package needs the idem runtime %s or newer; if the next line does not", names.Version)
 	f.Commentf("compile, upgrade it: go get github.com/idemgen/idemgen@latest")
 	f.Const().Id("_").Op("=").Add(rt(RuntimeHandshake))
 }
 
 // RuntimeHandshake is the runtime constant generated code refers to, named
 // after the runtime version this generator emits code for.
-var RuntimeHandshake = "IsAtLeastVersion" + strings.ReplaceAll(idem.Version, ".", "_")
+var RuntimeHandshake = "IsAtLeastVersion" + strings.ReplaceAll(names.Version, ".", "_")
 
 // storeType emits:
 //

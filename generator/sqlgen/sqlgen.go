@@ -10,7 +10,7 @@ import (
 	"text/template"
 
 	"github.com/idemgen/idemgen/generator/model"
-	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/names"
 	"github.com/idemgen/idemgen/templates"
 )
 
@@ -239,6 +239,6 @@ func LedgerQueries(d model.Dialect) []byte {
 // LedgerPlaceholders are the table names the runtime's ledger queries are
 // written over (idem.LedgerPlaceholders).
 func LedgerPlaceholders() model.Tables {
-	t := idem.LedgerPlaceholders
+	t := names.LedgerPlaceholders
 	return model.Tables{Ledger: t.Ledger, Progress: t.Progress, Seen: t.Seen, Parked: t.Parked, Limits: t.Limits, Migrations: "idem_migrations"}
 }
