@@ -20,8 +20,10 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/idemgen/idemgen/cmd/idemgen/cli"
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/writeout"
 	"github.com/idemgen/idemgen/generator"
+	"github.com/idemgen/idemgen/generator/childbin"
 	"github.com/idemgen/idemgen/generator/sqlc"
 )
 
@@ -54,6 +56,11 @@ func scriptParams(t *testing.T) testscript.Params {
 	if err := sqlc.BuildChild(context.Background(), os.Stderr, "", "github.com/idemgen/idemgen/generator/sqlc/child", child); err != nil {
 		t.Fatal(err)
 	}
+	// status and ledger run in idemgen's database child (cli/ops_child.go).
+	opsChild := filepath.Join(cache, "idemgen-ops")
+	if err := childbin.Build(context.Background(), "", opsChild, "github.com/idemgen/idemgen/cmd/idemgen", nil, "-tags", "idemgen_ops"); err != nil {
+		t.Fatal(err)
+	}
 	return testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
@@ -65,6 +72,7 @@ func scriptParams(t *testing.T) testscript.Params {
 			// would the one it builds on a user's machine (newcomer.txtar
 			// unsets this and so builds its own).
 			env.Setenv(sqlc.ExeEnv, child)
+			env.Setenv(cli.OpsExeEnv, opsChild)
 			return setupGo(env)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -17,17 +17,15 @@ package sqlc
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"strings"
+
+	"github.com/idemgen/idemgen/generator/childbin"
 )
 
 // ChildEnv is the environment variable that turns a binary into the sqlc child.
@@ -76,10 +74,10 @@ func Self() (Runner, error) {
 }
 
 // Child returns a Runner for a binary that links sqlc: the running one if
-// it does; else idemgen built with -tags idemgen_sqlc by the go command in
-// moduleDir (the spec's module, which requires idemgen), kept in the user's
-// cache directory under a name that changes with sqlc's version and Go's.
-// The first build compiles sqlc: a minute or two, said on stderr.
+// it does; else the sqlc child (package generator/sqlc/child), built by
+// the go command in moduleDir (the spec's module, which requires idemgen)
+// the first time it is needed and kept in the user's cache directory
+// (package childbin). Building it is said on stderr.
 func Child(ctx context.Context, stderr io.Writer, moduleDir string) (Runner, error) {
 	if exe := os.Getenv(ExeEnv); exe != "" {
 		return Runner{Exe: exe}, nil
@@ -87,9 +85,9 @@ func Child(ctx context.Context, stderr io.Writer, moduleDir string) (Runner, err
 	if linkedMain != nil {
 		return Self()
 	}
-	exe, pkg, err := ChildPath(moduleDir)
+	exe, pkg, err := childbin.Path(moduleDir, "sqlc", childRecipe, "generator/sqlc/child")
 	if err != nil {
-		return Runner{}, err
+		return Runner{}, fmt.Errorf("sqlc: %w", err)
 	}
 	if _, err := os.Stat(exe); err == nil {
 		return Runner{Exe: exe}, nil
@@ -109,37 +107,6 @@ const ExeEnv = "IDEMGEN_SQLC_EXE"
 // another way is not reused.
 const childRecipe = "generator/sqlc/child, lean " + LeanVersion + ", C without optimization"
 
-// ChildPath returns where Child keeps the sqlc child of the running
-// idemgen, and the package to build it from. The name changes with
-// idemgen's module version, the current module's go.mod (where sqlc's
-// version is decided), Go's version and the platform: what the child is
-// made of. (Not with the executable's path: go tool runs a fresh build
-// from one place and a cached one from another.)
-func ChildPath(moduleDir string) (exe, pkg string, err error) {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "", "", fmt.Errorf("sqlc: this binary has no build information to build its sqlc child from")
-	}
-	h := sha256.New()
-	fmt.Fprintln(h, childRecipe, info.Main.Path, info.Main.Version, info.Main.Sum, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	if data, err := os.ReadFile(filepath.Join(moduleDir, "go.mod")); err == nil {
-		h.Write(data)
-	}
-	name := "idemgen-sqlc-" + hex.EncodeToString(h.Sum(nil)[:8])
-	if runtime.GOOS == "windows" {
-		name += ".exe"
-	}
-	dir, err := os.UserCacheDir()
-	if err == nil {
-		dir = filepath.Join(dir, "idemgen")
-		err = os.MkdirAll(dir, 0o755)
-	}
-	if err != nil {
-		dir = os.TempDir()
-	}
-	return filepath.Join(dir, name), info.Main.Path + "/generator/sqlc/child", nil
-}
-
 // BuildChild builds the sqlc child (package pkg, generator/sqlc/child)
 // into exe with the go command in moduleDir's module ("": the current
 // directory's): lean (lean.go) when sqlc is the version the lean files
@@ -148,57 +115,32 @@ func ChildPath(moduleDir string) (exe, pkg string, err error) {
 // otherwise: it parses a few statements, and -O2 tripled its build. The
 // file appears whole or not at all.
 func BuildChild(ctx context.Context, stderr io.Writer, moduleDir, pkg, exe string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(exe), filepath.Base(exe)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("sqlc: %w", err)
-	}
-	tmp.Close()
-	defer os.Remove(tmp.Name())
 	work, err := os.MkdirTemp("", "idemgen-sqlc-build-")
 	if err != nil {
 		return fmt.Errorf("sqlc: %w", err)
 	}
 	defer os.RemoveAll(work)
+	var env []string
+	if _, set := os.LookupEnv("CGO_CFLAGS"); !set {
+		env = append(env, "CGO_CFLAGS=-O0")
+	}
 
 	modFile, why, err := leanModFile(ctx, moduleDir, work)
 	if err != nil {
 		return err
 	}
 	if modFile != "" {
-		out, err := goBuild(ctx, moduleDir, pkg, tmp.Name(), "-modfile="+modFile)
+		err := childbin.Build(ctx, moduleDir, exe, pkg, env, "-modfile="+modFile, "-ldflags=-s -w")
 		if err == nil {
-			return rename(tmp.Name(), exe)
+			return nil
 		}
-		why = fmt.Sprintf("the lean build failed: %v\n%s", err, out)
+		why = fmt.Sprintf("the lean build failed: %v", err)
 	}
 	fmt.Fprintf(stderr, "idemgen: building all of sqlc (%s)\n", why)
-	if out, err := goBuild(ctx, moduleDir, pkg, tmp.Name()); err != nil {
-		return fmt.Errorf("sqlc: building idemgen's sqlc child (go build %s) failed: %v\n%s\n"+
+	if err := childbin.Build(ctx, moduleDir, exe, pkg, env, "-ldflags=-s -w"); err != nil {
+		return fmt.Errorf("sqlc: building idemgen's sqlc child failed: %v\n"+
 			"(generate builds it in the module it runs in, which must require idemgen, as go get -tool does; "+
-			"or set %s to an idemgen built with -tags %s)", pkg, err, out, ExeEnv, ChildTag)
-	}
-	return rename(tmp.Name(), exe)
-}
-
-// goBuild runs go build for the sqlc child and returns its output.
-func goBuild(ctx context.Context, moduleDir, pkg, exe string, flags ...string) (string, error) {
-	args := append([]string{"build"}, flags...)
-	args = append(args, "-ldflags=-s -w", "-o", exe, pkg)
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = moduleDir
-	cmd.Env = os.Environ()
-	if _, set := os.LookupEnv("CGO_CFLAGS"); !set {
-		cmd.Env = append(cmd.Env, "CGO_CFLAGS=-O0")
-	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return strings.TrimSpace(out.String()), err
-}
-
-func rename(from, to string) error {
-	if err := os.Rename(from, to); err != nil {
-		return fmt.Errorf("sqlc: %w", err)
+			"or set %s to a sqlc child built elsewhere)", err, ExeEnv)
 	}
 	return nil
 }

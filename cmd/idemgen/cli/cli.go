@@ -14,7 +14,6 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/idemgen/idemgen/generator/ops"
 	"github.com/idemgen/idemgen/generator/sqlc"
 )
 
@@ -162,7 +161,7 @@ func (c command) flags(out io.Writer, o *options) *flag.FlagSet {
 	case "ledger":
 		fs.StringVar(&o.job, "job", "", "only rows of this `job`")
 		fs.StringVar(&o.effect, "effect", "", "list: only ledger rows of this `effect`")
-		fs.StringVar(&o.state, "state", "", "list: only rows in this `state`: "+strings.Join(ops.States, ", ")+" (parked: effects and units)")
+		fs.StringVar(&o.state, "state", "", "list: only rows in this `state`: "+strings.Join(ledgerStates, ", ")+" (parked: effects and units)")
 		fs.StringVar(&o.prefix, "prefix", "", "list: only rows whose key starts with `text`")
 		fs.IntVar(&o.limit, "limit", 100, "list: at most `n` rows in a page; 0 for all")
 		fs.StringVar(&o.after, "after", "", "list: the page after `cursor`, as the previous page printed it")

@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/writeout"
 	"github.com/idemgen/idemgen/generator"
+	"github.com/idemgen/idemgen/generator/ops"
 	"github.com/idemgen/idemgen/generator/spec"
 	"github.com/idemgen/idemgen/generator/sqlc"
 	_ "github.com/idemgen/idemgen/generator/sqlc/linked" // this test binary is its own sqlc child
@@ -482,4 +484,12 @@ func TestOutMustStayInTheModule(t *testing.T) {
 			t.Errorf("generate = %d, %q", code, errOut)
 		}
 	})
+}
+
+// The -state values ledger's flags offer are the ones package ops takes:
+// the flags are defined where ops is not linked (opsdoc.go).
+func TestLedgerStatesAreOps(t *testing.T) {
+	if !slices.Equal(ledgerStates, ops.States) {
+		t.Errorf("ledgerStates = %v, ops.States = %v", ledgerStates, ops.States)
+	}
 }

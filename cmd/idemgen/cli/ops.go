@@ -1,3 +1,5 @@
+//go:build idemgen_ops
+
 package cli
 
 import (
@@ -17,55 +19,11 @@ import (
 	"github.com/idemgen/idemgen/generator/ops"
 )
 
-const statusAbout = `reads the database of the spec's package (a PostgreSQL URL, with
-search_path=... for a schema, or a SQLite file) and prints, per job: the
-watermark or cursor and when a run last saved it; its effects owed
-(pending), leased by a worker, failing (owed again after a failed
-attempt), parked (max_attempts or a permanent failure; nothing retries them) and
-done, with the age of the oldest owed one and how many are owed past their
-lease (under no live lease and untouched for longer than the effect's
-lease: nobody is working on them); and its units failing, parked and put
-back for retry. It writes nothing.
-
-A health check: exits 0 when healthy, 1 when an effect or a unit is parked
-or an effect is owed past its lease (also 1 on spec errors), 2 on a usage
-error, a spec that cannot be read, or a database that cannot be read.`
-
-const ledgerAbout = `inspects and repairs the package's bookkeeping rows in its database:
-ledger rows (one per effect key), parked units (units whose writes failed)
-and handed-in key records (one per handed-in unit key).
-
-  list [-job J] [-effect E] [-state S] [-prefix P] [-limit N] [-after CURSOR] [-json]
-        a page of ledger rows (by effect key), then parked units (by job
-        and key): at most -limit rows (default 100; 0 for all). When more
-        follow it says so on stderr with the cursor to pass as -after for
-        the next page; -json gives it as "next"
-  show [-job J] [-json] KEY
-        every row under KEY: the ledger row of that effect key (state,
-        attempts, lease, last error, kept result, payload), the parked unit
-        and the handed-in key record of that unit key
-  retry [-job J] KEY
-  retry [-job J] -all-parked
-        puts a parked effect back to pending with its attempts at 0, and a
-        failing or parked unit back for retry with its attempts at 0: the
-        next run (drain, for handed-in units) performs or writes them
-  reset [-job J] [-force] KEY
-        forgets KEY on purpose: removes its ledger row, parked unit and
-        handed-in key record and prints them. Without -force it prints what
-        it would remove, removes nothing and exits 1
-
-An effect that a worker holds under a live lease is never retried or reset
-out from under it. Each retry or reset is one transaction, logged to
-stderr. Exits 0 when done, 1 when refused (leased, not parked, no such
-key, reset without -force; also spec errors), 2 on a usage error, a spec
-that cannot be read, or a database that cannot be read or written.`
-
 // openOps loads the spec and opens its package's database. A code other
 // than exitOK ends the verb.
 func openOps(e env, verb string, o *options) (*ops.DB, *model.Package, int) {
-	if o.db == "" {
-		fmt.Fprintf(e.stderr, "idemgen %s: -db is required: a PostgreSQL URL (postgres://...) or a SQLite file\n", verb)
-		return nil, nil, exitUsage
+	if code := requireDB(e, verb, o); code != exitOK {
+		return nil, nil, code
 	}
 	f, code := loadSpec(e, o.file, o)
 	if code != exitOK {
