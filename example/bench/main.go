@@ -130,7 +130,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.BoolVar(&cfg.river, "river", false, "also measure River with a no-op worker beside River with the generated worker (PostgreSQL; -only river runs it alone)")
 	fs.BoolVar(&cfg.coldBuild, "coldbuild", false, "also measure the first go tool idemgen generate of a new module with an empty build cache (minutes; -only coldbuild runs it alone)")
 	fs.IntVar(&cfg.riverN, "river-n", 20000, "units of each run of the river measurement")
-	fs.IntVar(&cfg.riverWorkers, "river-workers", 100, "River workers (MaxWorkers) of the river measurement's queue, both sides")
+	fs.IntVar(&cfg.riverWorkers, "river-workers", 1000, "River workers (MaxWorkers) of the river measurement's queue, both sides (a group of the generated worker holds at most as many jobs as are being worked)")
 	fs.DurationVar(&cfg.riverDeadline, "river-deadline", 10*time.Minute, "the most the river measurement may take")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of each measurement to PREFIX.<measurement>.pprof")
 	fs.IntVar(&cfg.childCopyJob, childFlag, 0, "internal: peak-memory child mode")
