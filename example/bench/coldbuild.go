@@ -89,15 +89,17 @@ func measureColdBuild(ctx context.Context) (*coldBuild, error) {
 // markedBuffer keeps what is written to it and when mark first appeared
 // (from start).
 type markedBuffer struct {
-	bytes.Buffer
+	buf   bytes.Buffer // not embedded: io.Copy would write through its ReadFrom, past Write
 	mark  string
 	start time.Time
 	at    time.Duration
 }
 
+func (b *markedBuffer) String() string { return b.buf.String() }
+
 func (b *markedBuffer) Write(p []byte) (int, error) {
-	n, err := b.Buffer.Write(p)
-	if b.at == 0 && strings.Contains(b.String(), b.mark) {
+	n, err := b.buf.Write(p)
+	if b.at == 0 && strings.Contains(b.buf.String(), b.mark) {
 		b.at = time.Since(b.start)
 	}
 	return n, err
