@@ -175,8 +175,8 @@ var stageMutants = []mutant{
 	{name: "staged progress saved outside the window's transaction", test: stageTest, edits: edit(batchFile,
 		`if err := e\.saveMark\(ctx, q, w\.Until\); err != nil \{`, "if err := e.saveMark(ctx, e.st.Auto(), w.Until); err != nil {")},
 	{name: "staged window committed page by page", test: stageTest, edits: edit(batchFile,
-		`\n\t\t\tfor chunk := range slices\.Chunk\(live, e\.opt\.batchSize\) \{\n\t\t\t\tif err := e\.writeBatch\(ctx, q, chunk\); err != nil \{`,
-		"\n\t\t\tfor chunk := range slices.Chunk(live, 1) {\n\t\t\t\tif err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, chunk) }); err != nil {")},
+		`\n\t\t\tfor chunk := range slices\.Chunk\(live, e\.opt\.batchSize\) \{\n\t\t\t\tif err := e\.writeBatch\(ctx, q, chunk, false\); err != nil \{`,
+		"\n\t\t\tfor chunk := range slices.Chunk(live, 1) {\n\t\t\t\tif err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, chunk, false) }); err != nil {")},
 	{name: "staged page's cursor saved outside its transaction", test: pageTest, edits: edit(batchFile,
 		`if err := save\(q\); err != nil \{`, "if err := save(e.st.Auto()); err != nil {")},
 }
@@ -224,10 +224,12 @@ var exampleMutants = []mutant{
 	{name: "newer_wins turned from >= into >", test: syncTest, edits: edit(sqliteSQL,
 		`WHERE excluded\.updated_at >= d\.updated_at AND `, "WHERE excluded.updated_at > d.updated_at AND ")},
 	{name: "reservations outside the batch's transaction", test: syncTest, edits: []mutantEdit{
-		// Reservations are collected during the write and inserted after the commit.
+		// Reservations are collected during the write (leased or not) and inserted after the commit.
 		{file: engineFile, old: `type Engine\[U any\] struct \{`, new: "type Engine[U any] struct {\n\towed []Reservations"},
 		{file: batchFile, old: `if err := q\.Reserve\(ctx, r, now\); err != nil \{`,
 			new: "e.owed = append(e.owed, r)\n\t\tif err := error(nil); err != nil {"},
+		{file: batchFile, old: `leased, err := q\.ReserveLeased\(ctx, r, now, e\.opt\.owner, until\)`,
+			new: "e.owed = append(e.owed, r)\n\t\tleased, err := map[string]bool{}, error(nil)"},
 		{file: batchFile, old: `\t\tfor _, it := range items \{\n\t\t\te\.settle\(it, rep\)\n\t\t\}`,
 			new: "\t\tfor _, r := range e.owed {\n\t\t\t_ = e.st.Auto().Reserve(ctx, r, e.opt.now())\n\t\t}\n\t\te.owed = nil\n\t\tfor _, it := range items {\n\t\t\te.settle(it, rep)\n\t\t}"}}},
 	{name: "reservations committed on their own right after the batch's commit", test: syncTest, edits: []mutantEdit{
@@ -235,8 +237,10 @@ var exampleMutants = []mutant{
 		{file: engineFile, old: `type Engine\[U any\] struct \{`, new: "type Engine[U any] struct {\n\towed []Reservations"},
 		{file: batchFile, old: `if err := q\.Reserve\(ctx, r, now\); err != nil \{`,
 			new: "e.owed = append(e.owed, r)\n\t\tif err := error(nil); err != nil {"},
-		{file: batchFile, old: `err := e\.st\.InTx\(ctx, func\(q Querier\) error \{ return e\.writeBatch\(ctx, q, items\) \}\)\n`,
-			new: "err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, items) })\n\tfor _, r := range e.owed {\n\t\t_ = e.st.Auto().Reserve(ctx, r, e.opt.now())\n\t}\n\te.owed = nil\n"}}},
+		{file: batchFile, old: `leased, err := q\.ReserveLeased\(ctx, r, now, e\.opt\.owner, until\)`,
+			new: "e.owed = append(e.owed, r)\n\t\tleased, err := map[string]bool{}, error(nil)"},
+		{file: batchFile, old: `err := e\.st\.InTx\(ctx, func\(q Querier\) error \{ return e\.writeBatch\(ctx, q, items, true\) \}\)\n`,
+			new: "err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, items, true) })\n\tfor _, r := range e.owed {\n\t\t_ = e.st.Auto().Reserve(ctx, r, e.opt.now())\n\t}\n\te.owed = nil\n"}}},
 	{name: "a batch that fails drops the units after the one at fault", test: syncTest, edits: edit(batchFile,
 		`e\.commit\(ctx, items, rep\) // the others, without it`, "// the others are dropped")},
 	{name: "a batch that fails is halved but its second half dropped", test: syncTest, edits: edit(batchFile,
