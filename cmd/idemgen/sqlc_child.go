@@ -2,7 +2,8 @@
 
 package main
 
-// Built with -tags idemgen_sqlc, idemgen links sqlc and is its own sqlc
-// child. go tool idemgen builds it without: generate then builds this
-// variant once (generator/sqlc.Child).
+// Built with -tags idemgen_sqlc, idemgen links all of sqlc and is its own
+// sqlc child. go tool idemgen builds it without: generate builds its own
+// lean sqlc child once instead (generator/sqlc.Child); this variant is for
+// IDEMGEN_SQLC_EXE, when a machine should keep one binary for both.
 import _ "github.com/idemgen/idemgen/generator/sqlc/linked"
