@@ -43,16 +43,31 @@ func runOpsChild(e env, verb string, args []string, maxArgs int) int {
 	}
 	exe := os.Getenv(OpsExeEnv)
 	if exe == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			fmt.Fprintf(e.stderr, "idemgen %s: %v\n", verb, err)
+			return exitUsage
+		}
+		mod, ok, err := findModule(wd)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "idemgen %s: %v\n", verb, err)
+			return exitUsage
+		}
+		if !ok {
+			fmt.Fprintf(e.stderr, "idemgen %s: no go.mod at or above %s: run it inside the module that requires idemgen "+
+				"(as go tool idemgen does), where it builds its database child, or set %s to an idemgen built with -tags %s\n",
+				verb, wd, OpsExeEnv, opsTag)
+			return exitUsage
+		}
 		var pkg string
-		var err error
-		exe, pkg, err = childbin.Path(".", "ops", "cmd/idemgen -tags "+opsTag, "cmd/idemgen")
+		exe, pkg, err = childbin.Path(mod.Root, "ops", "cmd/idemgen -tags "+opsTag, "cmd/idemgen")
 		if err != nil {
 			fmt.Fprintf(e.stderr, "idemgen %s: %v\n", verb, err)
 			return exitUsage
 		}
 		if _, err := os.Stat(exe); err != nil {
 			fmt.Fprintf(e.stderr, "idemgen: building its database child into %s (once: it compiles the database drivers)\n", exe)
-			if err := childbin.Build(e.ctx, "", exe, pkg, nil, "-tags", opsTag); err != nil {
+			if err := childbin.Build(e.ctx, mod.Root, exe, pkg, nil, "-tags", opsTag); err != nil {
 				fmt.Fprintf(e.stderr, "idemgen %s: building idemgen with -tags %s failed: %v\n"+
 					"(%s builds it in the module it runs in, which must require idemgen, as go get -tool does; "+
 					"or set %s to an idemgen built with -tags %s)\n", verb, opsTag, err, verb, OpsExeEnv, opsTag)
