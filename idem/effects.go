@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -59,31 +60,22 @@ func (e *Engine[U]) claimOwed(ctx context.Context, items []*item[U], tried map[s
 			continue
 		}
 		for _, fx := range e.def.Effects {
-			o.calls = append(o.calls, &call[U]{fx: fx, key: fx.KeyOf(it.u), u: it.u, unitKey: it.key})
+			// A key the batch's reservation leased to this worker in its
+			// committed transaction (reserve) is pending and held: nothing
+			// to read or claim. The rest were in the ledger before.
+			key := fx.KeyOf(it.u)
+			o.calls = append(o.calls, &call[U]{fx: fx, key: key, u: it.u, unitKey: it.key, leaseUntil: it.leased[key]})
 			o.of = append(o.of, it)
 		}
 	}
 	if len(o.calls) == 0 {
 		return o
 	}
-	// The keys the batch's reservations leased to this worker in its
-	// committed transaction (reserve) are pending and held: nothing to
-	// read or claim. The rest were in the ledger before.
-	leased := map[string]time.Time{}
-	for i, it := range o.of {
-		if i == 0 || it != o.of[i-1] {
-			for k, until := range it.leased {
-				leased[k] = until
-			}
-		}
-	}
 	keys := make([]string, 0, len(o.calls))
 	for _, c := range o.calls {
-		if until, ok := leased[c.key]; ok {
-			c.leaseUntil = until
-			continue
+		if c.leaseUntil.IsZero() {
+			keys = append(keys, c.key)
 		}
-		keys = append(keys, c.key)
 	}
 	// One read transaction: on SQLite it prepares the per-key read once,
 	// and takes no write lock.
@@ -251,7 +243,9 @@ func (e *Engine[U]) claimAll(ctx context.Context, run []*call[U]) []*call[U] {
 	var claimed []*call[U]
 	var now time.Time
 	var clockErr error
-	clockRead := false
+	if slices.ContainsFunc(run, func(c *call[U]) bool { return c.leaseUntil.IsZero() }) {
+		now, clockErr = e.leaseNow(ctx)
+	}
 	for _, fx := range e.def.Effects {
 		var keys []string
 		for _, c := range run {
@@ -263,10 +257,6 @@ func (e *Engine[U]) claimAll(ctx context.Context, run []*call[U]) []*call[U] {
 		var err error
 		var until time.Time
 		if len(keys) > 0 {
-			if !clockRead {
-				now, clockErr = e.leaseNow(ctx)
-				clockRead = true
-			}
 			until, err = now.Add(fx.Lease), clockErr
 			if err == nil {
 				err = e.st.InTx(ctx, func(q Querier) (err error) {
