@@ -39,8 +39,9 @@ type mutant struct {
 	stall bool
 	// realClock: the bug lives where only real clocks reach (a rate's
 	// pacing: the crash simulation's clock stands still within a phase, so
-	// it runs without rates); test is a hand-written test on real clocks,
-	// and its own failure is the kill.
+	// it runs without rates; the River worker's groups, which run on a real
+	// River); test is a hand-written test on real clocks, and its own
+	// failure is the kill.
 	realClock bool
 }
 
@@ -80,6 +81,8 @@ const (
 	sqliteStore = "idem/idemsqlite/store.go"
 	pgStore     = "idem/idempg/store.go"
 	limitsFile  = "idem/limits.go"
+	// The River worker's groups.
+	riverGroupFile = "idem/idemriver/group.go"
 	// The ledger's queries, which the runtime owns.
 	sqliteLedger = "idem/idemsqlite/internal/ledgerdb/queries.sql.go"
 	pgLedger     = "idem/idempg/internal/ledgerdb/queries.sql.go"
@@ -95,6 +98,9 @@ const (
 	copyTest   = "TestCrashSimCopyJob"
 	ackTest    = "TestCrashSimMessageAckJob"
 	rateTest   = "TestRateHoldsAcrossWorkers" // example/limits_test.go, on real clocks
+	// example/river_group_test.go, on a real River
+	riverOutcomesTest = "TestRiverGroupKeepsOutcomesPerJob"
+	riverCrashTest    = "TestRiverGroupCrash"
 )
 
 var targets = []mutantTarget{
@@ -104,7 +110,7 @@ var targets = []mutantTarget{
 	{module: "testdata", pkg: "golden/staged", tests: []string{stageTest, pageTest}, mutants: stageMutants},
 	{module: ".", pkg: "example/bench/benchjobs", tests: []string{copyTest}, mutants: benchMutants},
 	{module: "testdata", pkg: "golden/none_nodest", tests: []string{ackTest}, mutants: ackMutants},
-	{module: ".", pkg: "example", tests: []string{rateTest}, mutants: rateMutants},
+	{module: ".", pkg: "example", tests: []string{rateTest, riverOutcomesTest, riverCrashTest}, mutants: slices.Concat(rateMutants, riverMutants)},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
@@ -127,6 +133,20 @@ var benchMutants = []mutant{
 
 // Killed by the example's rate test on real clocks (realClock): two
 // workers under one rate.
+// Killed by the example's River group tests (example/river_group_test.go),
+// on a real River over PostgreSQL: the grouped worker's outcomes must stay
+// each job's own, and a crash at its commit must leave nothing reported
+// written that was not.
+var riverMutants = []mutant{
+	{name: "a River job whose unit's write failed reported written", test: riverOutcomesTest, realClock: true, db: "postgres",
+		edits: edit(riverGroupFile, `\t\t\talone = true\n\t\t\tagain = append\(again, m\)`, "\t\t\tm.settle(nil)")},
+	{name: "a River group stopped before its commit reported written", test: riverCrashTest, realClock: true, db: "postgres",
+		edits: edit(riverGroupFile, `return fail\(err\) // nothing is written: River retries`,
+			"for _, m := range ms {\n\t\t\t\t\tm.settle(nil)\n\t\t\t\t}\n\t\t\t\treturn nil")},
+	{name: "a River group's last unit left out of its write", test: riverCrashTest, realClock: true, db: "postgres",
+		edits: edit(riverGroupFile, `rep, err := e\.ProcessPgTx\(ctx, tx, units\)`, "rep, err := e.ProcessPgTx(ctx, tx, units[:len(units)-1])")},
+}
+
 var rateMutants = []mutant{
 	{name: "a rate's start taken without waiting for it", test: rateTest, realClock: true, edits: edit(limitsFile,
 		`return sleep\(ctx, start\.Sub\(now\)\)`, "return nil")},
