@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,15 +43,39 @@ func Path(moduleDir, name, recipe, pkg string) (exe, importPath string, err erro
 	if runtime.GOOS == "windows" {
 		file += ".exe"
 	}
+	return filepath.Join(Dir(), file), info.Main.Path + "/" + pkg, nil
+}
+
+// Dir is where idemgen keeps what it builds once: idemgen/ in the user
+// cache directory, else the temporary directory.
+func Dir() string {
 	dir, err := os.UserCacheDir()
 	if err == nil {
 		dir = filepath.Join(dir, "idemgen")
 		err = os.MkdirAll(dir, 0o755)
 	}
 	if err != nil {
-		dir = os.TempDir()
+		return os.TempDir()
 	}
-	return filepath.Join(dir, file), info.Main.Path + "/" + pkg, nil
+	return dir
+}
+
+// Get returns the child named name (Path), which build makes the first
+// time, after saying on stderr that it builds what (the sqlc child, the
+// database child) and what that compiles, once.
+func Get(stderr io.Writer, moduleDir, name, recipe, pkg, what, compiles string, build func(exe, importPath string) error) (string, error) {
+	exe, importPath, err := Path(moduleDir, name, recipe, pkg)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(exe); err == nil {
+		return exe, nil
+	}
+	fmt.Fprintf(stderr, "idemgen: building its %s into %s (once: it compiles %s)\n", what, exe, compiles)
+	if err := build(exe, importPath); err != nil {
+		return "", err
+	}
+	return exe, nil
 }
 
 // Build runs `go build flags -o exe pkg` in moduleDir ("": the current

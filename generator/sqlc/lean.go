@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/idemgen/idemgen/generator/childbin"
 )
 
 // The lean child. sqlc's command links every engine, its vet command, its
@@ -37,9 +39,10 @@ const SqlcModule = "github.com/sqlc-dev/sqlc"
 //go:embed lean/*.lean
 var leanFiles embed.FS
 
-// leanEdit is one file of sqlc's module changed in the lean copy: its
+// leanEdit is one file of sqlc's module the lean copy depends on: its
 // slash path, the SHA-256 of its content in LeanVersion, and the file of
-// lean/ that replaces it ("": the file is left out).
+// lean/ that replaces it ("": the file is left out; "=": kept as it is,
+// checked because the lean files call into it).
 type leanEdit struct {
 	path, sum, with string
 }
@@ -97,7 +100,7 @@ func leanModFile(ctx context.Context, moduleDir, work string) (modFile, why stri
 	if why := checkLeanSources(os.DirFS(m.Dir)); why != "" {
 		return "", why, nil
 	}
-	copyDir, err := leanCopy(m.Dir, work)
+	copyDir, err := leanCopy(m.Dir)
 	if err != nil {
 		return "", "", err
 	}
@@ -128,10 +131,10 @@ func leanModFile(ctx context.Context, moduleDir, work string) (modFile, why stri
 }
 
 // leanCopy returns the lean copy of sqlc's module at src, made once in
-// the user's cache directory (else under work): the go command's build
+// idemgen's cache directory (childbin.Dir): the go command's build
 // cache keys a package by its directory, so a copy made anew each time
 // would be compiled anew each time.
-func leanCopy(src, work string) (string, error) {
+func leanCopy(src string) (string, error) {
 	h := sha256.New()
 	fmt.Fprintln(h, LeanVersion)
 	for _, e := range leanEdits {
@@ -144,16 +147,10 @@ func leanCopy(src, work string) (string, error) {
 			h.Write(data)
 		}
 	}
-	parent := work
-	if dir, err := os.UserCacheDir(); err == nil {
-		parent = filepath.Join(dir, "idemgen")
-	}
+	parent := childbin.Dir()
 	dst := filepath.Join(parent, "sqlc-"+LeanVersion+"-lean-"+hex.EncodeToString(h.Sum(nil)[:8]))
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
-	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", fmt.Errorf("sqlc: lean copy: %w", err)
 	}
 	tmp, err := os.MkdirTemp(parent, ".sqlc-lean-*")
 	if err != nil {

@@ -85,16 +85,10 @@ func Child(ctx context.Context, stderr io.Writer, moduleDir string) (Runner, err
 	if linkedMain != nil {
 		return Self()
 	}
-	exe, pkg, err := childbin.Path(moduleDir, "sqlc", childRecipe, "generator/sqlc/child")
+	exe, err := childbin.Get(stderr, moduleDir, "sqlc", childRecipe, "generator/sqlc/child", "sqlc child", "sqlc",
+		func(exe, pkg string) error { return BuildChild(ctx, stderr, moduleDir, pkg, exe) })
 	if err != nil {
 		return Runner{}, fmt.Errorf("sqlc: %w", err)
-	}
-	if _, err := os.Stat(exe); err == nil {
-		return Runner{Exe: exe}, nil
-	}
-	fmt.Fprintf(stderr, "idemgen: building its sqlc child into %s (once: it compiles sqlc)\n", exe)
-	if err := BuildChild(ctx, stderr, moduleDir, pkg, exe); err != nil {
-		return Runner{}, err
 	}
 	return Runner{Exe: exe}, nil
 }

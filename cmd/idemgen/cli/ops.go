@@ -22,17 +22,9 @@ import (
 // openOps loads the spec and opens its package's database. A code other
 // than exitOK ends the verb.
 func openOps(e env, verb string, o *options) (*ops.DB, *model.Package, int) {
-	if code := requireDB(e, verb, o); code != exitOK {
-		return nil, nil, code
-	}
-	f, code := loadSpec(e, o.file, o)
+	pkg, code := opsPackage(e, verb, o)
 	if code != exitOK {
 		return nil, nil, code
-	}
-	pkg, err := model.Resolve(f)
-	if err != nil {
-		printErr(e, err)
-		return nil, nil, exitFail
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	db, err := ops.Open(e.ctx, o.db, pkg, log)

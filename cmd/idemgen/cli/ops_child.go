@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/generator/childbin"
-	"github.com/idemgen/idemgen/generator/model"
 )
 
 func runStatus(e env, args []string) int { return runOpsChild(e, "status", args, 0) }
@@ -21,8 +20,8 @@ func runLedger(e env, args []string) int { return runOpsChild(e, "ledger", args,
 // -tags idemgen_ops, with the go command in the current directory's module
 // (which requires idemgen, as go get -tool does), the first time it is
 // needed, into the user cache directory. Usage errors and -h are answered
-// here, without it, and so are a missing -db and spec errors; the rest (stdin, stdout, stderr, the exit code) is
-// the child's.
+// here, without it, and so are a missing -db and spec errors; the rest
+// (stdin, stdout, stderr, the exit code) is the child's.
 func runOpsChild(e env, verb string, args []string, maxArgs int) int {
 	var o options
 	if _, code, ok := parseFlags(e, verb, args, maxArgs, &o); !ok {
@@ -30,16 +29,8 @@ func runOpsChild(e env, verb string, args []string, maxArgs int) int {
 	}
 	// What needs no database is answered here, as in the child, without
 	// building it: a missing -db, a spec that cannot be read or has errors.
-	if code := requireDB(e, verb, &o); code != exitOK {
+	if _, code := opsPackage(e, verb, &o); code != exitOK {
 		return code
-	}
-	f, code := loadSpec(e, o.file, &o)
-	if code != exitOK {
-		return code
-	}
-	if _, err := model.Resolve(f); err != nil {
-		printErr(e, err)
-		return exitFail
 	}
 	exe := os.Getenv(OpsExeEnv)
 	if exe == "" {
@@ -59,20 +50,13 @@ func runOpsChild(e env, verb string, args []string, maxArgs int) int {
 				verb, wd, OpsExeEnv, opsTag)
 			return exitUsage
 		}
-		var pkg string
-		exe, pkg, err = childbin.Path(mod.Root, "ops", "cmd/idemgen -tags "+opsTag, "cmd/idemgen")
+		exe, err = childbin.Get(e.stderr, mod.Root, "ops", "cmd/idemgen -tags "+opsTag, "cmd/idemgen", "database child", "the database drivers",
+			func(exe, pkg string) error { return childbin.Build(e.ctx, mod.Root, exe, pkg, nil, "-tags", opsTag) })
 		if err != nil {
-			fmt.Fprintf(e.stderr, "idemgen %s: %v\n", verb, err)
+			fmt.Fprintf(e.stderr, "idemgen %s: building idemgen with -tags %s failed: %v\n"+
+				"(%s builds it in the module it runs in, which must require idemgen, as go get -tool does; "+
+				"or set %s to an idemgen built with -tags %s)\n", verb, opsTag, err, verb, OpsExeEnv, opsTag)
 			return exitUsage
-		}
-		if _, err := os.Stat(exe); err != nil {
-			fmt.Fprintf(e.stderr, "idemgen: building its database child into %s (once: it compiles the database drivers)\n", exe)
-			if err := childbin.Build(e.ctx, mod.Root, exe, pkg, nil, "-tags", opsTag); err != nil {
-				fmt.Fprintf(e.stderr, "idemgen %s: building idemgen with -tags %s failed: %v\n"+
-					"(%s builds it in the module it runs in, which must require idemgen, as go get -tool does; "+
-					"or set %s to an idemgen built with -tags %s)\n", verb, opsTag, err, verb, OpsExeEnv, opsTag)
-				return exitUsage
-			}
 		}
 	}
 	cmd := exec.Command(exe, append([]string{verb}, args...)...)

@@ -1,6 +1,10 @@
 package cli
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/idemgen/idemgen/generator/model"
+)
 
 // The status and ledger verbs. Their implementation (ops.go) links the
 // database drivers and the runtime, which are most of what a service would
@@ -63,11 +67,21 @@ stderr. Exits 0 when done, 1 when refused (leased, not parked, no such
 key, reset without -force; also spec errors), 2 on a usage error, a spec
 that cannot be read, or a database that cannot be read or written.`
 
-// requireDB says that -db is required when it was not given.
-func requireDB(e env, verb string, o *options) int {
+// opsPackage is what status and ledger need before a database: -db, and
+// the spec resolved to its package. A code other than exitOK ends the verb.
+func opsPackage(e env, verb string, o *options) (*model.Package, int) {
 	if o.db == "" {
 		fmt.Fprintf(e.stderr, "idemgen %s: -db is required: a PostgreSQL URL (postgres://...) or a SQLite file\n", verb)
-		return exitUsage
+		return nil, exitUsage
 	}
-	return exitOK
+	f, code := loadSpec(e, o.file, o)
+	if code != exitOK {
+		return nil, code
+	}
+	pkg, err := model.Resolve(f)
+	if err != nil {
+		printErr(e, err)
+		return nil, exitFail
+	}
+	return pkg, exitOK
 }
