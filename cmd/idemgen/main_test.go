@@ -409,3 +409,43 @@ func cmdNoMention(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	})
 }
+
+// The idemgen command links neither sqlc nor a database driver nor the
+// runtime (README: a service's first generate compiles none of them);
+// generate and status build them into their children. Built with
+// -tags idemgen_ops, the database child links the drivers.
+func TestCommandLinksNoSqlcNorDriver(t *testing.T) {
+	links := func(tags ...string) map[string]bool {
+		out, err := exec.Command("go", append(append([]string{"list", "-deps"}, tags...), ".")...).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %v: %v", tags, err)
+		}
+		deps := map[string]bool{}
+		for _, p := range strings.Fields(string(out)) {
+			deps[p] = true
+		}
+		return deps
+	}
+	heavy := func(deps map[string]bool) []string {
+		var found []string
+		for p := range deps {
+			for _, root := range []string{"github.com/sqlc-dev/sqlc", "github.com/jackc/pgx/v5", "github.com/ncruces/go-sqlite3", "github.com/pressly/goose/v3"} {
+				if p == root || strings.HasPrefix(p, root+"/") {
+					found = append(found, p)
+				}
+			}
+		}
+		if deps["github.com/idemgen/idemgen/idem"] {
+			found = append(found, "github.com/idemgen/idemgen/idem")
+		}
+		slices.Sort(found)
+		return found
+	}
+	if found := heavy(links()); len(found) > 0 {
+		t.Errorf("the idemgen command links %v", found)
+	}
+	if found := heavy(links("-tags", "idemgen_ops")); !slices.ContainsFunc(found, func(p string) bool { return strings.HasPrefix(p, "github.com/ncruces/go-sqlite3") }) ||
+		!slices.Contains(found, "github.com/jackc/pgx/v5") {
+		t.Errorf("built with -tags idemgen_ops, idemgen links none of the drivers: %v", found)
+	}
+}
