@@ -54,7 +54,7 @@ func TestRiverWorkerCrash(t *testing.T) {
 				return nil
 			}
 			nameA := "crash-a-" + db.schema
-			a, _ := db.worker(t, nameA, prov, idem.WithCrashHook(hook))
+			a, _ := db.workerTimed(t, nameA, prov, dying(fastRiver(nameA, quiet)), idem.WithCrashHook(hook))
 			if err := a.Start(ctx); err != nil {
 				t.Fatal(err)
 			}

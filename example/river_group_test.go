@@ -326,7 +326,11 @@ func riverGroupCrash(t *testing.T) {
 				return errors.New("crash simulated at " + string(p))
 			}
 			nameA := "group-crash-a-" + db.schema
-			a, _ := db.workerTimed(t, nameA, prov, groupRiver(nameA), idem.WithCrashHook(hook))
+			tmA := groupRiver(nameA)
+			if tc.park {
+				tmA = dying(tmA)
+			}
+			a, _ := db.workerTimed(t, nameA, prov, tmA, idem.WithCrashHook(hook))
 			t.Cleanup(func() {
 				stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()

@@ -52,6 +52,16 @@ func (db riverDB) worker(t *testing.T, name string, provider billing.SendReceipt
 	return db.workerTimed(t, name, provider, fastRiver(name, quiet), opts...)
 }
 
+// dying is River's timing tm for a worker that a test parks at a crash
+// point and then stops, as if its process died: its jobs do not time out
+// before the test has stopped it (a dead process retries nothing itself,
+// however long the test takes under load); the next worker rescues them on
+// its own timing.
+func dying(tm riverTiming) riverTiming {
+	tm.JobTimeout, tm.RescueAfter = time.Minute, time.Minute
+	return tm
+}
+
 // workerTimed is worker with River's timing tm (more workers, say).
 func (db riverDB) workerTimed(t *testing.T, name string, provider billing.SendReceipt, tm riverTiming, opts ...idem.Option) (*river.Client[pgxTx], *pgxpool.Pool) {
 	t.Helper()
