@@ -7,8 +7,9 @@ package idem
 // On PostgreSQL each is one statement over arrays; SQLite runs the single
 // statements in the batch's transaction. The effects the batch decided are
 // performed after it commits, concurrently (WithEffectConcurrency); a job
-// without effects on PostgreSQL commits a batch while the next one is
-// fetched, prepared and written (WithWriteAhead).
+// without effects on PostgreSQL commits batches while the next one is
+// fetched, prepared and written, up to five transactions at once
+// (WithWriteAhead).
 //
 // Failures stay local: a unit found at fault (its own statement failed,
 // or the crash hook failed it) is failed alone and the batch committed
@@ -124,13 +125,15 @@ func failedIn[U any](items []*item[U], markOf func(U) time.Time) (res applied) {
 }
 
 // writeAhead commits a prepared batch on its own goroutine, counting into
-// own, and returns once the batch before it has ended: at most two
-// batches' transactions are open at once. A batch that shares a unit key
-// with the one in flight waits for it first, so a key's writes commit in
-// order. Counting, progress and the units' ends happen here, on the
-// caller's goroutine, one batch after another (Report.awaitInFlight).
+// own, and returns once fewer than writeAheadDepth batches' transactions
+// are open, this one included, so that the next makes at most that many:
+// the oldest end first. A batch that shares a
+// unit key with any batch in flight waits for them all first, so a key's
+// writes commit in order. Counting, progress and the units' ends happen
+// here, on the caller's goroutine, one batch after another, in order
+// (runState.keepInFlight).
 func (e *Engine[U]) writeAhead(ctx context.Context, items []*item[U], rep *runState, own *runState, collect bool, markOf func(U) time.Time, res *applied) {
-	if f := rep.inFlight; f != nil && slices.ContainsFunc(items, func(it *item[U]) bool { return f.keys[it.key] }) {
+	if writing(rep, items) {
 		rep.awaitInFlight()
 	}
 	done := make(chan struct{})
@@ -138,12 +141,11 @@ func (e *Engine[U]) writeAhead(ctx context.Context, items []*item[U], rep *runSt
 		defer close(done)
 		e.commit(ctx, items, own)
 	}()
-	rep.awaitInFlight()
 	keys := make(map[string]bool, len(items))
 	for _, it := range items {
 		keys[it.key] = true
 	}
-	rep.inFlight = &inFlight{keys: keys, join: func() {
+	rep.inFlight = &inFlight{before: rep.inFlight, keys: keys, join: func() {
 		<-done
 		rep.add(own)
 		res.add(failedIn(items, markOf))
@@ -154,6 +156,19 @@ func (e *Engine[U]) writeAhead(ctx context.Context, items []*item[U], rep *runSt
 			obs.BatchEnd(ctx, e.def.Name, nil)
 		}
 	}}
+	// The next batch's transaction opens once this returns.
+	rep.keepInFlight(e.opt.writeAheadDepth - 1)
+}
+
+// writing reports whether a batch written ahead and still in flight
+// writes any of items' unit keys.
+func writing[U any](rep *runState, items []*item[U]) bool {
+	for f := rep.inFlight; f != nil; f = f.before {
+		if slices.ContainsFunc(items, func(it *item[U]) bool { return f.keys[it.key] }) {
+			return true
+		}
+	}
+	return false
 }
 
 // endBatch performs what a committed batch owes and ends its units. With

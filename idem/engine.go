@@ -90,7 +90,8 @@ type runState struct {
 	failed failures
 
 	// inFlight is the batch whose effect calls (endBatch), or whose
-	// transaction (writeAhead), is still going on; nil when none is.
+	// transaction (writeAhead), is still going on, the newest of them
+	// when several are written ahead; nil when none is.
 	inFlight *inFlight
 }
 
@@ -99,13 +100,32 @@ type runState struct {
 type inFlight struct {
 	keys map[string]bool // the effect keys being performed, or the unit keys being written
 	join func()          // waits for the batch, counts it, ends its units
+	// before is the batch written ahead before this one, still in flight
+	// (writeAhead keeps up to writeAheadDepth); nil otherwise.
+	before *inFlight
 }
 
-// awaitInFlight waits for the batch in flight, if any.
-func (r *runState) awaitInFlight() {
-	if f := r.inFlight; f != nil {
+// awaitInFlight waits for the batches in flight, if any, oldest first.
+func (r *runState) awaitInFlight() { r.keepInFlight(0) }
+
+// keepInFlight waits for the oldest batches in flight, in order, until at
+// most n are left.
+func (r *runState) keepInFlight(n int) {
+	var chain []*inFlight // newest first
+	for f := r.inFlight; f != nil; f = f.before {
+		chain = append(chain, f)
+	}
+	if len(chain) <= n {
+		return
+	}
+	if n == 0 {
 		r.inFlight = nil
-		f.join()
+	} else {
+		chain[n-1].before = nil
+	}
+	for i := len(chain) - 1; i >= n; i-- {
+		chain[i].before = nil
+		chain[i].join()
 	}
 }
 
@@ -241,11 +261,14 @@ type options struct {
 	purgeShare float64
 	// effectConcurrency bounds the provider calls in flight.
 	effectConcurrency int
-	// writeAhead commits a batch while the next is prepared and written:
+	// writeAhead commits batches while the next is prepared and written:
 	// asked for (WithWriteAhead) and, once NewEngine has looked, possible.
-	writeAhead bool
-	hook       CrashHook
-	observer   Observer
+	// writeAheadDepth is then how many batch transactions may be open at
+	// once (the store's ConcurrentWrites).
+	writeAhead      bool
+	writeAheadDepth int
+	hook            CrashHook
+	observer        Observer
 	// leaseClock replaces the database clock for leases (tests only).
 	leaseClock func() time.Time
 	dbClock    *dbClock
@@ -277,14 +300,16 @@ func WithBatchSize(n int) Option { return func(o *options) { o.batchSize = n } }
 // flight (default 16); 1 performs effects one at a time, in order.
 func WithEffectConcurrency(n int) Option { return func(o *options) { o.effectConcurrency = n } }
 
-// WithWriteAhead(false) stops a job without effects from committing a
-// batch in the background while the next page is fetched and the next
-// batch prepared and written on a second connection. It is on by default
-// on stores that take two writers at once (PostgreSQL; SQLite takes one
-// at a time, so there it is off). At most two batch transactions are open
-// at once; units are still counted, reported and observed in order; a
-// batch that shares a unit key with the one in flight waits for it; and
-// progress is saved only once every batch before it has committed. A job
+// WithWriteAhead(false) stops a job without effects from committing
+// batches in the background while the next page is fetched and the next
+// batch prepared and written on another connection. It is on by default
+// on stores that take several writers at once (PostgreSQL; SQLite takes
+// one at a time, so there it is off). Up to five batch transactions are
+// open at once on PostgreSQL, one connection fewer than the pool's most
+// (at least two); units are still counted, reported and observed in
+// order; a batch that shares a unit key with any batch in flight waits
+// for every batch in flight; and progress is saved only once every batch
+// before it has committed. A job
 // with effects already overlaps its calls with the next batch
 // (WithEffectConcurrency) and writes one batch at a time.
 func WithWriteAhead(on bool) Option { return func(o *options) { o.writeAhead = on } }
@@ -315,8 +340,10 @@ func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) 
 	// Write-ahead is for a job without effects (one with effects overlaps
 	// its calls with the next batch instead, endBatch), on a store that
 	// writes concurrently.
-	cw, ok := st.(concurrentWriter)
-	o.writeAhead = o.writeAhead && len(def.Effects) == 0 && ok && cw.WritesConcurrently()
+	if cw, ok := st.(concurrentWriter); ok {
+		o.writeAheadDepth = cw.ConcurrentWrites()
+	}
+	o.writeAhead = o.writeAhead && len(def.Effects) == 0 && o.writeAheadDepth >= 2
 	e := &Engine[U]{def: def, st: st, opt: o, slots: make(chan struct{}, o.effectConcurrency), limits: newFleetLimits(def)}
 	if o.observer != nil {
 		o.observer.Watch(def.Name, e.backlog)
@@ -397,10 +424,11 @@ type Store interface {
 	Auto() Querier
 }
 
-// concurrentWriter is a store on which a second transaction writes while
-// the first is open, to some purpose: PostgreSQL. SQLite takes one writer
-// at a time.
-type concurrentWriter interface{ WritesConcurrently() bool }
+// concurrentWriter is a store on which several transactions write at
+// once, to some purpose: PostgreSQL. ConcurrentWrites is how many batch
+// transactions one job may keep open at once. SQLite takes one writer at
+// a time.
+type concurrentWriter interface{ ConcurrentWrites() int }
 
 // Querier holds the bookkeeping queries every job uses. Each dialect
 // implements it over its sqlc-generated queries.

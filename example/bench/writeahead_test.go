@@ -15,10 +15,18 @@ import (
 
 // TestWriteAhead runs copy_job on PostgreSQL in batches of two, the first
 // batch held for a moment before it writes anything, and checks both
-// halves of idem.WithWriteAhead: a batch with keys of its own is written
-// while the one before is still open, and a batch that shares a key with
-// it waits, so that the key's writes commit in order.
+// halves of idem.WithWriteAhead: batches with keys of their own are
+// written while the one before is still open, as many at once as the
+// pool allows (its connections but one, two to four), and a batch that
+// shares a key with one in flight waits, so that the key's writes commit
+// in order.
 func TestWriteAhead(t *testing.T) {
+	// The level names the database, as the crash tests' do (the mutation
+	// check runs TestWriteAhead/postgres).
+	t.Run("postgres", writeAhead)
+}
+
+func writeAhead(t *testing.T) {
 	url := os.Getenv("IDEMGEN_TEST_POSTGRES")
 	if url == "" {
 		t.Skip("IDEMGEN_TEST_POSTGRES is not set: write-ahead is for PostgreSQL")
@@ -31,8 +39,8 @@ func TestWriteAhead(t *testing.T) {
 
 	// run applies one page and returns the report and the order in which
 	// the batches started writing and committed.
-	run := func(t *testing.T, page []benchjobs.CopyRow) (idem.Report, []string) {
-		d, err := openDatabase(url, 4)
+	run := func(t *testing.T, conns int, page []benchjobs.CopyRow) (idem.Report, []string) {
+		d, err := openDatabase(url, conns)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,6 +55,10 @@ func TestWriteAhead(t *testing.T) {
 			held   bool
 		)
 		first, second := page[0].Key(), page[3].Key() // a key of each batch alone
+		third := ""
+		if len(page) > 4 {
+			third = page[4].Key()
+		}
 		hook := func(ctx context.Context, p idem.CrashPoint, detail string) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -59,6 +71,8 @@ func TestWriteAhead(t *testing.T) {
 				mu.Lock()
 			case p == idem.PointUnitStart && detail == second:
 				events = append(events, "start 2")
+			case p == idem.PointUnitStart && detail == third:
+				events = append(events, "start 3")
 			case p == idem.PointUnitAfterCommit:
 				events = append(events, "commit "+detail)
 			}
@@ -89,14 +103,30 @@ func TestWriteAhead(t *testing.T) {
 	}
 
 	t.Run("disjoint keys overlap", func(t *testing.T) {
-		_, events := run(t, []benchjobs.CopyRow{row("a", 1, 1), row("c", 1, 2), row("d", 1, 3), row("e", 1, 4)})
+		_, events := run(t, 4, []benchjobs.CopyRow{row("a", 1, 1), row("c", 1, 2), row("d", 1, 3), row("e", 1, 4)})
 		// The second batch starts before the first, held, commits.
 		if i, j := slices.Index(events, "start 2"), slices.Index(events, "commit bench:copy:a"); i < 0 || j < 0 || i > j {
 			t.Errorf("batches ran %v: the second did not start while the first was open", events)
 		}
 	})
+	// Three batches of disjoint keys: with a pool of four, three
+	// transactions are open at once; with a pool of three, two, so the
+	// third batch starts only once the first has committed.
+	page := []benchjobs.CopyRow{row("a", 1, 1), row("c", 1, 2), row("d", 1, 3), row("e", 1, 4), row("f", 1, 5), row("g", 1, 6)}
+	t.Run("as many at once as the pool allows", func(t *testing.T) {
+		_, events := run(t, 4, page)
+		if i, j := slices.Index(events, "start 3"), slices.Index(events, "commit bench:copy:a"); i < 0 || j < 0 || i > j {
+			t.Errorf("batches ran %v: the third did not start while the first was open (pool of 4)", events)
+		}
+	})
+	t.Run("no more than the pool allows", func(t *testing.T) {
+		_, events := run(t, 3, page)
+		if i, j := slices.Index(events, "start 3"), slices.Index(events, "commit bench:copy:a"); i < 0 || j < 0 || i < j {
+			t.Errorf("batches ran %v: the third started while the first was open (pool of 3)", events)
+		}
+	})
 	t.Run("a shared key waits", func(t *testing.T) {
-		rep, events := run(t, []benchjobs.CopyRow{row("a", 1, 1), row("k", 1, 2), row("k", 2, 3), row("b", 1, 4)})
+		rep, events := run(t, 4, []benchjobs.CopyRow{row("a", 1, 1), row("k", 1, 2), row("k", 2, 3), row("b", 1, 4)})
 		// In order, k is inserted by the first batch and updated by the
 		// second; had the second gone first, the first would have found
 		// the newer row and left it unchanged.

@@ -67,9 +67,10 @@ package crashsim
 //	               repeats of old ones: as if handed in one by one (report
 //	               counts checked); then crashed at hits spread over it
 //	writeahead     no effects: a page serves a new key twice (an older      1 3 4
-//	               version first) in batches of one written ahead; the
-//	               older write is slowed: the newer version must win;
-//	               then crashed at hits spread over the phases
+//	               version first, then in phase 1 with a unit between) in
+//	               batches of one written ahead, three at once; the older
+//	               write is slowed: the newer version must win; then
+//	               crashed at hits spread over the phases
 //
 // Every scenario also re-runs and backfills after convergence (4), checks
 // kept results against the provider's first answer, and purges once more

@@ -10,10 +10,12 @@ package crashsim
 //     that writes and performs nothing.
 //   - writeahead (a job without effects, fed by a source): batches of one,
 //     written ahead, and a page that serves a new key twice, an older
-//     version just before the current one, so the key's two writes are in
-//     flight at once. The older write is slowed down at its first hit: a
-//     later batch that does not wait for the one in flight with its key
-//     commits first, and the older version wins.
+//     version before the current one, so the key's two writes are in
+//     flight at once: in phase 0 just before it, in phase 1 (on a window
+//     source) with another unit between, so the older write is not the
+//     newest batch in flight. The older write is slowed down at its first
+//     hit: a later batch that does not wait for the batches in flight with
+//     its key commits first, and the older version wins.
 //
 // Each runs once without a fault (at < 0: report counts and calls checked)
 // and four times with a crash at hits spread over the first two phases.
@@ -75,11 +77,15 @@ func simPlanRepeats[U any](job *Job[U], secondPhase int) []simScenario {
 type simEcho[U any] struct {
 	unit U
 	to   int // the incarnation it is served to; 0 until one fetches it
+	// between is how many units a window serves between it and the
+	// current version (fewer when the window has fewer before it).
+	between int
 }
 
-// echoFor registers writeahead's older version of u, served just before
-// it: the same mark (the same window, the same place in it), other data.
-func (r *simRun[U]) echoFor(id int, u U) {
+// echoFor registers writeahead's older version of u, served before it
+// with between units in between (a change log serves it just before): the
+// same mark (the same window, the same place in it), other data.
+func (r *simRun[U]) echoFor(id int, u U, between int) {
 	older := r.job.Unit(id, 0)
 	if r.job.MarkOf != nil && r.job.SetMark != nil {
 		r.job.SetMark(&older, r.job.MarkOf(u))
@@ -90,7 +96,7 @@ func (r *simRun[U]) echoFor(id int, u U) {
 	r.cursorEcho[key] = older // a change log carries it once, just before u
 	r.mu.Unlock()
 	r.window.mu.Lock()
-	r.window.echo[key] = &simEcho[U]{unit: older}
+	r.window.echo[key] = &simEcho[U]{unit: older, between: between}
 	r.window.mu.Unlock()
 }
 
@@ -107,9 +113,9 @@ func (r *simRun[U]) logEntries(u U) []U {
 	return []U{u}
 }
 
-// echoed returns the page's units with each registered older version just
-// before its current one, for the incarnation it goes to. The caller
-// holds s.mu.
+// echoed returns the window's units with each registered older version
+// before its current one (its between units before), for the incarnation
+// it goes to. The caller holds s.mu.
 func (s *WindowSource[U]) echoed(in []U, inc int) []U {
 	if len(s.echo) == 0 {
 		return in
@@ -121,7 +127,7 @@ func (s *WindowSource[U]) echoed(in []U, inc int) []U {
 				e.to = inc
 			}
 			if e.to == inc {
-				out = append(out, e.unit)
+				out = slices.Insert(out, max(len(out)-e.between, 0), e.unit)
 			}
 		}
 		out = append(out, u)
@@ -131,15 +137,16 @@ func (s *WindowSource[U]) echoed(in []U, inc int) []U {
 
 // serveRepeats registers what the phase repeats, before it is served: for
 // writeahead, the phase's new unit (unit 3 in phase 0, unit 7 in phase 1)
-// is echoed by an older version.
+// is echoed by an older version: just before it in phase 0, one unit
+// before that in phase 1.
 func (r *simRun[U]) serveRepeats(phase int) {
 	if r.sc.family != famWriteAhead {
 		return
 	}
-	id := map[int]int{0: 3, 1: 7}[phase]
-	i := slices.IndexFunc(r.phases[phase], func(u U) bool { return r.job.keyOf(u) == r.job.keyOf(r.job.Unit(id, 1)) })
+	echo := map[int]struct{ id, between int }{0: {3, 0}, 1: {7, 1}}[phase]
+	i := slices.IndexFunc(r.phases[phase], func(u U) bool { return r.job.keyOf(u) == r.job.keyOf(r.job.Unit(echo.id, 1)) })
 	if i >= 0 {
-		r.echoFor(id, r.phases[phase][i])
+		r.echoFor(echo.id, r.phases[phase][i], echo.between)
 	}
 }
 

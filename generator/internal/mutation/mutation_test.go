@@ -101,6 +101,8 @@ const (
 	// example/river_group_test.go, on a real River
 	riverOutcomesTest = "TestRiverGroupKeepsOutcomesPerJob"
 	riverCrashTest    = "TestRiverGroupCrash"
+	// example/bench/writeahead_test.go, on PostgreSQL's real transactions
+	writeAheadTest = "TestWriteAhead"
 )
 
 var targets = []mutantTarget{
@@ -111,6 +113,7 @@ var targets = []mutantTarget{
 	{module: ".", pkg: "example/bench/benchjobs", tests: []string{copyTest}, mutants: benchMutants},
 	{module: "testdata", pkg: "golden/none_nodest", tests: []string{ackTest}, mutants: ackMutants},
 	{module: ".", pkg: "example", tests: []string{rateTest, riverOutcomesTest, riverCrashTest}, mutants: slices.Concat(rateMutants, riverMutants)},
+	{module: ".", pkg: "example/bench", tests: []string{writeAheadTest}, mutants: writeAheadMutants},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
@@ -127,8 +130,22 @@ var benchMutants = []mutant{
 	{name: "a batch written ahead drops its counts", test: copyTest, db: "postgres", edits: edit(batchFile,
 		`\t\t<-done\n\t\trep\.add\(own\)\n`, "\t\t<-done\n")},
 	// Killed by writeahead: a key's second write commits before its first.
-	{name: "a batch written ahead does not wait for the one in flight with its key", test: copyTest, db: "postgres", edits: edit(batchFile,
-		`if f := rep\.inFlight; f != nil && slices\.ContainsFunc`, "if f := rep.inFlight; false && f != nil && slices.ContainsFunc")},
+	{name: "a batch written ahead does not wait for the batches in flight with its key", test: copyTest, db: "postgres", edits: edit(batchFile,
+		`if writing\(rep, items\) \{`, "if false && writing(rep, items) {")},
+	// Killed by writeahead's second phase, whose older version is two
+	// batches back (the simulation's pool writes three ahead).
+	{name: "a batch written ahead looks for its keys in the newest batch in flight only", test: copyTest, db: "postgres", edits: edit(batchFile,
+		`for f := rep\.inFlight; f != nil; f = f\.before \{\n\t\tif slices`, "for f := rep.inFlight; f != nil; f = nil {\n\t\tif slices")},
+}
+
+// Killed by the bench's write-ahead test (realClock: it watches real
+// transactions on PostgreSQL): a pool of three keeps two batch
+// transactions open, no more.
+var writeAheadMutants = []mutant{
+	{name: "a batch written ahead opens one transaction more than the store allows", test: writeAheadTest, realClock: true, db: "postgres", edits: edit(batchFile,
+		`rep\.keepInFlight\(e\.opt\.writeAheadDepth - 1\)`, "rep.keepInFlight(e.opt.writeAheadDepth)")},
+	{name: "write-ahead's depth not bounded by the pool", test: writeAheadTest, realClock: true, db: "postgres", edits: edit("idem/idempg/store.go",
+		`return min\(max\(int\(s\.pool\.Config\(\)\.MaxConns\)-1, 2\), maxConcurrentWrites\)`, "return maxConcurrentWrites")},
 }
 
 // Killed by the example's rate test on real clocks (realClock): two
