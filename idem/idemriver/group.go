@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -21,7 +22,8 @@ import (
 // Each Work call joins the worker's queue and waits, on its own job's ctx,
 // for its own outcome; up to maxGroups goroutines take every job queued
 // (up to maxGroup at a time), write their units and reserve their effects
-// in one transaction, commit, perform the group's effects in one Perform
+// in one transaction, leased to this worker already (ProcessPgTxLeased),
+// commit, perform the group's effects in one PerformLeased with no claim,
 // and hand each Work call its own unit's outcome. River jobs are never
 // completed in that transaction: Work returns nil and River's completer
 // completes them in its own batches (see the package doc for a crash in
@@ -37,6 +39,9 @@ const (
 	// deadline of its jobs, and groupGrace more.
 	groupTimeout = time.Minute
 	groupGrace   = time.Second
+	// releaseTimeout bounds giving back a group's leases when it stops
+	// after its commit.
+	releaseTimeout = 5 * time.Second
 	// A group waits while River's jobs still arrive, up to gatherFor.
 	gatherPause = 200 * time.Microsecond
 	gatherFor   = 2 * time.Millisecond
@@ -65,6 +70,9 @@ type member[U any] struct {
 	left  atomic.Bool // its Work call returned on its ctx before an outcome
 	res   error       // its outcome, set by its group
 	set   bool        // res is set
+	// leases are what its committed transaction reserved leased to this
+	// worker: one value for all the members of that transaction.
+	leases *idem.Leases
 }
 
 // group is a group's ctx, and what a member waiting on it can say about
@@ -246,17 +254,42 @@ func (m *member[U]) settle(err error) {
 	m.res, m.set = err, true
 }
 
-// perform performs the effects the committed units owe. The units are
-// written and their River jobs will complete: nothing here may fail one.
-// An effect that does not end done stays owed, for the periodic drain.
+// perform performs the effects the committed units owe, under the leases
+// their transactions took. The units are written and their River jobs
+// will complete: nothing here may fail one. An effect that does not end
+// done stays owed, for the periodic drain.
 func perform[U any](ctx context.Context, e *idem.Engine[U], committed []*member[U]) {
 	units := make([]U, len(committed))
+	leases := idem.Leases{}
+	merged := map[*idem.Leases]bool{}
 	for i, m := range committed {
 		units[i] = m.u
+		if m.leases != nil && !merged[m.leases] {
+			merged[m.leases] = true
+			maps.Copy(leases, *m.leases)
+		}
 	}
-	if rep, err := e.Perform(ctx, units); err != nil {
+	if ctx.Err() != nil {
+		// Every job of the group left (River's JobTimeout) before a call
+		// started: the retries find the effects at once.
+		giveBack(ctx, e, leases)
+		return
+	}
+	if rep, err := e.PerformLeased(ctx, units, leases); err != nil {
 		e.Logger().Warn("idemgen: units written; an effect did not end done and is left to the drain",
 			slog.String("job", e.Job().Name), slog.Int("river_jobs", len(units)), slog.Any("report", rep), slog.Any("err", err))
+	}
+}
+
+// giveBack gives back the leases of a committed group that performs
+// nothing after all (idem.Engine.ReleaseLeases), within releaseTimeout
+// whatever ctx; if it cannot, the effects wait for the leases to end.
+func giveBack[U any](ctx context.Context, e *idem.Engine[U], leases idem.Leases) {
+	release, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := e.ReleaseLeases(release, leases); err != nil {
+		e.Logger().Warn("idemgen: a group stopped after its commit; its effects wait for their leases to end",
+			slog.String("job", e.Job().Name), slog.Any("err", err))
 	}
 }
 
@@ -295,7 +328,7 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 		return fail(fmt.Errorf("%s: begin: %w", where(), err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after the commit
-	rep, err := e.ProcessPgTx(ctx, tx, units)
+	rep, leases, err := e.ProcessPgTxLeased(ctx, tx, units)
 	if err == nil {
 		for _, u := range units {
 			if err := e.Hit(ctx, idem.PointUnitBeforeCommit, def.KeyOf(u)); err != nil {
@@ -311,12 +344,15 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 			if err := e.Hit(ctx, idem.PointUnitAfterCommit, def.KeyOf(u)); err != nil {
 				// Written, but this worker stops here: River retries each
 				// job, whose retry finds its unit written and performs
-				// what it owes.
+				// what it owes, once the leases are given back (or, if
+				// that fails too, once they end).
+				giveBack(ctx, e, leases)
 				return fail(err)
 			}
 		}
 		for _, m := range ms {
 			m.settle(nil)
+			m.leases = &leases
 		}
 		return ms
 	}

@@ -155,6 +155,12 @@ var writeAheadMutants = []mutant{
 // each job's own, and a crash at its commit must leave nothing reported
 // written that was not.
 var riverMutants = []mutant{
+	{name: "a River group keeps its leases when it stops after its commit", test: riverCrashTest, realClock: true, db: "postgres",
+		edits: edit(riverGroupFile, `if err := e\.ReleaseLeases\(release, leases\); err != nil`, "if err := e.ReleaseLeases(release, nil); err != nil")},
+	{name: "a River group performs its leased effects as if it had not leased them", test: riverOutcomesTest, realClock: true, db: "postgres",
+		edits: edit(riverGroupFile, `e\.PerformLeased\(ctx, units, leases\)`, "e.PerformLeased(ctx, units, nil)")},
+	{name: "PerformLeased takes every effect key as leased", test: riverCrashTest, realClock: true, db: "postgres",
+		edits: edit("idem/intx.go", `leaseUntil: leases\[key\]\}`, "leaseUntil: time.Now().Add(time.Hour)}")},
 	{name: "a River job whose unit's write failed reported written", test: riverOutcomesTest, realClock: true, db: "postgres",
 		edits: edit(riverGroupFile, `\t\t\talone = true\n\t\t\tagain = append\(again, m\)`, "\t\t\tm.settle(nil)")},
 	{name: "a River group stopped before its commit reported written", test: riverCrashTest, realClock: true, db: "postgres",
