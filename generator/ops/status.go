@@ -371,12 +371,18 @@ func versionsIn(m map[versionKey]*versionRows) func(job, effect string, version 
 type effectPair struct{ job, effect string }
 
 // ledgerEffects lists the (job, effect) pairs the ledger holds rows of, in
-// order: each is the least value after the last on the (job, effect,
-// unit_key) index, one probe per pair, not a read of the ledger.
+// order: each is the least value after the last, one probe per pair, not
+// a read of the ledger. A job is the next on the (job, unit_key) index;
+// an effect, the least of the next on the done rows' (job, effect,
+// done_at) index and the next among the job's open rows (the backlog,
+// which readOwed reads anyway).
 func (d *DB) ledgerEffects(ctx context.Context) ([]effectPair, error) {
 	var pairs []effectPair
 	nextJob := d.q(`SELECT min(job) FROM ` + d.t.Ledger + ` WHERE job > ?`)
-	nextEffect := d.q(`SELECT min(effect) FROM ` + d.t.Ledger + ` WHERE job = ? AND effect > ?`)
+	nextEffect := d.q(`SELECT min(e) FROM (
+    SELECT min(effect) AS e FROM ` + d.t.Ledger + ` WHERE job = ? AND effect > ? AND state = '` + idem.StateDone + `'
+    UNION ALL
+    SELECT min(effect) AS e FROM ` + d.t.Ledger + ` WHERE job = ? AND effect > ? AND state IN ('` + idem.StatePending + `', '` + idem.StoredParked + `')) AS m`)
 	for job := ""; ; {
 		var j sql.NullString
 		if err := d.queryRow(ctx, nextJob, job).Scan(&j); err != nil || !j.Valid {
@@ -385,7 +391,7 @@ func (d *DB) ledgerEffects(ctx context.Context) ([]effectPair, error) {
 		job = j.String
 		for effect := ""; ; {
 			var e sql.NullString
-			if err := d.queryRow(ctx, nextEffect, job, effect).Scan(&e); err != nil {
+			if err := d.queryRow(ctx, nextEffect, job, effect, job, effect).Scan(&e); err != nil {
 				return nil, wrapRead(d.t.Ledger, err)
 			}
 			if !e.Valid {

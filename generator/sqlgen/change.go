@@ -54,6 +54,9 @@ func ChangeMigration(old, want Schema, number int) ([][]byte, Schema, error) {
 	if err != nil {
 		return nil, old, err
 	}
+	c.builds.up = append(c.builds.up, c.lateDrops.up...)
+	c.builds.down = append(c.builds.down, c.lateDrops.down...)
+	c.builds.notes = append(c.builds.notes, c.lateDrops.notes...)
 	if len(c.up) == 0 && len(c.builds.up) == 0 {
 		return nil, old, nil
 	}
@@ -69,12 +72,16 @@ func ChangeMigration(old, want Schema, number int) ([][]byte, Schema, error) {
 	}
 	if len(c.builds.up) > 0 {
 		slices.Reverse(c.builds.down)
+		head := []string{
+			fmt.Sprintf("Migration %d: builds indexes on tables that exist without stopping writes (CREATE INDEX CONCURRENTLY),", number),
+			"which PostgreSQL cannot do inside a transaction, so goose runs it statement by statement. A build that",
+			"fails leaves its index INVALID: drop it (DROP INDEX CONCURRENTLY name) before running the migrations again.",
+		}
+		if len(c.lateDrops.up) > 0 {
+			head = append(head, "Indexes this version of idemgen no longer keeps are dropped last, the same way.")
+		}
 		files = append(files, render("migration.sql.tmpl", migration{
-			Notes: append([]string{
-				fmt.Sprintf("Migration %d: builds indexes on tables that exist without stopping writes (CREATE INDEX CONCURRENTLY),", number),
-				"which PostgreSQL cannot do inside a transaction, so goose runs it statement by statement. A build that",
-				"fails leaves its index INVALID: drop it (DROP INDEX CONCURRENTLY name) before running the migrations again.",
-			}, c.builds.notes...),
+			Notes: append(head, c.builds.notes...),
 			Up:            c.builds.up,
 			Down:          c.builds.down,
 			NoTransaction: true,
@@ -91,7 +98,8 @@ type changer struct {
 	refused  []error
 	// builds are PostgreSQL's index builds on tables that exist: the
 	// migration after, run outside a transaction (CREATE INDEX CONCURRENTLY).
-	builds struct{ up, down, notes []string }
+	// lateDrops are the bookkeeping indexes that go, dropped at its end.
+	builds, lateDrops struct{ up, down, notes []string }
 }
 
 func (c *changer) add(up, down string) {
@@ -254,9 +262,18 @@ func (c *changer) alter(o, w Table) Table {
 			o.Unique = w.Unique
 		}
 	}
-	// Old indexes that go, before columns they use could be dropped.
+	// Old indexes that go, before columns they use could be dropped; on
+	// PostgreSQL, a bookkeeping table's after its new ones are built
+	// (dropIndexAfterBuilds).
 	for _, ix := range o.Indexes {
 		if !slices.ContainsFunc(w.Indexes, func(x Index) bool { return sameIndex(x, ix) }) {
+			if c.d == model.Postgres && o.Role != RoleDestination {
+				c.dropIndexAfterBuilds(o, ix)
+				continue
+			}
+			if o.Role != RoleDestination {
+				c.notes = append(c.notes, fmt.Sprintf("It drops index %s on %s, which this version of idemgen no longer keeps; no spec change asked for it.", ix.Name, ix.on(o.Name)))
+			}
 			c.add("DROP INDEX "+ix.Name+";", createIndex(o.Name, ix))
 		}
 	}
@@ -284,13 +301,12 @@ func (c *changer) alter(o, w Table) Table {
 //	CREATE INDEX IF NOT EXISTS billing_idem_ledger_done ON billing_idem_ledger (job, effect, state, done_at);
 //	-- Down: DROP INDEX IF EXISTS billing_idem_ledger_done;
 func (c *changer) addIndex(t Table, ix Index) {
-	cols := strings.Join(ix.Columns, ", ")
 	var note string
 	if t.Role != RoleDestination {
-		note = fmt.Sprintf("It adds index %s on %s (%s), an index of the %s table that this version of idemgen keeps in every package; no spec change asked for it.", ix.Name, t.Name, cols, t.Role)
+		note = fmt.Sprintf("It adds index %s on %s, an index of the %s table that this version of idemgen keeps in every package; no spec change asked for it.", ix.Name, ix.on(t.Name), t.Role)
 	}
 	if c.d == model.Postgres {
-		c.builds.up = append(c.builds.up, fmt.Sprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s);", ix.Name, t.Name, cols))
+		c.builds.up = append(c.builds.up, fmt.Sprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s;", ix.Name, ix.on(t.Name)))
 		c.builds.down = append(c.builds.down, fmt.Sprintf("DROP INDEX CONCURRENTLY IF EXISTS %s;", ix.Name))
 		if note != "" {
 			c.builds.notes = append(c.builds.notes, note)
@@ -300,7 +316,20 @@ func (c *changer) addIndex(t Table, ix Index) {
 	if note != "" {
 		c.notes = append(c.notes, note)
 	}
-	c.add(fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s);", ix.Name, t.Name, cols), fmt.Sprintf("DROP INDEX IF EXISTS %s;", ix.Name))
+	c.add(fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s;", ix.Name, ix.on(t.Name)), fmt.Sprintf("DROP INDEX IF EXISTS %s;", ix.Name))
+}
+
+// dropIndexAfterBuilds drops index ix of bookkeeping table t, which this
+// idemgen no longer keeps, on PostgreSQL once the migration's builds are
+// done, without a lock that stops writes: the queries it served use the
+// new indexes by then, not a scan of the table.
+//
+//	DROP INDEX CONCURRENTLY IF EXISTS billing_idem_ledger_pending;
+//	-- Down: CREATE INDEX CONCURRENTLY IF NOT EXISTS billing_idem_ledger_pending ON billing_idem_ledger (job, state, effect_key);
+func (c *changer) dropIndexAfterBuilds(t Table, ix Index) {
+	c.lateDrops.up = append(c.lateDrops.up, fmt.Sprintf("DROP INDEX CONCURRENTLY IF EXISTS %s;", ix.Name))
+	c.lateDrops.down = append(c.lateDrops.down, fmt.Sprintf("CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s;", ix.Name, ix.on(t.Name)))
+	c.lateDrops.notes = append(c.lateDrops.notes, fmt.Sprintf("It drops index %s on %s once the indexes above are built, as this version of idemgen no longer keeps it; no spec change asked for it.", ix.Name, ix.on(t.Name)))
 }
 
 // alterInPlace changes a table with ALTER TABLE: every change on Postgres,
@@ -430,5 +459,5 @@ func sameUnique(a, b *Unique) bool {
 }
 
 func sameIndex(a, b Index) bool {
-	return a.Name == b.Name && slices.Equal(a.Columns, b.Columns)
+	return a.Name == b.Name && slices.Equal(a.Columns, b.Columns) && a.Where == b.Where
 }
