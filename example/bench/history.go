@@ -15,6 +15,7 @@ package main
 // (paced, as by default) while copy_job runs beside it.
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -116,18 +117,22 @@ type doneCount struct {
 	effect          string
 	status, want    int
 	statusEstimated bool
+	sample          int // the rows status sampled to estimate it
 }
 
 // doneTolerance is how far status's estimate of done rows may be from the
-// truth: a sample of about 100,000 rows of the ledger.
+// truth with a sample of about ops.DoneSampleRows rows of the ledger. A
+// smaller sample (the tests' -status-sample) is allowed more, as a
+// sample's error grows with 1/√rows: three times as much at a tenth.
 const doneTolerance = 0.03
 
 func (c doneCount) check() error {
 	if !c.statusEstimated {
 		return want("status: "+c.effect+" done", c.status, c.want)
 	}
-	if off := math.Abs(float64(c.status-c.want)) / float64(c.want); off > doneTolerance {
-		return fmt.Errorf("status: %s done estimated %d, %.1f%% off the %d done", c.effect, c.status, 100*off, c.want)
+	tolerance := doneTolerance * math.Sqrt(max(float64(ops.DoneSampleRows)/float64(max(c.sample, 1)), 1))
+	if off := math.Abs(float64(c.status-c.want)) / float64(c.want); off > tolerance {
+		return fmt.Errorf("status: %s done estimated %d, %.1f%% off the %d done (a sample of %d rows may be %.1f%% off)", c.effect, c.status, 100*off, c.want, c.sample, 100*tolerance)
 	}
 	return nil
 }
@@ -499,7 +504,8 @@ func measureHistory(ctx context.Context, d *database, cfg *config) (*historyResu
 			h.statusOwed += e.Owed
 			h.parked += e.Parked
 			if w, ok := doneWant[e.Effect]; ok {
-				h.statusDone = append(h.statusDone, doneCount{effect: e.Effect, status: e.Done, want: w, statusEstimated: e.Estimated})
+				h.statusDone = append(h.statusDone, doneCount{effect: e.Effect, status: e.Done, want: w, statusEstimated: e.Estimated,
+					sample: cmp.Or(cfg.statusSample, ops.DoneSampleRows)})
 			}
 		}
 	}

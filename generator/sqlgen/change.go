@@ -81,7 +81,7 @@ func ChangeMigration(old, want Schema, number int) ([][]byte, Schema, error) {
 			head = append(head, "Indexes this version of idemgen no longer keeps are dropped last, the same way.")
 		}
 		files = append(files, render("migration.sql.tmpl", migration{
-			Notes: append(head, c.builds.notes...),
+			Notes:         append(head, c.builds.notes...),
 			Up:            c.builds.up,
 			Down:          c.builds.down,
 			NoTransaction: true,

@@ -167,7 +167,7 @@ var riverMutants = []mutant{
 		edits: edit(riverGroupFile, `return fail\(err\) // nothing is written: River retries`,
 			"for _, m := range ms {\n\t\t\t\t\tm.settle(nil)\n\t\t\t\t}\n\t\t\t\treturn nil")},
 	{name: "a River group's last unit left out of its write", test: riverCrashTest, realClock: true, db: "postgres",
-		edits: edit(riverGroupFile, `rep, err := e\.ProcessPgTx\(ctx, tx, units\)`, "rep, err := e.ProcessPgTx(ctx, tx, units[:len(units)-1])")},
+		edits: edit(riverGroupFile, `rep, leases, err := e\.ProcessPgTxLeased\(ctx, tx, units\)`, "rep, leases, err := e.ProcessPgTxLeased(ctx, tx, units[:len(units)-1])")},
 }
 
 var rateMutants = []mutant{
