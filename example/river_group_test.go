@@ -446,21 +446,46 @@ func riverGroupCrash(t *testing.T) {
 }
 
 // A job waits for its group on its own ctx, and says where it was stuck.
-// Worker A's group of 20 payments stops at the crash point just before its
-// commit (a hook that blocks until its ctx ends) and River's JobTimeout of
-// one second ends every job's ctx: each Work call returns an error naming
-// its group and the stage it was stuck at, and the group's ctx ends too
-// (its deadline is its jobs' latest, and it is cancelled once every job of
-// the group has left; the hook sees it end), so its transaction rolls back. River retries the jobs, which then complete: one
-// payment each, one receipt each.
+// Worker A's group of 20 payments stops at a crash point (a hook that
+// blocks until its ctx ends) and River's JobTimeout of one second ends
+// every job's ctx: each Work call returns an error naming its group and
+// the stage it was stuck at, and the group's ctx ends too (its deadline is
+// its jobs' latest, and it is cancelled once every job of the group has
+// left; the hook sees it end). River retries the jobs, which then
+// complete: one payment each, one receipt each, within the test's bounds.
+//
+//   - before commit: the hook fails at idem.PointUnitBeforeCommit, so the
+//     group's transaction rolls back and the retries write the units.
+//   - after commit: the hook returns at idem.PointUnitAfterCommit once
+//     the ctx has ended, so the group committed its units with their
+//     reservations leased to it and then has no ctx to call under. It
+//     gives the leases back: the retries find the units written and
+//     perform the receipts at once, not after the receipt's 2m lease.
 func TestRiverGroupWaitIsBounded(t *testing.T) {
+	// River runs on PostgreSQL alone; the level names the database, as the
+	// crash tests' do (the mutation check runs Test.../postgres).
+	t.Run("postgres", func(t *testing.T) {
+		t.Run("before commit", func(t *testing.T) {
+			t.Parallel()
+			riverGroupWaitIsBounded(t, idem.PointUnitBeforeCommit, func(ctx context.Context) error { return ctx.Err() })
+		})
+		t.Run("after commit", func(t *testing.T) {
+			t.Parallel()
+			riverGroupWaitIsBounded(t, idem.PointUnitAfterCommit, func(context.Context) error { return nil })
+		})
+	})
+}
+
+// riverGroupWaitIsBounded blocks the first hit of point until its ctx
+// ends, then returns what then says.
+func riverGroupWaitIsBounded(t *testing.T, point idem.CrashPoint, then func(ctx context.Context) error) {
 	db := newRiverDB(t)
 	ctx := context.Background()
 	prov := newKeyedProvider()
 	var once sync.Once
 	groupCancelled := make(chan error, 1)
 	hook := func(ctx context.Context, p idem.CrashPoint, _ string) error {
-		if p != idem.PointUnitBeforeCommit {
+		if p != point {
 			return nil
 		}
 		first := false
@@ -471,7 +496,7 @@ func TestRiverGroupWaitIsBounded(t *testing.T) {
 		select {
 		case <-ctx.Done():
 			groupCancelled <- nil
-			return ctx.Err()
+			return then(ctx)
 		case <-time.After(20 * time.Second):
 			groupCancelled <- errors.New("the group's ctx was not cancelled within 20s of its jobs' timeout")
 			return errors.New("stuck")

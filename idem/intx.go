@@ -27,11 +27,20 @@ type SQLTxStore interface {
 
 // ProcessPgTx is ProcessIn over the caller's pgx transaction.
 func (e *Engine[U]) ProcessPgTx(ctx context.Context, tx pgx.Tx, units []U) (Report, error) {
+	q, err := e.pgTx(tx)
+	if err != nil {
+		return Report{Job: e.def.Name}, err
+	}
+	return e.ProcessIn(ctx, q, units)
+}
+
+// pgTx runs the store's queries in the caller's pgx transaction.
+func (e *Engine[U]) pgTx(tx pgx.Tx) (Querier, error) {
 	s, ok := e.st.(PgTxStore)
 	if !ok {
-		return Report{Job: e.def.Name}, fmt.Errorf("job %q: a pgx transaction needs a PostgreSQL store", e.def.Name)
+		return nil, fmt.Errorf("job %q: a pgx transaction needs a PostgreSQL store", e.def.Name)
 	}
-	return e.ProcessIn(ctx, s.PgTx(tx), units)
+	return s.PgTx(tx), nil
 }
 
 // ProcessSQLTx is ProcessIn over the caller's database/sql transaction.
@@ -74,11 +83,11 @@ type Leases map[string]time.Time
 // with it), and a crash after the commit leaves the effects to the next
 // worker once the leases end.
 func (e *Engine[U]) ProcessPgTxLeased(ctx context.Context, tx pgx.Tx, units []U) (Report, Leases, error) {
-	s, ok := e.st.(PgTxStore)
-	if !ok {
-		return Report{Job: e.def.Name}, nil, fmt.Errorf("job %q: a pgx transaction needs a PostgreSQL store", e.def.Name)
+	q, err := e.pgTx(tx)
+	if err != nil {
+		return Report{Job: e.def.Name}, nil, err
 	}
-	return e.processIn(ctx, s.PgTx(tx), units, true)
+	return e.processIn(ctx, q, units, true)
 }
 
 // processIn is ProcessIn; with lease, the reservations it adds are leased

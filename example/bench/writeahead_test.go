@@ -17,7 +17,7 @@ import (
 // batch held for a moment before it writes anything, and checks both
 // halves of idem.WithWriteAhead: batches with keys of their own are
 // written while the one before is still open, as many at once as the
-// pool allows (its connections but one, two to four), and a batch that
+// pool allows (its connections but one, two to five), and a batch that
 // shares a key with one in flight waits, so that the key's writes commit
 // in order.
 func TestWriteAhead(t *testing.T) {

@@ -3,6 +3,7 @@ package sqlgen
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -88,30 +89,13 @@ func TestNewBookkeepingTableIsMigrated(t *testing.T) {
 			}
 
 			db := openDB(t, d)
-			fsys := fstest.MapFS{
-				"00001_idemgen.sql": {Data: first},
-				"00002_idemgen.sql": {Data: second},
-			}
-			dialect := goose.DialectSQLite3
-			if d == model.Postgres {
-				dialect = goose.DialectPostgres
-			}
-			prov, err := goose.NewProvider(dialect, db, fsys, goose.WithTableName("shop_idem_migrations"), goose.WithDisableGlobalRegistry(true))
-			if err != nil {
-				t.Fatal(err)
-			}
+			prov := shopMigratedTo1(t, db, d, first, second)
 			ctx := context.Background()
-			if _, err := prov.UpTo(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
 			mustExec(t, db, `INSERT INTO orders (order_id, updated_at, idemgen_key, idemgen_job_version) VALUES ('o1', '2024-01-02T03:04:05Z', 'order:o1', 1)`)
 			if _, err := prov.Up(ctx); err != nil {
 				t.Fatalf("migration 2 on a database with rows: %v", err)
 			}
-			blob := "X'7B7D'"
-			if d == model.Postgres {
-				blob = "decode('7b7d', 'hex')"
-			}
+			blob := blobLiteral(d)
 			row := func(key, state string) string {
 				return `INSERT INTO shop_idem_parked (job, unit_key, payload, payload_hash, attempts, last_error, state, job_version, first_failed_at, updated_at)
 					VALUES ('order_sync', '` + key + `', ` + blob + `, ` + blob + `, 3, 'boom', '` + state + `', 1, '2024-01-02T03:04:05Z', '2024-01-02T03:04:05Z')`
@@ -134,6 +118,36 @@ func TestNewBookkeepingTableIsMigrated(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shopMigratedTo1 is goose over db with migrations (00001, 00002, ...) in
+// shop's migration table, with the first applied.
+func shopMigratedTo1(t *testing.T, db *sql.DB, d model.Dialect, migrations ...[]byte) *goose.Provider {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	for i, m := range migrations {
+		fsys[fmt.Sprintf("%05d_idemgen.sql", i+1)] = &fstest.MapFile{Data: m}
+	}
+	dialect := goose.DialectSQLite3
+	if d == model.Postgres {
+		dialect = goose.DialectPostgres
+	}
+	prov, err := goose.NewProvider(dialect, db, fsys, goose.WithTableName("shop_idem_migrations"), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prov.UpTo(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	return prov
+}
+
+// blobLiteral is the bytes {} as a literal of dialect d.
+func blobLiteral(d model.Dialect) string {
+	if d == model.Postgres {
+		return "decode('7b7d', 'hex')"
+	}
+	return "X'7B7D'"
 }
 
 func mustExec(t *testing.T, db *sql.DB, q string) {

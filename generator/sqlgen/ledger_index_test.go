@@ -6,9 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"testing/fstest"
-
-	"github.com/pressly/goose/v3"
 
 	"github.com/idemgen/idemgen/generator/model"
 )
@@ -85,26 +82,9 @@ func TestLedgerIndexesAreReplaced(t *testing.T) {
 			oldSchema := want
 			oldSchema.Tables = old.Tables
 			db := openDB(t, d)
-			fsys := fstest.MapFS{
-				"00001_idemgen.sql": {Data: initialMigration(oldSchema)},
-				"00002_idemgen.sql": {Data: migs[0]},
-			}
-			dialect := goose.DialectSQLite3
-			if d == model.Postgres {
-				dialect = goose.DialectPostgres
-			}
-			prov, err := goose.NewProvider(dialect, db, fsys, goose.WithTableName("shop_idem_migrations"), goose.WithDisableGlobalRegistry(true))
-			if err != nil {
-				t.Fatal(err)
-			}
+			prov := shopMigratedTo1(t, db, d, initialMigration(oldSchema), migs[0])
 			ctx := context.Background()
-			if _, err := prov.UpTo(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-			blob := "X'7B7D'"
-			if d == model.Postgres {
-				blob = "decode('7b7d', 'hex')"
-			}
+			blob := blobLiteral(d)
 			for i, state := range []string{"pending", "done", "failed"} {
 				mustExec(t, db, `INSERT INTO shop_idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, created_at, updated_at)
 					VALUES ('k`+string(rune('0'+i))+`', 'order_sync', 'notify', 1, 1, 'order:o1', `+blob+`, '`+state+`', '2024-01-02T03:04:05Z', '2024-01-02T03:04:05Z')`)

@@ -201,9 +201,9 @@ func SchemaOf(p *model.Package, d model.Dialect) Schema {
 // besides its key, whatever its state, on PostgreSQL: the two partial ones
 // split the rows by state, so a reservation adds to _open and its
 // completion to _done_at, and neither write pays for an index the other
-// state needs. (Until 0.3 the ledger had five indexes, _pending, _unit and
-// _done holding every row; with three, a reservation and a completion
-// cost about 40% less on PostgreSQL.) SQLite uses a partial index only
+// state needs. (Earlier idemgen kept five, _pending, _unit and _done
+// holding every row; with three, a reservation and a completion cost
+// about 40% less on PostgreSQL.) SQLite uses a partial index only
 // for a query that repeats its WHERE word for word, and the open rows are
 // read by state ('pending', 'failed'), so there _pending holds every row,
 // as before.

@@ -70,9 +70,6 @@ type member[U any] struct {
 	left  atomic.Bool // its Work call returned on its ctx before an outcome
 	res   error       // its outcome, set by its group
 	set   bool        // res is set
-	// leases are what its committed transaction reserved leased to this
-	// worker: one value for all the members of that transaction.
-	leases *idem.Leases
 }
 
 // group is a group's ctx, and what a member waiting on it can say about
@@ -235,10 +232,10 @@ func (w *unitWorker[U, A]) workGroup(ms []*member[U], g *group) {
 		}
 		return false
 	})
-	committed := writeUnits(ctx, w.pool, w.engine, live, g, 0)
+	committed, leases := writeUnits(ctx, w.pool, w.engine, live, g, 0)
 	if len(committed) > 0 {
 		g.stageN.Store(stagePerforming)
-		perform(ctx, w.engine, committed)
+		perform(ctx, w.engine, committed, leases)
 	}
 	for _, m := range ms {
 		if !m.set {
@@ -258,16 +255,10 @@ func (m *member[U]) settle(err error) {
 // their transactions took. The units are written and their River jobs
 // will complete: nothing here may fail one. An effect that does not end
 // done stays owed, for the periodic drain.
-func perform[U any](ctx context.Context, e *idem.Engine[U], committed []*member[U]) {
+func perform[U any](ctx context.Context, e *idem.Engine[U], committed []*member[U], leases idem.Leases) {
 	units := make([]U, len(committed))
-	leases := idem.Leases{}
-	merged := map[*idem.Leases]bool{}
 	for i, m := range committed {
 		units[i] = m.u
-		if m.leases != nil && !merged[m.leases] {
-			merged[m.leases] = true
-			maps.Copy(leases, *m.leases)
-		}
 	}
 	if ctx.Err() != nil {
 		// Every job of the group left (River's JobTimeout) before a call
@@ -301,21 +292,23 @@ func giveBack[U any](ctx context.Context, e *idem.Engine[U], leases idem.Leases)
 // outcome (unitFailed), and the others are written again: as a group once
 // more (tries < 1) when every failure was of that kind, else each alone, so
 // that whatever failed is its own job's outcome only. A member is returned
-// only from a transaction that committed with its unit written or deduped.
-func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U], ms []*member[U], g *group, tries int) []*member[U] {
+// only from a transaction that committed with its unit written or deduped;
+// the leases returned are what those transactions reserved leased to this
+// worker (idem.Engine.ProcessPgTxLeased).
+func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U], ms []*member[U], g *group, tries int) ([]*member[U], idem.Leases) {
 	if len(ms) == 0 {
-		return nil
+		return nil, nil
 	}
 	def := e.Job()
 	units := make([]U, len(ms))
 	for i, m := range ms {
 		units[i] = m.u
 	}
-	fail := func(err error) []*member[U] {
+	fail := func(err error) ([]*member[U], idem.Leases) {
 		for _, m := range ms {
 			m.settle(err)
 		}
-		return nil
+		return nil, nil
 	}
 	where := func() string {
 		if len(ms) == 1 {
@@ -352,9 +345,8 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 		}
 		for _, m := range ms {
 			m.settle(nil)
-			m.leases = &leases
 		}
-		return ms
+		return ms, leases
 	}
 	_ = tx.Rollback(context.WithoutCancel(ctx))
 	log := e.Logger().With(slog.String("job", def.Name))
@@ -365,7 +357,7 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 		for _, m := range ms {
 			m.settle(unitFailed(ctx, e, m.u, err, log.With(slog.String("key", def.KeyOf(m.u)), slog.Int64("river_job", m.id))))
 		}
-		return nil
+		return nil, nil
 	}
 	log.Debug("idemgen: a group of River jobs was rolled back; each job's unit gets its own outcome",
 		slog.Int("river_jobs", len(ms)), slog.Int64("first_river_job", ms[0].id), slog.Any("err", err))
@@ -393,10 +385,13 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 	g.stageN.Store(stageWritingAlone)
 	log.Debug("idemgen: a group of River jobs was not written; each is written alone", slog.Int("river_jobs", len(again)), slog.Any("err", err))
 	var out []*member[U]
+	outLeases := idem.Leases{}
 	for _, m := range again {
-		out = append(out, writeUnits(ctx, pool, e, []*member[U]{m}, g, tries+1)...)
+		written, l := writeUnits(ctx, pool, e, []*member[U]{m}, g, tries+1)
+		out = append(out, written...)
+		maps.Copy(outLeases, l)
 	}
-	return out
+	return out, outLeases
 }
 
 // WorkUnit is the body of a unit worker for one River job alone: it writes
@@ -406,8 +401,8 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 func WorkUnit[U any, A river.JobArgs](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U], job *river.Job[A], u U) error {
 	m := &member[U]{ctx: ctx, id: job.ID, u: u, since: time.Now()}
 	g := &group{size: 1, first: job.ID, taken: m.since}
-	if committed := writeUnits(ctx, pool, e, []*member[U]{m}, g, 0); len(committed) > 0 {
-		perform(ctx, e, committed)
+	if committed, leases := writeUnits(ctx, pool, e, []*member[U]{m}, g, 0); len(committed) > 0 {
+		perform(ctx, e, committed, leases)
 	}
 	return m.res
 }

@@ -101,6 +101,7 @@ const (
 	// example/river_group_test.go, on a real River
 	riverOutcomesTest = "TestRiverGroupKeepsOutcomesPerJob"
 	riverCrashTest    = "TestRiverGroupCrash"
+	riverWaitTest     = "TestRiverGroupWaitIsBounded"
 	// example/bench/writeahead_test.go, on PostgreSQL's real transactions
 	writeAheadTest = "TestWriteAhead"
 )
@@ -112,7 +113,7 @@ var targets = []mutantTarget{
 	{module: "testdata", pkg: "golden/staged", tests: []string{stageTest, pageTest}, mutants: stageMutants},
 	{module: ".", pkg: "example/bench/benchjobs", tests: []string{copyTest}, mutants: benchMutants},
 	{module: "testdata", pkg: "golden/none_nodest", tests: []string{ackTest}, mutants: ackMutants},
-	{module: ".", pkg: "example", tests: []string{rateTest, riverOutcomesTest, riverCrashTest}, mutants: slices.Concat(rateMutants, riverMutants)},
+	{module: ".", pkg: "example", tests: []string{rateTest, riverOutcomesTest, riverCrashTest, riverWaitTest}, mutants: slices.Concat(rateMutants, riverMutants)},
 	{module: ".", pkg: "example/bench", tests: []string{writeAheadTest}, mutants: writeAheadMutants},
 }
 
@@ -157,6 +158,8 @@ var writeAheadMutants = []mutant{
 var riverMutants = []mutant{
 	{name: "a River group keeps its leases when it stops after its commit", test: riverCrashTest, realClock: true, db: "postgres",
 		edits: edit(riverGroupFile, `if err := e\.ReleaseLeases\(release, leases\); err != nil`, "if err := e.ReleaseLeases(release, nil); err != nil")},
+	{name: "a River group whose jobs all left after its commit keeps its leases", test: riverWaitTest, realClock: true, db: "postgres",
+		edits: edit(riverGroupFile, `\t\tgiveBack\(ctx, e, leases\)\n\t\treturn\n`, "\t\treturn\n")},
 	{name: "a River group performs its leased effects as if it had not leased them", test: riverOutcomesTest, realClock: true, db: "postgres",
 		edits: edit(riverGroupFile, `e\.PerformLeased\(ctx, units, leases\)`, "e.PerformLeased(ctx, units, nil)")},
 	{name: "PerformLeased takes every effect key as leased", test: riverCrashTest, realClock: true, db: "postgres",
