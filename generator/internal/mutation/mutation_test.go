@@ -168,7 +168,7 @@ var riverMutants = []mutant{
 		edits: edit(riverGroupFile, `\t\t\talone = true\n\t\t\tagain = append\(again, m\)`, "\t\t\tm.settle(nil)")},
 	{name: "a River group stopped before its commit reported written", test: riverCrashTest, realClock: true, db: "postgres",
 		edits: edit(riverGroupFile, `return fail\(err\) // nothing is written: River retries`,
-			"for _, m := range ms {\n\t\t\t\t\tm.settle(nil)\n\t\t\t\t}\n\t\t\t\treturn nil")},
+			"for _, m := range ms {\n\t\t\t\t\tm.settle(nil)\n\t\t\t\t}\n\t\t\t\treturn nil, nil")},
 	{name: "a River group's last unit left out of its write", test: riverCrashTest, realClock: true, db: "postgres",
 		edits: edit(riverGroupFile, `rep, leases, err := e\.ProcessPgTxLeased\(ctx, tx, units\)`, "rep, leases, err := e.ProcessPgTxLeased(ctx, tx, units[:len(units)-1])")},
 }
