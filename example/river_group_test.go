@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/idemgen/idemgen/example/billing"
@@ -384,15 +385,8 @@ func riverGroupCrash(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					var group []string
-					for rows.Next() {
-						var id string
-						if err := rows.Scan(&id); err != nil {
-							t.Fatal(err)
-						}
-						group = append(group, id)
-					}
-					if err := rows.Err(); err != nil {
+					group, err := pgx.CollectRows(rows, pgx.RowTo[string])
+					if err != nil {
 						t.Fatal(err)
 					}
 					if !slices.Contains(group, eventOf(crashKey)) {
