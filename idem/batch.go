@@ -277,7 +277,9 @@ func (e *Engine[U]) commit(ctx context.Context, items []*item[U], rep *runState)
 	case errors.As(err, &fault):
 		e.failItem(fault.it, e.failedOutcome(ctx, fault.it.u, fault.it.key, fault.err, e.unitLog(fault.it)), fault.err, rep)
 		e.commit(ctx, items, rep) // the others, without it
-	case len(items) == 1 || ctx.Err() != nil:
+	case len(items) == 1 || ctx.Err() != nil || errors.Is(err, ErrBusy):
+		// A wait past its bound is the database's state, not a unit's
+		// fault: halving the batch would only wait again.
 		for _, it := range items {
 			e.failItem(it, e.failedOutcome(ctx, it.u, it.key, err, e.unitLog(it)), err, rep)
 		}
@@ -569,7 +571,12 @@ func (e *Engine[U]) reserve(ctx context.Context, q Querier, live []*item[U], now
 		if lease {
 			// Without the database clock the rows are added unleased, and
 			// the claim, which needs the clock too, says why.
-			at, clockErr = e.leaseNow(ctx)
+			at, clockErr = e.leaseNow(ctx, q)
+		}
+		if errors.Is(clockErr, ErrBusy) {
+			// The clock read waited out its bound: the write is busy,
+			// not to be finished without its leases.
+			return fmt.Errorf("effect %q: reserve: %w", fx.Name, clockErr)
 		}
 		if !lease || clockErr != nil {
 			if err := q.Reserve(ctx, r, now); err != nil {
@@ -643,7 +650,7 @@ func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *runState, c
 	}
 	if err != nil {
 		var fault *unitFault[U]
-		if !errors.As(err, &fault) && ctx.Err() == nil {
+		if !errors.As(err, &fault) && ctx.Err() == nil && !errors.Is(err, ErrBusy) {
 			fault = e.culprit(ctx, live)
 		}
 		err = fmt.Errorf("job %q: staged batch of %d units not published: %w", e.def.Name, len(units), err)
@@ -736,7 +743,7 @@ func (e *Engine[U]) streamStaged(ctx context.Context, w Window, save bool,
 		var fault *unitFault[U]
 		errors.As(err, &fault)
 		err = fmt.Errorf("job %q: staged window of %d units not published: %w", e.def.Name, seen, err)
-		if fault == nil && ctx.Err() == nil {
+		if fault == nil && ctx.Err() == nil && !errors.Is(err, ErrBusy) {
 			fault = e.windowCulprit(ctx, w, fetch)
 		}
 		rest := seen - len(first) // units past the first maxFailures: counted, not listed

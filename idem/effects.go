@@ -244,7 +244,7 @@ func (e *Engine[U]) claimAll(ctx context.Context, run []*call[U]) []*call[U] {
 	var now time.Time
 	var clockErr error
 	if slices.ContainsFunc(run, func(c *call[U]) bool { return c.leaseUntil.IsZero() }) {
-		now, clockErr = e.leaseNow(ctx)
+		now, clockErr = e.leaseNow(ctx, nil)
 	}
 	for _, fx := range e.def.Effects {
 		var keys []string

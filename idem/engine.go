@@ -272,6 +272,8 @@ type options struct {
 	// leaseClock replaces the database clock for leases (tests only).
 	leaseClock func() time.Time
 	dbClock    *dbClock
+	// waitBound bounds each wait for a connection or a lock (WithWaitBound).
+	waitBound time.Duration
 	// defEdit is a func(*jobDef[U]) the crash tests use to rebuild a job
 	// with bumped versions, as a regenerated package would be.
 	defEdit any
@@ -344,6 +346,7 @@ func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) 
 		o.writeAheadDepth = cw.ConcurrentWrites()
 	}
 	o.writeAhead = o.writeAhead && len(def.Effects) == 0 && o.writeAheadDepth >= 2
+	o.waitBound = jobWaitBound(def, o.waitBound)
 	e := &Engine[U]{def: def, st: st, opt: o, slots: make(chan struct{}, o.effectConcurrency), limits: newFleetLimits(def)}
 	if o.observer != nil {
 		o.observer.Watch(def.Name, e.backlog)
@@ -480,6 +483,10 @@ type Querier interface {
 	// LedgerPage reads at most limit ledger rows with effect keys after
 	// after, in effect key order (see LedgerPage).
 	LedgerPage(ctx context.Context, after string, limit int32) ([]LedgerEntry, error)
+	// DBNow reads the database's clock on the querier's own connection
+	// (inside a transaction, on the transaction's), which leases are
+	// compared on.
+	DBNow(ctx context.Context) (time.Time, error)
 	ParkQuerier
 	RecoveryQuerier
 	LimitQuerier
@@ -679,7 +686,7 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	defer free()
 	// Fence: a worker that stalled past its lease may have been taken over;
 	// the new holder performs the effect, this one must not call again.
-	if now, err := e.leaseNow(ctx); err != nil || !now.Before(leaseUntil) {
+	if now, err := e.leaseNow(ctx, nil); err != nil || !now.Before(leaseUntil) {
 		er.Outcome, er.Err = EffectBusy, fmt.Errorf("effect %q key %q: %w: lease expired before the call", fx.Name, key, ErrBusy)
 		log.Warn("idemgen: effect lease expired before the call; left to the worker that took it over")
 		return er, nil
@@ -759,7 +766,7 @@ func (e *Engine[U]) ledgerOutcome(ctx context.Context, fx Effect[U], key string)
 	case !found:
 		return EffectResult{Effect: fx.Name, Key: key}
 	}
-	now, err := e.leaseNow(ctx)
+	now, err := e.leaseNow(ctx, nil)
 	if err != nil {
 		now = time.Time{} // unknown: a pending row is reported busy
 	}
@@ -821,7 +828,7 @@ func (e *Engine[U]) release(ctx context.Context, fx Effect[U], key string, cause
 	wait, notNow := retryAfterOf(cause)
 	rel := Release{Key: key, Owner: e.opt.owner, LastError: cause.Error(), MaxAttempts: fx.MaxAttempts,
 		Permanent: permanent, NotCounted: notNow && !permanent, Now: e.opt.now()}
-	if now, err := e.leaseNow(ctx); err == nil {
+	if now, err := e.leaseNow(ctx, nil); err == nil {
 		rel.NextAttempt = func(attempts int32) time.Time {
 			backoff := fx.Retry.wait(attempts, jitter)
 			if rel.NotCounted && wait > 0 {
@@ -868,7 +875,7 @@ func (e *Engine[U]) drain(ctx context.Context, decode func([]byte) (U, error), r
 	}
 	after := ""
 	for {
-		now, err := e.leaseNow(ctx)
+		now, err := e.leaseNow(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("job %q: list pending effects: %w", e.def.Name, err)
 		}
@@ -1116,6 +1123,7 @@ type LedgerEntry struct {
 // effect did not end applied or deduped (busy effects count for Process).
 func (e *Engine[U]) run(ctx context.Context, op string, busyFails bool, body func(ctx context.Context, rep *runState) error) (Report, error) {
 	rep := runState{Report: Report{Job: e.def.Name}}
+	ctx = withWaitBound(ctx, e.opt.waitBound)
 	obs := e.opt.observer
 	if obs != nil {
 		ctx = obs.RunStart(ctx, e.def.Name, op)

@@ -124,10 +124,13 @@ func (e *Engine[U]) admit(ctx context.Context, fx Effect[U], key string, leaseUn
 }
 
 // ensureRows adds the effect's rows to the limits table, once per engine.
+// The mutex guards the flag only, never a round trip: callers that meet
+// it unset both add the rows, which adding twice leaves as they are.
 func (l *fleetLimit) ensureRows(ctx context.Context, q Querier) error {
 	l.rowsMu.Lock()
-	defer l.rowsMu.Unlock()
-	if l.rows {
+	done := l.rows
+	l.rowsMu.Unlock()
+	if done {
 		return nil
 	}
 	if l.rate.N > 0 {
@@ -140,7 +143,9 @@ func (l *fleetLimit) ensureRows(ctx context.Context, q Querier) error {
 			return err
 		}
 	}
+	l.rowsMu.Lock()
 	l.rows = true
+	l.rowsMu.Unlock()
 	return nil
 }
 
@@ -161,7 +166,7 @@ func (e *Engine[U]) takeSlot(ctx context.Context, l *fleetLimit, q Querier, leas
 	owner := fmt.Sprintf("%s#%d", e.opt.owner, l.calls.Add(1))
 	poll := 5 * time.Millisecond
 	for {
-		now, err := e.leaseNow(ctx)
+		now, err := e.leaseNow(ctx, nil)
 		if err != nil {
 			<-l.local
 			return nil, err
@@ -193,7 +198,7 @@ func (e *Engine[U]) takeSlot(ctx context.Context, l *fleetLimit, q Querier, leas
 // takeStart takes the effect's next call start and waits for it.
 func (e *Engine[U]) takeStart(ctx context.Context, l *fleetLimit, q Querier, deadline time.Time) error {
 	for {
-		now, err := e.leaseNow(ctx)
+		now, err := e.leaseNow(ctx, nil)
 		if err != nil {
 			return err
 		}
@@ -214,7 +219,7 @@ func (e *Engine[U]) takeStart(ctx context.Context, l *fleetLimit, q Querier, dea
 		}
 		if moved {
 			// Waited for on the clock read after the queries: they took time.
-			if now, err = e.leaseNow(ctx); err != nil {
+			if now, err = e.leaseNow(ctx, nil); err != nil {
 				return err
 			}
 			return sleep(ctx, start.Sub(now))

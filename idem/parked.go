@@ -92,7 +92,9 @@ func (e *Engine[U]) failedOutcome(ctx context.Context, u U, key string, cause er
 	if errors.Is(cause, ErrEmptyKey) {
 		return OutcomeFailed // bad data under no key of its own: nothing to record
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || errors.Is(cause, ErrBusy) {
+		// Canceled, or a wait past its bound: not the unit's failure, so
+		// no attempt is counted toward parking it.
 		return OutcomeFailed
 	}
 	payload, err := e.payload(u)

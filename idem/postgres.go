@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -12,20 +13,78 @@ import (
 
 // PgInTx runs fn in a READ COMMITTED transaction: the unique constraints
 // and ON CONFLICT clauses, not isolation, are what keep writes idempotent.
+// Its waits are bounded as PgBegin's are; a row lock waited for past the
+// bound fails with a *WaitError (ErrBusy).
 func PgInTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) error {
-	tx, err := pool.Begin(ctx)
+	tx, err := PgBegin(ctx, pool)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return err
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return err
+		return pgWaitError(err, WaitBound(ctx))
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }
+
+// PgBegin begins a transaction on a connection of pool taken within ctx's
+// wait bound (WaitBound; a *WaitError past it), whose every lock wait is
+// bounded by it too (lock_timeout, set in the BEGIN's own round trip).
+// The connection goes back to the pool when the transaction commits or
+// rolls back.
+func PgBegin(ctx context.Context, pool *pgxpool.Pool) (pgx.Tx, error) {
+	bound := WaitBound(ctx)
+	conn, err := BoundedAcquire(ctx, fmt.Sprintf("the pool (all %d in use)", pool.Config().MaxConns), pool.Acquire)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: fmt.Sprintf("BEGIN; SET LOCAL lock_timeout = %d", bound.Milliseconds())})
+	if err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	return &pgPoolTx{Tx: tx, conn: conn}, nil
+}
+
+// pgPoolTx is a transaction that gives its connection back to the pool
+// once it ends.
+type pgPoolTx struct {
+	pgx.Tx
+	conn *pgxpool.Conn
+}
+
+func (t *pgPoolTx) Commit(ctx context.Context) error {
+	err := t.Tx.Commit(ctx)
+	t.release()
+	return err
+}
+
+func (t *pgPoolTx) Rollback(ctx context.Context) error {
+	err := t.Tx.Rollback(ctx)
+	t.release()
+	return err
+}
+
+func (t *pgPoolTx) release() {
+	if t.conn != nil {
+		t.conn.Release()
+		t.conn = nil
+	}
+}
+
+// pgWaitError makes a lock wait that ran out of lock_timeout a *WaitError.
+func pgWaitError(err error, bound time.Duration) error {
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgLockNotAvailable {
+		return &WaitError{What: "a row lock another transaction holds", Bound: bound, Err: err}
+	}
+	return err
+}
+
+// pgLockNotAvailable is PostgreSQL's SQLSTATE for a lock_timeout.
+const pgLockNotAvailable = "55P03"
 
 // PgExecer runs a statement: a pgx transaction, connection or pool.
 type PgExecer interface {

@@ -907,6 +907,7 @@ func (r *simRun[U]) serve(phase int) {
 type simOutcome struct {
 	rep     idem.Report
 	err     error
+	errs    []error // the burst family: every caller's error
 	crashed bool
 }
 
@@ -917,6 +918,7 @@ const (
 	workPhase    simWork = iota // the phase's scheduled run, or its Process calls then a drain
 	workDrain                   // a drain of owed effects
 	workBackfill                // a backfill from the fixture's start
+	workBurst                   // workPhase, simBurstCallers times at once (the burst family)
 )
 
 // simTask is one incarnation at work in its own goroutine.
@@ -937,55 +939,68 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 	r.mu.Unlock()
 	hook := r.hook(inc)
 	st, kill, closeInc := r.db.incarnation(r.t, hook)
-	verbs := r.newVerbs(st, append(r.skewed(), idem.WithCrashHook(hook), idem.WithOwner(simOwner(inc.id)))...)
+	opts := append(r.skewed(), idem.WithCrashHook(hook), idem.WithOwner(simOwner(inc.id)))
+	if work == workBurst {
+		opts = append(opts, idem.WithWaitBound(simBurstWaitBound))
+	}
+	verbs := r.newVerbs(st, opts...)
 	task := &simTask{inc: inc, done: make(chan simOutcome, 1), kill: kill, closeInc: closeInc}
 	go func() {
 		ctx := r.cancelable(context.WithValue(context.Background(), simIncKey{}, inc.id), inc)
-		var out simOutcome
-		add := func(rep idem.Report, err error) {
-			out.rep.Add(rep)
-			out.rep.Job = rep.Job
-			out.err = err
+		if work == workBurst {
+			task.done <- burstWork(ctx, func(ctx context.Context) simOutcome { return r.work(ctx, verbs, phase, workPhase) })
+			return
 		}
-		switch {
-		case work == workDrain:
-			add(verbs.Drain(ctx))
-		case work == workBackfill:
-			add(verbs.Backfill(ctx, idem.Window{Since: Base.Add(-24 * time.Hour), Until: r.now()}))
-		case r.job.Source == SourceNoneName:
-			// The caller's queue hands the phase's units in, and again
-			// those whose write failed last time.
-			r.mu.Lock()
-			units := append(slices.Clone(r.delivered(phase)), r.redeliver...)
-			r.redeliver = nil
-			calls := [][]U{units[:len(units)/2], units[len(units)/2:]}
-			if r.repeats != nil && !r.converging {
-				calls = [][]U{units} // repeat-batches: one call, many batches
-			}
-			r.mu.Unlock()
-			for _, batch := range calls {
-				if stopped(out.err) {
-					break
-				}
-				rep, err := verbs.Process(ctx, batch...)
-				add(rep, err)
-				r.mu.Lock()
-				for i, ur := range rep.Units {
-					if ur.Outcome == idem.OutcomeFailed && i < len(batch) {
-						r.redeliver = append(r.redeliver, batch[i])
-					}
-				}
-				r.mu.Unlock()
-			}
-			if !stopped(out.err) {
-				add(verbs.Drain(ctx))
-			}
-		default:
-			add(verbs.Run(ctx))
-		}
-		task.done <- out
+		task.done <- r.work(ctx, verbs, phase, work)
 	}()
 	return task
+}
+
+// work does one piece of work for phase with verbs.
+func (r *simRun[U]) work(ctx context.Context, verbs Verbs[U], phase int, work simWork) simOutcome {
+	var out simOutcome
+	add := func(rep idem.Report, err error) {
+		out.rep.Add(rep)
+		out.rep.Job = rep.Job
+		out.err = err
+	}
+	switch {
+	case work == workDrain:
+		add(verbs.Drain(ctx))
+	case work == workBackfill:
+		add(verbs.Backfill(ctx, idem.Window{Since: Base.Add(-24 * time.Hour), Until: r.now()}))
+	case r.job.Source == SourceNoneName:
+		// The caller's queue hands the phase's units in, and again
+		// those whose write failed last time.
+		r.mu.Lock()
+		units := append(slices.Clone(r.delivered(phase)), r.redeliver...)
+		r.redeliver = nil
+		calls := [][]U{units[:len(units)/2], units[len(units)/2:]}
+		if r.repeats != nil && !r.converging {
+			calls = [][]U{units} // repeat-batches: one call, many batches
+		}
+		r.mu.Unlock()
+		for _, batch := range calls {
+			if stopped(out.err) {
+				break
+			}
+			rep, err := verbs.Process(ctx, batch...)
+			add(rep, err)
+			r.mu.Lock()
+			for i, ur := range rep.Units {
+				if ur.Outcome == idem.OutcomeFailed && i < len(batch) {
+					r.redeliver = append(r.redeliver, batch[i])
+				}
+			}
+			r.mu.Unlock()
+		}
+		if !stopped(out.err) {
+			add(verbs.Drain(ctx))
+		}
+	default:
+		add(verbs.Run(ctx))
+	}
+	return out
 }
 
 // newVerbs builds the job on st with the versions in force; opts come last,
@@ -1079,6 +1094,8 @@ func (r *simRun[U]) play() []string {
 			}
 		case r.sc.seed > 0 || r.sc.family == "double" || r.sc.family == "fleet":
 			r.concurrently(phase)
+		case r.sc.family == famBurst:
+			r.burst(phase)
 		default:
 			r.runPhase(phase)
 		}

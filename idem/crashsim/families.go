@@ -45,6 +45,11 @@ package crashsim
 //	fleet          two workers at once, every effect at concurrency 1       5 8
 //	               across workers: never two calls of an effect in flight
 //	concurrent     two workers with seeded jitter                           5
+//	burst          five callers at once on the same keys in one process     5
+//	               whose pool has two connections: none waits out its
+//	               bound (a transaction that needs a second connection of
+//	               its pool deadlocks); then crashed at hits spread over
+//	               the first phase, and taken over
 //	fanout         effects 4 at a time over batches of 2, pipelined (a      1 2 4
 //	               job without effects on PostgreSQL writes ahead), no
 //	               fault; report counts and calls checked
@@ -757,6 +762,9 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 	if sc.family == famRepeatBatches {
 		r.repeats = simRepeatDeliveries(job)
 	}
+	if l, ok := db.(connLimiter); ok && sc.family == famBurst {
+		l.limitConns(simBurstConns)
+	}
 	return r
 }
 
@@ -1093,6 +1101,14 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 	}
 	add(newScenario("double"))
 	add(newScenario("fleet"))
+	// burst: more callers than connections on the same keys at once, then
+	// crashed at hits spread over the first phase.
+	add(newScenario(famBurst))
+	for i := 1; i <= 3; i++ {
+		sc := at(famBurst, i*firstPhase/4)
+		sc.crashAt = []int{sc.at}
+		add(sc)
+	}
 	for seed := uint64(1); seed <= 4; seed++ {
 		sc := newScenario("concurrent")
 		sc.seed = seed

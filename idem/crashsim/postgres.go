@@ -85,7 +85,7 @@ func (e *simPostgres) config(schema, app string) *pgxpool.Config {
 	// The simulation kills clients, never the server: commits need not wait
 	// for the disk, and what every session sees is unchanged.
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	cfg.MaxConns = 4
+	cfg.MaxConns = min(cfg.MaxConns, 4) // one under idemtest.EnvPoolOne
 	return cfg
 }
 
@@ -138,9 +138,12 @@ type simSchema struct {
 }
 
 type simPostgresDB struct {
-	env *simPostgres
-	s   *simSchema
+	env   *simPostgres
+	s     *simSchema
+	conns int32 // the incarnations' pool size when set (limitConns)
 }
+
+func (d *simPostgresDB) limitConns(n int) { d.conns = int32(n) }
 
 func (d *simPostgresDB) locator() string { return d.s.name }
 
@@ -270,6 +273,9 @@ func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idem.CrashHook) (idem.
 	// incarnation so a kill finds them all.
 	app := fmt.Sprintf("idemsim_%s_%d", d.s.name, simSeq.Add(1))
 	cfg := d.env.config(d.s.name, app)
+	if d.conns > 0 {
+		cfg.MaxConns = d.conns
+	}
 	cfg.ConnConfig.Tracer = &simTracer{hook: sqlHook, conns: map[*pgx.Conn]*simStatements{}}
 	inc := &simSessions{}
 	cfg.ConnConfig.DialFunc = inc.dial

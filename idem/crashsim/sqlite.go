@@ -84,7 +84,10 @@ type simSQLiteDB struct {
 	open  func(*sql.DB) Store
 	obsDB *sql.DB
 	obs   idem.Store
+	conns int // the incarnations' most open connections when set (limitConns)
 }
+
+func (d *simSQLiteDB) limitConns(n int) { d.conns = n }
 
 func (d *simSQLiteDB) close() { d.obsDB.Close() }
 
@@ -111,6 +114,9 @@ func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idem.CrashHook) (idem.St
 	}
 	c := &killableConnector{inner: inner, hook: sqlHook}
 	db := sql.OpenDB(c)
+	if d.conns > 0 {
+		db.SetMaxOpenConns(d.conns)
+	}
 	return d.open(db).Runtime(), c.kill, func() { db.Close() }
 }
 

@@ -57,8 +57,9 @@ func (s Store) InTx(ctx context.Context, fn func(q idem.Querier) error) error {
 	return idem.PgInTx(ctx, s.pool, func(tx pgx.Tx) error { return fn(s.on(tx)) })
 }
 
-// Auto runs each query on its own, on the pool.
-func (s Store) Auto() idem.Querier { return s.on(s.pool) }
+// Auto runs each query on its own, on a connection of the pool taken
+// within the job's wait bound (boundedPool).
+func (s Store) Auto() idem.Querier { return s.on(boundedPool{s.pool}) }
 
 // ConcurrentWrites is how many batch transactions of one job the engine
 // may keep open at once (idem.WithWriteAhead): the pool's connections but
@@ -72,10 +73,16 @@ func (s Store) ConcurrentWrites() int {
 // transactions open at once, 303k–347k with five, and no more with eight.
 const maxConcurrentWrites = 5
 
-// DBNow reads the database's clock, which leases are compared on.
-func (s Store) DBNow(ctx context.Context) (time.Time, error) {
+// DBNow reads the database's clock, which leases are compared on, on a
+// connection of the pool. Inside a transaction the engine reads it on the
+// transaction's own connection (Querier.DBNow).
+func (s Store) DBNow(ctx context.Context) (time.Time, error) { return dbNow(ctx, boundedPool{s.pool}) }
+
+// dbNow reads the clock on db: clock_timestamp, not now, which inside a
+// transaction stands still at its start.
+func dbNow(ctx context.Context, db DBTX) (time.Time, error) {
 	var now time.Time
-	err := s.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now)
+	err := db.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now)
 	return now, err
 }
 
@@ -131,6 +138,9 @@ type Querier struct {
 // DB is what the ledger's queries run on (the pool, or the transaction),
 // for the package's own queries.
 func (q Querier) DB() DBTX { return q.db }
+
+// DBNow reads the database's clock on what the queries run on.
+func (q Querier) DBNow(ctx context.Context) (time.Time, error) { return dbNow(ctx, q.db) }
 
 func (q Querier) Progress(ctx context.Context, job string) (idem.ProgressRow, error) {
 	r, err := q.q.GetProgress(ctx, job)

@@ -316,9 +316,10 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 		}
 		return fmt.Sprintf("job %q: a group of %d River jobs (first %d)", def.Name, len(ms), ms[0].id)
 	}
-	tx, err := pool.Begin(ctx)
+	// Bounded: a connection and every lock within the job's wait bound.
+	tx, err := idem.PgBegin(ctx, pool)
 	if err != nil {
-		return fail(fmt.Errorf("%s: begin: %w", where(), err))
+		return fail(fmt.Errorf("%s: %w", where(), err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after the commit
 	rep, leases, err := e.ProcessPgTxLeased(ctx, tx, units)

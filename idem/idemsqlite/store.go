@@ -68,9 +68,14 @@ func (s Store) Auto() idem.Querier { return s.on(idem.SQLiteAuto{DB: s.db}) }
 
 // DBNow reads the database's clock, which leases are compared on: on SQLite
 // the clock of the machine that holds the file, whatever a job's WithClock says.
-func (s Store) DBNow(ctx context.Context) (time.Time, error) {
+// Inside a transaction the engine reads it on the transaction's own
+// connection (Querier.DBNow).
+func (s Store) DBNow(ctx context.Context) (time.Time, error) { return dbNow(ctx, s.db) }
+
+// dbNow reads the clock on db.
+func dbNow(ctx context.Context, db DBTX) (time.Time, error) {
 	var now string
-	if err := s.db.QueryRowContext(ctx, "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')").Scan(&now); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')").Scan(&now); err != nil {
 		return time.Time{}, err
 	}
 	return time.Parse(time.RFC3339Nano, now)
@@ -132,6 +137,9 @@ type Querier struct {
 // DB is what the ledger's queries run on (a connection or the
 // transaction), for the package's own queries.
 func (q Querier) DB() DBTX { return q.db }
+
+// DBNow reads the database's clock on what the queries run on.
+func (q Querier) DBNow(ctx context.Context) (time.Time, error) { return dbNow(ctx, q.db) }
 
 func nullText(s string) sql.NullString { return sql.NullString{String: s, Valid: true} }
 

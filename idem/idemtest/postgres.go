@@ -21,8 +21,10 @@ package idemtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -132,11 +134,57 @@ func (pg *Postgres) DropSchema(schema string) error {
 
 // Config returns a new pool configuration for the database with
 // search_path set to schema; the caller may change it.
+//
+// Under IDEMGEN_TEST_POOL_ONE=1 the pool has one connection, and an
+// acquire that waits longer than poolOneAcquire panics with the stack of
+// the goroutine that asked: with one connection, a transaction that asks
+// its own pool for a second one (a nested acquire, the pool deadlock of a
+// burst) waits forever, so the run shows where instead.
 func (pg *Postgres) Config(schema string) *pgxpool.Config {
 	cfg := pg.base.Copy()
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	if os.Getenv(EnvPoolOne) != "" {
+		cfg.MaxConns = 1
+		cfg.ConnConfig.Tracer = poolOneTracer{}
+	}
 	return cfg
 }
+
+// EnvPoolOne names the variable that gives every test pool one connection.
+const EnvPoolOne = "IDEMGEN_TEST_POOL_ONE"
+
+// poolOneAcquire is how long an acquire may wait for the one connection:
+// transactions take milliseconds, so a wait this long is a nested acquire.
+const poolOneAcquire = 20 * time.Second
+
+// poolOneTracer bounds each acquire of a pool of one (EnvPoolOne).
+type poolOneTracer struct{}
+
+type poolOneCancel struct{}
+
+func (poolOneTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	ctx, cancel := context.WithTimeoutCause(ctx, poolOneAcquire, errPoolOneAcquire)
+	return context.WithValue(ctx, poolOneCancel{}, cancel)
+}
+
+func (poolOneTracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
+	if cancel, ok := ctx.Value(poolOneCancel{}).(context.CancelFunc); ok {
+		defer cancel()
+	}
+	if data.Err != nil && context.Cause(ctx) == errPoolOneAcquire {
+		panic(fmt.Sprintf("idemtest: %s: an acquire waited %s for the pool's one connection: a nested acquire? (a transaction asking its own pool for a second connection)\n%s",
+			EnvPoolOne, poolOneAcquire, debug.Stack()))
+	}
+}
+
+// TraceQueryStart and TraceQueryEnd make poolOneTracer a pgx tracer.
+func (poolOneTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (poolOneTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+var errPoolOneAcquire = errors.New("idemtest: pool-of-one acquire bound")
 
 // Admin is the run's admin pool, for statements outside any one schema
 // (copying tables between schemas, ending sessions). Closing it is

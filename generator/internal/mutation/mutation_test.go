@@ -228,6 +228,12 @@ var stageMutants = []mutant{
 }
 
 var exampleMutants = []mutant{
+	// Killed by burst: five callers on two connections, and a write
+	// transaction that reads the database clock on a second connection
+	// of its own pool waits for one that transactions blocked on its row
+	// locks hold (the pool deadlock).
+	{name: "the database clock read on the pool inside a write transaction", test: hookTest, db: "postgres", edits: edit(batchFile,
+		`at, clockErr = e\.leaseNow\(ctx, q\)`, "at, clockErr = e.leaseNow(ctx, nil)")},
 	// The crash harness itself: a request lost between a worker and its
 	// server session (the symptom of the old session hand-off) must make
 	// the watchdog fail the scenario at once, never hang the test.
