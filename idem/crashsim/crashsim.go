@@ -1120,6 +1120,7 @@ func (r *simRun[U]) play() []string {
 			step = max(step, r.job.Lease+time.Minute+fx.Retry.Longest())
 		}
 	}
+	backoffs := map[int]bool{} // failk: the attempt counts whose wait was checked
 	for i := 0; i < r.convergenceRuns(); i++ {
 		if r.sc.family == "throttle" {
 			// A run a second later, before the time the provider named:
@@ -1129,6 +1130,9 @@ func (r *simRun[U]) play() []string {
 		}
 		r.setClock(r.now().Add(step))
 		out := r.cleanRun(last)
+		if r.sc.family == "failk" {
+			r.checkBackoff(context.Background(), backoffs)
+		}
 		if r.sc.family == "failk" || r.sc.family == "poison" {
 			continue // the plan counts attempts: run them all
 		}

@@ -24,6 +24,7 @@ package crashsim
 //	               batch is halved down to it
 //	poison         one unit's write fails every time                        3 8
 //	failk          an effect fails max_attempts-1 times, then max_attempts  8
+//	               (each wait within [½, 1] of its retry step)
 //	permanent      the provider declines for good: parked at once           8
 //	recover        parked at once, then a person puts it back (idem.Retry   8
 //	               or idem.RetryParked, the CLI's code): done once, its

@@ -228,6 +228,12 @@ var stageMutants = []mutant{
 }
 
 var exampleMutants = []mutant{
+	// Killed by failk's backoff check: each wait within [½, 1] of its
+	// step, doubling to the spec's max.
+	{name: "a backoff's jitter waits far less than the backoff", test: syncTest, edits: edit("idem/provider.go",
+		`return time\.Duration\(float64\(d\) \* \(0\.5 \+ draw\(\)/2\)\)`, "return time.Duration(float64(d) * draw() / 4)")},
+	{name: "a backoff stops doubling one failure early", test: syncTest, edits: edit("idem/provider.go",
+		`for i := int32\(1\); i < attempts && d < b\.Max; i\+\+ \{`, "for i := int32(2); i < attempts && d < b.Max; i++ {")},
 	// Killed by burst: five callers on two connections, and a write
 	// transaction that reads the database clock on a second connection
 	// of its own pool waits for one that transactions blocked on its row
