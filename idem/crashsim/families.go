@@ -26,6 +26,7 @@ package crashsim
 //	failk          an effect fails max_attempts-1 times, then max_attempts  8
 //	               (each wait within [½, 1] of its retry step)
 //	permanent      the provider declines for good: parked at once           8
+//	               (handed in: every unit handed in again reports it)
 //	recover        parked at once, then a person puts it back (idem.Retry   8
 //	               or idem.RetryParked, the CLI's code): done once, its
 //	               attempts counted afresh
@@ -356,6 +357,9 @@ func (r *simRun[U]) checkEnd() []string {
 	}
 	if r.sc.family == "mismatch" {
 		r.checkMismatch(ctx, exp)
+	}
+	if r.sc.family == "permanent" && r.job.Source == SourceNoneName {
+		r.checkPermanentReplay(ctx)
 	}
 	r.checkInterrupts(ctx, exp)
 	if (r.sc.family == "clean" || r.sc.family == "fanout" || unfaulted) && r.job.Source == SourceNoneName {

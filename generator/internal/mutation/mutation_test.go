@@ -228,6 +228,12 @@ var stageMutants = []mutant{
 }
 
 var exampleMutants = []mutant{
+	// Killed by permanent's replay of every handed-in unit: a handed-in
+	// job's re-run hands in the last phase only, so the declined key was
+	// never met again there.
+	{name: "a ledger read loses the permanent flag", test: hookTest, edits: edit("idem/idemsqlite/store.go",
+		`LastError: r\.LastError\.String, Permanent: r\.Permanent, ParkedReason: r\.ParkedReason\.String\}\n\tif r\.NextAttemptAt\.Valid`,
+		"LastError: r.LastError.String, Permanent: false, ParkedReason: r.ParkedReason.String}\n\tif r.NextAttemptAt.Valid")},
 	// Killed by failk's backoff check: each wait within [½, 1] of its
 	// step, doubling to the spec's max.
 	{name: "a backoff's jitter waits far less than the backoff", test: syncTest, edits: edit("idem/provider.go",
