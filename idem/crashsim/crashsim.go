@@ -425,7 +425,7 @@ func (s simScenario) String() string {
 // written first is up to the schedule.
 func (s simScenario) overlapping() bool {
 	switch s.family {
-	case "preempt", "double", "concurrent", "fleet":
+	case "preempt", "double", "concurrent", "fleet", famBurst:
 		return true
 	}
 	return false
