@@ -435,7 +435,7 @@ func (s simScenario) overlapping() bool {
 // oracle to predict every provider call, not only every applied effect.
 func (s simScenario) exactCalls() bool {
 	switch s.family {
-	case "clean", "writefail", "poison", "failk", "permanent", "recover", "throttle", "takeover", "livelease", "bump", "mismatch",
+	case "clean", "writefail", "poison", "failk", "permanent", "recover", "throttle", "takeover", "livelease", famForget, "bump", "mismatch",
 		"purge-young", "resplost", "failpre", "stall", "commitunknown", famStallTakeover, famLeased:
 		return true
 	case "fanout":
@@ -1165,7 +1165,7 @@ func (r *simRun[U]) play() []string {
 func (r *simRun[U]) runPhase(phase int) {
 	var pauseA func(n int, h simHit) bool
 	switch r.sc.family {
-	case "preempt", "takeover", "livelease", "skew":
+	case "preempt", "takeover", "livelease", "skew", famForget:
 		pauseA = func(n int, h simHit) bool { return n == r.sc.at }
 	}
 	task := r.start(phase, workPhase, pauseA)
@@ -1229,6 +1229,8 @@ func (r *simRun[U]) interlude(phase int, a *simTask) {
 		}
 	case "skew":
 		r.skewInterlude(phase, a)
+	case famForget:
+		r.forgetInterlude(a)
 	case "livelease":
 		// A holds a live lease; B, running the same phase, must leave the
 		// effect alone (its claim is refused; the provider is not called).

@@ -40,6 +40,9 @@ package crashsim
 //	takeover       a worker stalls past its lease, another takes over,      2 5
 //	               the first one's late call succeeds or fails
 //	livelease      a second worker meets a live lease                       2 5
+//	forget         a person forgets a key under a worker's live lease: it   8
+//	               is refused and changes nothing; at the end, forgetting
+//	               one done key removes its row and nothing else
 //	purge-young    purge at a point, nothing past retention                 2
 //	purge-old      purge at a point, everything done past retention         2
 //	preempt        one worker paused at a point while another runs on       3 5
@@ -387,6 +390,11 @@ func (r *simRun[U]) checkEnd() []string {
 		r.violate("end: a key was called again while its earlier call still hung: %s", strings.Join(twice, ", "))
 	}
 	r.checkRerun(ctx, exp)
+	if r.sc.family == famForget {
+		// After the re-run and backfill (the oracle knows nothing of a
+		// forgotten key), before the purge empties the ledger.
+		r.checkForgetOne(ctx)
+	}
 	if slices.ContainsFunc(r.job.Effects, func(fx Effect) bool { return fx.Retention > 0 }) {
 		r.purgeNow(ctx, "after convergence", true)
 	}
@@ -1038,6 +1046,7 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 				add(sc)
 			}
 			add(at("livelease", k))
+			add(at(famForget, k))
 		}
 		sc := newScenario("bump")
 		sc.bump = i + 1

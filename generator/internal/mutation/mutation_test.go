@@ -228,6 +228,13 @@ var stageMutants = []mutant{
 }
 
 var exampleMutants = []mutant{
+	// Killed by forget: a person forgets a key under a worker's live
+	// lease (refused, nothing changed), and one done key at the end
+	// (its row alone goes).
+	{name: "forget does not refuse a key under a live lease", test: hookTest, edits: edit("idem/recover.go",
+		`if ShownEffectState\(e\.State, e\.LeaseUntil, now\) == StateLeased \{`, "if false {")},
+	{name: "forget removes every effect key from the one named on", test: hookTest, edits: edit(sqliteLedger,
+		`DELETE FROM idem_ledger\nWHERE effect_key = \?1 AND NOT`, "DELETE FROM idem_ledger\nWHERE effect_key >= ?1 AND NOT")},
 	// Killed by permanent's replay of every handed-in unit: a handed-in
 	// job's re-run hands in the last phase only, so the declined key was
 	// never met again there.
@@ -425,7 +432,7 @@ var exampleMutants = []mutant{
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
-	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst"}
+	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
