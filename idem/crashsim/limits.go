@@ -20,8 +20,11 @@ import (
 // within a phase, so pacing on it would only add real waits. The
 // example's tests prove the rate across workers with real clocks.
 
-// simFleetHold is how long a call of the fleet family stays in flight.
-const simFleetHold = 3 * time.Millisecond
+// simFleetHold is how long a call of the fleet family stays in flight:
+// long enough that the two workers' calls overlap on PostgreSQL too, whose
+// round trips are slower than SQLite's (at 3 ms they could miss each other
+// there, and a slot taken while live could pass).
+const simFleetHold = 15 * time.Millisecond
 
 // simFlight counts each effect's calls in flight (the fleet family).
 type simFlight struct {

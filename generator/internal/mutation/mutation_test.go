@@ -386,6 +386,12 @@ var exampleMutants = []mutant{
 		{file: sqliteLedger, old: `\n        AND \(s\.owner IS NULL OR s\.held_until <= \?6\)`, new: ""},
 		{file: sqliteLedger, old: `\n    AND \(idem_limits\.owner IS NULL OR idem_limits\.held_until <= \?6\)`, new: ""},
 	}},
+	// Killed by fleet on PostgreSQL, whose two workers' calls are held
+	// long enough to overlap there too.
+	{name: "a held call slot taken again (PostgreSQL)", test: syncTest, db: "postgres", edits: []mutantEdit{
+		{file: pgLedger, old: `\n        AND \(s\.owner IS NULL OR s\.held_until <= \$6\)`, new: ""},
+		{file: pgLedger, old: `\n    AND \(idem_limits\.owner IS NULL OR idem_limits\.held_until <= \$6\)`, new: ""},
+	}},
 	{name: "a provider's \"not now\" burns an attempt", test: syncTest, edits: edit(engineFile,
 		`NotCounted: notNow && !permanent,`, "NotCounted: notNow && false,")},
 	{name: "a \"not now\" gives no attempt back", test: syncTest, edits: edit(sqliteLedger,
