@@ -271,7 +271,10 @@ type options struct {
 	observer        Observer
 	// leaseClock replaces the database clock for leases (tests only).
 	leaseClock func() time.Time
-	dbClock    *dbClock
+	// paceWait waits for a call's start under a rate on the lease clock
+	// (tests only: WithPaceWait).
+	paceWait func(ctx context.Context, effect string, start time.Time) error
+	dbClock  *dbClock
 	// waitBound bounds each wait for a connection or a lock (WithWaitBound).
 	waitBound time.Duration
 	// defEdit is a func(*jobDef[U]) the crash tests use to rebuild a job
@@ -315,6 +318,13 @@ func WithEffectConcurrency(n int) Option { return func(o *options) { o.effectCon
 // with effects already overlaps its calls with the next batch
 // (WithEffectConcurrency) and writes one batch at a time.
 func WithWriteAhead(on bool) Option { return func(o *options) { o.writeAhead = on } }
+
+// WithPaceWait is for tests that simulate time (the crash simulation),
+// with WithLeaseClock: each call start an effect's rate grants is waited
+// for through wait, on the simulated clock, instead of a real sleep.
+func WithPaceWait(wait func(ctx context.Context, effect string, start time.Time) error) Option {
+	return func(o *options) { o.paceWait = wait }
+}
 
 // WithCrashHook is for the generated crash-simulation tests only.
 func WithCrashHook(h CrashHook) Option { return func(o *options) { o.hook = h } }

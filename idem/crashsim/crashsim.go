@@ -425,7 +425,7 @@ func (s simScenario) String() string {
 // written first is up to the schedule.
 func (s simScenario) overlapping() bool {
 	switch s.family {
-	case "preempt", "double", "concurrent", "fleet", famBurst:
+	case "preempt", "double", "concurrent", "fleet", famBurst, famRate:
 		return true
 	}
 	return false
@@ -522,7 +522,9 @@ type simRun[U any] struct {
 	converging bool
 	lagKeys    map[string]bool
 	cursorEcho map[string]U
-	incByID    map[int]*simInc // every incarnation started, by id
+	incByID    map[int]*simInc        // every incarnation started, by id
+	starts     map[string][]time.Time // the rate family: the starts its rates granted, by effect
+	paceReader chan struct{}          // the rate family: a worker that read the pace, waiting for another
 }
 
 // simRunRecord is one sequential run's report and what it was served.
@@ -611,6 +613,9 @@ func (r *simRun[U]) hook(inc *simInc) idem.CrashHook {
 		}
 		if r.sc.family == famWriteAhead {
 			r.lag(p, detail)
+		}
+		if r.sc.family == famRate && p == pointSQLAfter && strings.Contains(detail, "name: GetPace ") {
+			r.paceMeet()
 		}
 		if poison && !r.parked(ctx, detail) {
 			// The poison unit's write fails every time it is attempted; a
@@ -1027,6 +1032,8 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	switch {
 	case r.sc.family == famRepeatBatches:
 		base = append(base, idem.WithBatchSize(2))
+	case r.sc.family == famRate:
+		base = append(base, r.rateOptions()...)
 	case r.sc.family == famWriteAhead:
 		base = append(base, idem.WithBatchSize(1), idem.WithWriteAhead(true))
 	}
@@ -1096,6 +1103,8 @@ func (r *simRun[U]) play() []string {
 			r.concurrently(phase)
 		case r.sc.family == famBurst:
 			r.burst(phase)
+		case r.sc.family == famRate:
+			r.concurrently(phase)
 		default:
 			r.runPhase(phase)
 		}
@@ -1412,6 +1421,11 @@ func (r *simRun[U]) convergenceRuns() int {
 		n = max(n, r.job.UnitMaxAttempts+2)
 	case "throttle":
 		n = max(n, r.sc.times+3)
+	case famRate:
+		r.prov.mu.Lock()
+		calls := len(r.prov.order)
+		r.prov.mu.Unlock()
+		n = max(n, r.rateConvergenceRuns(calls))
 	}
 	return n
 }

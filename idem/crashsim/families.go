@@ -50,6 +50,9 @@ package crashsim
 //	fleet          two workers at once, every effect at concurrency 1       5 8
 //	               across workers: never two calls of an effect in flight
 //	concurrent     two workers with seeded jitter                           5
+//	rate           two workers at once, four calls in flight each, under    5
+//	               the effects' rates waited for on the simulated clock:
+//	               granted starts at least the spacing apart; then crashed
 //	burst          five callers at once on the same keys in one process     5
 //	               whose pool has two connections: none waits out its
 //	               bound (a transaction that needs a second connection of
@@ -383,6 +386,9 @@ func (r *simRun[U]) checkEnd() []string {
 		r.violate("end: the provider was called before the time its RetryAfter named: %s", strings.Join(early, "; "))
 	}
 	r.checkFleet()
+	if r.sc.family == famRate {
+		r.checkPace()
+	}
 	r.prov.mu.Lock()
 	twice := slices.Clone(r.prov.twice)
 	r.prov.mu.Unlock()
@@ -1115,6 +1121,15 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 	}
 	add(newScenario("double"))
 	add(newScenario("fleet"))
+	if hasRate(job) {
+		// rate: two workers under the effects' rates, then crashed.
+		add(newScenario(famRate))
+		for i := 1; i <= 2; i++ {
+			sc := at(famRate, i*firstPhase/3)
+			sc.crashAt = []int{sc.at}
+			add(sc)
+		}
+	}
 	// burst: more callers than connections on the same keys at once, then
 	// crashed at hits spread over the first phase.
 	add(newScenario(famBurst))

@@ -52,15 +52,17 @@ func (f *simFlight) enter(effect string) func() {
 	return func() { c.Add(-1) }
 }
 
-// limitsFor is the edit of a scenario's effects: no rate (see above); the
-// fleet family's concurrency 1.
+// limitsFor is the edit of a scenario's effects: no rate (see above) but
+// in the rate family (rate.go); the fleet family's concurrency 1.
 func limitsFor[U any](edit func(*idem.Job[U]), family string) func(*idem.Job[U]) {
 	return func(j *idem.Job[U]) {
 		if edit != nil {
 			edit(j)
 		}
 		for i := range j.Effects {
-			j.Effects[i].Rate = idem.Rate{}
+			if family != famRate {
+				j.Effects[i].Rate = idem.Rate{}
+			}
 			if family == "fleet" {
 				j.Effects[i].Concurrency = 1
 			}

@@ -96,6 +96,7 @@ const (
 	stageTest  = "TestCrashSimLedgerImport"
 	pageTest   = "TestCrashSimPageImport"
 	copyTest   = "TestCrashSimCopyJob"
+	callTest   = "TestCrashSimCallJob"
 	ackTest    = "TestCrashSimMessageAckJob"
 	rateTest   = "TestRateHoldsAcrossWorkers" // example/limits_test.go, on real clocks
 	// example/river_group_test.go, on a real River
@@ -111,7 +112,7 @@ var targets = []mutantTarget{
 	{module: "testdata", pkg: "golden/cursor", tests: []string{cursorTest}, mutants: cursorMutants},
 	{module: "testdata", pkg: "golden/sha256key", tests: []string{priceTest}, mutants: priceMutants},
 	{module: "testdata", pkg: "golden/staged", tests: []string{stageTest, pageTest}, mutants: stageMutants},
-	{module: ".", pkg: "example/bench/benchjobs", tests: []string{copyTest}, mutants: benchMutants},
+	{module: ".", pkg: "example/bench/benchjobs", tests: []string{copyTest, callTest}, mutants: benchMutants},
 	{module: "testdata", pkg: "golden/none_nodest", tests: []string{ackTest}, mutants: ackMutants},
 	{module: ".", pkg: "example", tests: []string{rateTest, riverOutcomesTest, riverCrashTest, riverWaitTest}, mutants: slices.Concat(rateMutants, riverMutants)},
 	{module: ".", pkg: "example/bench", tests: []string{writeAheadTest}, mutants: writeAheadMutants},
@@ -128,6 +129,14 @@ func twice(file, old, new string) []mutantEdit {
 // benchMutants face the benchmark's copy_job: a job without effects,
 // which writes ahead on PostgreSQL.
 var benchMutants = []mutant{
+	// Killed by rate (call_job's effect has one): two workers that read
+	// the same pace both take its start once the compare-and-set is gone.
+	{name: "the pacing row moved without its compare-and-set", test: callTest, edits: edit(sqliteLedger,
+		`WHERE job = \?2 AND effect = \?3 AND slot = -1 AND held_until = \?4\n`,
+		"WHERE job = ?2 AND effect = ?3 AND slot = -1 AND (held_until = ?4 OR ?4 IS NOT NULL)\n")},
+	{name: "the pacing row moved without its compare-and-set (PostgreSQL)", test: callTest, db: "postgres", edits: edit(pgLedger,
+		`WHERE job = \$2 AND effect = \$3 AND slot = -1 AND held_until = \$4\n`,
+		"WHERE job = $2 AND effect = $3 AND slot = -1 AND (held_until = $4 OR $4::timestamptz IS NOT NULL)\n")},
 	{name: "a batch written ahead drops its counts", test: copyTest, db: "postgres", edits: edit(batchFile,
 		`\t\t<-done\n\t\trep\.add\(own\)\n`, "\t\t<-done\n")},
 	// Killed by writeahead: a key's second write commits before its first.
@@ -438,7 +447,7 @@ var exampleMutants = []mutant{
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
-	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget"}
+	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
