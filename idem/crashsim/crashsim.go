@@ -164,6 +164,9 @@ type WindowSource[U any] struct {
 	markOf func(U) time.Time
 	served map[int][]U
 	echo   map[string]*simEcho[U] // writeahead: older versions served once (repeats.go)
+	// echoAlways serves each older version to every incarnation, not once
+	// (an insert_once destination: see echoed).
+	echoAlways bool
 }
 
 func (s *WindowSource[U]) Fetch(ctx context.Context, w idem.Window, page string) ([]U, string, error) {
@@ -735,6 +738,8 @@ func (r *simRun[U]) checkAt(ctx context.Context, p idem.CrashPoint, detail strin
 
 // checkBehindMark: every source unit behind the stored watermark is applied,
 // but for late arrivals (the overlap exists for them) and a poison unit.
+// Applied is its current version under upsert; under insert_once the row
+// keeps the key's first written version, which may be any one delivered.
 func (r *simRun[U]) checkBehindMark(ctx context.Context, p idem.CrashPoint, mark time.Time) {
 	r.window.mu.Lock()
 	var behind []U
@@ -744,7 +749,22 @@ func (r *simRun[U]) checkBehindMark(ctx context.Context, p idem.CrashPoint, mark
 		}
 	}
 	r.window.mu.Unlock()
-	r.checkApplied(ctx, p, behind, func(u U) []U { return []U{u} })
+	if !r.job.InsertOnce {
+		r.checkApplied(ctx, p, behind, func(u U) []U { return []U{u} })
+		return
+	}
+	r.mu.Lock()
+	history := slices.Clone(r.history)
+	r.mu.Unlock()
+	r.checkApplied(ctx, p, behind, func(u U) []U {
+		var versions []U
+		for _, d := range history {
+			if r.job.keyOf(d.unit) == r.job.keyOf(u) {
+				versions = append(versions, d.unit)
+			}
+		}
+		return versions
+	})
 }
 
 func (r *simRun[U]) isPoison(u U) bool {
@@ -896,7 +916,9 @@ func (r *simRun[U]) serve(phase int) {
 			r.cursor.log = append(r.cursor.log, entries...)
 			r.cursor.mu.Unlock()
 		}
+		r.mu.Lock()
 		r.history = append(r.history, simDelivery[U]{unit: u, versions: r.versions})
+		r.mu.Unlock()
 	}
 	r.mu.Lock()
 	r.dirty = true
@@ -1188,7 +1210,7 @@ func (r *simRun[U]) interlude(phase int, a *simTask) {
 			pauseB = func(n int, h simHit) bool { return h.p == idem.PointEffectBeforeCall && h.detail == key }
 		}
 		b := r.start(phase, workDrain, pauseB)
-		_, bPaused := b.wait()
+		bOut, bPaused := b.wait()
 		if bPaused && strings.Contains(r.sc.variant, "b-paused") {
 			r.mu.Lock()
 			r.recorder = simOwner(b.inc.id) // B is the owner whose outcome must be kept
@@ -1202,10 +1224,14 @@ func (r *simRun[U]) interlude(phase int, a *simTask) {
 			r.prov.failInc[b.inc.id] = key
 		}
 		r.prov.mu.Unlock()
-		a.finish()
+		// Both reports count: B's is the one that parks the effect when
+		// its failure is the last attempt, and no later run reports it
+		// again when the unit's redelivery is deduped before its effects.
+		r.record(a.finish(), a.inc.id)
 		if bPaused {
-			b.finish()
+			bOut = b.finish()
 		}
+		r.record(bOut, b.inc.id)
 	case "skew":
 		r.skewInterlude(phase, a)
 	case "livelease":

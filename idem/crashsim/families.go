@@ -172,8 +172,20 @@ func (r *simRun[U]) expect() simExpect[U] {
 		r.prov.mu.Lock()
 		switch r.sc.family {
 		case "resplost", "failpre", "stall":
+			// The faulted call, then the retry; with max_attempts 1 the
+			// fault was the last attempt: the effect is parked (though
+			// applied, when only the response was lost).
 			if r.sc.call < len(r.prov.order) {
-				e.calls[r.prov.order[r.sc.call]] = 2
+				k := r.prov.order[r.sc.call]
+				e.calls[k] = 2
+				if r.effectOf(k).MaxAttempts == 1 {
+					e.calls[k] = 1
+					e.parked[k] = true
+					delete(e.must, k)
+					if r.sc.family == "resplost" {
+						e.parkedApplied = k
+					}
+				}
 			}
 		case famStallTakeover:
 			if r.sc.call < len(r.prov.order) && r.sc.variant == "crash" {
@@ -355,7 +367,9 @@ func (r *simRun[U]) checkEnd() []string {
 	if (r.sc.family == "clean" || r.sc.family == "fanout" || unfaulted) && r.job.Source == SourceNoneName {
 		r.checkReplay(ctx)
 	}
-	if r.sc.family == "bump" && r.sc.bump < 0 && r.job.HasDest {
+	// A job version bump recomputes upserted rows; an insert_once row is
+	// never changed (checkRows holds it to its first written version).
+	if r.sc.family == "bump" && r.sc.bump < 0 && r.job.HasDest && !r.job.InsertOnce {
 		verbs, closeInc := r.aux(r.now)
 		stale, err := verbs.Stale(ctx, 100)
 		closeInc()
@@ -723,7 +737,7 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 		t: &simT{TB: t}, job: job, db: db, sc: sc, env: env,
 		doneKeys: map[string]bool{}, late: map[string]bool{},
 		prov:     newSimProvider(),
-		window:   &WindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.MarkOf, served: map[int][]U{}, echo: map[string]*simEcho[U]{}},
+		window:   &WindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.MarkOf, served: map[int][]U{}, echo: map[string]*simEcho[U]{}, echoAlways: job.InsertOnce},
 		cursor:   &CursorSource[U]{served: map[int][]U{}},
 		versions: baseVersions(job),
 	}
@@ -952,7 +966,10 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 		switch {
 		case h.p == idem.PointUnitAfterCommit || h.p == idem.PointProgressAfter:
 			add(at("commitunknown", k))
-		case h.p == job.failPoint() && h.detail != "":
+		case h.p == job.failPoint() && h.detail != "" && job.UnitMaxAttempts != 1:
+			// A write that fails once and then succeeds; with a unit
+			// max_attempts of 1 its one failure parks it, which is
+			// poison's case (a unit whose write always fails).
 			add(at("writefail", k))
 		}
 		if h.p == idem.PointEffectBeforeCall && k < firstPhase {
