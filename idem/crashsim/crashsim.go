@@ -811,13 +811,23 @@ func (r *simRun[U]) checkApplied(ctx context.Context, p idem.CrashPoint, behind 
 	if err != nil {
 		return
 	}
+	r.mu.Lock()
+	history := slices.Clone(r.history)
+	r.mu.Unlock()
 	for _, u := range behind {
-		for _, fx := range r.job.Effects {
+		for fi, fx := range r.job.Effects {
 			if fx.When != idem.WhenAlways {
 				continue
 			}
-			k := r.effectKey(fx, u)
-			if !slices.ContainsFunc(entries, func(e idem.LedgerEntry) bool { return e.Key == k }) {
+			// Reserved under the versions in force when the unit was
+			// delivered: a bump since renders its key anew.
+			keys := map[string]bool{r.effectKey(fx, u): true}
+			for _, d := range history {
+				if r.job.keyOf(d.unit) == r.job.keyOf(u) {
+					keys[oracleKey(fx.Key, d.versions.vars(fi), d.unit)] = true
+				}
+			}
+			if !slices.ContainsFunc(entries, func(e idem.LedgerEntry) bool { return keys[e.Key] }) {
 				r.violate("at %s: progress is ahead of work: effect %s of %s is behind the stored position but not reserved", p, fx.Name, r.job.keyOf(u))
 				return
 			}
