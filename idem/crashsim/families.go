@@ -69,7 +69,8 @@ package crashsim
 //	writeahead     no effects: a page serves a new key twice (an older      1 3 4
 //	               version first, then in phase 1 with a unit between) in
 //	               batches of one written ahead, three at once; the older
-//	               write is slowed: the newer version must win; then
+//	               write is slowed: the newer version must win (upsert),
+//	               the older, written first, must stay (insert_once); then
 //	               crashed at hits spread over the phases
 //
 // Every scenario also re-runs and backfills after convergence (4), checks
