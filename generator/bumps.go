@@ -96,6 +96,8 @@ func jobBumpNote(j *model.Job, from int) string {
 	switch {
 	case j.Dest == nil:
 		what += "the job writes no rows"
+	case j.Dest.Write == model.InsertOnce:
+		what += fmt.Sprintf("rows already in %s stay as they are (write: insert_once); %s.Stale lists those written under v%d", j.Dest.Table, j.GoName, from)
 	case j.Source == model.SourceWatermark:
 		what += fmt.Sprintf("a Backfill rewrites the %s rows in its window written under v%d (%s.Stale lists them)", j.Dest.Table, from, j.GoName)
 	default:

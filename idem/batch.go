@@ -261,9 +261,10 @@ func (e *Engine[U]) commit(ctx context.Context, items []*item[U], rep *runState)
 	if err == nil {
 		if err = e.hit(ctx, PointUnitAfterCommit, items[0].key); err != nil {
 			// Committed, but this worker cannot know it: each unit
-			// counts as failed, and the next run finds it written.
+			// counts as failed, and the next run finds it written. It
+			// may be written, so this is no attempt toward parking it.
 			for _, it := range items {
-				e.failItem(it, e.failedOutcome(ctx, it.u, it.key, err, e.unitLog(it)), err, rep)
+				e.failItem(it, e.unknownOutcome(ctx, it.u, it.key, err, e.unitLog(it)), err, rep)
 			}
 			return
 		}

@@ -7,24 +7,30 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
-// KeyEscape makes key rendering injective: '%' and the separators the key
-// template uses around its placeholders are percent-encoded inside values,
-// so "{a}:{b}" can never render the same for two different (a, b).
+// KeyEscape makes key rendering injective: '%' and the separator
+// characters the key template uses around its placeholders are
+// percent-encoded inside values (each byte of a character's UTF-8 form),
+// so "{a}:{b}" can never render the same for two different (a, b), and a
+// value that was valid UTF-8 stays so, whatever the separators.
 func KeyEscape(s, seps string) string {
 	if !strings.ContainsAny(s, seps) && !strings.Contains(s, "%") {
 		return s
 	}
 	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '%' || strings.IndexByte(seps, c) >= 0 {
-			b.WriteByte('%')
-			b.WriteString(strings.ToUpper(hex.EncodeToString([]byte{c})))
-			continue
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == '%' || (r != utf8.RuneError || n > 1) && strings.ContainsRune(seps, r) {
+			for _, c := range []byte(s[:n]) {
+				b.WriteByte('%')
+				b.WriteString(strings.ToUpper(hex.EncodeToString([]byte{c})))
+			}
+		} else {
+			b.WriteString(s[:n])
 		}
-		b.WriteByte(c)
+		s = s[n:]
 	}
 	return b.String()
 }

@@ -47,3 +47,19 @@ func TestTimesRenderByInstant(t *testing.T) {
 		t.Errorf("text order broken: %s !< %s", early, late)
 	}
 }
+
+// A separator outside ASCII is escaped as a character: every byte of its
+// UTF-8 form, and no byte of another character that shares its lead byte
+// ("¢" and "·" both start with 0xC2), so escaped values stay valid UTF-8.
+func TestKeyEscapeUnicodeSeparator(t *testing.T) {
+	cases := map[string]string{
+		"ünïcødé-✓": "ünïcødé-✓",
+		"a·b":       "a%C2%B7b",
+		"¢·%":       "¢%C2%B7%25",
+	}
+	for in, want := range cases {
+		if got := KeyEscape(in, "·"); got != want {
+			t.Errorf("KeyEscape(%q, \"·\") = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -86,6 +86,21 @@ type ParkQuerier interface {
 // unit's max_attempts. A payload mismatch is not a failed write, and a
 // cancelled run is not an attempt: neither is recorded.
 func (e *Engine[U]) failedOutcome(ctx context.Context, u U, key string, cause error, log *slog.Logger) Outcome {
+	return e.recordFailure(ctx, u, key, cause, e.def.MaxAttempts, log)
+}
+
+// unknownOutcome records a unit whose commit may have succeeded (the
+// client saw an error after it): failing, so progress waits for the next
+// run, which finds it written (and clears the row) or writes it; never
+// parked on it, however low max_attempts is: a parked unit is skipped
+// with this payload for good, though its row may be there.
+func (e *Engine[U]) unknownOutcome(ctx context.Context, u U, key string, cause error, log *slog.Logger) Outcome {
+	return e.recordFailure(ctx, u, key, cause, 0, log)
+}
+
+// recordFailure is failedOutcome with the attempts that park the unit
+// (none when limit <= 0).
+func (e *Engine[U]) recordFailure(ctx context.Context, u U, key string, cause error, limit int32, log *slog.Logger) Outcome {
 	if errors.Is(cause, ErrPayloadMismatch) {
 		return OutcomeMismatch
 	}
@@ -108,7 +123,6 @@ func (e *Engine[U]) failedOutcome(ctx context.Context, u U, key string, cause er
 		m := e.def.MarkOf(u)
 		f.Mark = &m
 	}
-	limit := e.def.MaxAttempts
 	if limit <= 0 {
 		limit = math.MaxInt32 // no max_attempts: failing for good, never parked
 	}

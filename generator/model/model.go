@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemgen/idemgen/generator/spec"
 )
@@ -130,8 +131,8 @@ func (f *Field) Pointer() bool { return f.Nullable && f.Type != Bytes && f.Type 
 type Key struct {
 	Text  string
 	Parts []KeyPart
-	// Seps are the separator bytes the template puts around placeholders;
-	// values are escaped for them so rendering is injective.
+	// Seps are the separator characters the template puts between
+	// placeholders; values are escaped for them so rendering is injective.
 	Seps string
 }
 
@@ -435,14 +436,13 @@ func ParseKey(text string, fields map[string]*Field, vars map[string]string) (Ke
 	flush()
 	// Only text between two placeholders can make rendering ambiguous; a
 	// fixed prefix or suffix cannot, so single-placeholder keys need no escaping.
-	seps := map[byte]bool{}
+	seps := map[rune]bool{}
 	for i, p := range k.Parts {
 		if i == 0 || i == len(k.Parts)-1 || p.Literal == "" {
 			continue
 		}
-		for i := 0; i < len(p.Literal); i++ {
-			c := p.Literal[i]
-			if !isAlnum(c) && !seps[c] {
+		for _, c := range p.Literal {
+			if (c >= utf8.RuneSelf || !isAlnum(byte(c))) && !seps[c] {
 				seps[c] = true
 				k.Seps += string(c)
 			}

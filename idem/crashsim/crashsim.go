@@ -164,6 +164,9 @@ type WindowSource[U any] struct {
 	markOf func(U) time.Time
 	served map[int][]U
 	echo   map[string]*simEcho[U] // writeahead: older versions served once (repeats.go)
+	// echoAlways serves each older version to every incarnation, not once
+	// (an insert_once destination: see echoed).
+	echoAlways bool
 }
 
 func (s *WindowSource[U]) Fetch(ctx context.Context, w idem.Window, page string) ([]U, string, error) {
@@ -230,6 +233,18 @@ const (
 	faultStall             // the call hangs past the effect's timeout (family stall)
 	faultHang              // the call hangs, ignoring the cancel, while the world goes on (stall-takeover)
 )
+
+// appliedAny reports whether the provider applied any of keys.
+func (p *Provider) appliedAny(keys map[string]bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range keys {
+		if p.applied[k] > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // Provider is the fake outside provider. It honours the idempotency key
 // it is given as Stripe does: the first call applies and its result is
@@ -740,6 +755,8 @@ func (r *simRun[U]) checkAt(ctx context.Context, p idem.CrashPoint, detail strin
 
 // checkBehindMark: every source unit behind the stored watermark is applied,
 // but for late arrivals (the overlap exists for them) and a poison unit.
+// Applied is its current version under upsert; under insert_once the row
+// keeps the key's first written version, which may be any one delivered.
 func (r *simRun[U]) checkBehindMark(ctx context.Context, p idem.CrashPoint, mark time.Time) {
 	r.window.mu.Lock()
 	var behind []U
@@ -749,7 +766,22 @@ func (r *simRun[U]) checkBehindMark(ctx context.Context, p idem.CrashPoint, mark
 		}
 	}
 	r.window.mu.Unlock()
-	r.checkApplied(ctx, p, behind, func(u U) []U { return []U{u} })
+	if !r.job.InsertOnce {
+		r.checkApplied(ctx, p, behind, func(u U) []U { return []U{u} })
+		return
+	}
+	r.mu.Lock()
+	history := slices.Clone(r.history)
+	r.mu.Unlock()
+	r.checkApplied(ctx, p, behind, func(u U) []U {
+		var versions []U
+		for _, d := range history {
+			if r.job.keyOf(d.unit) == r.job.keyOf(u) {
+				versions = append(versions, d.unit)
+			}
+		}
+		return versions
+	})
 }
 
 func (r *simRun[U]) isPoison(u U) bool {
@@ -796,13 +828,24 @@ func (r *simRun[U]) checkApplied(ctx context.Context, p idem.CrashPoint, behind 
 	if err != nil {
 		return
 	}
+	r.mu.Lock()
+	history := slices.Clone(r.history)
+	r.mu.Unlock()
 	for _, u := range behind {
-		for _, fx := range r.job.Effects {
+		for fi, fx := range r.job.Effects {
 			if fx.When != idem.WhenAlways {
 				continue
 			}
-			k := r.effectKey(fx, u)
-			if !slices.ContainsFunc(entries, func(e idem.LedgerEntry) bool { return e.Key == k }) {
+			// Reserved under the versions in force when the unit was
+			// delivered (a bump since renders its key anew), or done
+			// already: a purge past retention may have removed its row.
+			keys := map[string]bool{r.effectKey(fx, u): true}
+			for _, d := range history {
+				if r.job.keyOf(d.unit) == r.job.keyOf(u) {
+					keys[oracleKey(fx.Key, d.versions.vars(fi), d.unit)] = true
+				}
+			}
+			if !slices.ContainsFunc(entries, func(e idem.LedgerEntry) bool { return keys[e.Key] }) && !r.prov.appliedAny(keys) {
 				r.violate("at %s: progress is ahead of work: effect %s of %s is behind the stored position but not reserved", p, fx.Name, r.job.keyOf(u))
 				return
 			}
@@ -901,7 +944,9 @@ func (r *simRun[U]) serve(phase int) {
 			r.cursor.log = append(r.cursor.log, entries...)
 			r.cursor.mu.Unlock()
 		}
+		r.mu.Lock()
 		r.history = append(r.history, simDelivery[U]{unit: u, versions: r.versions})
+		r.mu.Unlock()
 	}
 	r.mu.Lock()
 	r.dirty = true
@@ -1218,7 +1263,7 @@ func (r *simRun[U]) interlude(phase int, a *simTask) {
 			pauseB = func(n int, h simHit) bool { return h.p == idem.PointEffectBeforeCall && h.detail == key }
 		}
 		b := r.start(phase, workDrain, pauseB)
-		_, bPaused := b.wait()
+		bOut, bPaused := b.wait()
 		if bPaused && strings.Contains(r.sc.variant, "b-paused") {
 			r.mu.Lock()
 			r.recorder = simOwner(b.inc.id) // B is the owner whose outcome must be kept
@@ -1232,10 +1277,14 @@ func (r *simRun[U]) interlude(phase int, a *simTask) {
 			r.prov.failInc[b.inc.id] = key
 		}
 		r.prov.mu.Unlock()
-		a.finish()
+		// Both reports count: B's is the one that parks the effect when
+		// its failure is the last attempt, and no later run reports it
+		// again when the unit's redelivery is deduped before its effects.
+		r.record(a.finish(), a.inc.id)
 		if bPaused {
-			b.finish()
+			bOut = b.finish()
 		}
+		r.record(bOut, b.inc.id)
 	case "skew":
 		r.skewInterlude(phase, a)
 	case famForget:

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemgen/idemgen/idem"
 )
@@ -78,14 +79,14 @@ func oracleKey(template string, vars map[string]string, u any) string {
 		parts = append(parts, part{field: name})
 	}
 	flush()
-	seps := ""
+	seps := "" // separator characters: docs/spec.md escapes characters, not bytes
 	for i, p := range parts {
 		if !p.isLit || i == 0 || i == len(parts)-1 {
 			continue
 		}
-		for _, c := range []byte(p.lit) {
+		for _, c := range p.lit {
 			alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-			if !alnum && !strings.ContainsRune(seps, rune(c)) {
+			if !alnum && !strings.ContainsRune(seps, c) {
 				seps += string(c)
 			}
 		}
@@ -109,12 +110,17 @@ func oracleKey(template string, vars map[string]string, u any) string {
 				out.WriteString(v)
 				continue
 			}
-			for _, c := range []byte(v) {
-				if c == '%' || strings.IndexByte(seps, c) >= 0 {
-					fmt.Fprintf(&out, "%%%02X", c)
-					continue
+			for rest := v; rest != ""; {
+				c, n := utf8.DecodeRuneInString(rest)
+				sep := n > 1 || c != utf8.RuneError // an invalid byte is no separator
+				if c == '%' || sep && strings.ContainsRune(seps, c) {
+					for _, b := range []byte(rest[:n]) {
+						fmt.Fprintf(&out, "%%%02X", b)
+					}
+				} else {
+					out.WriteString(rest[:n])
 				}
-				out.WriteByte(c)
+				rest = rest[n:]
 			}
 		}
 	}

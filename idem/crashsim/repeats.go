@@ -84,7 +84,10 @@ type simEcho[U any] struct {
 
 // echoFor registers writeahead's older version of u, served before it
 // with between units in between (a change log serves it just before): the
-// same mark (the same window, the same place in it), other data.
+// same mark (the same window, the same place in it), other data. It is a
+// delivery of the key like any other, so the oracle's history holds it
+// just before u: under upsert u wins, under insert_once the older version
+// is the first written and stays.
 func (r *simRun[U]) echoFor(id int, u U, between int) {
 	older := r.job.Unit(id, 0)
 	if r.job.MarkOf != nil && r.job.SetMark != nil {
@@ -98,6 +101,9 @@ func (r *simRun[U]) echoFor(id int, u U, between int) {
 	r.window.mu.Lock()
 	r.window.echo[key] = &simEcho[U]{unit: older, between: between}
 	r.window.mu.Unlock()
+	r.mu.Lock()
+	r.history = append(r.history, simDelivery[U]{unit: older, versions: r.versions})
+	r.mu.Unlock()
 }
 
 // logEntries is what serve appends to a change log for u: its echo, if
@@ -115,7 +121,11 @@ func (r *simRun[U]) logEntries(u U) []U {
 
 // echoed returns the window's units with each registered older version
 // before its current one (its between units before), for the incarnation
-// it goes to. The caller holds s.mu.
+// it goes to: the first that fetches it, so a re-run or a backfill after
+// convergence meets no older version that would change an upserted row;
+// under insert_once, to every incarnation (s.echoAlways), so the older
+// version is the first written whichever incarnation crashed before
+// writing it (its later writes change nothing). The caller holds s.mu.
 func (s *WindowSource[U]) echoed(in []U, inc int) []U {
 	if len(s.echo) == 0 {
 		return in
@@ -126,7 +136,7 @@ func (s *WindowSource[U]) echoed(in []U, inc int) []U {
 			if e.to == 0 {
 				e.to = inc
 			}
-			if e.to == inc {
+			if e.to == inc || s.echoAlways {
 				out = slices.Insert(out, max(len(out)-e.between, 0), e.unit)
 			}
 		}

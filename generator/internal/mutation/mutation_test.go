@@ -105,6 +105,10 @@ const (
 	riverWaitTest     = "TestRiverGroupWaitIsBounded"
 	// example/bench/writeahead_test.go, on PostgreSQL's real transactions
 	writeAheadTest = "TestWriteAhead"
+	// testdata/golden/insert_once_ahead and takeover_park
+	csvTest       = "TestCrashSimCsvImport"
+	signupTest    = "TestCrashSimSignupCopy"
+	orderHookTest = "TestCrashSimOrderHookJob"
 )
 
 var targets = []mutantTarget{
@@ -116,6 +120,8 @@ var targets = []mutantTarget{
 	{module: "testdata", pkg: "golden/none_nodest", tests: []string{ackTest}, mutants: ackMutants},
 	{module: ".", pkg: "example", tests: []string{rateTest, riverOutcomesTest, riverCrashTest, riverWaitTest}, mutants: slices.Concat(rateMutants, riverMutants)},
 	{module: ".", pkg: "example/bench", tests: []string{writeAheadTest}, mutants: writeAheadMutants},
+	{module: "testdata", pkg: "golden/insert_once_ahead", tests: []string{csvTest, signupTest}, mutants: insertOnceAheadMutants},
+	{module: "testdata", pkg: "golden/takeover_park", tests: []string{orderHookTest}, mutants: takeoverParkMutants},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
@@ -146,6 +152,28 @@ var benchMutants = []mutant{
 	// batches back (the simulation's pool writes three ahead).
 	{name: "a batch written ahead looks for its keys in the newest batch in flight only", test: copyTest, db: "postgres", edits: edit(batchFile,
 		`for f := rep\.inFlight; f != nil; f = f\.before \{\n\t\tif slices`, "for f := rep.inFlight; f != nil; f = nil {\n\t\tif slices")},
+}
+
+// insertOnceAheadMutants face insert_once jobs without effects, which
+// write ahead on PostgreSQL: the first version written must stay.
+var insertOnceAheadMutants = []mutant{
+	// Killed by writeahead: the older version, written first, is slowed;
+	// a batch that does not wait for it commits the newer one first.
+	{name: "an insert_once batch written ahead does not wait for the batches in flight with its key", test: csvTest, db: "postgres", edits: edit(batchFile,
+		`if writing\(rep, items\) \{`, "if false && writing(rep, items) {")},
+	// Killed by commitunknown: with max_attempts 1 the unit is parked
+	// though its row was written, skipped for good with that payload.
+	{name: "a commit of unknown outcome counted as a failed attempt", test: signupTest, edits: edit(batchFile,
+		`e\.unknownOutcome\(ctx, it\.u, it\.key, err, e\.unitLog\(it\)\)`, "e.failedOutcome(ctx, it.u, it.key, err, e.unitLog(it))")},
+}
+
+// takeoverParkMutants face a handed-in insert_once job whose key has a
+// separator outside ASCII.
+var takeoverParkMutants = []mutant{
+	// Killed by clean: "·" is two bytes; escaping one of them leaves
+	// ("ab·", "c") and ("ab", "·c") apart from the oracle's keys.
+	{name: "a separator outside ASCII escaped byte by byte", test: orderHookTest, edits: edit(keysFile,
+		`r, n := utf8\.DecodeRuneInString\(s\)`, "r, n := rune(s[0]), 1")},
 }
 
 // Killed by the bench's write-ahead test (realClock: it watches real

@@ -1,0 +1,119 @@
+package specspace
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/idemgen/idemgen/generator/spec"
+)
+
+// TestDrawnSpecsAreValid: the first 300 specs of a few seeds all pass vet
+// without a finding, and the same (seed, index) always draws the same
+// spec. Parsing only: cheap enough for -short.
+func TestDrawnSpecsAreValid(t *testing.T) {
+	for _, seed := range []uint64{defaultSeed, 1, 2, 3} {
+		for i := range 300 {
+			c := draw(seed, i)
+			if again := draw(seed, i); again.yaml() != c.yaml() {
+				t.Fatalf("seed %d spec %d drew two different specs", seed, i)
+			}
+			f, ds := spec.Parse("idemgen.yaml", []byte(c.yaml()))
+			if !ds.HasErrors() {
+				ds = append(ds, spec.Check(f)...)
+			}
+			if len(ds) > 0 {
+				t.Fatalf("seed %d spec %d: vet finds %v\n%s", seed, i, ds.Sorted(), c.yaml())
+			}
+		}
+	}
+}
+
+// TestDefaultRunCoversEveryValue: the default run's specs meet every value
+// of every dimension the draw walks.
+func TestDefaultRunCoversEveryValue(t *testing.T) {
+	seen := map[string]bool{}
+	for i := range defaultN {
+		c := draw(defaultSeed, i)
+		src := c.source
+		if c.stage {
+			src += "+stage"
+		}
+		seen["source "+src] = true
+		seen["dialects "+strings.Join(c.dialects, "+")] = true
+		seen["key "+c.keyShape] = true
+		seen["effects "+string(rune('0'+len(c.effects)))] = true
+		seen["unit max_attempts "+string(rune('0'+c.unitMax))] = true
+		switch {
+		case !c.dest:
+			seen["write nodest"] = true
+		case c.newerWins != "":
+			seen["write newer_wins"] = true
+		default:
+			seen["write "+c.write] = true
+		}
+		for _, e := range c.effects {
+			seen["when "+e.when] = true
+			seen["effect max_attempts "+string(rune('0'+e.maxAttempts))] = true
+		}
+	}
+	var want []string
+	for _, s := range dimSource {
+		want = append(want, "source "+s)
+	}
+	for _, d := range dimDialects {
+		want = append(want, "dialects "+strings.Join(d, "+"))
+	}
+	for _, k := range dimKey {
+		want = append(want, "key "+k)
+	}
+	for _, n := range dimEffects {
+		want = append(want, "effects "+string(rune('0'+n)))
+	}
+	for _, n := range dimMax {
+		want = append(want, "unit max_attempts "+string(rune('0'+n)))
+	}
+	for _, w := range dimWrite {
+		want = append(want, "write "+w)
+	}
+	for _, w := range dimWhen {
+		want = append(want, "when "+w)
+	}
+	for _, w := range want {
+		if !seen[w] {
+			t.Errorf("the default run (seed %d, %d specs) never draws %s", defaultSeed, defaultN, w)
+		}
+	}
+}
+
+// TestShrinkNamesTheDimension: against a failure that needs insert_once
+// and an effect with max_attempts 2, shrinking ends at a spec with just
+// those, and names them as what makes it pass.
+func TestShrinkNamesTheDimension(t *testing.T) {
+	fails := func(c specCase) string {
+		if c.dest && c.write == "insert_once" && slices.ContainsFunc(c.effects, func(e effect) bool { return e.maxAttempts == 2 }) {
+			return "fails"
+		}
+		return ""
+	}
+	var start specCase
+	found := false
+	for i := range 300 {
+		if start = draw(defaultSeed, i); fails(start) != "" && len(start.effects) > 1 {
+			found = true
+			break
+		}
+	}
+	if !found {
+		t.Fatal("no drawn spec has insert_once and two effects, one with max_attempts 2")
+	}
+	s := shrink(start, "fails", 500, fails)
+	if len(s.spec.effects) != 1 || s.spec.effects[0].maxAttempts != 2 || s.spec.write != "insert_once" || len(s.spec.keys) != 1 || s.spec.source != "none" {
+		t.Fatalf("shrunk to\n%s", s.spec.yaml())
+	}
+	for _, need := range []string{"drop effect", "write: upsert", "no max_attempts"} {
+		if !slices.ContainsFunc(s.needs, func(n string) bool { return strings.Contains(n, need) }) {
+			t.Errorf("the reductions that make it pass (%q) do not name %q", s.needs, need)
+		}
+	}
+}

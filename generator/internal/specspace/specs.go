@@ -1,0 +1,304 @@
+// Package specspace checks the generator over the space of valid specs,
+// not only the example's and the goldens' jobs: it draws specs that
+// combine the spec's dimensions, requires each to pass vet without a
+// finding, generate, build and pass its own generated crash simulation
+// (the -short sample) on SQLite and PostgreSQL, and shrinks a spec that
+// fails to the smallest one that still fails. docs/specspace.md says how
+// to run it and what it covers.
+package specspace
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+)
+
+// A specCase is one drawn spec: one job and its options, as values the
+// shrinker can take away one at a time. Its YAML is rendered by yaml.
+type specCase struct {
+	seed     uint64 // the draw's seed, printed with every failure
+	index    int
+	dialects []string // postgres, sqlite, or both
+	source   string   // none, watermark, cursor
+	stage    bool
+	dest     bool
+	write    string // upsert, insert_once
+	// newerWins names the field that orders versions (upsert only).
+	newerWins string
+	keyShape  string // single, composite, hashed, unicode
+	keys      []field
+	data      []field
+	unitMax   int // unit max_attempts; 0: not set
+	effects   []effect
+}
+
+type field struct {
+	name, typ string
+	nullable  bool
+}
+
+type effect struct {
+	name        string
+	when        string // always, inserted, changed
+	keepResult  bool
+	maxAttempts int // 0: not set
+	version     int
+	jobVersion  bool // the key holds {job_version}
+	retry       bool
+	timeout     bool
+	rate        string
+	concurrency int
+	retention   bool
+}
+
+// The values each dimension takes. A dimension with n values meets every
+// one of them in any n consecutive specs (see draw).
+var (
+	dimDialects = [][]string{{"postgres", "sqlite"}, {"sqlite"}, {"postgres"}, {"postgres", "sqlite"}}
+	dimSource   = []string{"none", "watermark", "cursor", "watermark+stage", "cursor+stage", "none+stage"}
+	dimWrite    = []string{"upsert", "insert_once", "newer_wins", "nodest"}
+	dimKey      = []string{"single", "composite", "hashed", "unicode"}
+	dimEffects  = []int{0, 1, 2, 3}
+	dimMax      = []int{0, 1, 2, 3, 4, 5}
+	dimWhen     = []string{"always", "inserted", "changed"}
+	keyTypes    = []string{"string", "int64", "int32", "uuid"}
+	dataTypes   = []string{"string", "int32", "int64", "float64", "bool", "time", "bytes", "json", "uuid"}
+	orderTypes  = []string{"time", "int64", "int32", "float64", "string"}
+	rates       = []string{"", "50/s", "600/m", "3600/h"}
+)
+
+// draw returns spec index of the run seeded with seed. Each dimension
+// walks its values from an offset the run's seed picks, so consecutive
+// specs cover every value of every dimension, in combinations that
+// differ from run to run; the rest (field types, options) comes from the
+// spec's own generator. The same (seed, index) always gives the same spec.
+func draw(seed uint64, index int) specCase {
+	run := rand.New(rand.NewPCG(seed, 0))
+	at := func(n int) int { return (index + run.IntN(n)) % n }
+	r := rand.New(rand.NewPCG(seed, uint64(index)+1))
+	c := specCase{seed: seed, index: index}
+	c.dialects = dimDialects[at(len(dimDialects))]
+	src := dimSource[at(len(dimSource))]
+	c.source, c.stage = strings.CutSuffix(src, "+stage")
+	c.write = dimWrite[at(len(dimWrite))]
+	c.keyShape = dimKey[at(len(dimKey))]
+	nEffects := dimEffects[at(len(dimEffects))]
+	c.unitMax = dimMax[at(len(dimMax))]
+	effectMax := dimMax[at(len(dimMax))]
+	when := at(len(dimWhen))
+
+	// Key fields: one, or two for a composite or hashed key.
+	nKeys := 1
+	if c.keyShape != "single" {
+		nKeys = 2
+	}
+	for i := range nKeys {
+		c.keys = append(c.keys, field{name: fmt.Sprintf("k%d", i+1), typ: keyTypes[r.IntN(len(keyTypes))]})
+	}
+	// Data fields: zero to three of any type, some nullable, and the
+	// watermark's time field or the newer_wins field when there is one.
+	for i := range r.IntN(4) {
+		c.data = append(c.data, field{name: fmt.Sprintf("d%d", i+1), typ: dataTypes[r.IntN(len(dataTypes))], nullable: r.IntN(3) == 0})
+	}
+	if c.source == "watermark" {
+		c.data = append(c.data, field{name: "at", typ: "time"})
+	}
+	c.dest = c.write != "nodest"
+	switch {
+	case c.write == "nodest":
+		c.write, c.stage = "", false // stage needs a destination
+	case c.write == "newer_wins":
+		c.write = "upsert"
+		if c.source == "watermark" && r.IntN(2) == 0 {
+			c.newerWins = "at"
+		} else {
+			c.newerWins = "rev"
+			c.data = append(c.data, field{name: "rev", typ: orderTypes[r.IntN(len(orderTypes))]})
+		}
+	}
+	for i := range nEffects {
+		e := effect{
+			name:        fmt.Sprintf("fx%d", i+1),
+			when:        dimWhen[(when+i)%len(dimWhen)],
+			keepResult:  r.IntN(2) == 0,
+			maxAttempts: effectMax,
+			version:     1 + r.IntN(2),
+			jobVersion:  r.IntN(4) == 0,
+			retry:       r.IntN(3) == 0,
+			timeout:     r.IntN(3) == 0,
+			rate:        rates[r.IntN(len(rates))],
+			retention:   r.IntN(3) == 0,
+		}
+		if i > 0 {
+			e.maxAttempts = dimMax[r.IntN(len(dimMax))]
+		}
+		if r.IntN(3) == 0 {
+			e.concurrency = 1 + r.IntN(8)
+		}
+		c.effects = append(c.effects, e)
+	}
+	c.fix()
+	return c
+}
+
+// fix turns a combination vet would warn about into the nearest valid one,
+// so every drawn (and every shrunk) spec is one vet accepts silently.
+func (c *specCase) fix() {
+	for i := range c.effects {
+		e := &c.effects[i]
+		switch {
+		case !c.dest:
+			e.when = "always" // inserted and changed need a destination
+		case c.write == "insert_once" && e.when == "changed":
+			e.when = "inserted" // vet: changed can only mean inserted
+		}
+	}
+	if c.write == "insert_once" {
+		c.newerWins = "" // vet: newer_wins does nothing with insert_once
+	}
+	if !c.dest {
+		c.stage, c.newerWins = false, ""
+	}
+	if c.newerWins == "" {
+		c.data = slices.DeleteFunc(c.data, func(f field) bool { return f.name == "rev" })
+	}
+}
+
+// pkg is the spec's Go package (and directory) in the check's module.
+func (c specCase) pkg() string { return fmt.Sprintf("s%03d", c.index) }
+
+// yaml renders the spec: the contract's keys only, as a user writes them.
+func (c specCase) yaml() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	w("# spec-space seed %d, spec %d", c.seed, c.index)
+	w("version: 1")
+	w("package: %s", c.pkg())
+	w("out: .")
+	w("dialects: [%s]", strings.Join(c.dialects, ", "))
+	w("jobs:")
+	w("  - name: space_job")
+	w("    unit:")
+	w("      type: SpaceUnit")
+	w("      fields:")
+	for _, f := range slices.Concat(c.keys, c.data) {
+		q := ""
+		if f.nullable {
+			q = "?"
+		}
+		w("        - %s: %s%s", f.name, f.typ, q)
+	}
+	w("      key: %q", c.unitKey())
+	if c.unitMax > 0 {
+		w("      max_attempts: %d", c.unitMax)
+	}
+	w("    source:")
+	switch c.source {
+	case "watermark":
+		w("      watermark: {field: at, overlap: 10m}")
+	default:
+		w("      %s: {}", c.source)
+	}
+	if c.dest {
+		w("    destination:")
+		w("      table: space_rows")
+		w("      write: %s", c.write)
+		if c.newerWins != "" {
+			w("      newer_wins: %s", c.newerWins)
+		}
+		if c.stage {
+			w("      stage: true")
+		}
+	}
+	if len(c.effects) > 0 {
+		w("    effects:")
+	}
+	for _, e := range c.effects {
+		w("      - name: %s", e.name)
+		w("        key: %q", c.effectKey(e))
+		w("        version: %d", e.version)
+		w("        when: %s", e.when)
+		if e.keepResult {
+			w("        keep_result: true")
+		}
+		if e.maxAttempts > 0 {
+			w("        max_attempts: %d", e.maxAttempts)
+		}
+		if e.retry {
+			w("        retry: {initial: 2s, max: 1m}")
+		}
+		if e.timeout {
+			w("        lease: 2m")
+			w("        timeout: 30s")
+		}
+		if e.rate != "" {
+			w("        rate: %s", e.rate)
+		}
+		if e.concurrency > 0 {
+			w("        concurrency: %d", e.concurrency)
+		}
+		if e.retention {
+			w("        retention: 24h")
+		}
+	}
+	return b.String()
+}
+
+// identity is the key's placeholders: the unit's identity, which every
+// effect key carries too.
+func (c specCase) identity() string {
+	var names []string
+	for _, f := range c.keys {
+		names = append(names, f.name)
+	}
+	switch c.keyShape {
+	case "hashed":
+		return "{sha256(" + strings.Join(names, ",") + ")}"
+	case "unicode":
+		return "{" + strings.Join(names, "}·{") + "}"
+	}
+	return "{" + strings.Join(names, "}:{") + "}"
+}
+
+func (c specCase) unitKey() string {
+	if c.keyShape == "unicode" {
+		return "ünïcødé✓:" + c.identity()
+	}
+	return "space:" + c.identity()
+}
+
+func (c specCase) effectKey(e effect) string {
+	k := e.name + ":v{version}:"
+	if e.jobVersion {
+		k += "j{job_version}:"
+	}
+	return k + c.identity()
+}
+
+// summary is one line naming the spec's dimensions, for logs.
+func (c specCase) summary() string {
+	src := c.source
+	if c.stage {
+		src += "+stage"
+	}
+	write := c.write
+	if !c.dest {
+		write = "no destination"
+	} else if c.newerWins != "" {
+		write += ", newer_wins " + c.newerWins
+	}
+	var fx []string
+	for _, e := range c.effects {
+		s := e.when
+		if e.keepResult {
+			s += " keep_result"
+		}
+		if e.maxAttempts > 0 {
+			s += fmt.Sprintf(" max_attempts %d", e.maxAttempts)
+		}
+		fx = append(fx, s)
+	}
+	return fmt.Sprintf("%s: %s, %s, key %s, unit max_attempts %d, dialects %s, effects [%s]",
+		c.pkg(), src, write, c.keyShape, c.unitMax, strings.Join(c.dialects, "+"), strings.Join(fx, "; "))
+}
