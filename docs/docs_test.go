@@ -425,3 +425,34 @@ func exists(rel string) bool {
 	_, err := os.Stat(filepath.Join(root, filepath.FromSlash(rel)))
 	return err == nil
 }
+
+// TestREADMECommandsAreCIs: the README's two commands (the example, then
+// the tests) are run by .ci/run exactly as the README writes them, so a
+// newcomer's command and CI's never drift apart.
+func TestREADMECommandsAreCIs(t *testing.T) {
+	readme := readPage(t, "README.md")
+	var commands []string
+	for _, b := range readme.blocks {
+		if b.lang != "sh" || !strings.Contains(strings.Join(readme.prose[:b.line], "\n"), "## Two commands") {
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSpace(b.text), "\n") {
+			cmd, _, _ := strings.Cut(line, "#")
+			commands = append(commands, strings.TrimSpace(cmd))
+		}
+		break
+	}
+	if len(commands) != 2 || commands[0] != "go run ./example" || !strings.HasPrefix(commands[1], "go test ") {
+		t.Fatalf("README.md's \"Two commands\" block reads %q; want the example's go run, then a go test", commands)
+	}
+	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(ci), "\n")
+	for _, cmd := range commands {
+		if !slices.Contains(lines, cmd) {
+			t.Errorf(".ci/run has no line %q, the README's command", cmd)
+		}
+	}
+}

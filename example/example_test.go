@@ -414,7 +414,7 @@ func TestExampleRunsEndToEnd(t *testing.T) {
 }
 
 // TestExampleAgainOnTheSameDatabase runs the example three times on one
-// SQLite file, as README's "Bumping a version" walk-through does. A second
+// SQLite file, as docs/example.md's "Bumping a version" walk-through does. A second
 // run backfills every invoice and changes nothing. Between the second and
 // the third, the database is made to look as if an older build wrote it
 // (notify_new_invoice at version 1, rows by an older invoice_sync version),

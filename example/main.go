@@ -7,7 +7,8 @@
 // Run again on the same SQLite file (-db PATH), it finds the earlier run's
 // rows and instead backfills every invoice through the same keys and
 // ledger: nothing new, unless the spec's versions were bumped and the
-// package regenerated in between (README, "Bumping a version").
+// package regenerated in between (docs/example.md, "Bumping a version,
+// on the example").
 package main
 
 //go:generate go tool idemgen generate

@@ -330,7 +330,7 @@ func TestRiverCancelsAMismatch(t *testing.T) {
 
 type pgxTx = pgx.Tx
 
-// The example's River mode, as the README shows it.
+// The example's River mode, as docs/example.md shows it.
 func TestExampleRiverMode(t *testing.T) {
 	url := os.Getenv("IDEMGEN_TEST_POSTGRES")
 	if url == "" {

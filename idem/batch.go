@@ -72,7 +72,7 @@ func (f *unitFault[U]) Unwrap() error { return f.err }
 // apply handles a page of units in batches, then the effects each batch
 // decided; with collect, Report.Units gets every unit in order. What the
 // progress logic needs is added to res once the batches have ended, which
-// with write-ahead is after Report.awaitInFlight.
+// with write-ahead is after runState.awaitInFlight.
 func (e *Engine[U]) apply(ctx context.Context, units []U, rep *runState, collect bool, markOf func(U) time.Time, res *applied) error {
 	for len(units) > 0 {
 		if err := ctx.Err(); err != nil {
@@ -176,7 +176,7 @@ func writing[U any](rep *runState, items []*item[U]) bool {
 // the calls go on while the next batch is written and claimed, and the
 // next batch's calls start as slots free up: the batch's units end once
 // the next batch's calls have started, or when the call ends
-// (Report.awaitInFlight). At most two batches' calls are in flight, within
+// (runState.awaitInFlight). At most two batches' calls are in flight, within
 // one bound, and only their goroutines touch them; counting is done here,
 // a batch after the one before.
 func (e *Engine[U]) endBatch(ctx context.Context, items []*item[U], rep *runState, collect bool) {

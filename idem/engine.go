@@ -277,7 +277,7 @@ type options struct {
 	dbClock  *dbClock
 	// waitBound bounds each wait for a connection or a lock (WithWaitBound).
 	waitBound time.Duration
-	// defEdit is a func(*jobDef[U]) the crash tests use to rebuild a job
+	// defEdit is a func(*Job[U]) the crash tests use to rebuild a job
 	// with bumped versions, as a regenerated package would be.
 	defEdit any
 }
@@ -431,9 +431,9 @@ func LedgerState(stored string) string {
 
 // Store is one dialect's access to the package's tables.
 type Store interface {
-	// inTx runs fn in one transaction, committing when fn returns nil.
+	// InTx runs fn in one transaction, committing when fn returns nil.
 	InTx(ctx context.Context, fn func(q Querier) error) error
-	// auto runs single statements outside a transaction.
+	// Auto runs single statements outside a transaction.
 	Auto() Querier
 }
 
@@ -585,7 +585,7 @@ type Job[U any] struct {
 	// write can leave a row that differs from the unit (insert_once,
 	// newer_wins). See settleReplays.
 	Holds func(ctx context.Context, q Querier, u U) (bool, error)
-	// checkSeen records handed-in keys with a payload hash (source: none).
+	// CheckSeen records handed-in keys with a payload hash (source: none).
 	CheckSeen bool
 	// stage publishes each window, page or Process call in one transaction.
 	Stage   bool
@@ -1171,7 +1171,7 @@ func decodeUnit[U any](b []byte) (U, error) {
 	return u, err
 }
 
-// runWatermark is a scheduled watermark run: owed effects first, then the
+// RunWatermark is a scheduled watermark run: owed effects first, then the
 // window since the stored mark minus overlap.
 func (e *Engine[U]) RunWatermark(ctx context.Context, overlap time.Duration,
 	fetch func(context.Context, Window, string) ([]U, string, error), markOf func(U) time.Time) (Report, error) {
@@ -1198,7 +1198,7 @@ func (e *Engine[U]) Backfill(ctx context.Context, w Window,
 	})
 }
 
-// runCursorJob is a scheduled cursor run: owed effects first, then pages from the stored cursor.
+// RunCursor is a scheduled cursor run: owed effects first, then pages from the stored cursor.
 func (e *Engine[U]) RunCursor(ctx context.Context, fetch func(context.Context, string) ([]U, string, error)) (Report, error) {
 	return e.run(ctx, "run", false, func(ctx context.Context, rep *runState) error {
 		if err := e.drain(ctx, decodeUnit[U], rep); err != nil {
@@ -1224,8 +1224,8 @@ func (e *Engine[U]) Process(ctx context.Context, units []U) (Report, error) {
 	})
 }
 
-// drainJob performs every owed effect of the job; for handed-in units
-// (checkSeen: source none, which has no Run) it then writes the units a
+// Drain performs every owed effect of the job; for handed-in units
+// (CheckSeen: source none, which has no Run) it then writes the units a
 // person put back for retry.
 func (e *Engine[U]) Drain(ctx context.Context) (Report, error) {
 	return e.run(ctx, "drain", false, func(ctx context.Context, rep *runState) error {

@@ -183,7 +183,7 @@ func (e *Engine[U]) PerformLeased(ctx context.Context, units []U, leases Leases)
 // RecordUnitFailure counts a failed attempt at writing u, in a transaction
 // of its own, as a run does for a unit whose write failed: at the job's
 // max_attempts the unit is parked (it returns OutcomeParked) and listed by
-// Store.Parked; before that it returns OutcomeFailed. A queue worker calls
+// ParkedPage (and the generated store's Parked); before that it returns OutcomeFailed. A queue worker calls
 // it after rolling back, so the queue's retries and the ledger's attempts
 // are the same attempts.
 func (e *Engine[U]) RecordUnitFailure(ctx context.Context, u U, cause error) Outcome {

@@ -29,7 +29,7 @@ const (
 )
 
 // ErrParked is the error of a unit that was not attempted because it is
-// parked with the same payload; Store.Retry puts it back.
+// parked with the same payload; Retry (idemgen ledger retry) puts it back.
 var ErrParked = errors.New("unit is parked after max_attempts failed writes")
 
 // ParkedUnit is one unit whose write failed and that has not been written

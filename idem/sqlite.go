@@ -323,7 +323,7 @@ func ReadNullBool(nb sql.NullBool) *bool {
 	return &nb.Bool
 }
 
-// ReadNullBlob is the inverse of sqlNullBlob; an empty BLOB stays empty,
+// ReadNullBlob is the inverse of SQLNullBlob; an empty BLOB stays empty,
 // not nil, whatever slice the driver scanned it into.
 func ReadNullBlob(p *[]byte) []byte {
 	if p == nil {

@@ -411,7 +411,8 @@ func cmdNoMention(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // The idemgen command links neither sqlc nor a database driver nor the
-// runtime (README: a service's first generate compiles none of them);
+// runtime (docs/development.md: a service's first generate compiles none
+// of them);
 // generate and status build them into their children. Built with
 // -tags idemgen_ops, the database child links the drivers.
 func TestCommandLinksNoSqlcNorDriver(t *testing.T) {

@@ -139,7 +139,7 @@ func simNewJob(j *model.Job) *jen.Statement {
 }
 
 // simUnitFunc emits the fixture: unit id at revision rev. Key fields vary
-// with id only (string ones adversarially, see simKeyText), other fields
+// with id only (string ones adversarially, see crashsim.KeyText), other fields
 // with both, and units 5 and 6 share every value outside the key; the
 // watermark lands in the window of the phase that serves it; nullable data
 // fields go NULL at rev 2.

@@ -33,6 +33,8 @@ func newFile(pkg string) *jen.File {
 	f.ImportName("github.com/pressly/goose/v3", "goose")
 	f.ImportName(uuidPkg, "uuid")
 	f.ImportName(idemPkg, "idem")
+	f.ImportName(idemPG, "idempg")
+	f.ImportName(idemSQLite, "idemsqlite")
 	f.ImportName(crashsimPkg, "crashsim")
 	return f
 }

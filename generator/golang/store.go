@@ -1,16 +1,15 @@
 package golang
 
 import (
-	"strings"
-
 	"fmt"
-
-	"github.com/idemgen/idemgen/idem/names"
+	"path"
+	"strings"
 
 	"github.com/dave/jennifer/jen"
 
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/generator/sqlgen"
+	"github.com/idemgen/idemgen/idem/names"
 )
 
 // StoreFile emits the Store type, its constructors per dialect, Migrate and
@@ -282,6 +281,7 @@ func DialectFile(p *model.Package, d model.Dialect, importPath string) *jen.File
 	}
 	f := newFile(p.Name)
 	db := importPath + "/" + sqlgen.LayoutOf(d).Out
+	f.ImportName(db, path.Base(db))
 	dq := querierOf(d)
 	noRows := "SQLiteNoRows"
 	if d == model.Postgres {

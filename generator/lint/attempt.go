@@ -243,7 +243,7 @@ var periodMethods = []string{"Truncate", "Round", "Date", "ISOWeek", "Year", "Mo
 // period reports whether call cuts the time it is given down to a period:
 // t.Truncate(24*time.Hour), t.Format("2006-01-02") (a layout without the
 // time of day), or a function of the user's that takes a time.Time
-// (startOfWeek(now)), which is taken to do so.
+// (`startOfWeek(now)`), which is taken to do so.
 func period(info *types.Info, pkg *types.Package, call *ast.CallExpr) bool {
 	fn, ok := typeutil.Callee(info, call).(*types.Func)
 	if !ok || fn.Pkg() == nil {

@@ -256,7 +256,7 @@ func Resolve(f *spec.File) (*Package, error) {
 
 // giveWay keeps the names idemgen derives from job and effect names out of
 // the way of the unit types the spec names: a job called weekly_summary
-// whose unit is WeeklySummary becomes the type WeeklySummaryJob, and an
+// whose unit is `WeeklySummary` becomes the type `WeeklySummaryJob`, and an
 // effect whose name is taken by a unit type or a job becomes <Name>Effect.
 // The spec's own names never change.
 func giveWay(p *Package) {

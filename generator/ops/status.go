@@ -683,8 +683,8 @@ func earliest(a, b *time.Time) *time.Time {
 
 // readAgain counts the units done under a superseded version of the
 // effect and not yet reserved under the current one: the runtime owes
-// such a unit the current version when it is processed again (the
-// CountDecided query), so a Backfill over it performs the effect again.
+// such a unit the current version when it is processed again
+// (idem.Querier.Decided), so a Backfill over it performs the effect again.
 func (d *DB) readAgain(ctx context.Context, job string, es *EffectStatus) error {
 	if es.History == 0 {
 		return nil

@@ -185,7 +185,7 @@ func InitialMigration(p *model.Package, d model.Dialect) []byte {
 	return initialMigration(SchemaOf(p, d))
 }
 
-// migration is what migration.sql.tmpl renders: blocks of statements.
+// migration is what templates/sql/migration.sql.tmpl renders: blocks of statements.
 type migration struct {
 	Notes    []string
 	Up, Down []string

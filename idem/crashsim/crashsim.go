@@ -4,14 +4,14 @@ package crashsim
 //
 // A scenario runs a job through phases of source data on a fresh database,
 // crashing, pausing or faulting it at chosen points: the engine's named
-// crash points and every durable SQL statement boundary (crashsim_sql.go).
+// crash points and every durable SQL statement boundary (sql.go).
 // A crash parks the job goroutine for good (nothing unwinds, no deferred
 // rollback runs) and kills its database sessions the way a dying process
 // would; recovery starts a new incarnation from nothing. Invariants are
 // checked at every point on committed state through a separate connection,
-// and at the end against the oracle (crashsim_oracle.go), which computes
+// and at the end against the oracle (oracle.go), which computes
 // from the spec alone what the job must have done. The families are
-// enumerated in crashsim_families.go.
+// enumerated in families.go.
 
 import (
 	"context"
@@ -34,7 +34,7 @@ import (
 )
 
 // Points the harness adds around every SQL statement a crashing worker
-// sends (crashsim_sql.go); the detail says whether it is a COMMIT, a
+// sends (sql.go); the detail says whether it is a COMMIT, a
 // statement in a transaction ("tx ...") or one on its own ("auto ...").
 const (
 	pointSQLBefore idem.CrashPoint = "sql.before"
@@ -127,7 +127,7 @@ type Job[U any] struct {
 	HasDest    bool
 	Stage      bool   // units and progress share one transaction per batch
 	NewerWins  string // the newer_wins field, if any
-	// unitMaxAttempts parks a unit whose write failed this many times; 0 never.
+	// UnitMaxAttempts parks a unit whose write failed this many times; 0 never.
 	UnitMaxAttempts int
 	Overlap         time.Duration
 	Lease           time.Duration // the longest effect lease

@@ -28,9 +28,9 @@ import (
 // Every incarnation opens sessions of its own: nothing is handed from one
 // "process" to the next. An earlier version reused server sessions across
 // incarnations behind a hijacked connection, to save PostgreSQL a fork per
-// session; it lost a reply about one run in twenty-five, and a full run of
-// the example's crash simulation measured the same time without it (see
-// the README's crash-simulation section).
+// session; it lost a reply about one run in twenty-five, and a proof must
+// never hang. What sessions of their own cost is measured in
+// docs/development.md#the-crash-simulation-inside.
 type simPostgres struct {
 	db       *idemtest.Postgres // the test's hold on the database: its admin pool and its schemas
 	template string

@@ -6,7 +6,7 @@ package crashsim
 // autocommit statement then). The crash simulation can so stop a worker at
 // every durable boundary, not only at the engine's named points, and find a
 // durable step hidden between two of them. PostgreSQL gets the same through
-// a pgx tracer (crashsim_postgres.go).
+// a pgx tracer (postgres.go).
 
 import (
 	"context"

@@ -493,3 +493,17 @@ func TestLedgerStatesAreOps(t *testing.T) {
 		t.Errorf("ledgerStates = %v, ops.States = %v", ledgerStates, ops.States)
 	}
 }
+
+// TestSpecSourceIsRelativeToTheOutput: the spec path a generated file
+// records is the spec seen from the output directory.
+func TestSpecSourceIsRelativeToTheOutput(t *testing.T) {
+	for _, c := range []struct{ file, dir, want string }{
+		{"example/idemgen.yaml", "example/billing", "../idemgen.yaml"},
+		{"idemgen.yaml", ".", "idemgen.yaml"},
+		{"jobs/idemgen.yaml", "gen/jobs", "../../jobs/idemgen.yaml"},
+	} {
+		if got := specSource(c.file, c.dir); got != c.want {
+			t.Errorf("specSource(%q, %q) = %q, want %q", c.file, c.dir, got, c.want)
+		}
+	}
+}

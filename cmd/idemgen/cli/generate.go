@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/rogpeppe/go-internal/diff"
@@ -144,7 +145,7 @@ func plan(e env, file string, o *options) (target, int) {
 		printErr(e, err)
 		return target{}, exitFail
 	}
-	opts := generator.Options{SQLC: runner, ImportPath: importPath}
+	opts := generator.Options{SQLC: runner, ImportPath: importPath, Version: headerVersion(), Source: specSource(file, dir)}
 	root, err := os.OpenRoot(dir)
 	switch {
 	case err == nil:
@@ -267,4 +268,28 @@ func mustAbs(p string) string {
 		return p
 	}
 	return abs
+}
+
+// headerVersion is the idemgen version the generated files record: the
+// version of idemgen's module that the service requires. A build of
+// idemgen's own repository records "(devel)", whatever its version
+// control stamps, so that its example and goldens stay a fixed point.
+func headerVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok || bi.Main.Path == modulePath {
+		return "(devel)"
+	}
+	return version(bi)
+}
+
+// specSource is the spec file's path relative to the output directory
+// dir, slash-separated, as the generated files record it.
+func specSource(file, dir string) string {
+	spec, err1 := filepath.Abs(file)
+	out, err2 := filepath.Abs(dir)
+	rel, err3 := filepath.Rel(out, spec)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return filepath.Base(file)
+	}
+	return filepath.ToSlash(rel)
 }

@@ -1,0 +1,48 @@
+package idempg_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/example/billing"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemtest"
+	"github.com/idemgen/idemgen/idem/storetest"
+)
+
+// TestStoreContract runs the stores' conformance suite on PostgreSQL
+// (IDEMGEN_TEST_POSTGRES), each test in a schema of its own with the
+// tables of the example's package billing as its migrations create them,
+// through the store its generated code builds.
+func TestStoreContract(t *testing.T) {
+	pg := idemtest.OpenPostgres(t)
+	storetest.Exercise(t, func(t *testing.T) storetest.Opened {
+		ctx := context.Background()
+		pool, err := pgxpool.NewWithConfig(ctx, pg.Config(pg.NewSchema(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		generated := billing.NewPostgresStore(pool)
+		if err := generated.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st, ok := generated.Runtime().(idempg.Store)
+		if !ok {
+			t.Fatalf("billing's PostgreSQL store runs on %T, not an idempg.Store", generated.Runtime())
+		}
+		return storetest.Opened{
+			Store: st,
+			Begin: func(ctx context.Context, t *testing.T) (idem.Querier, func() error, func() error) {
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st.PgTx(tx), func() error { return tx.Commit(ctx) }, func() error { return tx.Rollback(ctx) }
+			},
+		}
+	})
+}
