@@ -74,10 +74,10 @@ func (r *simRun[U]) checkPace() {
 // waits for another to read it too.
 const simPaceMeet = 20 * time.Millisecond
 
-// paceMeet holds a worker that has just read an effect's pace (the SQL
-// hook after GetPace) until another reads one too, or simPaceMeet passes,
-// so that two workers move the pace from the same reading: only the
-// pacing row's compare-and-set then keeps their starts apart.
+// paceMeet holds a worker that has just read an effect's pacing row (the
+// SQL hook after the read) until another reads one too, or simPaceMeet
+// passes, so that two workers move the pace from the same reading: only
+// the pacing row's compare-and-set then keeps their starts apart.
 func (r *simRun[U]) paceMeet() {
 	r.mu.Lock()
 	if other := r.paceReader; other != nil {
