@@ -1,4 +1,4 @@
-package ops
+package idemops
 
 import (
 	"context"
@@ -317,7 +317,7 @@ func (d *DB) units(ctx context.Context, where []string, args []any, limit int, p
 		u.Mark, u.FirstFailedAt, u.UpdatedAt = mark.ptr(), first.t, updated.t
 		u.Payload = jsonPayload(body)
 		if j := d.job(u.Job); j != nil {
-			u.MaxAttempts = j.Unit.MaxAttempts
+			u.MaxAttempts = j.UnitMaxAttempts
 		}
 		out = append(out, u)
 	}

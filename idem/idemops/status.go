@@ -1,4 +1,4 @@
-package ops
+package idemops
 
 import (
 	"cmp"
@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/idem"
 )
 
@@ -325,7 +324,7 @@ func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string)
 					newest = later.version
 				}
 			}
-			js.Effects = append(js.Effects, EffectStatus{Effect: r.es.Effect, Lease: Seconds(model.DefaultLease), Version: newest, Superseded: []int{}})
+			js.Effects = append(js.Effects, EffectStatus{Effect: r.es.Effect, Lease: Seconds(DefaultLease), Version: newest, Superseded: []int{}})
 			k = len(js.Effects) - 1
 		}
 		es := &js.Effects[k]
@@ -482,7 +481,7 @@ func (d *DB) readParked(ctx context.Context, job, effect string, row func(job, e
 	}
 	version := -1
 	if j := d.job(job); j != nil {
-		if k := slices.IndexFunc(j.Effects, func(e *model.Effect) bool { return e.Name == effect }); k >= 0 {
+		if k := slices.IndexFunc(j.Effects, func(e *EffectSpec) bool { return e.Name == effect }); k >= 0 {
 			version = j.Effects[k].Version
 		}
 	}
@@ -558,7 +557,7 @@ func (d *DB) sampleDone(ctx context.Context, many []effectPair, row func(job, ef
 		return nil
 	}
 	sample := d.sqliteSample
-	if d.dialect == model.Postgres {
+	if d.dialect == Postgres {
 		sample = d.pgSample
 	}
 	sampled, scale, err := sample(ctx) // done rows = count × scale
