@@ -377,17 +377,15 @@ type effectPair struct{ job, effect string }
 // which readOwed reads anyway).
 func (d *DB) ledgerEffects(ctx context.Context) ([]effectPair, error) {
 	var pairs []effectPair
-	nextJob := d.q(`SELECT min(job) FROM ` + d.t.Ledger + ` WHERE job > ?`)
+	jobs, err := d.ledgerJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	nextEffect := d.q(`SELECT min(e) FROM (
     SELECT min(effect) AS e FROM ` + d.t.Ledger + ` WHERE job = ? AND effect > ? AND state = '` + idem.StateDone + `'
     UNION ALL
     SELECT min(effect) AS e FROM ` + d.t.Ledger + ` WHERE job = ? AND effect > ? AND state IN ('` + idem.StatePending + `', '` + idem.StoredParked + `')) AS m`)
-	for job := ""; ; {
-		var j sql.NullString
-		if err := d.queryRow(ctx, nextJob, job).Scan(&j); err != nil || !j.Valid {
-			return pairs, wrapRead(d.t.Ledger, err)
-		}
-		job = j.String
+	for _, job := range jobs {
 		for effect := ""; ; {
 			var e sql.NullString
 			if err := d.queryRow(ctx, nextEffect, job, effect, job, effect).Scan(&e); err != nil {
@@ -399,6 +397,22 @@ func (d *DB) ledgerEffects(ctx context.Context) ([]effectPair, error) {
 			effect = e.String
 			pairs = append(pairs, effectPair{job, effect})
 		}
+	}
+	return pairs, nil
+}
+
+// ledgerJobs lists the jobs the ledger holds rows of, in order: each the
+// next on the (job, unit_key) index after the last, one probe per job.
+func (d *DB) ledgerJobs(ctx context.Context) ([]string, error) {
+	var jobs []string
+	nextJob := d.q(`SELECT min(job) FROM ` + d.t.Ledger + ` WHERE job > ?`)
+	for job := ""; ; {
+		var j sql.NullString
+		if err := d.queryRow(ctx, nextJob, job).Scan(&j); err != nil || !j.Valid {
+			return jobs, wrapRead(d.t.Ledger, err)
+		}
+		job = j.String
+		jobs = append(jobs, job)
 	}
 }
 
