@@ -266,15 +266,25 @@ func TestOpsPageShowsAndRetries(t *testing.T) {
 		}
 
 		// The parked page, searchable by key.
-		if code, body := b.get("parked?q=" + url.QueryEscape("notify:new-invoice:v2:inv-1")); code != 200 || !strings.Contains(body, parkedKey) {
+		code, body = b.get("parked?q=" + url.QueryEscape("notify:new-invoice:v2:inv-1"))
+		if code != 200 || !strings.Contains(body, parkedKey) {
 			t.Fatalf("parked page: %d\n%s", code, body)
+		}
+		// Its Retry link opens the confirmation of that key.
+		link := regexp.MustCompile(`href="(confirm\?action=retry[^"]*inv-1[^"]*)"`).FindStringSubmatch(body)
+		if link == nil {
+			t.Fatalf("no Retry link on the parked page:\n%s", body)
+		}
+		if code, body := b.get(strings.ReplaceAll(link[1], "&amp;", "&")); code != 200 || !strings.Contains(body, `name="key" value="`+parkedKey+`"`) {
+			t.Fatalf("the Retry link's confirmation: %d\n%s", code, body)
 		}
 		if code, body := b.get("parked?q=nothing-here"); code != 200 || !strings.Contains(body, `id="none"`) {
 			t.Fatalf("parked page, no match: %d\n%s", code, body)
 		}
 		// A key's history: attempts, last error, the stored payload.
 		code, body = b.get("key?k=" + url.QueryEscape(parkedKey))
-		if code != 200 || !strings.Contains(body, "mailbox does not exist") || !strings.Contains(body, "inv-1") || !strings.Contains(body, "permanent") {
+		if code != 200 || !strings.Contains(body, "mailbox does not exist") || !strings.Contains(body, "inv-1") || !strings.Contains(body, "permanent") ||
+			!strings.Contains(body, "<td>notify_new_invoice, version 2 (job version 1)</td>") {
 			t.Fatalf("key page: %d\n%s", code, body)
 		}
 		// A unit's key shows its effects too.

@@ -97,7 +97,6 @@ var templateFS embed.FS
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"stamp":    stamp,
 	"ago":      ago,
-	"query":    url.QueryEscape,
 	"plural":   plural,
 	"duration": func(d time.Duration) string { return d.String() },
 	"secs":     func(s idemops.Seconds) string { return time.Duration(s).String() },
