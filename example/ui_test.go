@@ -34,8 +34,7 @@ import (
 // service hands it to idemops.New.
 var billingOps = &idemops.Package{
 	Name: "billing",
-	Tables: idem.Tables{Ledger: "billing_idem_ledger", Progress: "billing_idem_progress", Seen: "billing_idem_seen",
-		Parked: "billing_idem_parked", Limits: "billing_idem_limits"},
+	Tables: idemops.TablesOf("billing"),
 	Jobs: []*idemops.Job{
 		{Name: "invoice_sync", Source: idemops.SourceWatermark, UnitMaxAttempts: 3,
 			Effects: []*idemops.EffectSpec{{Name: "notify_new_invoice", Version: 2, Lease: 5 * time.Minute, MaxAttempts: 5}}},

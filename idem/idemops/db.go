@@ -47,6 +47,14 @@ type Package struct {
 	Jobs []*Job
 }
 
+// TablesOf names the bookkeeping tables of the generated package pkg as
+// idemgen names them, <pkg>_idem_ledger and so on, unless the spec's
+// tables key renames them.
+func TablesOf(pkg string) idem.Tables {
+	p := pkg + "_idem_"
+	return idem.Tables{Ledger: p + "ledger", Progress: p + "progress", Seen: p + "seen", Parked: p + "parked", Limits: p + "limits"}
+}
+
 // Job is a job of a Package.
 type Job struct {
 	Name string
