@@ -33,7 +33,7 @@ import (
 // billingOps describes the billing package (example/idemgen.yaml) as a
 // service hands it to idemops.New.
 var billingOps = &idemops.Package{
-	Name: "billing",
+	Name:   "billing",
 	Tables: idemops.TablesOf("billing"),
 	Jobs: []*idemops.Job{
 		{Name: "invoice_sync", Source: idemops.SourceWatermark, UnitMaxAttempts: 3,
@@ -401,4 +401,32 @@ func ledgerEntry(t *testing.T, st *billing.Store, key string) idem.LedgerEntry {
 	}
 	t.Fatalf("no ledger row %s", key)
 	return idem.LedgerEntry{}
+}
+
+func TestOpsPageRetriesAJobsParkedWork(t *testing.T) {
+	eachUIDB(t, func(t *testing.T, db uiDB) {
+		f, j := opsScenario(t, db)
+		var logs logBuffer
+		h, err := idemui.New(db.ops, idemui.Options{Authorize: onCall, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBrowser(t, mount(t, h))
+		if code, body := b.get(""); code != 200 || !strings.Contains(body, "Retry the 1 parked of invoice_sync…") || strings.Contains(body, "parked of payment_webhook") {
+			t.Fatalf("front page: %d\n%s", code, body)
+		}
+		form := b.confirmForm("action=retry-parked&job=invoice_sync")
+		code, body := b.post(form, nil)
+		if code != http.StatusOK || !strings.Contains(body, parkedKey) || strings.Contains(body, leasedKey) {
+			t.Fatalf("retry-parked: %d\n%s", code, body)
+		}
+		if !strings.Contains(logs.String(), "idemui: retry-parked") || !strings.Contains(logs.String(), "who=alice") {
+			t.Fatalf("not logged:\n%s", logs.String())
+		}
+		f.clk.advance(time.Minute)
+		runJob(t, j)
+		if calls := f.mail.calls[parkedKey]; calls != 2 {
+			t.Fatalf("provider calls of %s: %d, want the bounce and one more", parkedKey, calls)
+		}
+	})
 }

@@ -99,6 +99,8 @@ type DB struct {
 	t       idem.Tables
 	log     *slog.Logger
 	now     func() time.Time
+	// clockSet: SetClock replaced now, for recovery too (recoveryNow).
+	clockSet bool
 	// retryCols: the ledger has next_attempt_at and parked_reason (the
 	// migration that added them ran).
 	retryCols bool
@@ -150,7 +152,9 @@ func (d *DB) Close() error {
 func (d *DB) Dialect() Dialect { return d.dialect }
 
 // SetClock replaces time.Now, for tests.
-func (d *DB) SetClock(now func() time.Time) { d.now = now }
+// Recovery then compares leases on it too, instead of the database's
+// clock.
+func (d *DB) SetClock(now func() time.Time) { d.now, d.clockSet = now, true }
 
 // checkTables makes a wrong database, schema or package a clear error
 // before any work: every bookkeeping table the package's migrations create.

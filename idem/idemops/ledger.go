@@ -388,7 +388,11 @@ func (d *DB) Retry(ctx context.Context, key, job string) ([]Change, error) {
 	if err := d.canRecover(); err != nil {
 		return nil, err
 	}
-	changes, err := idem.Retry(ctx, d.st, job, key, d.now())
+	now, err := d.recoveryNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := idem.Retry(ctx, d.st, job, key, now)
 	if err != nil {
 		return nil, err
 	}
@@ -410,7 +414,11 @@ func (d *DB) RetryAllParked(ctx context.Context, job string) ([]Change, error) {
 			jobs = append(jobs, j.Name)
 		}
 	}
-	changes, err := idem.RetryParked(ctx, d.st, d.now(), jobs...)
+	now, err := d.recoveryNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := idem.RetryParked(ctx, d.st, now, jobs...)
 	if err != nil {
 		return nil, err
 	}
@@ -425,7 +433,11 @@ func (d *DB) Reset(ctx context.Context, key, job string, dryRun bool) ([]Change,
 	if err := d.canRecover(); err != nil {
 		return nil, err
 	}
-	changes, err := idem.Forget(ctx, d.st, job, key, d.now(), dryRun)
+	now, err := d.recoveryNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := idem.Forget(ctx, d.st, job, key, now, dryRun)
 	if err != nil {
 		return nil, err
 	}
@@ -433,6 +445,16 @@ func (d *DB) Reset(ctx context.Context, key, job string, dryRun bool) ([]Change,
 		d.logChanges("idemgen ledger: reset: removed", changes)
 	}
 	return changes, nil
+}
+
+// recoveryNow is the time recovery compares leases on: the database's
+// clock (idem.StoreNow), as the generated Store's Retry, RetryParked and
+// Forget compare them, unless SetClock set one.
+func (d *DB) recoveryNow(ctx context.Context) (time.Time, error) {
+	if d.clockSet {
+		return d.now(), nil
+	}
+	return idem.StoreNow(ctx, d.st)
 }
 
 // canRecover refuses a write on a database whose ledger predates the

@@ -96,6 +96,7 @@ var templateFS embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"stamp":    stamp,
+	"parkedIn": parkedIn,
 	"ago":      ago,
 	"plural":   plural,
 	"duration": func(d time.Duration) string { return d.String() },
@@ -476,6 +477,15 @@ func (h *Handler) validToken(r *http.Request, token string) bool {
 		return false
 	}
 	return hmac.Equal([]byte(token), []byte(h.mac(c.Value)))
+}
+
+// parkedIn counts a job's parked effects and parked units.
+func parkedIn(js idemops.JobStatus) int {
+	n := js.Units.Parked
+	for _, e := range js.Effects {
+		n += e.Parked
+	}
+	return n
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
