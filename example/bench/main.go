@@ -58,6 +58,8 @@ type config struct {
 	noGen                     bool
 	history                   int // -history: rows of history for the flat-cost measurement (history.go); 0: off
 	uiRows                    int // -ui: rows of history for the operations page's measurement (ui.go); 0: off
+	uiKeep                    bool
+	uiSpace                   string
 	historyKeep               bool
 	statusExact, statusSample int // ops.DB.SetDoneCounting of the -history status reads (0: its defaults)
 
@@ -114,6 +116,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.genRuns, "gen-runs", 5, "timed runs of idemgen and of sqlc (the median counts)")
 	fs.IntVar(&cfg.history, "history", 0, "also measure copy_job, fx_job, Process latency, the backlog gauge, status and Purge on tables filled with this many rows of history, against empty tables (history.go; 0: off)")
 	fs.IntVar(&cfg.uiRows, "ui", 0, "also time the operations page's pages (idem/idemui) on a ledger filled with this many rows of history, as -history fills it (ui.go; 0: off)")
+	fs.BoolVar(&cfg.uiKeep, "ui-keep", false, "leave the -ui measurement's filled schema (PostgreSQL) or file (SQLite) in place; it prints its name")
+	fs.StringVar(&cfg.uiSpace, "ui-space", "", "-ui: time the pages on this schema or SQLite file that -ui-keep left, filled with -ui rows, instead of filling one")
 	fs.IntVar(&cfg.statusExact, "status-exact", 0, "-history: done rows per effect that status counts exactly (0: ops.ExactDoneLimit)")
 	fs.IntVar(&cfg.statusSample, "status-sample", 0, "-history: ledger rows that status samples above -status-exact (0: ops.DoneSampleRows)")
 	fs.BoolVar(&cfg.historyKeep, "history-keep", false, "leave the -history measurement's filled schema (PostgreSQL) or file (SQLite) in place, for EXPLAIN; it prints its name")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
@@ -45,9 +46,8 @@ func (d *DB) minute(col string) string {
 // Activity reads the effects done and failed per minute over the last
 // window (at most a day). Done rows are counted per effect on the (job,
 // effect, state, done_at) index from the window's start; failed rows are
-// the owed rows (the backlog, on the (job, state, effect_key) index) and
-// the parked rows (on the done_at index) whose last update falls in the
-// window.
+// the owed and parked rows whose last update falls in the window
+// (readFailed).
 func (d *DB) Activity(ctx context.Context, window time.Duration) (*Activity, error) {
 	window = min(max(window, time.Minute), 24*time.Hour)
 	now := d.now().UTC()
@@ -95,27 +95,69 @@ WHERE job = ? AND effect = ? AND state = 'done' AND done_at >= ? GROUP BY 1`,
 		if err != nil {
 			return nil, err
 		}
-		err = add(`SELECT `+d.minute("updated_at")+`, count(*) FROM `+d.t.Ledger+`
-WHERE job = ? AND effect = ? AND state = '`+idem.StoredParked+`' AND updated_at >= ? GROUP BY 1`,
-			[]any{p.job, p.effect, since}, func(m *Minute, n int) { m.Failed += n; a.Failed += n })
-		if err != nil {
-			return nil, err
+	}
+	failed := func(minute string, n int) {
+		at, err := time.Parse(minuteFormat, minute)
+		if m := byMinute[at]; err == nil && m != nil {
+			m.Failed += n
+			a.Failed += n
 		}
 	}
-	jobs := map[string]bool{}
-	for _, p := range pairs {
-		if jobs[p.job] {
-			continue
-		}
-		jobs[p.job] = true
-		err := add(`SELECT `+d.minute("updated_at")+`, count(*) FROM `+d.t.Ledger+`
-WHERE job = ? AND state = 'pending' AND attempts > 0 AND (lease_until IS NULL OR lease_until <= ?) AND updated_at >= ? GROUP BY 1`,
-			[]any{p.job, d.at(now), since}, func(m *Minute, n int) { m.Failed += n; a.Failed += n })
-		if err != nil {
-			return nil, err
+	jobs, err := d.ledgerJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, job := range jobs {
+		for _, state := range []string{idem.StatePending, idem.StoredParked} {
+			if err := d.readFailed(ctx, job, state, now, from, failed); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return a, nil
+}
+
+// readFailed counts job's rows in state (pending or parked) whose last
+// attempt failed at or after from, per minute of their updated_at. The
+// ledger has no index on updated_at, so it reads every such row, as
+// readOwed reads the backlog: a page at a time in effect key order on the
+// (job, state, effect_key) index, each page one bounded statement. Its
+// cost is the backlog and the parked rows, not the ledger's size.
+func (d *DB) readFailed(ctx context.Context, job, state string, now, from time.Time, count func(minute string, n int)) error {
+	cond, args := "attempts > 0 AND updated_at >= ?", []any{d.at(from)}
+	if state == idem.StatePending { // a row under a live lease is being attempted, not failed
+		cond, args = cond+" AND (lease_until IS NULL OR lease_until <= ?)", append(args, d.at(now))
+	}
+	query := d.q(`SELECT CASE WHEN ` + cond + ` THEN ` + d.minute("updated_at") + ` END, count(*), max(effect_key)
+FROM (SELECT effect_key, attempts, updated_at, lease_until FROM ` + d.t.Ledger + `
+    WHERE job = ? AND state = ? AND effect_key > ? ORDER BY effect_key LIMIT ` + strconv.Itoa(owedPage) + `) AS p
+GROUP BY 1`)
+	for after := ""; ; {
+		rows, err := d.query(ctx, query, append(args, job, state, after)...)
+		if err != nil {
+			return wrapRead(d.t.Ledger, err)
+		}
+		read, last := 0, after
+		for rows.Next() {
+			var minute, key sql.NullString
+			var n int
+			if err := rows.Scan(&minute, &n, &key); err != nil {
+				rows.Close()
+				return wrapRead(d.t.Ledger, err)
+			}
+			if minute.Valid {
+				count(minute.String, n)
+			}
+			read += n
+			last = max(last, key.String)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil || read < owedPage {
+			return wrapRead(d.t.Ledger, err)
+		}
+		after = last
+	}
 }
 
 // Limit is the use of an effect's fleet-wide rate or concurrency, as its
@@ -186,20 +228,17 @@ func (d *DB) History(ctx context.Context, key string) (*Rows, error) {
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := d.ledgerJobs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, job := range jobs {
+	err = d.eachJob(ctx, d.t.Ledger, "", func(job string) error {
 		more, err := d.effects(ctx, []string{"job = ?", "unit_key = ?"}, []any{job, key}, 0, true)
-		if err != nil {
-			return nil, err
-		}
 		for _, e := range more {
 			if e.Key != key { // the effect key's own row is in already
 				rows.Effects = append(rows.Effects, e)
 			}
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return rows, nil
 }

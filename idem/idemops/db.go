@@ -104,6 +104,9 @@ type DB struct {
 	// retryCols: the ledger has next_attempt_at and parked_reason (the
 	// migration that added them ran).
 	retryCols bool
+	// bytewiseKeys: text compares bytewise (SQLite; PostgreSQL under the
+	// C collation), so a key prefix bounds a range of the key indexes.
+	bytewiseKeys bool
 	// exactDone and doneSample: how Status counts done rows (SetDoneCounting).
 	exactDone, doneSample int
 	traceReads            func(query string, args []any) // TraceReads
@@ -127,6 +130,7 @@ func New(ctx context.Context, db *sql.DB, st idem.Store, dialect Dialect, pkg *P
 		return nil, err
 	}
 	d.retryCols = d.hasColumns(ctx, d.t.Ledger, "next_attempt_at, parked_reason")
+	d.bytewiseKeys = d.keysCompareBytewise(ctx)
 	d.SetDoneCounting(0, 0)
 	return d, nil
 }
@@ -179,6 +183,29 @@ func (d *DB) checkTables(ctx context.Context) error {
 			d.pkg.Name, strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// keysCompareBytewise reports whether the ledger's effect keys compare
+// bytewise: always on SQLite (BINARY); on PostgreSQL when the column's
+// collation is C or POSIX (or the database's is, and the column has the
+// default). Under another collation a prefix is no range of the index, and
+// a search by key prefix reads the ledger in key order.
+func (d *DB) keysCompareBytewise(ctx context.Context) bool {
+	if d.dialect == SQLite {
+		return true
+	}
+	var collation string
+	err := d.db.QueryRowContext(ctx, `SELECT CASE WHEN a.attcollation = 100 THEN (SELECT datcollate FROM pg_database WHERE datname = current_database())
+    ELSE (SELECT collname FROM pg_collation WHERE oid = a.attcollation) END
+FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attname = 'effect_key'`, d.t.Ledger).Scan(&collation)
+	if err != nil {
+		return false
+	}
+	switch collation {
+	case "C", "POSIX", "C.UTF-8", "C.utf8", "ucs_basic":
+		return true
+	}
+	return false
 }
 
 // hasColumns reports whether table has cols (a comma-separated list): a

@@ -403,13 +403,18 @@ func (d *DB) ledgerEffects(ctx context.Context) ([]effectPair, error) {
 
 // ledgerJobs lists the jobs the ledger holds rows of, in order: each the
 // next on the (job, unit_key) index after the last, one probe per job.
-func (d *DB) ledgerJobs(ctx context.Context) ([]string, error) {
+func (d *DB) ledgerJobs(ctx context.Context) ([]string, error) { return d.jobsIn(ctx, d.t.Ledger) }
+
+// jobsIn lists the jobs table holds rows of, in order, one probe per job on
+// an index that leads with job: the ledger's (job, unit_key), the parked
+// table's and the key records' primary keys.
+func (d *DB) jobsIn(ctx context.Context, table string) ([]string, error) {
 	var jobs []string
-	nextJob := d.q(`SELECT min(job) FROM ` + d.t.Ledger + ` WHERE job > ?`)
+	nextJob := d.q(`SELECT min(job) FROM ` + table + ` WHERE job > ?`)
 	for job := ""; ; {
 		var j sql.NullString
 		if err := d.queryRow(ctx, nextJob, job).Scan(&j); err != nil || !j.Valid {
-			return jobs, wrapRead(d.t.Ledger, err)
+			return jobs, wrapRead(table, err)
 		}
 		job = j.String
 		jobs = append(jobs, job)

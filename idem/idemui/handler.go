@@ -86,9 +86,8 @@ type Handler struct {
 	db     *idemops.DB
 	opts   Options
 	log    *slog.Logger
-	secret []byte // keys the CSRF tokens
-	mux    *http.ServeMux
-	csrf   *http.CrossOriginProtection
+	secret []byte       // keys the CSRF tokens
+	served http.Handler // the routes behind cross-origin protection
 }
 
 //go:embed templates/*.html
@@ -123,18 +122,20 @@ func New(db *idemops.DB, opts Options) (*Handler, error) {
 	if opts.PageSize <= 0 {
 		opts.PageSize = 50
 	}
-	h := &Handler{db: db, opts: opts, log: opts.Log, secret: make([]byte, 32), mux: http.NewServeMux(), csrf: http.NewCrossOriginProtection()}
+	h := &Handler{db: db, opts: opts, log: opts.Log, secret: make([]byte, 32)}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
 	if _, err := rand.Read(h.secret); err != nil {
 		return nil, fmt.Errorf("idemui: CSRF secret: %w", err)
 	}
-	h.mux.HandleFunc("GET /{$}", h.overview)
-	h.mux.HandleFunc("GET /parked", h.parked)
-	h.mux.HandleFunc("GET /key", h.key)
-	h.mux.HandleFunc("GET /confirm", h.confirm)
-	h.mux.HandleFunc("POST /act", h.act)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", h.overview)
+	mux.HandleFunc("GET /parked", h.parked)
+	mux.HandleFunc("GET /key", h.key)
+	mux.HandleFunc("GET /confirm", h.confirm)
+	mux.HandleFunc("POST /act", h.act)
+	h.served = http.NewCrossOriginProtection().Handler(mux)
 	return h, nil
 }
 
@@ -145,7 +146,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "same-origin")
-	h.csrf.Handler(h.mux).ServeHTTP(w, r)
+	h.served.ServeHTTP(w, r)
 }
 
 // page is what every template gets.
@@ -371,6 +372,7 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusForbidden, "refused", errors.New("this page is read-only: it takes no action"))
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10) // an action's form is a few short fields
 	if err := r.ParseForm(); err != nil {
 		h.fail(w, http.StatusBadRequest, "refused", err)
 		return
