@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -109,8 +110,6 @@ func measureUI(ctx context.Context, d *database, cfg *config) (*uiResult, error)
 		return body, slowest, nil
 	}
 	pages := []struct{ name, path, want string }{
-		{"jobs, chart of 3 h", "/", `<tr data-effect="call_provider">`},
-		{"jobs, chart of 24 h", "/?hours=24", `<tr data-effect="announce">`},
 		{"parked, first page", "/parked", `id="parked-effects"`},
 		{"parked, next page", "", ""}, // the first page's next link
 		{"parked, key prefix that matches", "/parked?q=bench:call:v1:h11", uiParkedKey},
@@ -118,6 +117,9 @@ func measureUI(ctx context.Context, d *database, cfg *config) (*uiResult, error)
 		{"key history, an effect key", "/key?k=" + uiParkedKey, "history: 503"},
 		{"key history, a unit key", "/key?k=" + uiUnitKey, uiParkedKey},
 		{"retry confirmation", "/confirm?action=retry&key=" + uiParkedKey, uiParkedKey},
+		// Last: the front page reads what status reads, and more.
+		{"jobs, chart of 3 h", "/", `<tr data-effect="call_provider">`},
+		{"jobs, chart of 24 h", "/?hours=24", `<tr data-effect="announce">`},
 	}
 	next := ""
 	for _, p := range pages {
@@ -135,6 +137,7 @@ func measureUI(ctx context.Context, d *database, cfg *config) (*uiResult, error)
 			next = "/" + strings.ReplaceAll(m[1], "&amp;", "&")
 		}
 		r.pages = append(r.pages, uiPage{name: p.name, path: p.path, took: took, bytes: len(body)})
+		fmt.Fprintf(os.Stderr, "bench: ui: %s: %s\n", p.name, took.Round(time.Millisecond)) // as it goes: a long page shows where it is
 	}
 	return r, nil
 }
