@@ -9,6 +9,7 @@
 //	idemgen init [dir]
 //	idemgen status -db URL [-f idemgen.yaml] [-json]
 //	idemgen ledger -db URL [-f idemgen.yaml] list|show|retry|reset ...
+//	idemgen ui -db URL [-f idemgen.yaml] [-addr 127.0.0.1:8080] [-allow-actions]
 //	idemgen version
 //
 // Service repositories add it with `go get -tool github.com/idemgen/idemgen/cmd/idemgen`

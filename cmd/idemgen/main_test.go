@@ -73,6 +73,11 @@ func scriptParams(t *testing.T) testscript.Params {
 			// unsets this and so builds its own).
 			env.Setenv(sqlc.ExeEnv, child)
 			env.Setenv(cli.OpsExeEnv, opsChild)
+			port, err := freePort()
+			if err != nil {
+				return err
+			}
+			env.Setenv("UIPORT", port) // for idemgen ui (ops_ui.txtar)
 			return setupGo(env)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -87,6 +92,7 @@ func scriptParams(t *testing.T) testscript.Params {
 			"replace":         cmdReplace,
 			"count-files":     cmdCountFiles,
 			"billing":         cmdBilling,
+			"http":            cmdHTTP,
 		},
 	}
 }

@@ -342,8 +342,10 @@ func (w *backlogWatch) CallStart(ctx context.Context, _, _, _, _ string) context
 func (w *backlogWatch) CallEnd(context.Context, string, idem.EffectResult, time.Duration) {}
 
 // fillHistory fills sp with n rows of history (see historyCounts), in
-// SQL: generate_series on PostgreSQL, a recursive CTE on SQLite.
-func fillHistory(ctx context.Context, sp *space, n int) error {
+// SQL: generate_series on PostgreSQL, a recursive CTE on SQLite. Without
+// destinations it fills the bookkeeping tables only (the ledger and the
+// key records), which is all the operations page reads (ui.go).
+func fillHistory(ctx context.Context, sp *space, n int, destinations bool) error {
 	pg := sp.pool != nil
 	// {lo} and {hi} are each batch's first and last i.
 	from := " FROM generate_series({lo}::bigint, {hi}) AS s(i)" // bigint: i * 7919 below
@@ -410,7 +412,11 @@ func fillHistory(ctx context.Context, sp *space, n int) error {
 	// Each INSERT is its own transaction of historyFillBatch rows: on a
 	// shared PostgreSQL, a transaction of minutes would hold up every
 	// CREATE INDEX CONCURRENTLY (others' migrations) until it ends.
-	for _, stmt := range []string{dest("copy_rows", "bench:copy:"), dest("fx_rows", "bench:fx:"), ledger, seen} {
+	stmts := []string{ledger, seen}
+	if destinations {
+		stmts = append([]string{dest("copy_rows", "bench:copy:"), dest("fx_rows", "bench:fx:")}, stmts...)
+	}
+	for _, stmt := range stmts {
 		for lo := 1; lo <= n; lo += historyFillBatch {
 			hi := min(lo+historyFillBatch-1, n)
 			batch := strings.NewReplacer("{lo}", strconv.Itoa(lo), "{hi}", strconv.Itoa(hi)).Replace(stmt)
@@ -446,7 +452,7 @@ func openStatus(ctx context.Context, sp *space, cfg *config) (*ops.DB, error) {
 		return nil, err
 	}
 	target := sp.path
-	if sp.pool != nil {
+	if sp.url != "" { // PostgreSQL
 		target = sp.url
 	}
 	db, err := ops.Open(ctx, target, pkg, slog.New(slog.DiscardHandler))
@@ -486,7 +492,7 @@ func measureHistory(ctx context.Context, d *database, cfg *config) (*historyResu
 	}
 	fxMix, callMix := historyCounts(cfg.history)
 	start := time.Now()
-	if err := fillHistory(ctx, sp, cfg.history); err != nil {
+	if err := fillHistory(ctx, sp, cfg.history, true); err != nil {
 		return h, err
 	}
 	h.fill = time.Since(start)

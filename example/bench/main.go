@@ -57,6 +57,9 @@ type config struct {
 	genJobs, genRuns          int
 	noGen                     bool
 	history                   int // -history: rows of history for the flat-cost measurement (history.go); 0: off
+	uiRows                    int // -ui: rows of history for the operations page's measurement (ui.go); 0: off
+	uiKeep                    bool
+	uiSpace                   string
 	historyKeep               bool
 	statusExact, statusSample int // ops.DB.SetDoneCounting of the -history status reads (0: its defaults)
 
@@ -112,11 +115,14 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.genJobs, "gen-jobs", 50, "jobs in the spec of the generation measurement")
 	fs.IntVar(&cfg.genRuns, "gen-runs", 5, "timed runs of idemgen and of sqlc (the median counts)")
 	fs.IntVar(&cfg.history, "history", 0, "also measure copy_job, fx_job, Process latency, the backlog gauge, status and Purge on tables filled with this many rows of history, against empty tables (history.go; 0: off)")
+	fs.IntVar(&cfg.uiRows, "ui", 0, "also time the operations page's pages (idem/idemui) on a ledger filled with this many rows of history, as -history fills it (ui.go; 0: off)")
+	fs.BoolVar(&cfg.uiKeep, "ui-keep", false, "leave the -ui measurement's filled schema (PostgreSQL) or file (SQLite) in place; it prints its name")
+	fs.StringVar(&cfg.uiSpace, "ui-space", "", "-ui: time the pages on this schema or SQLite file that -ui-keep left, filled with -ui rows, instead of filling one")
 	fs.IntVar(&cfg.statusExact, "status-exact", 0, "-history: done rows per effect that status counts exactly (0: ops.ExactDoneLimit)")
 	fs.IntVar(&cfg.statusSample, "status-sample", 0, "-history: ledger rows that status samples above -status-exact (0: ops.DoneSampleRows)")
 	fs.BoolVar(&cfg.historyKeep, "history-keep", false, "leave the -history measurement's filled schema (PostgreSQL) or file (SQLite) in place, for EXPLAIN; it prints its name")
 	fs.BoolVar(&cfg.noGen, "no-gen", false, "skip the generation measurement (it builds idemgen and sqlc)")
-	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history,river,coldbuild); the ratios need all")
+	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history,ui,river,coldbuild); the ratios need all")
 	fs.BoolVar(&cfg.providers, "providers", false, "also measure effects against a provider simulator that serves -provider-rate calls/s and answers 429 above it (PostgreSQL; -only providers runs it alone)")
 	fs.IntVar(&cfg.providerRate, "provider-rate", 200, "R: calls per second the simulated provider serves")
 	fs.IntVar(&cfg.providerClientRate, "provider-client-rate", -1, "the effect's rate in the workers, calls/s across the fleet (-1: R; 0: no rate)")
@@ -168,8 +174,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, errors.New("-provider-rate must be positive, and -provider-n, -provider-burst, -provider-latency, -outage and -provider-deadline not negative")
 	case cfg.providerN == 0 && cfg.providerDuration <= cfg.outage:
 		return nil, errors.New("-provider-duration must be longer than -outage")
-	case cfg.history < 0:
-		return nil, errors.New("-history must not be negative")
+	case cfg.history < 0, cfg.uiRows < 0:
+		return nil, errors.New("-history and -ui must not be negative")
 	case cfg.riverN <= 0, cfg.riverWorkers <= 0, cfg.riverDeadline <= 0:
 		return nil, errors.New("-river-n, -river-workers and -river-deadline must be positive")
 	case cfg.rows <= 0, cfg.batch <= 0, cfg.concurrency <= 0, cfg.effectsN <= 0, cfg.genRuns <= 0, cfg.genJobs <= 0:
@@ -211,6 +217,7 @@ type results struct {
 	mem                                          []memResult
 	gen                                          *genResult
 	history                                      *historyResult
+	ui                                           *uiResult
 	river                                        *riverResult
 	riverSkipped                                 bool // asked for on SQLite
 	coldBuild                                    *coldBuild
@@ -297,6 +304,12 @@ func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
 			name string
 			fn   func() error
 		}{"history", func() (err error) { res.history, err = measureHistory(ctx, d, cfg); return err }})
+	}
+	if cfg.uiRows > 0 {
+		steps = append(steps, struct {
+			name string
+			fn   func() error
+		}{"ui", func() (err error) { res.ui, err = measureUI(ctx, d, cfg); return err }})
 	}
 	if cfg.river || slices.Contains(cfg.only, "river") {
 		steps = append(steps, struct {
@@ -466,6 +479,9 @@ func (r *results) print(out io.Writer, cfg *config) {
 	}
 	if r.history != nil {
 		r.history.print(out)
+	}
+	if r.ui != nil {
+		r.ui.print(out)
 	}
 	if r.river != nil {
 		r.river.print(out)

@@ -35,6 +35,8 @@ commands:
   status -db URL [-f idemgen.yaml] [-json]     print each job's progress, owed and parked work; exit 1 if unhealthy
   ledger -db URL [-f idemgen.yaml] list|show|retry|reset ...
                                                inspect ledger rows and parked units, put parked ones back, forget a key
+  ui -db URL [-f idemgen.yaml] [-addr 127.0.0.1:8080] [-allow-actions]
+                                               serve the operations page on this machine (read-only by default)
   version                                      print idemgen's version
 
 Packages are patterns as for the go command (./..., ./jobs, example.com/svc/...);
@@ -70,6 +72,7 @@ func commands() []command {
 		{"version", "", "prints idemgen's version", runVersion, false},
 		{"status", "-db URL [-f idemgen.yaml] [-json]", statusAbout, runStatus, false},
 		{"ledger", "-db URL [-f idemgen.yaml] list|show|retry|reset [flags] [KEY]", ledgerAbout, runLedger, true},
+		{"ui", "-db URL [-f idemgen.yaml] [-addr 127.0.0.1:8080] [-allow-actions] [-allow-remote] [-redact]", uiAbout, runUI, false},
 	}
 }
 
@@ -127,17 +130,22 @@ type options struct {
 	strict  bool   // -strict
 	fix     bool   // -fix
 	// status and ledger
-	db        string          // -db
-	json      bool            // -json
-	job       string          // -job
-	effect    string          // -effect
-	state     string          // -state
-	prefix    string          // -prefix
-	limit     int             // -limit
-	after     string          // -after
-	force     bool            // -force
-	allParked bool            // -all-parked
-	set       map[string]bool // the flags given
+	db        string // -db
+	json      bool   // -json
+	job       string // -job
+	effect    string // -effect
+	state     string // -state
+	prefix    string // -prefix
+	limit     int    // -limit
+	after     string // -after
+	force     bool   // -force
+	allParked bool   // -all-parked
+	// ui
+	addr         string          // -addr
+	allowActions bool            // -allow-actions
+	allowRemote  bool            // -allow-remote
+	redact       bool            // -redact
+	set          map[string]bool // the flags given
 }
 
 // flags returns the verb's flag set.
@@ -148,16 +156,23 @@ func (c command) flags(out io.Writer, o *options) *flag.FlagSet {
 	case "generate", "diff", "vet":
 		fs.StringVar(&o.file, "f", specName, "the spec `file`; out is resolved relative to it")
 		fs.BoolVar(&o.strict, "strict", false, "treat warnings as errors")
-	case "status", "ledger":
+	case "status", "ledger", "ui":
 		fs.StringVar(&o.file, "f", specName, "the spec `file` of the package whose tables to read")
 		fs.StringVar(&o.db, "db", "", "the database: a PostgreSQL `URL` (postgres://..., search_path=... for a schema) or a SQLite file")
-		fs.BoolVar(&o.json, "json", false, "print JSON, for scripts")
+		if c.name != "ui" {
+			fs.BoolVar(&o.json, "json", false, "print JSON, for scripts")
+		}
 	}
 	switch c.name {
 	case "generate":
 		fs.BoolVar(&o.verbose, "v", false, "list the files written and deleted")
 	case "lint":
 		fs.BoolVar(&o.fix, "fix", false, "apply the suggested fixes to the files instead of failing on them")
+	case "ui":
+		fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "the `address` to serve on; a non-loopback one needs -allow-remote")
+		fs.BoolVar(&o.allowActions, "allow-actions", false, "serve the retry and forget actions (loopback only); without it the page is read-only")
+		fs.BoolVar(&o.allowRemote, "allow-remote", false, "serve on a non-loopback -addr (read-only: idemgen ui has no authentication)")
+		fs.BoolVar(&o.redact, "redact", false, "hide every stored payload and result")
 	case "ledger":
 		fs.StringVar(&o.job, "job", "", "only rows of this `job`")
 		fs.StringVar(&o.effect, "effect", "", "list: only ledger rows of this `effect`")

@@ -3,11 +3,15 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"os/user"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +21,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/generator/ops"
+	"github.com/idemgen/idemgen/idem/idemui"
 )
 
 // openOps loads the spec and opens its package's database. A code other
@@ -497,4 +502,67 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// runUI serves the operations page (idem/idemui) on -addr until
+// interrupted: read-only unless -allow-actions, and then authorized as
+// the local user, whom the log names.
+func runUI(e env, args []string) int {
+	var o options
+	if _, code, ok := parseFlags(e, "ui", args, 0, &o); !ok {
+		return code
+	}
+	if _, code := opsPackage(e, "ui", &o); code != exitOK {
+		return code
+	}
+	if code := checkUIAddr(e, &o); code != exitOK {
+		return code
+	}
+	db, _, code := openOps(e, "ui", &o)
+	if code != exitOK {
+		return code
+	}
+	defer db.Close()
+	uiOpts := idemui.Options{ReadOnly: !o.allowActions, Log: slog.New(slog.NewTextHandler(e.stderr, nil))}
+	if o.redact {
+		uiOpts.Redact = idemui.RedactAll
+	}
+	if o.allowActions {
+		who := "local user"
+		if u, err := user.Current(); err == nil {
+			who = "local user " + u.Username
+		}
+		uiOpts.Authorize = func(*http.Request, idemui.Action) (string, error) { return who, nil }
+	}
+	h, err := idemui.New(db, uiOpts)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "idemgen ui: %v\n", err)
+		return exitUsage
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "idemgen ui: %v\n", err)
+		return exitUsage
+	}
+	mode := "read-only"
+	if o.allowActions {
+		mode = "actions allowed"
+	}
+	fmt.Fprintf(e.stderr, "idemgen ui: serving http://%s/ (%s); interrupt to stop\n", ln.Addr(), mode)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err = <-served:
+	case <-e.ctx.Done():
+		// Requests under way get 5 s to finish.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = srv.Shutdown(ctx)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(e.stderr, "idemgen ui: %v\n", err)
+		return exitFail
+	}
+	return exitOK
 }

@@ -15,6 +15,7 @@ import (
 
 func runStatus(e env, args []string) int { return runOpsChild(e, "status", args, 0) }
 func runLedger(e env, args []string) int { return runOpsChild(e, "ledger", args, -1) }
+func runUI(e env, args []string) int     { return runOpsChild(e, "ui", args, 0) }
 
 // runOpsChild runs the verb in the database child: idemgen built with
 // -tags idemgen_ops, with the go command in the current directory's module
@@ -31,6 +32,11 @@ func runOpsChild(e env, verb string, args []string, maxArgs int) int {
 	// building it: a missing -db, a spec that cannot be read or has errors.
 	if _, code := opsPackage(e, verb, &o); code != exitOK {
 		return code
+	}
+	if verb == "ui" {
+		if code := checkUIAddr(e, &o); code != exitOK {
+			return code
+		}
 	}
 	exe := os.Getenv(OpsExeEnv)
 	if exe == "" {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net"
 
 	"github.com/idemgen/idemgen/generator/model"
 )
@@ -66,6 +67,56 @@ out from under it. Each retry or reset is one transaction, logged to
 stderr. Exits 0 when done, 1 when refused (leased, not parked, no such
 key, reset without -force; also spec errors), 2 on a usage error, a spec
 that cannot be read, or a database that cannot be read or written.`
+
+const uiAbout = `serves the operations page of the spec's package on this machine: every
+job with its effects (owed, waiting, leased, failing, parked, done under
+the current and older versions), a chart of effects done and failed per
+minute, the parked effects and units (paged, searchable by key) and any
+key's whole history. It is the handler a service mounts (idem/idemui),
+over the same reads as status and ledger.
+
+It listens on 127.0.0.1:8080 unless -addr says otherwise; a non-loopback
+address needs -allow-remote. It is read-only unless -allow-actions: then
+each parked item's page has a Retry and a Forget button, which run what
+ledger retry and ledger reset run, after a confirmation page that shows
+what will be resent, each logged to stderr with the local user's name.
+idemgen ui has no authentication of its own, so actions are served on a
+loopback address only. -redact hides stored payloads and results. It runs
+until interrupted.`
+
+// checkUIAddr refuses an -addr that ui must not serve on: a non-loopback
+// one without -allow-remote, and any non-loopback one with actions.
+func checkUIAddr(e env, o *options) int {
+	host, _, err := net.SplitHostPort(o.addr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "idemgen ui: -addr %q: %v\n", o.addr, err)
+		return exitUsage
+	}
+	if isLoopback(host) {
+		return exitOK
+	}
+	if !o.allowRemote {
+		fmt.Fprintf(e.stderr, "idemgen ui: -addr %s is not a loopback address: anyone who reaches it would see the ledger's rows and payloads; "+
+			"add -allow-remote to serve it there (read-only), or mount idemui.Handler in your service behind its authentication\n", o.addr)
+		return exitUsage
+	}
+	if o.allowActions {
+		fmt.Fprintf(e.stderr, "idemgen ui: -allow-actions is served on a loopback address only: idemgen ui has no authentication; "+
+			"mount idemui.Handler in your service, behind its authentication, to act from elsewhere\n")
+		return exitUsage
+	}
+	return exitOK
+}
+
+// isLoopback reports whether host names this machine only: localhost or
+// a loopback IP. "" (every interface) is not.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 // opsPackage is what status and ledger need before a database: -db, and
 // the spec resolved to its package. A code other than exitOK ends the verb.

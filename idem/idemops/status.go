@@ -1,4 +1,4 @@
-package ops
+package idemops
 
 import (
 	"cmp"
@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/idem"
 )
 
@@ -325,7 +324,7 @@ func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string)
 					newest = later.version
 				}
 			}
-			js.Effects = append(js.Effects, EffectStatus{Effect: r.es.Effect, Lease: Seconds(model.DefaultLease), Version: newest, Superseded: []int{}})
+			js.Effects = append(js.Effects, EffectStatus{Effect: r.es.Effect, Lease: Seconds(DefaultLease), Version: newest, Superseded: []int{}})
 			k = len(js.Effects) - 1
 		}
 		es := &js.Effects[k]
@@ -378,17 +377,15 @@ type effectPair struct{ job, effect string }
 // which readOwed reads anyway).
 func (d *DB) ledgerEffects(ctx context.Context) ([]effectPair, error) {
 	var pairs []effectPair
-	nextJob := d.q(`SELECT min(job) FROM ` + d.t.Ledger + ` WHERE job > ?`)
+	jobs, err := d.ledgerJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	nextEffect := d.q(`SELECT min(e) FROM (
     SELECT min(effect) AS e FROM ` + d.t.Ledger + ` WHERE job = ? AND effect > ? AND state = '` + idem.StateDone + `'
     UNION ALL
     SELECT min(effect) AS e FROM ` + d.t.Ledger + ` WHERE job = ? AND effect > ? AND state IN ('` + idem.StatePending + `', '` + idem.StoredParked + `')) AS m`)
-	for job := ""; ; {
-		var j sql.NullString
-		if err := d.queryRow(ctx, nextJob, job).Scan(&j); err != nil || !j.Valid {
-			return pairs, wrapRead(d.t.Ledger, err)
-		}
-		job = j.String
+	for _, job := range jobs {
 		for effect := ""; ; {
 			var e sql.NullString
 			if err := d.queryRow(ctx, nextEffect, job, effect, job, effect).Scan(&e); err != nil {
@@ -400,6 +397,27 @@ func (d *DB) ledgerEffects(ctx context.Context) ([]effectPair, error) {
 			effect = e.String
 			pairs = append(pairs, effectPair{job, effect})
 		}
+	}
+	return pairs, nil
+}
+
+// ledgerJobs lists the jobs the ledger holds rows of, in order: each the
+// next on the (job, unit_key) index after the last, one probe per job.
+func (d *DB) ledgerJobs(ctx context.Context) ([]string, error) { return d.jobsIn(ctx, d.t.Ledger) }
+
+// jobsIn lists the jobs table holds rows of, in order, one probe per job on
+// an index that leads with job: the ledger's (job, unit_key), the parked
+// table's and the key records' primary keys.
+func (d *DB) jobsIn(ctx context.Context, table string) ([]string, error) {
+	var jobs []string
+	nextJob := d.q(`SELECT min(job) FROM ` + table + ` WHERE job > ?`)
+	for job := ""; ; {
+		var j sql.NullString
+		if err := d.queryRow(ctx, nextJob, job).Scan(&j); err != nil || !j.Valid {
+			return jobs, wrapRead(table, err)
+		}
+		job = j.String
+		jobs = append(jobs, job)
 	}
 }
 
@@ -482,7 +500,7 @@ func (d *DB) readParked(ctx context.Context, job, effect string, row func(job, e
 	}
 	version := -1
 	if j := d.job(job); j != nil {
-		if k := slices.IndexFunc(j.Effects, func(e *model.Effect) bool { return e.Name == effect }); k >= 0 {
+		if k := slices.IndexFunc(j.Effects, func(e *EffectSpec) bool { return e.Name == effect }); k >= 0 {
 			version = j.Effects[k].Version
 		}
 	}
@@ -558,7 +576,7 @@ func (d *DB) sampleDone(ctx context.Context, many []effectPair, row func(job, ef
 		return nil
 	}
 	sample := d.sqliteSample
-	if d.dialect == model.Postgres {
+	if d.dialect == Postgres {
 		sample = d.pgSample
 	}
 	sampled, scale, err := sample(ctx) // done rows = count × scale

@@ -1,4 +1,4 @@
-package ops
+package idemops
 
 import (
 	"context"
@@ -115,6 +115,12 @@ const (
 	unitCursor   = "unit:"
 )
 
+// prefixEnd follows a prefix to bound the keys that start with it: in
+// bytewise order every key with prefix P lies in [P, P+prefixEnd), but
+// for keys holding U+10FFFF right after P, which substr still finds
+// where bytewiseKeys is false, and which no key generator writes.
+const prefixEnd = "\U0010FFFF"
+
 // List returns a page of the ledger rows and parked-table rows the filter
 // selects, without payloads: ledger rows ordered by effect key, then
 // parked-table rows ordered by job and unit key, and the cursor of the next
@@ -165,6 +171,9 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 		}
 		if f.Prefix != "" {
 			add("substr(effect_key, 1, ?) = ?", utf8.RuneCountInString(f.Prefix), f.Prefix)
+			if d.bytewiseKeys {
+				add("effect_key >= ? AND effect_key < ?", f.Prefix, f.Prefix+prefixEnd)
+			}
 		}
 		if afterEffect != "" {
 			add("effect_key > ?", afterEffect)
@@ -196,6 +205,9 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 		}
 		if f.Prefix != "" {
 			add("substr(unit_key, 1, ?) = ?", utf8.RuneCountInString(f.Prefix), f.Prefix)
+			if d.bytewiseKeys {
+				add("unit_key >= ? AND unit_key < ?", f.Prefix, f.Prefix+prefixEnd)
+			}
 		}
 		if f.State != "" {
 			add("state = ?", f.State)
@@ -228,24 +240,52 @@ func (d *DB) Show(ctx context.Context, key, job string) (*Rows, error) {
 
 // underKey reads the rows under key, of job if given.
 func (d *DB) underKey(ctx context.Context, key, job string) (*Rows, error) {
-	rows := &Rows{}
+	rows := &Rows{Units: []Unit{}, HandedIn: []HandedIn{}}
 	effWhere, effArgs := []string{"effect_key = ?"}, []any{key}
-	unitWhere, unitArgs := []string{"unit_key = ?"}, []any{key}
 	if job != "" {
 		effWhere, effArgs = append(effWhere, "job = ?"), append(effArgs, job)
-		unitWhere, unitArgs = append(unitWhere, "job = ?"), append(unitArgs, job)
 	}
 	var err error
 	if rows.Effects, err = d.effects(ctx, effWhere, effArgs, 0, true); err != nil {
 		return nil, err
 	}
-	if rows.Units, err = d.units(ctx, unitWhere, unitArgs, 0, true); err != nil {
+	// The parked table and the key records are keyed on (job, unit_key): a
+	// unit key is looked up in each job, never by a scan.
+	err = d.eachJob(ctx, d.t.Parked, job, func(job string) error {
+		units, err := d.units(ctx, []string{"job = ?", "unit_key = ?"}, []any{job, key}, 0, true)
+		rows.Units = append(rows.Units, units...)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
-	if rows.HandedIn, err = d.handedIn(ctx, unitWhere, unitArgs); err != nil {
+	err = d.eachJob(ctx, d.t.Seen, job, func(job string) error {
+		seen, err := d.handedIn(ctx, []string{"job = ?", "unit_key = ?"}, []any{job, key})
+		rows.HandedIn = append(rows.HandedIn, seen...)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return rows, nil
+}
+
+// eachJob calls f with job, or when job is "", with every job table holds
+// rows of (jobsIn).
+func (d *DB) eachJob(ctx context.Context, table, job string, f func(job string) error) error {
+	jobs := []string{job}
+	if job == "" {
+		var err error
+		if jobs, err = d.jobsIn(ctx, table); err != nil {
+			return err
+		}
+	}
+	for _, j := range jobs {
+		if err := f(j); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *DB) effects(ctx context.Context, where []string, args []any, limit int, payload bool) ([]Effect, error) {
@@ -317,7 +357,7 @@ func (d *DB) units(ctx context.Context, where []string, args []any, limit int, p
 		u.Mark, u.FirstFailedAt, u.UpdatedAt = mark.ptr(), first.t, updated.t
 		u.Payload = jsonPayload(body)
 		if j := d.job(u.Job); j != nil {
-			u.MaxAttempts = j.Unit.MaxAttempts
+			u.MaxAttempts = j.UnitMaxAttempts
 		}
 		out = append(out, u)
 	}
@@ -388,7 +428,11 @@ func (d *DB) Retry(ctx context.Context, key, job string) ([]Change, error) {
 	if err := d.canRecover(); err != nil {
 		return nil, err
 	}
-	changes, err := idem.Retry(ctx, d.st, job, key, d.now())
+	now, err := d.recoveryNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := idem.Retry(ctx, d.st, job, key, now)
 	if err != nil {
 		return nil, err
 	}
@@ -410,7 +454,11 @@ func (d *DB) RetryAllParked(ctx context.Context, job string) ([]Change, error) {
 			jobs = append(jobs, j.Name)
 		}
 	}
-	changes, err := idem.RetryParked(ctx, d.st, d.now(), jobs...)
+	now, err := d.recoveryNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := idem.RetryParked(ctx, d.st, now, jobs...)
 	if err != nil {
 		return nil, err
 	}
@@ -425,7 +473,11 @@ func (d *DB) Reset(ctx context.Context, key, job string, dryRun bool) ([]Change,
 	if err := d.canRecover(); err != nil {
 		return nil, err
 	}
-	changes, err := idem.Forget(ctx, d.st, job, key, d.now(), dryRun)
+	now, err := d.recoveryNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := idem.Forget(ctx, d.st, job, key, now, dryRun)
 	if err != nil {
 		return nil, err
 	}
@@ -433,6 +485,16 @@ func (d *DB) Reset(ctx context.Context, key, job string, dryRun bool) ([]Change,
 		d.logChanges("idemgen ledger: reset: removed", changes)
 	}
 	return changes, nil
+}
+
+// recoveryNow is the time recovery compares leases on: the database's
+// clock (idem.StoreNow), as the generated Store's Retry, RetryParked and
+// Forget compare them, unless SetClock set one.
+func (d *DB) recoveryNow(ctx context.Context) (time.Time, error) {
+	if d.clockSet {
+		return d.now(), nil
+	}
+	return idem.StoreNow(ctx, d.st)
 }
 
 // canRecover refuses a write on a database whose ledger predates the

@@ -1,0 +1,432 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/idemgen/idemgen/example/billing"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemops"
+	"github.com/idemgen/idemgen/idem/idemtest"
+	"github.com/idemgen/idemgen/idem/idemui"
+)
+
+// The operations page (idem/idemui) over the billing package's database,
+// as a service mounts it: the pages show the runtime's own rows, and a
+// retry from the page puts a parked effect back so that the next run
+// performs it once.
+
+// billingOps describes the billing package (example/idemgen.yaml) as a
+// service hands it to idemops.New.
+var billingOps = &idemops.Package{
+	Name:   "billing",
+	Tables: idemops.TablesOf("billing"),
+	Jobs: []*idemops.Job{
+		{Name: "invoice_sync", Source: idemops.SourceWatermark, UnitMaxAttempts: 3,
+			Effects: []*idemops.EffectSpec{{Name: "notify_new_invoice", Version: 2, Lease: 5 * time.Minute, MaxAttempts: 5}}},
+		{Name: "payment_webhook", Source: idemops.SourceNone,
+			Effects: []*idemops.EffectSpec{{Name: "send_receipt", Version: 1, Lease: 2 * time.Minute, MaxAttempts: 5}}},
+	},
+}
+
+// uiDB is a billing database with the operations page's view of it.
+type uiDB struct {
+	store *billing.Store
+	ops   *idemops.DB
+	raw   rawDB
+	// leasedSQL puts an effect under a lease live for years (worker-7's).
+	leasedSQL func(key string) (sqlite, postgres string)
+}
+
+// eachUIDB runs fn on SQLite and on PostgreSQL.
+func eachUIDB(t *testing.T, fn func(t *testing.T, db uiDB)) {
+	leased := func(key string) (string, string) {
+		set := "UPDATE billing_idem_ledger SET state = 'pending', lease_owner = 'worker-7', lease_until = %s WHERE effect_key = '" + key + "'"
+		return strings.Replace(set, "%s", "'2999-01-01T00:00:00.000000000Z'", 1), strings.Replace(set, "%s", "'2999-01-01'::timestamptz", 1)
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		ctx := context.Background()
+		db, err := openSQLiteDB(filepath.Join(t.TempDir(), "ui.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		st := billing.NewSQLiteStore(db)
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ops, err := idemops.New(ctx, db, st.Runtime(), idemops.SQLite, billingOps, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(t, uiDB{store: st, ops: ops, leasedSQL: leased, raw: func(t *testing.T, sqlite, _ string) {
+			t.Helper()
+			if _, err := db.ExecContext(ctx, sqlite); err != nil {
+				t.Fatalf("sqlite: %v", err)
+			}
+		}})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		ctx := context.Background()
+		pg := idemtest.OpenPostgres(t)
+		st, pool, err := openPostgresConfig(ctx, pg.Config(pg.NewSchema(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		db := stdlib.OpenDBFromPool(pool)
+		t.Cleanup(func() { db.Close() })
+		ops, err := idemops.New(ctx, db, st.Runtime(), idemops.Postgres, billingOps, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(t, uiDB{store: st, ops: ops, leasedSQL: leased, raw: func(t *testing.T, _, postgres string) {
+			t.Helper()
+			if _, err := pool.Exec(ctx, postgres); err != nil {
+				t.Fatalf("postgres: %v", err)
+			}
+		}})
+	})
+}
+
+// The effect keys of the scenario's invoices (notify_new_invoice, v2).
+const (
+	parkedKey = "notify:new-invoice:v2:inv-1" // bounced: parked at its first attempt
+	doneKey   = "notify:new-invoice:v2:inv-2" // sent
+	leasedKey = "notify:new-invoice:v2:inv-3" // owed, under worker-7's live lease
+)
+
+// opsScenario fills the database: inv-1's notice parked (the mailbox
+// bounced), inv-2's sent, inv-3's owed under a live lease. The fixture's
+// clock is the operations page's, so the chart's window holds the runs.
+func opsScenario(t *testing.T, db uiDB) (*fixture, *billing.InvoiceSync) {
+	t.Helper()
+	f := newFixture()
+	f.base = time.Now().UTC().Truncate(time.Minute).Add(-30 * time.Minute)
+	f.clk.now = f.base
+	db.ops.SetClock(f.clk.Now)
+	f.invoice("inv-1", 100, f.base.Add(-3*time.Minute))
+	f.mail.bounce = true
+	j := f.job(t, db.store)
+	if rep := runJob(t, j); rep.EffectsParked != 1 || rep.Inserted != 1 {
+		t.Fatalf("first run: %s", rep)
+	}
+	f.mail.bounce = false
+	f.clk.advance(5 * time.Minute)
+	f.invoice("inv-2", 200, f.clk.Now().Add(-2*time.Minute)) // apart: the fake source pages on updated_at
+	f.invoice("inv-3", 300, f.clk.Now().Add(-time.Minute))
+	if rep := runJob(t, j); rep.EffectsDone != 2 {
+		t.Fatalf("second run: %s", rep)
+	}
+	sqlite, postgres := db.leasedSQL(leasedKey)
+	db.raw(t, sqlite, postgres)
+	f.clk.advance(time.Minute)
+	return f, j
+}
+
+// browser is an HTTP client with cookies, as a browser keeps them.
+type browser struct {
+	t      *testing.T
+	client *http.Client
+	base   string
+}
+
+func newBrowser(t *testing.T, srv *httptest.Server) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, base: srv.URL + "/ops/"}
+}
+
+func (b *browser) get(path string) (int, string) {
+	b.t.Helper()
+	resp, err := b.client.Get(b.base + path)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func (b *browser) post(form url.Values, header http.Header) (int, string) {
+	b.t.Helper()
+	req, _ := http.NewRequest("POST", b.base+"act", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+var tokenField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// confirmForm opens the confirmation page of an action and returns its
+// form, as the page's button would post it.
+func (b *browser) confirmForm(query string) url.Values {
+	b.t.Helper()
+	code, body := b.get("confirm?" + query)
+	m := tokenField.FindStringSubmatch(body)
+	if code != http.StatusOK || m == nil {
+		b.t.Fatalf("confirm?%s: %d, no form:\n%s", query, code, body)
+	}
+	form, _ := url.ParseQuery(query)
+	form.Set("csrf", m[1])
+	return form
+}
+
+// logBuffer collects the handler's log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// mount serves h under /ops/ as a service would.
+func mount(t *testing.T, h http.Handler) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.Handle("/ops/", http.StripPrefix("/ops", h))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// onCall authorizes every action as alice, except forgets, which it
+// refuses: the service's own authorization.
+func onCall(_ *http.Request, a idemui.Action) (string, error) {
+	if a.Kind == idemui.ActionForget {
+		return "", errNotOnCall
+	}
+	return "alice", nil
+}
+
+var errNotOnCall = &notOnCall{}
+
+type notOnCall struct{}
+
+func (*notOnCall) Error() string { return "only the incident lead may forget keys" }
+
+func TestOpsPageShowsAndRetries(t *testing.T) {
+	eachUIDB(t, func(t *testing.T, db uiDB) {
+		f, j := opsScenario(t, db)
+		var logs logBuffer
+		h, err := idemui.New(db.ops, idemui.Options{Authorize: onCall, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBrowser(t, mount(t, h))
+
+		// The front page: each effect's counts, from the runtime's rows.
+		code, body := b.get("")
+		effectRow := regexp.MustCompile(`(?s)<tr data-effect="notify_new_invoice">.*?</tr>`).FindString(body)
+		cell := func(class string) string {
+			m := regexp.MustCompile(`class="n ` + class + `[^"]*">(?:<a[^>]*>)?(\d+)`).FindStringSubmatch(effectRow)
+			if m == nil {
+				t.Fatalf("no %s cell in %q", class, effectRow)
+			}
+			return m[1]
+		}
+		if code != http.StatusOK || cell("owed") != "1" || cell("parked") != "1" || cell("done") != "1" || !strings.Contains(body, `id="health">unhealthy`) {
+			t.Fatalf("front page %d, notify_new_invoice row %q", code, effectRow)
+		}
+		// The chart counts the send that is done (inv-2; inv-3's row was
+		// put back under a lease) and the bounce, in the last hours.
+		if !strings.Contains(body, `<span class="ok">1 done</span>, <span class="bad">1 failed</span>`) || !strings.Contains(body, "<svg id=\"chart\"") {
+			t.Fatalf("front page chart: %s", body)
+		}
+
+		// The parked page, searchable by key.
+		code, body = b.get("parked?q=" + url.QueryEscape("notify:new-invoice:v2:inv-1"))
+		if code != 200 || !strings.Contains(body, parkedKey) {
+			t.Fatalf("parked page: %d\n%s", code, body)
+		}
+		// Its Retry link opens the confirmation of that key.
+		link := regexp.MustCompile(`href="(confirm\?action=retry[^"]*inv-1[^"]*)"`).FindStringSubmatch(body)
+		if link == nil {
+			t.Fatalf("no Retry link on the parked page:\n%s", body)
+		}
+		if code, body := b.get(strings.ReplaceAll(link[1], "&amp;", "&")); code != 200 || !strings.Contains(body, `name="key" value="`+parkedKey+`"`) {
+			t.Fatalf("the Retry link's confirmation: %d\n%s", code, body)
+		}
+		if code, body := b.get("parked?q=nothing-here"); code != 200 || !strings.Contains(body, `id="none"`) {
+			t.Fatalf("parked page, no match: %d\n%s", code, body)
+		}
+		// A key's history: attempts, last error, the stored payload.
+		code, body = b.get("key?k=" + url.QueryEscape(parkedKey))
+		if code != 200 || !strings.Contains(body, "mailbox does not exist") || !strings.Contains(body, "inv-1") || !strings.Contains(body, "permanent") ||
+			!strings.Contains(body, "<td>notify_new_invoice, version 2 (job version 1)</td>") {
+			t.Fatalf("key page: %d\n%s", code, body)
+		}
+		// A unit's key shows its effects too.
+		if code, body := b.get("key?k=" + url.QueryEscape("billing:invoice:inv-2")); code != 200 || !strings.Contains(body, doneKey) {
+			t.Fatalf("unit key page: %d\n%s", code, body)
+		}
+		if code, _ := b.get("key?k=no-such-key"); code != http.StatusNotFound {
+			t.Fatalf("unknown key: %d", code)
+		}
+
+		// No page writes on GET: the confirmation only shows.
+		form := b.confirmForm("action=retry&key=" + url.QueryEscape(parkedKey))
+		if e := ledgerEntry(t, db.store, parkedKey); e.State != idem.StateParked {
+			t.Fatalf("after the confirmation page: %+v", e)
+		}
+		// An action without the form's token, or from another site, is refused.
+		noToken := url.Values{"action": {"retry"}, "key": {parkedKey}}
+		if code, _ := b.post(noToken, nil); code != http.StatusForbidden {
+			t.Fatalf("no token: %d", code)
+		}
+		if code, _ := b.post(form, http.Header{"Sec-Fetch-Site": {"cross-site"}}); code != http.StatusForbidden {
+			t.Fatalf("cross-site: %d", code)
+		}
+		if e := ledgerEntry(t, db.store, parkedKey); e.State != idem.StateParked {
+			t.Fatalf("a refused action changed the row: %+v", e)
+		}
+
+		// The retry: the next run performs the effect once.
+		code, body = b.post(form, nil)
+		if code != http.StatusOK || !strings.Contains(body, parkedKey) || !strings.Contains(body, "by alice") {
+			t.Fatalf("retry: %d\n%s", code, body)
+		}
+		if !strings.Contains(logs.String(), "who=alice") || !strings.Contains(logs.String(), "changed_key="+parkedKey) {
+			t.Fatalf("the retry is not logged with who did it:\n%s", logs.String())
+		}
+		f.clk.advance(time.Minute)
+		runJob(t, j)
+		runJob(t, j)
+		if calls := f.mail.calls[parkedKey]; calls != 2 {
+			t.Fatalf("provider calls of %s: %d, want the bounce and one more", parkedKey, calls)
+		}
+		if e := ledgerEntry(t, db.store, parkedKey); e.State != idem.StateDone {
+			t.Fatalf("after the retry and a run: %+v", e)
+		}
+		// Posting the same form again finds nothing parked: refused.
+		if code, _ := b.post(form, nil); code != http.StatusConflict {
+			t.Fatalf("second retry: %d", code)
+		}
+
+		// Authorization: the hook refuses forgets.
+		form = b.confirmForm("action=forget&key=" + url.QueryEscape(doneKey))
+		if code, body := b.post(form, nil); code != http.StatusForbidden || !strings.Contains(body, "only the incident lead") {
+			t.Fatalf("unauthorized forget: %d\n%s", code, body)
+		}
+		if !strings.Contains(logs.String(), "not authorized") {
+			t.Fatalf("the refusal is not logged:\n%s", logs.String())
+		}
+
+		// An effect under a live lease: the confirmation says so, and the
+		// retry is refused, the row left as it is.
+		code, body = b.get("confirm?action=retry&key=" + url.QueryEscape(leasedKey))
+		if code != 200 || !strings.Contains(body, "leased by worker worker-7") {
+			t.Fatalf("leased confirmation: %d\n%s", code, body)
+		}
+		form = b.confirmForm("action=retry&key=" + url.QueryEscape(leasedKey))
+		if code, body := b.post(form, nil); code != http.StatusConflict || !strings.Contains(body, "worker-7") {
+			t.Fatalf("retry of a leased effect: %d\n%s", code, body)
+		}
+		if e := ledgerEntry(t, db.store, leasedKey); e.State != idem.StatePending || e.LeaseOwner != "worker-7" {
+			t.Fatalf("leased row after a refused retry: %+v", e)
+		}
+	})
+}
+
+func TestOpsPageReadOnlyAndRedacted(t *testing.T) {
+	eachUIDB(t, func(t *testing.T, db uiDB) {
+		opsScenario(t, db)
+		if _, err := idemui.New(db.ops, idemui.Options{}); err == nil {
+			t.Fatal("a handler that takes actions without Authorize was made")
+		}
+		h, err := idemui.New(db.ops, idemui.Options{ReadOnly: true, Redact: idemui.RedactAll, Log: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBrowser(t, mount(t, h))
+		code, body := b.get("key?k=" + url.QueryEscape(parkedKey))
+		if code != 200 || strings.Contains(body, "inv-1&#34;") || strings.Contains(body, `"invoice_id"`) || !strings.Contains(body, "redacted") || strings.Contains(body, "Retry…") {
+			t.Fatalf("read-only, redacted key page: %d\n%s", code, body)
+		}
+		code, body = b.get("confirm?action=retry&key=" + url.QueryEscape(parkedKey))
+		if code != 200 || tokenField.MatchString(body) || !strings.Contains(body, "read-only") {
+			t.Fatalf("read-only confirmation: %d\n%s", code, body)
+		}
+		// Even a well-formed post is refused.
+		if code, _ := b.post(url.Values{"action": {"retry"}, "key": {parkedKey}, "csrf": {"x"}}, nil); code != http.StatusForbidden {
+			t.Fatalf("read-only post: %d", code)
+		}
+		if e := ledgerEntry(t, db.store, parkedKey); e.State != idem.StateParked {
+			t.Fatalf("a read-only handler changed the row: %+v", e)
+		}
+	})
+}
+
+// ledgerRow is the ledger row under key.
+func ledgerEntry(t *testing.T, st *billing.Store, key string) idem.LedgerEntry {
+	t.Helper()
+	rows, err := st.Ledger(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rows {
+		if e.Key == key {
+			return e
+		}
+	}
+	t.Fatalf("no ledger row %s", key)
+	return idem.LedgerEntry{}
+}
+
+func TestOpsPageRetriesAJobsParkedWork(t *testing.T) {
+	eachUIDB(t, func(t *testing.T, db uiDB) {
+		f, j := opsScenario(t, db)
+		var logs logBuffer
+		h, err := idemui.New(db.ops, idemui.Options{Authorize: onCall, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBrowser(t, mount(t, h))
+		if code, body := b.get(""); code != 200 || !strings.Contains(body, "Retry the 1 parked of invoice_sync…") || strings.Contains(body, "parked of payment_webhook") {
+			t.Fatalf("front page: %d\n%s", code, body)
+		}
+		form := b.confirmForm("action=retry-parked&job=invoice_sync")
+		code, body := b.post(form, nil)
+		if code != http.StatusOK || !strings.Contains(body, parkedKey) || strings.Contains(body, leasedKey) {
+			t.Fatalf("retry-parked: %d\n%s", code, body)
+		}
+		if !strings.Contains(logs.String(), "idemui: retry-parked") || !strings.Contains(logs.String(), "who=alice") {
+			t.Fatalf("not logged:\n%s", logs.String())
+		}
+		f.clk.advance(time.Minute)
+		runJob(t, j)
+		if calls := f.mail.calls[parkedKey]; calls != 2 {
+			t.Fatalf("provider calls of %s: %d, want the bounce and one more", parkedKey, calls)
+		}
+	})
+}
