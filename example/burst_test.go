@@ -231,3 +231,54 @@ func TestBurstOfOneKeyInCallersTransactions(t *testing.T) {
 		})
 	}
 }
+
+// A burst of one key on River: eight producers enqueue the same payment at
+// once, each in its own transaction on the worker's small pool (the
+// generated InsertTx, unique by key), while that client works: every
+// producer is answered within the bound, River keeps one job, the receipt
+// is called once, and one payment row is written.
+func TestBurstOfOneKeyOnRiver(t *testing.T) {
+	for _, conns := range []int32{3, 4} {
+		t.Run(fmt.Sprintf("pool=%d", conns), func(t *testing.T) {
+			db := newRiverDB(t)
+			ctx := context.Background()
+			prov := newKeyedProvider()
+			c, pool := db.workerConns(t, "burst-worker", prov, groupRiver("burst-worker"), conns)
+			hook, err := billing.NewPaymentWebhook(billing.NewPostgresStore(pool), billing.PaymentWebhookEffects{SendReceipt: prov}, idem.WithLogger(quiet))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Stop(context.Background()) })
+			p := groupPayment("evt-burst", 1200)
+			checkBurstAnswers(t, burst(t, 8, func(ctx context.Context, _ int) error {
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback(context.WithoutCancel(ctx))
+				if err := hook.InsertTx(ctx, c, tx, p); err != nil {
+					return err
+				}
+				return tx.Commit(ctx)
+			}))
+			states := waitRiver(t, db, burstBound)
+			waitPerformed(t, db, burstBound)
+			if states["completed"] != 1 || len(states) != 1 {
+				t.Errorf("River jobs %v; want the one job, completed", states)
+			}
+			if calls, applied := prov.counts(billing.SendReceiptKey(p)); calls != 1 || applied != 1 {
+				t.Errorf("%d receipt calls, %d applied; want 1 each", calls, applied)
+			}
+			var rows int
+			if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM payments").Scan(&rows); err != nil {
+				t.Fatal(err)
+			}
+			if rows != 1 {
+				t.Errorf("%d payment rows; want 1", rows)
+			}
+		})
+	}
+}

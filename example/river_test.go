@@ -65,9 +65,19 @@ func dying(tm riverTiming) riverTiming {
 // workerTimed is worker with River's timing tm (more workers, say).
 func (db riverDB) workerTimed(t *testing.T, name string, provider billing.SendReceipt, tm riverTiming, opts ...idem.Option) (*river.Client[pgxTx], *pgxpool.Pool) {
 	t.Helper()
+	return db.workerConns(t, name, provider, tm, 0, opts...)
+}
+
+// workerConns is workerTimed on a pool of conns connections (0: pgxpool's
+// default).
+func (db riverDB) workerConns(t *testing.T, name string, provider billing.SendReceipt, tm riverTiming, conns int32, opts ...idem.Option) (*river.Client[pgxTx], *pgxpool.Pool) {
+	t.Helper()
 	ctx := context.Background()
 	cfg := db.pg.Config(db.schema)
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	if conns > 0 {
+		cfg.MaxConns = conns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
