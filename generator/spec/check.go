@@ -81,6 +81,17 @@ func tableValues(f *File) [6]String {
 	return [6]String{t.Ledger, t.Progress, t.Seen, t.Parked, t.Limits, t.Migrations}
 }
 
+// TableKey returns the rename of one bookkeeping table, by its key under
+// tables (ledger, progress, seen, parked, limits, migrations).
+func TableKey(f *File, key string) String {
+	for i, k := range tableKeys {
+		if k == key {
+			return tableValues(f)[i]
+		}
+	}
+	return String{}
+}
+
 // tableNames returns each bookkeeping table's name: its rename, or <package>_idem_<key>.
 func tableNames(f *File) [6]string {
 	var names [6]string
@@ -215,6 +226,7 @@ func (c *checker) file() {
 	c.out()
 	c.dialects()
 	c.tables()
+	c.allowDrop()
 	if len(f.Jobs) == 0 {
 		p := f.JobsPos
 		if p.Line == 0 {
@@ -358,6 +370,22 @@ func (c *checker) tables() {
 				c.errorf(s.Pos, "tables.%s: table %s is already the %s table", tableKeys[i], s.Value, tableKeys[k])
 				break
 			}
+		}
+	}
+}
+
+// allowDrop checks the consent to migrations that drop data: each entry a
+// table or a table.column, both SQL names, none repeated.
+func (c *checker) allowDrop() {
+	seen := firstSeen{}
+	for _, a := range c.f.AllowDrop {
+		table, column, hasColumn := strings.Cut(a.Value, ".")
+		if !snakeRe.MatchString(table) || hasColumn && !snakeRe.MatchString(column) {
+			c.errorf(a.Pos, "allow_drop %q is not a table or a table.column (lower-case SQL names)", a.Value)
+			continue
+		}
+		if first, dup := seen.repeat(a.Value, a.Pos); dup {
+			c.errorf(a.Pos, "allow_drop %s is repeated (first at line %d)", a.Value, first.Line)
 		}
 	}
 }

@@ -328,7 +328,14 @@ func (p *parser) file(n *yaml.Node, f *File) {
 			f.DialectsPos = pos(v)
 			f.Dialects = p.strings(v, "dialects")
 		},
-		"tables": func(v *yaml.Node) { p.tables(v, &f.Tables) },
+		"tables": func(v *yaml.Node) {
+			f.TablesPos = pos(v)
+			p.tables(v, &f.Tables)
+		},
+		"allow_drop": func(v *yaml.Node) {
+			f.AllowDropPos = pos(v)
+			f.AllowDrop = p.strings(v, "allow_drop")
+		},
 		"jobs": func(v *yaml.Node) {
 			f.JobsPos = pos(v)
 			if v.Kind != yaml.SequenceNode {
@@ -466,6 +473,7 @@ func (p *parser) destination(n *yaml.Node, d *Destination) {
 		"write":      func(v *yaml.Node) { p.str(v, "destination write", &d.Write) },
 		"newer_wins": func(v *yaml.Node) { p.str(v, "newer_wins", &d.NewerWins) },
 		"stage":      func(v *yaml.Node) { p.boolean(v, "stage", &d.Stage) },
+		"adopt":      func(v *yaml.Node) { p.boolean(v, "adopt", &d.Adopt) },
 	})
 }
 

@@ -17,8 +17,14 @@ type File struct {
 	Dialects []String
 	Tables   Tables
 	Jobs     []Job
+	// AllowDrop consents to migrations that drop data: "table" for a
+	// destination table, "table.column" for one column.
+	AllowDrop []String
+
+	AllowDropPos Pos // zero when allow_drop was not given
 
 	DialectsPos Pos // zero when dialects was not given
+	TablesPos   Pos // zero when tables was not given
 	JobsPos     Pos // zero when jobs was not given
 }
 
@@ -101,6 +107,9 @@ type Destination struct {
 	Write     String
 	NewerWins String
 	Stage     Bool
+	// Adopt: the table is created and migrated by the service's own
+	// migrations; idemgen creates nothing for it and checks it at Migrate.
+	Adopt Bool
 }
 
 // Effect is a side effect outside the database, guarded by the ledger.
