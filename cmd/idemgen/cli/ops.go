@@ -126,7 +126,7 @@ func historyText(js ops.JobStatus, es ops.EffectStatus) string {
 	if es.Again == 0 {
 		return s + fmt.Sprintf("; every unit done under them is reserved under v%d already", es.Version)
 	}
-	again := "a Backfill whose window holds them"
+	again := "a Run that reads them again in its overlap, or a Backfill whose window holds them,"
 	if js.Source != string(model.SourceWatermark) {
 		again = "processing them again" // no Backfill without a watermark
 	}
