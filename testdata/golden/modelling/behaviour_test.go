@@ -4,6 +4,7 @@ package modelling_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/idemgen/idemgen/idem"
@@ -79,6 +80,24 @@ func TestWelcomeOncePerUserAndTheAuditRowInTheSameTransaction(t *testing.T) {
 			if err != nil || n != c.want {
 				t.Errorf("%s: %d rows, %v; want %d", c.table, n, err, c.want)
 			}
+		}
+	})
+}
+
+// A destination the database already has (the service's own migrations
+// made it) fails Migrate, and the error says what to declare.
+func TestExistingTableFailsMigrateWithAHint(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, db testdb.DB) {
+		db.Exec(t, `CREATE TABLE welcomed_users (user_id TEXT PRIMARY KEY)`, `CREATE TABLE welcomed_users (user_id text PRIMARY KEY)`)
+		var st *modelling.Store
+		if db.Pool != nil {
+			st = modelling.NewPostgresStore(db.Pool)
+		} else {
+			st = modelling.NewSQLiteStore(db.SQL)
+		}
+		err := st.Migrate(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "already exists") || !strings.Contains(err.Error(), "declare it adopt: true in the spec") {
+			t.Fatalf("Migrate over an existing table: %v", err)
 		}
 	})
 }
