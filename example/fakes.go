@@ -69,8 +69,9 @@ func (b *billingAPI) lastWindow() idem.Window {
 // it counts every call, and applies each key once.
 type notifier struct {
 	mu      sync.Mutex
-	calls   map[string]int // calls received per key
-	applied map[string]int // emails actually sent per key
+	calls   map[string]int     // calls received per key
+	applied map[string]int     // emails actually sent per key
+	amounts map[string][]int64 // the invoice amount each call carried, per key
 	failing bool
 	failure error         // what a failing call returns; errProviderDown when nil
 	bounce  bool          // the address does not exist: a permanent failure
@@ -78,7 +79,16 @@ type notifier struct {
 	onCall  func()        // when set, called after a call applied (the example's crash)
 }
 
-func newNotifier() *notifier { return &notifier{calls: map[string]int{}, applied: map[string]int{}} }
+func newNotifier() *notifier {
+	return &notifier{calls: map[string]int{}, applied: map[string]int{}, amounts: map[string][]int64{}}
+}
+
+// amountsOf is the invoice amount of each call made with key, in order.
+func (n *notifier) amountsOf(key string) []int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.amounts[key])
+}
 
 var (
 	errProviderDown = errors.New("provider unavailable")
@@ -90,6 +100,7 @@ var (
 func (n *notifier) NotifyNewInvoice(ctx context.Context, key string, inv billing.Invoice) error {
 	n.mu.Lock()
 	n.calls[key]++
+	n.amounts[key] = append(n.amounts[key], inv.AmountCents)
 	if n.bounce {
 		n.mu.Unlock()
 		return idem.Permanent(errNoMailbox)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -454,6 +455,75 @@ func TestEffectParkedBeforeTheReasonColumnsStaysPermanent(t *testing.T) {
 		again, err := hook.Process(ctx, p)
 		if er := again.Units[0].Effects[0]; er.Outcome != idem.EffectParked || !errors.Is(er.Err, idem.ErrPermanent) {
 			t.Fatalf("replay of a row parked the old way: %+v, %v; want parked, permanent", er, err)
+		}
+	})
+}
+
+// What a retry resends (docs/operations.md, "What a retry sends"): the
+// payload stored when the effect was reserved. The invoice is fixed at its
+// source after the effect was parked, and the next run writes the fix to
+// the row, but a person's Retry still sends the amount the effect was
+// reserved with; the fix reaches the provider only under a new key.
+func TestRetryResendsThePayloadStoredAtReservation(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store) {
+		ctx := context.Background()
+		f := newFixture()
+		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
+		f.mail.bounce = true
+		j := f.job(t, st)
+		if rep := runJob(t, j); rep.Inserted != 1 || rep.EffectsParked != 1 {
+			t.Fatalf("first run: %s", rep)
+		}
+		const key = "notify:new-invoice:v2:inv-1"
+		f.invoice("inv-1", 150, f.base.Add(30*time.Second))
+		f.clk.advance(time.Minute)
+		if rep := runJob(t, j); rep.Updated != 1 || rep.EffectsDone != 0 {
+			t.Fatalf("run with the fixed invoice: %s", rep)
+		}
+		if got := rows(t, j)["inv-1"].AmountCents; got != 150 {
+			t.Fatalf("row amount %d, want the fix", got)
+		}
+		f.mail.bounce = false
+		if _, err := st.Retry(ctx, "invoice_sync", key); err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := j.Drain(ctx); err != nil || rep.EffectsDone != 1 {
+			t.Fatalf("drain after retry: %s, %v", rep, err)
+		}
+		if got := f.mail.amountsOf(key); !slices.Equal(got, []int64{100, 100}) {
+			t.Fatalf("amounts sent under %s: %v, want the stored 100 twice", key, got)
+		}
+	})
+}
+
+// A parked unit that arrives with another payload is tried again with it,
+// once per run that reads it; still refused, it is parked again at once,
+// now with the new payload, and the next run with that payload skips it.
+func TestParkedUnitWithANewPayloadIsTriedOncePerRun(t *testing.T) {
+	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+		ctx := context.Background()
+		f, j, poison := parkedPoison(t, st, db)
+		changed := poison
+		changed.AmountCents = 999 // still customer poison: still refused
+		changed.UpdatedAt = f.clk.Now()
+		f.api.put(changed)
+		f.clk.advance(runGap)
+		rep, err := j.Run(ctx)
+		checkFailures(t, "run with the new payload", rep, err, false)
+		if rep.Failed != 1 || rep.Parked != 1 || rep.Inserted != 0 {
+			t.Fatalf("run with the new payload: %s", rep)
+		}
+		units := parkedUnits(t, st)
+		var stored billing.Invoice
+		if len(units) != 1 || units[0].State != "parked" || json.Unmarshal(units[0].Payload, &stored) != nil || stored.AmountCents != 999 {
+			t.Fatalf("parked rows %+v, want inv-2 parked with the new payload", units)
+		}
+		attempts := units[0].Attempts
+		// The same payload again: skipped, not attempted.
+		rep, err = j.Backfill(ctx, idem.Window{Since: f.base.Add(-time.Hour), Until: f.clk.Now()})
+		checkFailures(t, "backfill", rep, err, false)
+		if units := parkedUnits(t, st); len(units) != 1 || units[0].Attempts != attempts {
+			t.Fatalf("the unit parked with this payload was attempted again: %+v", units)
 		}
 	})
 }

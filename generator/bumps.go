@@ -10,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/generator/spec"
@@ -81,7 +82,7 @@ func effectBumpNote(j *model.Job, e *model.Effect, from int) string {
 	history := fmt.Sprintf("; units done under v%d stay as history", from)
 	switch j.Source {
 	case model.SourceWatermark:
-		return what + fmt.Sprintf("a Backfill re-performs %s once for every unit in its window that was owed it before, %s", e.Name, key) + history
+		return what + fmt.Sprintf("the next Run re-performs %s once for every unit it reads again in its overlap (the %s behind the mark) that was owed it before, and a Backfill for every such unit in the window it is given, %s", e.Name, shortDuration(j.Overlap), key) + history
 	case model.SourceCursor:
 		return what + fmt.Sprintf("Process re-performs %s once for every unit handed to it that was owed it before, %s (Run does not go back)", e.Name, key) + history
 	}
@@ -99,7 +100,7 @@ func jobBumpNote(j *model.Job, from int) string {
 	case j.Dest.Write == model.InsertOnce:
 		what += fmt.Sprintf("rows already in %s stay as they are (write: insert_once); %s.Stale lists those written under v%d", j.Dest.Table, j.GoName, from)
 	case j.Source == model.SourceWatermark:
-		what += fmt.Sprintf("a Backfill rewrites the %s rows in its window written under v%d (%s.Stale lists them)", j.Dest.Table, from, j.GoName)
+		what += fmt.Sprintf("the next Run rewrites the %s rows written under v%d that it reads again in its overlap (the %s behind the mark), and a Backfill those in the window it is given (%s.Stale lists them)", j.Dest.Table, from, shortDuration(j.Overlap), j.GoName)
 	default:
 		what += fmt.Sprintf("Process rewrites the %s rows of the units handed to it (%s.Stale lists those written under v%d)", j.Dest.Table, j.GoName, from)
 	}
@@ -114,6 +115,18 @@ func jobBumpNote(j *model.Job, from int) string {
 	}
 	return what + fmt.Sprintf("; %s, whose key holds {job_version}, is performed once more under the new key for every unit whose write decides it; units done under v%d stay as history",
 		strings.Join(again, " and "), from)
+}
+
+// shortDuration writes d as a spec would: 10m, not 10m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // jobVersions are one generated job's version and its effects' versions.

@@ -64,13 +64,20 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 			}
 		}
 		l := sqlgen.LayoutOf(d)
-		migs, err := migrations(opts.Existing, p, d)
+		migs, err := migrations(opts.Existing, f, p, d)
 		if err != nil {
 			return nil, err
 		}
 		for name, data := range migs {
 			files[name] = data
 			sqlcIn[name] = data
+		}
+		if ddl := sqlgen.AdoptedTablesForSQLC(p, d); ddl != nil {
+			// The adopted tables' shape, for sqlc only: the service's own
+			// migrations create them, and Migrate checks them. Read after
+			// the migrations, it replaces what they made of a table
+			// idemgen created before it was adopted.
+			sqlcIn[l.Migrations+"/zz_adopted_tables.sql"] = ddl
 		}
 		if q := sqlgen.Queries(p, d); q != nil {
 			files[l.Queries] = q
@@ -95,13 +102,13 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 // its sum file. Emitted migrations are kept byte for byte (the sum proves
 // it); when the spec's schema differs from the snapshot, the next migration
 // is added. See migrations.go.
-func migrations(existing fs.FS, p *model.Package, d model.Dialect) (Files, error) {
+func migrations(existing fs.FS, f *spec.File, p *model.Package, d model.Dialect) (Files, error) {
 	dir := sqlgen.LayoutOf(d).Migrations
 	st, err := readMigrations(existing, dir)
 	if err != nil {
 		return nil, err
 	}
-	return st.next(p, d)
+	return st.next(f, p, d)
 }
 
 // stripPreamble drops the comments above the first query: sqlc would attach

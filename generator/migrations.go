@@ -3,6 +3,7 @@ package generator
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator/spec"
 	"github.com/idemgen/idemgen/generator/sqlgen"
 )
 
@@ -124,7 +126,7 @@ func migrationName(n int) string { return fmt.Sprintf("%05d_idemgen.sql", n) }
 // next checks the directory against its sum and returns its files after this
 // generate: the emitted migrations unchanged, a new one if the spec's schema
 // moved away from the snapshot, the snapshot and the sum.
-func (st *migrationDir) next(p *model.Package, d model.Dialect) (Files, error) {
+func (st *migrationDir) next(f *spec.File, p *model.Package, d model.Dialect) (Files, error) {
 	want := sqlgen.SchemaOf(p, d)
 	rel := func(name string) string { return path.Join(st.dir, name) }
 
@@ -219,16 +221,19 @@ func (st *migrationDir) next(p *model.Package, d model.Dialect) (Files, error) {
 	for _, e := range emitted {
 		kept[e.name] = st.sql[e.name]
 	}
-	migs, after, err := sqlgen.ChangeMigration(snap.Schema, want, lastN+1)
-	if err != nil {
+	migs, after, err := sqlgen.ChangeMigration(snap.Schema, want, lastN+1, allowDrop(f))
+	if ds := refusals(f, err); ds != nil {
+		return nil, ds
+	} else if err != nil {
 		return nil, fmt.Errorf("%s: the spec changed in a way idemgen will not migrate:\n%w", st.dir, err)
 	}
 	for i, data := range migs {
 		name := migrationName(lastN + 1 + i)
 		kept[name] = data
 		emitted = append(emitted, sumEntry{name, hashOf(data)})
-		snap = sqlgen.Snapshot{Last: name, Schema: after}
+		snap.Last = name
 	}
+	snap.Schema = after
 	return st.files(kept, emitted, snap), nil
 }
 
@@ -245,3 +250,56 @@ func (st *migrationDir) files(migs map[string][]byte, emitted []sumEntry, snap s
 }
 
 func must(n int, _ bool) int { return n }
+
+// allowDrop is the data the spec lets a migration drop (allow_drop).
+func allowDrop(f *spec.File) sqlgen.AllowDrop {
+	allow := sqlgen.AllowDrop{}
+	for _, a := range f.AllowDrop {
+		allow[a.Value] = true
+	}
+	return allow
+}
+
+// refusals turns the changes ChangeMigration refused into diagnostics at
+// the place in the spec each is about: the field, the destination's table,
+// the tables key, or the jobs list for a job that is gone. It returns nil
+// when err holds no refusal.
+func refusals(f *spec.File, err error) spec.Diagnostics {
+	var errs []error
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	} else if err != nil {
+		errs = []error{err}
+	}
+	var ds spec.Diagnostics
+	for _, e := range errs {
+		r, ok := e.(*sqlgen.Refusal)
+		if !ok {
+			return nil
+		}
+		ds = append(ds, spec.Diagnostic{File: f.Name, Pos: refusalPos(f, r), Severity: spec.Error, Msg: r.Msg})
+	}
+	return ds
+}
+
+func refusalPos(f *spec.File, r *sqlgen.Refusal) spec.Pos {
+	if r.Tables != "" {
+		if s := spec.TableKey(f, r.Tables); s.Set {
+			return s.Pos
+		}
+		return cmp.Or(f.TablesPos, spec.Pos{Line: 1, Col: 1})
+	}
+	for _, j := range f.Jobs {
+		d := j.Destination
+		if d == nil || r.Table == "" || d.Table.Value != r.Table {
+			continue
+		}
+		for _, fld := range j.Unit.Fields {
+			if r.Column != "" && fld.Name.Value == r.Column {
+				return fld.Pos
+			}
+		}
+		return d.Table.Pos
+	}
+	return cmp.Or(f.JobsPos, spec.Pos{Line: 1, Col: 1})
+}

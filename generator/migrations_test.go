@@ -154,9 +154,10 @@ const (
 var (
 	specV1 = specText("", ordersV1, refundsV1, legacy)
 	// V2: a field, a job, an effect, a unique change, a job removed.
-	specV2 = specText("", ordersV2, refundsV2, customers)
-	// V3: a renamed destination table, a dropped field, a field made NOT NULL.
-	specV3 = specText("", ordersV3, refundsV2, customers)
+	specV2 = specText("allow_drop: [legacy_rows]\n", ordersV2, refundsV2, customers)
+	// V3: a renamed destination table, a dropped field (allowed under the
+	// table's old name), a field made NOT NULL.
+	specV3 = specText("allow_drop: [orders.amount_cents]\n", ordersV3, refundsV2, customers)
 )
 
 // generateText runs Generate over spec text with dir as the existing output.
@@ -331,11 +332,17 @@ func TestRefusals(t *testing.T) {
 		want       string
 	}{
 		{"not null field", specText("", strings.Replace(ordersV1, "- updated_at: time\n", "- updated_at: time\n        - region: string\n", 1), refundsV1, legacy), nil,
-			"table orders (job order_sync): new column region is NOT NULL, but the table already exists"},
+			"idemgen.yaml:15:11: table orders (job order_sync): new column region is NOT NULL, but the table already exists"},
+		{"dropped field", specText("", strings.Replace(ordersV1, "        - amount_cents: int64\n", "", 1), refundsV1, legacy), nil,
+			"idemgen.yaml:18:14: table orders (job order_sync): field amount_cents is gone from the spec, so the next migration would drop column orders.amount_cents and the data in it; to drop it, add orders.amount_cents to allow_drop"},
+		{"dropped field allowed elsewhere", specText("allow_drop: [refunds.amount_cents, orders]\n", strings.Replace(ordersV1, "        - amount_cents: int64\n", "", 1), refundsV1, legacy), nil,
+			"idemgen.yaml:19:14: table orders (job order_sync): field amount_cents is gone"},
+		{"dropped job", specText("", ordersV1, refundsV1), nil,
+			"idemgen.yaml:7:3: job legacy_sync is gone from the spec, so the next migration would drop its table legacy_rows and every row in it; to drop them, add legacy_rows to allow_drop"},
 		{"type change", specText("", strings.Replace(ordersV1, "amount_cents: int64", "amount_cents: string", 1), refundsV1, legacy), nil,
-			"column amount_cents changes type from bigint to text"},
+			"idemgen.yaml:13:11: table orders (job order_sync): column amount_cents changes type from bigint to text"},
 		{"renamed ledger", specText("tables: {ledger: shop_ledger}\n", ordersV1, refundsV1, legacy), nil,
-			"the ledger table was renamed from shop_idem_ledger to shop_ledger"},
+			"idemgen.yaml:5:18: the ledger table was renamed from shop_idem_ledger to shop_ledger"},
 		{"renamed parked table", specText("tables: {parked: shop_parked}\n", ordersV1, refundsV1, legacy), nil,
 			"the parked table was renamed from shop_idem_parked to shop_parked"},
 		{"hand-written migration", specV1, func(t *testing.T, dir string) {
@@ -543,4 +550,52 @@ func (db *testDB) columns(t *testing.T, table string) map[string]bool {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// A table idemgen created can be handed to the service's own migrations
+// (adopt: true): no migration follows, on either database, not even when
+// the job's fields change or the job goes; the first migration of a spec
+// with an adopted table creates none; and a table idemgen never created
+// cannot be taken back.
+func TestAdoptedTablesAreNeverMigrated(t *testing.T) {
+	adopt := func(job string) string {
+		return strings.Replace(job, "      table: orders\n", "      table: orders\n      adopt: true\n", 1)
+	}
+	dir := t.TempDir()
+	v1 := regenerate(t, dir, specV1)
+	dbs := openDatabases(t)
+	for _, db := range dbs {
+		db.up(t, dir)
+		db.exec(t, `INSERT INTO orders (order_id, amount_cents, updated_at, idemgen_key, idemgen_job_version) VALUES ('o1', 100, $TIME, 'order:o1', 1)`)
+	}
+	adopted := regenerate(t, dir, specText("", adopt(ordersV1), refundsV1, legacy))
+	checkStep(t, v1, adopted, []string{"00001_idemgen.sql"})
+	if bytes.Equal(v1["migrations/sqlite/"+generator.SnapshotName], adopted["migrations/sqlite/"+generator.SnapshotName]) {
+		t.Fatal("the snapshot does not record the adoption")
+	}
+	// A new field (NOT NULL, which idemgen would refuse to add) and a
+	// dropped one are the service's business now; so is the job's going.
+	changed := strings.Replace(adopt(ordersV1), "        - amount_cents: int64\n", "        - region: string\n", 1)
+	checkStep(t, adopted, regenerate(t, dir, specText("", changed, refundsV1, legacy)), []string{"00001_idemgen.sql"})
+	gone := regenerate(t, dir, specText("", refundsV1, legacy))
+	checkStep(t, adopted, gone, []string{"00001_idemgen.sql"})
+	for _, db := range dbs {
+		db.up(t, dir)
+		db.count(t, `SELECT count(*) FROM orders`, 1)
+	}
+
+	// A new package whose destination is adopted: its first migration
+	// does not create it, and sqlc still compiles the job's queries.
+	fresh := t.TempDir()
+	first := regenerate(t, fresh, specText("", adopt(ordersV1), refundsV1))
+	for _, d := range []model.Dialect{model.Postgres, model.SQLite} {
+		m := string(first["migrations/"+string(d)+"/00001_idemgen.sql"])
+		if strings.Contains(m, "CREATE TABLE orders") || !strings.Contains(m, "CREATE TABLE refunds") {
+			t.Errorf("%s: the first migration creates the adopted table, or not the other:\n%s", d, m)
+		}
+	}
+	_, err := generateText(t, fresh, specText("", ordersV1, refundsV1))
+	if want := "idemgen.yaml:19:14: table orders (job order_sync) is no longer adopted, but idemgen never created it"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Generate: %v\nwant an error with %q", err, want)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/pressly/goose/v3"
 )
@@ -18,6 +19,10 @@ func Migrate(ctx context.Context, db *sql.DB, dialect goose.Dialect, fsys fs.FS,
 		return fmt.Errorf("migrations: %w", err)
 	}
 	if _, err := p.Up(ctx); err != nil {
+		if strings.Contains(err.Error(), "already exists") {
+			// Most often a destination the service's own migrations made.
+			return fmt.Errorf("migrations: %w\n(a destination table the database already has, made by the service's own migrations? declare it adopt: true in the spec, and idemgen checks it instead of creating it)", err)
+		}
 		return fmt.Errorf("migrations: %w", err)
 	}
 	return nil

@@ -17,6 +17,7 @@ func CrashTestFile(p *model.Package) *jen.File {
 	for _, j := range p.Jobs {
 		crashTest(f, p, j)
 	}
+	adoptedStandIn(f, p)
 	return f
 }
 
@@ -82,13 +83,13 @@ func crashTest(f *jen.File, p *model.Package, j *model.Job) {
 		if p.Has(model.SQLite) {
 			g.Id("t").Dot("Run").Call(jen.Lit("sqlite"), jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
 				sim("Run").Call(jen.Id("t"), sim("SQLite").Call(jen.Id("t"),
-					jen.Func().Params(jen.Id("db").Op("*").Add(SQLDB())).Add(sim("Store")).Block(jen.Return(jen.Id("NewSQLiteStore").Call(jen.Id("db"))))), jen.Id("job")),
+					jen.Func().Params(jen.Id("db").Op("*").Add(SQLDB())).Add(sim("Store")).Block(jen.Return(simStore(p, model.SQLite)))), jen.Id("job")),
 			))
 		}
 		if p.Has(model.Postgres) {
 			g.Id("t").Dot("Run").Call(jen.Lit("postgres"), jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
 				jen.Id("env").Op(":=").Add(sim("Postgres")).Call(jen.Id("t"),
-					jen.Func().Params(jen.Id("pool").Op("*").Add(PgxPool())).Add(sim("Store")).Block(jen.Return(jen.Id("NewPostgresStore").Call(jen.Id("pool"))))),
+					jen.Func().Params(jen.Id("pool").Op("*").Add(PgxPool())).Add(sim("Store")).Block(jen.Return(simStore(p, model.Postgres)))),
 				jen.If(jen.Id("env").Op("==").Nil()).Block(jen.Id("t").Dot("Skip").Call(jen.Lit("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant"))),
 				sim("Run").Call(jen.Id("t"), jen.Id("env"), jen.Id("job")),
 			))

@@ -3,6 +3,7 @@ package golang
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/dave/jennifer/jen"
@@ -215,16 +216,30 @@ func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
 	sub := jen.List(jen.Id("sub"), jen.Id("err")).Op(":=").Qual("io/fs", "Sub").Call(jen.Id("migrationsFS"), jen.Lit(sqlgen.LayoutOf(d).Migrations))
 	check := jen.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Id("err")))
 	table := jen.Lit(p.Tables.Migrations)
+	migrate := func(db *jen.Statement, dialect string) []jen.Code {
+		up := rt("Migrate").Call(jen.Id("ctx"), db, jen.Qual("github.com/pressly/goose/v3", dialect), jen.Id("sub"), table)
+		if !hasAdopted(p) {
+			return []jen.Code{jen.Return(up)}
+		}
+		return []jen.Code{
+			jen.If(jen.Err().Op(":=").Add(up), jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
+			jen.Return(rt("CheckTables").Call(jen.Id("ctx"), db.Clone(), jen.Qual("github.com/pressly/goose/v3", dialect), jen.Id(adoptedTablesVar(d)))),
+		}
+	}
+	if hasAdopted(p) {
+		adoptedTables(f, p, d)
+	}
 	if d == model.Postgres {
 		f.Comment("NewPostgresStore returns a Store over a pgx pool.")
 		f.Func().Id("NewPostgresStore").Params(jen.Id("pool").Op("*").Add(PgxPool())).Op("*").Id("Store").Block(
 			jen.Return(jen.Op("&").Id("Store").Values(jen.Dict{
 				jen.Id("st"): jen.Qual(idemPG, "NewStore").Call(jen.Id("pool"), jen.Id("ledgerTables"), querier),
 				jen.Id("migrate"): jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
-					jen.Id("db").Op(":=").Qual("github.com/jackc/pgx/v5/stdlib", "OpenDBFromPool").Call(jen.Id("pool")),
-					jen.Defer().Id("db").Dot("Close").Call(),
-					sub, check,
-					jen.Return(rt("Migrate").Call(jen.Id("ctx"), jen.Id("db"), jen.Qual("github.com/pressly/goose/v3", "DialectPostgres"), jen.Id("sub"), table)),
+					append([]jen.Code{
+						jen.Id("db").Op(":=").Qual("github.com/jackc/pgx/v5/stdlib", "OpenDBFromPool").Call(jen.Id("pool")),
+						jen.Defer().Id("db").Dot("Close").Call(),
+						sub, check,
+					}, migrate(jen.Id("db"), "DialectPostgres")...)...,
 				),
 			})),
 		)
@@ -236,11 +251,63 @@ func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
 		jen.Return(jen.Op("&").Id("Store").Values(jen.Dict{
 			jen.Id("st"): jen.Qual(idemSQLite, "NewStore").Call(jen.Id("db"), jen.Id("ledgerTables"), querier),
 			jen.Id("migrate"): jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
-				sub, check,
-				jen.Return(rt("Migrate").Call(jen.Id("ctx"), jen.Id("db"), jen.Qual("github.com/pressly/goose/v3", "DialectSQLite3"), jen.Id("sub"), table)),
+				append([]jen.Code{sub, check}, migrate(jen.Id("db"), "DialectSQLite3")...)...,
 			),
 		})),
 	)
+}
+
+func hasAdopted(p *model.Package) bool {
+	return slices.ContainsFunc(p.Jobs, func(j *model.Job) bool { return j.Dest != nil && j.Dest.Adopted })
+}
+
+func adoptedTablesVar(d model.Dialect) string {
+	if d == model.Postgres {
+		return "adoptedPostgresTables"
+	}
+	return "adoptedSQLiteTables"
+}
+
+// adoptedTables emits the shape of each destination the service's own
+// migrations own (adopt: true): the columns idemgen would have created,
+// its bookkeeping columns included, and the unique constraint. Migrate
+// checks it after the migrations:
+//
+//	var adoptedPostgresTables = []idem.TableShape{{Job: "signup_sync", Name: "signups",
+//		Columns: []idem.ColumnShape{{Name: "email", Type: "text"}, {Name: "locale", Type: "text", Nullable: true},
+//			{Name: "idemgen_rev", Type: "bigint", Default: "1"}, ...},
+//		Unique: []string{"email"}}}
+func adoptedTables(f *jen.File, p *model.Package, d model.Dialect) {
+	var tables []jen.Code
+	for _, t := range sqlgen.SchemaOf(p, d).Tables {
+		if !t.Adopted {
+			continue
+		}
+		var cols []jen.Code
+		for _, col := range t.Columns {
+			c := jen.Dict{jen.Id("Name"): jen.Lit(col.Name), jen.Id("Type"): jen.Lit(col.Type)}
+			if !col.NotNull {
+				c[jen.Id("Nullable")] = jen.True()
+			}
+			if col.Default != "" {
+				c[jen.Id("Default")] = jen.Lit(col.Default)
+			}
+			cols = append(cols, jen.Values(c))
+		}
+		var unique []jen.Code
+		for _, u := range t.Unique.Columns {
+			unique = append(unique, jen.Lit(u))
+		}
+		tables = append(tables, jen.Values(jen.Dict{
+			jen.Id("Job"):     jen.Lit(t.Job),
+			jen.Id("Name"):    jen.Lit(t.Name),
+			jen.Id("Columns"): jen.Index().Add(rt("ColumnShape")).Values(cols...),
+			jen.Id("Unique"):  jen.Index().String().Values(unique...),
+		}))
+	}
+	f.Commentf("%s are the destinations the service's own migrations create and change", adoptedTablesVar(d))
+	f.Comment("(adopt: true): Migrate checks that they fit their jobs.")
+	f.Var().Id(adoptedTablesVar(d)).Op("=").Index().Add(rt("TableShape")).Values(tables...)
 }
 
 // The runtime's store packages, one per dialect.

@@ -180,6 +180,9 @@ type Dest struct {
 	Write     Write
 	NewerWins *Field
 	Stage     bool
+	// Adopted: the service's own migrations own the table; idemgen emits
+	// no DDL for it and checks its shape at Migrate instead.
+	Adopted bool
 }
 
 // When decides an effect relative to the destination write.
@@ -309,7 +312,7 @@ func resolveJob(sj *spec.Job) (*Job, error) {
 		}
 	}
 	if sd := sj.Destination; sd != nil {
-		d := &Dest{Table: sd.Table.Value, Write: Write(or(sd.Write.Value, string(Upsert))), Stage: sd.Stage.Value}
+		d := &Dest{Table: sd.Table.Value, Write: Write(or(sd.Write.Value, string(Upsert))), Stage: sd.Stage.Value, Adopted: sd.Adopt.Value}
 		if len(sd.Unique) == 0 {
 			d.Unique = j.Key.Fields()
 		}

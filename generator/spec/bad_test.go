@@ -14,12 +14,9 @@ var update = flag.Bool("update", false, "rewrite testdata/bad/*.stderr from the 
 
 const badDir = "../../testdata/bad"
 
-// diagnose runs what vet runs: Parse, then Check when the spec parsed.
+// diagnose runs what vet runs: Parse, then Check on what it read.
 func diagnose(name string, data []byte) Diagnostics {
 	f, ds := Parse(name, data)
-	if ds.HasErrors() {
-		return ds.Sorted()
-	}
 	return append(ds, Check(f)...).Sorted()
 }
 

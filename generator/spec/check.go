@@ -21,14 +21,31 @@ import (
 
 // Check runs every semantic rule over a parsed spec: the mistakes `vet`
 // reports and `generate` refuses. Warnings do not stop generation.
-// It accepts any File Parse returns, even one Parse reported errors for.
+// It accepts any File Parse returns, even one Parse reported errors for,
+// and checks what Parse could read, so that one run reports every finding:
+// it says nothing where Parse already reported an error, nor calls a key
+// missing whose value Parse refused.
 func Check(f *File) Diagnostics {
-	if f == nil {
+	if f == nil || f.parsed.fromParse && !f.parsed.read {
 		return nil
 	}
 	c := &checker{reporter: &reporter{file: f.Name}, f: f}
 	c.file()
-	return c.diags.Sorted()
+	// What stands where Parse already reported an error is that error's
+	// consequence, not a finding of its own.
+	var ds Diagnostics
+	for _, d := range c.diags {
+		if !f.parsed.at[d.Pos] {
+			ds = append(ds, d)
+		}
+	}
+	return ds.Sorted()
+}
+
+// givenBadly reports whether key was given in the mapping at parent but
+// Parse refused its value (and said why): it is not missing.
+func (c *checker) givenBadly(parent Pos, key string) bool {
+	return c.f.parsed.values[parent][key]
 }
 
 // Field types a unit field may have; a trailing "?" makes it nullable.
@@ -79,6 +96,17 @@ var tableKeys = [6]string{"ledger", "progress", "seen", "parked", "limits", "mig
 func tableValues(f *File) [6]String {
 	t := f.Tables
 	return [6]String{t.Ledger, t.Progress, t.Seen, t.Parked, t.Limits, t.Migrations}
+}
+
+// TableKey returns the rename of one bookkeeping table, by its key under
+// tables (ledger, progress, seen, parked, limits, migrations).
+func TableKey(f *File, key string) String {
+	for i, k := range tableKeys {
+		if k == key {
+			return tableValues(f)[i]
+		}
+	}
+	return String{}
 }
 
 // tableNames returns each bookkeeping table's name: its rename, or <package>_idem_<key>.
@@ -215,7 +243,8 @@ func (c *checker) file() {
 	c.out()
 	c.dialects()
 	c.tables()
-	if len(f.Jobs) == 0 {
+	c.allowDrop()
+	if len(f.Jobs) == 0 && !c.givenBadly(f.parsed.root, "jobs") {
 		p := f.JobsPos
 		if p.Line == 0 {
 			p = Pos{1, 1}
@@ -269,6 +298,7 @@ func (jc *jobCtx) river() {
 		}
 	case SourceWatermark, SourceCursor:
 		switch {
+		case !r.Every.Set && jc.givenBadly(r.Pos, "every"):
 		case !r.Every.Set:
 			jc.errorf(r.Pos, "%sriver: missing every (how often the periodic River job calls Run, e.g. every: 5m)", jc.prefix)
 		case r.Every.Value < time.Second:
@@ -280,6 +310,7 @@ func (jc *jobCtx) river() {
 func (c *checker) pkg() {
 	p := c.f.Package
 	switch {
+	case !p.Set && c.givenBadly(c.f.parsed.root, "package"):
 	case !p.Set:
 		c.errorf(Pos{1, 1}, "spec: missing package (the Go package name of the generated code)")
 	case !snakeRe.MatchString(p.Value):
@@ -327,6 +358,9 @@ func (c *checker) out() {
 func (c *checker) dialects() {
 	f := c.f
 	if len(f.Dialects) == 0 {
+		if c.givenBadly(f.parsed.root, "dialects") {
+			return
+		}
 		p := f.DialectsPos
 		if p.Line == 0 {
 			p = Pos{1, 1}
@@ -362,6 +396,22 @@ func (c *checker) tables() {
 	}
 }
 
+// allowDrop checks the consent to migrations that drop data: each entry a
+// table or a table.column, both SQL names, none repeated.
+func (c *checker) allowDrop() {
+	seen := firstSeen{}
+	for _, a := range c.f.AllowDrop {
+		table, column, hasColumn := strings.Cut(a.Value, ".")
+		if !snakeRe.MatchString(table) || hasColumn && !snakeRe.MatchString(column) {
+			c.errorf(a.Pos, "allow_drop %q is not a table or a table.column (lower-case SQL names)", a.Value)
+			continue
+		}
+		if first, dup := seen.repeat(a.Value, a.Pos); dup {
+			c.errorf(a.Pos, "allow_drop %s is repeated (first at line %d)", a.Value, first.Line)
+		}
+	}
+}
+
 // goName is how a snake_case name is compared with others once it is a Go
 // name: InvoiceSync and Invoicesync are one name to a reader, and initialism
 // rules may make them one to the generator.
@@ -391,6 +441,7 @@ var fileJobNames = set("store", "postgres", "sqlite", "postgres_ledger", "sqlite
 func (jc *jobCtx) name(jobNames firstSeen) {
 	n := jc.j.Name
 	switch {
+	case !n.Set && jc.givenBadly(jc.j.Pos, "name"):
 	case !n.Set || n.Value == "":
 		jc.errorf(jc.j.Pos, "%smissing name", jc.prefix)
 	case !snakeRe.MatchString(n.Value):
@@ -414,6 +465,9 @@ func (jc *jobCtx) name(jobNames firstSeen) {
 func (jc *jobCtx) unit(unitTypes firstSeen) {
 	u := &jc.j.Unit
 	if u.Pos.Line == 0 {
+		if jc.givenBadly(jc.j.Pos, "unit") {
+			return
+		}
 		jc.errorf(jc.j.Pos, "%smissing unit (type, fields and key)", jc.prefix)
 		return
 	}
@@ -423,6 +477,9 @@ func (jc *jobCtx) unit(unitTypes firstSeen) {
 		jc.errorf(m.Pos, "%sunit max_attempts must be at least 1, not %d", jc.prefix, m.Value)
 	}
 	if !u.Key.Set {
+		if jc.givenBadly(u.Pos, "key") {
+			return
+		}
 		jc.errorf(u.Pos, "%sunit: missing key (the idempotency key, e.g. \"%s:{%s}\")", jc.prefix, jc.keyExample(), cmpOr(jc.names, "id"))
 		return
 	}
@@ -455,6 +512,8 @@ func (jc *jobCtx) keyExample() string {
 func (jc *jobCtx) unitType(unitTypes firstSeen) {
 	t := jc.j.Unit.Type
 	switch {
+	case !t.Set && jc.givenBadly(jc.j.Unit.Pos, "type"):
+		return
 	case !t.Set || t.Value == "":
 		jc.errorf(jc.j.Unit.Pos, "%sunit: missing type (the Go struct name, e.g. Invoice)", jc.prefix)
 		return
@@ -498,6 +557,9 @@ func baseType(typ string) string { return strings.TrimSuffix(typ, "?") }
 func (jc *jobCtx) unitFields() {
 	u := &jc.j.Unit
 	jc.fields, jc.broken = map[string]*Field{}, map[string]bool{}
+	if len(u.Fields) == 0 && u.FieldsPos.Line == 0 && jc.givenBadly(u.Pos, "fields") {
+		return
+	}
 	if len(u.Fields) == 0 {
 		p := u.FieldsPos
 		if p.Line == 0 {
@@ -556,6 +618,9 @@ func (jc *jobCtx) fieldName(fld *Field) bool {
 func (jc *jobCtx) source() {
 	s := &jc.j.Source
 	if s.Pos.Line == 0 {
+		if jc.givenBadly(jc.j.Pos, "source") {
+			return
+		}
 		jc.errorf(jc.j.Pos, "%smissing source (one of watermark, cursor, none)", jc.prefix)
 		return
 	}
@@ -563,8 +628,11 @@ func (jc *jobCtx) source() {
 		return
 	}
 	w := &s.Watermark
-	if !w.Overlap.Set {
+	if !w.Overlap.Set && !jc.givenBadly(w.Pos, "overlap") {
 		jc.errorf(w.Pos, "%swatermark without overlap; rows committed late behind the high-water mark would be missed (e.g. overlap: 10m)", jc.prefix)
+	}
+	if !w.Field.Set && jc.givenBadly(w.Pos, "field") {
+		return
 	}
 	if !w.Field.Set || w.Field.Value == "" {
 		jc.errorf(w.Pos, "%swatermark: missing field (a unit field of type time)", jc.prefix)
@@ -599,6 +667,7 @@ func (jc *jobCtx) destination(tables firstSeen, bookkeeping map[string]bool) {
 		return
 	}
 	switch t := d.Table; {
+	case !t.Set && jc.givenBadly(d.Pos, "table"):
 	case !t.Set:
 		jc.errorf(d.Pos, "%sdestination: missing table", jc.prefix)
 	case !jc.sqlName(t, jc.prefix+"destination table"):
@@ -693,6 +762,7 @@ func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map
 		prefix = fmt.Sprintf("%seffect %q: ", jc.prefix, e.Name.Value)
 	}
 	switch n := e.Name; {
+	case !n.Set && jc.givenBadly(e.Pos, "name"):
 	case !n.Set || n.Value == "":
 		jc.errorf(e.Pos, "%smissing name", prefix)
 	case !snakeRe.MatchString(n.Value):
@@ -733,13 +803,18 @@ func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map
 	if e.Lease.Set {
 		lease, leaseText = e.Lease.Value, e.Lease.Text
 	}
-	if r := e.Retention; r.Set && r.Value < lease {
+	// A lease the parser refused is not compared with anything.
+	leaseKnown := e.Lease.Set || !jc.givenBadly(e.Pos, "lease")
+	if r := e.Retention; r.Set && leaseKnown && r.Value < lease {
 		jc.warnf(r.Pos, "%sretention %s is shorter than the lease %s; a purge could remove a row another run still relies on", prefix, r.Text, leaseText)
 	}
-	if t := e.Timeout; t.Set && t.Value >= lease {
+	if t := e.Timeout; t.Set && leaseKnown && t.Value >= lease {
 		jc.errorf(t.Pos, "%stimeout %s is not shorter than the lease %s; a call still running when the lease ends could be taken over and made twice at once", prefix, t.Text, leaseText)
 	}
 	k := e.Key
+	if !k.Set && jc.givenBadly(e.Pos, "key") {
+		return
+	}
 	if !k.Set || k.Value == "" {
 		p := e.Pos
 		if k.Set {

@@ -28,13 +28,13 @@ const maxDepth = 32
 // diagnostic with a position.
 func Parse(name string, data []byte) (f *File, diags Diagnostics) {
 	r := &reporter{file: name}
-	f = &File{Name: name}
+	f = &File{Name: name, parsed: parseFailures{fromParse: true}}
 	defer func() {
 		// yaml.v3 has panicked on hostile input before; a spec tool must
 		// answer with a diagnostic, never a crash.
 		if v := recover(); v != nil {
 			r.errorf(Pos{}, "%s: %v", internalError, v)
-			f, diags = &File{Name: name}, r.diags
+			f, diags = &File{Name: name, parsed: parseFailures{fromParse: true}}, r.diags
 		}
 	}()
 	switch {
@@ -68,8 +68,12 @@ func Parse(name string, data []byte) (f *File, diags Diagnostics) {
 		r.errorf(pos(n), "%s", msg)
 		return f, r.diags
 	}
-	p := &parser{reporter: r, data: data}
+	p := &parser{reporter: r, data: data, badValues: map[Pos]map[string]bool{}}
 	p.file(root, f)
+	f.parsed.root, f.parsed.at, f.parsed.values = pos(root), map[Pos]bool{}, p.badValues
+	for _, d := range r.diags {
+		f.parsed.at[d.Pos] = true
+	}
 	return f, r.diags
 }
 
@@ -115,6 +119,8 @@ type parser struct {
 	*reporter
 	data  []byte
 	lines []string // data split into lines, on first use
+	// badValues are, per mapping, the keys given whose values were refused.
+	badValues map[Pos]map[string]bool
 }
 
 func pos(n *yaml.Node) Pos { return Pos{n.Line, n.Column} }
@@ -141,9 +147,16 @@ func (p *parser) fields(n *yaml.Node, what string, handlers map[string]func(v *y
 		if !ok {
 			// An alias is a deliberate answer; edit distance is a guess
 			// (retries is nearer retry, but means max_attempts).
-			hint := didYouMean(k.Value, known)
+			meant := Suggest(k.Value, known)
 			if a := keyAliases[k.Value]; handlers[a] != nil {
-				hint = fmt.Sprintf(" (did you mean %s?)", a)
+				meant = a
+			}
+			hint := ""
+			if meant != "" {
+				hint = fmt.Sprintf(" (did you mean %s?)", meant)
+				// A misspelt key is the key meant, given badly: Check
+				// does not call that one missing as well.
+				p.givenBadly(pos(n), meant)
 			}
 			p.errorf(pos(k), "%s: unknown key %q%s", what, k.Value, hint)
 			continue
@@ -153,8 +166,21 @@ func (p *parser) fields(n *yaml.Node, what string, handlers map[string]func(v *y
 			continue
 		}
 		seen[k.Value] = true
+		before := len(p.diags)
 		h(v)
+		if len(p.diags) > before {
+			p.givenBadly(pos(n), k.Value)
+		}
 	}
+}
+
+// givenBadly records that key was given in the mapping at parent, but
+// its value (or its spelling) was refused.
+func (p *parser) givenBadly(parent Pos, key string) {
+	if p.badValues[parent] == nil {
+		p.badValues[parent] = map[string]bool{}
+	}
+	p.badValues[parent][key] = true
 }
 
 func (p *parser) scalar(n *yaml.Node, what string) (string, bool) {
@@ -320,6 +346,7 @@ func (p *parser) file(n *yaml.Node, f *File) {
 		p.errorf(f.Version.Pos, "spec version %d is not supported; this idemgen reads version 1", f.Version.Value)
 		return
 	}
+	f.parsed.read = n.Kind == yaml.MappingNode
 	p.fields(n, "spec", map[string]func(*yaml.Node){
 		"version": func(*yaml.Node) {},
 		"package": func(v *yaml.Node) { p.str(v, "package", &f.Package) },
@@ -328,7 +355,14 @@ func (p *parser) file(n *yaml.Node, f *File) {
 			f.DialectsPos = pos(v)
 			f.Dialects = p.strings(v, "dialects")
 		},
-		"tables": func(v *yaml.Node) { p.tables(v, &f.Tables) },
+		"tables": func(v *yaml.Node) {
+			f.TablesPos = pos(v)
+			p.tables(v, &f.Tables)
+		},
+		"allow_drop": func(v *yaml.Node) {
+			f.AllowDropPos = pos(v)
+			f.AllowDrop = p.strings(v, "allow_drop")
+		},
 		"jobs": func(v *yaml.Node) {
 			f.JobsPos = pos(v)
 			if v.Kind != yaml.SequenceNode {
@@ -466,6 +500,7 @@ func (p *parser) destination(n *yaml.Node, d *Destination) {
 		"write":      func(v *yaml.Node) { p.str(v, "destination write", &d.Write) },
 		"newer_wins": func(v *yaml.Node) { p.str(v, "newer_wins", &d.NewerWins) },
 		"stage":      func(v *yaml.Node) { p.boolean(v, "stage", &d.Stage) },
+		"adopt":      func(v *yaml.Node) { p.boolean(v, "adopt", &d.Adopt) },
 	})
 }
 

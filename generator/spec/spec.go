@@ -17,9 +17,31 @@ type File struct {
 	Dialects []String
 	Tables   Tables
 	Jobs     []Job
+	// AllowDrop consents to migrations that drop data: "table" for a
+	// destination table, "table.column" for one column.
+	AllowDrop []String
+
+	AllowDropPos Pos // zero when allow_drop was not given
+
+	// parsed says what Parse could not read, so that Check, which runs on
+	// whatever Parse salvaged, reports neither a value the parser already
+	// refused nor, as missing, a key that was given.
+	parsed parseFailures
 
 	DialectsPos Pos // zero when dialects was not given
+	TablesPos   Pos // zero when tables was not given
 	JobsPos     Pos // zero when jobs was not given
+}
+
+// parseFailures are the places of Parse's errors, and per mapping (by its
+// position) the keys whose values Parse could not read.
+type parseFailures struct {
+	// read: Parse got as far as the document's keys; a spec it gave up on
+	// before (bad YAML, an unsupported version) holds nothing to check.
+	fromParse, read bool
+	root            Pos
+	at              map[Pos]bool
+	values          map[Pos]map[string]bool
 }
 
 // Tables renames the bookkeeping tables a generated package owns.
@@ -101,6 +123,9 @@ type Destination struct {
 	Write     String
 	NewerWins String
 	Stage     Bool
+	// Adopt: the table is created and migrated by the service's own
+	// migrations; idemgen creates nothing for it and checks it at Migrate.
+	Adopt Bool
 }
 
 // Effect is a side effect outside the database, guarded by the ledger.

@@ -30,13 +30,16 @@ import (
 //     a new job's destination, this is how a bookkeeping table that a newer
 //     idemgen adds (the parked table) reaches databases made before it.
 //   - a removed destination table: DROP TABLE, with a comment that its rows
-//     are dropped; Down creates it again, empty.
+//     are dropped; Down creates it again, empty. Only when allowDrop names
+//     the table (the spec's allow_drop); otherwise refused.
 //   - a destination table renamed in the spec (same job, new name, the old
 //     name gone): ALTER TABLE ... RENAME TO (Postgres also renames the unique
 //     constraint, whose index name must stay unique in the schema).
 //   - a new column: ALTER TABLE ADD COLUMN. A NOT NULL column without a
 //     default is refused: existing rows have no value for it.
 //   - a removed column: dropped, with a comment that its data is dropped.
+//     Only when allowDrop names it as table.column (the table's new or old
+//     name); otherwise refused.
 //   - a column that becomes NOT NULL or nullable, a changed default, a
 //     changed unique constraint: Postgres alters the column or drops and
 //     adds the constraint; SQLite, which cannot alter columns or
@@ -48,8 +51,12 @@ import (
 //
 // Down restores the old shape exactly; it fails (and rolls back) where
 // that needs data an Up dropped, such as a NOT NULL column.
-func ChangeMigration(old, want Schema, number int) ([][]byte, Schema, error) {
-	c := changer{d: want.Dialect}
+//
+// A refused change comes back as a *Refusal (several joined with
+// errors.Join), which names the table and column it is about so that the
+// caller can point at the spec.
+func ChangeMigration(old, want Schema, number int, allowDrop AllowDrop) ([][]byte, Schema, error) {
+	c := changer{d: want.Dialect, allowDrop: allowDrop}
 	next, err := c.plan(old, want)
 	if err != nil {
 		return nil, old, err
@@ -58,7 +65,8 @@ func ChangeMigration(old, want Schema, number int) ([][]byte, Schema, error) {
 	c.builds.down = append(c.builds.down, c.lateDrops.down...)
 	c.builds.notes = append(c.builds.notes, c.lateDrops.notes...)
 	if len(c.up) == 0 && len(c.builds.up) == 0 {
-		return nil, old, nil
+		// Nothing to run; the snapshot may still change (a table adopted).
+		return nil, next, nil
 	}
 	var files [][]byte
 	if len(c.up) > 0 {
@@ -90,12 +98,28 @@ func ChangeMigration(old, want Schema, number int) ([][]byte, Schema, error) {
 	return files, next, nil
 }
 
+// AllowDrop is the data a migration may drop: "table" for a whole
+// destination table, "table.column" for one column (the spec's allow_drop).
+type AllowDrop map[string]bool
+
+// Refusal is a change of the spec that idemgen will not migrate. Table and
+// Column say what it is about, as the spec names them now (or named them,
+// for what is gone); Tables is the key under the spec's tables for a
+// bookkeeping table. Any of them may be empty.
+type Refusal struct {
+	Table, Column, Tables string
+	Msg                   string
+}
+
+func (r *Refusal) Error() string { return r.Msg }
+
 // changer collects a migration's blocks. down is built in Up order and reversed at the end.
 type changer struct {
-	d        model.Dialect
-	up, down []string
-	notes    []string
-	refused  []error
+	d         model.Dialect
+	allowDrop AllowDrop
+	up, down  []string
+	notes     []string
+	refused   []error
 	// builds are PostgreSQL's index builds on tables that exist: the
 	// migration after, run outside a transaction (CREATE INDEX CONCURRENTLY).
 	// lateDrops are the bookkeeping indexes that go, dropped at its end.
@@ -107,8 +131,11 @@ func (c *changer) add(up, down string) {
 	c.down = append(c.down, down)
 }
 
-func (c *changer) refuse(format string, args ...any) {
-	c.refused = append(c.refused, fmt.Errorf(format, args...))
+// refuse records a change idemgen will not migrate; about says what it
+// concerns (Table, Column, Tables), format and args the message.
+func (c *changer) refuse(about Refusal, format string, args ...any) {
+	about.Msg = fmt.Sprintf(format, args...)
+	c.refused = append(c.refused, &about)
 }
 
 func (c *changer) plan(old, want Schema) (Schema, error) {
@@ -116,12 +143,12 @@ func (c *changer) plan(old, want Schema) (Schema, error) {
 		return old, fmt.Errorf("the snapshot is for dialect %s, not %s", old.Dialect, want.Dialect)
 	}
 	if old.VersionTable != want.VersionTable {
-		c.refuse("the migration version table was renamed from %s to %s (tables.migrations); goose would apply every migration again: idemgen does not rename it, restore the old name", old.VersionTable, want.VersionTable)
+		c.refuse(Refusal{Tables: "migrations"}, "the migration version table was renamed from %s to %s (tables.migrations); goose would apply every migration again: idemgen does not rename it, restore the old name", old.VersionTable, want.VersionTable)
 	}
 	for _, role := range BookkeepingRoles {
 		o, w := byRole(old, role), byRole(want, role)
 		if o != nil && w != nil && o.Name != w.Name {
-			c.refuse("the %s table was renamed from %s to %s (tables.%s); idemgen does not rename bookkeeping tables, which hold the package's state: restore the old name, or rename the table in the database yourself and start a new migration history", role, o.Name, w.Name, role)
+			c.refuse(Refusal{Tables: role}, "the %s table was renamed from %s to %s (tables.%s); idemgen does not rename bookkeeping tables, which hold the package's state: restore the old name, or rename the table in the database yourself and start a new migration history", role, o.Name, w.Name, role)
 		}
 	}
 	if len(c.refused) > 0 {
@@ -137,7 +164,7 @@ func (c *changer) plan(old, want Schema) (Schema, error) {
 		if o := old.Table(w.Name); o != nil && (o.Role == w.Role || o.Role == RoleDestination && w.Role == RoleDestination) {
 			oldOf[w.Name], taken[o.Name] = o, true
 		} else if o != nil {
-			c.refuse("table %s changes role from %s to %s; idemgen cannot migrate that: choose another table name", w.Name, o.Role, w.Role)
+			c.refuse(Refusal{Table: w.Name}, "table %s changes role from %s to %s; idemgen cannot migrate that: choose another table name", w.Name, o.Role, w.Role)
 		}
 	}
 	for i := range want.Tables {
@@ -162,13 +189,31 @@ func (c *changer) plan(old, want Schema) (Schema, error) {
 			continue
 		}
 		if o.Role != RoleDestination {
-			c.refuse("bookkeeping table %s is gone from the wanted schema; this is an idemgen bug, please report it", o.Name)
+			c.refuse(Refusal{}, "bookkeeping table %s is gone from the wanted schema; this is an idemgen bug, please report it", o.Name)
+			continue
+		}
+		if o.Adopted {
+			// Never idemgen's: the service's migrations decide its fate.
+			continue
+		}
+		if !c.allowDrop[o.Name] {
+			c.refuse(Refusal{Table: o.Name}, "job %s is gone from the spec, so the next migration would drop its table %s and every row in it; to drop them, add %s to allow_drop (at the top of the spec); to keep them, keep the job (with adopt: true the table stays and idemgen no longer migrates it)", o.Job, o.Name, o.Name)
 			continue
 		}
 		c.add(fmt.Sprintf("-- Drops table %s (job %s is gone from the spec) and every row in it.\nDROP TABLE %s;", o.Name, o.Job, o.Name), createTable(o))
 	}
 	for _, w := range want.Tables {
 		o := oldOf[w.Name]
+		switch {
+		case w.Adopted:
+			// The service's migrations own it (from now on, if idemgen
+			// created it): nothing to run; Migrate checks its shape.
+			next.Tables = append(next.Tables, w)
+			continue
+		case o != nil && o.Adopted:
+			c.refuse(Refusal{Table: w.Name}, "table %s (job %s) is no longer adopted, but idemgen never created it and cannot take over a table the service's migrations made: keep adopt: true, or give the destination a new table name", w.Name, w.Job)
+			continue
+		}
 		if o == nil {
 			if w.Role != RoleDestination {
 				c.notes = append(c.notes, fmt.Sprintf("It creates %s, the %s table that this version of idemgen keeps in every package; no spec change asked for it.", w.Name, w.Role))
@@ -201,7 +246,7 @@ func (c *changer) alter(o, w Table) Table {
 		what = fmt.Sprintf("table %s (job %s)", w.Name, w.Job)
 	}
 	if !slices.Equal(o.PrimaryKey, w.PrimaryKey) {
-		c.refuse("%s: its primary key changes from (%s) to (%s); idemgen cannot migrate that", what, strings.Join(o.PrimaryKey, ", "), strings.Join(w.PrimaryKey, ", "))
+		c.refuse(Refusal{Table: w.Name}, "%s: its primary key changes from (%s) to (%s); idemgen cannot migrate that", what, strings.Join(o.PrimaryKey, ", "), strings.Join(w.PrimaryKey, ", "))
 	}
 	// The result: old columns in their order, wanted definitions, new ones last.
 	res := w
@@ -211,15 +256,18 @@ func (c *changer) alter(o, w Table) Table {
 	for _, oc := range o.Columns {
 		wc := w.Column(oc.Name)
 		if wc == nil {
+			if !c.allowDrop[w.Name+"."+oc.Name] && !c.allowDrop[o.Name+"."+oc.Name] {
+				c.refuse(Refusal{Table: w.Name, Column: oc.Name}, "%s: field %s is gone from the spec, so the next migration would drop column %s.%s and the data in it; to drop it, add %s.%s to allow_drop (at the top of the spec); to keep the data, keep the field (nullable, %s: <type>?, if the job no longer sets it)", what, oc.Name, w.Name, oc.Name, w.Name, oc.Name, oc.Name)
+			}
 			dropped = append(dropped, oc)
 			continue
 		}
 		res.Columns = append(res.Columns, *wc)
 		switch {
 		case oc.Type != wc.Type:
-			c.refuse("%s: column %s changes type from %s to %s; idemgen does not convert column types: add a field with a new name and remove the old one, or restore the type", what, oc.Name, oc.Type, wc.Type)
+			c.refuse(Refusal{Table: w.Name, Column: oc.Name}, "%s: column %s changes type from %s to %s; idemgen does not convert column types: add a field with a new name and remove the old one, or restore the type", what, oc.Name, oc.Type, wc.Type)
 		case oc.PrimaryKey != wc.PrimaryKey || oc.Check != wc.Check:
-			c.refuse("%s: column %s changes its primary key or CHECK; idemgen cannot migrate that", what, oc.Name)
+			c.refuse(Refusal{Table: w.Name, Column: oc.Name}, "%s: column %s changes its primary key or CHECK; idemgen cannot migrate that", what, oc.Name)
 		case oc.NotNull != wc.NotNull || oc.Default != wc.Default:
 			altered = append(altered, [2]Column{oc, *wc})
 		}
@@ -229,10 +277,10 @@ func (c *changer) alter(o, w Table) Table {
 			continue
 		}
 		if wc.NotNull && wc.Default == "" {
-			c.refuse("%s: new column %s is NOT NULL, but the table already exists and its rows have no value for it; make the field nullable (%s: <type>?), backfill it, and only then drop the ?", what, wc.Name, wc.Name)
+			c.refuse(Refusal{Table: w.Name, Column: wc.Name}, "%s: new column %s is NOT NULL, but the table already exists and its rows have no value for it; make the field nullable (%s: <type>?), backfill it, and only then drop the ?", what, wc.Name, wc.Name)
 		}
 		if wc.PrimaryKey || wc.Check != "" {
-			c.refuse("%s: new column %s has a primary key or CHECK; idemgen cannot add that to an existing table", what, wc.Name)
+			c.refuse(Refusal{Table: w.Name, Column: wc.Name}, "%s: new column %s has a primary key or CHECK; idemgen cannot add that to an existing table", what, wc.Name)
 		}
 		added = append(added, wc)
 		res.Columns = append(res.Columns, wc)

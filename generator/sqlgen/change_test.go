@@ -64,7 +64,7 @@ func TestNewBookkeepingTableIsMigrated(t *testing.T) {
 			old := want
 			old.Tables = slices.DeleteFunc(slices.Clone(want.Tables), func(t Table) bool { return t.Role == RoleParked })
 			first := initialMigration(old)
-			migs, next, err := ChangeMigration(old, want, 2)
+			migs, next, err := ChangeMigration(old, want, 2, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestNewBookkeepingTableIsMigrated(t *testing.T) {
 			if strings.TrimSpace(down) != "DROP TABLE shop_idem_parked;" {
 				t.Errorf("migration 2 Down is %q, want the parked table dropped", strings.TrimSpace(down))
 			}
-			if again, _, err := ChangeMigration(next, want, 3); err != nil || len(again) > 0 {
+			if again, _, err := ChangeMigration(next, want, 3, nil); err != nil || len(again) > 0 {
 				t.Fatalf("after migration 2 the schema still differs: %v\n%s", err, again)
 			}
 

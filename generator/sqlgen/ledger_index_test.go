@@ -35,7 +35,7 @@ func TestLedgerIndexesAreReplaced(t *testing.T) {
 					old.Tables[i].Indexes = before
 				}
 			}
-			migs, next, err := ChangeMigration(old, want, 2)
+			migs, next, err := ChangeMigration(old, want, 2, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +75,7 @@ func TestLedgerIndexesAreReplaced(t *testing.T) {
 					t.Errorf("SQLite's migration touches _pending, which it keeps:\n%s", migs[0])
 				}
 			}
-			if again, _, err := ChangeMigration(next, want, 3); err != nil || len(again) > 0 {
+			if again, _, err := ChangeMigration(next, want, 3, nil); err != nil || len(again) > 0 {
 				t.Fatalf("after migration 2 the schema still differs: %v\n%s", err, again)
 			}
 

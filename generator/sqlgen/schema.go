@@ -49,6 +49,10 @@ type Table struct {
 	Indexes    []Index  `json:"indexes,omitempty"`
 	// Aligned pads column names into a column, as the bookkeeping tables are written.
 	Aligned bool `json:"aligned,omitempty"`
+	// Adopted is a destination the service's own migrations create and
+	// change (destination adopt: true): no migration touches it, and the
+	// generated Migrate checks its shape (idem.CheckTables).
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // Column is one column. Destination columns use only Name, Type, NotNull and Default.
@@ -192,6 +196,7 @@ func SchemaOf(p *model.Package, d model.Dialect) Schema {
 			Name: sj.Table, Role: RoleDestination, Job: j.Name,
 			Columns: slices.Clone(sj.Columns),
 			Unique:  &Unique{Name: sj.Table + "_unique", Columns: slices.Clone(sj.Unique)},
+			Adopted: j.Dest.Adopted,
 		})
 	}
 	return s

@@ -185,6 +185,46 @@ func InitialMigration(p *model.Package, d model.Dialect) []byte {
 	return initialMigration(SchemaOf(p, d))
 }
 
+// AdoptedTables is the CREATE TABLE IF NOT EXISTS of each destination the
+// service's own migrations own (destination adopt: true), or nil when there
+// is none: the shape idemgen needs and checks at Migrate, handed to sqlc as
+// schema and used by the generated crash tests to stand in for the
+// service's migrations. It is never a migration.
+//
+//	CREATE TABLE IF NOT EXISTS signups (
+//	    email text NOT NULL,
+//	    locale text NOT NULL,
+//	    CONSTRAINT signups_unique UNIQUE (email)
+//	);
+func AdoptedTables(p *model.Package, d model.Dialect) []byte {
+	var stmts []string
+	for _, t := range SchemaOf(p, d).Tables {
+		if t.Adopted {
+			stmts = append(stmts, strings.Replace(createTable(t), "CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1))
+		}
+	}
+	if stmts == nil {
+		return nil
+	}
+	return []byte(strings.Join(stmts, "\n") + "\n")
+}
+
+// AdoptedTablesForSQLC is the adopted tables' shape for sqlc, which reads
+// it after the migrations: each table dropped, if an earlier migration
+// made it before it was adopted, and created as the spec now wants it.
+func AdoptedTablesForSQLC(p *model.Package, d model.Dialect) []byte {
+	var stmts []string
+	for _, t := range SchemaOf(p, d).Tables {
+		if t.Adopted {
+			stmts = append(stmts, "DROP TABLE IF EXISTS "+t.Name+";", createTable(t))
+		}
+	}
+	if stmts == nil {
+		return nil
+	}
+	return []byte(strings.Join(stmts, "\n") + "\n")
+}
+
 // migration is what templates/sql/migration.sql.tmpl renders: blocks of statements.
 type migration struct {
 	Notes    []string
@@ -198,6 +238,9 @@ func initialMigration(s Schema) []byte {
 	var m migration
 	var drops []string
 	for _, t := range s.Tables {
+		if t.Adopted {
+			continue
+		}
 		m.Up = append(m.Up, createTable(t))
 		drops = append(drops, "DROP TABLE "+t.Name+";")
 	}

@@ -81,9 +81,10 @@ type EffectStatus struct {
 	History    int   `json:"history"`
 	Superseded []int `json:"superseded_versions"`
 	// Again counts the units done under a superseded version and not yet
-	// reserved under the current one: a Backfill whose window holds them
-	// (or a Process of them) performs the effect again for each, once,
-	// under the current version's key.
+	// reserved under the current one: a Run that reads them again in its
+	// overlap, a Backfill whose window holds them or a Process of them
+	// performs the effect again for each, once, under the current
+	// version's key.
 	Again int `json:"again"`
 	// Overdue are owed, held by no live lease, and untouched (not
 	// reserved, claimed, released or put back) for longer than the

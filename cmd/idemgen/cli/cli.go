@@ -140,6 +140,7 @@ type options struct {
 	after     string // -after
 	force     bool   // -force
 	allParked bool   // -all-parked
+	errors    bool   // -errors
 	// ui
 	addr         string          // -addr
 	allowActions bool            // -allow-actions
@@ -180,6 +181,7 @@ func (c command) flags(out io.Writer, o *options) *flag.FlagSet {
 		fs.StringVar(&o.prefix, "prefix", "", "list: only rows whose key starts with `text`")
 		fs.IntVar(&o.limit, "limit", 100, "list: at most `n` rows in a page; 0 for all")
 		fs.StringVar(&o.after, "after", "", "list: the page after `cursor`, as the previous page printed it")
+		fs.BoolVar(&o.errors, "errors", false, "list: also show a done row's last error, from an attempt before it was done, marked history")
 		fs.BoolVar(&o.force, "force", false, "reset: remove the rows; without it reset prints what it would remove and exits 1")
 		fs.BoolVar(&o.allParked, "all-parked", false, "retry: every parked effect and unit (of -job, or of every job of the spec)")
 	}

@@ -19,9 +19,9 @@ import (
 
 // loadSpec reads, parses and checks the spec named file, printing every
 // diagnostic, errors and warnings, sorted, with the file named by specPath
-// whichever verb and working directory. Check runs only on a spec that
-// parsed cleanly: checking a half-read spec would report its gaps again as
-// missing values. The code is exitUsage when the file cannot be read,
+// whichever verb and working directory. Check runs on whatever Parse read,
+// so one run reports every finding (Check says nothing about what Parse
+// refused). The code is exitUsage when the file cannot be read,
 // exitFail on errors (and, with -strict, on warnings), exitOK otherwise:
 // generate, diff and vet all decide by it, so they agree on what stops.
 func loadSpec(e env, file string, o *options) (*spec.File, int) {
@@ -36,10 +36,7 @@ func loadSpec(e env, file string, o *options) (*spec.File, int) {
 		return nil, exitUsage
 	}
 	f, ds := spec.Parse(specPath(file), data)
-	if !ds.HasErrors() {
-		ds = append(ds, spec.Check(f)...)
-	}
-	ds = ds.Sorted()
+	ds = append(ds, spec.Check(f)...).Sorted()
 	for _, d := range ds {
 		fmt.Fprintln(e.stderr, d)
 	}

@@ -131,7 +131,7 @@ func historyText(js ops.JobStatus, es ops.EffectStatus) string {
 	if es.Again == 0 {
 		return s + fmt.Sprintf("; every unit done under them is reserved under v%d already", es.Version)
 	}
-	again := "a Backfill whose window holds them"
+	again := "a Run that reads them again in its overlap, or a Backfill whose window holds them,"
 	if js.Source != string(model.SourceWatermark) {
 		again = "processing them again" // no Backfill without a watermark
 	}
@@ -166,7 +166,7 @@ func printJSON(e env, v any) int {
 
 // ledgerFlags are the flags each ledger subcommand takes, beside -db and -f.
 var ledgerFlags = map[string][]string{
-	"list":  {"job", "effect", "state", "prefix", "limit", "after", "json"},
+	"list":  {"job", "effect", "state", "prefix", "limit", "after", "errors", "json"},
 	"show":  {"job", "json"},
 	"retry": {"job", "all-parked"},
 	"reset": {"job", "force"},
@@ -263,6 +263,14 @@ func ledgerList(e env, db *ops.DB, o *options) int {
 	now := time.Now()
 	for _, r := range rows.Effects {
 		note := firstLine(r.LastError)
+		if r.State == ops.EffectDone {
+			// A done row keeps the error of an attempt before it was
+			// done: history, shown only when asked for.
+			note = ""
+			if o.errors && deref(r.LastError) != "" {
+				note = "history: " + firstLine(r.LastError)
+			}
+		}
 		if r.State == ops.EffectLeased {
 			note = fmt.Sprintf("leased by %s for %s", deref(r.LeaseOwner), r.LeaseUntil.Sub(now).Round(time.Second))
 		}
@@ -334,7 +342,11 @@ func ledgerShow(e env, db *ops.DB, o *options, key string) int {
 		if r.ParkedReason != nil && r.State == ops.EffectParked {
 			field("parked for", "%s", *r.ParkedReason)
 		}
-		field("last error", "%s", orNone(deref(r.LastError)))
+		if r.State == ops.EffectDone && deref(r.LastError) != "" {
+			field("last error", "history, from an attempt before it was done: %s", deref(r.LastError))
+		} else {
+			field("last error", "%s", orNone(deref(r.LastError)))
+		}
 		field("result", "%s", bytesText(r.Result))
 		field("created", "%s", stamp(r.CreatedAt))
 		field("updated", "%s", stamp(r.UpdatedAt))

@@ -43,11 +43,13 @@ const ledgerAbout = `inspects and repairs the package's bookkeeping rows in its 
 ledger rows (one per effect key), parked units (units whose writes failed)
 and handed-in key records (one per handed-in unit key).
 
-  list [-job J] [-effect E] [-state S] [-prefix P] [-limit N] [-after CURSOR] [-json]
+  list [-job J] [-effect E] [-state S] [-prefix P] [-limit N] [-after CURSOR] [-errors] [-json]
         a page of ledger rows (by effect key), then parked units (by job
         and key): at most -limit rows (default 100; 0 for all). When more
         follow it says so on stderr with the cursor to pass as -after for
-        the next page; -json gives it as "next"
+        the next page; -json gives it as "next". A done row's last error is
+        from an attempt before it was done: shown only with -errors, marked
+        history
   show [-job J] [-json] KEY
         every row under KEY: the ledger row of that effect key (state,
         attempts, lease, last error, kept result, payload), the parked unit
@@ -56,7 +58,9 @@ and handed-in key records (one per handed-in unit key).
   retry [-job J] -all-parked
         puts a parked effect back to pending with its attempts at 0, and a
         failing or parked unit back for retry with its attempts at 0: the
-        next run (drain, for handed-in units) performs or writes them
+        next run (drain, for handed-in units) performs or writes them, with
+        the payload stored when the effect was reserved or the unit last
+        failed; a fix to the source data does not reach a retry
   reset [-job J] [-force] KEY
         forgets KEY on purpose: removes its ledger row, parked unit and
         handed-in key record and prints them. Without -force it prints what
