@@ -46,7 +46,9 @@ func (s *simStatements) classify(query string) string {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch verb := strings.ToUpper(words[0]); verb {
+	// "BEGIN; SET LOCAL lock_timeout = ..." (idem.PgBegin) begins a
+	// transaction too: the verb is the first word without its semicolon.
+	switch verb := strings.TrimSuffix(strings.ToUpper(words[0]), ";"); verb {
 	case "PRAGMA":
 		return "" // connection settings (the store's busy timeout), not the job's work
 	case "BEGIN":

@@ -163,10 +163,12 @@ var benchMutants = []mutant{
 // insertOnceAheadMutants face insert_once jobs without effects, which
 // write ahead on PostgreSQL: the first version written must stay.
 var insertOnceAheadMutants = []mutant{
-	// Killed by writeahead: the older version, written first, is slowed;
-	// a batch that does not wait for it commits the newer one first.
-	{name: "an insert_once batch written ahead does not wait for the batches in flight with its key", test: csvTest, db: "postgres", edits: edit(batchFile,
-		`if writing\(rep, items\) \{`, "if false && writing(rep, items) {")},
+	// Not here: "an insert_once batch written ahead does not wait for the
+	// batches in flight with its key" survives writeahead (measured): the
+	// later batch's INSERT ... ON CONFLICT DO NOTHING waits on the
+	// earlier one's uncommitted row, so the first write stays without the
+	// engine's wait. Whether any schedule lets the newer commit first is
+	// open.
 	// Killed by commitunknown: with max_attempts 1 the unit is parked
 	// though its row was written, skipped for good with that payload.
 	{name: "a commit of unknown outcome counted as a failed attempt", test: signupTest, edits: edit(batchFile,
@@ -370,7 +372,7 @@ var exampleMutants = []mutant{
 	{name: "provider called without reading the ledger", test: syncTest, edits: edit(effectsFile,
 		`case got\[c\.key\]:`, "case got[c.key] || true:")},
 	{name: "lease without a fencing check", test: syncTest, edits: edit(engineFile,
-		`if now, err := e\.leaseNow\(ctx\); err != nil \|\| !now\.Before\(leaseUntil\) \{`, "if false {")},
+		`if now, err := e\.leaseNow\(ctx, nil\); err != nil \|\| !now\.Before\(leaseUntil\) \{`, "if false {")},
 	{name: "claim steals a live lease", test: syncTest, edits: edit(sqliteLedger,
 		`AND state = 'pending' AND \(lease_until IS NULL OR lease_until < \?5\)`, "AND state = 'pending'")},
 	{name: "claim steals a live lease (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
@@ -459,7 +461,7 @@ var exampleMutants = []mutant{
 	{name: "a call that ends after the cancel is not recorded", test: syncTest, edits: edit(effectsFile,
 		`r\.write\(context\.WithoutCancel\(ctx\), keys, results\)`, "r.write(ctx, keys, results)")},
 	{name: "leases judged on the worker's clock", test: syncTest, edits: edit(dbclockFile,
-		`return e\.opt\.leaseClock\(\), nil`, "return e.opt.now(), nil")},
+		`now = e\.opt\.leaseClock\(\)`, "now = e.opt.now()")},
 	{name: "an update decides a when-inserted effect again", test: syncTest, edits: edit(batchFile,
 		`case fx\.When\.Matches\(decideAs\):`, "case fx.When.Matches(decideAs) || fx.When == WhenInserted && it.outcome == OutcomeUpdated:")},
 	// Killed by stall-takeover: a call past its timeout is abandoned, its
