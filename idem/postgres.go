@@ -37,7 +37,7 @@ func PgInTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) e
 // rolls back.
 func PgBegin(ctx context.Context, pool *pgxpool.Pool) (pgx.Tx, error) {
 	bound := WaitBound(ctx)
-	conn, err := BoundedAcquire(ctx, fmt.Sprintf("the pool (all %d in use)", pool.Config().MaxConns), pool.Acquire)
+	conn, err := PgAcquire(ctx, pool)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
@@ -47,6 +47,12 @@ func PgBegin(ctx context.Context, pool *pgxpool.Pool) (pgx.Tx, error) {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	return &pgPoolTx{Tx: tx, conn: conn}, nil
+}
+
+// PgAcquire takes a connection of pool within ctx's wait bound
+// (WaitBound): a wait past it is a *WaitError naming the pool.
+func PgAcquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
+	return boundedAcquire(ctx, fmt.Sprintf("the pool (all %d in use)", pool.Config().MaxConns), pool.Acquire)
 }
 
 // pgPoolTx is a transaction that gives its connection back to the pool

@@ -25,7 +25,7 @@ func SQLiteInReadTx(ctx context.Context, db *sql.DB, fn func(tx *SQLiteStatement
 }
 
 func sqliteTx(ctx context.Context, db *sql.DB, begin string, fn func(tx *SQLiteStatements) error) error {
-	conn, err := BoundedAcquire(ctx, "the database handle's connections", db.Conn)
+	conn, err := boundedAcquire(ctx, "the database handle's connections", db.Conn)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

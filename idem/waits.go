@@ -74,9 +74,9 @@ func jobWaitBound[U any](def *Job[U], set time.Duration) time.Duration {
 	return bound
 }
 
-// BoundedAcquire runs get, which takes a connection, within ctx's wait bound; a
+// boundedAcquire runs get, which takes a connection, within ctx's wait bound; a
 // wait past it is a *WaitError naming the pool and its size.
-func BoundedAcquire[C any](ctx context.Context, pool string, get func(ctx context.Context) (C, error)) (C, error) {
+func boundedAcquire[C any](ctx context.Context, pool string, get func(ctx context.Context) (C, error)) (C, error) {
 	bound := WaitBound(ctx)
 	bounded, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()

@@ -2,7 +2,6 @@ package idempg
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -19,7 +18,7 @@ import (
 type boundedPool struct{ pool *pgxpool.Pool }
 
 func (b boundedPool) conn(ctx context.Context) (*pgxpool.Conn, error) {
-	return idem.BoundedAcquire(ctx, fmt.Sprintf("the pool (all %d in use)", b.pool.Config().MaxConns), b.pool.Acquire)
+	return idem.PgAcquire(ctx, b.pool)
 }
 
 func (b boundedPool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
