@@ -21,11 +21,17 @@ func TestStoreContract(t *testing.T) {
 	pg := idemtest.OpenPostgres(t)
 	storetest.Exercise(t, func(t *testing.T) storetest.Opened {
 		ctx := context.Background()
-		pool, err := pgxpool.NewWithConfig(ctx, pg.Config(pg.NewSchema(t)))
+		schema := pg.NewSchema(t)
+		pool, err := pgxpool.NewWithConfig(ctx, pg.Config(schema))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
+		outside, err := pgxpool.NewWithConfig(ctx, pg.Config(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(outside.Close)
 		generated := billing.NewPostgresStore(pool)
 		if err := generated.Migrate(ctx); err != nil {
 			t.Fatal(err)
@@ -34,8 +40,13 @@ func TestStoreContract(t *testing.T) {
 		if !ok {
 			t.Fatalf("billing's PostgreSQL store runs on %T, not an idempg.Store", generated.Runtime())
 		}
+		outsideStore, ok := billing.NewPostgresStore(outside).Runtime().(idempg.Store)
+		if !ok {
+			t.Fatal("billing's PostgreSQL store is not an idempg.Store")
+		}
 		return storetest.Opened{
-			Store: st,
+			Store:   st,
+			Outside: outsideStore,
 			Begin: func(ctx context.Context, t *testing.T) (idem.Querier, func() error, func() error) {
 				tx, err := pool.Begin(ctx)
 				if err != nil {

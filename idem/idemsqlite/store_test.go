@@ -21,11 +21,15 @@ import (
 func TestStoreContract(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) storetest.Opened {
 		path := filepath.Join(t.TempDir(), "ledger.db")
-		db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
-		if err != nil {
-			t.Fatal(err)
+		open := func() *sql.DB {
+			db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
 		}
-		t.Cleanup(func() { db.Close() })
+		db := open()
 		generated := billing.NewSQLiteStore(db)
 		if err := generated.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
@@ -34,8 +38,13 @@ func TestStoreContract(t *testing.T) {
 		if !ok {
 			t.Fatalf("billing's SQLite store runs on %T, not an idemsqlite.Store", generated.Runtime())
 		}
+		outside, ok := billing.NewSQLiteStore(open()).Runtime().(idemsqlite.Store)
+		if !ok {
+			t.Fatal("billing's SQLite store is not an idemsqlite.Store")
+		}
 		return storetest.Opened{
-			Store: st,
+			Store:   st,
+			Outside: outside,
 			Begin: func(ctx context.Context, t *testing.T) (idem.Querier, func() error, func() error) {
 				tx, err := db.BeginTx(ctx, nil)
 				if err != nil {

@@ -36,6 +36,12 @@ type Opened struct {
 	// and returns the store's queries in it (idem.PgTxStore,
 	// idem.SQLTxStore), with its commit and its rollback.
 	Begin func(ctx context.Context, t *testing.T) (q idem.Querier, commit, rollback func() error)
+	// Outside is the same database through a handle of its own (its own
+	// pool or *sql.DB), for reading what a transaction Begin started
+	// shows to others while it is open: reading through Store then would
+	// ask the transaction's own pool for a second connection, which on a
+	// pool of one waits forever.
+	Outside Store
 }
 
 // Exercise runs every test of the suite, each on a store open returns.
@@ -891,7 +897,7 @@ func testCallerTransaction(t *testing.T, o Opened) {
 		unit := map[bool]string{true: "committed", false: "rolled-back"}[commit]
 		q, commitTx, rollbackTx := o.Begin(ctx, t)
 		must(t, q.Reserve(ctx, reservation(job, effect, 1, unit), t0))
-		if _, ok := entry(t, st, key(effect, 1, unit)); ok {
+		if _, ok := entry(t, o.Outside, key(effect, 1, unit)); ok {
 			t.Errorf("%s: the caller's uncommitted reservation is visible outside its transaction", unit)
 		}
 		if commit {
