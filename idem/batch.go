@@ -614,7 +614,9 @@ func keysOf[U any](items []*item[U]) []string {
 // with the progress save, so readers never see half of it; the effects are
 // performed after the commit. One failing unit fails the batch, which is
 // retried whole on the next run: stage trades failure isolation for atomic
-// publication.
+// publication. A handed-in unit whose key came before with another payload
+// is no failure: it writes nothing, is answered as a mismatch, and the rest
+// of the batch publishes (retrying could never change that answer).
 func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *runState, collect bool, save func(q Querier) error) (_ applied, err error) {
 	if err := ctx.Err(); err != nil {
 		return applied{}, err
@@ -630,13 +632,10 @@ func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *runState, c
 	}
 	err = e.st.InTx(ctx, func(q Querier) error {
 		for chunk := range slices.Chunk(live, e.opt.batchSize) {
+			// A mismatch is that unit's answer, not a failure: it wrote
+			// nothing, and the rest of the batch publishes.
 			if err := e.writeBatch(ctx, q, chunk, false); err != nil {
 				return err
-			}
-			for _, it := range chunk {
-				if it.err != nil {
-					return &unitFault[U]{it, it.err} // mismatch: the window is not published
-				}
 			}
 		}
 		if save != nil {
@@ -711,12 +710,7 @@ func (e *Engine[U]) streamStaged(ctx context.Context, w Window, save bool,
 			}
 			for chunk := range slices.Chunk(live, e.opt.batchSize) {
 				if err := e.writeBatch(ctx, q, chunk, false); err != nil {
-					return err
-				}
-				for _, it := range chunk {
-					if it.err != nil {
-						return &unitFault[U]{it, it.err} // mismatch: the window is not published
-					}
+					return err // a mismatch is an answer, not an error: see applyStaged
 				}
 			}
 			for _, it := range live {

@@ -193,3 +193,90 @@ func TestCrashSimPageImport(t *testing.T) {
 		crashsim.Run(t, env, job)
 	})
 }
+
+// TestCrashSimReceiptIntake crashes the receipt_intake job at every durable boundary, restarts it and checks
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
+func TestCrashSimReceiptIntake(t *testing.T) {
+	job := &crashsim.Job[Receipt]{
+		Effects: []crashsim.Effect{{
+			KeepResult:  false,
+			Key:         "file:{receipt_id}",
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "file_receipt",
+			Retention:   0 * time.Hour,
+			Version:     1,
+			When:        idem.WhenInserted,
+		}},
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "receipt_id",
+			Type:  "string",
+		}, {
+			Name: "amount_cents",
+			Type: "int64",
+		}, {
+			Name:     "note",
+			Nullable: true,
+			Type:     "string",
+		}},
+		HasDest:    true,
+		InsertOnce: false,
+		Key:        "receipt:{receipt_id}",
+		Lease:      5 * time.Minute,
+		Name:       "receipt_intake",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Receipt], error) {
+			j, err := NewReceiptIntake(&Store{st: st}, ReceiptIntakeEffects{FileReceipt: FileReceiptFunc(func(ctx context.Context, key string, unit Receipt) error {
+				_, err := fx.Call(ctx, "file_receipt", key)
+				return err
+			})}, opts...)
+			if err != nil {
+				return crashsim.Verbs[Receipt]{}, err
+			}
+			return crashsim.Verbs[Receipt]{
+				Drain:   j.Drain,
+				Process: j.Process,
+				Purge:   j.Purge,
+				Stale:   j.Stale,
+			}, nil
+		},
+		Points: receiptIntakeCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Receipt, error) {
+			return st.Auto().(destQuerier).listReceiptIntake(ctx)
+		},
+		Source: "none",
+		Stage:  true,
+		Unit: func(id, rev int) Receipt {
+			var u Receipt
+			// Units 5 and 6 share every value outside the key.
+			vid := id
+			if id == 6 {
+				vid = 5
+			}
+			u.ReceiptID = crashsim.KeyText("receipt:{receipt_id}", "receipt_id", id)
+			u.AmountCents = int64((vid*100 + rev))
+			if rev == 1 {
+				v := fmt.Sprintf("note-%d.%d", vid, rev)
+				u.Note = &v
+			}
+			return u
+		},
+		UnitMaxAttempts: 3,
+		Version:         1,
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
+			return NewSQLiteStore(db)
+		}), job)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+			return NewPostgresStore(pool)
+		})
+		if env == nil {
+			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		}
+		crashsim.Run(t, env, job)
+	})
+}

@@ -171,3 +171,78 @@ func (q pgQuerier) stalePageImport(ctx context.Context, v, limit int32) ([]strin
 		RowLimit:          limit,
 	})
 }
+
+// writeReceiptIntake upserts u into receipts (upsert).
+func (q pgQuerier) writeReceiptIntake(ctx context.Context, u Receipt, key string, v int32) (idem.Outcome, error) {
+	p := pgdb.WriteReceiptIntakeParams{
+		AmountCents:       u.AmountCents,
+		IdemgenJobVersion: v,
+		IdemgenKey:        key,
+		Note:              u.Note,
+		ReceiptID:         u.ReceiptID,
+	}
+	w, err := q.q.WriteReceiptIntake(ctx, p)
+	// No row back means the conflict clause wrote nothing.
+	if idem.PgNoRows(err) {
+		return idem.OutcomeUnchanged, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return idem.Outcome(w), nil
+}
+
+// writeReceiptIntakeBatch upserts units with distinct keys into receipts in one statement.
+func (q pgQuerier) writeReceiptIntakeBatch(ctx context.Context, us []Receipt, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteReceiptIntakeBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.ReceiptID = append(p.ReceiptID, u.ReceiptID)
+		p.AmountCents = append(p.AmountCents, u.AmountCents)
+		p.IdemgenNullNote = append(p.IdemgenNullNote, u.Note == nil)
+		p.Note = append(p.Note, idem.ValueOr(u.Note))
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+		return q.q.InsertReceiptIntakeBatch(ctx, pgdb.InsertReceiptIntakeBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
+	}
+	rs, err := q.q.WriteReceiptIntakeBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+}
+
+// listReceiptIntake reads every receipts row back as units.
+func (q pgQuerier) listReceiptIntake(ctx context.Context) ([]Receipt, error) {
+	rs, err := q.q.ListReceiptIntake(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Receipt, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, Receipt{
+			AmountCents: r.AmountCents,
+			Note:        r.Note,
+			ReceiptID:   r.ReceiptID,
+		})
+	}
+	return out, err
+}
+
+// staleReceiptIntake lists keys of rows written by a job version older than v.
+func (q pgQuerier) staleReceiptIntake(ctx context.Context, v, limit int32) ([]string, error) {
+	return q.q.StaleReceiptIntake(ctx, pgdb.StaleReceiptIntakeParams{
+		IdemgenJobVersion: v,
+		RowLimit:          limit,
+	})
+}

@@ -131,3 +131,60 @@ func (q sqliteQuerier) stalePageImport(ctx context.Context, v, limit int32) ([]s
 		RowLimit:          int64(limit),
 	})
 }
+
+// writeReceiptIntake upserts u into receipts (upsert).
+func (q sqliteQuerier) writeReceiptIntake(ctx context.Context, u Receipt, key string, v int32) (idem.Outcome, error) {
+	p := sqlitedb.WriteReceiptIntakeParams{
+		AmountCents:       u.AmountCents,
+		IdemgenJobVersion: int64(v),
+		IdemgenKey:        key,
+		Note:              idem.SQLNullString(u.Note),
+		ReceiptID:         u.ReceiptID,
+	}
+	n, err := q.q.InsertReceiptIntake(ctx, sqlitedb.InsertReceiptIntakeParams(p))
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	w, err := q.q.WriteReceiptIntake(ctx, p)
+	// No row back means the conflict clause wrote nothing.
+	if idem.SQLiteNoRows(err) {
+		return idem.OutcomeUnchanged, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return idem.Outcome(w), nil
+}
+
+// writeReceiptIntakeBatch has no single statement on SQLite: the engine calls writeReceiptIntake per unit.
+func (q sqliteQuerier) writeReceiptIntakeBatch(ctx context.Context, us []Receipt, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
+// listReceiptIntake reads every receipts row back as units.
+func (q sqliteQuerier) listReceiptIntake(ctx context.Context) ([]Receipt, error) {
+	rs, err := q.q.ListReceiptIntake(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Receipt, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, Receipt{
+			AmountCents: r.AmountCents,
+			Note:        idem.ReadNullString(r.Note),
+			ReceiptID:   r.ReceiptID,
+		})
+	}
+	return out, err
+}
+
+// staleReceiptIntake lists keys of rows written by a job version older than v.
+func (q sqliteQuerier) staleReceiptIntake(ctx context.Context, v, limit int32) ([]string, error) {
+	return q.q.StaleReceiptIntake(ctx, sqlitedb.StaleReceiptIntakeParams{
+		IdemgenJobVersion: int64(v),
+		RowLimit:          int64(limit),
+	})
+}

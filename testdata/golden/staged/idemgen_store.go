@@ -52,6 +52,10 @@ type destQuerier interface {
 	writePageImportBatch(context.Context, []Change, []string, int32) ([]idem.Outcome, error)
 	listPageImport(context.Context) ([]Change, error)
 	stalePageImport(context.Context, int32, int32) ([]string, error)
+	writeReceiptIntake(context.Context, Receipt, string, int32) (idem.Outcome, error)
+	writeReceiptIntakeBatch(context.Context, []Receipt, []string, int32) ([]idem.Outcome, error)
+	listReceiptIntake(context.Context) ([]Receipt, error)
+	staleReceiptIntake(context.Context, int32, int32) ([]string, error)
 }
 
 //go:embed migrations

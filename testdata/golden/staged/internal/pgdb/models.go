@@ -29,6 +29,16 @@ type LedgerEntry struct {
 	IdemgenWrite      string
 }
 
+type Receipt struct {
+	ReceiptID         string
+	AmountCents       int64
+	Note              *string
+	IdemgenKey        string
+	IdemgenJobVersion int32
+	IdemgenRev        int64
+	IdemgenWrite      string
+}
+
 type StagedIdemLedger struct {
 	EffectKey     string
 	Job           string

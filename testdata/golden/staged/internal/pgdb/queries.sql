@@ -76,3 +76,46 @@ SELECT change_id, body FROM feed_changes ORDER BY change_id;
 -- Rows last computed by an older job version, to find and recompute them.
 SELECT idemgen_key FROM feed_changes WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
 
+-- name: WriteReceiptIntake :one
+INSERT INTO receipts AS d (receipt_id, amount_cents, note, idemgen_key, idemgen_job_version)
+VALUES (@receipt_id, @amount_cents, sqlc.narg(note), @idemgen_key, @idemgen_job_version)
+ON CONFLICT (receipt_id) DO UPDATE SET
+    amount_cents = excluded.amount_cents,
+    note = excluded.note,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, excluded.note) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, excluded.note) THEN 1 ELSE 0 END
+WHERE ((d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, excluded.note) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_write;
+
+-- name: WriteReceiptIntakeBatch :many
+-- WriteReceiptIntake for a batch of distinct keys in one statement.
+INSERT INTO receipts AS d (receipt_id, amount_cents, note, idemgen_key, idemgen_job_version)
+SELECT b.receipt_id, b.amount_cents, CASE WHEN b.idemgen_null_note THEN NULL ELSE b.note END, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@receipt_id::text[]) AS receipt_id, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@note::text[]) AS note, unnest(@idemgen_null_note::boolean[]) AS idemgen_null_note, unnest(@idemgen_key::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (receipt_id) DO UPDATE SET
+    amount_cents = excluded.amount_cents,
+    note = excluded.note,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, excluded.note) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, excluded.note) THEN 1 ELSE 0 END
+WHERE ((d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, excluded.note) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write;
+
+-- name: InsertReceiptIntakeBatch :exec
+-- WriteReceiptIntakeBatch's first try (idem.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO receipts (receipt_id, amount_cents, note, idemgen_key, idemgen_job_version)
+SELECT b.receipt_id, b.amount_cents, CASE WHEN b.idemgen_null_note THEN NULL ELSE b.note END, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@receipt_id::text[]) AS receipt_id, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@note::text[]) AS note, unnest(@idemgen_null_note::boolean[]) AS idemgen_null_note, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
+-- name: ListReceiptIntake :many
+SELECT receipt_id, amount_cents, note FROM receipts ORDER BY receipt_id;
+
+-- name: StaleReceiptIntake :many
+-- Rows last computed by an older job version, to find and recompute them.
+SELECT idemgen_key FROM receipts WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
+

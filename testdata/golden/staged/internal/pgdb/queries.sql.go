@@ -65,6 +65,35 @@ func (q *Queries) InsertPageImportBatch(ctx context.Context, arg InsertPageImpor
 	return err
 }
 
+const insertReceiptIntakeBatch = `-- name: InsertReceiptIntakeBatch :exec
+INSERT INTO receipts (receipt_id, amount_cents, note, idemgen_key, idemgen_job_version)
+SELECT b.receipt_id, b.amount_cents, CASE WHEN b.idemgen_null_note THEN NULL ELSE b.note END, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS receipt_id, unnest($3::bigint[]) AS amount_cents, unnest($4::text[]) AS note, unnest($5::boolean[]) AS idemgen_null_note, unnest($6::text[]) AS idemgen_key) AS b
+`
+
+type InsertReceiptIntakeBatchParams struct {
+	IdemgenJobVersion int32
+	ReceiptID         []string
+	AmountCents       []int64
+	Note              []string
+	IdemgenNullNote   []bool
+	IdemgenKey        []string
+}
+
+// WriteReceiptIntakeBatch's first try (idem.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertReceiptIntakeBatch(ctx context.Context, arg InsertReceiptIntakeBatchParams) error {
+	_, err := q.db.Exec(ctx, insertReceiptIntakeBatch,
+		arg.IdemgenJobVersion,
+		arg.ReceiptID,
+		arg.AmountCents,
+		arg.Note,
+		arg.IdemgenNullNote,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
 const listLedgerImport = `-- name: ListLedgerImport :many
 SELECT entry_id, account, amount_cents, booked_at FROM ledger_entries ORDER BY entry_id
 `
@@ -130,6 +159,36 @@ func (q *Queries) ListPageImport(ctx context.Context) ([]ListPageImportRow, erro
 	return items, nil
 }
 
+const listReceiptIntake = `-- name: ListReceiptIntake :many
+SELECT receipt_id, amount_cents, note FROM receipts ORDER BY receipt_id
+`
+
+type ListReceiptIntakeRow struct {
+	ReceiptID   string
+	AmountCents int64
+	Note        *string
+}
+
+func (q *Queries) ListReceiptIntake(ctx context.Context) ([]ListReceiptIntakeRow, error) {
+	rows, err := q.db.Query(ctx, listReceiptIntake)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListReceiptIntakeRow
+	for rows.Next() {
+		var i ListReceiptIntakeRow
+		if err := rows.Scan(&i.ReceiptID, &i.AmountCents, &i.Note); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const staleLedgerImport = `-- name: StaleLedgerImport :many
 SELECT idemgen_key FROM ledger_entries WHERE idemgen_job_version < $1 ORDER BY idemgen_key LIMIT $2
 `
@@ -172,6 +231,36 @@ type StalePageImportParams struct {
 // Rows last computed by an older job version, to find and recompute them.
 func (q *Queries) StalePageImport(ctx context.Context, arg StalePageImportParams) ([]string, error) {
 	rows, err := q.db.Query(ctx, stalePageImport, arg.IdemgenJobVersion, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var idemgen_key string
+		if err := rows.Scan(&idemgen_key); err != nil {
+			return nil, err
+		}
+		items = append(items, idemgen_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const staleReceiptIntake = `-- name: StaleReceiptIntake :many
+SELECT idemgen_key FROM receipts WHERE idemgen_job_version < $1 ORDER BY idemgen_key LIMIT $2
+`
+
+type StaleReceiptIntakeParams struct {
+	IdemgenJobVersion int32
+	RowLimit          int32
+}
+
+// Rows last computed by an older job version, to find and recompute them.
+func (q *Queries) StaleReceiptIntake(ctx context.Context, arg StaleReceiptIntakeParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, staleReceiptIntake, arg.IdemgenJobVersion, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -349,6 +438,99 @@ func (q *Queries) WritePageImportBatch(ctx context.Context, arg WritePageImportB
 	var items []WritePageImportBatchRow
 	for rows.Next() {
 		var i WritePageImportBatchRow
+		if err := rows.Scan(&i.IdemgenKey, &i.IdemgenWrite); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const writeReceiptIntake = `-- name: WriteReceiptIntake :one
+INSERT INTO receipts AS d (receipt_id, amount_cents, note, idemgen_key, idemgen_job_version)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (receipt_id) DO UPDATE SET
+    amount_cents = excluded.amount_cents,
+    note = excluded.note,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, excluded.note) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, excluded.note) THEN 1 ELSE 0 END
+WHERE ((d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, excluded.note) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_write
+`
+
+type WriteReceiptIntakeParams struct {
+	ReceiptID         string
+	AmountCents       int64
+	Note              *string
+	IdemgenKey        string
+	IdemgenJobVersion int32
+}
+
+func (q *Queries) WriteReceiptIntake(ctx context.Context, arg WriteReceiptIntakeParams) (string, error) {
+	row := q.db.QueryRow(ctx, writeReceiptIntake,
+		arg.ReceiptID,
+		arg.AmountCents,
+		arg.Note,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	var idemgen_write string
+	err := row.Scan(&idemgen_write)
+	return idemgen_write, err
+}
+
+const writeReceiptIntakeBatch = `-- name: WriteReceiptIntakeBatch :many
+INSERT INTO receipts AS d (receipt_id, amount_cents, note, idemgen_key, idemgen_job_version)
+SELECT b.receipt_id, b.amount_cents, CASE WHEN b.idemgen_null_note THEN NULL ELSE b.note END, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS receipt_id, unnest($3::bigint[]) AS amount_cents, unnest($4::text[]) AS note, unnest($5::boolean[]) AS idemgen_null_note, unnest($6::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (receipt_id) DO UPDATE SET
+    amount_cents = excluded.amount_cents,
+    note = excluded.note,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, excluded.note) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, excluded.note) THEN 1 ELSE 0 END
+WHERE ((d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, excluded.note) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write
+`
+
+type WriteReceiptIntakeBatchParams struct {
+	IdemgenJobVersion int32
+	ReceiptID         []string
+	AmountCents       []int64
+	Note              []string
+	IdemgenNullNote   []bool
+	IdemgenKey        []string
+}
+
+type WriteReceiptIntakeBatchRow struct {
+	IdemgenKey   string
+	IdemgenWrite string
+}
+
+// WriteReceiptIntake for a batch of distinct keys in one statement.
+func (q *Queries) WriteReceiptIntakeBatch(ctx context.Context, arg WriteReceiptIntakeBatchParams) ([]WriteReceiptIntakeBatchRow, error) {
+	rows, err := q.db.Query(ctx, writeReceiptIntakeBatch,
+		arg.IdemgenJobVersion,
+		arg.ReceiptID,
+		arg.AmountCents,
+		arg.Note,
+		arg.IdemgenNullNote,
+		arg.IdemgenKey,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WriteReceiptIntakeBatchRow
+	for rows.Next() {
+		var i WriteReceiptIntakeBatchRow
 		if err := rows.Scan(&i.IdemgenKey, &i.IdemgenWrite); err != nil {
 			return nil, err
 		}

@@ -28,6 +28,16 @@ type LedgerEntry struct {
 	IdemgenWrite      string
 }
 
+type Receipt struct {
+	ReceiptID         string
+	AmountCents       int64
+	Note              sql.NullString
+	IdemgenKey        string
+	IdemgenJobVersion int64
+	IdemgenRev        int64
+	IdemgenWrite      string
+}
+
 type StagedIdemLedger struct {
 	EffectKey     string
 	Job           string

@@ -50,3 +50,30 @@ SELECT change_id, body FROM feed_changes ORDER BY change_id;
 -- Rows last computed by an older job version, to find and recompute them.
 SELECT idemgen_key FROM feed_changes WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
 
+-- name: WriteReceiptIntake :one
+INSERT INTO receipts AS d (receipt_id, amount_cents, note, idemgen_key, idemgen_job_version)
+VALUES (@receipt_id, @amount_cents, sqlc.narg(note), @idemgen_key, @idemgen_job_version)
+ON CONFLICT (receipt_id) DO UPDATE SET
+    amount_cents = excluded.amount_cents,
+    note = excluded.note,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.amount_cents IS NOT excluded.amount_cents OR d.note IS NOT excluded.note) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.amount_cents IS NOT excluded.amount_cents OR d.note IS NOT excluded.note) THEN 1 ELSE 0 END
+WHERE ((d.amount_cents IS NOT excluded.amount_cents OR d.note IS NOT excluded.note) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_write;
+
+-- name: InsertReceiptIntake :execrows
+-- WriteReceiptIntake's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO receipts (receipt_id, amount_cents, note, idemgen_key, idemgen_job_version)
+VALUES (@receipt_id, @amount_cents, sqlc.narg(note), @idemgen_key, @idemgen_job_version)
+ON CONFLICT (receipt_id) DO NOTHING;
+
+-- name: ListReceiptIntake :many
+SELECT receipt_id, amount_cents, note FROM receipts ORDER BY receipt_id;
+
+-- name: StaleReceiptIntake :many
+-- Rows last computed by an older job version, to find and recompute them.
+SELECT idemgen_key FROM receipts WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
+

@@ -7,6 +7,7 @@ package sqlitedb
 
 import (
 	"context"
+	"database/sql"
 )
 
 const insertLedgerImport = `-- name: InsertLedgerImport :execrows
@@ -60,6 +61,36 @@ func (q *Queries) InsertPageImport(ctx context.Context, arg InsertPageImportPara
 	result, err := q.db.ExecContext(ctx, insertPageImport,
 		arg.ChangeID,
 		arg.Body,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const insertReceiptIntake = `-- name: InsertReceiptIntake :execrows
+INSERT INTO receipts (receipt_id, amount_cents, note, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (receipt_id) DO NOTHING
+`
+
+type InsertReceiptIntakeParams struct {
+	ReceiptID         string
+	AmountCents       int64
+	Note              sql.NullString
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteReceiptIntake's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertReceiptIntake(ctx context.Context, arg InsertReceiptIntakeParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertReceiptIntake,
+		arg.ReceiptID,
+		arg.AmountCents,
+		arg.Note,
 		arg.IdemgenKey,
 		arg.IdemgenJobVersion,
 	)
@@ -140,6 +171,39 @@ func (q *Queries) ListPageImport(ctx context.Context) ([]ListPageImportRow, erro
 	return items, nil
 }
 
+const listReceiptIntake = `-- name: ListReceiptIntake :many
+SELECT receipt_id, amount_cents, note FROM receipts ORDER BY receipt_id
+`
+
+type ListReceiptIntakeRow struct {
+	ReceiptID   string
+	AmountCents int64
+	Note        sql.NullString
+}
+
+func (q *Queries) ListReceiptIntake(ctx context.Context) ([]ListReceiptIntakeRow, error) {
+	rows, err := q.db.QueryContext(ctx, listReceiptIntake)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListReceiptIntakeRow
+	for rows.Next() {
+		var i ListReceiptIntakeRow
+		if err := rows.Scan(&i.ReceiptID, &i.AmountCents, &i.Note); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const staleLedgerImport = `-- name: StaleLedgerImport :many
 SELECT idemgen_key FROM ledger_entries WHERE idemgen_job_version < ?1 ORDER BY idemgen_key LIMIT ?2
 `
@@ -185,6 +249,39 @@ type StalePageImportParams struct {
 // Rows last computed by an older job version, to find and recompute them.
 func (q *Queries) StalePageImport(ctx context.Context, arg StalePageImportParams) ([]string, error) {
 	rows, err := q.db.QueryContext(ctx, stalePageImport, arg.IdemgenJobVersion, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var idemgen_key string
+		if err := rows.Scan(&idemgen_key); err != nil {
+			return nil, err
+		}
+		items = append(items, idemgen_key)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const staleReceiptIntake = `-- name: StaleReceiptIntake :many
+SELECT idemgen_key FROM receipts WHERE idemgen_job_version < ?1 ORDER BY idemgen_key LIMIT ?2
+`
+
+type StaleReceiptIntakeParams struct {
+	IdemgenJobVersion int64
+	RowLimit          int64
+}
+
+// Rows last computed by an older job version, to find and recompute them.
+func (q *Queries) StaleReceiptIntake(ctx context.Context, arg StaleReceiptIntakeParams) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, staleReceiptIntake, arg.IdemgenJobVersion, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +359,41 @@ func (q *Queries) WritePageImport(ctx context.Context, arg WritePageImportParams
 	row := q.db.QueryRowContext(ctx, writePageImport,
 		arg.ChangeID,
 		arg.Body,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	var idemgen_write string
+	err := row.Scan(&idemgen_write)
+	return idemgen_write, err
+}
+
+const writeReceiptIntake = `-- name: WriteReceiptIntake :one
+INSERT INTO receipts AS d (receipt_id, amount_cents, note, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (receipt_id) DO UPDATE SET
+    amount_cents = excluded.amount_cents,
+    note = excluded.note,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.amount_cents IS NOT excluded.amount_cents OR d.note IS NOT excluded.note) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.amount_cents IS NOT excluded.amount_cents OR d.note IS NOT excluded.note) THEN 1 ELSE 0 END
+WHERE ((d.amount_cents IS NOT excluded.amount_cents OR d.note IS NOT excluded.note) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_write
+`
+
+type WriteReceiptIntakeParams struct {
+	ReceiptID         string
+	AmountCents       int64
+	Note              sql.NullString
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+func (q *Queries) WriteReceiptIntake(ctx context.Context, arg WriteReceiptIntakeParams) (string, error) {
+	row := q.db.QueryRowContext(ctx, writeReceiptIntake,
+		arg.ReceiptID,
+		arg.AmountCents,
+		arg.Note,
 		arg.IdemgenKey,
 		arg.IdemgenJobVersion,
 	)
