@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -32,11 +33,13 @@ func sqliteTx(ctx context.Context, db *sql.DB, begin string, fn func(tx *SQLiteS
 	defer conn.Close()
 	tx := NewSQLiteStatements(conn)
 	defer tx.Close()
-	if err := sqliteEnsureBusyTimeout(ctx, conn); err != nil {
+	lockWait, restore, err := sqliteBoundLockWait(ctx, conn)
+	if err != nil {
 		return err
 	}
+	defer restore()
 	if _, err := conn.ExecContext(ctx, begin); err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return fmt.Errorf("begin: %w", sqliteWaitError(err, lockWait))
 	}
 	if err := fn(tx); err != nil {
 		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
@@ -131,18 +134,52 @@ const SQLiteBusyTimeout = 10 * time.Second
 
 // sqliteEnsureBusyTimeout gives conn SQLiteBusyTimeout unless its DSN set
 // one: busy_timeout is a setting of each connection, not of the database.
-func sqliteEnsureBusyTimeout(ctx context.Context, conn *sql.Conn) error {
+// It returns the connection's busy_timeout in milliseconds.
+func sqliteEnsureBusyTimeout(ctx context.Context, conn *sql.Conn) (int64, error) {
 	var ms int64
 	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms); err != nil {
-		return fmt.Errorf("read busy_timeout: %w", err)
+		return 0, fmt.Errorf("read busy_timeout: %w", err)
 	}
 	if ms > 0 {
-		return nil
+		return ms, nil
 	}
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", SQLiteBusyTimeout.Milliseconds())); err != nil {
-		return fmt.Errorf("set busy_timeout: %w", err)
+	ms = SQLiteBusyTimeout.Milliseconds()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", ms)); err != nil {
+		return 0, fmt.Errorf("set busy_timeout: %w", err)
 	}
-	return nil
+	return ms, nil
+}
+
+// sqliteBoundLockWait makes conn's wait for another writer's lock (its
+// busy_timeout: the DSN's, else SQLiteBusyTimeout) no longer than ctx's
+// wait bound (WaitBound), for one transaction: restore puts the
+// connection's own setting back before it returns to the pool.
+func sqliteBoundLockWait(ctx context.Context, conn *sql.Conn) (wait time.Duration, restore func(), err error) {
+	ms, err := sqliteEnsureBusyTimeout(ctx, conn)
+	if err != nil {
+		return 0, nil, err
+	}
+	own := time.Duration(ms) * time.Millisecond
+	bound := WaitBound(ctx)
+	if own <= bound {
+		return own, func() {}, nil
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", bound.Milliseconds())); err != nil {
+		return 0, nil, fmt.Errorf("set busy_timeout: %w", err)
+	}
+	return bound, func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", ms))
+	}, nil
+}
+
+// sqliteWaitError makes SQLite's SQLITE_BUSY ("database is locked", in
+// the words every driver passes on), a wait for another writer's lock that
+// ran out of lockWait, a *WaitError.
+func sqliteWaitError(err error, lockWait time.Duration) error {
+	if err != nil && strings.Contains(err.Error(), "database is locked") {
+		return &WaitError{What: "the SQLite database's write lock", Bound: lockWait, Err: err}
+	}
+	return err
 }
 
 // SQLiteAuto runs single statements outside a transaction (sqlc's DBTX),
@@ -154,20 +191,29 @@ func (a SQLiteAuto) conn(ctx context.Context) (*sql.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sqliteEnsureBusyTimeout(ctx, conn); err != nil {
+	if _, err := sqliteEnsureBusyTimeout(ctx, conn); err != nil {
 		conn.Close()
 		return nil, err
 	}
 	return conn, nil
 }
 
+// ExecContext, the writes outside a transaction, waits for another
+// writer's lock no longer than ctx's wait bound, as a transaction's BEGIN
+// does.
 func (a SQLiteAuto) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	conn, err := a.conn(ctx)
+	conn, err := boundedAcquire(ctx, "the database handle's connections", a.DB.Conn)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	return conn.ExecContext(ctx, query, args...)
+	lockWait, restore, err := sqliteBoundLockWait(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	defer restore()
+	res, err := conn.ExecContext(ctx, query, args...)
+	return res, sqliteWaitError(err, lockWait)
 }
 
 func (a SQLiteAuto) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {

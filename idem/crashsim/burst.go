@@ -68,8 +68,8 @@ func burstWork(ctx context.Context, work func(ctx context.Context) simOutcome) s
 		out.rep.Job = o.rep.Job
 		if o.err != nil {
 			out.err = o.err
-			out.errs = append(out.errs, o.err)
 		}
+		out.errs = append(out.errs, o.errs...)
 	}
 	return out
 }

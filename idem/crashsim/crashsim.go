@@ -440,7 +440,7 @@ func (s simScenario) String() string {
 // written first is up to the schedule.
 func (s simScenario) overlapping() bool {
 	switch s.family {
-	case "preempt", "double", "concurrent", "fleet", famBurst, famRate:
+	case "preempt", "double", "concurrent", "fleet", famBurst, famRate, famHeld:
 		return true
 	}
 	return false
@@ -957,7 +957,7 @@ func (r *simRun[U]) serve(phase int) {
 type simOutcome struct {
 	rep     idem.Report
 	err     error
-	errs    []error // the burst family: every caller's error
+	errs    []error // every error of the work (of every caller, in the burst family)
 	crashed bool
 }
 
@@ -969,6 +969,7 @@ const (
 	workDrain                   // a drain of owed effects
 	workBackfill                // a backfill from the fixture's start
 	workBurst                   // workPhase, simBurstCallers times at once (the burst family)
+	workHeld                    // workPhase under the held family's short wait bound
 )
 
 // simTask is one incarnation at work in its own goroutine.
@@ -990,8 +991,12 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 	hook := r.hook(inc)
 	st, kill, closeInc := r.db.incarnation(r.t, hook)
 	opts := append(r.skewed(), idem.WithCrashHook(hook), idem.WithOwner(simOwner(inc.id)))
-	if work == workBurst {
+	switch work {
+	case workBurst:
 		opts = append(opts, idem.WithWaitBound(simBurstWaitBound))
+	case workHeld:
+		opts = append(opts, idem.WithWaitBound(simHeldWaitBound))
+		work = workPhase
 	}
 	verbs := r.newVerbs(st, opts...)
 	task := &simTask{inc: inc, done: make(chan simOutcome, 1), kill: kill, closeInc: closeInc}
@@ -1013,6 +1018,9 @@ func (r *simRun[U]) work(ctx context.Context, verbs Verbs[U], phase int, work si
 		out.rep.Add(rep)
 		out.rep.Job = rep.Job
 		out.err = err
+		if err != nil {
+			out.errs = append(out.errs, err)
+		}
 	}
 	switch {
 	case work == workDrain:
@@ -1219,7 +1227,7 @@ func (r *simRun[U]) play() []string {
 func (r *simRun[U]) runPhase(phase int) {
 	var pauseA func(n int, h simHit) bool
 	switch r.sc.family {
-	case "preempt", "takeover", "livelease", "skew", famForget:
+	case "preempt", "takeover", "livelease", "skew", famForget, famHeld:
 		pauseA = func(n int, h simHit) bool { return n == r.sc.at }
 	}
 	task := r.start(phase, workPhase, pauseA)
@@ -1289,6 +1297,8 @@ func (r *simRun[U]) interlude(phase int, a *simTask) {
 		r.skewInterlude(phase, a)
 	case famForget:
 		r.forgetInterlude(a)
+	case famHeld:
+		r.heldInterlude(phase, a)
 	case "livelease":
 		// A holds a live lease; B, running the same phase, must leave the
 		// effect alone (its claim is refused; the provider is not called).

@@ -882,8 +882,8 @@ func Run[U any](t *testing.T, env Env, job *Job[U]) {
 		return r
 	}
 	runOne := func(sc simScenario) {
-		if only != "" && sc.String() != only {
-			return
+		if only != "" && sc.String() != only && sc.family+" *" != only {
+			return // "<family> *" replays every scenario of a family
 		}
 		mu.Lock()
 		stop := failFast && failed > 0
@@ -1177,6 +1177,8 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 		sc.crashAt = []int{sc.at}
 		add(sc)
 	}
+	// held: a worker waits on another's transaction past a short bound.
+	plan = append(plan, simPlanHeld(trace, firstPhase)...)
 	for seed := uint64(1); seed <= 4; seed++ {
 		sc := newScenario("concurrent")
 		sc.seed = seed

@@ -93,18 +93,19 @@ const (
 	sqliteLedger = "idem/idemsqlite/internal/ledgerdb/queries.sql.go"
 	pgLedger     = "idem/idempg/internal/ledgerdb/queries.sql.go"
 	// A package's own queries: its destinations'.
-	sqliteSQL  = "internal/sqlitedb/queries.sql.go"
-	pgSQL      = "internal/pgdb/queries.sql.go"
-	syncTest   = "TestCrashSimInvoiceSync"
-	hookTest   = "TestCrashSimPaymentWebhook"
-	cursorTest = "TestCrashSimEventImport"
-	priceTest  = "TestCrashSimPriceSync"
-	stageTest  = "TestCrashSimLedgerImport"
-	pageTest   = "TestCrashSimPageImport"
-	copyTest   = "TestCrashSimCopyJob"
-	callTest   = "TestCrashSimCallJob"
-	ackTest    = "TestCrashSimMessageAckJob"
-	rateTest   = "TestRateHoldsAcrossWorkers" // example/limits_test.go, on real clocks
+	sqliteSQL   = "internal/sqlitedb/queries.sql.go"
+	pgSQL       = "internal/pgdb/queries.sql.go"
+	syncTest    = "TestCrashSimInvoiceSync"
+	hookTest    = "TestCrashSimPaymentWebhook"
+	cursorTest  = "TestCrashSimEventImport"
+	priceTest   = "TestCrashSimPriceSync"
+	stageTest   = "TestCrashSimLedgerImport"
+	pageTest    = "TestCrashSimPageImport"
+	receiptTest = "TestCrashSimReceiptIntake"
+	copyTest    = "TestCrashSimCopyJob"
+	callTest    = "TestCrashSimCallJob"
+	ackTest     = "TestCrashSimMessageAckJob"
+	rateTest    = "TestRateHoldsAcrossWorkers" // example/limits_test.go, on real clocks
 	// example/river_group_test.go, on a real River
 	riverOutcomesTest = "TestRiverGroupKeepsOutcomesPerJob"
 	riverCrashTest    = "TestRiverGroupCrash"
@@ -121,7 +122,7 @@ var targets = []mutantTarget{
 	{module: ".", pkg: "example/billing", tests: []string{syncTest, hookTest}, mutants: exampleMutants},
 	{module: "testdata", pkg: "golden/cursor", tests: []string{cursorTest}, mutants: cursorMutants},
 	{module: "testdata", pkg: "golden/sha256key", tests: []string{priceTest}, mutants: priceMutants},
-	{module: "testdata", pkg: "golden/staged", tests: []string{stageTest, pageTest}, mutants: stageMutants},
+	{module: "testdata", pkg: "golden/staged", tests: []string{stageTest, pageTest, receiptTest}, mutants: stageMutants},
 	{module: ".", pkg: "example/bench/benchjobs", tests: []string{copyTest, callTest}, mutants: benchMutants},
 	{module: "testdata", pkg: "golden/none_nodest", tests: []string{ackTest}, mutants: ackMutants},
 	{module: ".", pkg: "example", tests: []string{rateTest, riverOutcomesTest, riverCrashTest, riverWaitTest}, mutants: slices.Concat(rateMutants, riverMutants)},
@@ -270,9 +271,25 @@ var stageMutants = []mutant{
 		"\n\t\t\tfor chunk := range slices.Chunk(live, 1) {\n\t\t\t\tif err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, chunk, false) }); err != nil {")},
 	{name: "staged page's cursor saved outside its transaction", test: pageTest, edits: edit(batchFile,
 		`if err := save\(q\); err != nil \{`, "if err := save(e.st.Auto()); err != nil {")},
+	// Killed by repeat-batches: a handed-in batch repeating a key with
+	// other data is held back whole, call after call, instead of
+	// answering that one unit as a mismatch.
+	{name: "a staged batch with a mismatch is not published", test: receiptTest, edits: edit(batchFile,
+		`\t\t\tif err := e\.writeBatch\(ctx, q, chunk, false\); err != nil \{\n\t\t\t\treturn err\n\t\t\t\}\n`,
+		"\t\t\tif err := e.writeBatch(ctx, q, chunk, false); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t\tfor _, it := range chunk {\n\t\t\t\tif it.err != nil {\n\t\t\t\t\treturn \u0026unitFault[U]{it, it.err}\n\t\t\t\t}\n\t\t\t}\n")},
 }
 
 var exampleMutants = []mutant{
+	// Killed by held (PostgreSQL): worker B's waits on A's row locks run
+	// out of their bound, and each counts an attempt: failure records,
+	// units parked, progress past them. (On SQLite the failure record is
+	// a write that waits on the same lock, so nothing is recorded.)
+	{name: "a wait past its bound counted as a failed attempt", test: hookTest, db: "postgres", edits: edit("idem/parked.go",
+		`if ctx\.Err\(\) != nil \|\| errors\.Is\(cause, ErrBusy\) \{`, "if ctx.Err() != nil {")},
+	// Killed by held: B's wait for A's write lock ends as a raw "database
+	// is locked", which a caller cannot tell from a broken database.
+	{name: "SQLite's database-is-locked not answered as busy", test: hookTest, edits: edit("idem/sqlite.go",
+		`strings\.Contains\(err\.Error\(\), "database is locked"\)`, `strings.Contains(err.Error(), "database is locked") && false`)},
 	// Killed by forget: a person forgets a key under a worker's live
 	// lease (refused, nothing changed), and one done key at the end
 	// (its row alone goes).
@@ -483,7 +500,7 @@ var exampleMutants = []mutant{
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
-	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate"}
+	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate", "held"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
