@@ -1085,6 +1085,9 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	switch {
 	case r.sc.family == famRepeatBatches:
 		base = append(base, idem.WithBatchSize(2))
+		if r.sc.variant == simCallsAtOnce {
+			base = append(base, idem.WithEffectConcurrency(simCallsAtOnceN))
+		}
 	case r.sc.family == famRate:
 		base = append(base, r.rateOptions()...)
 	case r.sc.family == famWriteAhead:

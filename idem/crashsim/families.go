@@ -797,6 +797,11 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 		r.prov.permanentCall = sc.call
 	case "fleet":
 		r.prov.flight = &simFlight{limit: 1, now: map[string]*atomic.Int32{}}
+	case famRepeatBatches:
+		if sc.variant == simCallsAtOnce {
+			// Calls held in flight, so the next batch meets them.
+			r.prov.flight = &simFlight{limit: simCallsAtOnceN, now: map[string]*atomic.Int32{}}
+		}
 	case "throttle":
 		r.prov.throttleCall, r.prov.throttleTimes, r.prov.throttleWait = sc.call, sc.times, job.Lease/2
 	}

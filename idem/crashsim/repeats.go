@@ -19,6 +19,10 @@ package crashsim
 //
 // Each runs once without a fault (at < 0: report counts and calls checked)
 // and four times with a crash at hits spread over the first two phases.
+// repeat-batches of a job with effects runs once more without a fault,
+// its effects called four at a time (simCallsAtOnce): a batch's calls go
+// on while the next batch, which repeats some of their keys, is written
+// and claimed, and must leave those keys to the calls in flight.
 
 import (
 	"slices"
@@ -31,6 +35,15 @@ const (
 	famRepeatBatches = "repeat-batches"
 	famWriteAhead    = "writeahead"
 )
+
+// simCallsAtOnce is repeat-batches' variant with effects called
+// simCallsAtOnceN at a time, each held in flight a moment (simFleetHold).
+const (
+	simCallsAtOnce  = "calls4"
+	simCallsAtOnceN = 4
+)
+
+func hasEffects[U any](job *Job[U]) bool { return len(job.Effects) > 0 }
 
 // simWriteAheadLag is how long the first write of a repeated key waits at
 // its first hit: far longer than the next batch needs to start.
@@ -63,6 +76,11 @@ func simPlanRepeats[U any](job *Job[U], secondPhase int) []simScenario {
 		return nil
 	}
 	plan := []simScenario{newScenario(family)}
+	if family == famRepeatBatches && hasEffects(job) {
+		sc := newScenario(family)
+		sc.variant = simCallsAtOnce
+		plan = append(plan, sc)
+	}
 	for i := 1; i <= 4; i++ {
 		sc := newScenario(family)
 		sc.at = i * secondPhase / 5
