@@ -738,6 +738,11 @@ func (e *Engine[U]) streamStaged(ctx context.Context, w Window, save bool,
 		var fault *unitFault[U]
 		errors.As(err, &fault)
 		err = fmt.Errorf("job %q: staged window of %d units not published: %w", e.def.Name, seen, err)
+		if seen == 0 {
+			// No unit to carry the failure (a BEGIN that waited out its
+			// bound, a first fetch that failed): it is the run's error.
+			return err
+		}
 		if fault == nil && ctx.Err() == nil && !errors.Is(err, ErrBusy) {
 			fault = e.windowCulprit(ctx, w, fetch)
 		}

@@ -269,6 +269,10 @@ var stageMutants = []mutant{
 	{name: "staged window committed page by page", test: stageTest, edits: edit(batchFile,
 		`\n\t\t\tfor chunk := range slices\.Chunk\(live, e\.opt\.batchSize\) \{\n\t\t\t\tif err := e\.writeBatch\(ctx, q, chunk, false\); err != nil \{`,
 		"\n\t\t\tfor chunk := range slices.Chunk(live, 1) {\n\t\t\t\tif err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, chunk, false) }); err != nil {")},
+	// Killed by held: worker B's window transaction waits out its bound
+	// before fetching a unit, and the run answers nothing at all.
+	{name: "a staged window that failed before its first unit returns no error", test: stageTest, edits: edit(batchFile,
+		`if seen == 0 \{`, "if false {")},
 	{name: "staged page's cursor saved outside its transaction", test: pageTest, edits: edit(batchFile,
 		`if err := save\(q\); err != nil \{`, "if err := save(e.st.Auto()); err != nil {")},
 	// Killed by repeat-batches: a handed-in batch repeating a key with
