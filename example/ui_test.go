@@ -430,3 +430,50 @@ func TestOpsPageRetriesAJobsParkedWork(t *testing.T) {
 		}
 	})
 }
+
+// The front page counts at most Options.CountLimit rows of a job per
+// state, so it answers at once on any ledger: past the limit a count
+// shows as a lower bound ("1+"), and below it as the number.
+func TestOpsPageCountsStopAtTheLimit(t *testing.T) {
+	eachUIDB(t, func(t *testing.T, db uiDB) {
+		opsScenario(t, db)
+		// A second row beside the parked, the done and the owed one.
+		const cols = "job, effect, effect_version, job_version, unit_key, payload, state, attempts, lease_owner, lease_until, last_error, created_at, updated_at, done_at, permanent, parked_reason, next_attempt_at"
+		for _, key := range []string{parkedKey, doneKey, leasedKey} {
+			copyRow := "INSERT INTO billing_idem_ledger (effect_key, " + cols + ") SELECT effect_key || '-again', " + cols + " FROM billing_idem_ledger WHERE effect_key = '" + key + "'"
+			db.raw(t, copyRow, copyRow)
+		}
+		cells := func(limit int) string {
+			h, err := idemui.New(db.ops, idemui.Options{ReadOnly: true, CountLimit: limit, Log: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, body := newBrowser(t, mount(t, h)).get("")
+			if code != http.StatusOK {
+				t.Fatalf("front page: %d\n%s", code, body)
+			}
+			row := regexp.MustCompile(`(?s)<tr data-effect="notify_new_invoice">.*?</tr>`).FindString(body)
+			var got []string
+			for _, class := range []string{"owed", "parked", "done"} {
+				m := regexp.MustCompile(`class="n ` + class + `[^"]*">(?:<a[^>]*>)?(\d+(?:&#43;)?)`).FindStringSubmatch(row) // html/template writes + as &#43;
+				if m == nil {
+					t.Fatalf("no %s cell in %q", class, row)
+				}
+				got = append(got, class+" "+strings.ReplaceAll(m[1], "&#43;", "+"))
+			}
+			if (limit == 1) != strings.Contains(body, `id="counted"`) {
+				t.Errorf("limit %d: the note that counts stop at the limit is shown: %v", limit, strings.Contains(body, `id="counted"`))
+			}
+			if limit == 1 && !strings.Contains(body, "at least 1 parked effect") {
+				t.Errorf("limit 1: the problem line does not say the parked count is a lower bound:\n%s", body)
+			}
+			return strings.Join(got, ", ")
+		}
+		if got, want := cells(1), "owed 1+, parked 1+, done 1+"; got != want {
+			t.Errorf("limit 1: %s, want %s", got, want)
+		}
+		if got, want := cells(0), "owed 2, parked 2, done 2"; got != want {
+			t.Errorf("default limit: %s, want %s", got, want)
+		}
+	})
+}

@@ -24,6 +24,10 @@ type Activity struct {
 	Minutes []Minute
 	// Done and Failed total the window's minutes.
 	Done, Failed int
+	// FailedMore: ActivityUpTo stopped reading a job's owed or parked
+	// rows at its limit, so Failed counts those read (the first in effect
+	// key order) and more may have failed in the window.
+	FailedMore bool
 }
 
 // Minute is one minute of Activity.
@@ -49,6 +53,19 @@ func (d *DB) minute(col string) string {
 // the owed and parked rows whose last update falls in the window
 // (readFailed).
 func (d *DB) Activity(ctx context.Context, window time.Duration) (*Activity, error) {
+	return d.activity(ctx, window, 0)
+}
+
+// ActivityUpTo is Activity reading at most about limit of each job's owed
+// rows and of its parked rows for the failed counts (FailedMore says when
+// it stopped), for a page that must answer at once on any backlog. The
+// done counts are read whole: their cost is the window's done rows, on
+// the done rows' index.
+func (d *DB) ActivityUpTo(ctx context.Context, window time.Duration, limit int) (*Activity, error) {
+	return d.activity(ctx, window, max(limit, 1))
+}
+
+func (d *DB) activity(ctx context.Context, window time.Duration, limit int) (*Activity, error) {
 	window = min(max(window, time.Minute), 24*time.Hour)
 	now := d.now().UTC()
 	to := now.Truncate(time.Minute)
@@ -109,9 +126,12 @@ WHERE job = ? AND effect = ? AND state = 'done' AND done_at >= ? GROUP BY 1`,
 	}
 	for _, job := range jobs {
 		for _, state := range []string{idem.StatePending, idem.StoredParked} {
-			if err := d.readFailed(ctx, job, state, now, from, failed); err != nil {
+			more, err := d.readFailed(ctx, job, state, now, from, limit, failed)
+			if err != nil {
 				return nil, err
 			}
+			a.FailedMore = a.FailedMore || more
+
 		}
 	}
 	return a, nil
@@ -150,20 +170,26 @@ func (d *DB) doneEffects(ctx context.Context) ([]effectPair, error) {
 // ledger has no index on updated_at, so it reads every such row, as
 // readOwed reads the backlog: a page at a time in effect key order on the
 // (job, state, effect_key) index, each page one bounded statement. Its
-// cost is the backlog and the parked rows, not the ledger's size.
-func (d *DB) readFailed(ctx context.Context, job, state string, now, from time.Time, count func(minute string, n int)) error {
+// cost is the backlog and the parked rows, not the ledger's size. With a
+// limit, it stops after about limit rows and reports whether it did.
+func (d *DB) readFailed(ctx context.Context, job, state string, now, from time.Time, limit int, count func(minute string, n int)) (more bool, err error) {
+	page := owedPage
+	if limit > 0 {
+		page = min(page, limit)
+	}
 	cond, args := "attempts > 0 AND updated_at >= ?", []any{d.at(from)}
 	if state == idem.StatePending { // a row under a live lease is being attempted, not failed
 		cond, args = cond+" AND (lease_until IS NULL OR lease_until <= ?)", append(args, d.at(now))
 	}
 	query := d.q(`SELECT CASE WHEN ` + cond + ` THEN ` + d.minute("updated_at") + ` END, count(*), max(effect_key)
 FROM (SELECT effect_key, attempts, updated_at, lease_until FROM ` + d.t.Ledger + `
-    WHERE job = ? AND state = ? AND effect_key > ? ORDER BY effect_key LIMIT ` + strconv.Itoa(owedPage) + `) AS p
+    WHERE job = ? AND state = ? AND effect_key > ? ORDER BY effect_key LIMIT ` + strconv.Itoa(page) + `) AS p
 GROUP BY 1`)
+	total := 0
 	for after := ""; ; {
 		rows, err := d.query(ctx, query, append(args, job, state, after)...)
 		if err != nil {
-			return wrapRead(d.t.Ledger, err)
+			return false, wrapRead(d.t.Ledger, err)
 		}
 		read, last := 0, after
 		for rows.Next() {
@@ -171,7 +197,7 @@ GROUP BY 1`)
 			var n int
 			if err := rows.Scan(&minute, &n, &key); err != nil {
 				rows.Close()
-				return wrapRead(d.t.Ledger, err)
+				return false, wrapRead(d.t.Ledger, err)
 			}
 			if minute.Valid {
 				count(minute.String, n)
@@ -181,10 +207,14 @@ GROUP BY 1`)
 		}
 		err = rows.Err()
 		rows.Close()
-		if err != nil || read < owedPage {
-			return wrapRead(d.t.Ledger, err)
+		total += read
+		if err != nil || read < page {
+			return false, wrapRead(d.t.Ledger, err)
 		}
 		after = last
+		if limit > 0 && total >= limit {
+			return d.exists(ctx, d.q(`SELECT 1 FROM `+d.t.Ledger+` WHERE job = ? AND state = ? AND effect_key > ? ORDER BY effect_key LIMIT 1`), job, state, after)
+		}
 	}
 }
 

@@ -76,6 +76,11 @@ type Options struct {
 	ChartHours int
 	// PageSize is how many rows a list page shows (50 when 0).
 	PageSize int
+	// CountLimit is how many rows the front page counts at most per job
+	// and state (10,000 when 0): a count past it shows as "10000+", so the
+	// page answers at once on any ledger and backlog (idemops.StatusUpTo).
+	// `idemgen status` counts them all.
+	CountLimit int
 }
 
 // RedactAll is an Options.Redact that hides every payload and result.
@@ -94,13 +99,17 @@ type Handler struct {
 var templateFS embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"stamp":    stamp,
-	"parkedIn": parkedIn,
-	"ago":      ago,
-	"plural":   plural,
-	"duration": func(d time.Duration) string { return d.String() },
-	"secs":     func(s idemops.Seconds) string { return time.Duration(s).String() },
-	"deref":    func(s *string) string { return idem.ValueOr(s) },
+	"stamp":      stamp,
+	"parkedIn":   parkedIn,
+	"ago":        ago,
+	"plural":     plural,
+	"plus":       plus,
+	"owedMore":   func(m *idemops.More) bool { return m != nil && m.Owed },
+	"parkedMore": func(m *idemops.More) bool { return m != nil && m.Parked },
+	"doneMore":   func(m *idemops.More) bool { return m != nil && m.Done },
+	"duration":   func(d time.Duration) string { return d.String() },
+	"secs":       func(s idemops.Seconds) string { return time.Duration(s).String() },
+	"deref":      func(s *string) string { return idem.ValueOr(s) },
 	"timep": func(t *time.Time) string {
 		if t == nil {
 			return "-"
@@ -121,6 +130,9 @@ func New(db *idemops.DB, opts Options) (*Handler, error) {
 	opts.ChartHours = min(opts.ChartHours, 24)
 	if opts.PageSize <= 0 {
 		opts.PageSize = 50
+	}
+	if opts.CountLimit <= 0 {
+		opts.CountLimit = 10_000
 	}
 	h := &Handler{db: db, opts: opts, log: opts.Log, secret: make([]byte, 32)}
 	if h.log == nil {
@@ -194,7 +206,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	if v, err := strconv.Atoi(r.URL.Query().Get("hours")); err == nil && v > 0 {
 		hours = min(v, 24)
 	}
-	st, err := h.db.Status(r.Context())
+	st, err := h.db.StatusUpTo(r.Context(), h.opts.CountLimit)
 	if err != nil {
 		h.fail(w, http.StatusInternalServerError, "read the status", err)
 		return
@@ -204,17 +216,18 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusInternalServerError, "read the limits", err)
 		return
 	}
-	activity, err := h.db.Activity(r.Context(), time.Duration(hours)*time.Hour)
+	activity, err := h.db.ActivityUpTo(r.Context(), time.Duration(hours)*time.Hour, h.opts.CountLimit)
 	if err != nil {
 		h.fail(w, http.StatusInternalServerError, "read the chart", err)
 		return
 	}
 	h.render(w, http.StatusOK, "overview.html", "Jobs", struct {
-		Status *idemops.Status
-		Limits []idemops.Limit
-		Chart  chart
-		Hours  int
-	}{st, limits, drawChart(activity), hours})
+		Status  *idemops.Status
+		Limits  []idemops.Limit
+		Chart   chart
+		Hours   int
+		Counted int // the count limit, when a count stopped at it
+	}{st, limits, drawChart(activity), hours, counted(st, activity, h.opts.CountLimit)})
 }
 
 // parked lists parked effects and units a page at a time, searchable by
@@ -481,13 +494,39 @@ func (h *Handler) validToken(r *http.Request, token string) bool {
 	return hmac.Equal([]byte(token), []byte(h.mac(c.Value)))
 }
 
-// parkedIn counts a job's parked effects and parked units.
-func parkedIn(js idemops.JobStatus) int {
-	n := js.Units.Parked
+// parkedIn counts a job's parked effects and parked units, "+" after a
+// count that stopped at the front page's limit.
+func parkedIn(js idemops.JobStatus) string {
+	n, more := js.Units.Parked, js.Units.More
 	for _, e := range js.Effects {
 		n += e.Parked
+		more = more || (e.More != nil && e.More.Parked)
 	}
-	return n
+	return plus(n, more)
+}
+
+// counted is limit when a count of st or a's failed rows stopped at it,
+// else 0.
+func counted(st *idemops.Status, a *idemops.Activity, limit int) int {
+	more := a.FailedMore
+	for _, js := range st.Jobs {
+		more = more || js.Units.More
+		for _, e := range js.Effects {
+			more = more || e.More != nil
+		}
+	}
+	if more {
+		return limit
+	}
+	return 0
+}
+
+// plus shows a count, with "+" when it is a lower bound.
+func plus(n int, more bool) string {
+	if more {
+		return strconv.Itoa(n) + "+"
+	}
+	return strconv.Itoa(n)
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
