@@ -161,35 +161,27 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 
 	var err error
 	if effects {
-		where, args := []string{}, []any{}
-		add := func(cond string, a ...any) { where = append(where, cond); args = append(args, a...) }
-		if f.Job != "" {
-			add("job = ?", f.Job)
-		}
-		if f.Effect != "" {
-			add("effect = ?", f.Effect)
-		}
-		if f.Prefix != "" {
-			add("substr(effect_key, 1, ?) = ?", utf8.RuneCountInString(f.Prefix), f.Prefix)
-			if d.bytewiseKeys {
-				add("effect_key >= ? AND effect_key < ?", f.Prefix, f.Prefix+prefixEnd)
+		// A state's rows of every job are read job by job, each a range of
+		// the (job, state, effect_key) index, and merged in key order: in
+		// effect key order alone, the primary key's, a page of parked rows
+		// reads past every done row between them (99 in 100 on a ledger
+		// of a year).
+		jobs := []string{f.Job}
+		if f.Job == "" && f.State != "" {
+			if jobs, err = d.ledgerJobs(ctx); err != nil {
+				return nil, err
 			}
 		}
-		if afterEffect != "" {
-			add("effect_key > ?", afterEffect)
+		for _, job := range jobs {
+			more, err := d.listEffects(ctx, f, job, afterEffect, fetch(0))
+			if err != nil {
+				return nil, err
+			}
+			rows.Effects = append(rows.Effects, more...)
 		}
-		switch now := d.now(); f.State {
-		case EffectPending:
-			add("state = 'pending' AND (lease_until IS NULL OR lease_until <= ?)", d.at(now))
-		case EffectLeased:
-			add("state = 'pending' AND lease_until > ?", d.at(now))
-		case EffectDone:
-			add("state = 'done'")
-		case EffectParked:
-			add("state = '" + idem.StoredParked + "'")
-		}
-		if rows.Effects, err = d.effects(ctx, where, args, fetch(0), false); err != nil {
-			return nil, err
+		slices.SortFunc(rows.Effects, func(a, b Effect) int { return strings.Compare(a.Key, b.Key) })
+		if n := fetch(0); n > 0 && len(rows.Effects) > n {
+			rows.Effects = rows.Effects[:n]
 		}
 		if f.Limit > 0 && len(rows.Effects) > f.Limit {
 			rows.Effects = rows.Effects[:f.Limit]
@@ -229,6 +221,39 @@ func (d *DB) List(ctx context.Context, f Filter) (*Rows, error) {
 		}
 	}
 	return rows, nil
+}
+
+// listEffects reads List's effects of one job ("" for every job) after a
+// key, at most limit (0: all).
+func (d *DB) listEffects(ctx context.Context, f Filter, job, afterEffect string, limit int) ([]Effect, error) {
+	where, args := []string{}, []any{}
+	add := func(cond string, a ...any) { where = append(where, cond); args = append(args, a...) }
+	if job != "" {
+		add("job = ?", job)
+	}
+	if f.Effect != "" {
+		add("effect = ?", f.Effect)
+	}
+	if f.Prefix != "" {
+		add("substr(effect_key, 1, ?) = ?", utf8.RuneCountInString(f.Prefix), f.Prefix)
+		if d.bytewiseKeys {
+			add("effect_key >= ? AND effect_key < ?", f.Prefix, f.Prefix+prefixEnd)
+		}
+	}
+	if afterEffect != "" {
+		add("effect_key > ?", afterEffect)
+	}
+	switch now := d.now(); f.State {
+	case EffectPending:
+		add("state = 'pending' AND (lease_until IS NULL OR lease_until <= ?)", d.at(now))
+	case EffectLeased:
+		add("state = 'pending' AND lease_until > ?", d.at(now))
+	case EffectDone:
+		add("state = 'done'")
+	case EffectParked:
+		add("state = '" + idem.StoredParked + "'")
+	}
+	return d.effects(ctx, where, args, limit, false)
 }
 
 // Show returns every row under key, with payloads: the ledger row whose

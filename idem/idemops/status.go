@@ -322,15 +322,25 @@ type versionRows struct {
 // count stops after about limit rows, and owedThrough holds the last
 // effect key read of each job whose owed rows were not all read.
 func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string) *JobStatus, limit int) (owedThrough map[string]string, err error) {
-	pairs, err := d.ledgerEffects(ctx)
+	var pairs []effectPair
+	var jobs []string
+	if limit > 0 {
+		// The effects with done rows, probed on their index; those that
+		// only owe or park are found among the rows read. (ledgerEffects's
+		// probe of the open rows reads a job's backlog on SQLite.)
+		if pairs, err = d.doneEffects(ctx); err == nil {
+			jobs, err = d.ledgerJobs(ctx)
+		}
+	} else {
+		pairs, err = d.ledgerEffects(ctx)
+		for _, p := range pairs {
+			if len(jobs) == 0 || jobs[len(jobs)-1] != p.job {
+				jobs = append(jobs, p.job)
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
-	}
-	var jobs []string
-	for _, p := range pairs {
-		if len(jobs) == 0 || jobs[len(jobs)-1] != p.job {
-			jobs = append(jobs, p.job)
-		}
 	}
 	// Each job's owed rows on a connection of their own (their cost is the
 	// backlog, which can be large after an outage), each into a map of its
