@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,17 +32,8 @@ import (
 // performs it once.
 
 // billingOps describes the billing package (example/idemgen.yaml) as a
-// service hands it to idemops.New.
-var billingOps = &idemops.Package{
-	Name:   "billing",
-	Tables: idemops.TablesOf("billing"),
-	Jobs: []*idemops.Job{
-		{Name: "invoice_sync", Source: idemops.SourceWatermark, UnitMaxAttempts: 3,
-			Effects: []*idemops.EffectSpec{{Name: "notify_new_invoice", Version: 2, Lease: 5 * time.Minute, MaxAttempts: 5}}},
-		{Name: "payment_webhook", Source: idemops.SourceNone,
-			Effects: []*idemops.EffectSpec{{Name: "send_receipt", Version: 1, Lease: 2 * time.Minute, MaxAttempts: 5}}},
-	},
-}
+// service hands it to idemops.New: as the generated package describes it.
+var billingOps = billing.OpsPackage()
 
 // uiDB is a billing database with the operations page's view of it.
 type uiDB struct {
@@ -474,6 +466,47 @@ func TestOpsPageCountsStopAtTheLimit(t *testing.T) {
 		}
 		if got, want := cells(0), "owed 2, parked 2, done 2"; got != want {
 			t.Errorf("default limit: %s, want %s", got, want)
+		}
+	})
+}
+
+// send_receipt's spec redacts its payload and result (redact: [payload,
+// result]): a payment's key page, and the idemops rows behind it and
+// their JSON, hold "[redacted]" in their place, with no handler option.
+func TestOpsPageRedactsWhatTheSpecSays(t *testing.T) {
+	eachUIDB(t, func(t *testing.T, db uiDB) {
+		f := newFixture()
+		hook := newHook(t, db.store, f, newReceipts())
+		secret := billing.Payment{EventID: "evt_redact", InvoiceID: "inv-card-4242", AmountCents: 4242, PaidAt: f.base}
+		if _, err := hook.Process(t.Context(), secret); err != nil {
+			t.Fatal(err)
+		}
+		h, err := idemui.New(db.ops, idemui.Options{ReadOnly: true, Log: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := billing.SendReceiptKey(secret)
+		code, body := newBrowser(t, mount(t, h)).get("key?k=" + url.QueryEscape(key))
+		if code != http.StatusOK || strings.Count(body, "[redacted]") != 2 {
+			t.Fatalf("key page %d, [redacted] %d times, want its payload and result:\n%s", code, strings.Count(body, "[redacted]"), body)
+		}
+		for _, leak := range []string{"inv-card-4242", "amount_cents", "rcpt-"} {
+			if strings.Contains(body, leak) {
+				t.Fatalf("the key page holds %q:\n%s", leak, body)
+			}
+		}
+		rows, err := db.ops.Show(t.Context(), key, "")
+		if err != nil || len(rows.Effects) != 1 {
+			t.Fatalf("show: %v, %+v", err, rows)
+		}
+		e := rows.Effects[0]
+		if string(e.Payload) != `"[redacted]"` || e.Result != nil || !slices.Equal(e.Redacted, []string{"payload", "result"}) {
+			t.Fatalf("show's row: payload %s, result %q, redacted %v", e.Payload, e.Result, e.Redacted)
+		}
+		// invoice_sync redacts nothing: its payloads are shown.
+		opsScenario(t, db)
+		if _, body := newBrowser(t, mount(t, h)).get("key?k=" + url.QueryEscape(parkedKey)); !strings.Contains(body, "inv-1") || strings.Contains(body, "[redacted]") {
+			t.Fatalf("an effect the spec does not redact:\n%s", body)
 		}
 	})
 }

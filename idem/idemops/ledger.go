@@ -56,7 +56,16 @@ type Effect struct {
 	CreatedAt    time.Time       `json:"created_at"`
 	UpdatedAt    time.Time       `json:"updated_at"`
 	DoneAt       *time.Time      `json:"done_at"`
+	// Redacted lists what the spec's redact hides of the row (payload,
+	// result): Payload is then the JSON string "[redacted]", Result nil.
+	Redacted []string `json:"redacted,omitempty"`
 }
+
+// Redacted is what a redacted payload reads as (a JSON string), and a
+// redacted result is shown as.
+const Redacted = "[redacted]"
+
+var redactedJSON = json.RawMessage(`"` + Redacted + `"`)
 
 // Unit is one row of the parked table: a unit whose write failed.
 type Unit struct {
@@ -71,6 +80,9 @@ type Unit struct {
 	Payload       json.RawMessage `json:"payload,omitempty"`
 	FirstFailedAt time.Time       `json:"first_failed_at"`
 	UpdatedAt     time.Time       `json:"updated_at"`
+	// PayloadRedacted: an effect of the job redacts its payload (the
+	// spec's redact), and Payload is the JSON string "[redacted]".
+	PayloadRedacted bool `json:"payload_redacted,omitempty"`
 }
 
 // HandedIn is the record of a handed-in unit's key (source: none), with
@@ -350,6 +362,15 @@ func (d *DB) effects(ctx context.Context, where []string, args []any, limit int,
 		e.State = idem.ShownEffectState(idem.LedgerState(stored), idem.ValueOr(e.LeaseUntil), now)
 		if fx := d.effect(e.Job, e.Effect); fx != nil {
 			e.MaxAttempts = fx.MaxAttempts
+			if fx.RedactPayload {
+				e.Redacted = append(e.Redacted, "payload")
+				if payload {
+					e.Payload = redactedJSON
+				}
+			}
+			if fx.RedactResult {
+				e.Redacted, e.Result = append(e.Redacted, "result"), nil
+			}
 		}
 		out = append(out, e)
 	}
@@ -383,6 +404,13 @@ func (d *DB) units(ctx context.Context, where []string, args []any, limit int, p
 		u.Payload = jsonPayload(body)
 		if j := d.job(u.Job); j != nil {
 			u.MaxAttempts = j.UnitMaxAttempts
+			// A unit's payload is what its effects' payloads are made of.
+			if slices.ContainsFunc(j.Effects, func(e *EffectSpec) bool { return e.RedactPayload }) {
+				u.PayloadRedacted = true
+				if payload {
+					u.Payload = redactedJSON
+				}
+			}
 		}
 		out = append(out, u)
 	}

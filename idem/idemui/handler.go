@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -226,8 +227,9 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		Limits  []idemops.Limit
 		Chart   chart
 		Hours   int
-		Counted int // the count limit, when a count stopped at it
-	}{st, limits, drawChart(activity), hours, counted(st, activity, h.opts.CountLimit)})
+		Counted int               // the count limit, when a count stopped at it
+		Docs    map[string]string // each job's doc in the spec
+	}{st, limits, drawChart(activity), hours, counted(st, activity, h.opts.CountLimit), h.docs()})
 }
 
 // parked lists parked effects and units a page at a time, searchable by
@@ -256,7 +258,9 @@ func (h *Handler) parked(w http.ResponseWriter, r *http.Request) {
 type shownEffect struct {
 	idemops.Effect
 	PayloadText, ResultText string
-	Redacted                bool
+	// Redacted hides the payload, ResultRedacted the result: by
+	// Options.Redact, or by the spec's redact (idemops.Effect.Redacted).
+	Redacted, ResultRedacted bool
 }
 
 type shownUnit struct {
@@ -284,9 +288,13 @@ func (h *Handler) readHistory(r *http.Request, key string) (*history, error) {
 	}
 	hist := &history{Key: key, HandedIn: rows.HandedIn}
 	for _, e := range rows.Effects {
-		s := shownEffect{Effect: e, Redacted: h.redact(e.Job, e.Effect)}
+		byOption := h.redact(e.Job, e.Effect)
+		s := shownEffect{Effect: e, Redacted: byOption || slices.Contains(e.Redacted, "payload"), ResultRedacted: byOption || slices.Contains(e.Redacted, "result")}
 		if !s.Redacted {
-			s.PayloadText, s.ResultText = string(e.Payload), bytesText(e.Result)
+			s.PayloadText = string(e.Payload)
+		}
+		if !s.ResultRedacted {
+			s.ResultText = bytesText(e.Result)
 		}
 		hist.Effects = append(hist.Effects, s)
 		if e.Key == key {
@@ -300,7 +308,7 @@ func (h *Handler) readHistory(r *http.Request, key string) (*history, error) {
 		}
 	}
 	for _, u := range rows.Units {
-		s := shownUnit{Unit: u, Redacted: h.redact(u.Job, "")}
+		s := shownUnit{Unit: u, Redacted: h.redact(u.Job, "") || u.PayloadRedacted}
 		if !s.Redacted {
 			s.PayloadText = string(u.Payload)
 		}
@@ -503,6 +511,15 @@ func parkedIn(js idemops.JobStatus) string {
 		more = more || (e.More != nil && e.More.Parked)
 	}
 	return plus(n, more)
+}
+
+// docs are the jobs' docs, by job, as the package's description has them.
+func (h *Handler) docs() map[string]string {
+	docs := map[string]string{}
+	for _, j := range h.db.Package().Jobs {
+		docs[j.Name] = j.Doc
+	}
+	return docs
 }
 
 // counted is limit when a count of st or a's failed rows stopped at it,
