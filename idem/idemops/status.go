@@ -177,7 +177,7 @@ func (d *DB) status(ctx context.Context, limit int) (*Status, error) {
 	if err := d.readProgress(ctx, jobFor); err != nil {
 		return nil, err
 	}
-	owedThrough, err := d.readEffects(ctx, now, jobFor, limit)
+	_, err := d.readEffects(ctx, now, jobFor, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (d *DB) status(ctx context.Context, limit int) (*Status, error) {
 	for i := range st.Jobs {
 		js := &st.Jobs[i]
 		for k := range js.Effects {
-			if err := d.readOverdue(ctx, now, js.Job, owedThrough[js.Job], &js.Effects[k]); err != nil {
+			if err := d.readOverdue(ctx, now, js.Job, limit, &js.Effects[k]); err != nil {
 				return nil, err
 			}
 			if err := d.readAgain(ctx, js.Job, limit, &js.Effects[k]); err != nil {
@@ -893,27 +893,27 @@ WHERE job = ? AND effect = ? AND effect_version < ? AND state = 'done'
 // live lease, and untouched for longer than the effect's lease. The lease
 // differs per effect, so this is a query per effect that owes anything.
 //
-// through, when not "", bounds it to the effect keys readOwed read up to
-// (StatusUpTo), a range of the (job, state, effect_key) index.
-func (d *DB) readOverdue(ctx context.Context, now time.Time, job, through string, es *EffectStatus) error {
+// With StatusUpTo's limit, it counts among the job's first limit owed
+// rows in effect key order, those readOwed read: one bounded read of the
+// (job, state, effect_key) index. (A bound on effect_key alone lets the
+// planner walk the primary key over most of the ledger.)
+func (d *DB) readOverdue(ctx context.Context, now time.Time, job string, limit int, es *EffectStatus) error {
 	if es.Owed == es.Leased+es.Waiting {
 		return nil
 	}
-	upTo := ""
-	if through != "" {
-		upTo = " AND effect_key <= ?"
-	}
 	// A row backing off until its next attempt is waited for, not forgotten.
-	notWaiting := ""
+	notWaiting, cols := "", "effect, lease_until, updated_at"
 	args := []any{job, es.Effect, d.at(now), d.at(now.Add(-time.Duration(es.Lease)))}
 	if d.retryCols {
-		notWaiting, args = " AND (next_attempt_at IS NULL OR next_attempt_at <= ?)", append(args, d.at(now))
+		notWaiting, cols, args = " AND (next_attempt_at IS NULL OR next_attempt_at <= ?)", cols+", next_attempt_at", append(args, d.at(now))
 	}
-	if through != "" {
-		args = append(args, through)
+	from := d.t.Ledger + `
+WHERE job = ? AND effect = ? AND state = 'pending' AND`
+	if limit > 0 {
+		from = `(SELECT ` + cols + ` FROM ` + d.t.Ledger + ` WHERE job = ? AND state = 'pending' ORDER BY effect_key LIMIT ` + strconv.Itoa(limit) + `) AS p
+WHERE effect = ? AND`
 	}
-	err := d.queryRow(ctx, d.q(`SELECT count(*) FROM `+d.t.Ledger+`
-WHERE job = ? AND effect = ? AND state = 'pending' AND (lease_until IS NULL OR lease_until <= ?) AND updated_at < ?`+notWaiting+upTo),
+	err := d.queryRow(ctx, d.q(`SELECT count(*) FROM `+from+` (lease_until IS NULL OR lease_until <= ?) AND updated_at < ?`+notWaiting),
 		args...).Scan(&es.Overdue)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
