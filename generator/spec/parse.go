@@ -526,9 +526,6 @@ func (p *parser) effect(n *yaml.Node, e *Effect) {
 
 // redact reads an effect's redact: a list of payload and result.
 func (p *parser) redact(n *yaml.Node) []String {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" { // redact: payload
-		n = &yaml.Node{Kind: yaml.SequenceNode, Line: n.Line, Column: n.Column, Content: []*yaml.Node{n}}
-	}
 	items := p.strings(n, "effect redact")
 	allowed := []string{RedactPayload, RedactResult}
 	seen := map[string]bool{}
