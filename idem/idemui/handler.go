@@ -79,7 +79,7 @@ type Options struct {
 	PageSize int
 	// CountLimit is how many rows the front page counts at most per job
 	// and state (1,000 when 0): a count past it shows as "1000+", so the
-	// page answers at once on any ledger and backlog (idemops.StatusUpTo).
+	// page answers at once on any ledger and backlog (idemops.DB.StatusUpTo).
 	// `idemgen status` counts them all. Parked rows lie spread over the
 	// ledger's history, and each one counted per effect is a page read:
 	// at 10,000 the front page took 1 to 5 s on a 10,000,000-row ledger
