@@ -28,6 +28,10 @@ type Activity struct {
 	// rows at its limit, so Failed counts those read (the first in effect
 	// key order) and more may have failed in the window.
 	FailedMore bool
+	// DoneMore: ActivityUpTo read as many of an effect's done rows as it
+	// reads at most (its limit for each minute of the window, on
+	// average), so Done counts the window's oldest.
+	DoneMore bool
 }
 
 // Minute is one minute of Activity.
@@ -105,10 +109,20 @@ func (d *DB) activity(ctx context.Context, window time.Duration, limit int) (*Ac
 		return nil, err
 	}
 	since := d.at(from)
+	// ActivityUpTo reads the window's done rows in done_at order with a
+	// bound (limit a minute), which keeps PostgreSQL on the done rows'
+	// index even under a generic plan of the prepared statement, where
+	// done_at >= $3 is guessed to hold a third of the ledger.
+	doneQuery := `SELECT ` + d.minute("done_at") + `, count(*) FROM ` + d.t.Ledger + `
+WHERE job = ? AND effect = ? AND state = 'done' AND done_at >= ? GROUP BY 1`
+	if limit > 0 {
+		doneQuery = `SELECT ` + d.minute("done_at") + `, count(*) FROM (SELECT done_at FROM ` + d.t.Ledger + `
+    WHERE job = ? AND effect = ? AND state = 'done' AND done_at >= ? ORDER BY done_at LIMIT ` + strconv.Itoa(limit*len(a.Minutes)) + `) AS d GROUP BY 1`
+	}
 	for _, p := range pairs {
-		err := add(`SELECT `+d.minute("done_at")+`, count(*) FROM `+d.t.Ledger+`
-WHERE job = ? AND effect = ? AND state = 'done' AND done_at >= ? GROUP BY 1`,
-			[]any{p.job, p.effect, since}, func(m *Minute, n int) { m.Done += n; a.Done += n })
+		read := 0
+		err := add(doneQuery, []any{p.job, p.effect, since}, func(m *Minute, n int) { m.Done += n; a.Done += n; read += n })
+		a.DoneMore = a.DoneMore || (limit > 0 && read >= limit*len(a.Minutes))
 		if err != nil {
 			return nil, err
 		}
@@ -181,13 +195,19 @@ func (d *DB) readFailed(ctx context.Context, job, state string, now, from time.T
 	if state == idem.StatePending { // a row under a live lease is being attempted, not failed
 		cond, args = cond+" AND (lease_until IS NULL OR lease_until <= ?)", append(args, d.at(now))
 	}
+	// The state is written in the statement, not passed: under a generic
+	// plan of a prepared statement, PostgreSQL cannot tell that state = $n
+	// is not 'done', so it cannot use the open rows' partial index, and
+	// walks the primary key over the ledger (22 s a statement at
+	// 10,000,000 rows).
+	inState := "state = '" + state + "'" // one of two constants
 	query := d.q(`SELECT CASE WHEN ` + cond + ` THEN ` + d.minute("updated_at") + ` END, count(*), max(effect_key)
 FROM (SELECT effect_key, attempts, updated_at, lease_until FROM ` + d.t.Ledger + `
-    WHERE job = ? AND state = ? AND effect_key > ? ORDER BY effect_key LIMIT ` + strconv.Itoa(page) + `) AS p
+    WHERE job = ? AND ` + inState + ` AND effect_key > ? ORDER BY effect_key LIMIT ` + strconv.Itoa(page) + `) AS p
 GROUP BY 1`)
 	total := 0
 	for after := ""; ; {
-		rows, err := d.query(ctx, query, append(args, job, state, after)...)
+		rows, err := d.query(ctx, query, append(args, job, after)...)
 		if err != nil {
 			return false, wrapRead(d.t.Ledger, err)
 		}
@@ -213,7 +233,7 @@ GROUP BY 1`)
 		}
 		after = last
 		if limit > 0 && total >= limit {
-			return d.exists(ctx, d.q(`SELECT 1 FROM `+d.t.Ledger+` WHERE job = ? AND state = ? AND effect_key > ? ORDER BY effect_key LIMIT 1`), job, state, after)
+			return d.exists(ctx, d.q(`SELECT 1 FROM `+d.t.Ledger+` WHERE job = ? AND `+inState+` AND effect_key > ? ORDER BY effect_key LIMIT 1`), job, after)
 		}
 	}
 }

@@ -528,7 +528,7 @@ func (h *Handler) docs() map[string]string {
 // counted is limit when a count of st or a's failed rows stopped at it,
 // else 0.
 func counted(st *idemops.Status, a *idemops.Activity, limit int) int {
-	more := a.FailedMore
+	more := a.FailedMore || a.DoneMore
 	for _, js := range st.Jobs {
 		more = more || js.Units.More
 		for _, e := range js.Effects {
