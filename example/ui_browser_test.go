@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemui"
 )
@@ -171,6 +172,29 @@ func TestOpsPageInABrowser(t *testing.T) {
 		if calls := f.mail.calls[parkedKey]; calls != 2 {
 			t.Fatalf("provider calls of %s: %d, want the bounce and exactly one after the retry", parkedKey, calls)
 		}
+
+		// send_receipt's spec redacts its payload and result: a payment's
+		// key page serves neither, in any form.
+		hook := newHook(t, db.store, f, newReceipts())
+		secret := billing.Payment{EventID: "evt_redact", InvoiceID: "inv-card-4242", AmountCents: 4242, PaidAt: f.base}
+		if _, err := hook.Process(t.Context(), secret); err != nil {
+			t.Fatal(err)
+		}
+		var keyPage string
+		browse(t, ctx, "a redacted effect's key page",
+			chromedp.Navigate(base+"ro/key?k="+url.QueryEscape(billing.SendReceiptKey(secret))),
+			chromedp.WaitVisible("i.redacted", chromedp.ByQuery),
+			chromedp.OuterHTML("html", &keyPage, chromedp.ByQuery),
+		)
+		for _, leak := range []string{"inv-card-4242", "amount_cents", "rcpt-"} {
+			if strings.Contains(keyPage, leak) {
+				t.Fatalf("the redacted effect's page holds %q:\n%s", leak, keyPage)
+			}
+		}
+		if strings.Count(keyPage, "[redacted]") != 2 {
+			t.Fatalf("the redacted effect's page shows [redacted] %d times, want its payload and result:\n%s", strings.Count(keyPage, "[redacted]"), keyPage)
+		}
+		screenshot(t, ctx, "redacted")
 
 		// The authorization hook refuses this forget: the page says so and
 		// the row stays.

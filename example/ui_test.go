@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,17 +32,8 @@ import (
 // performs it once.
 
 // billingOps describes the billing package (example/idemgen.yaml) as a
-// service hands it to idemops.New.
-var billingOps = &idemops.Package{
-	Name:   "billing",
-	Tables: idemops.TablesOf("billing"),
-	Jobs: []*idemops.Job{
-		{Name: "invoice_sync", Source: idemops.SourceWatermark, UnitMaxAttempts: 3,
-			Effects: []*idemops.EffectSpec{{Name: "notify_new_invoice", Version: 2, Lease: 5 * time.Minute, MaxAttempts: 5}}},
-		{Name: "payment_webhook", Source: idemops.SourceNone,
-			Effects: []*idemops.EffectSpec{{Name: "send_receipt", Version: 1, Lease: 2 * time.Minute, MaxAttempts: 5}}},
-	},
-}
+// service hands it to idemops.New: as the generated package describes it.
+var billingOps = billing.OpsPackage()
 
 // uiDB is a billing database with the operations page's view of it.
 type uiDB struct {
@@ -427,6 +419,94 @@ func TestOpsPageRetriesAJobsParkedWork(t *testing.T) {
 		runJob(t, j)
 		if calls := f.mail.calls[parkedKey]; calls != 2 {
 			t.Fatalf("provider calls of %s: %d, want the bounce and one more", parkedKey, calls)
+		}
+	})
+}
+
+// The front page counts at most Options.CountLimit rows of a job per
+// state, so it answers at once on any ledger: past the limit a count
+// shows as a lower bound ("1+"), and below it as the number.
+func TestOpsPageCountsStopAtTheLimit(t *testing.T) {
+	eachUIDB(t, func(t *testing.T, db uiDB) {
+		opsScenario(t, db)
+		// A second row beside the parked, the done and the owed one.
+		const cols = "job, effect, effect_version, job_version, unit_key, payload, state, attempts, lease_owner, lease_until, last_error, created_at, updated_at, done_at, permanent, parked_reason, next_attempt_at"
+		for _, key := range []string{parkedKey, doneKey, leasedKey} {
+			copyRow := "INSERT INTO billing_idem_ledger (effect_key, " + cols + ") SELECT effect_key || '-again', " + cols + " FROM billing_idem_ledger WHERE effect_key = '" + key + "'"
+			db.raw(t, copyRow, copyRow)
+		}
+		cells := func(limit int) string {
+			h, err := idemui.New(db.ops, idemui.Options{ReadOnly: true, CountLimit: limit, Log: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, body := newBrowser(t, mount(t, h)).get("")
+			if code != http.StatusOK {
+				t.Fatalf("front page: %d\n%s", code, body)
+			}
+			row := regexp.MustCompile(`(?s)<tr data-effect="notify_new_invoice">.*?</tr>`).FindString(body)
+			var got []string
+			for _, class := range []string{"owed", "parked", "done"} {
+				m := regexp.MustCompile(`class="n ` + class + `[^"]*">(?:<a[^>]*>)?(\d+(?:&#43;)?)`).FindStringSubmatch(row) // html/template writes + as &#43;
+				if m == nil {
+					t.Fatalf("no %s cell in %q", class, row)
+				}
+				got = append(got, class+" "+strings.ReplaceAll(m[1], "&#43;", "+"))
+			}
+			if (limit == 1) != strings.Contains(body, `id="counted"`) {
+				t.Errorf("limit %d: the note that counts stop at the limit is shown: %v", limit, strings.Contains(body, `id="counted"`))
+			}
+			if limit == 1 && !strings.Contains(body, "at least 1 parked effect") {
+				t.Errorf("limit 1: the problem line does not say the parked count is a lower bound:\n%s", body)
+			}
+			return strings.Join(got, ", ")
+		}
+		if got, want := cells(1), "owed 1+, parked 1+, done 1+"; got != want {
+			t.Errorf("limit 1: %s, want %s", got, want)
+		}
+		if got, want := cells(0), "owed 2, parked 2, done 2"; got != want {
+			t.Errorf("default limit: %s, want %s", got, want)
+		}
+	})
+}
+
+// send_receipt's spec redacts its payload and result (redact: [payload,
+// result]): a payment's key page, and the idemops rows behind it and
+// their JSON, hold "[redacted]" in their place, with no handler option.
+func TestOpsPageRedactsWhatTheSpecSays(t *testing.T) {
+	eachUIDB(t, func(t *testing.T, db uiDB) {
+		f := newFixture()
+		hook := newHook(t, db.store, f, newReceipts())
+		secret := billing.Payment{EventID: "evt_redact", InvoiceID: "inv-card-4242", AmountCents: 4242, PaidAt: f.base}
+		if _, err := hook.Process(t.Context(), secret); err != nil {
+			t.Fatal(err)
+		}
+		h, err := idemui.New(db.ops, idemui.Options{ReadOnly: true, Log: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := billing.SendReceiptKey(secret)
+		code, body := newBrowser(t, mount(t, h)).get("key?k=" + url.QueryEscape(key))
+		if code != http.StatusOK || strings.Count(body, "[redacted]") != 2 {
+			t.Fatalf("key page %d, [redacted] %d times, want its payload and result:\n%s", code, strings.Count(body, "[redacted]"), body)
+		}
+		for _, leak := range []string{"inv-card-4242", "amount_cents", "rcpt-"} {
+			if strings.Contains(body, leak) {
+				t.Fatalf("the key page holds %q:\n%s", leak, body)
+			}
+		}
+		rows, err := db.ops.Show(t.Context(), key, "")
+		if err != nil || len(rows.Effects) != 1 {
+			t.Fatalf("show: %v, %+v", err, rows)
+		}
+		e := rows.Effects[0]
+		if string(e.Payload) != `"[redacted]"` || e.Result != nil || !slices.Equal(e.Redacted, []string{"payload", "result"}) {
+			t.Fatalf("show's row: payload %s, result %q, redacted %v", e.Payload, e.Result, e.Redacted)
+		}
+		// invoice_sync redacts nothing: its payloads are shown.
+		opsScenario(t, db)
+		if _, body := newBrowser(t, mount(t, h)).get("key?k=" + url.QueryEscape(parkedKey)); !strings.Contains(body, "inv-1") || strings.Contains(body, "[redacted]") {
+			t.Fatalf("an effect the spec does not redact:\n%s", body)
 		}
 	})
 }

@@ -80,14 +80,16 @@ func TestLargeLedgerQueriesUseIndexes(t *testing.T) {
 
 // statusReadsUseIndexes runs idemgen status (ops.Status) on the filled
 // tables, once counting each effect's done rows exactly and once from a
-// sample, as above its exact limit, and fails if the plan of any ledger
-// read it made scans the ledger whole. (The spec of p has no jobs: status
+// sample, as above its exact limit, and as the operations page's front
+// page reads it (StatusUpTo and ActivityUpTo, each count stopping at a
+// limit), and fails if the plan of any ledger read it made scans the
+// ledger whole. (The spec of p has no jobs: status
 // finds the filled ones on the index, as jobs the spec no longer has.)
 func statusReadsUseIndexes(t *testing.T, db *testDB, p *model.Package) {
 	for _, counting := range []struct {
-		name          string
-		exact, sample int
-	}{{"exact", 0, 0}, {"sampled", 1000, 2000}} {
+		name                string
+		exact, sample, upTo int
+	}{{"exact", 0, 0, 0}, {"sampled", 1000, 2000, 0}, {"up to a limit", 0, 0, 100}} {
 		st, err := ops.Open(t.Context(), db.target, p, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +101,15 @@ func statusReadsUseIndexes(t *testing.T, db *testDB, p *model.Package) {
 		}
 		var reads []read
 		st.TraceReads(func(query string, args []any) { reads = append(reads, read{query, args}) })
-		status, err := st.Status(t.Context())
+		var status *ops.Status
+		if counting.upTo > 0 {
+			status, err = st.StatusUpTo(t.Context(), counting.upTo)
+			if err == nil {
+				_, err = st.ActivityUpTo(t.Context(), 24*time.Hour, counting.upTo)
+			}
+		} else {
+			status, err = st.Status(t.Context())
+		}
 		st.Close()
 		if err != nil {
 			t.Fatalf("status (%s done counts): %v", counting.name, err)

@@ -51,6 +51,9 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 	if err := emit("idemgen_store.go", golang.StoreFile(p)); err != nil {
 		return nil, err
 	}
+	if err := emit("idemgen_ops.go", golang.OpsFile(p)); err != nil {
+		return nil, err
+	}
 	if rf := golang.RiverFile(p); rf != nil {
 		if err := emit("idemgen_river.go", rf); err != nil {
 			return nil, err

@@ -16,11 +16,11 @@ func uiSmoke(t *testing.T, extra ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ui == nil || len(res.ui.pages) != 9 {
-		t.Fatalf("ui result %+v, want 9 pages timed", res.ui)
+	if res.ui == nil || len(res.ui.pages) != 10 {
+		t.Fatalf("ui result %+v, want the baseline and 9 pages timed", res.ui)
 	}
 	for _, p := range res.ui.pages {
-		if p.took <= 0 || p.bytes == 0 {
+		if p.took <= 0 || (p.bytes == 0 && !p.before) {
 			t.Errorf("page %s measured nothing: %+v", p.name, p)
 		}
 	}

@@ -214,6 +214,10 @@ type Effect struct {
 	// worker sharing the database; zero: no bound.
 	Rate        Rate
 	Concurrency int
+	// RedactPayload and RedactResult: the spec's redact. The operations
+	// page, `idemgen ledger` and their JSON show neither the stored
+	// payload nor the kept result of such an effect's rows.
+	RedactPayload, RedactResult bool
 }
 
 // Rate is N provider calls per period (a second, a minute or an hour).
@@ -360,6 +364,10 @@ func resolveJob(sj *spec.Job) (*Job, error) {
 		}
 		if se.Lease.Set {
 			e.Lease = se.Lease.Value
+		}
+		for _, r := range se.Redact {
+			e.RedactPayload = e.RedactPayload || r.Value == spec.RedactPayload
+			e.RedactResult = e.RedactResult || r.Value == spec.RedactResult
 		}
 		resolveLimits(e, &se)
 		vars := map[string]string{"version": fmt.Sprint(e.Version), "job_version": fmt.Sprint(j.Version)}

@@ -44,6 +44,7 @@ const (
 	EffectParked   = idemops.EffectParked
 	ExactDoneLimit = idemops.ExactDoneLimit
 	DoneSampleRows = idemops.DoneSampleRows
+	Redacted       = idemops.Redacted
 )
 
 var (
@@ -105,13 +106,14 @@ func Describe(pkg *model.Package) *idemops.Package {
 	t := pkg.Tables
 	desc := &idemops.Package{Name: pkg.Name, Tables: idem.Tables{Ledger: t.Ledger, Progress: t.Progress, Seen: t.Seen, Parked: t.Parked, Limits: t.Limits}}
 	for _, j := range pkg.Jobs {
-		job := &idemops.Job{Name: j.Name, Source: string(j.Source)}
+		job := &idemops.Job{Name: j.Name, Doc: j.Doc, Source: string(j.Source)}
 		if j.Unit != nil {
 			job.UnitMaxAttempts = j.Unit.MaxAttempts
 		}
 		for _, e := range j.Effects {
 			job.Effects = append(job.Effects, &idemops.EffectSpec{Name: e.Name, Version: e.Version, Lease: e.Lease,
-				MaxAttempts: e.MaxAttempts, RateN: int(e.Rate.N), RatePer: e.Rate.Per, Concurrency: e.Concurrency})
+				MaxAttempts: e.MaxAttempts, RateN: int(e.Rate.N), RatePer: e.Rate.Per, Concurrency: e.Concurrency,
+				RedactPayload: e.RedactPayload, RedactResult: e.RedactResult})
 		}
 		desc.Jobs = append(desc.Jobs, job)
 	}

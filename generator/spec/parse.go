@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -519,7 +520,28 @@ func (p *parser) effect(n *yaml.Node, e *Effect) {
 		"timeout":      func(v *yaml.Node) { p.duration(v, "effect timeout", &e.Timeout) },
 		"rate":         func(v *yaml.Node) { p.rate(v, "effect rate", &e.Rate) },
 		"concurrency":  func(v *yaml.Node) { p.integer(v, "effect concurrency", &e.Concurrency) },
+		"redact":       func(v *yaml.Node) { e.Redact = p.redact(v) },
 	})
+}
+
+// redact reads an effect's redact: a list of payload and result.
+func (p *parser) redact(n *yaml.Node) []String {
+	items := p.strings(n, "effect redact")
+	allowed := []string{RedactPayload, RedactResult}
+	seen := map[string]bool{}
+	var out []String
+	for _, it := range items {
+		switch {
+		case !slices.Contains(allowed, it.Value):
+			p.errorf(it.Pos, "effect redact: unknown %q%s: list payload, result or both (redact: [payload, result])", it.Value, didYouMean(it.Value, allowed))
+		case seen[it.Value]:
+			p.errorf(it.Pos, "effect redact: %s is listed twice", it.Value)
+		default:
+			seen[it.Value] = true
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // retry reads an effect's backoff, {initial, max}. A number there is

@@ -143,7 +143,16 @@ type Effect struct {
 	Timeout     Duration
 	Rate        Rate
 	Concurrency Int
+	// Redact lists what the operations page, `idemgen ledger` and their
+	// JSON hide of the effect's rows: payload, result or both.
+	Redact []String
 }
+
+// What an effect's redact may list.
+const (
+	RedactPayload = "payload"
+	RedactResult  = "result"
+)
 
 // Retry is an effect's backoff between failed attempts; a bound not given
 // takes its default (DefaultRetryInitial, DefaultRetryMax).

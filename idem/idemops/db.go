@@ -58,6 +58,9 @@ func TablesOf(pkg string) idem.Tables {
 // Job is a job of a Package.
 type Job struct {
 	Name string
+	// Doc is the spec's doc of the job: what it is for, shown on the
+	// operations page.
+	Doc string
 	// Source is "watermark", "cursor" or "none" (units are handed in).
 	Source string
 	// UnitMaxAttempts parks a unit whose write failed this many times; 0: never.
@@ -84,6 +87,11 @@ type EffectSpec struct {
 	RateN       int
 	RatePer     time.Duration
 	Concurrency int
+	// RedactPayload and RedactResult: the spec's redact. Reads with
+	// payloads (Show, History) and their JSON return "[redacted]" in
+	// their place; a parked unit's payload is redacted when an effect of
+	// its job redacts its payload.
+	RedactPayload, RedactResult bool
 }
 
 // DefaultLease is the lease of an effect the description does not have

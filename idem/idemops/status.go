@@ -102,6 +102,29 @@ type EffectStatus struct {
 	// more done rows than status counts one by one (100,000), so they are
 	// counted on a sample of the ledger (about 100,000 rows) and scaled.
 	Estimated bool `json:"done_estimated"`
+	// More says which counts StatusUpTo stopped at its limit: the ledger
+	// holds more such rows than they show. Nil from Status.
+	More *More `json:"more,omitempty"`
+}
+
+// More says which of an effect's counts are lower bounds (StatusUpTo).
+type More struct {
+	// Owed: the job owes more rows than were read, so Owed, Leased,
+	// Failing, Waiting, Overdue and Oldest count the rows read, the
+	// first in effect key order.
+	Owed bool `json:"owed,omitempty"`
+	// Parked: the job has more parked rows than were counted.
+	Parked bool `json:"parked,omitempty"`
+	// Done: the effect has more done rows than were counted; Done and
+	// History count the oldest.
+	Done bool `json:"done,omitempty"`
+}
+
+func (es *EffectStatus) more() *More {
+	if es.More == nil {
+		es.More = &More{}
+	}
+	return es.More
 }
 
 // UnitStatus counts a job's rows in the parked table by state.
@@ -109,11 +132,28 @@ type UnitStatus struct {
 	Failing int `json:"failing"` // failed fewer than max_attempts times: progress waits for them
 	Parked  int `json:"parked"`  // failed max_attempts times: passed by progress, left for a person
 	Retry   int `json:"retry"`   // put back by a person: the next run (or drain) writes them
+	// More: StatusUpTo stopped counting at its limit; the job has more
+	// rows in the parked table than these count.
+	More bool `json:"more,omitempty"`
 }
 
 // Status reads every job's state. Jobs and effects come in spec order;
 // rows of jobs or effects the spec no longer has follow, marked.
-func (d *DB) Status(ctx context.Context) (*Status, error) {
+func (d *DB) Status(ctx context.Context) (*Status, error) { return d.status(ctx, 0) }
+
+// StatusUpTo is Status for a page that must answer at once however large
+// the ledger and its backlog: each count reads at most about limit rows
+// (a job's owed rows, a job's parked rows, an effect's done rows, a job's
+// parked units), each on the index Status uses, and a count that stops
+// there is marked in EffectStatus.More or UnitStatus.More, a lower bound
+// ("10,000+"). Done rows are never estimated from a sample. Problems
+// count what was read.
+func (d *DB) StatusUpTo(ctx context.Context, limit int) (*Status, error) {
+	return d.status(ctx, max(limit, 1))
+}
+
+// status is Status, or StatusUpTo when limit > 0.
+func (d *DB) status(ctx context.Context, limit int) (*Status, error) {
 	now := d.now().UTC()
 	st := &Status{Package: d.pkg.Name, Dialect: string(d.dialect), At: now, Healthy: true, Problems: []string{}}
 	byJob := map[string]*JobStatus{}
@@ -137,10 +177,16 @@ func (d *DB) Status(ctx context.Context) (*Status, error) {
 	if err := d.readProgress(ctx, jobFor); err != nil {
 		return nil, err
 	}
-	if err := d.readEffects(ctx, now, jobFor); err != nil {
+	_, err := d.readEffects(ctx, now, jobFor, limit)
+	if err != nil {
 		return nil, err
 	}
-	if err := d.readUnits(ctx, jobFor); err != nil {
+	if limit > 0 {
+		err = d.readUnitsUpTo(ctx, jobFor, limit)
+	} else {
+		err = d.readUnits(ctx, jobFor)
+	}
+	if err != nil {
 		return nil, err
 	}
 
@@ -159,10 +205,10 @@ func (d *DB) Status(ctx context.Context) (*Status, error) {
 	for i := range st.Jobs {
 		js := &st.Jobs[i]
 		for k := range js.Effects {
-			if err := d.readOverdue(ctx, now, js.Job, &js.Effects[k]); err != nil {
+			if err := d.readOverdue(ctx, now, js.Job, limit, &js.Effects[k]); err != nil {
 				return nil, err
 			}
-			if err := d.readAgain(ctx, js.Job, &js.Effects[k]); err != nil {
+			if err := d.readAgain(ctx, js.Job, limit, &js.Effects[k]); err != nil {
 				return nil, err
 			}
 		}
@@ -186,19 +232,23 @@ func (d *DB) Status(ctx context.Context) (*Status, error) {
 // problem says what makes a job unhealthy, or "".
 func (js *JobStatus) problem() string {
 	var parked, overdue int
+	var moreParked, moreOwed bool
 	for _, e := range js.Effects {
 		parked += e.Parked
 		overdue += e.Overdue
+		if e.More != nil {
+			moreParked, moreOwed = moreParked || e.More.Parked, moreOwed || e.More.Owed
+		}
 	}
 	var parts []string
 	if parked > 0 {
-		parts = append(parts, count(parked, "parked effect"))
+		parts = append(parts, orMore(count(parked, "parked effect"), moreParked))
 	}
 	if js.Units.Parked > 0 {
-		parts = append(parts, count(js.Units.Parked, "parked unit"))
+		parts = append(parts, orMore(count(js.Units.Parked, "parked unit"), js.Units.More))
 	}
 	if overdue > 0 {
-		parts = append(parts, count(overdue, "effect")+" owed past its lease")
+		parts = append(parts, orMore(count(overdue, "effect"), moreOwed)+" owed past its lease")
 	}
 	if len(parts) == 0 {
 		return ""
@@ -208,6 +258,15 @@ func (js *JobStatus) problem() string {
 		s += ", " + p
 	}
 	return s
+}
+
+// orMore marks a count that StatusUpTo stopped: "at least 10000 parked
+// effects".
+func orMore(counted string, more bool) string {
+	if more {
+		return "at least " + counted
+	}
+	return counted
 }
 
 func count(n int, what string) string {
@@ -259,52 +318,83 @@ type versionRows struct {
 // the (job, state) index, and the done rows counted on the (job, effect,
 // state, done_at) index, exactly up to ExactDoneLimit and estimated above
 // (readDone). Counted per effect version, so that done rows of superseded
-// versions are told apart as history.
-func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string) *JobStatus) error {
-	pairs, err := d.ledgerEffects(ctx)
-	if err != nil {
-		return err
-	}
+// versions are told apart as history. With a limit (StatusUpTo), each
+// count stops after about limit rows, and owedThrough holds the last
+// effect key read of each job whose owed rows were not all read.
+func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string) *JobStatus, limit int) (owedThrough map[string]string, err error) {
+	var pairs []effectPair
 	var jobs []string
-	for _, p := range pairs {
-		if len(jobs) == 0 || jobs[len(jobs)-1] != p.job {
-			jobs = append(jobs, p.job)
+	if limit > 0 {
+		// The effects with done rows, probed on their index; those that
+		// only owe or park are found among the rows read. (ledgerEffects's
+		// probe of the open rows reads a job's backlog on SQLite.)
+		if pairs, err = d.doneEffects(ctx); err == nil {
+			jobs, err = d.ledgerJobs(ctx)
 		}
+	} else {
+		pairs, err = d.ledgerEffects(ctx)
+		for _, p := range pairs {
+			if len(jobs) == 0 || jobs[len(jobs)-1] != p.job {
+				jobs = append(jobs, p.job)
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	// Each job's owed rows on a connection of their own (their cost is the
 	// backlog, which can be large after an outage), each into a map of its
 	// own: the jobs' versions are apart, so the maps merge without clashes.
 	owed := make([]map[versionKey]*versionRows, len(jobs))
+	through := make([]string, len(jobs))
 	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
 	for i, job := range jobs {
 		owed[i] = map[versionKey]*versionRows{}
-		wg.Go(func() { errs[i] = d.readOwed(ctx, now, job, versionsIn(owed[i])) })
+		wg.Go(func() { through[i], errs[i] = d.readOwed(ctx, now, job, versionsIn(owed[i]), limit) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return nil, err
+	}
+	owedThrough = map[string]string{}
+	for i, job := range jobs {
+		if through[i] != "" {
+			owedThrough[job] = through[i]
+		}
 	}
 	byVersion := map[versionKey]*versionRows{}
 	for _, m := range owed {
 		maps.Copy(byVersion, m)
 	}
 	row := versionsIn(byVersion)
-	var many []effectPair // more done rows than exactDone: estimated
-	for _, p := range pairs {
-		if err := d.readParked(ctx, p.job, p.effect, row); err != nil {
-			return err
+	var many []effectPair // more done rows than exactDone: estimated (or, with a limit, more than it)
+	moreParked := map[string]bool{}
+	if limit > 0 {
+		for _, job := range jobs {
+			if moreParked[job], err = d.readParkedUpTo(ctx, job, limit, row); err != nil {
+				return nil, err
+			}
 		}
-		exact, err := d.readDone(ctx, p.job, p.effect, row)
+	}
+	for _, p := range pairs {
+		if limit == 0 {
+			if err := d.readParked(ctx, p.job, p.effect, row); err != nil {
+				return nil, err
+			}
+		}
+		exact, err := d.readDone(ctx, p.job, p.effect, limit, row)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !exact {
 			many = append(many, p)
 		}
 	}
-	if err := d.sampleDone(ctx, many, row); err != nil {
-		return err
+	if limit == 0 {
+		if err := d.sampleDone(ctx, many, row); err != nil {
+			return nil, err
+		}
 	}
 	all := make([]*versionRows, 0, len(byVersion))
 	for _, r := range byVersion {
@@ -337,6 +427,9 @@ func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string)
 		es.Oldest = earliest(es.Oldest, r.es.Oldest)
 		es.NextAttempt = earliest(es.NextAttempt, r.es.NextAttempt)
 		es.Estimated = es.Estimated || r.es.Estimated
+		if limit > 0 && slices.Contains(many, effectPair{r.job, r.es.Effect}) {
+			es.more().Done = true
+		}
 		if r.version < es.Version {
 			if r.es.Done > 0 {
 				es.History += r.es.Done
@@ -346,7 +439,21 @@ func (d *DB) readEffects(ctx context.Context, now time.Time, jobFor func(string)
 		}
 		es.Done += r.es.Done
 	}
-	return nil
+	// A job's counts that stopped at the limit mark each of its effects,
+	// those of which no row was read included.
+	for job := range owedThrough {
+		for k := range jobFor(job).Effects {
+			jobFor(job).Effects[k].more().Owed = true
+		}
+	}
+	for job, more := range moreParked {
+		for k := range jobFor(job).Effects {
+			if more {
+				jobFor(job).Effects[k].more().Parked = true
+			}
+		}
+	}
+	return owedThrough, nil
 }
 
 type versionKey struct {
@@ -430,7 +537,13 @@ const owedPage = 10_000
 // effect key order on the (job, state, effect_key) index, each page one
 // bounded statement that the planner cannot turn into a scan of the
 // ledger (it cannot know that owed rows are the newest, so few pages).
-func (d *DB) readOwed(ctx context.Context, now time.Time, job string, row func(job, effect string, version int) *versionRows) error {
+// With a limit, it stops after limit rows; when the job owes more,
+// through is the last effect key it read.
+func (d *DB) readOwed(ctx context.Context, now time.Time, job string, row func(job, effect string, version int) *versionRows, limit int) (through string, err error) {
+	page := owedPage
+	if limit > 0 {
+		page = min(page, limit)
+	}
 	// A ledger migrated before next_attempt_at has no row waiting.
 	cols, waiting := "", `0, NULL`
 	args := []any{d.at(now), d.at(now)}
@@ -448,15 +561,34 @@ func (d *DB) readOwed(ctx context.Context, now time.Time, job string, row func(j
     ` + waiting + `,
     max(effect_key)
 FROM (SELECT effect_key, effect, effect_version, lease_until, attempts, created_at` + cols + ` FROM ` + d.t.Ledger + `
-    WHERE job = ? AND state = 'pending' AND effect_key > ? ORDER BY effect_key LIMIT ` + strconv.Itoa(owedPage) + `) AS p
+    WHERE job = ? AND state = 'pending' AND effect_key > ? ORDER BY effect_key LIMIT ` + strconv.Itoa(page) + `) AS p
 GROUP BY effect, effect_version`)
+	total := 0
 	for after := ""; ; {
 		read, last, err := d.readOwedPage(ctx, query, append(args, job, after), job, row)
-		if err != nil || read < owedPage {
-			return err
+		total += read
+		if err != nil || read < page {
+			return "", err
 		}
 		after = last
+		if limit > 0 && total >= limit {
+			more, err := d.exists(ctx, d.q(`SELECT 1 FROM `+d.t.Ledger+` WHERE job = ? AND state = 'pending' AND effect_key > ? ORDER BY effect_key LIMIT 1`), job, after)
+			if err != nil || !more {
+				return "", err
+			}
+			return after, nil
+		}
 	}
+}
+
+// exists reports whether a ledger query returns a row.
+func (d *DB) exists(ctx context.Context, query string, args ...any) (bool, error) {
+	var one int
+	err := d.queryRow(ctx, query, args...).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, wrapRead(d.t.Ledger, err)
 }
 
 // readOwedPage adds one page of owed rows to their versions' counts and
@@ -516,6 +648,35 @@ func (d *DB) readParked(ctx context.Context, job, effect string, row func(job, e
 	return nil
 }
 
+// readParkedUpTo counts a job's parked rows per effect version, reading at
+// most limit of them in effect key order on the (job, state, effect_key)
+// index, and reports whether the job has more.
+func (d *DB) readParkedUpTo(ctx context.Context, job string, limit int, row func(job, effect string, version int) *versionRows) (more bool, err error) {
+	rows, err := d.query(ctx, d.q(`SELECT effect, effect_version, count(*) FROM (SELECT effect, effect_version FROM `+d.t.Ledger+`
+    WHERE job = ? AND state = '`+idem.StoredParked+`' ORDER BY effect_key LIMIT ?) AS p
+GROUP BY effect, effect_version`), job, limit+1)
+	if err != nil {
+		return false, wrapRead(d.t.Ledger, err)
+	}
+	defer rows.Close()
+	read := 0
+	var last *versionRows
+	for rows.Next() {
+		var effect string
+		var version, n int
+		if err := rows.Scan(&effect, &version, &n); err != nil {
+			return false, wrapRead(d.t.Ledger, err)
+		}
+		last = row(job, effect, version)
+		last.es.Parked += n
+		read += n
+	}
+	if read > limit { // the one row past the limit only shows there are more
+		last.es.Parked--
+	}
+	return read > limit, wrapRead(d.t.Ledger, rows.Err())
+}
+
 // wrapRead says which table a read failed on; nil stays nil.
 func wrapRead(table string, err error) error {
 	if err != nil {
@@ -529,18 +690,22 @@ func wrapRead(table string, err error) error {
 // the (job, effect, state, done_at) index alone, and stops past the limit
 // (the ORDER BY keeps it on the index, where a scan would stop early only
 // if done rows are many); the count per version reads those rows.
-func (d *DB) readDone(ctx context.Context, job, effect string, row func(job, effect string, version int) *versionRows) (exact bool, err error) {
+// With StatusUpTo's limit, the limit takes exactDone's place, and past it
+// the oldest limit rows are counted per version, not sampled.
+func (d *DB) readDone(ctx context.Context, job, effect string, limit int, row func(job, effect string, version int) *versionRows) (exact bool, err error) {
+	exactDone := cmp.Or(limit, d.exactDone)
 	var n int
 	err = d.queryRow(ctx, d.q(`SELECT count(*) FROM (SELECT 1 FROM `+d.t.Ledger+`
-WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ?) AS d`), job, effect, d.exactDone+1).Scan(&n)
+WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ?) AS d`), job, effect, exactDone+1).Scan(&n)
 	if err != nil || n == 0 {
 		return true, wrapRead(d.t.Ledger, err)
 	}
-	if n > d.exactDone {
-		return false, nil
+	exact = n <= exactDone
+	if !exact && limit == 0 {
+		return false, nil // sampleDone estimates them
 	}
 	rows, err := d.query(ctx, d.q(`SELECT effect_version, count(*) FROM (SELECT effect_version FROM `+d.t.Ledger+`
-WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ?) AS d GROUP BY effect_version`), job, effect, d.exactDone)
+WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ?) AS d GROUP BY effect_version`), job, effect, exactDone)
 	if err != nil {
 		return true, wrapRead(d.t.Ledger, err)
 	}
@@ -552,7 +717,7 @@ WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ?) AS d G
 		}
 		row(job, effect, version).es.Done = done
 	}
-	return true, wrapRead(d.t.Ledger, rows.Err())
+	return exact, wrapRead(d.t.Ledger, rows.Err())
 }
 
 // DoneSampleRows is about how many ledger rows Status reads to estimate
@@ -704,13 +869,19 @@ func earliest(a, b *time.Time) *time.Time {
 // effect and not yet reserved under the current one: the runtime owes
 // such a unit the current version when it is processed again
 // (idem.Querier.Decided), so a Backfill over it performs the effect again.
-func (d *DB) readAgain(ctx context.Context, job string, es *EffectStatus) error {
+//
+// With StatusUpTo's limit, it counts at most limit of them.
+func (d *DB) readAgain(ctx context.Context, job string, limit int, es *EffectStatus) error {
 	if es.History == 0 {
 		return nil
 	}
-	err := d.queryRow(ctx, d.q(`SELECT count(DISTINCT unit_key) FROM `+d.t.Ledger+` o
+	count, bound := "count(DISTINCT unit_key)", ""
+	if limit > 0 {
+		count, bound = "count(*) FROM (SELECT DISTINCT unit_key", " LIMIT "+strconv.Itoa(limit)+") AS a"
+	}
+	err := d.queryRow(ctx, d.q(`SELECT `+count+` FROM `+d.t.Ledger+` o
 WHERE job = ? AND effect = ? AND effect_version < ? AND state = 'done'
-    AND NOT EXISTS (SELECT 1 FROM `+d.t.Ledger+` c WHERE c.job = o.job AND c.effect = o.effect AND c.unit_key = o.unit_key AND c.effect_version >= ?)`),
+    AND NOT EXISTS (SELECT 1 FROM `+d.t.Ledger+` c WHERE c.job = o.job AND c.effect = o.effect AND c.unit_key = o.unit_key AND c.effect_version >= ?)`+bound),
 		job, es.Effect, es.Version, es.Version).Scan(&es.Again)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
@@ -721,18 +892,28 @@ WHERE job = ? AND effect = ? AND effect_version < ? AND state = 'done'
 // readOverdue counts the effect's owed rows that nobody is working on: no
 // live lease, and untouched for longer than the effect's lease. The lease
 // differs per effect, so this is a query per effect that owes anything.
-func (d *DB) readOverdue(ctx context.Context, now time.Time, job string, es *EffectStatus) error {
+//
+// With StatusUpTo's limit, it counts among the job's first limit owed
+// rows in effect key order, those readOwed read: one bounded read of the
+// (job, state, effect_key) index. (A bound on effect_key alone lets the
+// planner walk the primary key over most of the ledger.)
+func (d *DB) readOverdue(ctx context.Context, now time.Time, job string, limit int, es *EffectStatus) error {
 	if es.Owed == es.Leased+es.Waiting {
 		return nil
 	}
 	// A row backing off until its next attempt is waited for, not forgotten.
-	notWaiting := ""
+	notWaiting, cols := "", "effect, lease_until, updated_at"
 	args := []any{job, es.Effect, d.at(now), d.at(now.Add(-time.Duration(es.Lease)))}
 	if d.retryCols {
-		notWaiting, args = " AND (next_attempt_at IS NULL OR next_attempt_at <= ?)", append(args, d.at(now))
+		notWaiting, cols, args = " AND (next_attempt_at IS NULL OR next_attempt_at <= ?)", cols+", next_attempt_at", append(args, d.at(now))
 	}
-	err := d.queryRow(ctx, d.q(`SELECT count(*) FROM `+d.t.Ledger+`
-WHERE job = ? AND effect = ? AND state = 'pending' AND (lease_until IS NULL OR lease_until <= ?) AND updated_at < ?`+notWaiting),
+	from := d.t.Ledger + `
+WHERE job = ? AND effect = ? AND state = 'pending' AND`
+	if limit > 0 {
+		from = `(SELECT ` + cols + ` FROM ` + d.t.Ledger + ` WHERE job = ? AND state = 'pending' ORDER BY effect_key LIMIT ` + strconv.Itoa(limit) + `) AS p
+WHERE effect = ? AND`
+	}
+	err := d.queryRow(ctx, d.q(`SELECT count(*) FROM `+from+` (lease_until IS NULL OR lease_until <= ?) AND updated_at < ?`+notWaiting),
 		args...).Scan(&es.Overdue)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
@@ -763,6 +944,46 @@ func (d *DB) readUnits(ctx context.Context, jobFor func(string) *JobStatus) erro
 		}
 	}
 	return rows.Err()
+}
+
+// readUnitsUpTo is readUnits reading at most limit rows of each job's in
+// the parked table, on its (job, unit_key) key.
+func (d *DB) readUnitsUpTo(ctx context.Context, jobFor func(string) *JobStatus, limit int) error {
+	jobs, err := d.jobsIn(ctx, d.t.Parked)
+	if err != nil {
+		return err
+	}
+	for _, job := range jobs {
+		rows, err := d.query(ctx, d.q(`SELECT state, count(*) FROM (SELECT state FROM `+d.t.Parked+` WHERE job = ? ORDER BY unit_key LIMIT ?) AS u GROUP BY state ORDER BY state`), job, limit+1)
+		if err != nil {
+			return wrapRead(d.t.Parked, err)
+		}
+		u := &jobFor(job).Units
+		read := 0
+		for rows.Next() {
+			var state string
+			var n int
+			if err := rows.Scan(&state, &n); err != nil {
+				rows.Close()
+				return wrapRead(d.t.Parked, err)
+			}
+			read += n
+			switch state {
+			case unitFailing:
+				u.Failing = n
+			case unitParked:
+				u.Parked = n
+			case unitRetry:
+				u.Retry = n
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return wrapRead(d.t.Parked, err)
+		}
+		u.More = read > limit // the counts may hold one row past the limit
+	}
+	return nil
 }
 
 // Seconds is a duration that JSON shows in seconds.

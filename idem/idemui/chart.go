@@ -15,6 +15,8 @@ type chart struct {
 	Labels             []label
 	Max                int // the count of the tallest bar, the axis' top
 	Done, Failed       int
+	FailedMore         bool // the failed counts stopped at the page's limit (idemops.Activity.FailedMore)
+	DoneMore           bool // and the done counts (idemops.Activity.DoneMore)
 	From, To           time.Time
 }
 
@@ -41,7 +43,7 @@ const (
 
 // drawChart lays out a's minutes as bars.
 func drawChart(a *idemops.Activity) chart {
-	c := chart{Width: chartWidth, Height: chartHeight, Top: chartTop, Done: a.Done, Failed: a.Failed, From: a.From, To: a.To}
+	c := chart{Width: chartWidth, Height: chartHeight, Top: chartTop, Done: a.Done, Failed: a.Failed, FailedMore: a.FailedMore, DoneMore: a.DoneMore, From: a.From, To: a.To}
 	for _, m := range a.Minutes {
 		c.Max = max(c.Max, m.Done+m.Failed)
 	}

@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,6 +77,14 @@ type Options struct {
 	ChartHours int
 	// PageSize is how many rows a list page shows (50 when 0).
 	PageSize int
+	// CountLimit is how many rows the front page counts at most per job
+	// and state (1,000 when 0): a count past it shows as "1000+", so the
+	// page answers at once on any ledger and backlog (idemops.DB.StatusUpTo).
+	// `idemgen status` counts them all. Parked rows lie spread over the
+	// ledger's history, and each one counted per effect is a page read:
+	// at 10,000 the front page took 1 to 5 s on a 10,000,000-row ledger
+	// with 100,000 parked.
+	CountLimit int
 }
 
 // RedactAll is an Options.Redact that hides every payload and result.
@@ -94,13 +103,17 @@ type Handler struct {
 var templateFS embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"stamp":    stamp,
-	"parkedIn": parkedIn,
-	"ago":      ago,
-	"plural":   plural,
-	"duration": func(d time.Duration) string { return d.String() },
-	"secs":     func(s idemops.Seconds) string { return time.Duration(s).String() },
-	"deref":    func(s *string) string { return idem.ValueOr(s) },
+	"stamp":      stamp,
+	"parkedIn":   parkedIn,
+	"ago":        ago,
+	"plural":     plural,
+	"plus":       plus,
+	"owedMore":   func(m *idemops.More) bool { return m != nil && m.Owed },
+	"parkedMore": func(m *idemops.More) bool { return m != nil && m.Parked },
+	"doneMore":   func(m *idemops.More) bool { return m != nil && m.Done },
+	"duration":   func(d time.Duration) string { return d.String() },
+	"secs":       func(s idemops.Seconds) string { return time.Duration(s).String() },
+	"deref":      func(s *string) string { return idem.ValueOr(s) },
 	"timep": func(t *time.Time) string {
 		if t == nil {
 			return "-"
@@ -121,6 +134,9 @@ func New(db *idemops.DB, opts Options) (*Handler, error) {
 	opts.ChartHours = min(opts.ChartHours, 24)
 	if opts.PageSize <= 0 {
 		opts.PageSize = 50
+	}
+	if opts.CountLimit <= 0 {
+		opts.CountLimit = 1000
 	}
 	h := &Handler{db: db, opts: opts, log: opts.Log, secret: make([]byte, 32)}
 	if h.log == nil {
@@ -194,7 +210,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	if v, err := strconv.Atoi(r.URL.Query().Get("hours")); err == nil && v > 0 {
 		hours = min(v, 24)
 	}
-	st, err := h.db.Status(r.Context())
+	st, err := h.db.StatusUpTo(r.Context(), h.opts.CountLimit)
 	if err != nil {
 		h.fail(w, http.StatusInternalServerError, "read the status", err)
 		return
@@ -204,17 +220,19 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusInternalServerError, "read the limits", err)
 		return
 	}
-	activity, err := h.db.Activity(r.Context(), time.Duration(hours)*time.Hour)
+	activity, err := h.db.ActivityUpTo(r.Context(), time.Duration(hours)*time.Hour, h.opts.CountLimit)
 	if err != nil {
 		h.fail(w, http.StatusInternalServerError, "read the chart", err)
 		return
 	}
 	h.render(w, http.StatusOK, "overview.html", "Jobs", struct {
-		Status *idemops.Status
-		Limits []idemops.Limit
-		Chart  chart
-		Hours  int
-	}{st, limits, drawChart(activity), hours})
+		Status  *idemops.Status
+		Limits  []idemops.Limit
+		Chart   chart
+		Hours   int
+		Counted int               // the count limit, when a count stopped at it
+		Docs    map[string]string // each job's doc in the spec
+	}{st, limits, drawChart(activity), hours, counted(st, activity, h.opts.CountLimit), h.docs()})
 }
 
 // parked lists parked effects and units a page at a time, searchable by
@@ -243,7 +261,9 @@ func (h *Handler) parked(w http.ResponseWriter, r *http.Request) {
 type shownEffect struct {
 	idemops.Effect
 	PayloadText, ResultText string
-	Redacted                bool
+	// Redacted hides the payload, ResultRedacted the result: by
+	// Options.Redact, or by the spec's redact (idemops.Effect.Redacted).
+	Redacted, ResultRedacted bool
 }
 
 type shownUnit struct {
@@ -271,9 +291,13 @@ func (h *Handler) readHistory(r *http.Request, key string) (*history, error) {
 	}
 	hist := &history{Key: key, HandedIn: rows.HandedIn}
 	for _, e := range rows.Effects {
-		s := shownEffect{Effect: e, Redacted: h.redact(e.Job, e.Effect)}
+		byOption := h.redact(e.Job, e.Effect)
+		s := shownEffect{Effect: e, Redacted: byOption || slices.Contains(e.Redacted, "payload"), ResultRedacted: byOption || slices.Contains(e.Redacted, "result")}
 		if !s.Redacted {
-			s.PayloadText, s.ResultText = string(e.Payload), bytesText(e.Result)
+			s.PayloadText = string(e.Payload)
+		}
+		if !s.ResultRedacted {
+			s.ResultText = bytesText(e.Result)
 		}
 		hist.Effects = append(hist.Effects, s)
 		if e.Key == key {
@@ -287,7 +311,7 @@ func (h *Handler) readHistory(r *http.Request, key string) (*history, error) {
 		}
 	}
 	for _, u := range rows.Units {
-		s := shownUnit{Unit: u, Redacted: h.redact(u.Job, "")}
+		s := shownUnit{Unit: u, Redacted: h.redact(u.Job, "") || u.PayloadRedacted}
 		if !s.Redacted {
 			s.PayloadText = string(u.Payload)
 		}
@@ -481,13 +505,48 @@ func (h *Handler) validToken(r *http.Request, token string) bool {
 	return hmac.Equal([]byte(token), []byte(h.mac(c.Value)))
 }
 
-// parkedIn counts a job's parked effects and parked units.
-func parkedIn(js idemops.JobStatus) int {
-	n := js.Units.Parked
+// parkedIn counts a job's parked effects and parked units, "+" after a
+// count that stopped at the front page's limit.
+func parkedIn(js idemops.JobStatus) string {
+	n, more := js.Units.Parked, js.Units.More
 	for _, e := range js.Effects {
 		n += e.Parked
+		more = more || (e.More != nil && e.More.Parked)
 	}
-	return n
+	return plus(n, more)
+}
+
+// docs are the jobs' docs, by job, as the package's description has them.
+func (h *Handler) docs() map[string]string {
+	docs := map[string]string{}
+	for _, j := range h.db.Package().Jobs {
+		docs[j.Name] = j.Doc
+	}
+	return docs
+}
+
+// counted is limit when a count of st or a's failed rows stopped at it,
+// else 0.
+func counted(st *idemops.Status, a *idemops.Activity, limit int) int {
+	more := a.FailedMore || a.DoneMore
+	for _, js := range st.Jobs {
+		more = more || js.Units.More
+		for _, e := range js.Effects {
+			more = more || e.More != nil
+		}
+	}
+	if more {
+		return limit
+	}
+	return 0
+}
+
+// plus shows a count, with "+" when it is a lower bound.
+func plus(n int, more bool) string {
+	if more {
+		return strconv.Itoa(n) + "+"
+	}
+	return strconv.Itoa(n)
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -347,11 +347,15 @@ func ledgerShow(e env, db *ops.DB, o *options, key string) int {
 		} else {
 			field("last error", "%s", orNone(deref(r.LastError)))
 		}
-		field("result", "%s", bytesText(r.Result))
+		if slices.Contains(r.Redacted, "result") {
+			field("result", "%s", ops.Redacted)
+		} else {
+			field("result", "%s", bytesText(r.Result))
+		}
 		field("created", "%s", stamp(r.CreatedAt))
 		field("updated", "%s", stamp(r.UpdatedAt))
 		field("done", "%s", timeText(r.DoneAt))
-		field("payload", "%s", r.Payload)
+		field("payload", "%s", payloadText(r.Payload, slices.Contains(r.Redacted, "payload")))
 	}
 	for _, r := range rows.Units {
 		fmt.Fprintf(w, "unit %s\n", r.Key)
@@ -365,7 +369,7 @@ func ledgerShow(e env, db *ops.DB, o *options, key string) int {
 		field("job version", "%d", r.JobVersion)
 		field("first failed", "%s", stamp(r.FirstFailedAt))
 		field("updated", "%s", stamp(r.UpdatedAt))
-		field("payload", "%s", r.Payload)
+		field("payload", "%s", payloadText(r.Payload, r.PayloadRedacted))
 	}
 	for _, r := range rows.HandedIn {
 		fmt.Fprintf(w, "handed-in key %s\n", r.Key)
@@ -374,6 +378,15 @@ func ledgerShow(e env, db *ops.DB, o *options, key string) int {
 		field("first seen", "%s", stamp(r.FirstSeen))
 	}
 	return exitOK
+}
+
+// payloadText is a stored payload as show prints it: [redacted] when the
+// spec's redact hides it.
+func payloadText(p []byte, redacted bool) string {
+	if redacted {
+		return ops.Redacted
+	}
+	return string(p)
 }
 
 func effectStateText(r ops.Effect, now time.Time) string {
