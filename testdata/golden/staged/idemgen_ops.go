@@ -38,6 +38,17 @@ func OpsPackage() *idemops.Package {
 			}},
 			Name:   "page_import",
 			Source: "cursor",
+		}, {
+			Doc: "Take receipts a caller hands in; each call's batch is published whole, and a receipt sent again with other data is answered as a mismatch without holding back the rest.",
+			Effects: []*idemops.EffectSpec{{
+				Lease:       5 * time.Minute,
+				MaxAttempts: 5,
+				Name:        "file_receipt",
+				Version:     1,
+			}},
+			Name:            "receipt_intake",
+			Source:          "none",
+			UnitMaxAttempts: 3,
 		}},
 		Name:   "staged",
 		Tables: ledgerTables,
