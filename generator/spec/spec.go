@@ -143,6 +143,15 @@ type Effect struct {
 	Timeout     Duration
 	Rate        Rate
 	Concurrency Int
+	Circuit     Circuit
+}
+
+// Circuit is an effect's circuit breaker (idem.Circuit): failures in a row
+// across the fleet open it for cool_down. Pos is zero when not given.
+type Circuit struct {
+	Pos      Pos
+	Failures Int
+	CoolDown Duration
 }
 
 // Retry is an effect's backoff between failed attempts; a bound not given
