@@ -192,7 +192,10 @@ func (e *Engine[U]) passGate(ctx context.Context, l *fleetLimit, q Querier, leas
 				t.probe, t.opens = owner, g.Opens
 				return t, nil
 			}
-			continue // another worker's call is the probe: read the gate again
+			if time.Since(began) <= gatePatience {
+				continue // another worker's call is the probe: read the gate again
+			}
+			return t, RetryAfter(probeRecheck, gateShutError(l.effect, g))
 		}
 		if !g.Shut(now) {
 			return t, nil

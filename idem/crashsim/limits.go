@@ -66,6 +66,9 @@ func limitsFor[U any](edit func(*idem.Job[U]), family string) func(*idem.Job[U])
 			if family == "fleet" {
 				j.Effects[i].Concurrency = 1
 			}
+			if c, ok := gateCircuit(family, j.Effects[i].Lease); ok {
+				j.Effects[i].Circuit = c
+			}
 		}
 	}
 }
