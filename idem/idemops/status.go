@@ -102,6 +102,9 @@ type EffectStatus struct {
 	// more done rows than status counts one by one (100,000), so they are
 	// counted on a sample of the ledger (about 100,000 rows) and scaled.
 	Estimated bool `json:"done_estimated"`
+	// Gate is set while the effect is paused by its provider or its
+	// circuit is open (idem.PauseEffect, spec circuit).
+	Gate *GateStatus `json:"gate,omitempty"`
 }
 
 // UnitStatus counts a job's rows in the parked table by state.
@@ -141,6 +144,9 @@ func (d *DB) Status(ctx context.Context) (*Status, error) {
 		return nil, err
 	}
 	if err := d.readUnits(ctx, jobFor); err != nil {
+		return nil, err
+	}
+	if err := d.readGates(ctx, now, jobFor); err != nil {
 		return nil, err
 	}
 
