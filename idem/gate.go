@@ -150,6 +150,24 @@ func LiftGate(ctx context.Context, st Store, job, effect string) (bool, error) {
 	return lifted, nil
 }
 
+// GateObserver is an Observer that hears its effects' gates too: an
+// Observer with this method gets it (idemotel's adds an idemgen.gate
+// event and attributes to the call's span). state is the gate after a
+// call paused the effect (GatePaused), opened or reopened its circuit
+// (GateOpen), closed it with the probe's success (GateClosed), or met it
+// shut (the state it met); until is when it lets a call through; reason
+// is the provider's answer.
+type GateObserver interface {
+	Gate(ctx context.Context, job, effect, state string, until time.Time, reason string)
+}
+
+// gateEvent tells the observer, when it hears gates, about one.
+func (e *Engine[U]) gateEvent(ctx context.Context, effect, state string, until time.Time, reason string) {
+	if obs, ok := e.opt.observer.(GateObserver); ok {
+		obs.Gate(ctx, e.def.Name, effect, state, until, reason)
+	}
+}
+
 // gatePatience is the longest a call waits in its process at a shut gate;
 // a longer wait gives the claim back, not counted, with the gate's end as
 // the row's next attempt time, so no claim is held through a pause.
@@ -205,6 +223,7 @@ func (e *Engine[U]) passGate(ctx context.Context, l *fleetLimit, q Querier, leas
 			if g.State == GateProbe {
 				wait = min(wait, probeRecheck)
 			}
+			e.gateEvent(ctx, l.effect, g.State, g.Until, g.Reason)
 			return t, RetryAfter(wait, gateShutError(l.effect, g))
 		}
 		if err := sleep(ctx, wait); err != nil {
@@ -238,6 +257,7 @@ func (e *Engine[U]) gateSucceeded(ctx context.Context, t gateTicket, log *slog.L
 		var closed bool
 		if closed, err = q.CloseGate(ctx, t.l.job, t.l.effect, t.probe); closed {
 			log.Info("idemgen: the circuit's probe succeeded; the circuit is closed")
+			e.gateEvent(ctx, t.l.effect, GateClosed, time.Time{}, "")
 		}
 	} else {
 		err = q.ResetGateFailures(ctx, t.l.job, t.l.effect)
@@ -281,6 +301,7 @@ func (e *Engine[U]) gateFailed(ctx context.Context, fx Effect[U], t gateTicket, 
 		}
 		log.Warn("idemgen: the provider paused the effect; no worker calls it before the pause ends",
 			slog.Time("until", now.Add(pause)), slog.Any("err", cause))
+		e.gateEvent(ctx, t.l.effect, GatePaused, now.Add(pause), cause.Error())
 		return cause
 	case notNow || errors.Is(cause, ErrPermanent):
 		if t.probe != "" {
@@ -299,6 +320,7 @@ func (e *Engine[U]) gateFailed(ctx context.Context, fx Effect[U], t gateTicket, 
 			return cause
 		}
 		log.Warn("idemgen: the circuit's probe failed; the circuit is open again", slog.Time("until", until), slog.Any("err", cause))
+		e.gateEvent(ctx, t.l.effect, GateOpen, until, cause.Error())
 		return RetryAfter(until.Sub(now), fmt.Errorf("the circuit's probe failed, not counted: %w", cause))
 	}
 	state, until, err := q.FailGate(ctx, t.l.job, t.l.effect, t.l.circuit.Failures, now, now.Add(t.l.circuit.coolDown(1, jitter)), cause.Error())
@@ -311,6 +333,7 @@ func (e *Engine[U]) gateFailed(ctx context.Context, fx Effect[U], t gateTicket, 
 		if state == GateProbe {
 			wait = min(wait, probeRecheck)
 		}
+		e.gateEvent(ctx, t.l.effect, state, until, cause.Error())
 		return RetryAfter(wait, fmt.Errorf("the effect's circuit is open, not counted: %w", cause))
 	}
 	return cause
