@@ -53,6 +53,13 @@ package crashsim
 //	rate           two workers at once, four calls in flight each, under    5
 //	               the effects' rates waited for on the simulated clock:
 //	               granted starts at least the spacing apart; then crashed
+//	pause          the provider pauses a whole effect (idem.PauseEffect):   5 8
+//	               no call of it inside the pause, no attempt burned;
+//	               then crashed after the paused call, and taken over
+//	circuit        the effect's provider down for longer than max_attempts: 5 8
+//	               no call inside a cool-down once the circuit opened,
+//	               one probe at a time, none parked, open failures not
+//	               counted; then crashed, and taken over
 //	burst          five callers at once on the same keys in one process     5
 //	               whose pool has two connections: none waits out its
 //	               bound (a transaction that needs a second connection of
