@@ -124,15 +124,18 @@ func (g *simGate) answer(n int, effect, key string, now time.Time) (error, bool)
 	return nil, false
 }
 
-// gateCircuit is the circuit the gate families give every effect.
-func gateCircuit(family string, lease time.Duration) (idem.Circuit, bool) {
+// gateCircuit is the circuit a family gives every effect: the gate
+// families their own; every other family none, whatever the spec says, as
+// their oracles count each failure as an attempt (failk parks an effect
+// after max_attempts failures in a row, which a circuit would stop).
+func gateCircuit(family string, lease time.Duration) idem.Circuit {
 	switch family {
 	case famPause:
-		return simNoCircuit, true
+		return simNoCircuit
 	case famCircuit:
-		return idem.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(lease)}, true
+		return idem.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(lease)}
 	}
-	return idem.Circuit{}, false
+	return idem.Circuit{}
 }
 
 // checkGate: what the provider saw broke no pause and no cool-down; in a
