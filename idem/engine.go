@@ -500,6 +500,7 @@ type Querier interface {
 	ParkQuerier
 	RecoveryQuerier
 	LimitQuerier
+	GateQuerier
 }
 
 type ProgressRow struct {
@@ -615,6 +616,9 @@ type Effect[U any] struct {
 	// zero: no bound.
 	Rate        Rate
 	Concurrency int32
+	// Circuit opens after failures in a row across the fleet (spec
+	// circuit; gate.go); zero: none.
+	Circuit Circuit
 	// call performs the effect at the provider, passing key as its idempotency key.
 	Call func(ctx context.Context, key string, u U) ([]byte, error)
 }
@@ -685,7 +689,7 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	// The effect's rate and concurrency across workers: wait for a slot
 	// and a start (or give the claim back, not counted, when none comes
 	// within the lease).
-	free, err := e.admit(ctx, fx, key, leaseUntil)
+	free, gate, err := e.admit(ctx, fx, key, leaseUntil)
 	if err != nil {
 		if ctx.Err() != nil {
 			er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: not called, the run was canceled: %w", fx.Name, key, ErrEffectFailed, ctx.Err())
@@ -709,8 +713,9 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 		callErr = err
 	}
 	if callErr != nil {
-		return e.release(ctx, fx, key, callErr, log), nil
+		return e.release(ctx, fx, key, e.gateFailed(ctx, fx, gate, callErr, log), log), nil
 	}
+	e.gateSucceeded(ctx, gate, log)
 	if !fx.KeepResult {
 		result = nil
 	}

@@ -61,6 +61,7 @@ type fleetLimit struct {
 	job, effect string
 	rate        Rate
 	concurrency int32
+	circuit     Circuit
 	// local bounds this process's calls that hold or seek a slot: more
 	// than the fleet's slots would only poll.
 	local chan struct{}
@@ -76,13 +77,13 @@ type fleetLimit struct {
 func newFleetLimits[U any](def *Job[U]) map[string]*fleetLimit {
 	var out map[string]*fleetLimit
 	for _, fx := range def.Effects {
-		if fx.Rate.N <= 0 && fx.Concurrency <= 0 {
+		if fx.Rate.N <= 0 && fx.Concurrency <= 0 && fx.Circuit.Failures <= 0 {
 			continue
 		}
 		if out == nil {
 			out = map[string]*fleetLimit{}
 		}
-		l := &fleetLimit{job: def.Name, effect: fx.Name, concurrency: fx.Concurrency}
+		l := &fleetLimit{job: def.Name, effect: fx.Name, concurrency: fx.Concurrency, circuit: fx.Circuit}
 		if fx.Rate.N > 0 && fx.Rate.Per > 0 {
 			l.rate = fx.Rate
 		}
@@ -95,32 +96,38 @@ func newFleetLimits[U any](def *Job[U]) map[string]*fleetLimit {
 }
 
 // admit waits until the effect's limits let key's call start, and returns
-// what ends its hold (a no-op for an effect without limits). The wait ends
-// with ctx, or with errNoRoom when the first half of the lease that ends
-// at leaseUntil passes first.
-func (e *Engine[U]) admit(ctx context.Context, fx Effect[U], key string, leaseUntil time.Time) (free func(), err error) {
+// what ends its hold (a no-op for an effect without limits) and its
+// passage through the effect's gate (gate.go), read last, right before
+// the call. The wait ends with ctx, or with errNoRoom when the first half
+// of the lease that ends at leaseUntil passes first, or with the gate's
+// "not now".
+func (e *Engine[U]) admit(ctx context.Context, fx Effect[U], key string, leaseUntil time.Time) (free func(), gate gateTicket, err error) {
 	l := e.limits[fx.Name]
 	if l == nil {
-		return func() {}, nil
+		return func() {}, gate, nil
 	}
 	q := e.st.Auto()
 	if err := l.ensureRows(ctx, q); err != nil {
-		return nil, fmt.Errorf("limits of effect %q: %w", fx.Name, err)
+		return nil, gate, fmt.Errorf("limits of effect %q: %w", fx.Name, err)
 	}
 	deadline := leaseUntil.Add(-fx.Lease / 2)
 	free = func() {}
 	if l.concurrency > 0 {
 		if free, err = e.takeSlot(ctx, l, q, leaseUntil, deadline); err != nil {
-			return nil, err
+			return nil, gate, err
 		}
 	}
 	if l.rate.N > 0 {
 		if err := e.takeStart(ctx, l, q, deadline); err != nil {
 			free()
-			return nil, err
+			return nil, gate, err
 		}
 	}
-	return free, nil
+	if gate, err = e.passGate(ctx, l, q, leaseUntil, deadline); err != nil {
+		free()
+		return nil, gate, err
+	}
+	return free, gate, nil
 }
 
 // ensureRows adds the effect's rows to the limits table, once per engine.
@@ -137,6 +144,10 @@ func (l *fleetLimit) ensureRows(ctx context.Context, q Querier) error {
 		if err := q.EnsureLimitSlot(ctx, l.job, l.effect, -1, time.Unix(0, 0).UTC()); err != nil {
 			return err
 		}
+	}
+	// The gate (slot -2), closed.
+	if err := q.EnsureLimitSlot(ctx, l.job, l.effect, -2, time.Time{}); err != nil {
+		return err
 	}
 	for slot := range l.concurrency {
 		if err := q.EnsureLimitSlot(ctx, l.job, l.effect, slot, time.Time{}); err != nil {

@@ -60,15 +60,23 @@ func RetryAfter(d time.Duration, err error) error {
 	if err == nil {
 		return nil
 	}
-	return retryAfterError{d, err}
+	return retryAfterError{d: d, err: err}
 }
 
 type retryAfterError struct {
 	d   time.Duration
 	err error
+	// effect: the "not now" is about the provider, not the key: the whole
+	// effect pauses (PauseEffect).
+	effect bool
 }
 
-func (r retryAfterError) Error() string        { return fmt.Sprintf("retry after %s: %v", r.d, r.err) }
+func (r retryAfterError) Error() string {
+	if r.effect {
+		return fmt.Sprintf("effect paused for %s: %v", r.d, r.err)
+	}
+	return fmt.Sprintf("retry after %s: %v", r.d, r.err)
+}
 func (r retryAfterError) Unwrap() error        { return r.err }
 func (r retryAfterError) Is(target error) bool { return target == ErrRetryAfter }
 

@@ -195,6 +195,9 @@ func TestAgreement(t *testing.T) {
 		{"retry initial only", "{initial: 2s, max: 10m}", "{initial: 2s}", true},
 		{"retry max only", "{initial: 2s, max: 10m}", "{max: 10m}", true},
 		{"retry empty", "{initial: 2s, max: 10m}", "{}", true},
+		{"circuit", "keep_result: true", "keep_result: true\n        circuit: {failures: 5, cool_down: 30s}", true},
+		{"circuit without cool_down", "keep_result: true", "keep_result: true\n        circuit: {failures: 5}", false},
+		{"circuit failures 0", "keep_result: true", "keep_result: true\n        circuit: {failures: 0, cool_down: 30s}", false},
 
 		// Unknown keys.
 		{"unknown top key", "out:", "output:", false},

@@ -142,6 +142,7 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 	fs.SetOutput(io.Discard)
 	decline := fs.String("decline", "", "invoice ids whose notification is declined (permanent)")
 	failIDs := fs.String("fail", "", "invoice ids whose notification fails")
+	pauseIDs := fs.String("pause", "", "invoice ids whose notification pauses the effect for an hour (idem.PauseEffect); the effect gets a circuit, so it has a gate")
 	failReceipt := fs.Bool("fail-receipt", false, "the receipt fails")
 	ago := fs.Duration("ago", 0, "run with a clock this long ago")
 	hold := fs.Bool("hold", false, "the receipt blocks until the script ends")
@@ -174,11 +175,23 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 				return idem.Permanent(errors.New("card declined for " + inv.InvoiceID))
 			case slices.Contains(strings.Split(*failIDs, ","), inv.InvoiceID):
 				return errors.New("mail server unavailable")
+			case slices.Contains(strings.Split(*pauseIDs, ","), inv.InvoiceID):
+				return idem.PauseEffect(time.Hour, errors.New("429 the mail account is throttled"))
 			}
 			return nil
 		}
+		// One job edit holds (the last given): the backoff's and, with
+		// -pause, a circuit.
+		edit := noBackoff[billing.Invoice](*backoff)
+		if *pauseIDs != "" {
+			edit = idem.WithJobEdit(func(j *idem.Job[billing.Invoice]) {
+				for i := range j.Effects {
+					j.Effects[i].Circuit = idem.Circuit{Failures: 5, CoolDown: 30 * time.Second}
+				}
+			})
+		}
 		j, err := billing.NewInvoiceSync(st, fixedInvoices{}, billing.InvoiceSyncEffects{NotifyNewInvoice: billing.NotifyNewInvoiceFunc(notify)},
-			append(opts, noBackoff[billing.Invoice](*backoff))...)
+			append(opts, edit)...)
 		ts.Check(err)
 		report(j.Run(ctx))
 	case "drain", "hand-in":

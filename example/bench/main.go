@@ -77,7 +77,13 @@ type config struct {
 	providerDeadline   time.Duration
 	providerN          int
 	providerWorkers    []int
-	outage             time.Duration
+	// providerGates: each providers run with the effect's gate off (as
+	// before: every row on its own backoff) and/or on (a circuit, and the
+	// provider's Retry-After as idem.PauseEffect), side by side.
+	providerGates []bool
+	// workerGate: the worker's effect has its gate on.
+	workerGate bool
+	outage     time.Duration
 
 	// The -river measurement (river.go): units a run, the queue's River
 	// workers (MaxWorkers), and the most the measurement may take.
@@ -141,6 +147,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of each measurement to PREFIX.<measurement>.pprof")
 	fs.IntVar(&cfg.childCopyJob, childFlag, 0, "internal: peak-memory child mode")
 	fs.IntVar(&cfg.worker, workerFlag, 0, "internal: provider worker mode")
+	fs.BoolVar(&cfg.workerGate, workerGateFlag, false, "internal: provider worker's effect has a circuit and pauses on Retry-After")
+	providerGates := fs.String("provider-gate", "off", "each providers run with the effect's circuit and pause off, on, or both (off,on) side by side")
 	fs.StringVar(&cfg.workerSchema, workerSchemaFlag, "", "internal: provider worker's schema")
 	fs.StringVar(&cfg.workerURL, workerURLFlag, "", "internal: provider worker's simulator")
 	fs.DurationVar(&cfg.workerDeadline, workerLimitFlag, time.Minute, "internal: provider worker's deadline")
@@ -161,6 +169,14 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 			return nil, fmt.Errorf("-mem-rows: bad count %q", f)
 		}
 		cfg.memRows = append(cfg.memRows, n)
+	}
+	for g := range strings.SplitSeq(*providerGates, ",") {
+		switch g {
+		case "off", "on":
+			cfg.providerGates = append(cfg.providerGates, g == "on")
+		default:
+			return nil, fmt.Errorf("-provider-gate: %q is not off or on", g)
+		}
 	}
 	for f := range strings.SplitSeq(*providerWorkers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -502,7 +518,7 @@ func (r *results) print(out io.Writer, cfg *config) {
 	for _, w := range cfg.providerWorkers {
 		v := math.NaN()
 		for _, p := range r.providers {
-			if p.workers == w {
+			if p.workers == w && !p.gate {
 				v = p.rateRatio()
 			}
 		}

@@ -44,7 +44,12 @@ const (
 	workerSchemaFlag = "internal-provider-schema"
 	workerURLFlag    = "internal-provider-url"
 	workerLimitFlag  = "internal-provider-deadline"
+	workerGateFlag   = "internal-provider-gate"
 )
+
+// benchCircuit is the effect's circuit in a providers run with the gate
+// on: five failures in a row open it for 5 s (doubling up to 40 s).
+var benchCircuit = idem.Circuit{Failures: 5, CoolDown: 5 * time.Second}
 
 // The targets of issue 20, item 7.
 const (
@@ -62,16 +67,22 @@ type providerRun struct {
 	outage    time.Duration // the simulator's 503 window, 0 for none
 	outageAt  time.Duration // its start after the workers' start
 	sim       simCounts
-	done      int // ledger rows done
-	parked    int // ledger rows parked
-	onceKeys  int // keys the simulator applied exactly once
-	wrongKeys int // keys applied more than once, or not one of the run's
-	passes    int // Drain calls, all workers
-	attempts  int // the most attempts on one effect (the ledger's attempts: the provider's RetryAfter counts none)
-	maxAtt    int // the effect's max_attempts (idemgen.yaml)
+	done      int  // ledger rows done
+	parked    int  // ledger rows parked
+	onceKeys  int  // keys the simulator applied exactly once
+	wrongKeys int  // keys applied more than once, or not one of the run's
+	passes    int  // Drain calls, all workers
+	attempts  int  // the most attempts on one effect (the ledger's attempts: the provider's RetryAfter counts none)
+	maxAtt    int  // the effect's max_attempts (idemgen.yaml)
+	gate      bool // the effect's circuit on, and Retry-After as idem.PauseEffect
 }
 
-func (r providerRun) name() string { return fmt.Sprintf("providers/%d", r.workers) }
+func (r providerRun) name() string {
+	if r.gate {
+		return fmt.Sprintf("providers/%d+gate", r.workers)
+	}
+	return fmt.Sprintf("providers/%d", r.workers)
+}
 
 // effectsPerSecond is done effects over the run's wall time.
 func (r providerRun) effectsPerSecond() float64 { return float64(r.done) / r.elapsed.Seconds() }
@@ -131,11 +142,13 @@ func clientRate(cfg *config) int {
 func measureProviders(ctx context.Context, d *database, cfg *config) ([]providerRun, error) {
 	var runs []providerRun
 	for _, w := range cfg.providerWorkers {
-		r, err := measureProviderRun(ctx, d, cfg, w)
-		if err != nil {
-			return runs, fmt.Errorf("%d workers: %w", w, err)
+		for _, gate := range cfg.providerGates {
+			r, err := measureProviderRun(ctx, d, cfg, w, gate)
+			if err != nil {
+				return runs, fmt.Errorf("%d workers: %w", w, err)
+			}
+			runs = append(runs, r)
 		}
-		runs = append(runs, r)
 	}
 	return runs, nil
 }
@@ -174,9 +187,9 @@ func callUnit(i int) benchjobs.Call {
 // measureProviderRun reserves the units in a fresh schema, starts the
 // simulator and `workers` worker processes, and waits for the ledger to
 // have every effect done or parked.
-func measureProviderRun(ctx context.Context, d *database, cfg *config, workers int) (providerRun, error) {
+func measureProviderRun(ctx context.Context, d *database, cfg *config, workers int, gate bool) (providerRun, error) {
 	n := providerUnits(cfg)
-	run := providerRun{workers: workers, units: n, rate: cfg.providerRate, outage: cfg.outage}
+	run := providerRun{workers: workers, units: n, rate: cfg.providerRate, outage: cfg.outage, gate: gate}
 	sp, err := d.fresh(ctx, fmt.Sprintf("providers%d", workers), true)
 	if err != nil {
 		return run, err
@@ -231,7 +244,7 @@ func measureProviderRun(ctx context.Context, d *database, cfg *config, workers i
 	}
 	ctx, cancel := context.WithTimeout(ctx, deadline+30*time.Second)
 	defer cancel()
-	fleet, err := startWorkers(ctx, cfg, workers, sp.name, url, deadline)
+	fleet, err := startWorkers(ctx, cfg, workers, sp.name, url, deadline, gate)
 	if err != nil {
 		return run, err
 	}
@@ -327,13 +340,14 @@ type fleet struct {
 
 // startWorkers starts the worker processes: this binary again, with the
 // hidden worker flags, as the peak-memory runs start theirs (mem.go).
-func startWorkers(ctx context.Context, cfg *config, workers int, schema, url string, deadline time.Duration) (*fleet, error) {
+func startWorkers(ctx context.Context, cfg *config, workers int, schema, url string, deadline time.Duration, gate bool) (*fleet, error) {
 	f := &fleet{failed: make(chan error, workers), output: make([]strings.Builder, workers), allExited: make(chan struct{})}
 	defer func() { go func() { f.running.Wait(); close(f.allExited) }() }()
 	for w := range workers {
 		args := []string{"-" + workerFlag, strconv.Itoa(w + 1), "-" + workerSchemaFlag, schema, "-" + workerURLFlag, url,
 			"-" + workerLimitFlag, deadline.String(), "-db", cfg.db, "-concurrency", strconv.Itoa(cfg.concurrency),
-			"-provider-rate", strconv.Itoa(cfg.providerRate), "-provider-client-rate", strconv.Itoa(clientRate(cfg))}
+			"-provider-rate", strconv.Itoa(cfg.providerRate), "-provider-client-rate", strconv.Itoa(clientRate(cfg)),
+			"-" + workerGateFlag + "=" + strconv.FormatBool(gate)}
 		cmd := exec.CommandContext(ctx, os.Args[0], args...)
 		cmd.Env = append(os.Environ(), childEnv+"=1")
 		cmd.Stderr = &lockedWriter{mu: &f.mu, b: &f.output[w]}
@@ -465,7 +479,7 @@ func providerWorker(ctx context.Context, cfg *config, out io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	client := &httpProvider{url: cfg.workerURL, client: &http.Client{Transport: &http.Transport{
+	client := &httpProvider{url: cfg.workerURL, pause: cfg.workerGate, client: &http.Client{Transport: &http.Transport{
 		MaxIdleConnsPerHost: cfg.concurrency, IdleConnTimeout: time.Minute}}}
 	rate := idem.Rate{N: int32(clientRate(cfg)), Per: time.Second}
 	job, err := benchjobs.NewCallJob(benchjobs.NewPostgresStore(pool), benchjobs.CallJobEffects{CallProvider: client},
@@ -477,7 +491,12 @@ func providerWorker(ctx context.Context, cfg *config, out io.Writer) error {
 		// perform a batch well within half the lease, when a call still
 		// waiting for its start under the rate gives its claim back.
 		idem.WithBatchSize(min(1000, max(10, 5*cfg.providerRate))),
-		idem.WithJobEdit(func(j *idem.Job[benchjobs.Call]) { j.Effects[0].Rate = rate }))
+		idem.WithJobEdit(func(j *idem.Job[benchjobs.Call]) {
+			j.Effects[0].Rate = rate
+			if cfg.workerGate {
+				j.Effects[0].Circuit = benchCircuit
+			}
+		}))
 	if err != nil {
 		return err
 	}
@@ -554,6 +573,8 @@ func schemaPool(ctx context.Context, url, schema string, maxConns int32) (*pgxpo
 type httpProvider struct {
 	url    string
 	client *http.Client
+	// pause: a Retry-After pauses the whole effect (idem.PauseEffect).
+	pause bool
 }
 
 func (p *httpProvider) CallProvider(ctx context.Context, key string, u benchjobs.Call) error {
@@ -573,7 +594,11 @@ func (p *httpProvider) CallProvider(ctx context.Context, key string, u benchjobs
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-	return providerError(resp.StatusCode, resp.Header, msg)
+	err = providerError(resp.StatusCode, resp.Header, msg)
+	if wait, ok := retryAfter(resp.Header); ok && p.pause && errors.Is(err, idem.ErrRetryAfter) {
+		return idem.PauseEffect(wait, errors.Unwrap(err))
+	}
+	return err
 }
 
 // providerError maps an HTTP answer, Stripe-style:
@@ -806,6 +831,9 @@ func (r providerRun) what(cfg *config) string {
 		r.workers, r.rate, providerBurst(cfg), cfg.providerLatency, limit)
 	if r.outage > 0 {
 		s += fmt.Sprintf(", outage (503) of %v from %v after the start", r.outage, r.outageAt.Round(time.Millisecond))
+	}
+	if r.gate {
+		s += fmt.Sprintf(", gate on: circuit {failures: %d, cool_down: %v}, Retry-After as idem.PauseEffect", benchCircuit.Failures, benchCircuit.CoolDown)
 	}
 	return s
 }

@@ -246,6 +246,7 @@ func effectDef(j *model.Job, e *model.Effect) *jen.Statement {
 //	Timeout:     30 * time.Second,
 //	Rate:        idem.Rate{N: 50, Per: time.Second},
 //	Concurrency: 8,
+//	Circuit:     idem.Circuit{Failures: 5, CoolDown: 30 * time.Second},
 func callLimits(d jen.Dict, e *model.Effect) {
 	if r := e.Retry; r != (model.Backoff{}) {
 		b := jen.Dict{}
@@ -265,6 +266,9 @@ func callLimits(d jen.Dict, e *model.Effect) {
 	}
 	if e.Concurrency > 0 {
 		d[jen.Id("Concurrency")] = jen.Lit(e.Concurrency)
+	}
+	if c := e.Circuit; c.Failures > 0 {
+		d[jen.Id("Circuit")] = rt("Circuit").Values(jen.Dict{jen.Id("Failures"): jen.Lit(int(c.Failures)), jen.Id("CoolDown"): durationLit(c.CoolDown)})
 	}
 }
 

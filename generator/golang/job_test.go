@@ -27,6 +27,7 @@ jobs:
         key: "charge:{invoice_id}"
         retry: {initial: 2s, max: 10m}
         timeout: 30s
+        circuit: {failures: 5, cool_down: 30s}
       - name: notify
         key: "notify:{invoice_id}"
         retry: {max: 90s}
@@ -61,12 +62,14 @@ func effectLiteral(t *testing.T, src, name string) string {
 	if at < 0 {
 		t.Fatalf("no effect %s in\n%s", name, src)
 	}
-	start := strings.LastIndex(src[:at], "{")
+	// The effect's own brace ("\t\t{", or "\t\t}, {" after the effect
+	// before it), not a nested literal's.
+	start := max(strings.LastIndex(src[:at], "\n\t\t{")+1, strings.LastIndex(src[:at], "\n\t\t}, {")+5)
 	end := strings.Index(src[at:], "\n\t\t}")
 	return src[start : at+end]
 }
 
-// TestEffectCallLimits: retry and timeout reach the
+// TestEffectCallLimits: retry, timeout and circuit reach the
 // idem.Effect literal as the spec sets them, and an effect that sets none
 // of them is emitted as before.
 func TestEffectCallLimits(t *testing.T) {
@@ -81,9 +84,12 @@ func TestEffectCallLimits(t *testing.T) {
 			"Initial: 2 * time.Second,",
 			"Max: 10 * time.Minute,",
 			"Timeout: 30 * time.Second,",
+			"Circuit: idem.Circuit{\n",
+			"CoolDown: 30 * time.Second,",
+			"Failures: 5,",
 		}, nil},
-		{"notify", []string{"Retry: idem.Backoff{Max: 90 * time.Second}"}, []string{"Initial:", "Timeout:"}},
-		{"archive", nil, []string{"Retry:", "Timeout:"}},
+		{"notify", []string{"Retry: idem.Backoff{Max: 90 * time.Second}"}, []string{"Initial:", "Timeout:", "Circuit:"}},
+		{"archive", nil, []string{"Retry:", "Timeout:", "Circuit:"}},
 	} {
 		lit := effectLiteral(t, src, tc.effect)
 		for _, w := range tc.want {

@@ -218,6 +218,15 @@ type Effect struct {
 	// page, `idemgen ledger` and their JSON show neither the stored
 	// payload nor the kept result of such an effect's rows.
 	RedactPayload, RedactResult bool
+	// Circuit opens the effect after failures in a row across the fleet;
+	// zero: none.
+	Circuit Circuit
+}
+
+// Circuit is an effect's circuit breaker (spec circuit; idem.Circuit).
+type Circuit struct {
+	Failures int32
+	CoolDown time.Duration
 }
 
 // Rate is N provider calls per period (a second, a minute or an hour).
@@ -389,6 +398,9 @@ func resolveLimits(e *Effect, se *spec.Effect) {
 		e.Rate = Rate{N: int32(se.Rate.N), Per: se.Rate.Per}
 	}
 	e.Concurrency = orInt(se.Concurrency, 0)
+	if c := se.Circuit; c.Failures.Set && c.CoolDown.Set {
+		e.Circuit = Circuit{Failures: int32(c.Failures.Value), CoolDown: c.CoolDown.Value}
+	}
 }
 
 // ParseKey splits a key template into parts. vars are placeholders replaced

@@ -789,6 +789,7 @@ func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map
 		jc.errorf(c.Pos, "%sconcurrency must be at most %d, not %d", prefix, math.MaxInt32, c.Value)
 	}
 	jc.retry(e, prefix)
+	jc.circuit(e, prefix)
 	if w := e.When; w.Set {
 		switch {
 		case !slices.Contains(WhenValues, w.Value):
@@ -848,6 +849,30 @@ func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map
 	}
 	if e.Version.Set && !slices.ContainsFunc(phs, func(p placeholder) bool { return p.version }) {
 		jc.warnf(k.Pos, "%skey does not contain {version}; bumping version will not change the key", prefix)
+	}
+}
+
+// circuit checks an effect's circuit: both bounds given, failures at
+// least 1, a cool-down of at least a second and at most a day (it doubles
+// up to 8 times with each reopening).
+func (jc *jobCtx) circuit(e *Effect, prefix string) {
+	c := e.Circuit
+	if c.Pos == (Pos{}) {
+		return
+	}
+	switch f := c.Failures; {
+	case !f.Set:
+		jc.errorf(c.Pos, "%scircuit needs failures: how many failed calls in a row, across workers, open it (circuit: {failures: 5, cool_down: 30s})", prefix)
+	case f.Value < 1 || f.Value > math.MaxInt32:
+		jc.errorf(f.Pos, "%scircuit failures must be between 1 and %d, not %d", prefix, math.MaxInt32, f.Value)
+	}
+	switch d := c.CoolDown; {
+	case !d.Set:
+		jc.errorf(c.Pos, "%scircuit needs cool_down: how long it stays open before one probe call (circuit: {failures: 5, cool_down: 30s})", prefix)
+	case d.Value < time.Second:
+		jc.errorf(d.Pos, "%scircuit cool_down must be at least 1s, not %s", prefix, d.Text)
+	case d.Value > 24*time.Hour:
+		jc.errorf(d.Pos, "%scircuit cool_down must be at most 24h, not %s", prefix, d.Text)
 	}
 }
 

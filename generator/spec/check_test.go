@@ -105,6 +105,16 @@ func TestEffectCallLimits(t *testing.T) {
 		{"rate: 50 /s", `e.yaml:16:15: effect rate: "50 /s" is not a rate (use N/s, N/m or N/h, N a positive integer, such as 50/s)`, nil},
 		{"concurrency: 1", "", func(e Effect) bool { return e.Concurrency.Value == 1 }},
 		{"concurrency: 0", `e.yaml:16:22: job "invoice_sync": effect "notify": concurrency must be at least 1, not 0`, nil},
+		{"circuit: {failures: 5, cool_down: 30s}", "", func(e Effect) bool {
+			return e.Circuit.Failures.Value == 5 && e.Circuit.CoolDown.Value == 30*time.Second && e.Circuit.Pos == Pos{16, 18}
+		}},
+		{"circuit: {failures: 5}", `e.yaml:16:18: job "invoice_sync": effect "notify": circuit needs cool_down: how long it stays open before one probe call (circuit: {failures: 5, cool_down: 30s})`, nil},
+		{"circuit: {cool_down: 30s}", `e.yaml:16:18: job "invoice_sync": effect "notify": circuit needs failures: how many failed calls in a row, across workers, open it (circuit: {failures: 5, cool_down: 30s})`, nil},
+		{"circuit: {failures: 0, cool_down: 30s}", `e.yaml:16:29: job "invoice_sync": effect "notify": circuit failures must be between 1 and 2147483647, not 0`, nil},
+		{"circuit: {failures: 3, cool_down: 10ms}", `e.yaml:16:43: job "invoice_sync": effect "notify": circuit cool_down must be at least 1s, not 10ms`, nil},
+		{"circuit: 5", `e.yaml:16:18: circuit must be a mapping such as {failures: 5, cool_down: 30s}, not "5"`, nil},
+		{"circuit: {failures: 3, cooldown: 1m}", `e.yaml:16:18: job "invoice_sync": effect "notify": circuit needs cool_down: how long it stays open before one probe call (circuit: {failures: 5, cool_down: 30s})
+e.yaml:16:32: circuit: unknown key "cooldown" (did you mean cool_down?)`, nil},
 		{"backoff: {initial: 1s}", `e.yaml:16:9: effect: unknown key "backoff" (did you mean retry?)`, nil},
 		{"retries: 3", `e.yaml:16:9: effect: unknown key "retries" (did you mean max_attempts?)`, nil},
 		{"retry: {initial: 1s, cap: 1m}", `e.yaml:16:30: retry: unknown key "cap" (did you mean max?)`, nil},

@@ -521,6 +521,20 @@ func (p *parser) effect(n *yaml.Node, e *Effect) {
 		"rate":         func(v *yaml.Node) { p.rate(v, "effect rate", &e.Rate) },
 		"concurrency":  func(v *yaml.Node) { p.integer(v, "effect concurrency", &e.Concurrency) },
 		"redact":       func(v *yaml.Node) { e.Redact = p.redact(v) },
+		"circuit":      func(v *yaml.Node) { p.circuit(v, &e.Circuit) },
+	})
+}
+
+// circuit reads an effect's circuit breaker, {failures, cool_down}.
+func (p *parser) circuit(n *yaml.Node, c *Circuit) {
+	c.Pos = pos(n)
+	if n.Kind != yaml.MappingNode {
+		p.errorf(pos(n), "circuit must be a mapping such as {failures: 5, cool_down: 30s}, not %s", kindName(n))
+		return
+	}
+	p.fields(n, "circuit", map[string]func(*yaml.Node){
+		"failures":  func(v *yaml.Node) { p.integer(v, "circuit failures", &c.Failures) },
+		"cool_down": func(v *yaml.Node) { p.duration(v, "circuit cool_down", &c.CoolDown) },
 	})
 }
 

@@ -145,7 +145,16 @@ type Effect struct {
 	Concurrency Int
 	// Redact lists what the operations page, `idemgen ledger` and their
 	// JSON hide of the effect's rows: payload, result or both.
-	Redact []String
+	Redact  []String
+	Circuit Circuit
+}
+
+// Circuit is an effect's circuit breaker (idem.Circuit): failures in a row
+// across the fleet open it for cool_down. Pos is zero when not given.
+type Circuit struct {
+	Pos      Pos
+	Failures Int
+	CoolDown Duration
 }
 
 // What an effect's redact may list.

@@ -178,13 +178,22 @@ func SchemaOf(p *model.Package, d model.Dialect) Schema {
 	// The fleet-wide bounds of effects with a rate or a concurrency: per
 	// effect, slot -1 paces its calls (held_until: the earliest start of the
 	// next call), slots 0..concurrency-1 are its calls in flight (owner
-	// and held_until: a worker's call, held until its lease ends).
+	// and held_until: a worker's call, held until its lease ends), and
+	// slot -2 is its gate (idem/gate.go): gate 'paused' or 'open' until
+	// held_until, or 'probe' (owner's one call, held until its lease
+	// ends); failures in a row, opens in a row, since when, and the
+	// provider's last answer (reason).
 	limits := Table{Name: p.Tables.Limits, Role: RoleLimits, Aligned: true, Columns: []Column{
 		col("job", dd.Text, true),
 		col("effect", dd.Text, true),
 		col("slot", dd.Int, true),
 		col("owner", dd.Text, false),
 		col("held_until", dd.Time, false),
+		col("gate", dd.Text, false), // 'paused', 'open', 'probe' or NULL (closed)
+		{Name: "failures", Type: dd.Int, NotNull: true, Default: "0"},
+		{Name: "opens", Type: dd.Int, NotNull: true, Default: "0"},
+		col("since", dd.Time, false),
+		col("reason", dd.Text, false),
 	}, PrimaryKey: []string{"job", "effect", "slot"}}
 	s := Schema{Dialect: d, VersionTable: p.Tables.Migrations, Tables: []Table{ledger, progress, seen, parked, limits}}
 	for i, j := range p.Jobs {

@@ -273,6 +273,8 @@ type Provider struct {
 	throttling                  map[string]int
 	notBefore                   map[string]time.Time
 	early                       []string
+	// gate: the pause and circuit families' provider (gate.go).
+	gate *simGate
 	// stalling holds the keys of calls hanging now (faultStall); a second
 	// call of one of them while it hangs is recorded in twice.
 	stalling map[string]bool
@@ -290,7 +292,7 @@ func newSimProvider() *Provider {
 	return &Provider{calls: map[string]int{}, applied: map[string]int{}, first: map[string][]byte{},
 		effect: map[string]string{}, faults: map[int]simFault{}, failCall: -1, failing: map[string]int{}, failInc: map[int]string{},
 		permanentCall: -1, permanent: map[string]bool{},
-		throttleCall: -1, throttling: map[string]int{}, notBefore: map[string]time.Time{}, stalling: map[string]bool{}}
+		throttleCall: -1, throttling: map[string]int{}, notBefore: map[string]time.Time{}, stalling: map[string]bool{}, gate: newSimGate()}
 }
 
 func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error) {
@@ -318,6 +320,11 @@ func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error)
 	}
 	if t, ok := p.notBefore[key]; ok && p.now != nil && p.now().Before(t) {
 		p.early = append(p.early, fmt.Sprintf("%s at %s, told not before %s", key, p.now().Format(time.RFC3339), t.Format(time.RFC3339)))
+	}
+	if p.now != nil {
+		if err, answered := p.gate.answer(n, effect, key, p.now()); answered {
+			return nil, err
+		}
 	}
 	if n == p.throttleCall {
 		p.throttling[key] = p.throttleTimes
@@ -450,6 +457,8 @@ func (s simScenario) overlapping() bool {
 // oracle to predict every provider call, not only every applied effect.
 func (s simScenario) exactCalls() bool {
 	switch s.family {
+	case famPause:
+		return s.at < 0 // crashed, a call may be made again
 	case "clean", "writefail", "poison", "failk", "permanent", "recover", "throttle", "takeover", "livelease", famForget, "bump", "mismatch",
 		"purge-young", "resplost", "failpre", "stall", "commitunknown", famStallTakeover, famLeased:
 		return true
@@ -1483,6 +1492,8 @@ func (r *simRun[U]) convergenceRuns() int {
 		n = max(n, r.job.UnitMaxAttempts+2)
 	case "throttle":
 		n = max(n, r.sc.times+3)
+	case famCircuit:
+		n = max(n, simCircuitOutage(r.prov.gate.maxAttempts)+3)
 	case famRate:
 		r.prov.mu.Lock()
 		calls := len(r.prov.order)

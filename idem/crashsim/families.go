@@ -53,6 +53,13 @@ package crashsim
 //	rate           two workers at once, four calls in flight each, under    5
 //	               the effects' rates waited for on the simulated clock:
 //	               granted starts at least the spacing apart; then crashed
+//	pause          the provider pauses a whole effect (idem.PauseEffect):   5 8
+//	               no call of it inside the pause, no attempt burned;
+//	               then crashed after the paused call, and taken over
+//	circuit        the effect's provider down for longer than max_attempts: 5 8
+//	               no call inside a cool-down once the circuit opened,
+//	               one probe at a time, none parked, open failures not
+//	               counted; then crashed, and taken over
 //	burst          five callers at once on the same keys in one process     5
 //	               whose pool has two connections: none waits out its
 //	               bound (a transaction that needs a second connection of
@@ -236,6 +243,11 @@ func (r *simRun[U]) expect() simExpect[U] {
 			if r.sc.call < len(r.prov.order) {
 				e.calls[r.prov.order[r.sc.call]] = 2
 			}
+		case famPause:
+			// The paused call, then the one after the pause.
+			if r.sc.call < len(r.prov.order) {
+				e.calls[r.prov.order[r.sc.call]] = 2
+			}
 		case "throttle":
 			// Each "not now" is a call that burns no attempt: more of
 			// them than max_attempts still end in the effect done.
@@ -408,6 +420,7 @@ func (r *simRun[U]) checkEnd() []string {
 		r.violate("end: the provider was called before the time its RetryAfter named: %s", strings.Join(early, "; "))
 	}
 	r.checkFleet()
+	r.checkGate(ctx)
 	if r.sc.family == famRate {
 		r.checkPace()
 	}
@@ -804,6 +817,8 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 		}
 	case "throttle":
 		r.prov.throttleCall, r.prov.throttleTimes, r.prov.throttleWait = sc.call, sc.times, job.Lease/2
+	case famPause, famCircuit:
+		r.initGate()
 	}
 	r.initInterrupts()
 	r.prov.now = r.now
@@ -834,7 +849,7 @@ var simSlots = make(chan struct{}, 4)
 
 // Run runs every scenario family for one job on one database kind.
 // Under -short it plays a deterministic sample; IDEMGEN_CRASHSIM_SCENARIO
-// replays one scenario by name.
+// replays one scenario by name (family:NAME: every scenario of a family).
 func Run[U any](t *testing.T, env Env, job *Job[U]) {
 	if raw := os.Getenv(simChildEnv); raw != "" {
 		simChild(t, env, job, raw)
@@ -887,8 +902,8 @@ func Run[U any](t *testing.T, env Env, job *Job[U]) {
 		return r
 	}
 	runOne := func(sc simScenario) {
-		if only != "" && sc.String() != only && sc.family+" *" != only {
-			return // "<family> *" replays every scenario of a family
+		if only != "" && sc.String() != only && only != "family:"+sc.family {
+			return
 		}
 		mu.Lock()
 		stop := failFast && failed > 0
@@ -1088,6 +1103,21 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 			sc = newScenario("throttle")
 			sc.call, sc.times = c, fx.MaxAttempts+1
 			add(sc)
+			// pause, circuit: clean, then crashed at hits after the
+			// effect's first call (the first phase's calls of it meet
+			// the gate), and taken over.
+			for _, f := range []string{famPause, famCircuit} {
+				sc = newScenario(f)
+				sc.call = c
+				add(sc)
+				if k, ok := firstCall[fx.Name]; ok {
+					for _, d := range []int{2, 7, 15} {
+						sc = at(f, k+d)
+						sc.call, sc.crashAt = c, []int{k + d}
+						add(sc)
+					}
+				}
+			}
 		}
 		if k, ok := firstCall[fx.Name]; ok {
 			for _, v := range []string{"b-done late-ok", "b-done late-fails", "b-paused late-ok", "b-paused late-fails", "b-before b-fails"} {
@@ -1255,7 +1285,7 @@ func simSample(plan []simScenario) []simScenario {
 		if n == 0 {
 			n = 1
 		}
-		if f == "failk" || f == "bump" || f == "permanent" || f == "recover" || f == "throttle" {
+		if f == "failk" || f == "bump" || f == "permanent" || f == "recover" || f == "throttle" || f == famPause || f == famCircuit {
 			n = len(all)
 		}
 		step := max(1, len(all)/n)

@@ -53,7 +53,8 @@ func (f *simFlight) enter(effect string) func() {
 }
 
 // limitsFor is the edit of a scenario's effects: no rate (see above) but
-// in the rate family (rate.go); the fleet family's concurrency 1.
+// in the rate family (rate.go); the fleet family's concurrency 1; the
+// gate families' circuit, and no other family's (gate.go).
 func limitsFor[U any](edit func(*idem.Job[U]), family string) func(*idem.Job[U]) {
 	return func(j *idem.Job[U]) {
 		if edit != nil {
@@ -66,6 +67,7 @@ func limitsFor[U any](edit func(*idem.Job[U]), family string) func(*idem.Job[U])
 			if family == "fleet" {
 				j.Effects[i].Concurrency = 1
 			}
+			j.Effects[i].Circuit = gateCircuit(family, j.Effects[i].Lease)
 		}
 	}
 }

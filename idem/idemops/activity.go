@@ -284,6 +284,7 @@ func (d *DB) Limits(ctx context.Context) ([]Limit, error) {
 		}
 		l := &out[len(out)-1]
 		switch {
+		case slot < -1: // the gate (GateStatus)
 		case slot < 0: // the pacing row
 			l.NextStart = held.ptr()
 			if held.valid && held.t.After(now) && l.RateN > 0 && l.RatePer > 0 {

@@ -105,6 +105,9 @@ type EffectStatus struct {
 	// More says which counts StatusUpTo stopped at its limit: the ledger
 	// holds more such rows than they show. Nil from Status.
 	More *More `json:"more,omitempty"`
+	// Gate is set while the effect is paused by its provider or its
+	// circuit is open (idem.PauseEffect, spec circuit).
+	Gate *GateStatus `json:"gate,omitempty"`
 }
 
 // More says which of an effect's counts are lower bounds (StatusUpTo).
@@ -187,6 +190,9 @@ func (d *DB) status(ctx context.Context, limit int) (*Status, error) {
 		err = d.readUnits(ctx, jobFor)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := d.readGates(ctx, now, jobFor); err != nil {
 		return nil, err
 	}
 

@@ -51,6 +51,11 @@ const (
 	attrKey        = attribute.Key("idemgen.key") // the unit's key
 	attrState      = attribute.Key("idemgen.state")
 	attrBatchUnits = attribute.Key("idemgen.batch.units")
+	// The effect's gate (idem.GateObserver): paused, open, probe or closed;
+	// until when; the provider's answer.
+	attrGateState  = attribute.Key("idemgen.gate.state")
+	attrGateUntil  = attribute.Key("idemgen.gate.until")
+	attrGateReason = attribute.Key("idemgen.gate.reason")
 )
 
 // Option returns a job option that reports the job's runs, units and
@@ -175,6 +180,26 @@ func (o *observer) CallEnd(ctx context.Context, job string, er idem.EffectResult
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(outcome)
 	end(span, er.Err)
+}
+
+// Gate is the idem.GateObserver's: the call's span gets the gate's state
+// and time as attributes, and an idemgen.gate event with the provider's
+// answer.
+func (o *observer) Gate(ctx context.Context, job, effect, state string, until time.Time, reason string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	shown := state
+	if shown == idem.GateClosed {
+		shown = "closed"
+	}
+	attrs := []attribute.KeyValue{attrEffect.String(effect), attrGateState.String(shown)}
+	if !until.IsZero() {
+		attrs = append(attrs, attrGateUntil.String(until.UTC().Format(time.RFC3339Nano)))
+	}
+	span.SetAttributes(attrs...)
+	span.AddEvent("idemgen.gate", trace.WithAttributes(append(attrs, attrGateReason.String(reason))...))
 }
 
 // end ends span, with err recorded and the span's status set when there is one.

@@ -538,3 +538,53 @@ func (q Querier) MovePace(ctx context.Context, job, effect string, seen, next ti
 	n, err := q.q.MovePace(ctx, ledgerdb.MovePaceParams{Next: &next, Job: job, Effect: effect, Seen: &seen})
 	return n == 1, err
 }
+
+// The queries of the effect's gate (idem.GateQuerier).
+
+func (q Querier) Gate(ctx context.Context, job, effect string) (idem.EffectGate, bool, error) {
+	r, err := q.q.GetGate(ctx, ledgerdb.GetGateParams{Job: job, Effect: effect})
+	if idem.PgNoRows(err) {
+		return idem.EffectGate{}, false, nil
+	}
+	if err != nil {
+		return idem.EffectGate{}, false, err
+	}
+	return idem.EffectGate{State: idem.ValueOr(r.Gate), Until: idem.ValueOr(r.HeldUntil), Owner: idem.ValueOr(r.Owner),
+		Failures: r.Failures, Opens: r.Opens, Since: idem.ValueOr(r.Since), Reason: idem.ValueOr(r.Reason)}, true, nil
+}
+
+func (q Querier) PauseGate(ctx context.Context, job, effect string, now, until time.Time, reason string) error {
+	return q.q.PauseGate(ctx, ledgerdb.PauseGateParams{Now: &now, Until: &until, Reason: &reason, Job: job, Effect: effect})
+}
+
+func (q Querier) FailGate(ctx context.Context, job, effect string, threshold int32, now, openUntil time.Time, reason string) (string, time.Time, error) {
+	r, err := q.q.FailGate(ctx, ledgerdb.FailGateParams{Threshold: threshold, Now: &now, OpenUntil: &openUntil, Reason: &reason, Job: job, Effect: effect})
+	if idem.PgNoRows(err) {
+		return idem.GateClosed, time.Time{}, nil
+	}
+	return idem.ValueOr(r.Gate), idem.ValueOr(r.HeldUntil), err
+}
+
+func (q Querier) TakeProbe(ctx context.Context, job, effect, owner string, now, until time.Time) (bool, error) {
+	n, err := q.q.TakeProbe(ctx, ledgerdb.TakeProbeParams{Owner: &owner, HeldUntil: &until, Job: job, Effect: effect, Now: &now})
+	return n == 1, err
+}
+
+func (q Querier) CloseGate(ctx context.Context, job, effect, owner string) (bool, error) {
+	n, err := q.q.CloseGate(ctx, ledgerdb.CloseGateParams{Job: job, Effect: effect, Owner: &owner})
+	return n == 1, err
+}
+
+func (q Querier) ReopenGate(ctx context.Context, job, effect, owner string, until time.Time, reason string) (bool, error) {
+	n, err := q.q.ReopenGate(ctx, ledgerdb.ReopenGateParams{HeldUntil: &until, Reason: &reason, Job: job, Effect: effect, Owner: &owner})
+	return n == 1, err
+}
+
+func (q Querier) ResetGateFailures(ctx context.Context, job, effect string) error {
+	return q.q.ResetGateFailures(ctx, ledgerdb.ResetGateFailuresParams{Job: job, Effect: effect})
+}
+
+func (q Querier) LiftGate(ctx context.Context, job, effect string) (bool, error) {
+	n, err := q.q.LiftGate(ctx, ledgerdb.LiftGateParams{Job: job, Effect: effect})
+	return n == 1, err
+}

@@ -579,3 +579,59 @@ func (q Querier) MovePace(ctx context.Context, job, effect string, seen, next ti
 	n, err := q.q.MovePace(ctx, ledgerdb.MovePaceParams{Next: nullTime(next), Job: job, Effect: effect, Seen: nullTime(seen)})
 	return n == 1, err
 }
+
+// The queries of the effect's gate (idem.GateQuerier).
+
+func (q Querier) Gate(ctx context.Context, job, effect string) (idem.EffectGate, bool, error) {
+	r, err := q.q.GetGate(ctx, ledgerdb.GetGateParams{Job: job, Effect: effect})
+	if idem.SQLiteNoRows(err) {
+		return idem.EffectGate{}, false, nil
+	}
+	if err != nil {
+		return idem.EffectGate{}, false, err
+	}
+	g := idem.EffectGate{State: r.Gate.String, Owner: r.Owner.String, Failures: int32(r.Failures), Opens: int32(r.Opens), Reason: r.Reason.String}
+	g.Until = idem.ValueOr(idem.ReadNullTime(r.HeldUntil, &err))
+	g.Since = idem.ValueOr(idem.ReadNullTime(r.Since, &err))
+	return g, true, err
+}
+
+func (q Querier) PauseGate(ctx context.Context, job, effect string, now, until time.Time, reason string) error {
+	return q.q.PauseGate(ctx, ledgerdb.PauseGateParams{Now: nullTime(now), Until: nullTime(until), Reason: nullText(reason), Job: job, Effect: effect})
+}
+
+func (q Querier) FailGate(ctx context.Context, job, effect string, threshold int32, now, openUntil time.Time, reason string) (string, time.Time, error) {
+	r, err := q.q.FailGate(ctx, ledgerdb.FailGateParams{Threshold: int64(threshold), Now: nullTime(now), OpenUntil: nullTime(openUntil), Reason: nullText(reason), Job: job, Effect: effect})
+	if idem.SQLiteNoRows(err) {
+		return idem.GateClosed, time.Time{}, nil
+	}
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	until := idem.ValueOr(idem.ReadNullTime(r.HeldUntil, &err))
+	return r.Gate.String, until, err
+}
+
+func (q Querier) TakeProbe(ctx context.Context, job, effect, owner string, now, until time.Time) (bool, error) {
+	n, err := q.q.TakeProbe(ctx, ledgerdb.TakeProbeParams{Owner: nullText(owner), HeldUntil: nullTime(until), Job: job, Effect: effect, Now: nullTime(now)})
+	return n == 1, err
+}
+
+func (q Querier) CloseGate(ctx context.Context, job, effect, owner string) (bool, error) {
+	n, err := q.q.CloseGate(ctx, ledgerdb.CloseGateParams{Job: job, Effect: effect, Owner: nullText(owner)})
+	return n == 1, err
+}
+
+func (q Querier) ReopenGate(ctx context.Context, job, effect, owner string, until time.Time, reason string) (bool, error) {
+	n, err := q.q.ReopenGate(ctx, ledgerdb.ReopenGateParams{HeldUntil: nullTime(until), Reason: nullText(reason), Job: job, Effect: effect, Owner: nullText(owner)})
+	return n == 1, err
+}
+
+func (q Querier) ResetGateFailures(ctx context.Context, job, effect string) error {
+	return q.q.ResetGateFailures(ctx, ledgerdb.ResetGateFailuresParams{Job: job, Effect: effect})
+}
+
+func (q Querier) LiftGate(ctx context.Context, job, effect string) (bool, error) {
+	n, err := q.q.LiftGate(ctx, ledgerdb.LiftGateParams{Job: job, Effect: effect})
+	return n == 1, err
+}

@@ -64,6 +64,7 @@ func Exercise(t *testing.T, open func(t *testing.T) Opened) {
 		{"ParkedUnits", testParkedUnits},
 		{"Recovery", testRecovery},
 		{"Limits", testLimits},
+		{"Gate", testGate},
 		{"Backlog", testBacklog},
 		{"Transactions", testTransactions},
 		{"CallerTransaction", testCallerTransaction},
@@ -826,6 +827,99 @@ func testLimits(t *testing.T, o Opened) {
 	}
 	if slot, ok := take("D", at(2*time.Minute)); !ok || slot < 0 || slot > 1 {
 		t.Errorf("once the holders' leases ended: D took %d %v, want a slot below 2", slot, ok)
+	}
+}
+
+// testGate: an effect's gate (idem/gate.go) pauses, opens after the
+// failures in a row, lets one probe through, and is lifted by hand.
+func testGate(t *testing.T, o Opened) {
+	ctx, q := ctxOf(t), o.Store.Auto()
+	if _, found, err := q.Gate(ctx, job, effect); found || err != nil {
+		t.Fatalf("Gate before its row: found %v (%v)", found, err)
+	}
+	must(t, q.EnsureLimitSlot(ctx, job, effect, -2, time.Time{}))
+	gate := func() idem.EffectGate {
+		t.Helper()
+		g, found, err := q.Gate(ctx, job, effect)
+		must(t, err)
+		if !found {
+			t.Fatal("the gate row is gone")
+		}
+		return g
+	}
+	if g := gate(); g.State != idem.GateClosed || g.Shut(t0) || g.Failures != 0 {
+		t.Errorf("a new gate: %+v, want closed", g)
+	}
+	// A pause, then a shorter one: the later end stays, since the first.
+	must(t, q.PauseGate(ctx, job, effect, t0, at(time.Minute), "429 a"))
+	must(t, q.PauseGate(ctx, job, effect, at(time.Second), at(30*time.Second), "429 b"))
+	if g := gate(); g.State != idem.GatePaused || !g.Until.Equal(at(time.Minute)) || !g.Since.Equal(t0) || g.Reason != "429 b" || !g.Shut(at(59*time.Second)) || g.Shut(at(time.Minute)) {
+		t.Errorf("paused twice: %+v, want paused since t0 until +1m, the last answer", g)
+	}
+	if ok, err := q.TakeProbe(ctx, job, effect, "P", at(2*time.Minute), at(3*time.Minute)); ok || err != nil {
+		t.Errorf("a probe of a paused, not open, gate: %v (%v)", ok, err)
+	}
+	// Two failures in a row of three: closed; the third opens it.
+	for i, want := range []string{idem.GatePaused, idem.GatePaused, idem.GateOpen} {
+		state, until, err := q.FailGate(ctx, job, effect, 3, at(2*time.Minute), at(3*time.Minute), "503")
+		must(t, err)
+		if state != want || want == idem.GateOpen && !until.Equal(at(3*time.Minute)) {
+			t.Errorf("failure %d of 3: %s until %v, want %s", i+1, state, until, want)
+		}
+	}
+	if g := gate(); g.Opens != 1 || !g.Since.Equal(at(2*time.Minute)) {
+		t.Errorf("opened: %+v, want one opening since +2m", g)
+	}
+	if ok, _ := q.TakeProbe(ctx, job, effect, "P", at(150*time.Second), at(4*time.Minute)); ok {
+		t.Error("a probe taken inside the cool-down")
+	}
+	okP, err := q.TakeProbe(ctx, job, effect, "P", at(3*time.Minute), at(4*time.Minute))
+	must(t, err)
+	okQ, err := q.TakeProbe(ctx, job, effect, "Q", at(3*time.Minute), at(4*time.Minute))
+	must(t, err)
+	if !okP || okQ {
+		t.Errorf("two takers of the probe: P %v, Q %v; want P only", okP, okQ)
+	}
+	if ok, _ := q.ReopenGate(ctx, job, effect, "Q", at(5*time.Minute), "x"); ok {
+		t.Error("a probe reopened by a worker that did not hold it")
+	}
+	if ok, _ := q.ReopenGate(ctx, job, effect, "P", at(5*time.Minute), "503 again"); !ok {
+		t.Error("the probe's holder could not reopen the circuit")
+	}
+	if g := gate(); g.State != idem.GateOpen || g.Opens != 2 || !g.Until.Equal(at(5*time.Minute)) {
+		t.Errorf("reopened: %+v", g)
+	}
+	// The probe's worker dies: once its lease ends, another takes it over.
+	if ok, _ := q.TakeProbe(ctx, job, effect, "R", at(5*time.Minute), at(6*time.Minute)); !ok {
+		t.Error("no probe after the second cool-down")
+	}
+	if ok, _ := q.TakeProbe(ctx, job, effect, "S", at(6*time.Minute), at(7*time.Minute)); !ok {
+		t.Error("a dead probe's lease ended, and no other worker could take the probe")
+	}
+	if ok, _ := q.CloseGate(ctx, job, effect, "R"); ok {
+		t.Error("the circuit closed by a probe taken over")
+	}
+	if ok, _ := q.CloseGate(ctx, job, effect, "S"); !ok {
+		t.Error("the probe's success did not close the circuit")
+	}
+	if g := gate(); g.State != idem.GateClosed || g.Failures != 0 || g.Opens != 0 {
+		t.Errorf("closed: %+v", g)
+	}
+	_, _, err = q.FailGate(ctx, job, effect, 3, at(8*time.Minute), at(9*time.Minute), "503")
+	must(t, err)
+	must(t, q.ResetGateFailures(ctx, job, effect))
+	if g := gate(); g.Failures != 0 {
+		t.Errorf("failures after a success: %d", g.Failures)
+	}
+	must(t, q.PauseGate(ctx, job, effect, at(10*time.Minute), at(time.Hour), "maintenance"))
+	if ok, err := q.LiftGate(ctx, job, effect); !ok || err != nil {
+		t.Errorf("LiftGate of a paused effect: %v (%v)", ok, err)
+	}
+	if g := gate(); g.Shut(at(10*time.Minute)) || g.Reason != "maintenance" {
+		t.Errorf("lifted: %+v, want closed, the last answer kept", g)
+	}
+	if ok, _ := q.LiftGate(ctx, job, effect); ok {
+		t.Error("LiftGate of a closed gate says it lifted something")
 	}
 }
 

@@ -33,7 +33,7 @@ commands:
   lint [-fix] [packages]                       check the Go code that uses generated packages; exit 1 on findings
   init [dir]                                   write a starter idemgen.yaml and generate.go in dir (default .)
   status -db URL [-f idemgen.yaml] [-json]     print each job's progress, owed and parked work; exit 1 if unhealthy
-  ledger -db URL [-f idemgen.yaml] list|show|retry|reset ...
+  ledger -db URL [-f idemgen.yaml] list|show|retry|reset|lift ...
                                                inspect ledger rows and parked units, put parked ones back, forget a key
   ui -db URL [-f idemgen.yaml] [-addr 127.0.0.1:8080] [-allow-actions]
                                                serve the operations page on this machine (read-only by default)
@@ -71,7 +71,7 @@ func commands() []command {
 		{"init", "[dir]", "writes a commented starter idemgen.yaml and a generate.go with its\n//go:generate line into dir (default .); never overwrites a file", runInit, false},
 		{"version", "", "prints idemgen's version", runVersion, false},
 		{"status", "-db URL [-f idemgen.yaml] [-json]", statusAbout, runStatus, false},
-		{"ledger", "-db URL [-f idemgen.yaml] list|show|retry|reset [flags] [KEY]", ledgerAbout, runLedger, true},
+		{"ledger", "-db URL [-f idemgen.yaml] list|show|retry|reset|lift [flags] [KEY]", ledgerAbout, runLedger, true},
 		{"ui", "-db URL [-f idemgen.yaml] [-addr 127.0.0.1:8080] [-allow-actions] [-allow-remote] [-redact]", uiAbout, runUI, false},
 	}
 }

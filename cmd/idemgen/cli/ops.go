@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/generator/ops"
+	"github.com/idemgen/idemgen/idem/idemops"
 	"github.com/idemgen/idemgen/idem/idemui"
 )
 
@@ -107,6 +108,9 @@ func printStatus(w io.Writer, st *ops.Status) {
 			if len(es.Superseded) > 0 {
 				fmt.Fprintf(w, "    %s\n", historyText(js, es))
 			}
+			if es.Gate != nil {
+				fmt.Fprintf(w, "    %s\n", idemops.GateText(es.Gate))
+			}
 		}
 		fmt.Fprintf(w, "  units: failing %d, parked %d, put back for retry %d\n", js.Units.Failing, js.Units.Parked, js.Units.Retry)
 	}
@@ -170,6 +174,7 @@ var ledgerFlags = map[string][]string{
 	"show":  {"job", "json"},
 	"retry": {"job", "all-parked"},
 	"reset": {"job", "force"},
+	"lift":  {},
 }
 
 func runLedger(e env, args []string) int {
@@ -184,12 +189,12 @@ func runLedger(e env, args []string) int {
 		return exitUsage
 	}
 	if len(args) == 0 {
-		return usage("missing subcommand: list, show, retry or reset")
+		return usage("missing subcommand: list, show, retry, reset or lift")
 	}
 	sub, args := args[0], args[1:]
 	allowed, ok := ledgerFlags[sub]
 	if !ok {
-		return usage("unknown subcommand %q: list, show, retry or reset", sub)
+		return usage("unknown subcommand %q: list, show, retry, reset or lift", sub)
 	}
 	for name := range o.set {
 		if name != "db" && name != "f" && !slices.Contains(allowed, name) {
@@ -201,6 +206,9 @@ func runLedger(e env, args []string) int {
 	}
 	wantKey := sub == "show" || sub == "reset" || sub == "retry" && !o.allParked
 	switch {
+	case sub == "lift" && len(args) != 2:
+		return usage("lift takes JOB EFFECT: the effect whose pause to lift or circuit to close")
+	case sub == "lift":
 	case !wantKey && len(args) > 0:
 		return usage("%s: unexpected argument %q", sub, args[0])
 	case wantKey && len(args) != 1:
@@ -221,6 +229,8 @@ func runLedger(e env, args []string) int {
 		return ledgerShow(e, db, &o, args[0])
 	case "retry":
 		return ledgerRetry(e, db, pkg, &o, args)
+	case "lift":
+		return ledgerLift(e, db, args[0], args[1])
 	default:
 		return ledgerReset(e, db, &o, args[0])
 	}
@@ -465,6 +475,20 @@ func ledgerRetry(e env, db *ops.DB, pkg *model.Package, o *options, args []strin
 		}
 		fmt.Fprintf(e.stdout, "put back %s, %s after %s: %s\n", describe(c), c.State, plural(c.Attempts, "attempt"), next)
 	}
+	return exitOK
+}
+
+// ledgerLift lifts an effect's pause or closes its circuit by hand.
+func ledgerLift(e env, db *ops.DB, job, effect string) int {
+	lifted, err := db.LiftGate(e.ctx, job, effect)
+	if err != nil {
+		return ledgerErr(e, "lift", err)
+	}
+	if !lifted {
+		fmt.Fprintf(e.stdout, "effect %s of job %s is not paused, its circuit not open: nothing to lift\n", effect, job)
+		return exitOK
+	}
+	fmt.Fprintf(e.stdout, "lifted: effect %s of job %s calls its provider again from the next run or drain\n", effect, job)
 	return exitOK
 }
 

@@ -65,6 +65,10 @@ and handed-in key records (one per handed-in unit key).
         forgets KEY on purpose: removes its ledger row, parked unit and
         handed-in key record and prints them. Without -force it prints what
         it would remove, removes nothing and exits 1
+  lift JOB EFFECT
+        lifts the effect's pause (its provider's idem.PauseEffect) or
+        closes its circuit by hand: calls start again at once, and the
+        circuit counts failures from none; status shows either
 
 An effect that a worker holds under a live lease is never retried or reset
 out from under it. Each retry or reset is one transaction, logged to

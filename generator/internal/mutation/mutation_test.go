@@ -87,6 +87,7 @@ const (
 	sqliteStore = "idem/idemsqlite/store.go"
 	pgStore     = "idem/idempg/store.go"
 	limitsFile  = "idem/limits.go"
+	gateFile    = "idem/gate.go"
 	// The River worker's groups.
 	riverGroupFile = "idem/idemriver/group.go"
 	// The ledger's queries, which the runtime owns.
@@ -294,6 +295,26 @@ var exampleMutants = []mutant{
 	// is locked", which a caller cannot tell from a broken database.
 	{name: "SQLite's database-is-locked not answered as busy", test: hookTest, edits: edit("idem/sqlite.go",
 		`strings\.Contains\(err\.Error\(\), "database is locked"\)`, `strings.Contains(err.Error(), "database is locked") && false`)},
+	// The effect's gate (idem/gate.go). Killed by pause: the rows after
+	// the paused call are called inside the pause, or count attempts.
+	{name: "a pause ignored by the calls that did not get it", test: syncTest, edits: edit(gateFile,
+		`\t\tif !g\.Shut\(now\) \{\n`, "\t\tif !g.Shut(now) || g.State == GatePaused {\n")},
+	{name: "rows that meet a pause count an attempt", test: syncTest, edits: edit(gateFile,
+		`return t, RetryAfter\(wait, gateShutError\(l\.effect, g\)\)`, "return t, gateShutError(l.effect, g)")},
+	// Killed by circuit: the outage outlasts max_attempts, so a counted
+	// probe or open failure parks a row, or counts past the threshold.
+	{name: "a failed probe counts an attempt", test: syncTest, edits: edit(gateFile,
+		`return RetryAfter\(until\.Sub\(now\), fmt\.Errorf\("the circuit's probe failed, not counted: %w", cause\)\)`, "return cause")},
+	{name: "a failure that finds the circuit open counts an attempt", test: syncTest, edits: edit(gateFile,
+		`return RetryAfter\(wait, fmt\.Errorf\("the effect's circuit is open, not counted: %w", cause\)\)`, "return cause")},
+	// Killed by circuit: a call inside the cool-down (its probe taken
+	// early) follows the failure that opened it at the same moment.
+	{name: "the probe taken inside the cool-down", test: syncTest, edits: []mutantEdit{
+		{file: gateFile, old: `\(g\.State == GateOpen \|\| g\.State == GateProbe\) && !g\.Until\.After\(now\)`, new: "(g.State == GateOpen || g.State == GateProbe)"},
+		{file: sqliteLedger, old: `AND gate IN \('open', 'probe'\) AND held_until <= \?5`, new: "AND gate IN ('open', 'probe') AND ?5 IS NOT NULL"}}},
+	{name: "the probe taken inside the cool-down (PostgreSQL)", test: syncTest, db: "postgres", edits: []mutantEdit{
+		{file: gateFile, old: `\(g\.State == GateOpen \|\| g\.State == GateProbe\) && !g\.Until\.After\(now\)`, new: "(g.State == GateOpen || g.State == GateProbe)"},
+		{file: pgLedger, old: `AND gate IN \('open', 'probe'\) AND held_until <= \$5`, new: "AND gate IN ('open', 'probe') AND $5::timestamptz IS NOT NULL"}}},
 	// Killed by forget: a person forgets a key under a worker's live
 	// lease (refused, nothing changed), and one done key at the end
 	// (its row alone goes).
@@ -504,7 +525,7 @@ var exampleMutants = []mutant{
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
-	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate", "held"}
+	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate", "held", "pause", "circuit"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated

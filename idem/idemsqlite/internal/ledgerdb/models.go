@@ -36,6 +36,11 @@ type IdemLimit struct {
 	Slot      int64
 	Owner     sql.NullString
 	HeldUntil sql.NullString
+	Gate      sql.NullString
+	Failures  int64
+	Opens     int64
+	Since     sql.NullString
+	Reason    sql.NullString
 }
 
 type IdemParked struct {

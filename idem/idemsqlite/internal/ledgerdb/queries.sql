@@ -288,3 +288,67 @@ SELECT held_until FROM idem_limits WHERE job = @job AND effect = @effect AND slo
 -- @next, unless another worker took it first (then no row changes).
 UPDATE idem_limits SET held_until = @next
 WHERE job = @job AND effect = @effect AND slot = -1 AND held_until = @seen;
+
+-- An effect's gate (slot -2; idem/gate.go): the provider's "not now" for
+-- the whole effect (gate 'paused' until held_until), and its circuit
+-- (failures in a row; 'open' until held_until, then one 'probe' call held
+-- by owner until its lease ends). Every time is the database's.
+
+-- name: GetGate :one
+SELECT gate, held_until, owner, failures, opens, since, reason FROM idem_limits
+WHERE job = @job AND effect = @effect AND slot = -2;
+
+-- name: PauseGate :exec
+-- The provider paused the whole effect until @until (idem.PauseEffect):
+-- no call starts before it. An open circuit stays open, at least until
+-- then; any other gate is paused (a probe answered "not now": the
+-- provider is up), kept as long as the later of the two times.
+UPDATE idem_limits SET
+    since = CASE WHEN gate = 'open' OR gate = 'paused' AND held_until > @now THEN since ELSE @now END,
+    held_until = CASE WHEN gate IN ('paused', 'open') AND held_until > @until THEN held_until ELSE @until END,
+    gate = CASE WHEN gate = 'open' THEN 'open' ELSE 'paused' END,
+    owner = NULL, failures = 0, reason = @reason
+WHERE job = @job AND effect = @effect AND slot = -2;
+
+-- name: FailGate :one
+-- A counted failure of a call: @threshold failures in a row, across the
+-- fleet, open a closed (or paused) circuit until @open_until (or the
+-- pause's end, if later). The gate after it comes back.
+UPDATE idem_limits SET
+    since = CASE WHEN (gate IS NULL OR gate = 'paused') AND failures + 1 >= @threshold THEN @now ELSE since END,
+    held_until = CASE WHEN (gate IS NULL OR gate = 'paused') AND failures + 1 >= @threshold
+        THEN CASE WHEN gate = 'paused' AND held_until > @open_until THEN held_until ELSE @open_until END
+        ELSE held_until END,
+    opens = CASE WHEN (gate IS NULL OR gate = 'paused') AND failures + 1 >= @threshold THEN 1 ELSE opens END,
+    gate = CASE WHEN (gate IS NULL OR gate = 'paused') AND failures + 1 >= @threshold THEN 'open' ELSE gate END,
+    failures = failures + 1, reason = @reason
+WHERE job = @job AND effect = @effect AND slot = -2
+RETURNING gate, held_until;
+
+-- name: TakeProbe :execrows
+-- The one call after an open circuit's cool-down ends (or after a probe
+-- whose worker died, its lease over), held by @owner until @held_until.
+-- Exclusive: a second taker finds the row no longer matches.
+UPDATE idem_limits SET gate = 'probe', owner = @owner, held_until = @held_until
+WHERE job = @job AND effect = @effect AND slot = -2 AND gate IN ('open', 'probe') AND held_until <= @now;
+
+-- name: CloseGate :execrows
+-- The probe held by @owner succeeded: the circuit closes.
+UPDATE idem_limits SET gate = NULL, owner = NULL, held_until = NULL, failures = 0, opens = 0, since = NULL
+WHERE job = @job AND effect = @effect AND slot = -2 AND gate = 'probe' AND owner = @owner;
+
+-- name: ReopenGate :execrows
+-- The probe held by @owner failed: open again until @held_until.
+UPDATE idem_limits SET gate = 'open', owner = NULL, opens = opens + 1, held_until = @held_until, reason = @reason
+WHERE job = @job AND effect = @effect AND slot = -2 AND gate = 'probe' AND owner = @owner;
+
+-- name: ResetGateFailures :exec
+-- A call succeeded: the failures in a row start again from none.
+UPDATE idem_limits SET failures = 0
+WHERE job = @job AND effect = @effect AND slot = -2 AND failures > 0;
+
+-- name: LiftGate :execrows
+-- A person lifts a pause or closes a circuit by hand (idem.LiftGate,
+-- idemgen ledger lift). The provider's last answer stays, for history.
+UPDATE idem_limits SET gate = NULL, owner = NULL, held_until = NULL, failures = 0, opens = 0, since = NULL
+WHERE job = @job AND effect = @effect AND slot = -2 AND (gate IS NOT NULL OR failures > 0);

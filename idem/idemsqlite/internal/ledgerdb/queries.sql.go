@@ -59,6 +59,26 @@ func (q *Queries) ClearUnitFailure(ctx context.Context, arg ClearUnitFailurePara
 	return result.RowsAffected()
 }
 
+const closeGate = `-- name: CloseGate :execrows
+UPDATE idem_limits SET gate = NULL, owner = NULL, held_until = NULL, failures = 0, opens = 0, since = NULL
+WHERE job = ?1 AND effect = ?2 AND slot = -2 AND gate = 'probe' AND owner = ?3
+`
+
+type CloseGateParams struct {
+	Job    string
+	Effect string
+	Owner  sql.NullString
+}
+
+// The probe held by @owner succeeded: the circuit closes.
+func (q *Queries) CloseGate(ctx context.Context, arg CloseGateParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, closeGate, arg.Job, arg.Effect, arg.Owner)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const completeEffect = `-- name: CompleteEffect :execrows
 UPDATE idem_ledger
 SET state = 'done', result = ?1, lease_until = NULL, done_at = ?2, updated_at = ?3
@@ -180,6 +200,50 @@ func (q *Queries) EnsureLimitSlot(ctx context.Context, arg EnsureLimitSlotParams
 	return err
 }
 
+const failGate = `-- name: FailGate :one
+UPDATE idem_limits SET
+    since = CASE WHEN (gate IS NULL OR gate = 'paused') AND failures + 1 >= ?1 THEN ?2 ELSE since END,
+    held_until = CASE WHEN (gate IS NULL OR gate = 'paused') AND failures + 1 >= ?1
+        THEN CASE WHEN gate = 'paused' AND held_until > ?3 THEN held_until ELSE ?3 END
+        ELSE held_until END,
+    opens = CASE WHEN (gate IS NULL OR gate = 'paused') AND failures + 1 >= ?1 THEN 1 ELSE opens END,
+    gate = CASE WHEN (gate IS NULL OR gate = 'paused') AND failures + 1 >= ?1 THEN 'open' ELSE gate END,
+    failures = failures + 1, reason = ?4
+WHERE job = ?5 AND effect = ?6 AND slot = -2
+RETURNING gate, held_until
+`
+
+type FailGateParams struct {
+	Threshold int64
+	Now       sql.NullString
+	OpenUntil sql.NullString
+	Reason    sql.NullString
+	Job       string
+	Effect    string
+}
+
+type FailGateRow struct {
+	Gate      sql.NullString
+	HeldUntil sql.NullString
+}
+
+// A counted failure of a call: @threshold failures in a row, across the
+// fleet, open a closed (or paused) circuit until @open_until (or the
+// pause's end, if later). The gate after it comes back.
+func (q *Queries) FailGate(ctx context.Context, arg FailGateParams) (FailGateRow, error) {
+	row := q.db.QueryRowContext(ctx, failGate,
+		arg.Threshold,
+		arg.Now,
+		arg.OpenUntil,
+		arg.Reason,
+		arg.Job,
+		arg.Effect,
+	)
+	var i FailGateRow
+	err := row.Scan(&i.Gate, &i.HeldUntil)
+	return i, err
+}
+
 const forgetEffect = `-- name: ForgetEffect :execrows
 DELETE FROM idem_ledger
 WHERE effect_key = ?1 AND NOT (state = 'pending' AND lease_until IS NOT NULL AND lease_until > ?2)
@@ -262,6 +326,46 @@ func (q *Queries) GetEffect(ctx context.Context, effectKey string) (GetEffectRow
 		&i.Permanent,
 		&i.ParkedReason,
 		&i.NextAttemptAt,
+	)
+	return i, err
+}
+
+const getGate = `-- name: GetGate :one
+
+SELECT gate, held_until, owner, failures, opens, since, reason FROM idem_limits
+WHERE job = ?1 AND effect = ?2 AND slot = -2
+`
+
+type GetGateParams struct {
+	Job    string
+	Effect string
+}
+
+type GetGateRow struct {
+	Gate      sql.NullString
+	HeldUntil sql.NullString
+	Owner     sql.NullString
+	Failures  int64
+	Opens     int64
+	Since     sql.NullString
+	Reason    sql.NullString
+}
+
+// An effect's gate (slot -2; idem/gate.go): the provider's "not now" for
+// the whole effect (gate 'paused' until held_until), and its circuit
+// (failures in a row; 'open' until held_until, then one 'probe' call held
+// by owner until its lease ends). Every time is the database's.
+func (q *Queries) GetGate(ctx context.Context, arg GetGateParams) (GetGateRow, error) {
+	row := q.db.QueryRowContext(ctx, getGate, arg.Job, arg.Effect)
+	var i GetGateRow
+	err := row.Scan(
+		&i.Gate,
+		&i.HeldUntil,
+		&i.Owner,
+		&i.Failures,
+		&i.Opens,
+		&i.Since,
+		&i.Reason,
 	)
 	return i, err
 }
@@ -398,6 +502,26 @@ func (q *Queries) LedgerPage(ctx context.Context, arg LedgerPageParams) ([]Ledge
 		return nil, err
 	}
 	return items, nil
+}
+
+const liftGate = `-- name: LiftGate :execrows
+UPDATE idem_limits SET gate = NULL, owner = NULL, held_until = NULL, failures = 0, opens = 0, since = NULL
+WHERE job = ?1 AND effect = ?2 AND slot = -2 AND (gate IS NOT NULL OR failures > 0)
+`
+
+type LiftGateParams struct {
+	Job    string
+	Effect string
+}
+
+// A person lifts a pause or closes a circuit by hand (idem.LiftGate,
+// idemgen ledger lift). The provider's last answer stays, for history.
+func (q *Queries) LiftGate(ctx context.Context, arg LiftGateParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, liftGate, arg.Job, arg.Effect)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const listUnitFailures = `-- name: ListUnitFailures :many
@@ -750,6 +874,38 @@ func (q *Queries) ParkedPage(ctx context.Context, arg ParkedPageParams) ([]Parke
 	return items, nil
 }
 
+const pauseGate = `-- name: PauseGate :exec
+UPDATE idem_limits SET
+    since = CASE WHEN gate = 'open' OR gate = 'paused' AND held_until > ?1 THEN since ELSE ?1 END,
+    held_until = CASE WHEN gate IN ('paused', 'open') AND held_until > ?2 THEN held_until ELSE ?2 END,
+    gate = CASE WHEN gate = 'open' THEN 'open' ELSE 'paused' END,
+    owner = NULL, failures = 0, reason = ?3
+WHERE job = ?4 AND effect = ?5 AND slot = -2
+`
+
+type PauseGateParams struct {
+	Now    sql.NullString
+	Until  sql.NullString
+	Reason sql.NullString
+	Job    string
+	Effect string
+}
+
+// The provider paused the whole effect until @until (idem.PauseEffect):
+// no call starts before it. An open circuit stays open, at least until
+// then; any other gate is paused (a probe answered "not now": the
+// provider is up), kept as long as the later of the two times.
+func (q *Queries) PauseGate(ctx context.Context, arg PauseGateParams) error {
+	_, err := q.db.ExecContext(ctx, pauseGate,
+		arg.Now,
+		arg.Until,
+		arg.Reason,
+		arg.Job,
+		arg.Effect,
+	)
+	return err
+}
+
 const pendingEffects = `-- name: PendingEffects :many
 SELECT effect_key, effect, unit_key, payload FROM idem_ledger
 WHERE job = ?1 AND state = 'pending' AND (lease_until IS NULL OR lease_until < ?2)
@@ -958,6 +1114,34 @@ func (q *Queries) ReleaseEffect(ctx context.Context, arg ReleaseEffectParams) (R
 	return i, err
 }
 
+const reopenGate = `-- name: ReopenGate :execrows
+UPDATE idem_limits SET gate = 'open', owner = NULL, opens = opens + 1, held_until = ?1, reason = ?2
+WHERE job = ?3 AND effect = ?4 AND slot = -2 AND gate = 'probe' AND owner = ?5
+`
+
+type ReopenGateParams struct {
+	HeldUntil sql.NullString
+	Reason    sql.NullString
+	Job       string
+	Effect    string
+	Owner     sql.NullString
+}
+
+// The probe held by @owner failed: open again until @held_until.
+func (q *Queries) ReopenGate(ctx context.Context, arg ReopenGateParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, reopenGate,
+		arg.HeldUntil,
+		arg.Reason,
+		arg.Job,
+		arg.Effect,
+		arg.Owner,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const reserveEffect = `-- name: ReserveEffect :exec
 INSERT INTO idem_ledger (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', 0, ?8, ?9)
@@ -1033,6 +1217,22 @@ func (q *Queries) ReserveLeasedEffect(ctx context.Context, arg ReserveLeasedEffe
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const resetGateFailures = `-- name: ResetGateFailures :exec
+UPDATE idem_limits SET failures = 0
+WHERE job = ?1 AND effect = ?2 AND slot = -2 AND failures > 0
+`
+
+type ResetGateFailuresParams struct {
+	Job    string
+	Effect string
+}
+
+// A call succeeded: the failures in a row start again from none.
+func (q *Queries) ResetGateFailures(ctx context.Context, arg ResetGateFailuresParams) error {
+	_, err := q.db.ExecContext(ctx, resetGateFailures, arg.Job, arg.Effect)
+	return err
 }
 
 const retryEffect = `-- name: RetryEffect :execrows
@@ -1266,6 +1466,36 @@ func (q *Queries) SettleUnitFailure(ctx context.Context, arg SettleUnitFailurePa
 	var i SettleUnitFailureRow
 	err := row.Scan(&i.State, &i.Attempts)
 	return i, err
+}
+
+const takeProbe = `-- name: TakeProbe :execrows
+UPDATE idem_limits SET gate = 'probe', owner = ?1, held_until = ?2
+WHERE job = ?3 AND effect = ?4 AND slot = -2 AND gate IN ('open', 'probe') AND held_until <= ?5
+`
+
+type TakeProbeParams struct {
+	Owner     sql.NullString
+	HeldUntil sql.NullString
+	Job       string
+	Effect    string
+	Now       sql.NullString
+}
+
+// The one call after an open circuit's cool-down ends (or after a probe
+// whose worker died, its lease over), held by @owner until @held_until.
+// Exclusive: a second taker finds the row no longer matches.
+func (q *Queries) TakeProbe(ctx context.Context, arg TakeProbeParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, takeProbe,
+		arg.Owner,
+		arg.HeldUntil,
+		arg.Job,
+		arg.Effect,
+		arg.Now,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const takeSlot = `-- name: TakeSlot :many

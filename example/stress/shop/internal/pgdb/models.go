@@ -47,6 +47,11 @@ type ShopIdemLimit struct {
 	Slot      int32
 	Owner     *string
 	HeldUntil *time.Time
+	Gate      *string
+	Failures  int32
+	Opens     int32
+	Since     *time.Time
+	Reason    *string
 }
 
 type ShopIdemParked struct {

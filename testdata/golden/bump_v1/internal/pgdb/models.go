@@ -67,6 +67,11 @@ type Bumpv1IdemLimit struct {
 	Slot      int32
 	Owner     *string
 	HeldUntil *time.Time
+	Gate      *string
+	Failures  int32
+	Opens     int32
+	Since     *time.Time
+	Reason    *string
 }
 
 type Order struct {

@@ -67,6 +67,11 @@ type Bumpv1IdemLimit struct {
 	Slot      int64
 	Owner     sql.NullString
 	HeldUntil sql.NullString
+	Gate      sql.NullString
+	Failures  int64
+	Opens     int64
+	Since     sql.NullString
+	Reason    sql.NullString
 }
 
 type Order struct {

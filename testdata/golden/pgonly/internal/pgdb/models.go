@@ -46,6 +46,11 @@ type PgonlyIdemLimit struct {
 	Slot      int32
 	Owner     *string
 	HeldUntil *time.Time
+	Gate      *string
+	Failures  int32
+	Opens     int32
+	Since     *time.Time
+	Reason    *string
 }
 
 type PgonlyIdemParked struct {

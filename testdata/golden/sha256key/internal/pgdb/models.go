@@ -65,6 +65,11 @@ type Sha256keyIdemLimit struct {
 	Slot      int32
 	Owner     *string
 	HeldUntil *time.Time
+	Gate      *string
+	Failures  int32
+	Opens     int32
+	Since     *time.Time
+	Reason    *string
 }
 
 type Sha256keyIdemParked struct {

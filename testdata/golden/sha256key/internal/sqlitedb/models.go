@@ -65,6 +65,11 @@ type Sha256keyIdemLimit struct {
 	Slot      int64
 	Owner     sql.NullString
 	HeldUntil sql.NullString
+	Gate      sql.NullString
+	Failures  int64
+	Opens     int64
+	Since     sql.NullString
+	Reason    sql.NullString
 }
 
 type Sha256keyIdemParked struct {

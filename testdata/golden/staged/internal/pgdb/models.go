@@ -67,6 +67,11 @@ type StagedIdemLimit struct {
 	Slot      int32
 	Owner     *string
 	HeldUntil *time.Time
+	Gate      *string
+	Failures  int32
+	Opens     int32
+	Since     *time.Time
+	Reason    *string
 }
 
 type StagedIdemParked struct {

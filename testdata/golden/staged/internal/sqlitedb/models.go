@@ -66,6 +66,11 @@ type StagedIdemLimit struct {
 	Slot      int64
 	Owner     sql.NullString
 	HeldUntil sql.NullString
+	Gate      sql.NullString
+	Failures  int64
+	Opens     int64
+	Since     sql.NullString
+	Reason    sql.NullString
 }
 
 type StagedIdemParked struct {

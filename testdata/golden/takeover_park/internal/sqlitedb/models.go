@@ -46,6 +46,11 @@ type TakeoverParkIdemLimit struct {
 	Slot      int64
 	Owner     sql.NullString
 	HeldUntil sql.NullString
+	Gate      sql.NullString
+	Failures  int64
+	Opens     int64
+	Since     sql.NullString
+	Reason    sql.NullString
 }
 
 type TakeoverParkIdemParked struct {

@@ -1,0 +1,187 @@
+package crashsim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+)
+
+// The gate families (idem/gate.go): the provider's "not now" for a whole
+// effect, and an effect's circuit, each played clean and crashed at hits
+// spread over the first phase (the next process takes over once the
+// crashed one's leases run out).
+//
+//   - pause: one call of an effect is answered idem.PauseEffect(lease/2):
+//     no call of that effect, any key, any worker, may reach the provider
+//     before the pause ends on the simulated clock; every effect is still
+//     performed once, none is parked, and (clean) every row of the effect
+//     ends with one attempt counted: a row that met the pause burned none.
+//   - circuit: from one call of an effect on, the provider is down for
+//     simCircuitOutage(...) calls of it. The effect's circuit (failures
+//     simCircuitFailures, cool_down lease/16, set on every effect here)
+//     opens; while the provider's own count says it is open, a call must
+//     come a cool-down after the last failed one (the probe), and only
+//     one (a second call at once is a second probe); every effect is
+//     still performed once and none is parked although the outage lasts
+//     longer than max_attempts; and (clean) the effect's rows count at
+//     most simCircuitFailures-1 failed attempts in all: failures that met
+//     the circuit open, and the probes', count none.
+//
+// The runs are sequential within a process (one call in flight), so what
+// the provider sees is what the gate let through, with no race between a
+// gate read and a call in flight.
+
+const (
+	famPause   = "pause"
+	famCircuit = "circuit"
+)
+
+// simCircuitFailures is the circuit's failures in a row in the circuit
+// family; other families' effects get a circuit that never opens
+// (simNoCircuit), so that their effects have a gate for PauseEffect.
+const simCircuitFailures = 2
+
+var simNoCircuit = idem.Circuit{Failures: 1 << 30, CoolDown: time.Hour}
+
+// simGate is the provider's side of the gate families.
+type simGate struct {
+	// pauseCall's key is answered PauseEffect(pauseWait) once (-1: none);
+	// a call of its effect before pauseUntil is early.
+	pauseCall  int
+	pauseWait  time.Duration
+	pauseUntil map[string]time.Time
+	// outageCall starts the outage of its effect: outageLeft more calls
+	// of it fail.
+	outageCall   int
+	outageEffect string
+	outageLeft   int
+	coolDown     time.Duration
+	// failsInRow and lastFail: the provider's own count of an effect's
+	// failures in a row and when the last one was answered.
+	failsInRow map[string]int
+	lastFail   map[string]time.Time
+	wrong      []string
+	// maxAttempts is the job's effects' largest max_attempts.
+	maxAttempts int
+}
+
+func newSimGate() *simGate {
+	return &simGate{pauseCall: -1, outageCall: -1, pauseUntil: map[string]time.Time{}, failsInRow: map[string]int{}, lastFail: map[string]time.Time{}}
+}
+
+// initGate sets the provider up for a gate family's scenario.
+func (r *simRun[U]) initGate() {
+	g := r.prov.gate
+	for _, fx := range r.job.Effects {
+		g.maxAttempts = max(g.maxAttempts, fx.MaxAttempts)
+	}
+	switch r.sc.family {
+	case famPause:
+		g.pauseCall, g.pauseWait = r.sc.call, r.job.Lease/2
+	case famCircuit:
+		g.outageCall, g.coolDown = r.sc.call, simCircuitCoolDown(r.job.Lease)
+	}
+}
+
+// simCircuitCoolDown is the circuit family's cool-down: its longest (8
+// times, with jitter) is shorter than a lease, so that the next process
+// after a crash, a lease later, finds it over.
+func simCircuitCoolDown(lease time.Duration) time.Duration { return max(lease/16, time.Second) }
+
+// simCircuitOutage is how many calls of the effect fail: the circuit's
+// failures, and more probes than max_attempts, so that counting the
+// failures of an open circuit would park a row.
+func simCircuitOutage(maxAttempts int) int { return simCircuitFailures + maxAttempts + 2 }
+
+// answer is the gate families' answer to call n of key (of effect) at
+// now, when they make one; it also checks the call against what the
+// provider said before.
+func (g *simGate) answer(n int, effect, key string, now time.Time) (error, bool) {
+	if until, ok := g.pauseUntil[effect]; ok && now.Before(until) {
+		g.wrong = append(g.wrong, fmt.Sprintf("pause: %s of effect %s called at %s, the effect paused until %s", key, effect, now.Format(time.RFC3339), until.Format(time.RFC3339)))
+	}
+	if g.failsInRow[effect] >= simCircuitFailures && now.Before(g.lastFail[effect].Add(g.coolDown)) {
+		g.wrong = append(g.wrong, fmt.Sprintf("circuit: %s of effect %s called at %s, %d failures in a row, the last at %s: inside the cool-down %s (a call during it, or a second probe)",
+			key, effect, now.Format(time.RFC3339), g.failsInRow[effect], g.lastFail[effect].Format(time.RFC3339), g.coolDown))
+	}
+	if n == g.pauseCall {
+		g.pauseUntil[effect] = now.Add(g.pauseWait)
+		return idem.PauseEffect(g.pauseWait, fmt.Errorf("simulated 429 for the whole account at %s", key)), true
+	}
+	if n == g.outageCall {
+		g.outageEffect, g.outageLeft = effect, simCircuitOutage(g.maxAttempts)
+	}
+	if effect == g.outageEffect && g.outageLeft > 0 {
+		g.outageLeft--
+		g.failsInRow[effect]++
+		g.lastFail[effect] = now
+		return fmt.Errorf("simulated 503 of effect %s's provider at %s, %d more to come", effect, key, g.outageLeft), true
+	}
+	g.failsInRow[effect] = 0
+	return nil, false
+}
+
+// gateCircuit is the circuit a family gives every effect: the gate
+// families their own; every other family none, whatever the spec says, as
+// their oracles count each failure as an attempt (failk parks an effect
+// after max_attempts failures in a row, which a circuit would stop).
+func gateCircuit(family string, lease time.Duration) idem.Circuit {
+	switch family {
+	case famPause:
+		return simNoCircuit
+	case famCircuit:
+		return idem.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(lease)}
+	}
+	return idem.Circuit{}
+}
+
+// checkGate: what the provider saw broke no pause and no cool-down; in a
+// clean scenario, the rows of the effect that was paused or down count no
+// attempt for meeting the gate.
+func (r *simRun[U]) checkGate(ctx context.Context) {
+	g := r.prov.gate
+	r.prov.mu.Lock()
+	wrong := append([]string(nil), g.wrong...)
+	effect := g.outageEffect
+	var paused string
+	for e := range g.pauseUntil {
+		paused = e
+	}
+	r.prov.mu.Unlock()
+	if len(wrong) > 0 {
+		r.violate("end: %s", strings.Join(wrong, "; "))
+	}
+	if r.sc.family != famPause && r.sc.family != famCircuit {
+		return
+	}
+	if r.sc.family == famPause {
+		effect = paused
+	}
+	if effect == "" {
+		r.violate("%s: no call of an effect was answered as the scenario planned", r.sc.family)
+		return
+	}
+	if r.sc.at >= 0 {
+		return // a crashed claim counts its attempt
+	}
+	rows, err := r.db.observer().Auto().Ledger(ctx)
+	if err != nil {
+		r.violate("%s: read the ledger: %v", r.sc.family, err)
+		return
+	}
+	extra := 0
+	for _, e := range rows {
+		if e.Effect == effect && e.State == idem.StateDone {
+			extra += e.Attempts - 1
+		}
+	}
+	switch {
+	case r.sc.family == famPause && extra != 0:
+		r.violate("pause: the rows of effect %s count %d attempts more than one each; a pause burns none", effect, extra)
+	case r.sc.family == famCircuit && extra > simCircuitFailures-1:
+		r.violate("circuit: the rows of effect %s count %d failed attempts; only the %d before the circuit opened count", effect, extra, simCircuitFailures-1)
+	}
+}

@@ -1,0 +1,91 @@
+package idemops
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/idemgen/idemgen/idem"
+)
+
+// GateStatus is an effect's gate (idem/gate.go) as status shows it: paused
+// by its provider (idem.PauseEffect) or its circuit open, since and until
+// when, and why: the provider's last answer.
+type GateStatus struct {
+	// State is "paused", "open" (the circuit: no call until Until, then
+	// one probe) or "probe" (the probe in flight until Until at most).
+	State    string     `json:"state"`
+	Since    *time.Time `json:"since"`
+	Until    *time.Time `json:"until"`
+	Reason   string     `json:"reason"`
+	Failures int        `json:"failures_in_a_row"`
+	Opens    int        `json:"opens_in_a_row"`
+}
+
+// readGates sets each effect's Gate from the limits table's gate rows
+// (slot -2) whose pause or circuit holds at now. A table from before the
+// gate has none.
+func (d *DB) readGates(ctx context.Context, now time.Time, jobFor func(string) *JobStatus) error {
+	if d.t.Limits == "" || !d.hasColumns(ctx, d.t.Limits, "job, effect, slot, held_until, gate, failures, opens, since, reason") {
+		return nil
+	}
+	rows, err := d.query(ctx, `SELECT job, effect, gate, held_until, since, reason, failures, opens FROM `+d.t.Limits+` WHERE slot = -2 AND gate IS NOT NULL ORDER BY job, effect`)
+	if err != nil {
+		return wrapRead(d.t.Limits, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var job, effect, state string
+		var until, since dbTime
+		var reason sql.NullString
+		var failures, opens int
+		if err := rows.Scan(&job, &effect, &state, &until, &since, &reason, &failures, &opens); err != nil {
+			return wrapRead(d.t.Limits, err)
+		}
+		if state != idem.GateProbe && (!until.valid || !until.t.After(now)) {
+			continue // a pause or cool-down over: the next call goes through (the probe, for a circuit)
+		}
+		js := jobFor(job)
+		for i := range js.Effects {
+			if js.Effects[i].Effect == effect {
+				js.Effects[i].Gate = &GateStatus{State: state, Since: since.ptr(), Until: until.ptr(), Reason: reason.String, Failures: failures, Opens: opens}
+			}
+		}
+	}
+	return wrapRead(d.t.Limits, rows.Err())
+}
+
+// GateText says in one line what an effect's gate holds, for status.
+func GateText(g *GateStatus) string {
+	when := func(t *time.Time) string {
+		if t == nil {
+			return "?"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	switch g.State {
+	case idem.GatePaused:
+		return fmt.Sprintf("paused by its provider since %s until %s: %s", when(g.Since), when(g.Until), g.Reason)
+	case idem.GateProbe:
+		return fmt.Sprintf("circuit open since %s, its probe in flight (until %s at most): %s", when(g.Since), when(g.Until), g.Reason)
+	}
+	return fmt.Sprintf("circuit open since %s until %s (opened %d times in a row), then one probe: %s", when(g.Since), when(g.Until), g.Opens, g.Reason)
+}
+
+// LiftGate lifts the pause of job's effect, or closes its circuit, by
+// hand: the runtime's idem.LiftGate, as `idemgen ledger lift JOB EFFECT`
+// does. It reports whether there was anything to lift; logged.
+func (d *DB) LiftGate(ctx context.Context, job, effect string) (bool, error) {
+	if err := d.canRecover(); err != nil {
+		return false, err
+	}
+	lifted, err := idem.LiftGate(ctx, d.st, job, effect)
+	if err != nil {
+		return false, err
+	}
+	if lifted {
+		d.log.Info("idemgen ledger: lifted the effect's pause or closed its circuit", "package", d.pkg.Name, "job", job, "effect", effect)
+	}
+	return lifted, nil
+}
