@@ -824,8 +824,8 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 }
 
 // simSlots bounds how many scenarios play at once in this process; they
-// wait mostly on the database.
-var simSlots = make(chan struct{}, 4)
+// wait mostly on the database (workers.go sets how many).
+var simSlots = make(chan struct{}, simWorkers())
 
 // Run runs every scenario family for one job on one database kind.
 // Under -short it plays a deterministic sample; IDEMGEN_CRASHSIM_SCENARIO

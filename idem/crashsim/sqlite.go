@@ -48,6 +48,9 @@ func SQLite(t testing.TB, open func(*sql.DB) Store) Env {
 	if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 		t.Fatal(err)
 	}
+	if simCold() {
+		return simSQLite{template: path, open: open}
+	}
 	slots, err := newSimSQLiteSlots(db)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +104,9 @@ func (e simSQLite) attach(t testing.TB, path string) simDB {
 	// reads find no idle connection and open one, and with database/sql's
 	// two idle ones a connection was opened (its schema read) and closed
 	// again at nearly every check.
-	obs.SetMaxIdleConns(simObserverIdle)
+	if !simCold() {
+		obs.SetMaxIdleConns(simObserverIdle)
+	}
 	return &simSQLiteDB{path: path, open: e.open, obsDB: obs, obs: e.open(obs).Runtime()}
 }
 

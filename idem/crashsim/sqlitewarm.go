@@ -63,6 +63,9 @@ func newSimSQLiteSlots(db *sql.DB) (*simSQLiteSlots, error) {
 
 // take returns a free file, or nil: the caller copies the template.
 func (s *simSQLiteSlots) take() *simSQLiteSlot {
+	if s == nil {
+		return nil // cold (EnvCold)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n := len(s.free); n > 0 {
