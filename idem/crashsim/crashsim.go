@@ -1061,7 +1061,7 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	// matrix replays each scenario to the same hit, which concurrent calls
 	// and write-ahead would reorder; the fanout families run both.
 	// The simulated clock is the database's too: leases expire on it.
-	base := []idem.Option{idem.WithClock(r.now), idem.WithLeaseClock(r.now), idem.WithLogger(simLogger),
+	base := []idem.Option{idem.WithClock(r.now), idem.WithLeaseClock(r.now), idem.WithSlotWait(slotWait), idem.WithLogger(simLogger),
 		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false)}
 	if r.job.Source == SourceWatermarkName {
 		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
