@@ -1061,10 +1061,13 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	// matrix replays each scenario to the same hit, which concurrent calls
 	// and write-ahead would reorder; the fanout families run both.
 	// The simulated clock is the database's too: leases expire on it.
-	base := []idem.Option{idem.WithClock(r.now), idem.WithLeaseClock(r.now), idem.WithSlotWait(slotWait), idem.WithLogger(simLogger),
+	base := []idem.Option{idem.WithClock(r.now), idem.WithLeaseClock(r.now), idem.WithLogger(simLogger),
 		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false)}
 	if r.job.Source == SourceWatermarkName {
 		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
+	}
+	if !simCold() {
+		base = append(base, idem.WithSlotWait(slotWait)) // limits.go
 	}
 	if strings.HasPrefix(r.sc.family, "fanout") {
 		// Effects four at a time, batches of two: a batch's calls overlap
