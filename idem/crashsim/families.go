@@ -1239,7 +1239,7 @@ func simSample(plan []simScenario) []simScenario {
 		}
 		byFamily[sc.family] = append(byFamily[sc.family], sc)
 	}
-	quota := map[string]int{"crash": 10, "preempt": 3, "writefail": 2, "takeover": 2, "purge-old": 2, "subprocess": 1, "concurrent": 1, "crash2": 1, "fanout-crash": 2}
+	quota := map[string]int{"crash": 10, "preempt": 3, "writefail": 2, "takeover": 5, "purge-old": 2, "purge-young": 4, "subprocess": 1, "concurrent": 1, "crash2": 1, "fanout-crash": 2}
 	var out []simScenario
 	for _, f := range order {
 		all := byFamily[f]
