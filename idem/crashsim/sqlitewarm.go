@@ -39,13 +39,16 @@ type simSQLiteSlots struct {
 	free     []*simSQLiteSlot
 }
 
-// newSimSQLiteSlots lists the tables of the migrated template db.
+// newSimSQLiteSlots lists the tables of the migrated template db. GLOB,
+// not LIKE: LIKE's _ is any character, and 'sqlite_%' left out a
+// package's own tables named sqlite... (golden/sqliteonly), whose rows then
+// leaked from one scenario into the next.
 func newSimSQLiteSlots(db *sql.DB) (*simSQLiteSlots, error) {
 	var path string
 	if err := db.QueryRow("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&path); err != nil {
 		return nil, fmt.Errorf("crashsim: the template's file: %w", err)
 	}
-	rows, err := db.Query("SELECT name FROM sqlite_master WHERE type = 'table' AND (name NOT LIKE 'sqlite_%' OR name = 'sqlite_sequence') ORDER BY name")
+	rows, err := db.Query("SELECT name FROM sqlite_master WHERE type = 'table' AND (name NOT GLOB 'sqlite_*' OR name = 'sqlite_sequence') ORDER BY name")
 	if err != nil {
 		return nil, fmt.Errorf("crashsim: the template's tables: %w", err)
 	}
