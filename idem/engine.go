@@ -274,6 +274,7 @@ type options struct {
 	// paceWait waits for a call's start under a rate on the lease clock
 	// (tests only: WithPaceWait).
 	paceWait func(ctx context.Context, effect string, start time.Time) error
+	slotWait slotWait // between polls for a call slot (tests only: WithSlotWait)
 	dbClock  *dbClock
 	// waitBound bounds each wait for a connection or a lock (WithWaitBound).
 	waitBound time.Duration

@@ -198,7 +198,7 @@ func (e *Engine[U]) takeSlot(ctx context.Context, l *fleetLimit, q Querier, leas
 			<-l.local
 			return nil, noRoom
 		}
-		if err := sleep(ctx, poll); err != nil {
+		if err := e.pollSlot(ctx, l.effect, time.Since(began), poll, noRoom); err != nil {
 			<-l.local
 			return nil, err
 		}

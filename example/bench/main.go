@@ -7,6 +7,7 @@
 //	go run ./example/bench -db postgres://... -only providers   # effects against a throttling provider (providers.go)
 //	go run ./example/bench -db postgres://... -only river       # River with a no-op worker beside the generated worker (river.go)
 //	go run ./example/bench -only coldbuild                      # the first go tool idemgen generate of a new module, empty build cache (coldbuild.go)
+//	go run ./example/bench -only crashsim                       # the crash matrices' seconds per job, before and after issue 39 (crashsim.go)
 //
 // It prints a table of the figures, each target of the issue with ok or
 // MISS, and ends with one line:
@@ -128,7 +129,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.statusSample, "status-sample", 0, "-history: ledger rows that status samples above -status-exact (0: ops.DoneSampleRows)")
 	fs.BoolVar(&cfg.historyKeep, "history-keep", false, "leave the -history measurement's filled schema (PostgreSQL) or file (SQLite) in place, for EXPLAIN; it prints its name")
 	fs.BoolVar(&cfg.noGen, "no-gen", false, "skip the generation measurement (it builds idemgen and sqlc)")
-	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history,ui,river,coldbuild); the ratios need all")
+	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history,ui,river,coldbuild; crashsim runs alone); the ratios need all")
 	fs.BoolVar(&cfg.providers, "providers", false, "also measure effects against a provider simulator that serves -provider-rate calls/s and answers 429 above it (PostgreSQL; -only providers runs it alone)")
 	fs.IntVar(&cfg.providerRate, "provider-rate", 200, "R: calls per second the simulated provider serves")
 	fs.IntVar(&cfg.providerClientRate, "provider-client-rate", -1, "the effect's rate in the workers, calls/s across the fleet (-1: R; 0: no rate)")
@@ -267,6 +268,9 @@ func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
 	}
 	if cfg.worker > 0 {
 		return nil, providerWorker(ctx, cfg, out)
+	}
+	if slices.Equal(cfg.only, []string{"crashsim"}) {
+		return nil, measureCrashSim(ctx, cfg, out) // crashsim.go
 	}
 	d, err := openDatabase(cfg.db, cfg.concurrency+4)
 	if err != nil {

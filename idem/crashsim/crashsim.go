@@ -1083,6 +1083,9 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	if r.job.Source == SourceWatermarkName {
 		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
 	}
+	if !simCold() {
+		base = append(base, idem.WithSlotWait(slotWait)) // limits.go
+	}
 	if strings.HasPrefix(r.sc.family, "fanout") {
 		// Effects four at a time, batches of two: a batch's calls overlap
 		// the next batch's write and claim, and results are recorded in

@@ -844,8 +844,8 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 }
 
 // simSlots bounds how many scenarios play at once in this process; they
-// wait mostly on the database.
-var simSlots = make(chan struct{}, 4)
+// wait mostly on the database (workers.go sets how many).
+var simSlots = make(chan struct{}, simWorkers())
 
 // Run runs every scenario family for one job on one database kind.
 // Under -short it plays a deterministic sample; IDEMGEN_CRASHSIM_SCENARIO
@@ -1276,7 +1276,7 @@ func simSample(plan []simScenario) []simScenario {
 		}
 		byFamily[sc.family] = append(byFamily[sc.family], sc)
 	}
-	quota := map[string]int{"crash": 10, "preempt": 3, "writefail": 2, "takeover": 2, "purge-old": 2, "subprocess": 1, "concurrent": 1, "crash2": 1, "fanout-crash": 2}
+	quota := map[string]int{"crash": 10, "preempt": 3, "writefail": 2, "takeover": 5, "purge-old": 2, "purge-young": 4, "subprocess": 1, "concurrent": 1, "crash2": 1, "fanout-crash": 2}
 	var out []simScenario
 	for _, f := range order {
 		all := byFamily[f]

@@ -1,6 +1,7 @@
 package crashsim
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -83,4 +84,31 @@ func (r *simRun[U]) checkFleet() {
 	if len(wide) > 0 {
 		r.violate("end: under concurrency %d across workers, %s", r.prov.flight.limit, strings.Join(wide, "; "))
 	}
+}
+
+// simSlotPatience is how long, in real time, a worker of the simulation
+// waits for a call slot under an effect's concurrency before it gives the
+// wait up as "no room" (idem.WithSlotWait). The simulated lease clock stands
+// still meanwhile, so the engine's own bound, half the lease, ran out in
+// real time: a minute a wait, three waits a scenario of the takeover and
+// livelease families once a spec declared a concurrency. A slot is held
+// for one call at most here (simFleetHold, simStallTimeout), so a wait that
+// outlasts this has met a worker the scenario keeps paused, whose slot no
+// wait would see freed, and ends as the engine's bound would end it.
+const simSlotPatience = time.Second
+
+// slotWait is the simulation's idem.WithSlotWait: it sleeps the poll,
+// capped so that a freed slot is seen soon, and gives up after
+// simSlotPatience.
+func slotWait(ctx context.Context, effect string, waited, poll time.Duration) bool {
+	if waited >= simSlotPatience {
+		return true
+	}
+	t := time.NewTimer(min(poll, 20*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }

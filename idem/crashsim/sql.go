@@ -84,6 +84,9 @@ type simConn struct {
 	closed bool              // by its pool, or by kill
 	gate   *sync.RWMutex     // the connector's: held for reading in every driver call
 	dead   *atomic.Bool      // the connector's: killed
+	// warm takes the connection back when its incarnation closes it
+	// outside a transaction, for the next (sqlitewarm.go); nil: closed.
+	warm *simSQLiteSlot
 }
 
 // driverCall runs fn inside the connector's gate (killableConnector.gate).
@@ -107,6 +110,17 @@ func (c *simConn) Close() error {
 			return nil
 		}
 		c.closed = true
+		if c.warm == nil {
+			return c.Conn.Close()
+		}
+		for st := range c.open {
+			_ = st.Stmt.Close()
+		}
+		c.open = nil
+		if c.warm.keep(c.Conn) {
+			return nil
+		}
+		defer c.warm.closed()
 		return c.Conn.Close()
 	})
 }
@@ -125,6 +139,9 @@ func (c *simConn) kill() {
 		_ = st.Stmt.Close()
 	}
 	_ = c.Conn.Close()
+	if c.warm != nil {
+		c.warm.closed()
+	}
 }
 
 // around runs one statement between its two hook calls.

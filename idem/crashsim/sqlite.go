@@ -19,10 +19,16 @@ import (
 	sqlite3 "github.com/ncruces/go-sqlite3/driver"
 )
 
-// simSQLite runs scenarios on SQLite files copied from one migrated template.
+// simSQLite runs scenarios on SQLite files copied from one migrated
+// template. A finished scenario's file is emptied back to the template's
+// rows and handed to the next scenario with the connections its
+// incarnations gave back still open (sqlitewarm.go): opening a SQLite
+// connection (its engine instance, its memory, the schema read) cost about
+// half of a scenario's time.
 type simSQLite struct {
 	template string
 	open     func(*sql.DB) Store
+	slots    *simSQLiteSlots
 }
 
 func SQLite(t testing.TB, open func(*sql.DB) Store) Env {
@@ -42,8 +48,18 @@ func SQLite(t testing.TB, open func(*sql.DB) Store) Env {
 	if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 		t.Fatal(err)
 	}
-	return simSQLite{template: path, open: open}
+	if simCold() {
+		return simSQLite{template: path, open: open}
+	}
+	slots, err := newSimSQLiteSlots(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return simSQLite{template: path, open: open, slots: slots}
 }
+
+// simObserverIdle is how many idle connections the observer's handle keeps.
+const simObserverIdle = 32
 
 func simSQLiteDSN(path string) string {
 	// synchronous(off): the simulation kills processes, never the machine,
@@ -54,6 +70,9 @@ func simSQLiteDSN(path string) string {
 func (e simSQLite) name() string { return "sqlite" }
 
 func (e simSQLite) fresh(t testing.TB) simDB {
+	if s := e.slots.take(); s != nil {
+		return &simSQLiteDB{path: s.path, open: e.open, obsDB: s.obsDB, obs: e.open(s.obsDB).Runtime(), slot: s, slots: e.slots}
+	}
 	path := filepath.Join(t.TempDir(), "sim.db")
 	src, err := os.Open(e.template)
 	if err != nil {
@@ -68,13 +87,25 @@ func (e simSQLite) fresh(t testing.TB) simDB {
 		t.Fatal(err)
 	}
 	dst.Close()
-	return e.attach(t, path)
+	d := e.attach(t, path).(*simSQLiteDB)
+	if e.slots != nil {
+		d.slot, d.slots = newSimSQLiteSlot(t, path, d.obsDB), e.slots
+	}
+	return d
 }
 
 func (e simSQLite) attach(t testing.TB, path string) simDB {
 	obs, err := sql.Open("sqlite3", simSQLiteDSN(path))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// idem.SQLiteAuto gives a query's connection back only once its rows
+	// are closed, on a goroutine of its own: on a loaded machine the next
+	// reads find no idle connection and open one, and with database/sql's
+	// two idle ones a connection was opened (its schema read) and closed
+	// again at nearly every check.
+	if !simCold() {
+		obs.SetMaxIdleConns(simObserverIdle)
 	}
 	return &simSQLiteDB{path: path, open: e.open, obsDB: obs, obs: e.open(obs).Runtime()}
 }
@@ -85,11 +116,25 @@ type simSQLiteDB struct {
 	obsDB *sql.DB
 	obs   idem.Store
 	conns int // the incarnations' most open connections when set (limitConns)
+	// slot keeps the file's warm connections for the next scenario
+	// (sqlitewarm.go); nil in a subprocess child.
+	slot  *simSQLiteSlot
+	slots *simSQLiteSlots
 }
 
 func (d *simSQLiteDB) limitConns(n int) { d.conns = n }
 
-func (d *simSQLiteDB) close() { d.obsDB.Close() }
+// close ends the scenario: its file, emptied back to the template's rows,
+// goes to the next scenario with its warm connections, unless a
+// connection is still out (an incarnation that never ended), or the reset
+// fails: then it is closed and dropped, as a stalled scenario's is.
+func (d *simSQLiteDB) close() {
+	if d.slot == nil {
+		d.obsDB.Close()
+		return
+	}
+	d.slots.giveBack(d.slot)
+}
 
 func (d *simSQLiteDB) locator() string { return d.path }
 
@@ -108,9 +153,12 @@ func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idem.CrashHook) (idem.St
 	if sqlHook == nil {
 		return d.obs, func() {}, func() {} // a helper outside the faults: the observer's handle serves
 	}
-	inner, err := (&sqlite3.SQLite{}).OpenConnector(simSQLiteDSN(d.path))
-	if err != nil {
-		t.Fatal(err)
+	var inner driver.Connector = d.slot
+	if d.slot == nil {
+		var err error
+		if inner, err = (&sqlite3.SQLite{}).OpenConnector(simSQLiteDSN(d.path)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c := &killableConnector{inner: inner, hook: sqlHook}
 	db := sql.OpenDB(c)
@@ -147,6 +195,7 @@ func (c *killableConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, err
 	}
 	sc := &simConn{Conn: conn, hook: c.hook, gate: &c.gate, dead: &c.dead}
+	sc.warm, _ = c.inner.(*simSQLiteSlot)
 	c.conns = append(c.conns, sc)
 	return sc, nil
 }

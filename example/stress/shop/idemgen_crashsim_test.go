@@ -23,23 +23,33 @@ import (
 func TestCrashSimOrderSync(t *testing.T) {
 	job := &crashsim.Job[Order]{
 		Effects: []crashsim.Effect{{
+			Concurrency: 2,
 			KeepResult:  true,
 			Key:         "charge:v{version}:{order_id}",
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "charge_card",
-			Retention:   0 * time.Hour,
-			Version:     1,
-			When:        idem.WhenInserted,
+			Rate: idem.Rate{
+				N:   20,
+				Per: time.Second,
+			},
+			Retention: 0 * time.Hour,
+			Version:   1,
+			When:      idem.WhenInserted,
 		}, {
+			Concurrency: 1,
 			KeepResult:  false,
 			Key:         "receipt:v{version}:{order_id}",
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "send_receipt",
-			Retention:   0 * time.Hour,
-			Version:     1,
-			When:        idem.WhenInserted,
+			Rate: idem.Rate{
+				N:   600,
+				Per: time.Minute,
+			},
+			Retention: 0 * time.Hour,
+			Version:   1,
+			When:      idem.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

@@ -20,14 +20,20 @@ func OpsPackage() *idemops.Package {
 		Jobs: []*idemops.Job{{
 			Doc: "Copy orders from the shop's database; charge each new order once and send its receipt once.",
 			Effects: []*idemops.EffectSpec{{
+				Concurrency: 2,
 				Lease:       2 * time.Minute,
 				MaxAttempts: 5,
 				Name:        "charge_card",
+				RateN:       20,
+				RatePer:     1 * time.Second,
 				Version:     1,
 			}, {
+				Concurrency: 1,
 				Lease:       2 * time.Minute,
 				MaxAttempts: 5,
 				Name:        "send_receipt",
+				RateN:       600,
+				RatePer:     1 * time.Minute,
 				Version:     1,
 			}},
 			Name:   "order_sync",

@@ -122,24 +122,34 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 			Call: func(ctx context.Context, key string, unit Order) ([]byte, error) {
 				return fx.ChargeCard.ChargeCard(ctx, key, unit)
 			},
+			Concurrency: 2,
 			KeepResult:  true,
 			KeyOf:       ChargeCardKey,
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "charge_card",
-			Version:     1,
-			When:        idem.WhenInserted,
+			Rate: idem.Rate{
+				N:   20,
+				Per: time.Second,
+			},
+			Version: 1,
+			When:    idem.WhenInserted,
 		}, {
 			Call: func(ctx context.Context, key string, unit Order) ([]byte, error) {
 				return nil, fx.SendReceipt.SendReceipt(ctx, key, unit)
 			},
+			Concurrency: 1,
 			KeepResult:  false,
 			KeyOf:       SendReceiptKey,
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "send_receipt",
-			Version:     1,
-			When:        idem.WhenInserted,
+			Rate: idem.Rate{
+				N:   600,
+				Per: time.Minute,
+			},
+			Version: 1,
+			When:    idem.WhenInserted,
 		}},
 		KeyOf: Order.Key,
 		MarkOf: func(u Order) time.Time {

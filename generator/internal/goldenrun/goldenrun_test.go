@@ -13,10 +13,16 @@ import (
 	"testing"
 )
 
+// EnvGoldenRun, set to 1, runs the goldens' whole crash matrices (and,
+// with IDEMGEN_TEST_POSTGRES, their PostgreSQL tests); without it the
+// default `go test ./...` plays their -short sample on SQLite, a tier that
+// keeps the repository's own suite within minutes (.ci/run sets it).
+const EnvGoldenRun = "IDEMGEN_GOLDENRUN"
+
 // TestGoldensBuildAndBehave vets the nested testdata module and runs its
 // tests: the generated crash simulations and the hand-written behaviour
 // tests beside the golden trees, on SQLite and, when IDEMGEN_TEST_POSTGRES
-// is set, on PostgreSQL.
+// and EnvGoldenRun are set, on PostgreSQL.
 func TestGoldensBuildAndBehave(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and tests the nested testdata module; skipped with -short")
@@ -40,14 +46,20 @@ func TestGoldensBuildAndBehave(t *testing.T) {
 	pg := os.Getenv("IDEMGEN_TEST_POSTGRES")
 	full := os.Getenv("IDEMGEN_CRASHSIM_FULL") != ""
 	noPG := slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "IDEMGEN_TEST_POSTGRES=") })
+	whole := os.Getenv(EnvGoldenRun) == "1" || full
+	sqliteRun := []string{"test", "-count=1", "./..."}
+	if !whole {
+		sqliteRun = []string{"test", "-count=1", "-short", "./..."}
+		t.Logf("the goldens' -short sample on SQLite; %s=1 runs their whole matrices, and on PostgreSQL", EnvGoldenRun)
+	}
 	runs := []struct {
 		args []string
 		env  []string
 	}{
 		{[]string{"vet", "./..."}, os.Environ()},
-		{[]string{"test", "-count=1", "./..."}, noPG},
+		{sqliteRun, noPG},
 	}
-	if pg != "" {
+	if pg != "" && whole {
 		test := []string{"test", "-count=1", "-short", "./..."}
 		if full {
 			test = []string{"test", "-count=1", "-timeout=60m", "./..."}

@@ -1,0 +1,47 @@
+package crashsim
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+)
+
+// How the matrix is played: how many scenarios at once, and whether a
+// SQLite scenario gets its file and connections warm from the one before
+// (sqlitewarm.go). Both change the time a matrix takes, never its
+// scenarios or what they check; the benchmark (example/bench -only
+// crashsim, docs/benchmarks.md) plays the example's matrices both ways.
+const (
+	// EnvWorkers sets how many scenarios play at once (default
+	// DefaultWorkers); 1 plays them one after another.
+	EnvWorkers = "IDEMGEN_CRASHSIM_WORKERS"
+	// EnvCold, set to 1, plays the matrix as the harness did before
+	// issue 39, for the benchmark's "before" side: every SQLite scenario
+	// gets a new copy of the template and new connections, and a wait for
+	// a call slot runs to the engine's own bound (limits.go).
+	EnvCold = "IDEMGEN_CRASHSIM_COLD"
+)
+
+// DefaultWorkers is how many scenarios play at once without EnvWorkers:
+// twice the CPUs Go may use, at least four. A scenario waits on its
+// database and its workers' hand-offs a good part of its time.
+func DefaultWorkers() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
+
+// simWorkers reads EnvWorkers; a value that is not a positive number is
+// reported and the default used.
+func simWorkers() int {
+	raw := os.Getenv(EnvWorkers)
+	if raw == "" {
+		return DefaultWorkers()
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 {
+		fmt.Fprintf(os.Stderr, "crashsim: %s=%q is not a positive number of workers; using %d\n", EnvWorkers, raw, DefaultWorkers())
+		return DefaultWorkers()
+	}
+	return n
+}
+
+// simCold reports whether EnvCold asks for cold SQLite scenarios.
+func simCold() bool { return os.Getenv(EnvCold) == "1" }
