@@ -120,7 +120,9 @@ func TestRateHoldsAcrossWorkers(t *testing.T) {
 				t.Errorf("%d calls started within %s of call %d; the rate allows 4 (6 with delayed starts)", in, window, i)
 			}
 		}
-		if span, min := p.starts[len(p.starts)-1].Sub(p.starts[0]), 14*spacing; span < min {
+		// 16 starts are 15 spacings apart; a late first start or a loaded
+		// machine takes up to a spacing and a half off what the test sees.
+		if span, min := p.starts[len(p.starts)-1].Sub(p.starts[0]), 14*spacing-spacing/2; span < min {
 			t.Fatalf("16 calls at 20/s started within %s; at least %s", span, min)
 		}
 	})
