@@ -13,6 +13,8 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -602,24 +604,9 @@ func TestMutantsAreKilled(t *testing.T) {
 					mu.Lock()
 					total++
 					mu.Unlock()
-					contents := map[string][]byte{}
-					for _, e := range m.edits {
-						path := filepath.Join(dir, filepath.FromSlash(e.file))
-						if strings.HasPrefix(e.file, "idem/") {
-							path = filepath.Join(root, filepath.FromSlash(e.file))
-						}
-						src, ok := contents[path]
-						if !ok {
-							var err error
-							if src, err = os.ReadFile(path); err != nil {
-								t.Fatal(err)
-							}
-						}
-						re := regexp.MustCompile(e.old)
-						if n := len(re.FindAllIndex(src, -1)); n != max(e.times, 1) {
-							t.Fatalf("mutant no longer applies: %q matches %d times in %s", e.old, n, e.file)
-						}
-						contents[path] = re.ReplaceAllLiteral(src, []byte(e.new))
+					contents, err := mutatedSources(root, dir, m)
+					if err != nil {
+						t.Fatal(err)
 					}
 					overlay := map[string]string{}
 					for path, src := range contents {
@@ -698,6 +685,68 @@ func TestMutantsAreKilled(t *testing.T) {
 	if len(killed) != total {
 		t.Errorf("mutation score %d/%d: every mutant must be killed", len(killed), total)
 	}
+}
+
+// mutatedSources applies m's edits to the files they name (in the target
+// package's directory dir, or under the repository's root for the
+// runtime's idem/...) and returns the mutated contents by path. An anchor
+// that does not match exactly as often as the edit says is an error: the
+// mutant no longer applies.
+func mutatedSources(root, dir string, m mutant) (map[string][]byte, error) {
+	contents := map[string][]byte{}
+	for _, e := range m.edits {
+		path := filepath.Join(dir, filepath.FromSlash(e.file))
+		if strings.HasPrefix(e.file, "idem/") {
+			path = filepath.Join(root, filepath.FromSlash(e.file))
+		}
+		src, ok := contents[path]
+		if !ok {
+			var err error
+			if src, err = os.ReadFile(path); err != nil {
+				return nil, err
+			}
+		}
+		re := regexp.MustCompile(e.old)
+		if n := len(re.FindAllIndex(src, -1)); n != max(e.times, 1) {
+			return nil, fmt.Errorf("mutant no longer applies: %q matches %d times in %s", e.old, n, e.file)
+		}
+		contents[path] = re.ReplaceAllLiteral(src, []byte(e.new))
+	}
+	return contents, nil
+}
+
+// TestMutantsApply checks, in every run and in milliseconds, what the
+// mutation check (IDEMGEN_MUTATION=1) would find first: every mutant's
+// anchors still match as often as they say, each mutated Go file still
+// parses, and no two mutants of a package share a name. A refactor that
+// moves a mutant's code fails here, not hours later in CI's mutation step.
+func TestMutantsApply(t *testing.T) {
+	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
+	n := 0
+	for _, tg := range targets {
+		dir := filepath.Join(root, tg.module, filepath.FromSlash(tg.pkg))
+		names := map[string]bool{}
+		for _, m := range tg.mutants {
+			if names[m.name] {
+				t.Errorf("%s: two mutants named %q", tg.pkg, m.name)
+			}
+			names[m.name] = true
+			contents, err := mutatedSources(root, dir, m)
+			if err != nil {
+				t.Errorf("%s: %s: %v", tg.pkg, m.name, err)
+				continue
+			}
+			for path, src := range contents {
+				if strings.HasSuffix(path, ".go") {
+					if _, err := parser.ParseFile(token.NewFileSet(), path, src, parser.SkipObjectResolution); err != nil {
+						t.Errorf("%s: %s: the mutated file does not parse: %v", tg.pkg, m.name, err)
+					}
+				}
+			}
+			n++
+		}
+	}
+	t.Logf("%d mutants apply", n)
 }
 
 func b2i(b bool) int {
