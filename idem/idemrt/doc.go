@@ -1,20 +1,20 @@
-// Package idem is the runtime every package idemgen generates imports: the
-// engine that runs jobs (keys, ledger, leases, progress, parked units), and
-// the types a service sees: Report, Outcome, EffectOutcome, Option, Window,
-// the errors (ErrPayloadMismatch, ErrParked, ErrPermanent, ...) and
-// Permanent. One runtime serves every generated package of a service, so a
-// Report or an error from one job is the same type as from any other.
+// Package idemrt is the contract between idemgen's generated code and its
+// runtime: the engine that runs jobs (keys, ledger, leases, progress,
+// parked units), the stores' interface (Store, Querier), the helpers the
+// generated SQL code calls (Key*, SQL*, Read*, Pg*, SQLite*), the crash
+// points and the hooks the generated tests set (WithCrashHook,
+// WithJobEdit, WithLeaseClock, WithPaceWait).
 //
-// The exported names below the "for generated code" comments (Engine, Job,
-// Effect, Store, Querier, the Key*, SQL* and Read* helpers, crash points)
-// are the contract between the runtime and the code idemgen generates.
-// Services call the generated packages, not these.
+// Services import package idem, not this: it declares the names a service
+// uses (Report, Outcome, the errors, Permanent, RetryAfter, the options,
+// Retry, RetryParked, Forget) as this package's, so a value of one is a
+// value of the other. What is here may change with any release of idemgen,
+// together with the code it generates.
 //
 // The crash-simulation harness the generated tests use is the package
-// crashsim below this one; production builds never import it.
-// OpenTelemetry reporting is the package idemotel below this one, an
-// Observer given to a job with WithObserver; without it nothing of
-// OpenTelemetry is linked.
+// crashsim beside this one; production builds never import it.
+// OpenTelemetry reporting is the package idemotel, an Observer given to a
+// job with WithObserver; without it nothing of OpenTelemetry is linked.
 package idemrt
 
 import "github.com/idemgen/idemgen/idem/names"
