@@ -157,7 +157,12 @@ func generatedVersions(dir fs.FS) map[string]jobVersions {
 		if err != nil {
 			continue
 		}
-		idem := importName(file, "github.com/idemgen/idemgen/idem")
+		// idemrt.Job since the runtime's contract moved there; idem.Job in
+		// files generated before.
+		idem := importName(file, "github.com/idemgen/idemgen/idem/idemrt")
+		if idem == "" {
+			idem = importName(file, "github.com/idemgen/idemgen/idem")
+		}
 		if idem == "" {
 			continue
 		}
