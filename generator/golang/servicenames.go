@@ -2,7 +2,7 @@ package golang
 
 // serviceNames are the names package idem declares for services; rt
 // refers to the rest of the runtime in idemrt, the contract package.
-// TestServiceNamesAreIdems keeps the list and package idem in step.
+// A test (servicenames_test.go) keeps the list and package idem in step.
 var serviceNames = map[string]bool{
 	"Report":                true,
 	"Window":                true,
