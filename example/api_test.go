@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // The handed-in API as a payment endpoint meets it: everything that did not
@@ -20,7 +21,7 @@ import (
 
 func newHook(t *testing.T, st *billing.Store, f *fixture, provider billing.SendReceipt, opts ...idem.Option) *billing.PaymentWebhook {
 	t.Helper()
-	opts = append([]idem.Option{idem.WithClock(f.clk.Now), idem.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet)}, opts...)
+	opts = append([]idem.Option{idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet)}, opts...)
 	hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: provider}, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -377,7 +378,7 @@ func TestSQLiteReadTransactionTakesNoWriteLock(t *testing.T) {
 	}
 	defer writer.ExecContext(ctx, "ROLLBACK")
 	rt, ok := st.Runtime().(interface {
-		InReadTx(context.Context, func(idem.Querier) error) error
+		InReadTx(context.Context, func(idemrt.Querier) error) error
 	})
 	if !ok {
 		t.Fatal("the SQLite store has no read transaction")
@@ -385,8 +386,8 @@ func TestSQLiteReadTransactionTakesNoWriteLock(t *testing.T) {
 	key := billing.SendReceiptKey(p)
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var rows map[string]idem.LedgerRow
-	if err := rt.InReadTx(short, func(q idem.Querier) (err error) {
+	var rows map[string]idemrt.LedgerRow
+	if err := rt.InReadTx(short, func(q idemrt.Querier) (err error) {
 		rows, err = q.Effects(short, []string{key})
 		return err
 	}); err != nil || rows[key].State != idem.StateDone {
@@ -394,7 +395,7 @@ func TestSQLiteReadTransactionTakesNoWriteLock(t *testing.T) {
 	}
 	short, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if err := st.Runtime().InTx(short, func(idem.Querier) error { return nil }); err == nil {
+	if err := st.Runtime().InTx(short, func(idemrt.Querier) error { return nil }); err == nil {
 		t.Fatal("a write transaction went through while another writer held the lock: the check above proves nothing")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/example/internal/pgproxy"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
@@ -26,15 +27,15 @@ import (
 // once, nothing owed.
 func TestRunThatLosesItsDatabase(t *testing.T) {
 	steps := []struct {
-		point idem.CrashPoint
+		point idemrt.CrashPoint
 		want  string // what the error must say failed before the run stopped
 	}{
-		{idem.PointBatchBegin, "write failed"},
-		{idem.PointBatchWritten, "write failed"},
-		{idem.PointUnitAfterCommit, `effect "notify_new_invoice"`},
-		{idem.PointEffectClaimed, `effect "notify_new_invoice"`},
-		{idem.PointEffectAfterCall, "record done"},
-		{idem.PointProgressBefore, "save watermark"},
+		{idemrt.PointBatchBegin, "write failed"},
+		{idemrt.PointBatchWritten, "write failed"},
+		{idemrt.PointUnitAfterCommit, `effect "notify_new_invoice"`},
+		{idemrt.PointEffectClaimed, `effect "notify_new_invoice"`},
+		{idemrt.PointEffectAfterCall, "record done"},
+		{idemrt.PointProgressBefore, "save watermark"},
 	}
 	for _, dialect := range []string{"sqlite", "postgres"} {
 		t.Run(dialect, func(t *testing.T) {
@@ -49,15 +50,15 @@ func TestRunThatLosesItsDatabase(t *testing.T) {
 					}
 					var once sync.Once
 					hit := false
-					hook := func(_ context.Context, p idem.CrashPoint, _ string) error {
+					hook := func(_ context.Context, p idemrt.CrashPoint, _ string) error {
 						if p == step.point {
 							once.Do(func() { hit = true; lose() })
 						}
 						return nil
 					}
 					j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
-						idem.WithClock(f.clk.Now), idem.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet),
-						idem.WithStart(f.base.Add(-24*time.Hour)), idem.WithBatchSize(2), idem.WithCrashHook(hook))
+						idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet),
+						idem.WithStart(f.base.Add(-24*time.Hour)), idem.WithBatchSize(2), idemrt.WithCrashHook(hook))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -82,7 +83,7 @@ func TestRunThatLosesItsDatabase(t *testing.T) {
 					// The next run, on a new connection.
 					st = open()
 					j, err = billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
-						idem.WithClock(f.clk.Now), idem.WithLeaseClock(func() time.Time { return f.clk.Now().Add(10 * time.Minute) }),
+						idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(func() time.Time { return f.clk.Now().Add(10 * time.Minute) }),
 						idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)), idem.WithBatchSize(2))
 					if err != nil {
 						t.Fatal(err)

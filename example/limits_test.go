@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // A receipt provider that keeps when each call started and how many were
@@ -43,14 +44,14 @@ func (p *pacedReceipts) SendReceipt(ctx context.Context, key string, pay billing
 // limitedWorkers runs two workers (two engines, each 8 calls at a time of
 // its own) over one database, each processing its half of n payments at
 // once, with send_receipt limited by edit.
-func limitedWorkers(t *testing.T, st *billing.Store, p *pacedReceipts, n int, edit func(*idem.Effect[billing.Payment])) time.Duration {
+func limitedWorkers(t *testing.T, st *billing.Store, p *pacedReceipts, n int, edit func(*idemrt.Effect[billing.Payment])) time.Duration {
 	t.Helper()
 	f := newFixture()
 	var workers [2]*billing.PaymentWebhook
 	for w := range workers {
 		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: p},
 			idem.WithLogger(quiet), idem.WithEffectConcurrency(8), idem.WithOwner(fmt.Sprintf("worker-%d", w)),
-			idem.WithJobEdit(func(j *idem.Job[billing.Payment]) { edit(&j.Effects[0]) }))
+			idemrt.WithJobEdit(func(j *idemrt.Job[billing.Payment]) { edit(&j.Effects[0]) }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +90,7 @@ func limitedWorkers(t *testing.T, st *billing.Store, p *pacedReceipts, n int, ed
 func TestConcurrencyHoldsAcrossWorkers(t *testing.T) {
 	eachDB(t, func(t *testing.T, st *billing.Store) {
 		p := &pacedReceipts{hold: 40 * time.Millisecond}
-		limitedWorkers(t, st, p, 24, func(fx *idem.Effect[billing.Payment]) { fx.Concurrency = 2 })
+		limitedWorkers(t, st, p, 24, func(fx *idemrt.Effect[billing.Payment]) { fx.Concurrency = 2 })
 		if p.maxIn != 2 {
 			t.Fatalf("%d calls in flight at once; want 2, the effect's concurrency across both workers", p.maxIn)
 		}
@@ -106,7 +107,7 @@ func TestConcurrencyHoldsAcrossWorkers(t *testing.T) {
 func TestRateHoldsAcrossWorkers(t *testing.T) {
 	eachDB(t, func(t *testing.T, st *billing.Store) {
 		p := &pacedReceipts{}
-		limitedWorkers(t, st, p, 16, func(fx *idem.Effect[billing.Payment]) { fx.Rate = idem.Rate{N: 20, Per: time.Second} })
+		limitedWorkers(t, st, p, 16, func(fx *idemrt.Effect[billing.Payment]) { fx.Rate = idemrt.Rate{N: 20, Per: time.Second} })
 		slices.SortFunc(p.starts, func(a, b time.Time) int { return a.Compare(b) })
 		const spacing, window, slack = 50 * time.Millisecond, 200 * time.Millisecond, 5 * time.Millisecond
 		for i := range p.starts {
@@ -138,7 +139,7 @@ func TestNoRoomWithinTheLeaseWaitsUncounted(t *testing.T) {
 		p := &pacedReceipts{hold: 300 * time.Millisecond}
 		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: p},
 			idem.WithLogger(quiet), idem.WithEffectConcurrency(2),
-			idem.WithJobEdit(func(j *idem.Job[billing.Payment]) {
+			idemrt.WithJobEdit(func(j *idemrt.Job[billing.Payment]) {
 				j.Effects[0].Concurrency, j.Effects[0].Lease = 1, 400*time.Millisecond
 			}))
 		if err != nil {

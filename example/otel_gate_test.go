@@ -14,6 +14,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemotel"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // The provider pauses its whole effect on the first call (idem.PauseEffect):
@@ -34,11 +35,11 @@ func TestOpenTelemetryGate(t *testing.T) {
 			calls++
 			return idem.PauseEffect(time.Hour, errors.New("429 the mail account is throttled"))
 		})
-		circuit := idem.WithJobEdit(func(j *idem.Job[billing.Invoice]) {
-			j.Effects[0].Circuit = idem.Circuit{Failures: 5, CoolDown: time.Minute} // a gate, for the pause
+		circuit := idemrt.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
+			j.Effects[0].Circuit = idemrt.Circuit{Failures: 5, CoolDown: time.Minute} // a gate, for the pause
 		})
 		j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: notify},
-			idem.WithClock(f.clk.Now), idem.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)),
+			idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)),
 			idem.WithEffectConcurrency(1), circuit, otelOpt)
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // The receipt provider of these tests counts its calls and the calls in
@@ -103,7 +104,7 @@ func TestEffectTimeoutRetriesLaterWithTheSameKey(t *testing.T) {
 			}
 			return nil
 		}}
-		short := idem.WithJobEdit(func(j *idem.Job[billing.Payment]) {
+		short := idemrt.WithJobEdit(func(j *idemrt.Job[billing.Payment]) {
 			j.Effects[0].Timeout = 50 * time.Millisecond // the spec says 20s; the test does not wait that long
 			call := j.Effects[0].Call
 			j.Effects[0].Call = func(ctx context.Context, key string, u billing.Payment) ([]byte, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Recovery from code: a parked effect put back with Store.Retry is
@@ -57,7 +58,7 @@ func TestStoreRetriesAndForgetsFromCode(t *testing.T) {
 		}
 
 		// A worker's live lease refuses both, and nothing changes.
-		now, err := idem.StoreNow(ctx, st.Runtime())
+		now, err := idemrt.StoreNow(ctx, st.Runtime())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +140,7 @@ func leaseRow(t *testing.T, st *billing.Store, key string, now time.Time) {
 		t.Fatal(err)
 	}
 	q := st.Runtime().Auto()
-	err := q.Reserve(ctx, idem.Reservations{Job: "invoice_sync", Effect: "notify_new_invoice", EffectVersion: 2, JobVersion: 1,
+	err := q.Reserve(ctx, idemrt.Reservations{Job: "invoice_sync", Effect: "notify_new_invoice", EffectVersion: 2, JobVersion: 1,
 		Keys: []string{key}, UnitKeys: []string{"billing:invoice:inv-1"}, Payloads: [][]byte{[]byte(`{}`)}}, now)
 	if err != nil {
 		t.Fatal(err)

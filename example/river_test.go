@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
@@ -167,7 +168,7 @@ func waitPerformed(t *testing.T, db riverDB, within time.Duration) {
 	}
 }
 
-// ledgerCount counts the billing ledger's rows stored in state (idem.StoredParked for parked rows).
+// ledgerCount counts the billing ledger's rows stored in state (idemrt.StoredParked for parked rows).
 func ledgerCount(t *testing.T, db riverDB, state string) int {
 	t.Helper()
 	var n int
@@ -278,7 +279,7 @@ func TestRiverWorkersShareTheLoad(t *testing.T) {
 	if n := ledgerCount(t, db, idem.StatePending); n != 0 {
 		t.Errorf("%d effects still owed", n)
 	}
-	if n := ledgerCount(t, db, idem.StoredParked); n != 1 {
+	if n := ledgerCount(t, db, idemrt.StoredParked); n != 1 {
 		t.Errorf("%d parked effects, want the declined one", n)
 	}
 	var byWorker = map[string]int{}

@@ -34,8 +34,8 @@ type Bump struct {
 // lowered.
 //
 // The old versions are read back from the generated Go itself, the
-// idem.Job literal that every generated job file builds (Name and Version,
-// and the same of each idem.Effect in it): it is what the deployed package
+// idemrt.Job literal that every generated job file builds (Name and Version,
+// and the same of each idemrt.Effect in it): it is what the deployed package
 // runs with, and output written by any earlier idemgen has it.
 func Bumps(existing fs.FS, f *spec.File) []Bump {
 	if existing == nil {
@@ -157,7 +157,12 @@ func generatedVersions(dir fs.FS) map[string]jobVersions {
 		if err != nil {
 			continue
 		}
-		idem := importName(file, "github.com/idemgen/idemgen/idem")
+		// idemrt.Job since the runtime's contract moved there; idem.Job in
+		// files generated before.
+		idem := importName(file, "github.com/idemgen/idemgen/idem/idemrt")
+		if idem == "" {
+			idem = importName(file, "github.com/idemgen/idemgen/idem")
+		}
 		if idem == "" {
 			continue
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/generator/ops"
 	"github.com/idemgen/idemgen/generator/sqlgen"
-	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // explainRows is how many ledger rows (and handed-in key records) the plans
@@ -38,7 +38,7 @@ var indexedQueries = map[model.Dialect][]string{
 // SCAN without an index in SQLite's EXPLAIN QUERY PLAN.
 func TestLargeLedgerQueriesUseIndexes(t *testing.T) {
 	p := &model.Package{Name: "idem", Dialects: []model.Dialect{model.Postgres, model.SQLite}, Tables: sqlgen.LedgerPlaceholders()}
-	tables := idem.LedgerPlaceholders
+	tables := idemrt.LedgerPlaceholders
 	for _, db := range openDatabases(t) {
 		t.Run(string(db.dialect), func(t *testing.T) {
 			ctx := context.Background()
@@ -118,11 +118,11 @@ func statusReadsUseIndexes(t *testing.T, db *testDB, p *model.Package) {
 			t.Fatalf("status (%s done counts) read %d statements for %d jobs; want the 2 filled", counting.name, len(reads), len(status.Jobs))
 		}
 		for _, r := range reads {
-			if !strings.Contains(r.query, idem.LedgerPlaceholders.Ledger) {
+			if !strings.Contains(r.query, idemrt.LedgerPlaceholders.Ledger) {
 				continue
 			}
 			plan := explain(t, db, r.query, r.args...)
-			if scansWhole(plan, idem.LedgerPlaceholders.Ledger, db.dialect) {
+			if scansWhole(plan, idemrt.LedgerPlaceholders.Ledger, db.dialect) {
 				t.Errorf("status (%s done counts) reads the ledger whole over %d rows: %s %v\n%s", counting.name, explainRows, r.query, r.args, plan)
 			}
 		}
@@ -151,7 +151,7 @@ func fillStatements(d model.Dialect) []string {
 		}
 		done = "CASE WHEN i % 100 > 2 THEN " + day("i % 60") + " END"
 	}
-	t := idem.LedgerPlaceholders
+	t := idemrt.LedgerPlaceholders
 	return []string{
 		with + `INSERT INTO ` + t.Ledger + ` (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at, done_at)
 SELECT 'k' || i, CASE WHEN i % 10 = 0 THEN 'other' ELSE 'job' END, CASE WHEN i % 2 = 0 THEN 'fx_a' ELSE 'fx_b' END, 1, 1, 'u' || i, ` + b + `,
@@ -189,7 +189,7 @@ var param = regexp.MustCompile(`@(\w+)(::\w+\[\])?`)
 func withValues(q string, d model.Dialect) string {
 	at := func(t time.Time) string {
 		if d == model.SQLite {
-			return "'" + idem.SQLiteTime(t) + "'"
+			return "'" + idemrt.SQLiteTime(t) + "'"
 		}
 		return "timestamptz '" + t.Format(time.RFC3339Nano) + "'"
 	}

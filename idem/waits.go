@@ -1,88 +1,21 @@
 package idem
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"time"
-)
 
-// Every wait of a job's database work has a bound: a connection from the
-// pool, and (on PostgreSQL) a row lock another transaction holds, each end
-// within it with a *WaitError, which errors.Is reports as ErrBusy: a
-// busy, call-again-later answer, never a hang. A write that waited out
-// its bound is not the unit's fault: it counts no failed attempt and parks
-// nothing.
+	"github.com/idemgen/idemgen/idem/idemrt"
+)
 
 // DefaultWaitBound is the wait bound of a job that does not set one
 // (WithWaitBound) and has no effect whose lease is shorter than twice it.
-const DefaultWaitBound = 30 * time.Second
+const DefaultWaitBound = idemrt.DefaultWaitBound
 
 // WithWaitBound bounds each wait of the job's transactions for a pool
 // connection or a row lock (default DefaultWaitBound, or half the job's
 // shortest effect lease when that is less: a write that waits longer than
 // that could not perform its effects within their lease anyway).
-func WithWaitBound(d time.Duration) Option { return func(o *options) { o.waitBound = d } }
+func WithWaitBound(d time.Duration) Option { return idemrt.WithWaitBound(d) }
 
 // WaitError is a wait that ran out of its bound: What names what was
 // waited for. errors.Is(err, ErrBusy) reports it.
-type WaitError struct {
-	What  string
-	Bound time.Duration
-	Err   error // the database's or the pool's own error
-}
-
-func (e *WaitError) Error() string {
-	return fmt.Sprintf("busy: waited %s for %s: %v", e.Bound, e.What, e.Err)
-}
-
-func (e *WaitError) Unwrap() error { return e.Err }
-
-// Is lets errors.Is(err, ErrBusy) answer true: call again later.
-func (e *WaitError) Is(target error) bool { return target == ErrBusy }
-
-// waitBoundKey marks a context with the wait bound of the job running
-// under it, for the stores' transactions (PgInTx, SQLiteInTx).
-type waitBoundKey struct{}
-
-// withWaitBound returns ctx carrying bound.
-func withWaitBound(ctx context.Context, bound time.Duration) context.Context {
-	return context.WithValue(ctx, waitBoundKey{}, bound)
-}
-
-// WaitBound is the wait bound ctx carries, or DefaultWaitBound (a call
-// from outside a job: recovery, a caller's own store use).
-func WaitBound(ctx context.Context) time.Duration {
-	if d, ok := ctx.Value(waitBoundKey{}).(time.Duration); ok && d > 0 {
-		return d
-	}
-	return DefaultWaitBound
-}
-
-// jobWaitBound is a job's wait bound: as set, else the default capped at
-// half its shortest effect lease.
-func jobWaitBound[U any](def *Job[U], set time.Duration) time.Duration {
-	if set > 0 {
-		return set
-	}
-	bound := DefaultWaitBound
-	for _, fx := range def.Effects {
-		if fx.Lease > 0 {
-			bound = min(bound, fx.Lease/2)
-		}
-	}
-	return bound
-}
-
-// boundedAcquire runs get, which takes a connection, within ctx's wait bound; a
-// wait past it is a *WaitError naming the pool and its size.
-func boundedAcquire[C any](ctx context.Context, pool string, get func(ctx context.Context) (C, error)) (C, error) {
-	bound := WaitBound(ctx)
-	bounded, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
-	c, err := get(bounded)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		err = &WaitError{What: "a connection from " + pool, Bound: bound, Err: err}
-	}
-	return c, err
-}
+type WaitError = idemrt.WaitError

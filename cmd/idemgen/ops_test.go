@@ -25,6 +25,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // The status and ledger scripts (ops_*.txtar) read and repair a database
@@ -152,7 +153,7 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 	if *ago > 0 {
 		// Leases and next-attempt times too: the failure happened then.
 		then := func() time.Time { return time.Now().Add(-*ago) }
-		opts = append(opts, idem.WithClock(then), idem.WithLeaseClock(then))
+		opts = append(opts, idem.WithClock(then), idemrt.WithLeaseClock(then))
 	}
 	report := func(rep idem.Report, err error) {
 		ts.Logf("%s (err: %v)", rep, err)
@@ -184,9 +185,9 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 		// -pause, a circuit.
 		edit := noBackoff[billing.Invoice](*backoff)
 		if *pauseIDs != "" {
-			edit = idem.WithJobEdit(func(j *idem.Job[billing.Invoice]) {
+			edit = idemrt.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
 				for i := range j.Effects {
-					j.Effects[i].Circuit = idem.Circuit{Failures: 5, CoolDown: 30 * time.Second}
+					j.Effects[i].Circuit = idemrt.Circuit{Failures: 5, CoolDown: 30 * time.Second}
 				}
 			})
 		}
@@ -288,12 +289,12 @@ func openBilling(ts *testscript.TestScript, dsn string) (*billing.Store, rawDB, 
 // scripts count attempts run by run, and the backoff between them is
 // proven in example/provider_test.go and the crash simulations.
 func noBackoff[U any](keep bool) idem.Option {
-	return idem.WithJobEdit(func(j *idem.Job[U]) {
+	return idemrt.WithJobEdit(func(j *idemrt.Job[U]) {
 		if keep {
 			return
 		}
 		for i := range j.Effects {
-			j.Effects[i].Retry = idem.Backoff{Initial: time.Nanosecond, Max: time.Nanosecond}
+			j.Effects[i].Retry = idemrt.Backoff{Initial: time.Nanosecond, Max: time.Nanosecond}
 		}
 	})
 }

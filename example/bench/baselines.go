@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/example/bench/benchjobs"
-	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // baseTables returns the DDL of the baselines' destination and ledger.
@@ -196,7 +196,7 @@ func measureCopy(ctx context.Context, d *database, cfg *config) (result, error) 
 			}
 			for i := range g.n {
 				u := g.copyRow(i)
-				if _, err := st.ExecContext(ctx, u.ID, u.Account, u.Amount, idem.SQLiteTime(u.UpdatedAt), u.Key()); err != nil {
+				if _, err := st.ExecContext(ctx, u.ID, u.Account, u.Amount, idemrt.SQLiteTime(u.UpdatedAt), u.Key()); err != nil {
 					return err
 				}
 			}
@@ -303,7 +303,7 @@ func perRowSQLite(ctx context.Context, sp *space, g *rows, p *provider) error {
 		if !inserted {
 			continue
 		}
-		res, err := stmts.claim.ExecContext(ctx, baseOwner, idem.SQLiteTime(now.Add(baseLease)), idem.SQLiteTime(now), b.effectKey, idem.SQLiteTime(now))
+		res, err := stmts.claim.ExecContext(ctx, baseOwner, idemrt.SQLiteTime(now.Add(baseLease)), idemrt.SQLiteTime(now), b.effectKey, idemrt.SQLiteTime(now))
 		if err != nil {
 			return err
 		}
@@ -313,7 +313,7 @@ func perRowSQLite(ctx context.Context, sp *space, g *rows, p *provider) error {
 		if err := p.call(ctx, b.effectKey); err != nil {
 			return err
 		}
-		done := idem.SQLiteTime(time.Now())
+		done := idemrt.SQLiteTime(time.Now())
 		if _, err := stmts.complete.ExecContext(ctx, done, done, b.effectKey, baseOwner); err != nil {
 			return err
 		}
@@ -357,14 +357,14 @@ func (s *sqliteStmts) in(ctx context.Context, tx *sql.Tx) *sqliteStmts {
 // to the unit's transaction).
 func (s *sqliteStmts) write(ctx context.Context, b baseUnit, now time.Time) (inserted bool, err error) {
 	var w string
-	err = s.upsert.QueryRowContext(ctx, b.u.ID, b.u.Account, b.u.Amount, idem.SQLiteTime(b.u.UpdatedAt), b.key, 1).Scan(&w)
+	err = s.upsert.QueryRowContext(ctx, b.u.ID, b.u.Account, b.u.Amount, idemrt.SQLiteTime(b.u.UpdatedAt), b.key, 1).Scan(&w)
 	if err == sql.ErrNoRows { // unchanged
 		return false, nil
 	}
 	if err != nil || w != "inserted" {
 		return false, err
 	}
-	t := idem.SQLiteTime(now)
+	t := idemrt.SQLiteTime(now)
 	_, err = s.reserve.ExecContext(ctx, b.effectKey, b.key, b.payload, t, t)
 	return err == nil, err
 }
@@ -524,7 +524,7 @@ func handSetSQLite(ctx context.Context, sp *space, stmts *sqliteStmts, batch []b
 		return err
 	}
 	var claimed []baseUnit
-	until, at := idem.SQLiteTime(now.Add(baseLease)), idem.SQLiteTime(now)
+	until, at := idemrt.SQLiteTime(now.Add(baseLease)), idemrt.SQLiteTime(now)
 	err = inTx(func(tx *sql.Tx) error {
 		claim := stmts.in(ctx, tx).claim
 		for _, b := range owed {
@@ -546,7 +546,7 @@ func handSetSQLite(ctx context.Context, sp *space, stmts *sqliteStmts, batch []b
 			return err
 		}
 	}
-	done := idem.SQLiteTime(time.Now())
+	done := idemrt.SQLiteTime(time.Now())
 	return inTx(func(tx *sql.Tx) error {
 		complete := stmts.in(ctx, tx).complete
 		for _, b := range claimed {

@@ -37,6 +37,7 @@ import (
 	"github.com/idemgen/idemgen/generator/ops"
 	"github.com/idemgen/idemgen/generator/spec"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 //go:embed idemgen.yaml
@@ -394,7 +395,7 @@ func fillHistory(ctx context.Context, sp *space, n int, destinations bool) error
 			"1", "1",
 			"CASE WHEN " + fx + " THEN 'bench:fx:h' ELSE 'bench:call:h' END || i",
 			blob("'{\"id\":\"h' || i || '\",\"amount\":' || (i % 1000) || '}'"),
-			"CASE WHEN " + parked + " THEN '" + idem.StoredParked + "' WHEN " + owed + " THEN 'pending' ELSE 'done' END",
+			"CASE WHEN " + parked + " THEN '" + idemrt.StoredParked + "' WHEN " + owed + " THEN 'pending' ELSE 'done' END",
 			"CASE WHEN " + parked + " THEN 20 ELSE 1 END",
 			"CASE WHEN " + leased + " THEN 'history-worker' END",
 			"CASE WHEN " + leased + " THEN " + later + " END",
@@ -539,7 +540,7 @@ func checkHistoryFill(ctx context.Context, sp *space, n int, fx, call historyMix
 		{"fx_rows", "", n},
 		{"benchjobs_idem_ledger", "job = 'fx_job' AND state = 'done'", fx.done()},
 		{"benchjobs_idem_ledger", "job = 'call_job' AND state = 'pending'", call.owed()},
-		{"benchjobs_idem_ledger", "job = 'fx_job' AND state = '" + idem.StoredParked + "'", fx.parked},
+		{"benchjobs_idem_ledger", "job = 'fx_job' AND state = '" + idemrt.StoredParked + "'", fx.parked},
 		{"benchjobs_idem_seen", "", (n + 1) / 2},
 	}
 	for _, c := range checks {
@@ -621,7 +622,7 @@ func measureHistorySide(ctx context.Context, sp *space, cfg *config, historyN in
 			return nil
 		})},
 		idem.WithLogger(slog.New(slog.DiscardHandler)), idem.WithOwner("bench"), idem.WithObserver(watch),
-		idem.WithJobEdit(func(j *idem.Job[benchjobs.Call]) { j.Effects[0].Rate = idem.Rate{} }))
+		idemrt.WithJobEdit(func(j *idemrt.Job[benchjobs.Call]) { j.Effects[0].Rate = idemrt.Rate{} }))
 	if err != nil {
 		return side, nil, err
 	}

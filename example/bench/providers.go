@@ -35,6 +35,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/bench/benchjobs"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // The hidden flags of a provider worker child: it drains call_job on the
@@ -49,7 +50,7 @@ const (
 
 // benchCircuit is the effect's circuit in a providers run with the gate
 // on: five failures in a row open it for 5 s (doubling up to 40 s).
-var benchCircuit = idem.Circuit{Failures: 5, CoolDown: 5 * time.Second}
+var benchCircuit = idemrt.Circuit{Failures: 5, CoolDown: 5 * time.Second}
 
 // The targets of issue 20, item 7.
 const (
@@ -199,7 +200,7 @@ func measureProviderRun(ctx context.Context, d *database, cfg *config, workers i
 	// Reserve every unit's effect, in transactions of 10,000 units.
 	job, err := benchjobs.NewCallJob(sp.store, benchjobs.CallJobEffects{CallProvider: reservingProvider},
 		idem.WithLogger(slog.New(slog.DiscardHandler)), idem.WithOwner("bench-parent"),
-		idem.WithJobEdit(func(j *idem.Job[benchjobs.Call]) { run.maxAtt = int(j.Effects[0].MaxAttempts) })) // read, not changed
+		idemrt.WithJobEdit(func(j *idemrt.Job[benchjobs.Call]) { run.maxAtt = int(j.Effects[0].MaxAttempts) })) // read, not changed
 	if err != nil {
 		return run, err
 	}
@@ -272,7 +273,7 @@ func measureProviderRun(ctx context.Context, d *database, cfg *config, workers i
 		if err != nil {
 			return run, err
 		}
-		run.parked, err = sp.count(ctx, "benchjobs_idem_ledger", "job = 'call_job' AND state = '"+idem.StoredParked+"'")
+		run.parked, err = sp.count(ctx, "benchjobs_idem_ledger", "job = 'call_job' AND state = '"+idemrt.StoredParked+"'")
 		if err != nil {
 			return run, err
 		}
@@ -481,7 +482,7 @@ func providerWorker(ctx context.Context, cfg *config, out io.Writer) error {
 	defer pool.Close()
 	client := &httpProvider{url: cfg.workerURL, pause: cfg.workerGate, client: &http.Client{Transport: &http.Transport{
 		MaxIdleConnsPerHost: cfg.concurrency, IdleConnTimeout: time.Minute}}}
-	rate := idem.Rate{N: int32(clientRate(cfg)), Per: time.Second}
+	rate := idemrt.Rate{N: int32(clientRate(cfg)), Per: time.Second}
 	job, err := benchjobs.NewCallJob(benchjobs.NewPostgresStore(pool), benchjobs.CallJobEffects{CallProvider: client},
 		idem.WithLogger(slog.New(slog.DiscardHandler)), idem.WithOwner(fmt.Sprintf("worker-%d", cfg.worker)),
 		idem.WithEffectConcurrency(cfg.concurrency),
@@ -491,7 +492,7 @@ func providerWorker(ctx context.Context, cfg *config, out io.Writer) error {
 		// perform a batch well within half the lease, when a call still
 		// waiting for its start under the rate gives its claim back.
 		idem.WithBatchSize(min(1000, max(10, 5*cfg.providerRate))),
-		idem.WithJobEdit(func(j *idem.Job[benchjobs.Call]) {
+		idemrt.WithJobEdit(func(j *idemrt.Job[benchjobs.Call]) {
 			j.Effects[0].Rate = rate
 			if cfg.workerGate {
 				j.Effects[0].Circuit = benchCircuit

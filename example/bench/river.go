@@ -33,6 +33,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/bench/benchjobs"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // riverTarget: the generated worker works at least 0.7 × plain River's jobs/s.
@@ -236,7 +237,7 @@ func (r *riverRun) measure(ctx context.Context, sp *space, cfg *config) error {
 		job, err = benchjobs.NewCallJob(sp.store, benchjobs.CallJobEffects{CallProvider: benchjobs.CallProviderFunc(provider.call)},
 			idem.WithLogger(discard), idem.WithOwner("bench-river"),
 			// The provider answers at once: no rate (the spec's is for -providers).
-			idem.WithJobEdit(func(j *idem.Job[benchjobs.Call]) { j.Effects[0].Rate = idem.Rate{} }))
+			idemrt.WithJobEdit(func(j *idemrt.Job[benchjobs.Call]) { j.Effects[0].Rate = idemrt.Rate{} }))
 		if err != nil {
 			return err
 		}

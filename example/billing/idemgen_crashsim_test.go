@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -30,7 +31,7 @@ func TestCrashSimInvoiceSync(t *testing.T) {
 			Name:        "notify_new_invoice",
 			Retention:   720 * time.Hour,
 			Version:     2,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,
@@ -130,13 +131,13 @@ func TestCrashSimPaymentWebhook(t *testing.T) {
 			MaxAttempts: 3,
 			Name:        "send_receipt",
 			Retention:   720 * time.Hour,
-			Retry: idem.Backoff{
+			Retry: idemrt.Backoff{
 				Initial: 30 * time.Second,
 				Max:     10 * time.Minute,
 			},
 			Timeout: 20 * time.Second,
 			Version: 1,
-			When:    idem.WhenInserted,
+			When:    idemrt.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/riverqueue/river"
 )
 
@@ -77,7 +78,7 @@ type InvoiceSyncEffects struct {
 
 // InvoiceSync runs the invoice_sync job (version 1). Copy invoices from billing and announce new ones.
 type InvoiceSync struct {
-	e   *idem.Engine[Invoice]
+	e   *idemrt.Engine[Invoice]
 	src InvoiceSyncSource
 }
 
@@ -92,11 +93,11 @@ func NewInvoiceSync(store *Store, src InvoiceSyncSource, fx InvoiceSyncEffects, 
 	if fx.NotifyNewInvoice == nil {
 		return nil, fmt.Errorf("job \"invoice_sync\": no provider for effect \"notify_new_invoice\"")
 	}
-	def := &idem.Job[Invoice]{
+	def := &idemrt.Job[Invoice]{
 		Canonical: Invoice.canonical,
 		CheckKey:  Invoice.checkKey,
 		CheckSeen: false,
-		Effects: []idem.Effect[Invoice]{{
+		Effects: []idemrt.Effect[Invoice]{{
 			Call: func(ctx context.Context, key string, unit Invoice) ([]byte, error) {
 				return nil, fx.NotifyNewInvoice.NotifyNewInvoice(ctx, key, unit)
 			},
@@ -107,7 +108,7 @@ func NewInvoiceSync(store *Store, src InvoiceSyncSource, fx InvoiceSyncEffects, 
 			Name:        "notify_new_invoice",
 			Retention:   720 * time.Hour,
 			Version:     2,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		KeyOf: Invoice.Key,
 		MarkOf: func(u Invoice) time.Time {
@@ -116,14 +117,14 @@ func NewInvoiceSync(store *Store, src InvoiceSyncSource, fx InvoiceSyncEffects, 
 		MaxAttempts: 3,
 		Name:        "invoice_sync",
 		Version:     1,
-		Write: func(ctx context.Context, q idem.Querier, u Invoice, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Invoice, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeInvoiceSync(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Invoice, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Invoice, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeInvoiceSyncBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"invoice_sync\": %w", err)
 	}
@@ -213,4 +214,4 @@ func (InvoiceSyncDrainArgs) InsertOpts() river.InsertOpts {
 }
 
 // invoiceSyncCrashPoints are the durable boundaries of the invoice_sync job, where the crash tests stop it.
-var invoiceSyncCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var invoiceSyncCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

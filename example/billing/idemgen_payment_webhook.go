@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemriver"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 )
@@ -73,7 +74,7 @@ type PaymentWebhookEffects struct {
 
 // PaymentWebhook runs the payment_webhook job (version 1). Record payments handed in by the payment provider's webhook and send one receipt each.
 type PaymentWebhook struct {
-	e *idem.Engine[Payment]
+	e *idemrt.Engine[Payment]
 }
 
 // NewPaymentWebhook returns the payment_webhook job over store.
@@ -84,11 +85,11 @@ func NewPaymentWebhook(store *Store, fx PaymentWebhookEffects, opts ...idem.Opti
 	if fx.SendReceipt == nil {
 		return nil, fmt.Errorf("job \"payment_webhook\": no provider for effect \"send_receipt\"")
 	}
-	def := &idem.Job[Payment]{
+	def := &idemrt.Job[Payment]{
 		Canonical: Payment.canonical,
 		CheckKey:  Payment.checkKey,
 		CheckSeen: true,
-		Effects: []idem.Effect[Payment]{{
+		Effects: []idemrt.Effect[Payment]{{
 			Call: func(ctx context.Context, key string, unit Payment) ([]byte, error) {
 				return fx.SendReceipt.SendReceipt(ctx, key, unit)
 			},
@@ -98,28 +99,28 @@ func NewPaymentWebhook(store *Store, fx PaymentWebhookEffects, opts ...idem.Opti
 			MaxAttempts: 3,
 			Name:        "send_receipt",
 			Retention:   720 * time.Hour,
-			Retry: idem.Backoff{
+			Retry: idemrt.Backoff{
 				Initial: 30 * time.Second,
 				Max:     10 * time.Minute,
 			},
 			Timeout: 20 * time.Second,
 			Version: 1,
-			When:    idem.WhenInserted,
+			When:    idemrt.WhenInserted,
 		}},
-		Holds: func(ctx context.Context, q idem.Querier, u Payment) (bool, error) {
+		Holds: func(ctx context.Context, q idemrt.Querier, u Payment) (bool, error) {
 			return q.(destQuerier).holdsPaymentWebhook(ctx, u)
 		},
 		KeyOf:   Payment.Key,
 		Name:    "payment_webhook",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u Payment, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Payment, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writePaymentWebhook(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Payment, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Payment, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writePaymentWebhookBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"payment_webhook\": %w", err)
 	}
@@ -246,4 +247,4 @@ func (PaymentWebhookDrainArgs) InsertOpts() river.InsertOpts {
 }
 
 // paymentWebhookCrashPoints are the durable boundaries of the payment_webhook job, where the crash tests stop it.
-var paymentWebhookCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var paymentWebhookCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}

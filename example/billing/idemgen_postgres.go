@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing/internal/pgdb"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
@@ -20,7 +21,7 @@ type pgQuerier struct {
 	q *pgdb.Queries
 }
 
-func newPgQuerier(l idempg.Querier) idem.Querier {
+func newPgQuerier(l idempg.Querier) idemrt.Querier {
 	return pgQuerier{l, pgdb.New(l.DB())}
 }
 
@@ -37,7 +38,7 @@ func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, 
 	}
 	w, err := q.q.WriteInvoiceSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -60,7 +61,7 @@ func (q pgQuerier) writeInvoiceSyncBatch(ctx context.Context, us []Invoice, keys
 		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertInvoiceSyncBatch(ctx, pgdb.InsertInvoiceSyncBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -74,7 +75,7 @@ func (q pgQuerier) writeInvoiceSyncBatch(ctx context.Context, us []Invoice, keys
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
 }
 
 // listInvoiceSync reads every invoices row back as units.
@@ -117,7 +118,7 @@ func (q pgQuerier) writePaymentWebhook(ctx context.Context, u Payment, key strin
 	}
 	w, err := q.q.WritePaymentWebhook(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
@@ -138,10 +139,10 @@ func (q pgQuerier) writePaymentWebhookBatch(ctx context.Context, us []Payment, k
 		p.AmountCents = append(p.AmountCents, u.AmountCents)
 		p.PaidAt = append(p.PaidAt, u.PaidAt)
 		p.IdemgenNullNote = append(p.IdemgenNullNote, u.Note == nil)
-		p.Note = append(p.Note, idem.ValueOr(u.Note))
+		p.Note = append(p.Note, idemrt.ValueOr(u.Note))
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertPaymentWebhookBatch(ctx, pgdb.InsertPaymentWebhookBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -155,7 +156,7 @@ func (q pgQuerier) writePaymentWebhookBatch(ctx context.Context, us []Payment, k
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
 // holdsPaymentWebhook reports whether the payments row under u's key holds exactly u's data.

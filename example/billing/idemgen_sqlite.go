@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing/internal/sqlitedb"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 )
 
@@ -20,7 +21,7 @@ type sqliteQuerier struct {
 	q *sqlitedb.Queries
 }
 
-func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+func newSQLiteQuerier(l idemsqlite.Querier) idemrt.Querier {
 	return sqliteQuerier{l, sqlitedb.New(l.DB())}
 }
 
@@ -28,12 +29,12 @@ func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
 func (q sqliteQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (idem.Outcome, error) {
 	p := sqlitedb.WriteInvoiceSyncParams{
 		AmountCents:       u.AmountCents,
-		CreatedAt:         idem.SQLiteTime(u.CreatedAt),
+		CreatedAt:         idemrt.SQLiteTime(u.CreatedAt),
 		CustomerID:        u.CustomerID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		InvoiceID:         u.InvoiceID,
-		UpdatedAt:         idem.SQLiteTime(u.UpdatedAt),
+		UpdatedAt:         idemrt.SQLiteTime(u.UpdatedAt),
 	}
 	n, err := q.q.InsertInvoiceSync(ctx, sqlitedb.InsertInvoiceSyncParams(p))
 	if err != nil {
@@ -44,7 +45,7 @@ func (q sqliteQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key stri
 	}
 	w, err := q.q.WriteInvoiceSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
+	if idemrt.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -68,10 +69,10 @@ func (q sqliteQuerier) listInvoiceSync(ctx context.Context) ([]Invoice, error) {
 	for _, r := range rs {
 		out = append(out, Invoice{
 			AmountCents: r.AmountCents,
-			CreatedAt:   idem.ReadTime(r.CreatedAt, &err),
+			CreatedAt:   idemrt.ReadTime(r.CreatedAt, &err),
 			CustomerID:  r.CustomerID,
 			InvoiceID:   r.InvoiceID,
-			UpdatedAt:   idem.ReadTime(r.UpdatedAt, &err),
+			UpdatedAt:   idemrt.ReadTime(r.UpdatedAt, &err),
 		})
 	}
 	return out, err
@@ -93,8 +94,8 @@ func (q sqliteQuerier) writePaymentWebhook(ctx context.Context, u Payment, key s
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		InvoiceID:         u.InvoiceID,
-		Note:              idem.SQLNullString(u.Note),
-		PaidAt:            idem.SQLiteTime(u.PaidAt),
+		Note:              idemrt.SQLNullString(u.Note),
+		PaidAt:            idemrt.SQLiteTime(u.PaidAt),
 	}
 	n, err := q.q.InsertPaymentWebhook(ctx, sqlitedb.InsertPaymentWebhookParams(p))
 	if err != nil {
@@ -118,8 +119,8 @@ func (q sqliteQuerier) holdsPaymentWebhook(ctx context.Context, u Payment) (bool
 		AmountCents: u.AmountCents,
 		EventID:     u.EventID,
 		InvoiceID:   u.InvoiceID,
-		Note:        idem.SQLNullString(u.Note),
-		PaidAt:      idem.SQLiteTime(u.PaidAt),
+		Note:        idemrt.SQLNullString(u.Note),
+		PaidAt:      idemrt.SQLiteTime(u.PaidAt),
 	})
 	return n == 1, err
 }
@@ -136,8 +137,8 @@ func (q sqliteQuerier) listPaymentWebhook(ctx context.Context) ([]Payment, error
 			AmountCents: r.AmountCents,
 			EventID:     r.EventID,
 			InvoiceID:   r.InvoiceID,
-			Note:        idem.ReadNullString(r.Note),
-			PaidAt:      idem.ReadTime(r.PaidAt, &err),
+			Note:        idemrt.ReadNullString(r.Note),
+			PaidAt:      idemrt.ReadTime(r.PaidAt, &err),
 		})
 	}
 	return out, err

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/example/fulfilment/internal/pgdb"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
@@ -20,7 +21,7 @@ type pgQuerier struct {
 	q *pgdb.Queries
 }
 
-func newPgQuerier(l idempg.Querier) idem.Querier {
+func newPgQuerier(l idempg.Querier) idemrt.Querier {
 	return pgQuerier{l, pgdb.New(l.DB())}
 }
 
@@ -36,7 +37,7 @@ func (q pgQuerier) writeShipmentEvents(ctx context.Context, u ShipmentEvent, key
 	}
 	w, err := q.q.WriteShipmentEvents(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
@@ -58,7 +59,7 @@ func (q pgQuerier) writeShipmentEventsBatch(ctx context.Context, us []ShipmentEv
 		p.At = append(p.At, u.At)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertShipmentEventsBatch(ctx, pgdb.InsertShipmentEventsBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -72,7 +73,7 @@ func (q pgQuerier) writeShipmentEventsBatch(ctx context.Context, us []ShipmentEv
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
 // holdsShipmentEvents reports whether the shipment_events row under u's key holds exactly u's data.

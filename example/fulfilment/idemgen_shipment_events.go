@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -69,7 +70,7 @@ type ShipmentEventsEffects struct {
 
 // ShipmentEvents runs the shipment_events job (version 1). Record shipment events from the courier's webhook and tell the customer once per event.
 type ShipmentEvents struct {
-	e *idem.Engine[ShipmentEvent]
+	e *idemrt.Engine[ShipmentEvent]
 }
 
 // NewShipmentEvents returns the shipment_events job over store.
@@ -80,11 +81,11 @@ func NewShipmentEvents(store *Store, fx ShipmentEventsEffects, opts ...idem.Opti
 	if fx.NotifyCustomer == nil {
 		return nil, fmt.Errorf("job \"shipment_events\": no provider for effect \"notify_customer\"")
 	}
-	def := &idem.Job[ShipmentEvent]{
+	def := &idemrt.Job[ShipmentEvent]{
 		Canonical: ShipmentEvent.canonical,
 		CheckKey:  ShipmentEvent.checkKey,
 		CheckSeen: true,
-		Effects: []idem.Effect[ShipmentEvent]{{
+		Effects: []idemrt.Effect[ShipmentEvent]{{
 			Call: func(ctx context.Context, key string, unit ShipmentEvent) ([]byte, error) {
 				return nil, fx.NotifyCustomer.NotifyCustomer(ctx, key, unit)
 			},
@@ -95,22 +96,22 @@ func NewShipmentEvents(store *Store, fx ShipmentEventsEffects, opts ...idem.Opti
 			Name:        "notify_customer",
 			Retention:   720 * time.Hour,
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
-		Holds: func(ctx context.Context, q idem.Querier, u ShipmentEvent) (bool, error) {
+		Holds: func(ctx context.Context, q idemrt.Querier, u ShipmentEvent) (bool, error) {
 			return q.(destQuerier).holdsShipmentEvents(ctx, u)
 		},
 		KeyOf:   ShipmentEvent.Key,
 		Name:    "shipment_events",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u ShipmentEvent, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u ShipmentEvent, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeShipmentEvents(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []ShipmentEvent, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []ShipmentEvent, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeShipmentEventsBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"shipment_events\": %w", err)
 	}
@@ -171,4 +172,4 @@ func (j *ShipmentEvents) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...
 }
 
 // shipmentEventsCrashPoints are the durable boundaries of the shipment_events job, where the crash tests stop it.
-var shipmentEventsCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var shipmentEventsCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/fulfilment/internal/sqlitedb"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 )
 
@@ -20,14 +21,14 @@ type sqliteQuerier struct {
 	q *sqlitedb.Queries
 }
 
-func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+func newSQLiteQuerier(l idemsqlite.Querier) idemrt.Querier {
 	return sqliteQuerier{l, sqlitedb.New(l.DB())}
 }
 
 // writeShipmentEvents upserts u into shipment_events (insert_once).
 func (q sqliteQuerier) writeShipmentEvents(ctx context.Context, u ShipmentEvent, key string, v int32) (idem.Outcome, error) {
 	p := sqlitedb.WriteShipmentEventsParams{
-		At:                idem.SQLiteTime(u.At),
+		At:                idemrt.SQLiteTime(u.At),
 		EventID:           u.EventID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
@@ -53,7 +54,7 @@ func (q sqliteQuerier) writeShipmentEventsBatch(ctx context.Context, us []Shipme
 // holdsShipmentEvents reports whether the shipment_events row under u's key holds exactly u's data.
 func (q sqliteQuerier) holdsShipmentEvents(ctx context.Context, u ShipmentEvent) (bool, error) {
 	n, err := q.q.HoldsShipmentEvents(ctx, sqlitedb.HoldsShipmentEventsParams{
-		At:       idem.SQLiteTime(u.At),
+		At:       idemrt.SQLiteTime(u.At),
 		EventID:  u.EventID,
 		ParcelID: u.ParcelID,
 		Status:   u.Status,
@@ -70,7 +71,7 @@ func (q sqliteQuerier) listShipmentEvents(ctx context.Context) ([]ShipmentEvent,
 	out := make([]ShipmentEvent, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, ShipmentEvent{
-			At:       idem.ReadTime(r.At, &err),
+			At:       idemrt.ReadTime(r.At, &err),
 			EventID:  r.EventID,
 			ParcelID: r.ParcelID,
 			Status:   r.Status,

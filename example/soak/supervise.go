@@ -23,6 +23,7 @@ import (
 	"github.com/idemgen/idemgen/example/internal/pgproxy"
 	"github.com/idemgen/idemgen/example/soak/soakpay"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // result is what a soak measured and found.
@@ -540,7 +541,7 @@ func check(ctx context.Context, pool *pgxpool.Pool, prov *provider, units int) (
 		(SELECT count(DISTINCT event_id) FROM soak_payments),
 		(SELECT count(*) FROM soakpay_idem_ledger WHERE state = 'done'),
 		(SELECT count(*) FROM soakpay_idem_ledger WHERE state = 'pending'),
-		(SELECT count(*) FROM soakpay_idem_ledger WHERE state = '`+idem.StoredParked+`')`).Scan(&res.rows, &res.keys, &res.done, &res.owed, &res.parked)
+		(SELECT count(*) FROM soakpay_idem_ledger WHERE state = '`+idemrt.StoredParked+`')`).Scan(&res.rows, &res.keys, &res.done, &res.owed, &res.parked)
 	if err != nil {
 		return res, err
 	}

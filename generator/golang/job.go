@@ -128,7 +128,7 @@ func jobType(f *jen.File, j *model.Job) {
 	})
 }
 
-// whenConst is the runtime's constant for when an effect is decided: idem.WhenInserted, ...
+// whenConst is the runtime's constant for when an effect is decided: idemrt.WhenInserted, ...
 func whenConst(w model.When) *jen.Statement {
 	return rt(map[model.When]string{model.WhenInserted: "WhenInserted", model.WhenChanged: "WhenChanged", model.WhenAlways: "WhenAlways"}[w])
 }
@@ -242,11 +242,11 @@ func effectDef(j *model.Job, e *model.Effect) *jen.Statement {
 // callLimits adds to an effect's fields the bounds on its provider calls
 // that the spec sets, and nothing for those it leaves out:
 //
-//	Retry:       idem.Backoff{Initial: 2 * time.Second, Max: 10 * time.Minute},
+//	Retry:       idemrt.Backoff{Initial: 2 * time.Second, Max: 10 * time.Minute},
 //	Timeout:     30 * time.Second,
-//	Rate:        idem.Rate{N: 50, Per: time.Second},
+//	Rate:        idemrt.Rate{N: 50, Per: time.Second},
 //	Concurrency: 8,
-//	Circuit:     idem.Circuit{Failures: 5, CoolDown: 30 * time.Second},
+//	Circuit:     idemrt.Circuit{Failures: 5, CoolDown: 30 * time.Second},
 func callLimits(d jen.Dict, e *model.Effect) {
 	if r := e.Retry; r != (model.Backoff{}) {
 		b := jen.Dict{}

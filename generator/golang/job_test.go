@@ -55,7 +55,7 @@ func jobSource(t *testing.T, text string) string {
 	return regexp.MustCompile(` +`).ReplaceAllString(b.String(), " ")
 }
 
-// effectLiteral returns the idem.Effect literal of the named effect.
+// effectLiteral returns the idemrt.Effect literal of the named effect.
 func effectLiteral(t *testing.T, src, name string) string {
 	t.Helper()
 	at := strings.Index(src, "Name: \""+name+"\"")
@@ -70,7 +70,7 @@ func effectLiteral(t *testing.T, src, name string) string {
 }
 
 // TestEffectCallLimits: retry, timeout and circuit reach the
-// idem.Effect literal as the spec sets them, and an effect that sets none
+// idemrt.Effect literal as the spec sets them, and an effect that sets none
 // of them is emitted as before.
 func TestEffectCallLimits(t *testing.T) {
 	src := jobSource(t, limitsSpec)
@@ -80,15 +80,15 @@ func TestEffectCallLimits(t *testing.T) {
 		wantNoneOf []string
 	}{
 		{"charge", []string{
-			"Retry: idem.Backoff{\n",
+			"Retry: idemrt.Backoff{\n",
 			"Initial: 2 * time.Second,",
 			"Max: 10 * time.Minute,",
 			"Timeout: 30 * time.Second,",
-			"Circuit: idem.Circuit{\n",
+			"Circuit: idemrt.Circuit{\n",
 			"CoolDown: 30 * time.Second,",
 			"Failures: 5,",
 		}, nil},
-		{"notify", []string{"Retry: idem.Backoff{Max: 90 * time.Second}"}, []string{"Initial:", "Timeout:", "Circuit:"}},
+		{"notify", []string{"Retry: idemrt.Backoff{Max: 90 * time.Second}"}, []string{"Initial:", "Timeout:", "Circuit:"}},
 		{"archive", nil, []string{"Retry:", "Timeout:", "Circuit:"}},
 	} {
 		lit := effectLiteral(t, src, tc.effect)

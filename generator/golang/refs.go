@@ -33,6 +33,7 @@ func newFile(pkg string) *jen.File {
 	f.ImportName("github.com/pressly/goose/v3", "goose")
 	f.ImportName(uuidPkg, "uuid")
 	f.ImportName(idemPkg, "idem")
+	f.ImportName(idemrtPkg, "idemrt")
 	f.ImportName(idemPG, "idempg")
 	f.ImportName(idemSQLite, "idemsqlite")
 	f.ImportName(crashsimPkg, "crashsim")
@@ -71,11 +72,18 @@ func goType(f *model.Field) *jen.Statement {
 // The runtime packages generated code imports.
 const (
 	idemPkg     = "github.com/idemgen/idemgen/idem"
+	idemrtPkg   = "github.com/idemgen/idemgen/idem/idemrt"
 	crashsimPkg = "github.com/idemgen/idemgen/idem/crashsim"
 )
 
-// rt refers to a name of the runtime package: rt("Report") is idem.Report.
-func rt(name string) *jen.Statement { return jen.Qual(idemPkg, name) }
+// rt refers to a name of the runtime: rt("Report") is idem.Report, a name
+// services see; rt("Engine") is idemrt.Engine, the contract's.
+func rt(name string) *jen.Statement {
+	if serviceNames[name] {
+		return jen.Qual(idemPkg, name)
+	}
+	return jen.Qual(idemrtPkg, name)
+}
 
 // sim refers to a name of the crash-simulation harness: sim("Run") is crashsim.Run.
 func sim(name string) *jen.Statement { return jen.Qual(crashsimPkg, name) }

@@ -46,11 +46,11 @@ func StoreFile(p *model.Package) *jen.File {
 }
 
 // listingMethods emits the Store's ledger listings: the whole ledger, and
-// a page of it on its primary key (idem.LedgerPage):
+// a page of it on its primary key (idemrt.LedgerPage):
 //
 //	func (s *Store) Ledger(ctx context.Context) ([]idem.LedgerEntry, error)
 //	func (s *Store) LedgerPage(ctx context.Context, after string, limit int) ([]idem.LedgerEntry, string, error) {
-//		return idem.LedgerPage(ctx, s.st, after, limit)
+//		return idemrt.LedgerPage(ctx, s.st, after, limit)
 //	}
 func listingMethods(f *jen.File) {
 	store := jen.Params(jen.Id("s").Op("*").Id("Store"))
@@ -76,7 +76,7 @@ func listingMethods(f *jen.File) {
 //	func (s *Store) Parked(ctx context.Context) ([]idem.ParkedUnit, error)
 //	func (s *Store) ParkedPage(ctx context.Context, job, after string, limit int) ([]idem.ParkedUnit, string, error)
 //	func (s *Store) Retry(ctx context.Context, job, key string) ([]idem.Change, error) {
-//		now, err := idem.StoreNow(ctx, s.st)
+//		now, err := idemrt.StoreNow(ctx, s.st)
 //		if err != nil {
 //			return nil, err
 //		}
@@ -140,7 +140,7 @@ func parkedMethods(f *jen.File) {
 // runtimeHandshake emits a compile-time check that the runtime is at least
 // as new as this generator (an undefined name otherwise):
 //
-//	const _ = idem.IsAtLeastVersion0_2_0
+//	const _ = idemrt.IsAtLeastVersion0_2_0
 func runtimeHandshake(f *jen.File) {
 	f.Commentf("This package needs the idem runtime %s or newer; if the next line does not", names.Version)
 	f.Commentf("compile, upgrade it: go get github.com/idemgen/idemgen@latest")
@@ -155,7 +155,7 @@ var RuntimeHandshake = "IsAtLeastVersion" + strings.ReplaceAll(names.Version, ".
 //
 //	type Store struct { st store; migrate func(context.Context) error }
 //
-//	var ledgerTables = idem.Tables{Ledger: "billing_idem_ledger", ...}
+//	var ledgerTables = idemrt.Tables{Ledger: "billing_idem_ledger", ...}
 func storeType(f *jen.File, p *model.Package) {
 	f.Commentf("Store is the database the %s jobs run against, PostgreSQL or SQLite.", p.Name)
 	f.Type().Id("Store").Struct(
@@ -273,8 +273,8 @@ func adoptedTablesVar(d model.Dialect) string {
 // its bookkeeping columns included, and the unique constraint. Migrate
 // checks it after the migrations:
 //
-//	var adoptedPostgresTables = []idem.TableShape{{Job: "signup_sync", Name: "signups",
-//		Columns: []idem.ColumnShape{{Name: "email", Type: "text"}, {Name: "locale", Type: "text", Nullable: true},
+//	var adoptedPostgresTables = []idemrt.TableShape{{Job: "signup_sync", Name: "signups",
+//		Columns: []idemrt.ColumnShape{{Name: "email", Type: "text"}, {Name: "locale", Type: "text", Nullable: true},
 //			{Name: "idemgen_rev", Type: "bigint", Default: "1"}, ...},
 //		Unique: []string{"email"}}}
 func adoptedTables(f *jen.File, p *model.Package, d model.Dialect) {
@@ -336,7 +336,7 @@ func querierOf(d model.Dialect) dialectQuerier {
 //		q *pgdb.Queries
 //	}
 //
-//	func newPgQuerier(l idempg.Querier) idem.Querier { return pgQuerier{l, pgdb.New(l.DB())} }
+//	func newPgQuerier(l idempg.Querier) idemrt.Querier { return pgQuerier{l, pgdb.New(l.DB())} }
 //
 //	func (q pgQuerier) writeInvoiceSync(ctx context.Context, u Invoice, key string, v int32) (idem.Outcome, error)
 //	func (q pgQuerier) writeInvoiceSyncBatch(ctx context.Context, us []Invoice, keys []string, v int32) ([]idem.Outcome, error)
@@ -433,7 +433,7 @@ func DialectFile(p *model.Package, d model.Dialect, importPath string) *jen.File
 //		}
 //		w, err := q.q.WriteInvoiceSync(ctx, p)
 //		// No row back means the conflict clause wrote nothing.
-//		if idem.SQLiteNoRows(err) {
+//		if idemrt.SQLiteNoRows(err) {
 //			return idem.OutcomeUnchanged, nil
 //		}
 //		...
@@ -474,14 +474,14 @@ func singleWrite(f *jen.File, j *model.Job, d model.Dialect, db string, recv *je
 //			...
 //		}
 //		// Keys all new, as on a first run: one plain insert.
-//		if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+//		if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 //			return q.q.InsertInvoiceSyncBatch(ctx, pgdb.InsertInvoiceSyncBatchParams(p))
 //		}); err != nil || out != nil {
 //			return out, err
 //		}
 //		rs, err := q.q.WriteInvoiceSyncBatch(ctx, p)
 //		...
-//		return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+//		return idemrt.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
 //	}
 func batchWrite(f *jen.File, j *model.Job, d model.Dialect, db string, recv *jen.Statement, nothing string) {
 	sig := jen.Id("write"+j.GoName+"Batch").Params(jen.Id("ctx").Add(Context()), jen.Id("us").Index().Id(j.Unit.GoName), jen.Id("keys").Index().String(), jen.Id("v").Int32()).

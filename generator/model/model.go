@@ -223,7 +223,7 @@ type Effect struct {
 	Circuit Circuit
 }
 
-// Circuit is an effect's circuit breaker (spec circuit; idem.Circuit).
+// Circuit is an effect's circuit breaker (spec circuit; idemrt.Circuit).
 type Circuit struct {
 	Failures int32
 	CoolDown time.Duration

@@ -22,6 +22,7 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemops"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 )
 
@@ -104,7 +105,7 @@ func Open(ctx context.Context, target string, pkg *model.Package, log *slog.Logg
 // Describe is pkg as the runtime's operations read it.
 func Describe(pkg *model.Package) *idemops.Package {
 	t := pkg.Tables
-	desc := &idemops.Package{Name: pkg.Name, Tables: idem.Tables{Ledger: t.Ledger, Progress: t.Progress, Seen: t.Seen, Parked: t.Parked, Limits: t.Limits}}
+	desc := &idemops.Package{Name: pkg.Name, Tables: idemrt.Tables{Ledger: t.Ledger, Progress: t.Progress, Seen: t.Seen, Parked: t.Parked, Limits: t.Limits}}
 	for _, j := range pkg.Jobs {
 		job := &idemops.Job{Name: j.Name, Doc: j.Doc, Source: string(j.Source)}
 		if j.Unit != nil {

@@ -69,7 +69,7 @@ const (
 	DefaultMaxAttempts = 5
 	DefaultVersion     = 1
 	// An effect's backoff between failed attempts (retry); the runtime's
-	// idem.DefaultRetry.
+	// idemrt.DefaultRetry.
 	DefaultRetryInitial = time.Second
 	DefaultRetryMax     = time.Hour
 )

@@ -149,7 +149,7 @@ type Effect struct {
 	Circuit Circuit
 }
 
-// Circuit is an effect's circuit breaker (idem.Circuit): failures in a row
+// Circuit is an effect's circuit breaker (idemrt.Circuit): failures in a row
 // across the fleet open it for cool_down. Pos is zero when not given.
 type Circuit struct {
 	Pos      Pos

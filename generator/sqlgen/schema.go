@@ -51,7 +51,7 @@ type Table struct {
 	Aligned bool `json:"aligned,omitempty"`
 	// Adopted is a destination the service's own migrations create and
 	// change (destination adopt: true): no migration touches it, and the
-	// generated Migrate checks its shape (idem.CheckTables).
+	// generated Migrate checks its shape (idemrt.CheckTables).
 	Adopted bool `json:"adopted,omitempty"`
 }
 
@@ -179,7 +179,7 @@ func SchemaOf(p *model.Package, d model.Dialect) Schema {
 	// effect, slot -1 paces its calls (held_until: the earliest start of the
 	// next call), slots 0..concurrency-1 are its calls in flight (owner
 	// and held_until: a worker's call, held until its lease ends), and
-	// slot -2 is its gate (idem/gate.go): gate 'paused' or 'open' until
+	// slot -2 is its gate (idem/idemrt/gate.go): gate 'paused' or 'open' until
 	// held_until, or 'probe' (owner's one call, held until its lease
 	// ends); failures in a row, opens in a row, since when, and the
 	// provider's last answer (reason).

@@ -271,7 +271,7 @@ func HasQueries(p *model.Package) bool {
 }
 
 // LedgerQueries is the sqlc query file of the runtime's ledger queries for
-// a dialect, over the placeholder table names of idem.LedgerPlaceholders
+// a dialect, over the placeholder table names of idemrt.LedgerPlaceholders
 // (which the runtime's stores replace at run time with a package's own).
 func LedgerQueries(d model.Dialect) []byte {
 	dd := newData(&model.Package{}, d)
@@ -280,7 +280,7 @@ func LedgerQueries(d model.Dialect) []byte {
 }
 
 // LedgerPlaceholders are the table names the runtime's ledger queries are
-// written over (idem.LedgerPlaceholders).
+// written over (idemrt.LedgerPlaceholders).
 func LedgerPlaceholders() model.Tables {
 	t := names.LedgerPlaceholders
 	return model.Tables{Ledger: t.Ledger, Progress: t.Progress, Seen: t.Seen, Parked: t.Parked, Limits: t.Limits, Migrations: "idem_migrations"}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Backoff length (the failk family): after each run in which the failing
@@ -59,13 +60,13 @@ func (r *simRun[U]) checkBackoff(ctx context.Context, checked map[int]bool) {
 
 // specRetry is the spec's retry, or the runtime's default retry where the
 // spec sets none.
-func specRetry(b idem.Backoff) (initial, most time.Duration) {
+func specRetry(b idemrt.Backoff) (initial, most time.Duration) {
 	initial, most = b.Initial, b.Max
 	if initial <= 0 {
-		initial = idem.DefaultRetry.Initial
+		initial = idemrt.DefaultRetry.Initial
 	}
 	if most <= 0 {
-		most = max(idem.DefaultRetry.Max, initial)
+		most = max(idemrt.DefaultRetry.Max, initial)
 	}
 	return initial, most
 }

@@ -31,14 +31,15 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Points the harness adds around every SQL statement a crashing worker
 // sends (sql.go); the detail says whether it is a COMMIT, a
 // statement in a transaction ("tx ...") or one on its own ("auto ...").
 const (
-	pointSQLBefore idem.CrashPoint = "sql.before"
-	pointSQLAfter  idem.CrashPoint = "sql.after"
+	pointSQLBefore idemrt.CrashPoint = "sql.before"
+	pointSQLAfter  idemrt.CrashPoint = "sql.after"
 )
 
 // Store is what the harness needs from the generated Store.
@@ -61,7 +62,7 @@ type simDB interface {
 	// incarnation opens a new "process": new connections, nothing shared,
 	// every statement reported to sqlHook. kill aborts its sessions as a
 	// dying process would; close releases a finished incarnation.
-	incarnation(t testing.TB, sqlHook idem.CrashHook) (st idem.Store, kill func(), close func())
+	incarnation(t testing.TB, sqlHook idemrt.CrashHook) (st idem.Store, kill func(), close func())
 	// diagnose describes the database's view of the scenario's sessions,
 	// for a stalled scenario's report.
 	diagnose(ctx context.Context) string
@@ -96,7 +97,7 @@ type Verbs[U any] struct {
 // Effect is one effect as the spec declares it.
 type Effect struct {
 	Name        string
-	When        idem.When
+	When        idemrt.When
 	Key         string // the key template, {version} and {job_version} unrendered
 	Version     int32
 	KeepResult  bool
@@ -105,11 +106,11 @@ type Effect struct {
 	Lease       time.Duration
 	// Retry and Timeout are the spec's, when it sets them (zero: the
 	// runtime's defaults).
-	Retry   idem.Backoff
+	Retry   idemrt.Backoff
 	Timeout time.Duration
 	// Rate and Concurrency are the spec's bounds across workers (the
 	// simulation runs without the rate: limits.go).
-	Rate        idem.Rate
+	Rate        idemrt.Rate
 	Concurrency int32
 }
 
@@ -120,7 +121,7 @@ type Job[U any] struct {
 	Name       string
 	Source     string // watermark, cursor or none
 	Version    int32
-	Points     []idem.CrashPoint
+	Points     []idemrt.CrashPoint
 	Key        string // the unit key template
 	Fields     []Field
 	InsertOnce bool
@@ -474,7 +475,7 @@ func (s simScenario) exactCalls() bool {
 
 // simHit is one crash point or SQL boundary met by an incarnation.
 type simHit struct {
-	p      idem.CrashPoint
+	p      idemrt.CrashPoint
 	detail string
 	inc    int
 }
@@ -578,16 +579,16 @@ func (r *simRun[U]) violate(format string, args ...any) {
 }
 
 // failPoint is where a unit's write is made to fail: inside its transaction.
-func (j *Job[U]) failPoint() idem.CrashPoint {
+func (j *Job[U]) failPoint() idemrt.CrashPoint {
 	if j.Stage {
-		return idem.PointUnitStart
+		return idemrt.PointUnitStart
 	}
-	return idem.PointUnitBeforeCommit
+	return idemrt.PointUnitBeforeCommit
 }
 
 // hook is every incarnation's crash hook: count, check, then crash, pause or fault.
-func (r *simRun[U]) hook(inc *simInc) idem.CrashHook {
-	return func(ctx context.Context, p idem.CrashPoint, detail string) error {
+func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
+	return func(ctx context.Context, p idemrt.CrashPoint, detail string) error {
 		if inc.dead.Load() {
 			select {} // the process is gone
 		}
@@ -659,7 +660,7 @@ func (r *simRun[U]) hook(inc *simInc) idem.CrashHook {
 		}
 		r.interrupt(ctx, inc, n, h)
 		if pause {
-			if p == idem.PointEffectBeforeCall {
+			if p == idemrt.PointEffectBeforeCall {
 				r.mu.Lock()
 				r.pausedKey = detail
 				r.mu.Unlock()
@@ -682,14 +683,14 @@ func (r *simRun[U]) parked(ctx context.Context, key string) bool {
 
 // checkAt checks the invariants that must hold at every point, on
 // committed state, while the job is stopped at p.
-func (r *simRun[U]) checkAt(ctx context.Context, p idem.CrashPoint, detail string) {
+func (r *simRun[U]) checkAt(ctx context.Context, p idemrt.CrashPoint, detail string) {
 	// Observations are serialised: two workers' reads must not interleave,
 	// or an older snapshot judged after a newer one looks like a regression.
 	r.checkMu.Lock()
 	defer r.checkMu.Unlock()
 	obs := r.db.observer().Auto()
 	ctx = context.WithoutCancel(ctx)
-	if p == idem.PointEffectBeforeCall {
+	if p == idemrt.PointEffectBeforeCall {
 		entries, err := obs.Ledger(ctx)
 		i := slices.IndexFunc(entries, func(e idem.LedgerEntry) bool { return e.Key == detail })
 		if err != nil || i < 0 || entries[i].State != idem.StatePending || entries[i].LeaseOwner == "" {
@@ -766,7 +767,7 @@ func (r *simRun[U]) checkAt(ctx context.Context, p idem.CrashPoint, detail strin
 // but for late arrivals (the overlap exists for them) and a poison unit.
 // Applied is its current version under upsert; under insert_once the row
 // keeps the key's first written version, which may be any one delivered.
-func (r *simRun[U]) checkBehindMark(ctx context.Context, p idem.CrashPoint, mark time.Time) {
+func (r *simRun[U]) checkBehindMark(ctx context.Context, p idemrt.CrashPoint, mark time.Time) {
 	r.window.mu.Lock()
 	var behind []U
 	for k, u := range r.window.units {
@@ -799,7 +800,7 @@ func (r *simRun[U]) isPoison(u U) bool {
 
 // checkBehindCursor: every log entry before the stored cursor is applied
 // (the row holds one of the key's versions the log carries).
-func (r *simRun[U]) checkBehindCursor(ctx context.Context, p idem.CrashPoint, pos int) {
+func (r *simRun[U]) checkBehindCursor(ctx context.Context, p idemrt.CrashPoint, pos int) {
 	r.cursor.mu.Lock()
 	log := slices.Clone(r.cursor.log)
 	r.cursor.mu.Unlock()
@@ -810,7 +811,7 @@ func (r *simRun[U]) checkBehindCursor(ctx context.Context, p idem.CrashPoint, po
 	})
 }
 
-func (r *simRun[U]) checkApplied(ctx context.Context, p idem.CrashPoint, behind []U, acceptable func(U) []U) {
+func (r *simRun[U]) checkApplied(ctx context.Context, p idemrt.CrashPoint, behind []U, acceptable func(U) []U) {
 	if len(behind) == 0 {
 		return
 	}
@@ -842,7 +843,7 @@ func (r *simRun[U]) checkApplied(ctx context.Context, p idem.CrashPoint, behind 
 	r.mu.Unlock()
 	for _, u := range behind {
 		for fi, fx := range r.job.Effects {
-			if fx.When != idem.WhenAlways {
+			if fx.When != idemrt.WhenAlways {
 				continue
 			}
 			// Reserved under the versions in force when the unit was
@@ -889,13 +890,13 @@ func simInTx[U any](job *Job[U], h simHit) bool {
 	switch h.p {
 	case pointSQLBefore, pointSQLAfter:
 		return strings.HasPrefix(h.detail, "tx ") || (h.p == pointSQLBefore && h.detail == "COMMIT")
-	case idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit:
+	case idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit:
 		return true // a batch's units start and end inside its transaction
 	}
-	if job.Stage && job.Source == SourceWatermarkName && (h.p == idem.PointBatchStart || h.p == idem.PointBatchBegin) {
+	if job.Stage && job.Source == SourceWatermarkName && (h.p == idemrt.PointBatchStart || h.p == idemrt.PointBatchBegin) {
 		return true // a staged window is fetched and written inside its transaction
 	}
-	return job.Stage && (h.p == idem.PointProgressBefore || h.p == idem.PointProgressAfter)
+	return job.Stage && (h.p == idemrt.PointProgressBefore || h.p == idemrt.PointProgressAfter)
 }
 
 // simPhases is the fixture: six units in two pages, then one changed, one
@@ -999,7 +1000,7 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 	r.mu.Unlock()
 	hook := r.hook(inc)
 	st, kill, closeInc := r.db.incarnation(r.t, hook)
-	opts := append(r.skewed(), idem.WithCrashHook(hook), idem.WithOwner(simOwner(inc.id)))
+	opts := append(r.skewed(), idemrt.WithCrashHook(hook), idem.WithOwner(simOwner(inc.id)))
 	switch work {
 	case workBurst:
 		opts = append(opts, idem.WithWaitBound(simBurstWaitBound))
@@ -1078,13 +1079,13 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	// matrix replays each scenario to the same hit, which concurrent calls
 	// and write-ahead would reorder; the fanout families run both.
 	// The simulated clock is the database's too: leases expire on it.
-	base := []idem.Option{idem.WithClock(r.now), idem.WithLeaseClock(r.now), idem.WithLogger(simLogger),
+	base := []idem.Option{idem.WithClock(r.now), idemrt.WithLeaseClock(r.now), idem.WithLogger(simLogger),
 		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false)}
 	if r.job.Source == SourceWatermarkName {
 		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
 	}
 	if !simCold() {
-		base = append(base, idem.WithSlotWait(slotWait)) // limits.go
+		base = append(base, idemrt.WithSlotWait(slotWait)) // limits.go
 	}
 	if strings.HasPrefix(r.sc.family, "fanout") {
 		// Effects four at a time, batches of two: a batch's calls overlap
@@ -1111,7 +1112,7 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 		edit = withTimeout(edit, simStallTimeout)
 	}
 	if edit != nil {
-		opts = append(opts, idem.WithJobEdit(edit))
+		opts = append(opts, idemrt.WithJobEdit(edit))
 	}
 	src := any(r.window)
 	if r.job.Source == SourceCursorName {
@@ -1149,7 +1150,7 @@ func (t *simTask) finish() simOutcome {
 // end checks): no hook, its own clock.
 func (r *simRun[U]) aux(now func() time.Time) (Verbs[U], func()) {
 	st, _, closeInc := r.db.incarnation(r.t, nil)
-	return r.newVerbs(st, idem.WithClock(now), idem.WithLeaseClock(now)), closeInc
+	return r.newVerbs(st, idem.WithClock(now), idemrt.WithLeaseClock(now)), closeInc
 }
 
 // play runs the whole scenario and returns the invariant violations.
@@ -1281,9 +1282,9 @@ func (r *simRun[U]) interlude(phase int, a *simTask) {
 		var pauseB func(n int, h simHit) bool
 		switch {
 		case strings.Contains(r.sc.variant, "b-paused"):
-			pauseB = func(n int, h simHit) bool { return h.p == idem.PointEffectAfterCall && h.detail == key }
+			pauseB = func(n int, h simHit) bool { return h.p == idemrt.PointEffectAfterCall && h.detail == key }
 		case strings.Contains(r.sc.variant, "b-before"):
-			pauseB = func(n int, h simHit) bool { return h.p == idem.PointEffectBeforeCall && h.detail == key }
+			pauseB = func(n int, h simHit) bool { return h.p == idemrt.PointEffectBeforeCall && h.detail == key }
 		}
 		b := r.start(phase, workDrain, pauseB)
 		bOut, bPaused := b.wait()
@@ -1575,8 +1576,8 @@ const (
 )
 
 // withTimeout adds a timeout to every effect of the job edit builds.
-func withTimeout[U any](edit func(*idem.Job[U]), d time.Duration) func(*idem.Job[U]) {
-	return func(j *idem.Job[U]) {
+func withTimeout[U any](edit func(*idemrt.Job[U]), d time.Duration) func(*idemrt.Job[U]) {
+	return func(j *idemrt.Job[U]) {
 		if edit != nil {
 			edit(j)
 		}

@@ -116,6 +116,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // expect is the oracle's end state for this scenario: the rows, the effect
@@ -164,7 +165,7 @@ func (r *simRun[U]) expect() simExpect[U] {
 		}
 		// Under overlap any version may be the one inserted first.
 		for fi, fx := range r.job.Effects {
-			if fx.When == idem.WhenInserted || r.job.InsertOnce {
+			if fx.When == idemrt.WhenInserted || r.job.InsertOnce {
 				may[oracleKey(fx.Key, d.versions.vars(fi), d.unit)] = true
 			}
 		}
@@ -581,7 +582,7 @@ func (r *simRun[U]) checkRerun(ctx context.Context, exp simExpect[U]) {
 	rep, err := out.rep, out.err
 	r.checkParkedWhy("a backfill from the start", err)
 	done := rep.EffectsDone
-	if r.purgedPastRetention() && slices.ContainsFunc(r.job.Effects, func(fx Effect) bool { return fx.When == idem.WhenAlways }) {
+	if r.purgedPastRetention() && slices.ContainsFunc(r.job.Effects, func(fx Effect) bool { return fx.When == idemrt.WhenAlways }) {
 		// A purge past retention forgot done effects: the backfill
 		// processes their units as new (docs/guarantees.md: a replay
 		// after retention is processed again), and a when: always
@@ -1026,14 +1027,14 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 	}
 	firstPhase := len(trace)
 	if job.Source != SourceNoneName {
-		if i := slices.IndexFunc(trace[1:], func(h simHit) bool { return h.p == idem.PointRunStart }); i >= 0 {
+		if i := slices.IndexFunc(trace[1:], func(h simHit) bool { return h.p == idemrt.PointRunStart }); i >= 0 {
 			firstPhase = i + 1
 		}
 	}
 	firstCall := map[string]int{} // effect -> its first call.before hit in phase 0
 	for k, h := range trace {
 		switch {
-		case h.p == idem.PointUnitAfterCommit || h.p == idem.PointProgressAfter:
+		case h.p == idemrt.PointUnitAfterCommit || h.p == idemrt.PointProgressAfter:
 			add(at("commitunknown", k))
 		case h.p == job.failPoint() && h.detail != "" && job.UnitMaxAttempts != 1:
 			// A write that fails once and then succeeds; with a unit
@@ -1041,7 +1042,7 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 			// poison's case (a unit whose write always fails).
 			add(at("writefail", k))
 		}
-		if h.p == idem.PointEffectBeforeCall && k < firstPhase {
+		if h.p == idemrt.PointEffectBeforeCall && k < firstPhase {
 			name := clean.prov.effect[h.detail]
 			if _, ok := firstCall[name]; !ok {
 				firstCall[name] = k
@@ -1053,7 +1054,7 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 	// batches of the first phase).
 	leased := 0
 	for k, h := range trace[:firstPhase] {
-		if h.p == idem.PointUnitAfterCommit && leased < 3 {
+		if h.p == idemrt.PointUnitAfterCommit && leased < 3 {
 			sc := at(famLeased, k)
 			sc.crashAt = []int{k}
 			add(sc)
@@ -1065,7 +1066,7 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 	// and every good unit must still be written.
 	stmtFails := 0
 	for k, h := range trace[:firstPhase] {
-		if h.p == idem.PointBatchWritten && stmtFails < 4 {
+		if h.p == idemrt.PointBatchWritten && stmtFails < 4 {
 			add(at("stmtfail", k))
 			stmtFails++
 		}
@@ -1166,7 +1167,7 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 	for i := 0; i < 5; i++ {
 		exits = append(exits, i*phase0/5)
 	}
-	if k := slices.IndexFunc(trace[:phase0], func(h simHit) bool { return h.p == idem.PointUnitBeforeCommit }); k >= 0 {
+	if k := slices.IndexFunc(trace[:phase0], func(h simHit) bool { return h.p == idemrt.PointUnitBeforeCommit }); k >= 0 {
 		exits = append(exits, k)
 	}
 	for _, k := range slices.Compact(slices.Sorted(slices.Values(exits))) {
@@ -1181,7 +1182,7 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 	add(newScenario("fanout"))
 	secondPhase := len(trace)
 	if job.Source != SourceNoneName && firstPhase+1 < len(trace) {
-		if i := slices.IndexFunc(trace[firstPhase+1:], func(h simHit) bool { return h.p == idem.PointRunStart }); i >= 0 {
+		if i := slices.IndexFunc(trace[firstPhase+1:], func(h simHit) bool { return h.p == idemrt.PointRunStart }); i >= 0 {
 			secondPhase = firstPhase + 1 + i
 		}
 	}
@@ -1227,7 +1228,7 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 func callsBefore(trace []simHit) int {
 	n := 0
 	for _, h := range trace {
-		if h.p == idem.PointEffectBeforeCall {
+		if h.p == idemrt.PointEffectBeforeCall {
 			n++
 		}
 	}

@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
-// The gate families (idem/gate.go): the provider's "not now" for a whole
+// The gate families (idem/idemrt/gate.go): the provider's "not now" for a whole
 // effect, and an effect's circuit, each played clean and crashed at hits
 // spread over the first phase (the next process takes over once the
 // crashed one's leases run out).
@@ -44,7 +45,7 @@ const (
 // (simNoCircuit), so that their effects have a gate for PauseEffect.
 const simCircuitFailures = 2
 
-var simNoCircuit = idem.Circuit{Failures: 1 << 30, CoolDown: time.Hour}
+var simNoCircuit = idemrt.Circuit{Failures: 1 << 30, CoolDown: time.Hour}
 
 // simGate is the provider's side of the gate families.
 type simGate struct {
@@ -128,14 +129,14 @@ func (g *simGate) answer(n int, effect, key string, now time.Time) (error, bool)
 // families their own; every other family none, whatever the spec says, as
 // their oracles count each failure as an attempt (failk parks an effect
 // after max_attempts failures in a row, which a circuit would stop).
-func gateCircuit(family string, lease time.Duration) idem.Circuit {
+func gateCircuit(family string, lease time.Duration) idemrt.Circuit {
 	switch family {
 	case famPause:
 		return simNoCircuit
 	case famCircuit:
-		return idem.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(lease)}
+		return idemrt.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(lease)}
 	}
-	return idem.Circuit{}
+	return idemrt.Circuit{}
 }
 
 // checkGate: what the provider saw broke no pause and no cool-down; in a

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // The held family: worker A stops inside its write transaction (at its
@@ -28,7 +29,7 @@ const (
 // written a unit.
 func simPlanHeld(trace []simHit, firstPhase int) []simScenario {
 	for k, h := range trace[:firstPhase] {
-		if h.p == idem.PointUnitBeforeCommit && h.detail != "" { // a unit's write, not an empty window's
+		if h.p == idemrt.PointUnitBeforeCommit && h.detail != "" { // a unit's write, not an empty window's
 			sc := newScenario(famHeld)
 			sc.at = k
 			return []simScenario{sc}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // simInterrupts is the state these families keep in a simRun; r.mu guards it.
@@ -41,8 +42,8 @@ func simPlanInterrupts[U any](job *Job[U], clean *simRun[U], trace []simHit, fir
 		sc.at = k
 		return sc
 	}
-	effectPoint := func(p idem.CrashPoint) bool {
-		return p == idem.PointEffectClaimed || p == idem.PointEffectBeforeCall || p == idem.PointEffectAfterCall || p == idem.PointEffectRecorded
+	effectPoint := func(p idemrt.CrashPoint) bool {
+		return p == idemrt.PointEffectClaimed || p == idemrt.PointEffectBeforeCall || p == idemrt.PointEffectAfterCall || p == idemrt.PointEffectRecorded
 	}
 	// cancel@k: the run's context is cancelled at every named point of the
 	// first phase, just before each of its commits, and at every fourth
@@ -71,7 +72,7 @@ func simPlanInterrupts[U any](job *Job[U], clean *simRun[U], trace []simHit, fir
 		// (the lease is live: B must leave it) or, once the lease has
 		// expired on the database's clock, as far behind (B must take it).
 		k := slices.IndexFunc(trace[:firstPhase], func(h simHit) bool {
-			return h.p == idem.PointEffectClaimed && effectOf(h.detail) == fx.Name
+			return h.p == idemrt.PointEffectClaimed && effectOf(h.detail) == fx.Name
 		})
 		if k >= 0 {
 			for _, v := range []string{"ahead", "behind"} {
@@ -96,7 +97,7 @@ func simPlanInterrupts[U any](job *Job[U], clean *simRun[U], trace []simHit, fir
 	}
 	for k, h := range trace[:firstPhase] {
 		switch h.p {
-		case idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectAfterCall:
+		case idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectAfterCall:
 			if !simInTx(job, h) {
 				plan = append(plan, at("purge-pending", k))
 			}
@@ -124,7 +125,7 @@ func (r *simRun[U]) cancelable(ctx context.Context, inc *simInc) context.Context
 func (r *simRun[U]) interrupt(ctx context.Context, inc *simInc, n int, h simHit) {
 	switch r.sc.family {
 	case "cancel":
-		if h.p == idem.PointEffectBeforeCall && ctx.Err() != nil {
+		if h.p == idemrt.PointEffectBeforeCall && ctx.Err() != nil {
 			r.violate("cancel: at %s the provider is about to be called for %s, though the run was cancelled before", h.p, h.detail)
 		}
 		if n != r.sc.at {
@@ -246,7 +247,7 @@ func (r *simRun[U]) expectInterrupts(e *simExpect[U]) {
 		}
 	}
 	r.prov.mu.Unlock()
-	if r.job.Source == SourceNoneName || slices.ContainsFunc(r.job.Effects, func(fx Effect) bool { return fx.When != idem.WhenInserted }) {
+	if r.job.Source == SourceNoneName || slices.ContainsFunc(r.job.Effects, func(fx Effect) bool { return fx.When != idemrt.WhenInserted }) {
 		e.calls = nil
 	}
 }

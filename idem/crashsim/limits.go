@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // The fleet family: two workers at once under one concurrency. Every
@@ -56,14 +56,14 @@ func (f *simFlight) enter(effect string) func() {
 // limitsFor is the edit of a scenario's effects: no rate (see above) but
 // in the rate family (rate.go); the fleet family's concurrency 1; the
 // gate families' circuit, and no other family's (gate.go).
-func limitsFor[U any](edit func(*idem.Job[U]), family string) func(*idem.Job[U]) {
-	return func(j *idem.Job[U]) {
+func limitsFor[U any](edit func(*idemrt.Job[U]), family string) func(*idemrt.Job[U]) {
+	return func(j *idemrt.Job[U]) {
 		if edit != nil {
 			edit(j)
 		}
 		for i := range j.Effects {
 			if family != famRate {
-				j.Effects[i].Rate = idem.Rate{}
+				j.Effects[i].Rate = idemrt.Rate{}
 			}
 			if family == "fleet" {
 				j.Effects[i].Concurrency = 1
@@ -88,7 +88,7 @@ func (r *simRun[U]) checkFleet() {
 
 // simSlotPatience is how long, in real time, a worker of the simulation
 // waits for a call slot under an effect's concurrency before it gives the
-// wait up as "no room" (idem.WithSlotWait). The simulated lease clock stands
+// wait up as "no room" (idemrt.WithSlotWait). The simulated lease clock stands
 // still meanwhile, so the engine's own bound, half the lease, ran out in
 // real time: a minute a wait, three waits a scenario of the takeover and
 // livelease families once a spec declared a concurrency. A slot is held
@@ -97,7 +97,7 @@ func (r *simRun[U]) checkFleet() {
 // wait would see freed, and ends as the engine's bound would end it.
 const simSlotPatience = time.Second
 
-// slotWait is the simulation's idem.WithSlotWait: it sleeps the poll,
+// slotWait is the simulation's idemrt.WithSlotWait: it sleeps the poll,
 // capped so that a freed slot is seen soon, and gives up after
 // simSlotPatience.
 func slotWait(ctx context.Context, effect string, waited, poll time.Duration) bool {

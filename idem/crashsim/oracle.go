@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Field describes one unit field as the spec declares it.
@@ -366,11 +367,11 @@ func (v simVersions) vars(effect int) map[string]string {
 
 // editFor rebuilds a job definition with versions v, its effect keys
 // rendered by the oracle; nil when they are the spec's.
-func editFor[U any](v simVersions, j *Job[U]) func(*idem.Job[U]) {
+func editFor[U any](v simVersions, j *Job[U]) func(*idemrt.Job[U]) {
 	if slices.Equal(v.effects, baseVersions(j).effects) && v.job == j.Version {
 		return nil
 	}
-	return func(d *idem.Job[U]) {
+	return func(d *idemrt.Job[U]) {
 		d.Version = v.job
 		for i := range d.Effects {
 			tmpl, vars := j.Effects[i].Key, v.vars(i)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemtest"
 
 	"github.com/jackc/pgx/v5"
@@ -89,7 +90,7 @@ func (e *simPostgres) config(schema, app string) *pgxpool.Config {
 	return cfg
 }
 
-func (e *simPostgres) pool(t testing.TB, schema, app string, sqlHook idem.CrashHook) *pgxpool.Pool {
+func (e *simPostgres) pool(t testing.TB, schema, app string, sqlHook idemrt.CrashHook) *pgxpool.Pool {
 	cfg := e.config(schema, app)
 	if sqlHook != nil {
 		cfg.ConnConfig.Tracer = &simTracer{hook: sqlHook, conns: map[*pgx.Conn]*simStatements{}}
@@ -265,7 +266,7 @@ ORDER BY l.granted, l.pid`
 	return b.String()
 }
 
-func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idem.CrashHook) (idem.Store, func(), func()) {
+func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idemrt.CrashHook) (idem.Store, func(), func()) {
 	if sqlHook == nil {
 		return d.s.obs, func() {}, func() {} // a helper outside the faults: the observer's pool serves
 	}
@@ -338,7 +339,7 @@ func (inc *simSessions) kill() {
 // parks the worker before the statement is sent; in TraceQueryEnd, after
 // the server ran it (for COMMIT: after it is durable).
 type simTracer struct {
-	hook  idem.CrashHook
+	hook  idemrt.CrashHook
 	mu    sync.Mutex
 	conns map[*pgx.Conn]*simStatements
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // The rate family: an effect's rate under two workers at once, each with
@@ -13,7 +14,7 @@ import (
 // first phase. Every other family runs without the rate (limits.go): the
 // simulation's clock stands still within a phase, and pacing on it would
 // only add real waits. Here each start the rate grants is waited for on
-// the simulated clock instead (idem.WithPaceWait), which moves to it, and
+// the simulated clock instead (idemrt.WithPaceWait), which moves to it, and
 // recorded: an effect's granted starts must all lie at least its spacing
 // (per / n) apart, whichever worker took them. A slip in the pacing row's
 // compare-and-set lets two workers take the same start; a worker that
@@ -27,7 +28,7 @@ func hasRate[U any](job *Job[U]) bool {
 	return slices.ContainsFunc(job.Effects, func(fx Effect) bool { return fx.Rate.N > 0 })
 }
 
-// paceWait is the rate family's idem.WithPaceWait: it records the start
+// paceWait is the rate family's idemrt.WithPaceWait: it records the start
 // and moves the simulated clock to it.
 func (r *simRun[U]) paceWait(ctx context.Context, effect string, start time.Time) error {
 	r.mu.Lock()
@@ -118,5 +119,5 @@ func (r *simRun[U]) rateConvergenceRuns(calls int) int {
 
 // rateOptions are the rate family's job options.
 func (r *simRun[U]) rateOptions() []idem.Option {
-	return []idem.Option{idem.WithEffectConcurrency(4), idem.WithPaceWait(r.paceWait)}
+	return []idem.Option{idem.WithEffectConcurrency(4), idemrt.WithPaceWait(r.paceWait)}
 }

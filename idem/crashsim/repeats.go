@@ -28,7 +28,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 const (
@@ -180,8 +180,8 @@ func (r *simRun[U]) serveRepeats(phase int) {
 
 // lag slows writeahead's first write of a repeated key at its first hit
 // (outside every lock, so other batches go on meanwhile).
-func (r *simRun[U]) lag(p idem.CrashPoint, detail string) {
-	if p != idem.PointUnitStart {
+func (r *simRun[U]) lag(p idemrt.CrashPoint, detail string) {
+	if p != idemrt.PointUnitStart {
 		return
 	}
 	r.mu.Lock()

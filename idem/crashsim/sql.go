@@ -15,7 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // simStatements classifies one connection's statements: "BEGIN", "COMMIT",
@@ -46,7 +46,7 @@ func (s *simStatements) classify(query string) string {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// "BEGIN; SET LOCAL lock_timeout = ..." (idem.PgBegin) begins a
+	// "BEGIN; SET LOCAL lock_timeout = ..." (idemrt.PgBegin) begins a
 	// transaction too: the verb is the first word without its semicolon.
 	switch verb := strings.TrimSuffix(strings.ToUpper(words[0]), ";"); verb {
 	case "PRAGMA":
@@ -77,7 +77,7 @@ func (s *simStatements) classify(query string) string {
 // fault that takes the whole test process down.
 type simConn struct {
 	driver.Conn
-	hook   idem.CrashHook
+	hook   idemrt.CrashHook
 	stmts  simStatements
 	mu     sync.Mutex
 	open   map[*simStmt]bool // prepared and not yet closed

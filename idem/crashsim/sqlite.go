@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 
 	sqlite3 "github.com/ncruces/go-sqlite3/driver"
 )
@@ -99,7 +100,7 @@ func (e simSQLite) attach(t testing.TB, path string) simDB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// idem.SQLiteAuto gives a query's connection back only once its rows
+	// idemrt.SQLiteAuto gives a query's connection back only once its rows
 	// are closed, on a goroutine of its own: on a loaded machine the next
 	// reads find no idle connection and open one, and with database/sql's
 	// two idle ones a connection was opened (its schema read) and closed
@@ -149,7 +150,7 @@ func (d *simSQLiteDB) diagnose(context.Context) string {
 	return fmt.Sprintf("SQLite file %s (locks are the file's: a worker waits at most its busy timeout, 10 s)\n", d.path)
 }
 
-func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idem.CrashHook) (idem.Store, func(), func()) {
+func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idemrt.CrashHook) (idem.Store, func(), func()) {
 	if sqlHook == nil {
 		return d.obs, func() {}, func() {} // a helper outside the faults: the observer's handle serves
 	}
@@ -173,7 +174,7 @@ func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idem.CrashHook) (idem.St
 // exactly as when the process holding them dies.
 type killableConnector struct {
 	inner driver.Connector
-	hook  idem.CrashHook // every statement is reported to it
+	hook  idemrt.CrashHook // every statement is reported to it
 	mu    sync.Mutex
 	conns []*simConn
 	dead  atomic.Bool

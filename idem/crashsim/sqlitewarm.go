@@ -194,7 +194,7 @@ func (s *simSQLiteSlot) outstanding() int {
 
 // simSettle bounds the wait for a finished scenario's connections to come
 // back: database/sql closes a connection that was busy when its handle
-// closed once its user lets it go, and idem.SQLiteAuto lets a query's go
+// closed once its user lets it go, and idemrt.SQLiteAuto lets a query's go
 // on a goroutine of its own once its rows are closed.
 const simSettle = 250 * time.Millisecond
 

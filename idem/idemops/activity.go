@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Activity is the ledger's effects done and failed per minute over a
@@ -139,7 +140,7 @@ WHERE job = ? AND effect = ? AND state = 'done' AND done_at >= ? GROUP BY 1`
 		return nil, err
 	}
 	for _, job := range jobs {
-		for _, state := range []string{idem.StatePending, idem.StoredParked} {
+		for _, state := range []string{idem.StatePending, idemrt.StoredParked} {
 			more, err := d.readFailed(ctx, job, state, now, from, limit, failed)
 			if err != nil {
 				return nil, err

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Dialect is the SQL dialect of a package's database.
@@ -41,7 +42,7 @@ const (
 // row. The idemgen command builds it from the spec.
 type Package struct {
 	Name   string
-	Tables idem.Tables
+	Tables idemrt.Tables
 	// Jobs in spec order. Rows of jobs or effects not here are shown too,
 	// marked as not in the spec.
 	Jobs []*Job
@@ -50,9 +51,9 @@ type Package struct {
 // TablesOf names the bookkeeping tables of the generated package pkg as
 // idemgen names them, <pkg>_idem_ledger and so on, unless the spec's
 // tables key renames them.
-func TablesOf(pkg string) idem.Tables {
+func TablesOf(pkg string) idemrt.Tables {
 	p := pkg + "_idem_"
-	return idem.Tables{Ledger: p + "ledger", Progress: p + "progress", Seen: p + "seen", Parked: p + "parked", Limits: p + "limits"}
+	return idemrt.Tables{Ledger: p + "ledger", Progress: p + "progress", Seen: p + "seen", Parked: p + "parked", Limits: p + "limits"}
 }
 
 // Job is a job of a Package.
@@ -104,7 +105,7 @@ type DB struct {
 	st      idem.Store // the runtime's view of the same database: recovery writes through it
 	dialect Dialect
 	pkg     *Package
-	t       idem.Tables
+	t       idemrt.Tables
 	log     *slog.Logger
 	now     func() time.Time
 	// clockSet: SetClock replaced now, for recovery too (recoveryNow).
@@ -247,7 +248,7 @@ func (d *DB) q(query string) string {
 
 // sqliteTimeFormat is how the generated SQLite stores keep instants: fixed-
 // width UTC text, so text comparison orders them (the runtime's
-// sqliteTimeFormat, idem/keys.go).
+// sqliteTimeFormat, idem/idemrt/keys.go).
 const sqliteTimeFormat = "2006-01-02T15:04:05.000000000Z"
 
 // at is an instant as a query parameter of the dialect.

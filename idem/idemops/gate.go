@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
-// GateStatus is an effect's gate (idem/gate.go) as status shows it: paused
+// GateStatus is an effect's gate (idem/idemrt/gate.go) as status shows it: paused
 // by its provider (idem.PauseEffect) or its circuit open, since and until
 // when, and why: the provider's last answer.
 type GateStatus struct {
@@ -43,7 +44,7 @@ func (d *DB) readGates(ctx context.Context, now time.Time, jobFor func(string) *
 		if err := rows.Scan(&job, &effect, &state, &until, &since, &reason, &failures, &opens); err != nil {
 			return wrapRead(d.t.Limits, err)
 		}
-		if state != idem.GateProbe && (!until.valid || !until.t.After(now)) {
+		if state != idemrt.GateProbe && (!until.valid || !until.t.After(now)) {
 			continue // a pause or cool-down over: the next call goes through (the probe, for a circuit)
 		}
 		js := jobFor(job)
@@ -65,9 +66,9 @@ func GateText(g *GateStatus) string {
 		return t.UTC().Format(time.RFC3339)
 	}
 	switch g.State {
-	case idem.GatePaused:
+	case idemrt.GatePaused:
 		return fmt.Sprintf("paused by its provider since %s until %s: %s", when(g.Since), when(g.Until), g.Reason)
-	case idem.GateProbe:
+	case idemrt.GateProbe:
 		return fmt.Sprintf("circuit open since %s, its probe in flight (until %s at most): %s", when(g.Since), when(g.Until), g.Reason)
 	}
 	return fmt.Sprintf("circuit open since %s until %s (opened %d times in a row), then one probe: %s", when(g.Since), when(g.Until), g.Opens, g.Reason)

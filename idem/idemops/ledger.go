@@ -11,9 +11,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
-// The states an effect is shown in (idem.ShownEffectState): its ledger
+// The states an effect is shown in (idemrt.ShownEffectState): its ledger
 // state, or leased while a worker's lease on it is live.
 const (
 	EffectPending = idem.StatePending // owed: the next run or drain performs it
@@ -22,7 +23,7 @@ const (
 	EffectParked  = idem.StateParked // max_attempts or a permanent failure
 )
 
-// The states of a parked-table row (idem/parked.go).
+// The states of a parked-table row (idem/idemrt/parked.go).
 const (
 	unitFailing = idem.UnitStateFailing
 	unitParked  = idem.UnitStateParked
@@ -263,7 +264,7 @@ func (d *DB) listEffects(ctx context.Context, f Filter, job, afterEffect string,
 	case EffectDone:
 		add("state = 'done'")
 	case EffectParked:
-		add("state = '" + idem.StoredParked + "'")
+		add("state = '" + idemrt.StoredParked + "'")
 	}
 	return d.effects(ctx, where, args, limit, false)
 }
@@ -359,7 +360,7 @@ func (d *DB) effects(ctx context.Context, where []string, args []any, limit int,
 		}
 		e.LeaseUntil, e.CreatedAt, e.UpdatedAt, e.DoneAt, e.NextAttemptAt = leaseUntil.ptr(), created.t, updated.t, done.ptr(), next.ptr()
 		e.Payload = jsonPayload(body)
-		e.State = idem.ShownEffectState(idem.LedgerState(stored), idem.ValueOr(e.LeaseUntil), now)
+		e.State = idemrt.ShownEffectState(idemrt.LedgerState(stored), idemrt.ValueOr(e.LeaseUntil), now)
 		if fx := d.effect(e.Job, e.Effect); fx != nil {
 			e.MaxAttempts = fx.MaxAttempts
 			if fx.RedactPayload {
@@ -541,13 +542,13 @@ func (d *DB) Reset(ctx context.Context, key, job string, dryRun bool) ([]Change,
 }
 
 // recoveryNow is the time recovery compares leases on: the database's
-// clock (idem.StoreNow), as the generated Store's Retry, RetryParked and
+// clock (idemrt.StoreNow), as the generated Store's Retry, RetryParked and
 // Forget compare them, unless SetClock set one.
 func (d *DB) recoveryNow(ctx context.Context) (time.Time, error) {
 	if d.clockSet {
 		return d.now(), nil
 	}
-	return idem.StoreNow(ctx, d.st)
+	return idemrt.StoreNow(ctx, d.st)
 }
 
 // canRecover refuses a write on a database whose ledger predates the

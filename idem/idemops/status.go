@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Status is the state of every job of a package, and whether it is healthy.
@@ -498,7 +499,7 @@ func (d *DB) ledgerEffects(ctx context.Context) ([]effectPair, error) {
 	nextEffect := d.q(`SELECT min(e) FROM (
     SELECT min(effect) AS e FROM ` + d.t.Ledger + ` WHERE job = ? AND effect > ? AND state = '` + idem.StateDone + `'
     UNION ALL
-    SELECT min(effect) AS e FROM ` + d.t.Ledger + ` WHERE job = ? AND effect > ? AND state IN ('` + idem.StatePending + `', '` + idem.StoredParked + `')) AS m`)
+    SELECT min(effect) AS e FROM ` + d.t.Ledger + ` WHERE job = ? AND effect > ? AND state IN ('` + idem.StatePending + `', '` + idemrt.StoredParked + `')) AS m`)
 	for _, job := range jobs {
 		for effect := ""; ; {
 			var e sql.NullString
@@ -632,7 +633,7 @@ func (d *DB) readOwedPage(ctx context.Context, query string, args []any, job str
 // its parked rows'.
 func (d *DB) readParked(ctx context.Context, job, effect string, row func(job, effect string, version int) *versionRows) error {
 	var n int
-	err := d.queryRow(ctx, d.q(`SELECT count(*) FROM `+d.t.Ledger+` WHERE job = ? AND effect = ? AND state = '`+idem.StoredParked+`'`),
+	err := d.queryRow(ctx, d.q(`SELECT count(*) FROM `+d.t.Ledger+` WHERE job = ? AND effect = ? AND state = '`+idemrt.StoredParked+`'`),
 		job, effect).Scan(&n)
 	if err != nil || n == 0 {
 		return wrapRead(d.t.Ledger, err)
@@ -644,7 +645,7 @@ func (d *DB) readParked(ctx context.Context, job, effect string, row func(job, e
 		}
 	}
 	if version < 0 {
-		err := d.queryRow(ctx, d.q(`SELECT max(effect_version) FROM `+d.t.Ledger+` WHERE job = ? AND effect = ? AND state = '`+idem.StoredParked+`'`),
+		err := d.queryRow(ctx, d.q(`SELECT max(effect_version) FROM `+d.t.Ledger+` WHERE job = ? AND effect = ? AND state = '`+idemrt.StoredParked+`'`),
 			job, effect).Scan(&version)
 		if err != nil {
 			return wrapRead(d.t.Ledger, err)
@@ -659,7 +660,7 @@ func (d *DB) readParked(ctx context.Context, job, effect string, row func(job, e
 // index, and reports whether the job has more.
 func (d *DB) readParkedUpTo(ctx context.Context, job string, limit int, row func(job, effect string, version int) *versionRows) (more bool, err error) {
 	rows, err := d.query(ctx, d.q(`SELECT effect, effect_version, count(*) FROM (SELECT effect, effect_version FROM `+d.t.Ledger+`
-    WHERE job = ? AND state = '`+idem.StoredParked+`' ORDER BY effect_key LIMIT ?) AS p
+    WHERE job = ? AND state = '`+idemrt.StoredParked+`' ORDER BY effect_key LIMIT ?) AS p
 GROUP BY effect, effect_version`), job, limit+1)
 	if err != nil {
 		return false, wrapRead(d.t.Ledger, err)
@@ -874,7 +875,7 @@ func earliest(a, b *time.Time) *time.Time {
 // readAgain counts the units done under a superseded version of the
 // effect and not yet reserved under the current one: the runtime owes
 // such a unit the current version when it is processed again
-// (idem.Querier.Decided), so a Backfill over it performs the effect again.
+// (idemrt.Querier.Decided), so a Backfill over it performs the effect again.
 //
 // With StatusUpTo's limit, it counts at most limit of them.
 func (d *DB) readAgain(ctx context.Context, job string, limit int, es *EffectStatus) error {

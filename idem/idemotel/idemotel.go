@@ -36,6 +36,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 const scope = "github.com/idemgen/idemgen/idem/idemotel"
@@ -51,7 +52,7 @@ const (
 	attrKey        = attribute.Key("idemgen.key") // the unit's key
 	attrState      = attribute.Key("idemgen.state")
 	attrBatchUnits = attribute.Key("idemgen.batch.units")
-	// The effect's gate (idem.GateObserver): paused, open, probe or closed;
+	// The effect's gate (idemrt.GateObserver): paused, open, probe or closed;
 	// until when; the provider's answer.
 	attrGateState  = attribute.Key("idemgen.gate.state")
 	attrGateUntil  = attribute.Key("idemgen.gate.until")
@@ -182,7 +183,7 @@ func (o *observer) CallEnd(ctx context.Context, job string, er idem.EffectResult
 	end(span, er.Err)
 }
 
-// Gate is the idem.GateObserver's: the call's span gets the gate's state
+// Gate is the idemrt.GateObserver's: the call's span gets the gate's state
 // and time as attributes, and an idemgen.gate event with the provider's
 // answer.
 func (o *observer) Gate(ctx context.Context, job, effect, state string, until time.Time, reason string) {
@@ -191,7 +192,7 @@ func (o *observer) Gate(ctx context.Context, job, effect, state string, until ti
 		return
 	}
 	shown := state
-	if shown == idem.GateClosed {
+	if shown == idemrt.GateClosed {
 		shown = "closed"
 	}
 	attrs := []attribute.KeyValue{attrEffect.String(effect), attrGateState.String(shown)}

@@ -7,18 +7,18 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // boundedPool runs statements outside a transaction (Store.Auto) on a
 // connection taken from the pool within the job's wait bound
-// (idem.WaitBound): a wait past it is an *idem.WaitError, not a hang.
+// (idemrt.WaitBound): a wait past it is an *idem.WaitError, not a hang.
 // The connection goes back to the pool when the statement (its rows, its
 // row's Scan) is done, as the pool's own Query and QueryRow do.
 type boundedPool struct{ pool *pgxpool.Pool }
 
 func (b boundedPool) conn(ctx context.Context) (*pgxpool.Conn, error) {
-	return idem.PgAcquire(ctx, b.pool)
+	return idemrt.PgAcquire(ctx, b.pool)
 }
 
 func (b boundedPool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {

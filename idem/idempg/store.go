@@ -5,7 +5,7 @@
 // A generated package builds its store with NewStore, passing its table
 // names and a function that adds its destinations' queries to the ledger's (Querier):
 //
-//	st := idempg.NewStore(pool, billingTables, func(l idempg.Querier) idem.Querier {
+//	st := idempg.NewStore(pool, billingTables, func(l idempg.Querier) idemrt.Querier {
 //		return pgQuerier{l, pgdb.New(l.DB())}
 //	})
 package idempg
@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg/internal/ledgerdb"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // DBTX is what the queries run on: the pool, or a transaction (sqlc's DBTX).
@@ -34,32 +35,32 @@ type DBTX interface {
 // transaction (Pool, PgTx).
 type Store struct {
 	pool    *pgxpool.Pool
-	names   *idem.TableNames
-	querier func(Querier) idem.Querier
+	names   *idemrt.TableNames
+	querier func(Querier) idemrt.Querier
 }
 
 // NewStore returns a store over pool for the package whose tables t names.
 // querier makes the package's querier from the ledger's (a package with no
 // destination passes nil: the ledger's is all it needs).
-func NewStore(pool *pgxpool.Pool, t idem.Tables, querier func(Querier) idem.Querier) Store {
+func NewStore(pool *pgxpool.Pool, t idemrt.Tables, querier func(Querier) idemrt.Querier) Store {
 	if querier == nil {
-		querier = func(l Querier) idem.Querier { return l }
+		querier = func(l Querier) idemrt.Querier { return l }
 	}
-	return Store{pool: pool, names: idem.NewTableNames(t), querier: querier}
+	return Store{pool: pool, names: idemrt.NewTableNames(t), querier: querier}
 }
 
-func (s Store) on(db DBTX) idem.Querier {
+func (s Store) on(db DBTX) idemrt.Querier {
 	return s.querier(Querier{q: ledgerdb.New(renamed{db, s.names}), db: db})
 }
 
-// InTx runs fn in a READ COMMITTED transaction (idem.PgInTx).
-func (s Store) InTx(ctx context.Context, fn func(q idem.Querier) error) error {
-	return idem.PgInTx(ctx, s.pool, func(tx pgx.Tx) error { return fn(s.on(tx)) })
+// InTx runs fn in a READ COMMITTED transaction (idemrt.PgInTx).
+func (s Store) InTx(ctx context.Context, fn func(q idemrt.Querier) error) error {
+	return idemrt.PgInTx(ctx, s.pool, func(tx pgx.Tx) error { return fn(s.on(tx)) })
 }
 
 // Auto runs each query on its own, on a connection of the pool taken
 // within the job's wait bound (boundedPool).
-func (s Store) Auto() idem.Querier { return s.on(boundedPool{s.pool}) }
+func (s Store) Auto() idemrt.Querier { return s.on(boundedPool{s.pool}) }
 
 // ConcurrentWrites is how many batch transactions of one job the engine
 // may keep open at once (idem.WithWriteAhead): the pool's connections but
@@ -90,12 +91,12 @@ func dbNow(ctx context.Context, db DBTX) (time.Time, error) {
 func (s Store) Pool() *pgxpool.Pool { return s.pool }
 
 // PgTx runs the queries in a transaction the caller owns (ProcessPgTx, a River worker).
-func (s Store) PgTx(tx pgx.Tx) idem.Querier { return s.on(tx) }
+func (s Store) PgTx(tx pgx.Tx) idemrt.Querier { return s.on(tx) }
 
 // renamed runs the runtime's ledger queries on a package's own tables.
 type renamed struct {
 	db    DBTX
-	names *idem.TableNames
+	names *idemrt.TableNames
 }
 
 func (r renamed) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
@@ -127,7 +128,7 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// Querier runs the ledger's queries; it implements idem.Querier. A generated
+// Querier runs the ledger's queries; it implements idemrt.Querier. A generated
 // package embeds it in its own querier, which adds its destinations'
 // queries run on DB.
 type Querier struct {
@@ -142,15 +143,15 @@ func (q Querier) DB() DBTX { return q.db }
 // DBNow reads the database's clock on what the queries run on.
 func (q Querier) DBNow(ctx context.Context) (time.Time, error) { return dbNow(ctx, q.db) }
 
-func (q Querier) Progress(ctx context.Context, job string) (idem.ProgressRow, error) {
+func (q Querier) Progress(ctx context.Context, job string) (idemrt.ProgressRow, error) {
 	r, err := q.q.GetProgress(ctx, job)
-	if idem.PgNoRows(err) {
-		return idem.ProgressRow{}, nil
+	if idemrt.PgNoRows(err) {
+		return idemrt.ProgressRow{}, nil
 	}
 	if err != nil {
-		return idem.ProgressRow{}, err
+		return idemrt.ProgressRow{}, err
 	}
-	p := idem.ProgressRow{Found: true, Position: r.CursorPosition}
+	p := idemrt.ProgressRow{Found: true, Position: r.CursorPosition}
 	if r.Watermark != nil {
 		p.Watermark, p.HasMark = *r.Watermark, true
 	}
@@ -187,14 +188,14 @@ func (q Querier) See(ctx context.Context, job string, unitKeys []string, hashes 
 	return seen, nil
 }
 
-func (q Querier) Reserve(ctx context.Context, r idem.Reservations, now time.Time) error {
+func (q Querier) Reserve(ctx context.Context, r idemrt.Reservations, now time.Time) error {
 	return q.q.ReserveEffects(ctx, ledgerdb.ReserveEffectsParams{
 		EffectKeys: r.Keys, Job: r.Job, Effect: r.Effect, EffectVersion: r.EffectVersion, JobVersion: r.JobVersion,
 		UnitKeys: r.UnitKeys, Payloads: r.Payloads, Now: now,
 	})
 }
 
-func (q Querier) ReserveLeased(ctx context.Context, r idem.Reservations, now time.Time, owner string, leaseUntil time.Time) (map[string]bool, error) {
+func (q Querier) ReserveLeased(ctx context.Context, r idemrt.Reservations, now time.Time, owner string, leaseUntil time.Time) (map[string]bool, error) {
 	ks, err := q.q.ReserveLeasedEffects(ctx, ledgerdb.ReserveLeasedEffectsParams{
 		EffectKeys: r.Keys, Job: r.Job, Effect: r.Effect, EffectVersion: r.EffectVersion, JobVersion: r.JobVersion,
 		UnitKeys: r.UnitKeys, Payloads: r.Payloads, LeaseOwner: owner, LeaseUntil: leaseUntil, Now: now,
@@ -232,28 +233,28 @@ func keySet(keys []string) map[string]bool {
 	return set
 }
 
-func (q Querier) Release(ctx context.Context, r idem.Release) (string, error) {
+func (q Querier) Release(ctx context.Context, r idemrt.Release) (string, error) {
 	row, err := q.q.ReleaseEffect(ctx, ledgerdb.ReleaseEffectParams{MaxAttempts: r.MaxAttempts, NotCounted: r.NotCounted, Permanent: r.Permanent,
 		LastError: &r.LastError, UpdatedAt: r.Now, EffectKey: r.Key, Owner: &r.Owner})
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.StatePending, nil // the lease was taken over; the new holder decides
 	}
-	if state := idem.LedgerState(row.State); err != nil || state != idem.StatePending || r.NextAttempt == nil {
+	if state := idemrt.LedgerState(row.State); err != nil || state != idem.StatePending || r.NextAttempt == nil {
 		return state, err
 	}
 	next := r.NextAttempt(row.Attempts)
 	return idem.StatePending, q.q.DeferEffect(ctx, ledgerdb.DeferEffectParams{NextAttemptAt: &next, EffectKey: r.Key})
 }
 
-func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, error) {
+func (q Querier) Effect(ctx context.Context, key string) (idemrt.LedgerRow, bool, error) {
 	r, err := q.q.GetEffect(ctx, key)
-	if idem.PgNoRows(err) {
-		return idem.LedgerRow{}, false, nil
+	if idemrt.PgNoRows(err) {
+		return idemrt.LedgerRow{}, false, nil
 	}
 	if err != nil {
-		return idem.LedgerRow{}, false, err
+		return idemrt.LedgerRow{}, false, err
 	}
-	row := idem.LedgerRow{Key: key, State: idem.LedgerState(r.State), Result: r.Result, Permanent: r.Permanent}
+	row := idemrt.LedgerRow{Key: key, State: idemrt.LedgerState(r.State), Result: r.Result, Permanent: r.Permanent}
 	if r.LastError != nil {
 		row.LastError = *r.LastError
 	}
@@ -266,14 +267,14 @@ func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, 
 	return row, true, nil
 }
 
-func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idem.LedgerRow, error) {
+func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idemrt.LedgerRow, error) {
 	rs, err := q.q.GetEffects(ctx, keys)
 	if err != nil || len(rs) == 0 {
 		return nil, err
 	}
-	found := make(map[string]idem.LedgerRow, len(rs))
+	found := make(map[string]idemrt.LedgerRow, len(rs))
 	for _, r := range rs {
-		row := idem.LedgerRow{Key: r.EffectKey, State: idem.LedgerState(r.State), Result: r.Result, Permanent: r.Permanent}
+		row := idemrt.LedgerRow{Key: r.EffectKey, State: idemrt.LedgerState(r.State), Result: r.Result, Permanent: r.Permanent}
 		if r.LastError != nil {
 			row.LastError = *r.LastError
 		}
@@ -288,14 +289,14 @@ func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idem.Le
 	return found, nil
 }
 
-func (q Querier) Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]idem.LedgerRow, error) {
+func (q Querier) Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]idemrt.LedgerRow, error) {
 	rs, err := q.q.PendingEffects(ctx, ledgerdb.PendingEffectsParams{Job: job, Now: &now, After: after, RowLimit: limit})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]idem.LedgerRow, 0, len(rs))
+	out := make([]idemrt.LedgerRow, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, idem.LedgerRow{Key: r.EffectKey, Job: job, Effect: r.Effect, UnitKey: r.UnitKey, Payload: r.Payload, State: idem.StatePending})
+		out = append(out, idemrt.LedgerRow{Key: r.EffectKey, Job: job, Effect: r.Effect, UnitKey: r.UnitKey, Payload: r.Payload, State: idem.StatePending})
 	}
 	return out, nil
 }
@@ -309,7 +310,7 @@ func (q Querier) PurgeSeen(ctx context.Context, job string, before time.Time, li
 }
 
 func (q Querier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
-	return idem.ReadWholeLedger(ctx, q.LedgerPage)
+	return idemrt.ReadWholeLedger(ctx, q.LedgerPage)
 }
 
 func (q Querier) LedgerPage(ctx context.Context, after string, limit int32) ([]idem.LedgerEntry, error) {
@@ -320,7 +321,7 @@ func (q Querier) LedgerPage(ctx context.Context, after string, limit int32) ([]i
 	out := make([]idem.LedgerEntry, 0, len(rs))
 	for _, r := range rs {
 		e := idem.LedgerEntry{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, EffectVersion: int(r.EffectVersion),
-			UnitKey: r.UnitKey, State: idem.LedgerState(r.State), Attempts: int(r.Attempts), Result: r.Result, Permanent: r.Permanent}
+			UnitKey: r.UnitKey, State: idemrt.LedgerState(r.State), Attempts: int(r.Attempts), Result: r.Result, Permanent: r.Permanent}
 		if r.ParkedReason != nil {
 			e.ParkedReason = *r.ParkedReason
 		}
@@ -340,13 +341,13 @@ func (q Querier) LedgerPage(ctx context.Context, after string, limit int32) ([]i
 
 func (q Querier) LookupUnitFailure(ctx context.Context, job, unitKey string) (string, []byte, bool, error) {
 	r, err := q.q.GetUnitFailure(ctx, ledgerdb.GetUnitFailureParams{Job: job, UnitKey: unitKey})
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return "", nil, false, nil
 	}
 	return r.State, r.PayloadHash, err == nil, err
 }
 
-func (q Querier) LookupUnitFailures(ctx context.Context, job string, unitKeys []string) (map[string]idem.UnitFailureState, error) {
+func (q Querier) LookupUnitFailures(ctx context.Context, job string, unitKeys []string) (map[string]idemrt.UnitFailureState, error) {
 	if some, err := q.q.HasUnitFailures(ctx, job); err != nil || !some {
 		return nil, err
 	}
@@ -354,9 +355,9 @@ func (q Querier) LookupUnitFailures(ctx context.Context, job string, unitKeys []
 	if err != nil || len(rs) == 0 {
 		return nil, err
 	}
-	found := make(map[string]idem.UnitFailureState, len(rs))
+	found := make(map[string]idemrt.UnitFailureState, len(rs))
 	for _, r := range rs {
-		found[r.UnitKey] = idem.UnitFailureState{State: r.State, Hash: r.PayloadHash}
+		found[r.UnitKey] = idemrt.UnitFailureState{State: r.State, Hash: r.PayloadHash}
 	}
 	return found, nil
 }
@@ -366,7 +367,7 @@ func (q Querier) ClearUnitFailure(ctx context.Context, job, unitKey string) erro
 	return err
 }
 
-func (q Querier) RecordUnitFailure(ctx context.Context, f idem.UnitFailure, now time.Time) error {
+func (q Querier) RecordUnitFailure(ctx context.Context, f idemrt.UnitFailure, now time.Time) error {
 	return q.q.RecordUnitFailure(ctx, ledgerdb.RecordUnitFailureParams{
 		Job: f.Job, UnitKey: f.UnitKey, Payload: f.Payload, PayloadHash: f.Hash, LastError: f.LastError,
 		Mark: f.Mark, JobVersion: f.JobVersion, FirstFailedAt: now, UpdatedAt: now,
@@ -378,11 +379,11 @@ func (q Querier) SettleUnitFailure(ctx context.Context, job, unitKey string, max
 	return r.State, r.Attempts, err
 }
 
-func (q Querier) RetryingUnits(ctx context.Context, job, after string, limit int32) ([]idem.UnitFailure, error) {
+func (q Querier) RetryingUnits(ctx context.Context, job, after string, limit int32) ([]idemrt.UnitFailure, error) {
 	rs, err := q.q.RetryingUnits(ctx, ledgerdb.RetryingUnitsParams{Job: job, After: after, RowLimit: limit})
-	out := make([]idem.UnitFailure, 0, len(rs))
+	out := make([]idemrt.UnitFailure, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, idem.UnitFailure{Job: job, UnitKey: r.UnitKey, Payload: r.Payload})
+		out = append(out, idemrt.UnitFailure{Job: job, UnitKey: r.UnitKey, Payload: r.Payload})
 	}
 	return out, err
 }
@@ -433,8 +434,8 @@ func (q Querier) Backlog(ctx context.Context, job string) (owedEffects, parkedEf
 
 // The queries of recovery (idem.Retry, idem.RetryParked, idem.Forget).
 
-func (q Querier) LockUnderKey(ctx context.Context, key string) (idem.Held, error) {
-	var h idem.Held
+func (q Querier) LockUnderKey(ctx context.Context, key string) (idemrt.Held, error) {
+	var h idemrt.Held
 	effects, err := q.q.LockEffect(ctx, key)
 	if err != nil {
 		return h, err
@@ -454,13 +455,13 @@ func (q Querier) LockUnderKey(ctx context.Context, key string) (idem.Held, error
 		return h, err
 	}
 	for _, r := range seen {
-		h.HandedIn = append(h.HandedIn, idem.HeldUnit{Job: r.Job, Key: r.UnitKey})
+		h.HandedIn = append(h.HandedIn, idemrt.HeldUnit{Job: r.Job, Key: r.UnitKey})
 	}
 	return h, nil
 }
 
-func (q Querier) LockParked(ctx context.Context, job string) (idem.Held, error) {
-	var h idem.Held
+func (q Querier) LockParked(ctx context.Context, job string) (idemrt.Held, error) {
+	var h idemrt.Held
 	effects, err := q.q.LockParkedEffects(ctx, job)
 	if err != nil {
 		return h, err
@@ -478,13 +479,13 @@ func (q Querier) LockParked(ctx context.Context, job string) (idem.Held, error) 
 	return h, nil
 }
 
-func heldUnit(r ledgerdb.LockUnitFailuresRow) idem.HeldUnit {
-	return idem.HeldUnit{Job: r.Job, Key: r.UnitKey, State: r.State, Attempts: int(r.Attempts)}
+func heldUnit(r ledgerdb.LockUnitFailuresRow) idemrt.HeldUnit {
+	return idemrt.HeldUnit{Job: r.Job, Key: r.UnitKey, State: r.State, Attempts: int(r.Attempts)}
 }
 
-func heldEffect(r ledgerdb.LockEffectRow) idem.HeldEffect {
-	return idem.HeldEffect{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, State: idem.LedgerState(r.State), Attempts: int(r.Attempts),
-		LeaseOwner: idem.ValueOr(r.LeaseOwner), LeaseUntil: idem.ValueOr(r.LeaseUntil)}
+func heldEffect(r ledgerdb.LockEffectRow) idemrt.HeldEffect {
+	return idemrt.HeldEffect{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, State: idemrt.LedgerState(r.State), Attempts: int(r.Attempts),
+		LeaseOwner: idemrt.ValueOr(r.LeaseOwner), LeaseUntil: idemrt.ValueOr(r.LeaseUntil)}
 }
 
 func (q Querier) RetryEffect(ctx context.Context, key string, now time.Time) (bool, error) {
@@ -507,7 +508,7 @@ func (q Querier) ForgetHandedIn(ctx context.Context, job, unitKey string) (bool,
 	return n == 1, err
 }
 
-// The queries of the fleet-wide limits (idem.LimitQuerier).
+// The queries of the fleet-wide limits (idemrt.LimitQuerier).
 
 func (q Querier) EnsureLimitSlot(ctx context.Context, job, effect string, slot int32, heldUntil time.Time) error {
 	var until *time.Time
@@ -531,7 +532,7 @@ func (q Querier) FreeSlot(ctx context.Context, job, effect string, slot int32, o
 
 func (q Querier) Pace(ctx context.Context, job, effect string) (time.Time, error) {
 	t, err := q.q.GetPace(ctx, ledgerdb.GetPaceParams{Job: job, Effect: effect})
-	return idem.ValueOr(t), err
+	return idemrt.ValueOr(t), err
 }
 
 func (q Querier) MovePace(ctx context.Context, job, effect string, seen, next time.Time) (bool, error) {
@@ -539,18 +540,18 @@ func (q Querier) MovePace(ctx context.Context, job, effect string, seen, next ti
 	return n == 1, err
 }
 
-// The queries of the effect's gate (idem.GateQuerier).
+// The queries of the effect's gate (idemrt.GateQuerier).
 
-func (q Querier) Gate(ctx context.Context, job, effect string) (idem.EffectGate, bool, error) {
+func (q Querier) Gate(ctx context.Context, job, effect string) (idemrt.EffectGate, bool, error) {
 	r, err := q.q.GetGate(ctx, ledgerdb.GetGateParams{Job: job, Effect: effect})
-	if idem.PgNoRows(err) {
-		return idem.EffectGate{}, false, nil
+	if idemrt.PgNoRows(err) {
+		return idemrt.EffectGate{}, false, nil
 	}
 	if err != nil {
-		return idem.EffectGate{}, false, err
+		return idemrt.EffectGate{}, false, err
 	}
-	return idem.EffectGate{State: idem.ValueOr(r.Gate), Until: idem.ValueOr(r.HeldUntil), Owner: idem.ValueOr(r.Owner),
-		Failures: r.Failures, Opens: r.Opens, Since: idem.ValueOr(r.Since), Reason: idem.ValueOr(r.Reason)}, true, nil
+	return idemrt.EffectGate{State: idemrt.ValueOr(r.Gate), Until: idemrt.ValueOr(r.HeldUntil), Owner: idemrt.ValueOr(r.Owner),
+		Failures: r.Failures, Opens: r.Opens, Since: idemrt.ValueOr(r.Since), Reason: idemrt.ValueOr(r.Reason)}, true, nil
 }
 
 func (q Querier) PauseGate(ctx context.Context, job, effect string, now, until time.Time, reason string) error {
@@ -559,10 +560,10 @@ func (q Querier) PauseGate(ctx context.Context, job, effect string, now, until t
 
 func (q Querier) FailGate(ctx context.Context, job, effect string, threshold int32, now, openUntil time.Time, reason string) (string, time.Time, error) {
 	r, err := q.q.FailGate(ctx, ledgerdb.FailGateParams{Threshold: threshold, Now: &now, OpenUntil: &openUntil, Reason: &reason, Job: job, Effect: effect})
-	if idem.PgNoRows(err) {
-		return idem.GateClosed, time.Time{}, nil
+	if idemrt.PgNoRows(err) {
+		return idemrt.GateClosed, time.Time{}, nil
 	}
-	return idem.ValueOr(r.Gate), idem.ValueOr(r.HeldUntil), err
+	return idemrt.ValueOr(r.Gate), idemrt.ValueOr(r.HeldUntil), err
 }
 
 func (q Querier) TakeProbe(ctx context.Context, job, effect, owner string, now, until time.Time) (bool, error) {

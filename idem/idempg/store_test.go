@@ -7,8 +7,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/example/billing"
-	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/idemgen/idemgen/idem/storetest"
 )
@@ -47,7 +47,7 @@ func TestStoreContract(t *testing.T) {
 		return storetest.Opened{
 			Store:   st,
 			Outside: outsideStore,
-			Begin: func(ctx context.Context, t *testing.T) (idem.Querier, func() error, func() error) {
+			Begin: func(ctx context.Context, t *testing.T) (idemrt.Querier, func() error, func() error) {
 				tx, err := pool.Begin(ctx)
 				if err != nil {
 					t.Fatal(err)

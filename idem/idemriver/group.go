@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // A unit worker writes the River jobs it works at the same time in groups.
@@ -51,7 +52,7 @@ const (
 type unitWorker[U any, A river.JobArgs] struct {
 	river.WorkerDefaults[A]
 	pool   *pgxpool.Pool
-	engine *idem.Engine[U]
+	engine *idemrt.Engine[U]
 	unitOf func(A) U
 
 	mu      sync.Mutex
@@ -255,7 +256,7 @@ func (m *member[U]) settle(err error) {
 // their transactions took. The units are written and their River jobs
 // will complete: nothing here may fail one. An effect that does not end
 // done stays owed, for the periodic drain.
-func perform[U any](ctx context.Context, e *idem.Engine[U], committed []*member[U], leases idem.Leases) {
+func perform[U any](ctx context.Context, e *idemrt.Engine[U], committed []*member[U], leases idemrt.Leases) {
 	units := make([]U, len(committed))
 	for i, m := range committed {
 		units[i] = m.u
@@ -273,9 +274,9 @@ func perform[U any](ctx context.Context, e *idem.Engine[U], committed []*member[
 }
 
 // giveBack gives back the leases of a committed group that performs
-// nothing after all (idem.Engine.ReleaseLeases), within releaseTimeout
+// nothing after all (idemrt.Engine.ReleaseLeases), within releaseTimeout
 // whatever ctx; if it cannot, the effects wait for the leases to end.
-func giveBack[U any](ctx context.Context, e *idem.Engine[U], leases idem.Leases) {
+func giveBack[U any](ctx context.Context, e *idemrt.Engine[U], leases idemrt.Leases) {
 	release, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	if err := e.ReleaseLeases(release, leases); err != nil {
@@ -294,8 +295,8 @@ func giveBack[U any](ctx context.Context, e *idem.Engine[U], leases idem.Leases)
 // that whatever failed is its own job's outcome only. A member is returned
 // only from a transaction that committed with its unit written or deduped;
 // the leases returned are what those transactions reserved leased to this
-// worker (idem.Engine.ProcessPgTxLeased).
-func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U], ms []*member[U], g *group, tries int) ([]*member[U], idem.Leases) {
+// worker (idemrt.Engine.ProcessPgTxLeased).
+func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idemrt.Engine[U], ms []*member[U], g *group, tries int) ([]*member[U], idemrt.Leases) {
 	if len(ms) == 0 {
 		return nil, nil
 	}
@@ -304,7 +305,7 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 	for i, m := range ms {
 		units[i] = m.u
 	}
-	fail := func(err error) ([]*member[U], idem.Leases) {
+	fail := func(err error) ([]*member[U], idemrt.Leases) {
 		for _, m := range ms {
 			m.settle(err)
 		}
@@ -317,7 +318,7 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 		return fmt.Sprintf("job %q: a group of %d River jobs (first %d)", def.Name, len(ms), ms[0].id)
 	}
 	// Bounded: a connection and every lock within the job's wait bound.
-	tx, err := idem.PgBegin(ctx, pool)
+	tx, err := idemrt.PgBegin(ctx, pool)
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", where(), err))
 	}
@@ -325,7 +326,7 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 	rep, leases, err := e.ProcessPgTxLeased(ctx, tx, units)
 	if err == nil {
 		for _, u := range units {
-			if err := e.Hit(ctx, idem.PointUnitBeforeCommit, def.KeyOf(u)); err != nil {
+			if err := e.Hit(ctx, idemrt.PointUnitBeforeCommit, def.KeyOf(u)); err != nil {
 				return fail(err) // nothing is written: River retries
 			}
 		}
@@ -335,7 +336,7 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 			return fail(fmt.Errorf("%s: commit: %w", where(), err))
 		}
 		for _, u := range units {
-			if err := e.Hit(ctx, idem.PointUnitAfterCommit, def.KeyOf(u)); err != nil {
+			if err := e.Hit(ctx, idemrt.PointUnitAfterCommit, def.KeyOf(u)); err != nil {
 				// Written, but this worker stops here: River retries each
 				// job, whose retry finds its unit written and performs
 				// what it owes, once the leases are given back (or, if
@@ -386,7 +387,7 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 	g.stageN.Store(stageWritingAlone)
 	log.Debug("idemgen: a group of River jobs was not written; each is written alone", slog.Int("river_jobs", len(again)), slog.Any("err", err))
 	var out []*member[U]
-	outLeases := idem.Leases{}
+	outLeases := idemrt.Leases{}
 	for _, m := range again {
 		written, l := writeUnits(ctx, pool, e, []*member[U]{m}, g, tries+1)
 		out = append(out, written...)
@@ -399,7 +400,7 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U
 // u, job's unit, and reserves its effects in one transaction, commits, and
 // performs the effects. It does not complete the River job: River does
 // when it returns nil.
-func WorkUnit[U any, A river.JobArgs](ctx context.Context, pool *pgxpool.Pool, e *idem.Engine[U], job *river.Job[A], u U) error {
+func WorkUnit[U any, A river.JobArgs](ctx context.Context, pool *pgxpool.Pool, e *idemrt.Engine[U], job *river.Job[A], u U) error {
 	m := &member[U]{ctx: ctx, id: job.ID, u: u, since: time.Now()}
 	g := &group{size: 1, first: job.ID, taken: m.since}
 	if committed, leases := writeUnits(ctx, pool, e, []*member[U]{m}, g, 0); len(committed) > 0 {

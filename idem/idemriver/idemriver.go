@@ -51,13 +51,14 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Client is a River client over pgx, as the generated helpers take it.
 type Client = river.Client[pgx.Tx]
 
 // unitFailed turns a unit that was not written into River's answer.
-func unitFailed[U any](ctx context.Context, e *idem.Engine[U], u U, err error, log *slog.Logger) error {
+func unitFailed[U any](ctx context.Context, e *idemrt.Engine[U], u U, err error, log *slog.Logger) error {
 	var fe *idem.FailuresError
 	switch {
 	case !errors.As(err, &fe):
@@ -79,7 +80,7 @@ func unitFailed[U any](ctx context.Context, e *idem.Engine[U], u U, err error, l
 // queued, running or completed: a copy of the same unit is skipped, and a
 // copy with a different payload is refused with idem.ErrPayloadMismatch, as
 // Process would. A unit whose key renders empty is refused (idem.ErrEmptyKey).
-func InsertTx[U any, A river.JobArgs](ctx context.Context, client *Client, tx pgx.Tx, e *idem.Engine[U], units []U,
+func InsertTx[U any, A river.JobArgs](ctx context.Context, client *Client, tx pgx.Tx, e *idemrt.Engine[U], units []U,
 	args func(U) A, unitOf func(A) U) error {
 	def := e.Job()
 	for _, u := range units {
@@ -111,7 +112,7 @@ func InsertTx[U any, A river.JobArgs](ctx context.Context, client *Client, tx pg
 // idem.ErrPayloadMismatch if not. A unit whose key River already holds is
 // skipped, or refused with idem.ErrPayloadMismatch for a different payload;
 // that refusal comes after the statement, so roll tx back on any error.
-func InsertManyTx[U any, A river.JobArgs](ctx context.Context, client *Client, tx pgx.Tx, e *idem.Engine[U], units []U,
+func InsertManyTx[U any, A river.JobArgs](ctx context.Context, client *Client, tx pgx.Tx, e *idemrt.Engine[U], units []U,
 	args func(U) A, unitOf func(A) U) error {
 	def := e.Job()
 	first := make(map[string]int, len(units)) // key → index of its first unit
@@ -170,7 +171,7 @@ func InsertManyTx[U any, A river.JobArgs](ctx context.Context, client *Client, t
 
 // checkQueued reads the unit a River job already held under a key and
 // refuses the unit given for that key (unitFor) if their payloads differ.
-func checkQueued[U any, A river.JobArgs](def *idem.Job[U], job *rivertype.JobRow, unitOf func(A) U, unitFor func(key string) (U, bool)) error {
+func checkQueued[U any, A river.JobArgs](def *idemrt.Job[U], job *rivertype.JobRow, unitOf func(A) U, unitFor func(key string) (U, bool)) error {
 	var queued A
 	if err := json.Unmarshal(job.EncodedArgs, &queued); err != nil {
 		return fmt.Errorf("job %q: read queued River job %d: %w", def.Name, job.ID, err)
@@ -192,7 +193,7 @@ func checkQueued[U any, A river.JobArgs](def *idem.Job[U], job *rivertype.JobRow
 }
 
 // samePayload compares two units of one key by value, as Process does.
-func samePayload[U any](def *idem.Job[U], a, b U) (bool, error) {
+func samePayload[U any](def *idemrt.Job[U], a, b U) (bool, error) {
 	ja, errA := json.Marshal(def.Canonical(a))
 	jb, errB := json.Marshal(def.Canonical(b))
 	if err := errors.Join(errA, errB); err != nil {
@@ -251,7 +252,7 @@ func PoolOf(st idem.Store) (*pgxpool.Pool, error) {
 // UnitWorker returns the River worker that processes the unit unitOf finds
 // in each job's args, together with the jobs it works at the same time
 // (group.go).
-func UnitWorker[U any, A river.JobArgs](e *idem.Engine[U], unitOf func(A) U) (river.Worker[A], error) {
+func UnitWorker[U any, A river.JobArgs](e *idemrt.Engine[U], unitOf func(A) U) (river.Worker[A], error) {
 	pool, err := PoolOf(e.Store())
 	if err != nil {
 		return nil, fmt.Errorf("job %q: %w", e.Job().Name, err)
@@ -276,7 +277,7 @@ func (w *periodicWorker[A]) Work(ctx context.Context, job *river.Job[A]) error {
 
 // PeriodicWorker returns the River worker that calls call (a job's Run or
 // Drain) under Exclusive, at most one at a time across the fleet.
-func PeriodicWorker[U any, A river.JobArgs](e *idem.Engine[U], call func(context.Context) (idem.Report, error)) (river.Worker[A], error) {
+func PeriodicWorker[U any, A river.JobArgs](e *idemrt.Engine[U], call func(context.Context) (idem.Report, error)) (river.Worker[A], error) {
 	pool, err := PoolOf(e.Store())
 	if err != nil {
 		return nil, fmt.Errorf("job %q: %w", e.Job().Name, err)

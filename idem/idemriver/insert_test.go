@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
@@ -36,9 +37,9 @@ func (orderArgs) InsertOpts() river.InsertOpts {
 
 func orderKey(u order) string { return "order:" + u.ID }
 
-func newOrderEngine(t *testing.T) *idem.Engine[order] {
+func newOrderEngine(t *testing.T) *idemrt.Engine[order] {
 	t.Helper()
-	def := &idem.Job[order]{
+	def := &idemrt.Job[order]{
 		Name:  "order_job",
 		KeyOf: orderKey,
 		CheckKey: func(u order) error {
@@ -50,7 +51,7 @@ func newOrderEngine(t *testing.T) *idem.Engine[order] {
 		Canonical: func(u order) order { return u },
 		CheckSeen: true,
 	}
-	e, err := idem.NewEngine(def, nil, []idem.Option{idem.WithLogger(quiet)})
+	e, err := idemrt.NewEngine(def, nil, []idem.Option{idem.WithLogger(quiet)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,13 @@
 // Package idemsqlite runs the idem runtime on SQLite through database/sql
 // (any driver): a Store over a handle, and the ledger's queries (compiled
 // by sqlc in internal/ledgerdb) on a generated package's tables. Times
-// travel as fixed-width UTC text (idem.SQLiteTime), so text order is time
+// travel as fixed-width UTC text (idemrt.SQLiteTime), so text order is time
 // order.
 //
 // A generated package builds its store with NewStore, passing its table
 // names and a function that adds its destinations' queries to the ledger's (Querier):
 //
-//	st := idemsqlite.NewStore(db, billingTables, func(l idemsqlite.Querier) idem.Querier {
+//	st := idemsqlite.NewStore(db, billingTables, func(l idemsqlite.Querier) idemrt.Querier {
 //		return sqliteQuerier{l, sqlitedb.New(l.DB())}
 //	})
 package idemsqlite
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite/internal/ledgerdb"
 )
 
@@ -34,37 +35,37 @@ type DBTX interface {
 // runs them in a caller's transaction (SQLTx, for ProcessSQLTx).
 type Store struct {
 	db      *sql.DB
-	names   *idem.TableNames
-	querier func(Querier) idem.Querier
+	names   *idemrt.TableNames
+	querier func(Querier) idemrt.Querier
 }
 
 // NewStore returns a store over db for the package whose tables t names.
 // querier makes the package's querier from the ledger's (a package with no
 // destination passes nil: the ledger's is all it needs).
-func NewStore(db *sql.DB, t idem.Tables, querier func(Querier) idem.Querier) Store {
+func NewStore(db *sql.DB, t idemrt.Tables, querier func(Querier) idemrt.Querier) Store {
 	if querier == nil {
-		querier = func(l Querier) idem.Querier { return l }
+		querier = func(l Querier) idemrt.Querier { return l }
 	}
-	return Store{db: db, names: idem.NewTableNames(t), querier: querier}
+	return Store{db: db, names: idemrt.NewTableNames(t), querier: querier}
 }
 
-func (s Store) on(db DBTX) idem.Querier {
+func (s Store) on(db DBTX) idemrt.Querier {
 	return s.querier(Querier{q: ledgerdb.New(renamed{db, s.names}), db: db})
 }
 
-// InTx runs fn in a BEGIN IMMEDIATE transaction (idem.SQLiteInTx).
-func (s Store) InTx(ctx context.Context, fn func(q idem.Querier) error) error {
-	return idem.SQLiteInTx(ctx, s.db, func(tx *idem.SQLiteStatements) error { return fn(s.on(tx)) })
+// InTx runs fn in a BEGIN IMMEDIATE transaction (idemrt.SQLiteInTx).
+func (s Store) InTx(ctx context.Context, fn func(q idemrt.Querier) error) error {
+	return idemrt.SQLiteInTx(ctx, s.db, func(tx *idemrt.SQLiteStatements) error { return fn(s.on(tx)) })
 }
 
 // InReadTx runs fn, which only reads, in a deferred transaction that
-// takes no write lock (idem.SQLiteInReadTx).
-func (s Store) InReadTx(ctx context.Context, fn func(q idem.Querier) error) error {
-	return idem.SQLiteInReadTx(ctx, s.db, func(tx *idem.SQLiteStatements) error { return fn(s.on(tx)) })
+// takes no write lock (idemrt.SQLiteInReadTx).
+func (s Store) InReadTx(ctx context.Context, fn func(q idemrt.Querier) error) error {
+	return idemrt.SQLiteInReadTx(ctx, s.db, func(tx *idemrt.SQLiteStatements) error { return fn(s.on(tx)) })
 }
 
 // Auto runs each query on its own.
-func (s Store) Auto() idem.Querier { return s.on(idem.SQLiteAuto{DB: s.db}) }
+func (s Store) Auto() idemrt.Querier { return s.on(idemrt.SQLiteAuto{DB: s.db}) }
 
 // DBNow reads the database's clock, which leases are compared on: on SQLite
 // the clock of the machine that holds the file, whatever a job's WithClock says.
@@ -83,12 +84,12 @@ func dbNow(ctx context.Context, db DBTX) (time.Time, error) {
 
 // SQLTx runs the queries in a transaction the caller owns (ProcessSQLTx);
 // the statements it prepares close when that transaction ends.
-func (s Store) SQLTx(tx *sql.Tx) idem.Querier { return s.on(idem.NewSQLiteStatements(tx)) }
+func (s Store) SQLTx(tx *sql.Tx) idemrt.Querier { return s.on(idemrt.NewSQLiteStatements(tx)) }
 
 // renamed runs the runtime's ledger queries on a package's own tables.
 type renamed struct {
 	db    DBTX
-	names *idem.TableNames
+	names *idemrt.TableNames
 }
 
 func (r renamed) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -126,7 +127,7 @@ func (r renamed) QueryRowContext(ctx context.Context, query string, args ...any)
 	return r.db.QueryRowContext(ctx, q, args...)
 }
 
-// Querier runs the ledger's queries; it implements idem.Querier. A generated
+// Querier runs the ledger's queries; it implements idemrt.Querier. A generated
 // package embeds it in its own querier, which adds its destinations'
 // queries run on DB.
 type Querier struct {
@@ -143,20 +144,20 @@ func (q Querier) DBNow(ctx context.Context) (time.Time, error) { return dbNow(ct
 
 func nullText(s string) sql.NullString { return sql.NullString{String: s, Valid: true} }
 
-func nullTime(t time.Time) sql.NullString { return nullText(idem.SQLiteTime(t)) }
+func nullTime(t time.Time) sql.NullString { return nullText(idemrt.SQLiteTime(t)) }
 
-func (q Querier) Progress(ctx context.Context, job string) (idem.ProgressRow, error) {
+func (q Querier) Progress(ctx context.Context, job string) (idemrt.ProgressRow, error) {
 	r, err := q.q.GetProgress(ctx, job)
-	if idem.SQLiteNoRows(err) {
-		return idem.ProgressRow{}, nil
+	if idemrt.SQLiteNoRows(err) {
+		return idemrt.ProgressRow{}, nil
 	}
 	if err != nil {
-		return idem.ProgressRow{}, err
+		return idemrt.ProgressRow{}, err
 	}
-	p := idem.ProgressRow{Found: true, Position: r.CursorPosition, Cursor: r.CursorToken.String}
+	p := idemrt.ProgressRow{Found: true, Position: r.CursorPosition, Cursor: r.CursorToken.String}
 	if r.Watermark.Valid {
-		if p.Watermark, err = idem.ParseSQLiteTime(r.Watermark.String); err != nil {
-			return idem.ProgressRow{}, err
+		if p.Watermark, err = idemrt.ParseSQLiteTime(r.Watermark.String); err != nil {
+			return idemrt.ProgressRow{}, err
 		}
 		p.HasMark = true
 	}
@@ -164,11 +165,11 @@ func (q Querier) Progress(ctx context.Context, job string) (idem.ProgressRow, er
 }
 
 func (q Querier) SaveWatermark(ctx context.Context, job string, mark time.Time, jobVersion int32, now time.Time) error {
-	return q.q.SaveWatermark(ctx, ledgerdb.SaveWatermarkParams{Job: job, Watermark: nullTime(mark), JobVersion: int64(jobVersion), UpdatedAt: idem.SQLiteTime(now)})
+	return q.q.SaveWatermark(ctx, ledgerdb.SaveWatermarkParams{Job: job, Watermark: nullTime(mark), JobVersion: int64(jobVersion), UpdatedAt: idemrt.SQLiteTime(now)})
 }
 
 func (q Querier) SaveCursor(ctx context.Context, job, cursor string, position int64, jobVersion int32, now time.Time) error {
-	return q.q.SaveCursor(ctx, ledgerdb.SaveCursorParams{Job: job, CursorToken: nullText(cursor), CursorPosition: position, JobVersion: int64(jobVersion), UpdatedAt: idem.SQLiteTime(now)})
+	return q.q.SaveCursor(ctx, ledgerdb.SaveCursorParams{Job: job, CursorToken: nullText(cursor), CursorPosition: position, JobVersion: int64(jobVersion), UpdatedAt: idemrt.SQLiteTime(now)})
 }
 
 // The batch methods run the single queries one by one: SQLite is in
@@ -177,11 +178,11 @@ func (q Querier) SaveCursor(ctx context.Context, job, cursor string, position in
 func (q Querier) See(ctx context.Context, job string, unitKeys []string, hashes [][]byte, jobVersion int32, now time.Time) (map[string][]byte, error) {
 	var seen map[string][]byte
 	for i, k := range unitKeys {
-		_, err := q.q.SeeUnit(ctx, ledgerdb.SeeUnitParams{Job: job, UnitKey: k, PayloadHash: hashes[i], JobVersion: int64(jobVersion), FirstSeen: idem.SQLiteTime(now)})
+		_, err := q.q.SeeUnit(ctx, ledgerdb.SeeUnitParams{Job: job, UnitKey: k, PayloadHash: hashes[i], JobVersion: int64(jobVersion), FirstSeen: idemrt.SQLiteTime(now)})
 		if err == nil {
 			continue
 		}
-		if !idem.SQLiteNoRows(err) {
+		if !idemrt.SQLiteNoRows(err) {
 			return nil, err
 		}
 		prev, err := q.q.SeenHash(ctx, ledgerdb.SeenHashParams{Job: job, UnitKey: k})
@@ -196,11 +197,11 @@ func (q Querier) See(ctx context.Context, job string, unitKeys []string, hashes 
 	return seen, nil
 }
 
-func (q Querier) Reserve(ctx context.Context, r idem.Reservations, now time.Time) error {
+func (q Querier) Reserve(ctx context.Context, r idemrt.Reservations, now time.Time) error {
 	for i, k := range r.Keys {
 		err := q.q.ReserveEffect(ctx, ledgerdb.ReserveEffectParams{
 			EffectKey: k, Job: r.Job, Effect: r.Effect, EffectVersion: int64(r.EffectVersion), JobVersion: int64(r.JobVersion),
-			UnitKey: r.UnitKeys[i], Payload: r.Payloads[i], CreatedAt: idem.SQLiteTime(now), UpdatedAt: idem.SQLiteTime(now),
+			UnitKey: r.UnitKeys[i], Payload: r.Payloads[i], CreatedAt: idemrt.SQLiteTime(now), UpdatedAt: idemrt.SQLiteTime(now),
 		})
 		if err != nil {
 			return err
@@ -209,13 +210,13 @@ func (q Querier) Reserve(ctx context.Context, r idem.Reservations, now time.Time
 	return nil
 }
 
-func (q Querier) ReserveLeased(ctx context.Context, r idem.Reservations, now time.Time, owner string, leaseUntil time.Time) (map[string]bool, error) {
+func (q Querier) ReserveLeased(ctx context.Context, r idemrt.Reservations, now time.Time, owner string, leaseUntil time.Time) (map[string]bool, error) {
 	leased := make(map[string]bool, len(r.Keys))
 	for i, k := range r.Keys {
 		n, err := q.q.ReserveLeasedEffect(ctx, ledgerdb.ReserveLeasedEffectParams{
 			EffectKey: k, Job: r.Job, Effect: r.Effect, EffectVersion: int64(r.EffectVersion), JobVersion: int64(r.JobVersion),
 			UnitKey: r.UnitKeys[i], Payload: r.Payloads[i], LeaseOwner: nullText(owner), LeaseUntil: nullTime(leaseUntil),
-			CreatedAt: idem.SQLiteTime(now), UpdatedAt: idem.SQLiteTime(now),
+			CreatedAt: idemrt.SQLiteTime(now), UpdatedAt: idemrt.SQLiteTime(now),
 		})
 		if err != nil {
 			return nil, err
@@ -245,12 +246,12 @@ func (q Querier) Decided(ctx context.Context, job, effect string, unitKeys []str
 }
 
 func (q Querier) claim(ctx context.Context, key, owner string, now, until time.Time) (bool, error) {
-	n, err := q.q.ClaimEffect(ctx, ledgerdb.ClaimEffectParams{Owner: nullText(owner), LeaseUntil: nullTime(until), UpdatedAt: idem.SQLiteTime(now), EffectKey: key, Now: nullTime(now)})
+	n, err := q.q.ClaimEffect(ctx, ledgerdb.ClaimEffectParams{Owner: nullText(owner), LeaseUntil: nullTime(until), UpdatedAt: idemrt.SQLiteTime(now), EffectKey: key, Now: nullTime(now)})
 	return n == 1, err
 }
 
 func (q Querier) complete(ctx context.Context, key, owner string, result []byte, now time.Time) (bool, error) {
-	n, err := q.q.CompleteEffect(ctx, ledgerdb.CompleteEffectParams{Result: result, DoneAt: nullTime(now), UpdatedAt: idem.SQLiteTime(now), EffectKey: key, Owner: nullText(owner)})
+	n, err := q.q.CompleteEffect(ctx, ledgerdb.CompleteEffectParams{Result: result, DoneAt: nullTime(now), UpdatedAt: idemrt.SQLiteTime(now), EffectKey: key, Owner: nullText(owner)})
 	return n == 1, err
 }
 
@@ -278,35 +279,35 @@ func (q Querier) CompleteMany(ctx context.Context, keys []string, results [][]by
 	return done, nil
 }
 
-func (q Querier) Release(ctx context.Context, r idem.Release) (string, error) {
+func (q Querier) Release(ctx context.Context, r idemrt.Release) (string, error) {
 	row, err := q.q.ReleaseEffect(ctx, ledgerdb.ReleaseEffectParams{MaxAttempts: int64(r.MaxAttempts), NotCounted: r.NotCounted, Permanent: r.Permanent,
-		LastError: nullText(r.LastError), UpdatedAt: idem.SQLiteTime(r.Now), EffectKey: r.Key, Owner: nullText(r.Owner)})
-	if idem.SQLiteNoRows(err) {
+		LastError: nullText(r.LastError), UpdatedAt: idemrt.SQLiteTime(r.Now), EffectKey: r.Key, Owner: nullText(r.Owner)})
+	if idemrt.SQLiteNoRows(err) {
 		return idem.StatePending, nil // the lease was taken over; the new holder decides
 	}
-	if state := idem.LedgerState(row.State); err != nil || state != idem.StatePending || r.NextAttempt == nil {
+	if state := idemrt.LedgerState(row.State); err != nil || state != idem.StatePending || r.NextAttempt == nil {
 		return state, err
 	}
 	return idem.StatePending, q.q.DeferEffect(ctx, ledgerdb.DeferEffectParams{NextAttemptAt: nullTime(r.NextAttempt(int32(row.Attempts))), EffectKey: r.Key})
 }
 
-func (q Querier) Effect(ctx context.Context, key string) (idem.LedgerRow, bool, error) {
+func (q Querier) Effect(ctx context.Context, key string) (idemrt.LedgerRow, bool, error) {
 	r, err := q.q.GetEffect(ctx, key)
-	if idem.SQLiteNoRows(err) {
-		return idem.LedgerRow{}, false, nil
+	if idemrt.SQLiteNoRows(err) {
+		return idemrt.LedgerRow{}, false, nil
 	}
 	if err != nil {
-		return idem.LedgerRow{}, false, err
+		return idemrt.LedgerRow{}, false, err
 	}
-	row := idem.LedgerRow{Key: key, State: idem.LedgerState(r.State), Result: r.Result, LastError: r.LastError.String, Permanent: r.Permanent, ParkedReason: r.ParkedReason.String}
+	row := idemrt.LedgerRow{Key: key, State: idemrt.LedgerState(r.State), Result: r.Result, LastError: r.LastError.String, Permanent: r.Permanent, ParkedReason: r.ParkedReason.String}
 	if r.NextAttemptAt.Valid {
-		row.NextAttemptAt = idem.ReadTime(r.NextAttemptAt.String, &err)
+		row.NextAttemptAt = idemrt.ReadTime(r.NextAttemptAt.String, &err)
 	}
 	return row, err == nil, err
 }
 
-func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idem.LedgerRow, error) {
-	var found map[string]idem.LedgerRow
+func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idemrt.LedgerRow, error) {
+	var found map[string]idemrt.LedgerRow
 	for _, k := range keys {
 		row, ok, err := q.Effect(ctx, k)
 		if err != nil {
@@ -314,7 +315,7 @@ func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idem.Le
 		}
 		if ok {
 			if found == nil {
-				found = map[string]idem.LedgerRow{}
+				found = map[string]idemrt.LedgerRow{}
 			}
 			found[k] = row
 		}
@@ -322,14 +323,14 @@ func (q Querier) Effects(ctx context.Context, keys []string) (map[string]idem.Le
 	return found, nil
 }
 
-func (q Querier) Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]idem.LedgerRow, error) {
+func (q Querier) Pending(ctx context.Context, job string, now time.Time, after string, limit int32) ([]idemrt.LedgerRow, error) {
 	rs, err := q.q.PendingEffects(ctx, ledgerdb.PendingEffectsParams{Job: job, Now: nullTime(now), After: after, RowLimit: int64(limit)})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]idem.LedgerRow, 0, len(rs))
+	out := make([]idemrt.LedgerRow, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, idem.LedgerRow{Key: r.EffectKey, Job: job, Effect: r.Effect, UnitKey: r.UnitKey, Payload: r.Payload, State: idem.StatePending})
+		out = append(out, idemrt.LedgerRow{Key: r.EffectKey, Job: job, Effect: r.Effect, UnitKey: r.UnitKey, Payload: r.Payload, State: idem.StatePending})
 	}
 	return out, nil
 }
@@ -339,11 +340,11 @@ func (q Querier) Purge(ctx context.Context, job, effect string, before time.Time
 }
 
 func (q Querier) PurgeSeen(ctx context.Context, job string, before time.Time, limit int32) (int64, error) {
-	return q.q.PurgeSeen(ctx, ledgerdb.PurgeSeenParams{Job: job, Before: idem.SQLiteTime(before), RowLimit: int64(limit)})
+	return q.q.PurgeSeen(ctx, ledgerdb.PurgeSeenParams{Job: job, Before: idemrt.SQLiteTime(before), RowLimit: int64(limit)})
 }
 
 func (q Querier) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
-	return idem.ReadWholeLedger(ctx, q.LedgerPage)
+	return idemrt.ReadWholeLedger(ctx, q.LedgerPage)
 }
 
 func (q Querier) LedgerPage(ctx context.Context, after string, limit int32) ([]idem.LedgerEntry, error) {
@@ -354,26 +355,26 @@ func (q Querier) LedgerPage(ctx context.Context, after string, limit int32) ([]i
 	out := make([]idem.LedgerEntry, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, idem.LedgerEntry{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, EffectVersion: int(r.EffectVersion),
-			UnitKey: r.UnitKey, State: idem.LedgerState(r.State), Attempts: int(r.Attempts), Result: r.Result,
+			UnitKey: r.UnitKey, State: idemrt.LedgerState(r.State), Attempts: int(r.Attempts), Result: r.Result,
 			LeaseOwner: r.LeaseOwner.String, LastError: r.LastError.String, Permanent: r.Permanent, ParkedReason: r.ParkedReason.String,
-			NextAttemptAt: idem.ValueOr(idem.ReadNullTime(r.NextAttemptAt, &err))})
+			NextAttemptAt: idemrt.ValueOr(idemrt.ReadNullTime(r.NextAttemptAt, &err))})
 	}
 	return out, err
 }
 
 func (q Querier) LookupUnitFailure(ctx context.Context, job, unitKey string) (string, []byte, bool, error) {
 	r, err := q.q.GetUnitFailure(ctx, ledgerdb.GetUnitFailureParams{Job: job, UnitKey: unitKey})
-	if idem.SQLiteNoRows(err) {
+	if idemrt.SQLiteNoRows(err) {
 		return "", nil, false, nil
 	}
 	return r.State, r.PayloadHash, err == nil, err
 }
 
-func (q Querier) LookupUnitFailures(ctx context.Context, job string, unitKeys []string) (map[string]idem.UnitFailureState, error) {
+func (q Querier) LookupUnitFailures(ctx context.Context, job string, unitKeys []string) (map[string]idemrt.UnitFailureState, error) {
 	if some, err := q.q.HasUnitFailures(ctx, job); err != nil || !some {
 		return nil, err
 	}
-	var found map[string]idem.UnitFailureState
+	var found map[string]idemrt.UnitFailureState
 	for _, k := range unitKeys {
 		state, hash, ok, err := q.LookupUnitFailure(ctx, job, k)
 		if err != nil {
@@ -381,9 +382,9 @@ func (q Querier) LookupUnitFailures(ctx context.Context, job string, unitKeys []
 		}
 		if ok {
 			if found == nil {
-				found = map[string]idem.UnitFailureState{}
+				found = map[string]idemrt.UnitFailureState{}
 			}
-			found[k] = idem.UnitFailureState{State: state, Hash: hash}
+			found[k] = idemrt.UnitFailureState{State: state, Hash: hash}
 		}
 	}
 	return found, nil
@@ -394,10 +395,10 @@ func (q Querier) ClearUnitFailure(ctx context.Context, job, unitKey string) erro
 	return err
 }
 
-func (q Querier) RecordUnitFailure(ctx context.Context, f idem.UnitFailure, now time.Time) error {
+func (q Querier) RecordUnitFailure(ctx context.Context, f idemrt.UnitFailure, now time.Time) error {
 	return q.q.RecordUnitFailure(ctx, ledgerdb.RecordUnitFailureParams{
 		Job: f.Job, UnitKey: f.UnitKey, Payload: f.Payload, PayloadHash: f.Hash, LastError: f.LastError,
-		Mark: idem.SQLNullTime(f.Mark), JobVersion: int64(f.JobVersion), FirstFailedAt: idem.SQLiteTime(now), UpdatedAt: idem.SQLiteTime(now),
+		Mark: idemrt.SQLNullTime(f.Mark), JobVersion: int64(f.JobVersion), FirstFailedAt: idemrt.SQLiteTime(now), UpdatedAt: idemrt.SQLiteTime(now),
 	})
 }
 
@@ -406,11 +407,11 @@ func (q Querier) SettleUnitFailure(ctx context.Context, job, unitKey string, max
 	return r.State, int32(r.Attempts), err
 }
 
-func (q Querier) RetryingUnits(ctx context.Context, job, after string, limit int32) ([]idem.UnitFailure, error) {
+func (q Querier) RetryingUnits(ctx context.Context, job, after string, limit int32) ([]idemrt.UnitFailure, error) {
 	rs, err := q.q.RetryingUnits(ctx, ledgerdb.RetryingUnitsParams{Job: job, After: after, RowLimit: int64(limit)})
-	out := make([]idem.UnitFailure, 0, len(rs))
+	out := make([]idemrt.UnitFailure, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, idem.UnitFailure{Job: job, UnitKey: r.UnitKey, Payload: r.Payload})
+		out = append(out, idemrt.UnitFailure{Job: job, UnitKey: r.UnitKey, Payload: r.Payload})
 	}
 	return out, err
 }
@@ -437,19 +438,19 @@ func parkedUnits[R ledgerdb.ListUnitFailuresRow | ledgerdb.ParkedPageRow](rs []R
 	for _, row := range rs {
 		r := ledgerdb.ListUnitFailuresRow(row)
 		out = append(out, idem.ParkedUnit{Job: r.Job, Key: r.UnitKey, Payload: r.Payload, Attempts: int(r.Attempts),
-			LastError: r.LastError, State: r.State, Mark: idem.ReadNullTime(r.Mark, &err), JobVersion: int(r.JobVersion),
-			FirstFailedAt: idem.ReadTime(r.FirstFailedAt, &err), UpdatedAt: idem.ReadTime(r.UpdatedAt, &err)})
+			LastError: r.LastError, State: r.State, Mark: idemrt.ReadNullTime(r.Mark, &err), JobVersion: int(r.JobVersion),
+			FirstFailedAt: idemrt.ReadTime(r.FirstFailedAt, &err), UpdatedAt: idemrt.ReadTime(r.UpdatedAt, &err)})
 	}
 	return out, err
 }
 
 func (q Querier) RetryUnit(ctx context.Context, job, unitKey string, now time.Time) (bool, error) {
-	n, err := q.q.RetryUnit(ctx, ledgerdb.RetryUnitParams{UpdatedAt: idem.SQLiteTime(now), Job: job, UnitKey: unitKey})
+	n, err := q.q.RetryUnit(ctx, ledgerdb.RetryUnitParams{UpdatedAt: idemrt.SQLiteTime(now), Job: job, UnitKey: unitKey})
 	return n == 1, err
 }
 
 func (q Querier) RetryParkedUnits(ctx context.Context, job string, now time.Time) (int64, error) {
-	return q.q.RetryParkedUnits(ctx, ledgerdb.RetryParkedUnitsParams{UpdatedAt: idem.SQLiteTime(now), Job: job})
+	return q.q.RetryParkedUnits(ctx, ledgerdb.RetryParkedUnitsParams{UpdatedAt: idemrt.SQLiteTime(now), Job: job})
 }
 
 // Backlog counts job's owed effects, parked effects and parked units, for
@@ -461,8 +462,8 @@ func (q Querier) Backlog(ctx context.Context, job string) (owedEffects, parkedEf
 
 // The queries of recovery (idem.Retry, idem.RetryParked, idem.Forget).
 
-func (q Querier) LockUnderKey(ctx context.Context, key string) (idem.Held, error) {
-	var h idem.Held
+func (q Querier) LockUnderKey(ctx context.Context, key string) (idemrt.Held, error) {
+	var h idemrt.Held
 	effects, err := q.q.LockEffect(ctx, key)
 	if err != nil {
 		return h, err
@@ -486,13 +487,13 @@ func (q Querier) LockUnderKey(ctx context.Context, key string) (idem.Held, error
 		return h, err
 	}
 	for _, r := range seen {
-		h.HandedIn = append(h.HandedIn, idem.HeldUnit{Job: r.Job, Key: r.UnitKey})
+		h.HandedIn = append(h.HandedIn, idemrt.HeldUnit{Job: r.Job, Key: r.UnitKey})
 	}
 	return h, nil
 }
 
-func (q Querier) LockParked(ctx context.Context, job string) (idem.Held, error) {
-	var h idem.Held
+func (q Querier) LockParked(ctx context.Context, job string) (idemrt.Held, error) {
+	var h idemrt.Held
 	effects, err := q.q.LockParkedEffects(ctx, job)
 	if err != nil {
 		return h, err
@@ -514,19 +515,19 @@ func (q Querier) LockParked(ctx context.Context, job string) (idem.Held, error) 
 	return h, nil
 }
 
-func heldUnit(r ledgerdb.LockUnitFailuresRow) idem.HeldUnit {
-	return idem.HeldUnit{Job: r.Job, Key: r.UnitKey, State: r.State, Attempts: int(r.Attempts)}
+func heldUnit(r ledgerdb.LockUnitFailuresRow) idemrt.HeldUnit {
+	return idemrt.HeldUnit{Job: r.Job, Key: r.UnitKey, State: r.State, Attempts: int(r.Attempts)}
 }
 
-func heldEffect(r ledgerdb.LockEffectRow) (idem.HeldEffect, error) {
+func heldEffect(r ledgerdb.LockEffectRow) (idemrt.HeldEffect, error) {
 	var err error
-	until := idem.ValueOr(idem.ReadNullTime(r.LeaseUntil, &err))
-	return idem.HeldEffect{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, State: idem.LedgerState(r.State), Attempts: int(r.Attempts),
+	until := idemrt.ValueOr(idemrt.ReadNullTime(r.LeaseUntil, &err))
+	return idemrt.HeldEffect{Key: r.EffectKey, Job: r.Job, Effect: r.Effect, State: idemrt.LedgerState(r.State), Attempts: int(r.Attempts),
 		LeaseOwner: r.LeaseOwner.String, LeaseUntil: until}, err
 }
 
 func (q Querier) RetryEffect(ctx context.Context, key string, now time.Time) (bool, error) {
-	n, err := q.q.RetryEffect(ctx, ledgerdb.RetryEffectParams{UpdatedAt: idem.SQLiteTime(now), EffectKey: key})
+	n, err := q.q.RetryEffect(ctx, ledgerdb.RetryEffectParams{UpdatedAt: idemrt.SQLiteTime(now), EffectKey: key})
 	return n == 1, err
 }
 
@@ -545,7 +546,7 @@ func (q Querier) ForgetHandedIn(ctx context.Context, job, unitKey string) (bool,
 	return n == 1, err
 }
 
-// The queries of the fleet-wide limits (idem.LimitQuerier).
+// The queries of the fleet-wide limits (idemrt.LimitQuerier).
 
 func (q Querier) EnsureLimitSlot(ctx context.Context, job, effect string, slot int32, heldUntil time.Time) error {
 	var until sql.NullString
@@ -572,7 +573,7 @@ func (q Querier) Pace(ctx context.Context, job, effect string) (time.Time, error
 	if err != nil {
 		return time.Time{}, err
 	}
-	return idem.ValueOr(idem.ReadNullTime(s, &err)), err
+	return idemrt.ValueOr(idemrt.ReadNullTime(s, &err)), err
 }
 
 func (q Querier) MovePace(ctx context.Context, job, effect string, seen, next time.Time) (bool, error) {
@@ -580,19 +581,19 @@ func (q Querier) MovePace(ctx context.Context, job, effect string, seen, next ti
 	return n == 1, err
 }
 
-// The queries of the effect's gate (idem.GateQuerier).
+// The queries of the effect's gate (idemrt.GateQuerier).
 
-func (q Querier) Gate(ctx context.Context, job, effect string) (idem.EffectGate, bool, error) {
+func (q Querier) Gate(ctx context.Context, job, effect string) (idemrt.EffectGate, bool, error) {
 	r, err := q.q.GetGate(ctx, ledgerdb.GetGateParams{Job: job, Effect: effect})
-	if idem.SQLiteNoRows(err) {
-		return idem.EffectGate{}, false, nil
+	if idemrt.SQLiteNoRows(err) {
+		return idemrt.EffectGate{}, false, nil
 	}
 	if err != nil {
-		return idem.EffectGate{}, false, err
+		return idemrt.EffectGate{}, false, err
 	}
-	g := idem.EffectGate{State: r.Gate.String, Owner: r.Owner.String, Failures: int32(r.Failures), Opens: int32(r.Opens), Reason: r.Reason.String}
-	g.Until = idem.ValueOr(idem.ReadNullTime(r.HeldUntil, &err))
-	g.Since = idem.ValueOr(idem.ReadNullTime(r.Since, &err))
+	g := idemrt.EffectGate{State: r.Gate.String, Owner: r.Owner.String, Failures: int32(r.Failures), Opens: int32(r.Opens), Reason: r.Reason.String}
+	g.Until = idemrt.ValueOr(idemrt.ReadNullTime(r.HeldUntil, &err))
+	g.Since = idemrt.ValueOr(idemrt.ReadNullTime(r.Since, &err))
 	return g, true, err
 }
 
@@ -602,13 +603,13 @@ func (q Querier) PauseGate(ctx context.Context, job, effect string, now, until t
 
 func (q Querier) FailGate(ctx context.Context, job, effect string, threshold int32, now, openUntil time.Time, reason string) (string, time.Time, error) {
 	r, err := q.q.FailGate(ctx, ledgerdb.FailGateParams{Threshold: int64(threshold), Now: nullTime(now), OpenUntil: nullTime(openUntil), Reason: nullText(reason), Job: job, Effect: effect})
-	if idem.SQLiteNoRows(err) {
-		return idem.GateClosed, time.Time{}, nil
+	if idemrt.SQLiteNoRows(err) {
+		return idemrt.GateClosed, time.Time{}, nil
 	}
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	until := idem.ValueOr(idem.ReadNullTime(r.HeldUntil, &err))
+	until := idemrt.ValueOr(idemrt.ReadNullTime(r.HeldUntil, &err))
 	return r.Gate.String, until, err
 }
 

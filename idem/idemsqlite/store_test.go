@@ -10,7 +10,7 @@ import (
 	_ "github.com/ncruces/go-sqlite3/driver"
 
 	"github.com/idemgen/idemgen/example/billing"
-	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 	"github.com/idemgen/idemgen/idem/storetest"
 )
@@ -45,7 +45,7 @@ func TestStoreContract(t *testing.T) {
 		return storetest.Opened{
 			Store:   st,
 			Outside: outside,
-			Begin: func(ctx context.Context, t *testing.T) (idem.Querier, func() error, func() error) {
+			Begin: func(ctx context.Context, t *testing.T) (idemrt.Querier, func() error, func() error) {
 				tx, err := db.BeginTx(ctx, nil)
 				if err != nil {
 					t.Fatal(err)

@@ -38,6 +38,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemops"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // The actions a handler performs, each the runtime's recovery.
@@ -113,7 +114,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"doneMore":   func(m *idemops.More) bool { return m != nil && m.Done },
 	"duration":   func(d time.Duration) string { return d.String() },
 	"secs":       func(s idemops.Seconds) string { return time.Duration(s).String() },
-	"deref":      func(s *string) string { return idem.ValueOr(s) },
+	"deref":      func(s *string) string { return idemrt.ValueOr(s) },
 	"timep": func(t *time.Time) string {
 		if t == nil {
 			return "-"

@@ -8,7 +8,7 @@ package names
 // Version is the runtime's version (idem.Version).
 const Version = "0.3.0"
 
-// Tables names a generated package's bookkeeping tables (idem.Tables).
+// Tables names a generated package's bookkeeping tables (idemrt.Tables).
 type Tables struct {
 	Ledger, Progress, Seen, Parked string
 	// Limits holds the fleet-wide bounds of effects with a rate or a
@@ -17,5 +17,5 @@ type Tables struct {
 }
 
 // LedgerPlaceholders are the table names the runtime's ledger queries are
-// written with (idem.LedgerPlaceholders).
+// written with (idemrt.LedgerPlaceholders).
 var LedgerPlaceholders = Tables{Ledger: "idem_ledger", Progress: "idem_progress", Seen: "idem_seen", Parked: "idem_parked", Limits: "idem_limits"}

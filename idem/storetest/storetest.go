@@ -1,8 +1,8 @@
 // Package storetest is the one conformance suite of the runtime's stores:
 // idem/idempg and idem/idemsqlite each run Exercise from a test of their
 // own, so both dialects are held to the same expectations of the store
-// contract (idem.Store, idem.Querier and the interfaces it embeds,
-// idem.DBClock, and a caller's own transaction).
+// contract (idem.Store, idemrt.Querier and the interfaces it embeds,
+// idemrt.DBClock, and a caller's own transaction).
 //
 // Each test gets a store over a fresh database migrated as a generated
 // package migrates it, and drives the store's queries directly, with times
@@ -19,13 +19,14 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Store is what the suite tests: a runtime store that reads its
 // database's clock.
 type Store interface {
 	idem.Store
-	idem.DBClock
+	idemrt.DBClock
 }
 
 // Opened is a store over a fresh, migrated database that lives as long as
@@ -33,9 +34,9 @@ type Store interface {
 type Opened struct {
 	Store Store
 	// Begin starts a transaction the caller owns on the store's database
-	// and returns the store's queries in it (idem.PgTxStore,
-	// idem.SQLTxStore), with its commit and its rollback.
-	Begin func(ctx context.Context, t *testing.T) (q idem.Querier, commit, rollback func() error)
+	// and returns the store's queries in it (idemrt.PgTxStore,
+	// idemrt.SQLTxStore), with its commit and its rollback.
+	Begin func(ctx context.Context, t *testing.T) (q idemrt.Querier, commit, rollback func() error)
 	// Outside is the same database through a handle of its own (its own
 	// pool or *sql.DB), for reading what a transaction Begin started
 	// shows to others while it is open: reading through Store then would
@@ -103,8 +104,8 @@ func must(t *testing.T, err error) {
 
 // reservation is one effect's rows for the units, each keyed
 // "<effect>:v<version>:<unit>" with payload "payload of <unit>".
-func reservation(job, effect string, version int32, units ...string) idem.Reservations {
-	r := idem.Reservations{Job: job, Effect: effect, EffectVersion: version, JobVersion: 1}
+func reservation(job, effect string, version int32, units ...string) idemrt.Reservations {
+	r := idemrt.Reservations{Job: job, Effect: effect, EffectVersion: version, JobVersion: 1}
 	for _, u := range units {
 		r.Keys = append(r.Keys, key(effect, version, u))
 		r.UnitKeys = append(r.UnitKeys, u)
@@ -117,9 +118,9 @@ func key(effect string, version int32, unit string) string {
 	return fmt.Sprintf("%s:v%d:%s", effect, version, unit)
 }
 
-func reserve(t *testing.T, st Store, r idem.Reservations) {
+func reserve(t *testing.T, st Store, r idemrt.Reservations) {
 	t.Helper()
-	must(t, st.InTx(ctxOf(t), func(q idem.Querier) error { return q.Reserve(ctxOf(t), r, t0) }))
+	must(t, st.InTx(ctxOf(t), func(q idemrt.Querier) error { return q.Reserve(ctxOf(t), r, t0) }))
 }
 
 // entry reads key's ledger row as operators see it (LedgerPage).
@@ -181,13 +182,13 @@ func complete(t *testing.T, st Store, owner string, now time.Time, keys ...strin
 	return got
 }
 
-func release(t *testing.T, st Store, r idem.Release) string {
+func release(t *testing.T, st Store, r idemrt.Release) string {
 	t.Helper()
 	if r.Now.IsZero() {
 		r.Now = t0
 	}
 	var state string
-	must(t, st.InTx(ctxOf(t), func(q idem.Querier) (err error) {
+	must(t, st.InTx(ctxOf(t), func(q idemrt.Querier) (err error) {
 		state, err = q.Release(ctxOf(t), r)
 		return err
 	}))
@@ -306,7 +307,7 @@ func testReserveLeased(t *testing.T, o Opened) {
 	ctx := ctxOf(t)
 	r := reservation(job, effect, 1, "u1", "u2")
 	var leased map[string]bool
-	must(t, st.InTx(ctx, func(q idem.Querier) (err error) {
+	must(t, st.InTx(ctx, func(q idemrt.Querier) (err error) {
 		leased, err = q.ReserveLeased(ctx, r, t0, "A", at(5*time.Minute))
 		return err
 	}))
@@ -324,7 +325,7 @@ func testReserveLeased(t *testing.T, o Opened) {
 
 	// A key already there is left to the claim; only the new one is leased.
 	r2 := reservation(job, effect, 1, "u1", "u3")
-	must(t, st.InTx(ctx, func(q idem.Querier) (err error) {
+	must(t, st.InTx(ctx, func(q idemrt.Querier) (err error) {
 		leased, err = q.ReserveLeased(ctx, r2, t0, "C", at(5*time.Minute))
 		return err
 	}))
@@ -335,7 +336,7 @@ func testReserveLeased(t *testing.T, o Opened) {
 
 	// A rollback takes the lease away with the row.
 	boom := errors.New("boom")
-	err := st.InTx(ctx, func(q idem.Querier) error {
+	err := st.InTx(ctx, func(q idemrt.Querier) error {
 		if _, err := q.ReserveLeased(ctx, reservation(job, effect, 1, "u9"), t0, "A", at(5*time.Minute)); err != nil {
 			return err
 		}
@@ -407,7 +408,7 @@ func testRelease(t *testing.T, o Opened) {
 
 	// A failed attempt: pending again, claimable at once without a next attempt time.
 	claim(t, st, "A", t0, until, failed)
-	if s := release(t, st, idem.Release{Key: failed, Owner: "A", LastError: "provider down", MaxAttempts: 3}); s != idem.StatePending {
+	if s := release(t, st, idemrt.Release{Key: failed, Owner: "A", LastError: "provider down", MaxAttempts: 3}); s != idem.StatePending {
 		t.Errorf("release of a first failure: %s, want pending", s)
 	}
 	row, _, err := st.Auto().Effect(ctx, failed)
@@ -419,7 +420,7 @@ func testRelease(t *testing.T, o Opened) {
 
 	// A permanent failure parks at once, stored as parked for every reader.
 	claim(t, st, "A", t0, until, declined)
-	if s := release(t, st, idem.Release{Key: declined, Owner: "A", LastError: "card declined", MaxAttempts: 3, Permanent: true}); s != idem.StateParked {
+	if s := release(t, st, idemrt.Release{Key: declined, Owner: "A", LastError: "card declined", MaxAttempts: 3, Permanent: true}); s != idem.StateParked {
 		t.Errorf("release of a permanent failure: %s, want parked", s)
 	}
 	row, _, err = st.Auto().Effect(ctx, declined)
@@ -434,7 +435,7 @@ func testRelease(t *testing.T, o Opened) {
 	// max_attempts failed attempts park it.
 	for i := range 3 {
 		claim(t, st, "A", at(time.Duration(i)*time.Hour), at(time.Duration(i)*time.Hour+time.Minute), worn)
-		s := release(t, st, idem.Release{Key: worn, Owner: "A", LastError: fmt.Sprintf("failure %d", i+1), MaxAttempts: 3})
+		s := release(t, st, idemrt.Release{Key: worn, Owner: "A", LastError: fmt.Sprintf("failure %d", i+1), MaxAttempts: 3})
 		if want := map[bool]string{true: idem.StateParked, false: idem.StatePending}[i == 2]; s != want {
 			t.Errorf("release %d of 3: %s, want %s", i+1, s, want)
 		}
@@ -447,7 +448,7 @@ func testRelease(t *testing.T, o Opened) {
 	// "Not now": the attempt is given back, and no claim comes before the next attempt time.
 	claim(t, st, "A", t0, until, throttled)
 	var gotAttempts []int32
-	s := release(t, st, idem.Release{Key: throttled, Owner: "A", LastError: "429", MaxAttempts: 1, NotCounted: true,
+	s := release(t, st, idemrt.Release{Key: throttled, Owner: "A", LastError: "429", MaxAttempts: 1, NotCounted: true,
 		NextAttempt: func(attempts int32) time.Time {
 			gotAttempts = append(gotAttempts, attempts)
 			return at(10 * time.Minute)
@@ -474,7 +475,7 @@ func testRelease(t *testing.T, o Opened) {
 
 	// A counted failure hands NextAttempt the attempts so far.
 	gotAttempts = nil
-	release(t, st, idem.Release{Key: throttled, Owner: "B", LastError: "500", MaxAttempts: 5,
+	release(t, st, idemrt.Release{Key: throttled, Owner: "B", LastError: "500", MaxAttempts: 5,
 		NextAttempt: func(attempts int32) time.Time {
 			gotAttempts = append(gotAttempts, attempts)
 			return at(20 * time.Minute)
@@ -485,7 +486,7 @@ func testRelease(t *testing.T, o Opened) {
 
 	// Only the lease's owner releases; another worker changes nothing.
 	claim(t, st, "A", t0, until, taken)
-	if s := release(t, st, idem.Release{Key: taken, Owner: "B", LastError: "not mine", MaxAttempts: 1, Permanent: true}); s != idem.StatePending {
+	if s := release(t, st, idemrt.Release{Key: taken, Owner: "B", LastError: "not mine", MaxAttempts: 1, Permanent: true}); s != idem.StatePending {
 		t.Errorf("release by a worker that holds no lease: %s, want pending (the holder decides)", s)
 	}
 	if e := mustEntry(t, st, taken); e.State != idem.StatePending || e.LeaseOwner != "A" || e.Attempts != 1 || e.LastError != "" || e.Permanent {
@@ -616,9 +617,9 @@ func testParkedUnits(t *testing.T, o Opened) {
 	mark := at(-time.Hour)
 	fail := func(unit, why string, when time.Time) {
 		t.Helper()
-		f := idem.UnitFailure{Job: job, UnitKey: unit, Payload: []byte(`{"id":"` + unit + `"}`), Hash: []byte("hash of " + unit),
+		f := idemrt.UnitFailure{Job: job, UnitKey: unit, Payload: []byte(`{"id":"` + unit + `"}`), Hash: []byte("hash of " + unit),
 			LastError: why, Mark: &mark, JobVersion: 1}
-		must(t, st.InTx(ctx, func(q idem.Querier) error { return q.RecordUnitFailure(ctx, f, when) }))
+		must(t, st.InTx(ctx, func(q idemrt.Querier) error { return q.RecordUnitFailure(ctx, f, when) }))
 	}
 	settle := func(unit string) (string, int32) {
 		t.Helper()
@@ -710,9 +711,9 @@ func testRecovery(t *testing.T, o Opened) {
 	parked, owed := r.Keys[0], r.Keys[1]
 	reserve(t, st, r)
 	claim(t, st, "A", t0, at(time.Minute), parked)
-	release(t, st, idem.Release{Key: parked, Owner: "A", LastError: "declined", MaxAttempts: 3, Permanent: true})
+	release(t, st, idemrt.Release{Key: parked, Owner: "A", LastError: "declined", MaxAttempts: 3, Permanent: true})
 	for range 3 {
-		must(t, q.RecordUnitFailure(ctx, idem.UnitFailure{Job: job, UnitKey: "u1", Payload: []byte("{}"), Hash: []byte("h"), LastError: "bad", JobVersion: 1}, t0))
+		must(t, q.RecordUnitFailure(ctx, idemrt.UnitFailure{Job: job, UnitKey: "u1", Payload: []byte("{}"), Hash: []byte("h"), LastError: "bad", JobVersion: 1}, t0))
 	}
 	if _, _, err := q.SettleUnitFailure(ctx, job, "u1", 3); err != nil {
 		t.Fatal(err)
@@ -720,8 +721,8 @@ func testRecovery(t *testing.T, o Opened) {
 	_, err := q.See(ctx, job, []string{"u1"}, [][]byte{[]byte("h")}, 1, t0)
 	must(t, err)
 
-	var byEffect, byUnit, inJob idem.Held
-	must(t, st.InTx(ctx, func(q idem.Querier) (err error) {
+	var byEffect, byUnit, inJob idemrt.Held
+	must(t, st.InTx(ctx, func(q idemrt.Querier) (err error) {
 		if byEffect, err = q.LockUnderKey(ctx, parked); err != nil {
 			return err
 		}
@@ -736,7 +737,7 @@ func testRecovery(t *testing.T, o Opened) {
 		len(byEffect.Units) != 0 || len(byEffect.HandedIn) != 0 {
 		t.Errorf("LockUnderKey(%s): %+v", parked, byEffect)
 	}
-	if len(byUnit.Effects) != 0 || len(byUnit.Units) != 1 || byUnit.Units[0] != (idem.HeldUnit{Job: job, Key: "u1", State: idem.UnitStateParked, Attempts: 3}) ||
+	if len(byUnit.Effects) != 0 || len(byUnit.Units) != 1 || byUnit.Units[0] != (idemrt.HeldUnit{Job: job, Key: "u1", State: idem.UnitStateParked, Attempts: 3}) ||
 		len(byUnit.HandedIn) != 1 || byUnit.HandedIn[0].Job != job || byUnit.HandedIn[0].Key != "u1" {
 		t.Errorf("LockUnderKey(u1): %+v", byUnit)
 	}
@@ -830,7 +831,7 @@ func testLimits(t *testing.T, o Opened) {
 	}
 }
 
-// testGate: an effect's gate (idem/gate.go) pauses, opens after the
+// testGate: an effect's gate (idem/idemrt/gate.go) pauses, opens after the
 // failures in a row, lets one probe through, and is lifted by hand.
 func testGate(t *testing.T, o Opened) {
 	ctx, q := ctxOf(t), o.Store.Auto()
@@ -838,7 +839,7 @@ func testGate(t *testing.T, o Opened) {
 		t.Fatalf("Gate before its row: found %v (%v)", found, err)
 	}
 	must(t, q.EnsureLimitSlot(ctx, job, effect, -2, time.Time{}))
-	gate := func() idem.EffectGate {
+	gate := func() idemrt.EffectGate {
 		t.Helper()
 		g, found, err := q.Gate(ctx, job, effect)
 		must(t, err)
@@ -847,23 +848,23 @@ func testGate(t *testing.T, o Opened) {
 		}
 		return g
 	}
-	if g := gate(); g.State != idem.GateClosed || g.Shut(t0) || g.Failures != 0 {
+	if g := gate(); g.State != idemrt.GateClosed || g.Shut(t0) || g.Failures != 0 {
 		t.Errorf("a new gate: %+v, want closed", g)
 	}
 	// A pause, then a shorter one: the later end stays, since the first.
 	must(t, q.PauseGate(ctx, job, effect, t0, at(time.Minute), "429 a"))
 	must(t, q.PauseGate(ctx, job, effect, at(time.Second), at(30*time.Second), "429 b"))
-	if g := gate(); g.State != idem.GatePaused || !g.Until.Equal(at(time.Minute)) || !g.Since.Equal(t0) || g.Reason != "429 b" || !g.Shut(at(59*time.Second)) || g.Shut(at(time.Minute)) {
+	if g := gate(); g.State != idemrt.GatePaused || !g.Until.Equal(at(time.Minute)) || !g.Since.Equal(t0) || g.Reason != "429 b" || !g.Shut(at(59*time.Second)) || g.Shut(at(time.Minute)) {
 		t.Errorf("paused twice: %+v, want paused since t0 until +1m, the last answer", g)
 	}
 	if ok, err := q.TakeProbe(ctx, job, effect, "P", at(2*time.Minute), at(3*time.Minute)); ok || err != nil {
 		t.Errorf("a probe of a paused, not open, gate: %v (%v)", ok, err)
 	}
 	// Two failures in a row of three: closed; the third opens it.
-	for i, want := range []string{idem.GatePaused, idem.GatePaused, idem.GateOpen} {
+	for i, want := range []string{idemrt.GatePaused, idemrt.GatePaused, idemrt.GateOpen} {
 		state, until, err := q.FailGate(ctx, job, effect, 3, at(2*time.Minute), at(3*time.Minute), "503")
 		must(t, err)
-		if state != want || want == idem.GateOpen && !until.Equal(at(3*time.Minute)) {
+		if state != want || want == idemrt.GateOpen && !until.Equal(at(3*time.Minute)) {
 			t.Errorf("failure %d of 3: %s until %v, want %s", i+1, state, until, want)
 		}
 	}
@@ -886,7 +887,7 @@ func testGate(t *testing.T, o Opened) {
 	if ok, _ := q.ReopenGate(ctx, job, effect, "P", at(5*time.Minute), "503 again"); !ok {
 		t.Error("the probe's holder could not reopen the circuit")
 	}
-	if g := gate(); g.State != idem.GateOpen || g.Opens != 2 || !g.Until.Equal(at(5*time.Minute)) {
+	if g := gate(); g.State != idemrt.GateOpen || g.Opens != 2 || !g.Until.Equal(at(5*time.Minute)) {
 		t.Errorf("reopened: %+v", g)
 	}
 	// The probe's worker dies: once its lease ends, another takes it over.
@@ -902,7 +903,7 @@ func testGate(t *testing.T, o Opened) {
 	if ok, _ := q.CloseGate(ctx, job, effect, "S"); !ok {
 		t.Error("the probe's success did not close the circuit")
 	}
-	if g := gate(); g.State != idem.GateClosed || g.Failures != 0 || g.Opens != 0 {
+	if g := gate(); g.State != idemrt.GateClosed || g.Failures != 0 || g.Opens != 0 {
 		t.Errorf("closed: %+v", g)
 	}
 	_, _, err = q.FailGate(ctx, job, effect, 3, at(8*time.Minute), at(9*time.Minute), "503")
@@ -937,8 +938,8 @@ func testBacklog(t *testing.T, o Opened) {
 	reserve(t, st, reservation("other_job", effect, 1, "x1"))
 	claim(t, st, "A", t0, at(time.Minute), r.Keys[0], r.Keys[1])
 	complete(t, st, "A", t0, r.Keys[0])
-	release(t, st, idem.Release{Key: r.Keys[1], Owner: "A", MaxAttempts: 1, LastError: "x"})
-	must(t, st.Auto().RecordUnitFailure(ctx, idem.UnitFailure{Job: job, UnitKey: "v", Payload: []byte("{}"), Hash: []byte("h"), LastError: "bad"}, t0))
+	release(t, st, idemrt.Release{Key: r.Keys[1], Owner: "A", MaxAttempts: 1, LastError: "x"})
+	must(t, st.Auto().RecordUnitFailure(ctx, idemrt.UnitFailure{Job: job, UnitKey: "v", Payload: []byte("{}"), Hash: []byte("h"), LastError: "bad"}, t0))
 	if _, _, err := st.Auto().SettleUnitFailure(ctx, job, "v", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -953,16 +954,16 @@ func testTransactions(t *testing.T, o Opened) {
 	st := o.Store
 	ctx := ctxOf(t)
 	committed := reservation(job, effect, 1, "committed")
-	must(t, st.InTx(ctx, func(q idem.Querier) error { return q.Reserve(ctx, committed, t0) }))
+	must(t, st.InTx(ctx, func(q idemrt.Querier) error { return q.Reserve(ctx, committed, t0) }))
 	boom := errors.New("boom")
-	err := st.InTx(ctx, func(q idem.Querier) error {
+	err := st.InTx(ctx, func(q idemrt.Querier) error {
 		if err := q.Reserve(ctx, reservation(job, effect, 1, "also-committed"), t0); err != nil {
 			return err
 		}
 		return q.SaveWatermark(ctx, job, t0, 1, t0)
 	})
 	must(t, err)
-	err = st.InTx(ctx, func(q idem.Querier) error {
+	err = st.InTx(ctx, func(q idemrt.Querier) error {
 		if err := q.Reserve(ctx, reservation(job, effect, 1, "rolled-back"), t0); err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemriver"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 )
@@ -68,7 +69,7 @@ type CallJobEffects struct {
 
 // CallJob runs the call_job job (version 1). Call a rate-limited provider once per handed-in unit (the -providers measurement): reserved with ProcessTx, performed by Drain; on River, one River job per unit (the river measurement).
 type CallJob struct {
-	e *idem.Engine[Call]
+	e *idemrt.Engine[Call]
 }
 
 // NewCallJob returns the call_job job over store.
@@ -79,11 +80,11 @@ func NewCallJob(store *Store, fx CallJobEffects, opts ...idem.Option) (*CallJob,
 	if fx.CallProvider == nil {
 		return nil, fmt.Errorf("job \"call_job\": no provider for effect \"call_provider\"")
 	}
-	def := &idem.Job[Call]{
+	def := &idemrt.Job[Call]{
 		Canonical: Call.canonical,
 		CheckKey:  Call.checkKey,
 		CheckSeen: true,
-		Effects: []idem.Effect[Call]{{
+		Effects: []idemrt.Effect[Call]{{
 			Call: func(ctx context.Context, key string, unit Call) ([]byte, error) {
 				return nil, fx.CallProvider.CallProvider(ctx, key, unit)
 			},
@@ -92,24 +93,24 @@ func NewCallJob(store *Store, fx CallJobEffects, opts ...idem.Option) (*CallJob,
 			Lease:       2 * time.Minute,
 			MaxAttempts: 20,
 			Name:        "call_provider",
-			Rate: idem.Rate{
+			Rate: idemrt.Rate{
 				N:   200,
 				Per: time.Second,
 			},
 			Retention: 720 * time.Hour,
-			Retry: idem.Backoff{
+			Retry: idemrt.Backoff{
 				Initial: 1 * time.Second,
 				Max:     30 * time.Second,
 			},
 			Timeout: 10 * time.Second,
 			Version: 1,
-			When:    idem.WhenAlways,
+			When:    idemrt.WhenAlways,
 		}},
 		KeyOf:   Call.Key,
 		Name:    "call_job",
 		Version: 1,
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"call_job\": %w", err)
 	}
@@ -224,4 +225,4 @@ func (CallJobDrainArgs) InsertOpts() river.InsertOpts {
 }
 
 // callJobCrashPoints are the durable boundaries of the call_job job, where the crash tests stop it.
-var callJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var callJobCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // CopyRow is one unit of work of the copy_job job.
@@ -52,7 +53,7 @@ type CopyJobEffects struct{}
 
 // CopyJob runs the copy_job job (version 1). Copy generated rows into copy_rows; no effects.
 type CopyJob struct {
-	e   *idem.Engine[CopyRow]
+	e   *idemrt.Engine[CopyRow]
 	src CopyJobSource
 }
 
@@ -64,7 +65,7 @@ func NewCopyJob(store *Store, src CopyJobSource, opts ...idem.Option) (*CopyJob,
 	if src == nil {
 		return nil, fmt.Errorf("job \"copy_job\": nil source")
 	}
-	def := &idem.Job[CopyRow]{
+	def := &idemrt.Job[CopyRow]{
 		Canonical: CopyRow.canonical,
 		CheckKey:  CopyRow.checkKey,
 		CheckSeen: false,
@@ -74,14 +75,14 @@ func NewCopyJob(store *Store, src CopyJobSource, opts ...idem.Option) (*CopyJob,
 		},
 		Name:    "copy_job",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u CopyRow, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u CopyRow, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeCopyJob(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []CopyRow, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []CopyRow, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeCopyJobBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"copy_job\": %w", err)
 	}
@@ -143,4 +144,4 @@ func (j *CopyJob) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // copyJobCrashPoints are the durable boundaries of the copy_job job, where the crash tests stop it.
-var copyJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}
+var copyJobCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -113,7 +114,7 @@ func TestCrashSimFxJob(t *testing.T) {
 			Name:        "announce",
 			Retention:   720 * time.Hour,
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,
@@ -207,18 +208,18 @@ func TestCrashSimCallJob(t *testing.T) {
 			Lease:       2 * time.Minute,
 			MaxAttempts: 20,
 			Name:        "call_provider",
-			Rate: idem.Rate{
+			Rate: idemrt.Rate{
 				N:   200,
 				Per: time.Second,
 			},
 			Retention: 720 * time.Hour,
-			Retry: idem.Backoff{
+			Retry: idemrt.Backoff{
 				Initial: 1 * time.Second,
 				Max:     30 * time.Second,
 			},
 			Timeout: 10 * time.Second,
 			Version: 1,
-			When:    idem.WhenAlways,
+			When:    idemrt.WhenAlways,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // FxRow is one unit of work of the fx_job job.
@@ -74,7 +75,7 @@ type FxJobEffects struct {
 
 // FxJob runs the fx_job job (version 1). Copy generated rows into fx_rows and announce each new one.
 type FxJob struct {
-	e   *idem.Engine[FxRow]
+	e   *idemrt.Engine[FxRow]
 	src FxJobSource
 }
 
@@ -89,11 +90,11 @@ func NewFxJob(store *Store, src FxJobSource, fx FxJobEffects, opts ...idem.Optio
 	if fx.Announce == nil {
 		return nil, fmt.Errorf("job \"fx_job\": no provider for effect \"announce\"")
 	}
-	def := &idem.Job[FxRow]{
+	def := &idemrt.Job[FxRow]{
 		Canonical: FxRow.canonical,
 		CheckKey:  FxRow.checkKey,
 		CheckSeen: false,
-		Effects: []idem.Effect[FxRow]{{
+		Effects: []idemrt.Effect[FxRow]{{
 			Call: func(ctx context.Context, key string, unit FxRow) ([]byte, error) {
 				return nil, fx.Announce.Announce(ctx, key, unit)
 			},
@@ -104,7 +105,7 @@ func NewFxJob(store *Store, src FxJobSource, fx FxJobEffects, opts ...idem.Optio
 			Name:        "announce",
 			Retention:   720 * time.Hour,
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		KeyOf: FxRow.Key,
 		MarkOf: func(u FxRow) time.Time {
@@ -112,14 +113,14 @@ func NewFxJob(store *Store, src FxJobSource, fx FxJobEffects, opts ...idem.Optio
 		},
 		Name:    "fx_job",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u FxRow, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u FxRow, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeFxJob(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []FxRow, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []FxRow, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeFxJobBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"fx_job\": %w", err)
 	}
@@ -181,4 +182,4 @@ func (j *FxJob) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // fxJobCrashPoints are the durable boundaries of the fx_job job, where the crash tests stop it.
-var fxJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var fxJobCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

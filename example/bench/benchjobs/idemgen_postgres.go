@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/example/bench/benchjobs/internal/pgdb"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
@@ -20,7 +21,7 @@ type pgQuerier struct {
 	q *pgdb.Queries
 }
 
-func newPgQuerier(l idempg.Querier) idem.Querier {
+func newPgQuerier(l idempg.Querier) idemrt.Querier {
 	return pgQuerier{l, pgdb.New(l.DB())}
 }
 
@@ -36,7 +37,7 @@ func (q pgQuerier) writeCopyJob(ctx context.Context, u CopyRow, key string, v in
 	}
 	w, err := q.q.WriteCopyJob(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -58,7 +59,7 @@ func (q pgQuerier) writeCopyJobBatch(ctx context.Context, us []CopyRow, keys []s
 		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertCopyJobBatch(ctx, pgdb.InsertCopyJobBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -72,7 +73,7 @@ func (q pgQuerier) writeCopyJobBatch(ctx context.Context, us []CopyRow, keys []s
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
 }
 
 // listCopyJob reads every copy_rows row back as units.
@@ -113,7 +114,7 @@ func (q pgQuerier) writeFxJob(ctx context.Context, u FxRow, key string, v int32)
 	}
 	w, err := q.q.WriteFxJob(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -135,7 +136,7 @@ func (q pgQuerier) writeFxJobBatch(ctx context.Context, us []FxRow, keys []strin
 		p.UpdatedAt = append(p.UpdatedAt, u.UpdatedAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertFxJobBatch(ctx, pgdb.InsertFxJobBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -149,7 +150,7 @@ func (q pgQuerier) writeFxJobBatch(ctx context.Context, us []FxRow, keys []strin
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
 }
 
 // listFxJob reads every fx_rows row back as units.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/bench/benchjobs/internal/sqlitedb"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 )
 
@@ -20,7 +21,7 @@ type sqliteQuerier struct {
 	q *sqlitedb.Queries
 }
 
-func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+func newSQLiteQuerier(l idemsqlite.Querier) idemrt.Querier {
 	return sqliteQuerier{l, sqlitedb.New(l.DB())}
 }
 
@@ -32,7 +33,7 @@ func (q sqliteQuerier) writeCopyJob(ctx context.Context, u CopyRow, key string, 
 		ID:                u.ID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
-		UpdatedAt:         idem.SQLiteTime(u.UpdatedAt),
+		UpdatedAt:         idemrt.SQLiteTime(u.UpdatedAt),
 	}
 	n, err := q.q.InsertCopyJob(ctx, sqlitedb.InsertCopyJobParams(p))
 	if err != nil {
@@ -43,7 +44,7 @@ func (q sqliteQuerier) writeCopyJob(ctx context.Context, u CopyRow, key string, 
 	}
 	w, err := q.q.WriteCopyJob(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
+	if idemrt.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -69,7 +70,7 @@ func (q sqliteQuerier) listCopyJob(ctx context.Context) ([]CopyRow, error) {
 			Account:   r.Account,
 			Amount:    r.Amount,
 			ID:        r.ID,
-			UpdatedAt: idem.ReadTime(r.UpdatedAt, &err),
+			UpdatedAt: idemrt.ReadTime(r.UpdatedAt, &err),
 		})
 	}
 	return out, err
@@ -91,7 +92,7 @@ func (q sqliteQuerier) writeFxJob(ctx context.Context, u FxRow, key string, v in
 		ID:                u.ID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
-		UpdatedAt:         idem.SQLiteTime(u.UpdatedAt),
+		UpdatedAt:         idemrt.SQLiteTime(u.UpdatedAt),
 	}
 	n, err := q.q.InsertFxJob(ctx, sqlitedb.InsertFxJobParams(p))
 	if err != nil {
@@ -102,7 +103,7 @@ func (q sqliteQuerier) writeFxJob(ctx context.Context, u FxRow, key string, v in
 	}
 	w, err := q.q.WriteFxJob(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
+	if idemrt.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -128,7 +129,7 @@ func (q sqliteQuerier) listFxJob(ctx context.Context) ([]FxRow, error) {
 			Account:   r.Account,
 			Amount:    r.Amount,
 			ID:        r.ID,
-			UpdatedAt: idem.ReadTime(r.UpdatedAt, &err),
+			UpdatedAt: idemrt.ReadTime(r.UpdatedAt, &err),
 		})
 	}
 	return out, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -22,7 +23,7 @@ import (
 
 // This package needs the idem runtime 0.3.0 or newer; if the next line does not
 // compile, upgrade it: go get github.com/idemgen/idemgen@latest
-const _ = idem.IsAtLeastVersion0_3_0
+const _ = idemrt.IsAtLeastVersion0_3_0
 
 // Store is the database the benchjobs jobs run against, PostgreSQL or SQLite.
 type Store struct {
@@ -32,7 +33,7 @@ type Store struct {
 
 // ledgerTables are the package's bookkeeping tables, which the runtime's ledger
 // queries run on.
-var ledgerTables = idem.Tables{
+var ledgerTables = idemrt.Tables{
 	Ledger:   "benchjobs_idem_ledger",
 	Limits:   "benchjobs_idem_limits",
 	Parked:   "benchjobs_idem_parked",
@@ -42,7 +43,7 @@ var ledgerTables = idem.Tables{
 
 // destQuerier is implemented by each dialect's querier for every destination table.
 type destQuerier interface {
-	idem.Querier
+	idemrt.Querier
 	writeCopyJob(context.Context, CopyRow, string, int32) (idem.Outcome, error)
 	writeCopyJobBatch(context.Context, []CopyRow, []string, int32) ([]idem.Outcome, error)
 	listCopyJob(context.Context) ([]CopyRow, error)
@@ -78,7 +79,7 @@ func NewPostgresStore(pool *pgxpool.Pool) *Store {
 			if err != nil {
 				return err
 			}
-			return idem.Migrate(ctx, db, goose.DialectPostgres, sub, "benchjobs_idem_migrations")
+			return idemrt.Migrate(ctx, db, goose.DialectPostgres, sub, "benchjobs_idem_migrations")
 		},
 		st: idempg.NewStore(pool, ledgerTables, newPgQuerier),
 	}
@@ -93,7 +94,7 @@ func NewSQLiteStore(db *sql.DB) *Store {
 			if err != nil {
 				return err
 			}
-			return idem.Migrate(ctx, db, goose.DialectSQLite3, sub, "benchjobs_idem_migrations")
+			return idemrt.Migrate(ctx, db, goose.DialectSQLite3, sub, "benchjobs_idem_migrations")
 		},
 		st: idemsqlite.NewStore(db, ledgerTables, newSQLiteQuerier),
 	}
@@ -121,7 +122,7 @@ func (s *Store) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
 // after to read on; "" when no row follows. Each page costs the same however large
 // the ledger grows. `idemgen ledger list -limit N -after CURSOR` pages the same way.
 func (s *Store) LedgerPage(ctx context.Context, after string, limit int) ([]idem.LedgerEntry, string, error) {
-	return idem.LedgerPage(ctx, s.st, after, limit)
+	return idemrt.LedgerPage(ctx, s.st, after, limit)
 }
 
 // Parked lists the units whose writes failed and that were not written since, ordered
@@ -136,7 +137,7 @@ func (s *Store) Parked(ctx context.Context) ([]idem.ParkedUnit, error) {
 // after ("" for the first page), ordered by key, and the cursor of the next page:
 // pass it as after to read on; "" when no row follows.
 func (s *Store) ParkedPage(ctx context.Context, job, after string, limit int) ([]idem.ParkedUnit, string, error) {
-	return idem.ParkedPage(ctx, s.st, job, after, limit)
+	return idemrt.ParkedPage(ctx, s.st, job, after, limit)
 }
 
 // Retry puts back what is parked under key in job ("" for every job) and returns what
@@ -147,7 +148,7 @@ func (s *Store) ParkedPage(ctx context.Context, job, after string, limit int) ([
 // (*idem.RefusedError); a key with nothing under it is idem.ErrNothingUnderKey.
 // `idemgen ledger retry KEY` runs the same code.
 func (s *Store) Retry(ctx context.Context, job, key string) ([]idem.Change, error) {
-	now, err := idem.StoreNow(ctx, s.st)
+	now, err := idemrt.StoreNow(ctx, s.st)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func (s *Store) Retry(ctx context.Context, job, key string) ([]idem.Change, erro
 // transaction, and returns what it changed. `idemgen ledger retry -all-parked` runs the
 // same code.
 func (s *Store) RetryParked(ctx context.Context, job string) ([]idem.Change, error) {
-	now, err := idem.StoreNow(ctx, s.st)
+	now, err := idemrt.StoreNow(ctx, s.st)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func (s *Store) RetryParked(ctx context.Context, job string) ([]idem.Change, err
 // again (a backfill, a version bump); a handed-in key is processed as new when handed in
 // again. `idemgen ledger reset -force KEY` runs the same code.
 func (s *Store) Forget(ctx context.Context, job, key string) ([]idem.Change, error) {
-	now, err := idem.StoreNow(ctx, s.st)
+	now, err := idemrt.StoreNow(ctx, s.st)
 	if err != nil {
 		return nil, err
 	}

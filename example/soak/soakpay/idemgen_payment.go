@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemriver"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 )
@@ -67,7 +68,7 @@ type PaymentJobEffects struct {
 
 // PaymentJob runs the payment job (version 1). Record a payment and send its receipt once.
 type PaymentJob struct {
-	e *idem.Engine[Payment]
+	e *idemrt.Engine[Payment]
 }
 
 // NewPaymentJob returns the payment job over store.
@@ -78,11 +79,11 @@ func NewPaymentJob(store *Store, fx PaymentJobEffects, opts ...idem.Option) (*Pa
 	if fx.Receipt == nil {
 		return nil, fmt.Errorf("job \"payment\": no provider for effect \"receipt\"")
 	}
-	def := &idem.Job[Payment]{
+	def := &idemrt.Job[Payment]{
 		Canonical: Payment.canonical,
 		CheckKey:  Payment.checkKey,
 		CheckSeen: true,
-		Effects: []idem.Effect[Payment]{{
+		Effects: []idemrt.Effect[Payment]{{
 			Call: func(ctx context.Context, key string, unit Payment) ([]byte, error) {
 				return nil, fx.Receipt.Receipt(ctx, key, unit)
 			},
@@ -92,22 +93,22 @@ func NewPaymentJob(store *Store, fx PaymentJobEffects, opts ...idem.Option) (*Pa
 			MaxAttempts: 20,
 			Name:        "receipt",
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
-		Holds: func(ctx context.Context, q idem.Querier, u Payment) (bool, error) {
+		Holds: func(ctx context.Context, q idemrt.Querier, u Payment) (bool, error) {
 			return q.(destQuerier).holdsPaymentJob(ctx, u)
 		},
 		KeyOf:   Payment.Key,
 		Name:    "payment",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u Payment, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Payment, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writePaymentJob(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Payment, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Payment, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writePaymentJobBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"payment\": %w", err)
 	}
@@ -224,4 +225,4 @@ func (PaymentJobDrainArgs) InsertOpts() river.InsertOpts {
 }
 
 // paymentJobCrashPoints are the durable boundaries of the payment job, where the crash tests stop it.
-var paymentJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var paymentJobCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/example/soak/soakpay/internal/pgdb"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // pgQuerier runs the package's queries on PostgreSQL: the ledger's, which the runtime
@@ -20,7 +21,7 @@ type pgQuerier struct {
 	q *pgdb.Queries
 }
 
-func newPgQuerier(l idempg.Querier) idem.Querier {
+func newPgQuerier(l idempg.Querier) idemrt.Querier {
 	return pgQuerier{l, pgdb.New(l.DB())}
 }
 
@@ -34,7 +35,7 @@ func (q pgQuerier) writePaymentJob(ctx context.Context, u Payment, key string, v
 	}
 	w, err := q.q.WritePaymentJob(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
@@ -54,7 +55,7 @@ func (q pgQuerier) writePaymentJobBatch(ctx context.Context, us []Payment, keys 
 		p.AmountCents = append(p.AmountCents, u.AmountCents)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertPaymentJobBatch(ctx, pgdb.InsertPaymentJobBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -68,7 +69,7 @@ func (q pgQuerier) writePaymentJobBatch(ctx context.Context, us []Payment, keys 
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
 // holdsPaymentJob reports whether the soak_payments row under u's key holds exactly u's data.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -29,13 +30,13 @@ func TestCrashSimOrderSync(t *testing.T) {
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "charge_card",
-			Rate: idem.Rate{
+			Rate: idemrt.Rate{
 				N:   20,
 				Per: time.Second,
 			},
 			Retention: 0 * time.Hour,
 			Version:   1,
-			When:      idem.WhenInserted,
+			When:      idemrt.WhenInserted,
 		}, {
 			Concurrency: 1,
 			KeepResult:  false,
@@ -43,13 +44,13 @@ func TestCrashSimOrderSync(t *testing.T) {
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "send_receipt",
-			Rate: idem.Rate{
+			Rate: idemrt.Rate{
 				N:   600,
 				Per: time.Minute,
 			},
 			Retention: 0 * time.Hour,
 			Version:   1,
-			When:      idem.WhenInserted,
+			When:      idemrt.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

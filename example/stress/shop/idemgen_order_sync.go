@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Order is one unit of work of the order_sync job.
@@ -96,7 +97,7 @@ type OrderSyncEffects struct {
 
 // OrderSync runs the order_sync job (version 1). Copy orders from the shop's database; charge each new order once and send its receipt once.
 type OrderSync struct {
-	e   *idem.Engine[Order]
+	e   *idemrt.Engine[Order]
 	src OrderSyncSource
 }
 
@@ -114,11 +115,11 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 	if fx.SendReceipt == nil {
 		return nil, fmt.Errorf("job \"order_sync\": no provider for effect \"send_receipt\"")
 	}
-	def := &idem.Job[Order]{
+	def := &idemrt.Job[Order]{
 		Canonical: Order.canonical,
 		CheckKey:  Order.checkKey,
 		CheckSeen: false,
-		Effects: []idem.Effect[Order]{{
+		Effects: []idemrt.Effect[Order]{{
 			Call: func(ctx context.Context, key string, unit Order) ([]byte, error) {
 				return fx.ChargeCard.ChargeCard(ctx, key, unit)
 			},
@@ -128,12 +129,12 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "charge_card",
-			Rate: idem.Rate{
+			Rate: idemrt.Rate{
 				N:   20,
 				Per: time.Second,
 			},
 			Version: 1,
-			When:    idem.WhenInserted,
+			When:    idemrt.WhenInserted,
 		}, {
 			Call: func(ctx context.Context, key string, unit Order) ([]byte, error) {
 				return nil, fx.SendReceipt.SendReceipt(ctx, key, unit)
@@ -144,12 +145,12 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "send_receipt",
-			Rate: idem.Rate{
+			Rate: idemrt.Rate{
 				N:   600,
 				Per: time.Minute,
 			},
 			Version: 1,
-			When:    idem.WhenInserted,
+			When:    idemrt.WhenInserted,
 		}},
 		KeyOf: Order.Key,
 		MarkOf: func(u Order) time.Time {
@@ -157,14 +158,14 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 		},
 		Name:    "order_sync",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u Order, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Order, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeOrderSync(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Order, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Order, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeOrderSyncBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"order_sync\": %w", err)
 	}
@@ -226,4 +227,4 @@ func (j *OrderSync) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // orderSyncCrashPoints are the durable boundaries of the order_sync job, where the crash tests stop it.
-var orderSyncCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var orderSyncCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

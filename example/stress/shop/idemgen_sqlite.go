@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/stress/shop/internal/sqlitedb"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 )
 
@@ -20,7 +21,7 @@ type sqliteQuerier struct {
 	q *sqlitedb.Queries
 }
 
-func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+func newSQLiteQuerier(l idemsqlite.Querier) idemrt.Querier {
 	return sqliteQuerier{l, sqlitedb.New(l.DB())}
 }
 
@@ -32,7 +33,7 @@ func (q sqliteQuerier) writeOrderSync(ctx context.Context, u Order, key string, 
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		OrderID:           u.OrderID,
-		UpdatedAt:         idem.SQLiteTime(u.UpdatedAt),
+		UpdatedAt:         idemrt.SQLiteTime(u.UpdatedAt),
 	}
 	n, err := q.q.InsertOrderSync(ctx, sqlitedb.InsertOrderSyncParams(p))
 	if err != nil {
@@ -43,7 +44,7 @@ func (q sqliteQuerier) writeOrderSync(ctx context.Context, u Order, key string, 
 	}
 	w, err := q.q.WriteOrderSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
+	if idemrt.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -69,7 +70,7 @@ func (q sqliteQuerier) listOrderSync(ctx context.Context) ([]Order, error) {
 			AmountCents: r.AmountCents,
 			CustomerID:  r.CustomerID,
 			OrderID:     r.OrderID,
-			UpdatedAt:   idem.ReadTime(r.UpdatedAt, &err),
+			UpdatedAt:   idemrt.ReadTime(r.UpdatedAt, &err),
 		})
 	}
 	return out, err

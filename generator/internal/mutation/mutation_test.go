@@ -79,17 +79,17 @@ type mutantTarget struct {
 const (
 	// Files of the runtime package, relative to the repository root: a
 	// mutant there is seen by every package that imports it.
-	engineFile  = "idem/engine.go"
-	batchFile   = "idem/batch.go"
-	effectsFile = "idem/effects.go"
-	pgFile      = "idem/postgres.go"
+	engineFile  = "idem/idemrt/engine.go"
+	batchFile   = "idem/idemrt/batch.go"
+	effectsFile = "idem/idemrt/effects.go"
+	pgFile      = "idem/idemrt/postgres.go"
 	crashsimPG  = "idem/crashsim/postgres.go"
-	keysFile    = "idem/keys.go"
-	dbclockFile = "idem/dbclock.go"
+	keysFile    = "idem/idemrt/keys.go"
+	dbclockFile = "idem/idemrt/dbclock.go"
 	sqliteStore = "idem/idemsqlite/store.go"
 	pgStore     = "idem/idempg/store.go"
-	limitsFile  = "idem/limits.go"
-	gateFile    = "idem/gate.go"
+	limitsFile  = "idem/idemrt/limits.go"
+	gateFile    = "idem/idemrt/gate.go"
 	// The River worker's groups.
 	riverGroupFile = "idem/idemriver/group.go"
 	// The ledger's queries, which the runtime owns.
@@ -212,7 +212,7 @@ var riverMutants = []mutant{
 	{name: "a River group performs its leased effects as if it had not leased them", test: riverOutcomesTest, realClock: true, db: "postgres",
 		edits: edit(riverGroupFile, `e\.PerformLeased\(ctx, units, leases\)`, "e.PerformLeased(ctx, units, nil)")},
 	{name: "PerformLeased takes every effect key as leased", test: riverCrashTest, realClock: true, db: "postgres",
-		edits: edit("idem/intx.go", `leaseUntil: leases\[key\]\}`, "leaseUntil: time.Now().Add(time.Hour)}")},
+		edits: edit("idem/idemrt/intx.go", `leaseUntil: leases\[key\]\}`, "leaseUntil: time.Now().Add(time.Hour)}")},
 	{name: "a River job whose unit's write failed reported written", test: riverOutcomesTest, realClock: true, db: "postgres",
 		edits: edit(riverGroupFile, `\t\t\talone = true\n\t\t\tagain = append\(again, m\)`, "\t\t\tm.settle(nil)")},
 	{name: "a River group stopped before its commit reported written", test: riverCrashTest, realClock: true, db: "postgres",
@@ -233,7 +233,7 @@ var rateMutants = []mutant{
 // of handed-in keys that mixes new keys with old ones.
 var ackMutants = []mutant{
 	{name: "a batch stops recording its keys after its first new one", test: ackTest, edits: edit(sqliteStore,
-		`FirstSeen: idem\.SQLiteTime\(now\)\}\)\n\t\tif err == nil \{\n\t\t\tcontinue`, "FirstSeen: idem.SQLiteTime(now)})\n\t\tif err == nil {\n\t\t\tbreak")},
+		`FirstSeen: idemrt\.SQLiteTime\(now\)\}\)\n\t\tif err == nil \{\n\t\t\tcontinue`, "FirstSeen: idemrt.SQLiteTime(now)})\n\t\tif err == nil {\n\t\t\tbreak")},
 	{name: "a batch with a new key takes every key as new", test: ackTest, db: "postgres", edits: edit(pgStore,
 		`if err != nil \|\| len\(fresh\) == len\(unitKeys\) \{`, "if err != nil || len(fresh) > 0 {")}, {name: "a key repeated within a batch is written in the same round", test: ackTest, edits: edit(batchFile,
 		`n := seen\[it\.key\]\n`, "n := 0\n")},
@@ -291,13 +291,13 @@ var exampleMutants = []mutant{
 	// out of their bound, and each counts an attempt: failure records,
 	// units parked, progress past them. (On SQLite the failure record is
 	// a write that waits on the same lock, so nothing is recorded.)
-	{name: "a wait past its bound counted as a failed attempt", test: hookTest, db: "postgres", edits: edit("idem/parked.go",
+	{name: "a wait past its bound counted as a failed attempt", test: hookTest, db: "postgres", edits: edit("idem/idemrt/parked.go",
 		`if ctx\.Err\(\) != nil \|\| errors\.Is\(cause, ErrBusy\) \{`, "if ctx.Err() != nil {")},
 	// Killed by held: B's wait for A's write lock ends as a raw "database
 	// is locked", which a caller cannot tell from a broken database.
-	{name: "SQLite's database-is-locked not answered as busy", test: hookTest, edits: edit("idem/sqlite.go",
+	{name: "SQLite's database-is-locked not answered as busy", test: hookTest, edits: edit("idem/idemrt/sqlite.go",
 		`strings\.Contains\(err\.Error\(\), "database is locked"\)`, `strings.Contains(err.Error(), "database is locked") && false`)},
-	// The effect's gate (idem/gate.go). Killed by pause: the rows after
+	// The effect's gate (idem/idemrt/gate.go). Killed by pause: the rows after
 	// the paused call are called inside the pause, or count attempts.
 	{name: "a pause ignored by the calls that did not get it", test: syncTest, edits: edit(gateFile,
 		`\t\tif !g\.Shut\(now\) \{\n`, "\t\tif !g.Shut(now) || g.State == GatePaused {\n")},
@@ -320,7 +320,7 @@ var exampleMutants = []mutant{
 	// Killed by forget: a person forgets a key under a worker's live
 	// lease (refused, nothing changed), and one done key at the end
 	// (its row alone goes).
-	{name: "forget does not refuse a key under a live lease", test: hookTest, edits: edit("idem/recover.go",
+	{name: "forget does not refuse a key under a live lease", test: hookTest, edits: edit("idem/idemrt/recover.go",
 		`if ShownEffectState\(e\.State, e\.LeaseUntil, now\) == StateLeased \{`, "if false {")},
 	{name: "forget removes every effect key from the one named on", test: hookTest, edits: edit(sqliteLedger,
 		`DELETE FROM idem_ledger\nWHERE effect_key = \?1 AND NOT`, "DELETE FROM idem_ledger\nWHERE effect_key >= ?1 AND NOT")},
@@ -332,9 +332,9 @@ var exampleMutants = []mutant{
 		"LastError: r.LastError.String, Permanent: false, ParkedReason: r.ParkedReason.String}\n\tif r.NextAttemptAt.Valid")},
 	// Killed by failk's backoff check: each wait within [½, 1] of its
 	// step, doubling to the spec's max.
-	{name: "a backoff's jitter waits far less than the backoff", test: syncTest, edits: edit("idem/provider.go",
+	{name: "a backoff's jitter waits far less than the backoff", test: syncTest, edits: edit("idem/idemrt/provider.go",
 		`return time\.Duration\(float64\(d\) \* \(0\.5 \+ draw\(\)/2\)\)`, "return time.Duration(float64(d) * draw() / 4)")},
-	{name: "a backoff stops doubling one failure early", test: syncTest, edits: edit("idem/provider.go",
+	{name: "a backoff stops doubling one failure early", test: syncTest, edits: edit("idem/idemrt/provider.go",
 		`for i := int32\(1\); i < attempts && d < b\.Max; i\+\+ \{`, "for i := int32(2); i < attempts && d < b.Max; i++ {")},
 	// Killed by burst: five callers on two connections, and a write
 	// transaction that reads the database clock on a second connection

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/testdata/golden/adopted/internal/pgdb"
 )
 
@@ -20,7 +21,7 @@ type pgQuerier struct {
 	q *pgdb.Queries
 }
 
-func newPgQuerier(l idempg.Querier) idem.Querier {
+func newPgQuerier(l idempg.Querier) idemrt.Querier {
 	return pgQuerier{l, pgdb.New(l.DB())}
 }
 
@@ -35,7 +36,7 @@ func (q pgQuerier) writeSignupSync(ctx context.Context, u Signup, key string, v 
 	}
 	w, err := q.q.WriteSignupSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -53,11 +54,11 @@ func (q pgQuerier) writeSignupSyncBatch(ctx context.Context, us []Signup, keys [
 	for _, u := range us {
 		p.Email = append(p.Email, u.Email)
 		p.IdemgenNullLocale = append(p.IdemgenNullLocale, u.Locale == nil)
-		p.Locale = append(p.Locale, idem.ValueOr(u.Locale))
+		p.Locale = append(p.Locale, idemrt.ValueOr(u.Locale))
 		p.SignedUpAt = append(p.SignedUpAt, u.SignedUpAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertSignupSyncBatch(ctx, pgdb.InsertSignupSyncBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -71,7 +72,7 @@ func (q pgQuerier) writeSignupSyncBatch(ctx context.Context, us []Signup, keys [
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
 }
 
 // listSignupSync reads every signups row back as units.

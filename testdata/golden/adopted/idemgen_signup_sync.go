@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Signup is one unit of work of the signup_sync job.
@@ -73,7 +74,7 @@ type SignupSyncEffects struct {
 
 // SignupSync runs the signup_sync job (version 1). Copy sign-ups into a table the service's own migrations created long before idemgen.
 type SignupSync struct {
-	e   *idem.Engine[Signup]
+	e   *idemrt.Engine[Signup]
 	src SignupSyncSource
 }
 
@@ -88,11 +89,11 @@ func NewSignupSync(store *Store, src SignupSyncSource, fx SignupSyncEffects, opt
 	if fx.Welcome == nil {
 		return nil, fmt.Errorf("job \"signup_sync\": no provider for effect \"welcome\"")
 	}
-	def := &idem.Job[Signup]{
+	def := &idemrt.Job[Signup]{
 		Canonical: Signup.canonical,
 		CheckKey:  Signup.checkKey,
 		CheckSeen: false,
-		Effects: []idem.Effect[Signup]{{
+		Effects: []idemrt.Effect[Signup]{{
 			Call: func(ctx context.Context, key string, unit Signup) ([]byte, error) {
 				return nil, fx.Welcome.Welcome(ctx, key, unit)
 			},
@@ -102,7 +103,7 @@ func NewSignupSync(store *Store, src SignupSyncSource, fx SignupSyncEffects, opt
 			MaxAttempts: 5,
 			Name:        "welcome",
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		KeyOf: Signup.Key,
 		MarkOf: func(u Signup) time.Time {
@@ -110,14 +111,14 @@ func NewSignupSync(store *Store, src SignupSyncSource, fx SignupSyncEffects, opt
 		},
 		Name:    "signup_sync",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u Signup, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Signup, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeSignupSync(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Signup, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Signup, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeSignupSyncBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"signup_sync\": %w", err)
 	}
@@ -179,4 +180,4 @@ func (j *SignupSync) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // signupSyncCrashPoints are the durable boundaries of the signup_sync job, where the crash tests stop it.
-var signupSyncCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var signupSyncCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 	"github.com/idemgen/idemgen/testdata/golden/adopted/internal/sqlitedb"
 )
@@ -20,7 +21,7 @@ type sqliteQuerier struct {
 	q *sqlitedb.Queries
 }
 
-func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+func newSQLiteQuerier(l idemsqlite.Querier) idemrt.Querier {
 	return sqliteQuerier{l, sqlitedb.New(l.DB())}
 }
 
@@ -30,8 +31,8 @@ func (q sqliteQuerier) writeSignupSync(ctx context.Context, u Signup, key string
 		Email:             u.Email,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
-		Locale:            idem.SQLNullString(u.Locale),
-		SignedUpAt:        idem.SQLiteTime(u.SignedUpAt),
+		Locale:            idemrt.SQLNullString(u.Locale),
+		SignedUpAt:        idemrt.SQLiteTime(u.SignedUpAt),
 	}
 	n, err := q.q.InsertSignupSync(ctx, sqlitedb.InsertSignupSyncParams(p))
 	if err != nil {
@@ -42,7 +43,7 @@ func (q sqliteQuerier) writeSignupSync(ctx context.Context, u Signup, key string
 	}
 	w, err := q.q.WriteSignupSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
+	if idemrt.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -66,8 +67,8 @@ func (q sqliteQuerier) listSignupSync(ctx context.Context) ([]Signup, error) {
 	for _, r := range rs {
 		out = append(out, Signup{
 			Email:      r.Email,
-			Locale:     idem.ReadNullString(r.Locale),
-			SignedUpAt: idem.ReadTime(r.SignedUpAt, &err),
+			Locale:     idemrt.ReadNullString(r.Locale),
+			SignedUpAt: idemrt.ReadTime(r.SignedUpAt, &err),
 		})
 	}
 	return out, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Order is one unit of work of the order_sync job.
@@ -86,7 +87,7 @@ func (fn AuditFunc) Audit(ctx context.Context, key string, unit Order) error {
 
 // AuditKey returns the audit effect key for u, "audit:v{version}:{order_id}:{status}" (version 1).
 func AuditKey(u Order) string {
-	return "audit:v1:" + idem.KeyEscape(u.OrderID, ":") + ":" + idem.KeyEscape(u.Status, ":")
+	return "audit:v1:" + idemrt.KeyEscape(u.OrderID, ":") + ":" + idemrt.KeyEscape(u.Status, ":")
 }
 
 // OrderSyncEffects holds the providers of the order_sync job's effects; all are required.
@@ -97,7 +98,7 @@ type OrderSyncEffects struct {
 
 // OrderSync runs the order_sync job (version 1).
 type OrderSync struct {
-	e   *idem.Engine[Order]
+	e   *idemrt.Engine[Order]
 	src OrderSyncSource
 }
 
@@ -115,11 +116,11 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 	if fx.Audit == nil {
 		return nil, fmt.Errorf("job \"order_sync\": no provider for effect \"audit\"")
 	}
-	def := &idem.Job[Order]{
+	def := &idemrt.Job[Order]{
 		Canonical: Order.canonical,
 		CheckKey:  Order.checkKey,
 		CheckSeen: false,
-		Effects: []idem.Effect[Order]{{
+		Effects: []idemrt.Effect[Order]{{
 			Call: func(ctx context.Context, key string, unit Order) ([]byte, error) {
 				return nil, fx.Notify.Notify(ctx, key, unit)
 			},
@@ -129,7 +130,7 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 			MaxAttempts: 5,
 			Name:        "notify",
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}, {
 			Call: func(ctx context.Context, key string, unit Order) ([]byte, error) {
 				return nil, fx.Audit.Audit(ctx, key, unit)
@@ -140,7 +141,7 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 			MaxAttempts: 5,
 			Name:        "audit",
 			Version:     1,
-			When:        idem.WhenChanged,
+			When:        idemrt.WhenChanged,
 		}},
 		KeyOf: Order.Key,
 		MarkOf: func(u Order) time.Time {
@@ -148,14 +149,14 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 		},
 		Name:    "order_sync",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u Order, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Order, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeOrderSync(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Order, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Order, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeOrderSyncBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"order_sync\": %w", err)
 	}
@@ -217,4 +218,4 @@ func (j *OrderSync) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // orderSyncCrashPoints are the durable boundaries of the order_sync job, where the crash tests stop it.
-var orderSyncCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var orderSyncCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -30,7 +31,7 @@ func TestCrashSimOrderSync(t *testing.T) {
 			Name:        "notify",
 			Retention:   0 * time.Hour,
 			Version:     2,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}, {
 			KeepResult:  false,
 			Key:         "audit:v{version}:{order_id}:{status}",
@@ -39,7 +40,7 @@ func TestCrashSimOrderSync(t *testing.T) {
 			Name:        "audit",
 			Retention:   0 * time.Hour,
 			Version:     1,
-			When:        idem.WhenChanged,
+			When:        idemrt.WhenChanged,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

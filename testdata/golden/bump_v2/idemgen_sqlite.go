@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 	"github.com/idemgen/idemgen/testdata/golden/bump_v2/internal/sqlitedb"
 )
@@ -20,7 +21,7 @@ type sqliteQuerier struct {
 	q *sqlitedb.Queries
 }
 
-func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+func newSQLiteQuerier(l idemsqlite.Querier) idemrt.Querier {
 	return sqliteQuerier{l, sqlitedb.New(l.DB())}
 }
 
@@ -31,7 +32,7 @@ func (q sqliteQuerier) writeOrderSync(ctx context.Context, u Order, key string, 
 		IdemgenKey:        key,
 		OrderID:           u.OrderID,
 		Status:            u.Status,
-		UpdatedAt:         idem.SQLiteTime(u.UpdatedAt),
+		UpdatedAt:         idemrt.SQLiteTime(u.UpdatedAt),
 	}
 	n, err := q.q.InsertOrderSync(ctx, sqlitedb.InsertOrderSyncParams(p))
 	if err != nil {
@@ -42,7 +43,7 @@ func (q sqliteQuerier) writeOrderSync(ctx context.Context, u Order, key string, 
 	}
 	w, err := q.q.WriteOrderSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
+	if idemrt.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -67,7 +68,7 @@ func (q sqliteQuerier) listOrderSync(ctx context.Context) ([]Order, error) {
 		out = append(out, Order{
 			OrderID:   r.OrderID,
 			Status:    r.Status,
-			UpdatedAt: idem.ReadTime(r.UpdatedAt, &err),
+			UpdatedAt: idemrt.ReadTime(r.UpdatedAt, &err),
 		})
 	}
 	return out, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -30,7 +31,7 @@ func TestCrashSimEventImport(t *testing.T) {
 			Name:        "register_event",
 			Retention:   0 * time.Hour,
 			Version:     1,
-			When:        idem.WhenAlways,
+			When:        idemrt.WhenAlways,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Event is one unit of work of the event_import job.
@@ -21,7 +22,7 @@ type Event struct {
 
 // Key returns the unit's idempotency key, "event:{seq}".
 func (u Event) Key() string {
-	return "event:" + idem.KeyInt(u.Seq)
+	return "event:" + idemrt.KeyInt(u.Seq)
 }
 
 // checkKey refuses u when a key placeholder renders empty.
@@ -59,7 +60,7 @@ func (fn RegisterEventFunc) RegisterEvent(ctx context.Context, key string, unit 
 
 // RegisterEventKey returns the register_event effect key for u, "register:v{version}:j{job_version}:{seq}" (version 1).
 func RegisterEventKey(u Event) string {
-	return "register:v1:j3:" + idem.KeyInt(u.Seq)
+	return "register:v1:j3:" + idemrt.KeyInt(u.Seq)
 }
 
 // EventImportEffects holds the providers of the event_import job's effects; all are required.
@@ -69,7 +70,7 @@ type EventImportEffects struct {
 
 // EventImport runs the event_import job (version 3). Import events page by page and register each one.
 type EventImport struct {
-	e   *idem.Engine[Event]
+	e   *idemrt.Engine[Event]
 	src EventImportSource
 }
 
@@ -84,11 +85,11 @@ func NewEventImport(store *Store, src EventImportSource, fx EventImportEffects, 
 	if fx.RegisterEvent == nil {
 		return nil, fmt.Errorf("job \"event_import\": no provider for effect \"register_event\"")
 	}
-	def := &idem.Job[Event]{
+	def := &idemrt.Job[Event]{
 		Canonical: Event.canonical,
 		CheckKey:  Event.checkKey,
 		CheckSeen: false,
-		Effects: []idem.Effect[Event]{{
+		Effects: []idemrt.Effect[Event]{{
 			Call: func(ctx context.Context, key string, unit Event) ([]byte, error) {
 				return fx.RegisterEvent.RegisterEvent(ctx, key, unit)
 			},
@@ -98,20 +99,20 @@ func NewEventImport(store *Store, src EventImportSource, fx EventImportEffects, 
 			MaxAttempts: 2,
 			Name:        "register_event",
 			Version:     1,
-			When:        idem.WhenAlways,
+			When:        idemrt.WhenAlways,
 		}},
 		KeyOf:       Event.Key,
 		MaxAttempts: 2,
 		Name:        "event_import",
 		Version:     3,
-		Write: func(ctx context.Context, q idem.Querier, u Event, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Event, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeEventImport(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Event, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Event, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeEventImportBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"event_import\": %w", err)
 	}
@@ -162,4 +163,4 @@ func (j *EventImport) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // eventImportCrashPoints are the durable boundaries of the event_import job, where the crash tests stop it.
-var eventImportCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var eventImportCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 	"github.com/idemgen/idemgen/testdata/golden/cursor/internal/sqlitedb"
 )
@@ -20,7 +21,7 @@ type sqliteQuerier struct {
 	q *sqlitedb.Queries
 }
 
-func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+func newSQLiteQuerier(l idemsqlite.Querier) idemrt.Querier {
 	return sqliteQuerier{l, sqlitedb.New(l.DB())}
 }
 

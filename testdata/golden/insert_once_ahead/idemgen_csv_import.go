@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // CsvRow is one unit of work of the csv_import job.
@@ -22,7 +23,7 @@ type CsvRow struct {
 
 // Key returns the unit's idempotency key, "csv:{source_file}:{row_no}".
 func (u CsvRow) Key() string {
-	return "csv:" + idem.KeyEscape(u.SourceFile, ":") + ":" + idem.KeyEscape(idem.KeyInt(u.RowNo), ":")
+	return "csv:" + idemrt.KeyEscape(u.SourceFile, ":") + ":" + idemrt.KeyEscape(idemrt.KeyInt(u.RowNo), ":")
 }
 
 // checkKey refuses u when a key placeholder renders empty.
@@ -50,7 +51,7 @@ type CsvImportEffects struct{}
 
 // CsvImport runs the csv_import job (version 1). Import CSV rows, keyed by file and row, each written once.
 type CsvImport struct {
-	e   *idem.Engine[CsvRow]
+	e   *idemrt.Engine[CsvRow]
 	src CsvImportSource
 }
 
@@ -62,21 +63,21 @@ func NewCsvImport(store *Store, src CsvImportSource, opts ...idem.Option) (*CsvI
 	if src == nil {
 		return nil, fmt.Errorf("job \"csv_import\": nil source")
 	}
-	def := &idem.Job[CsvRow]{
+	def := &idemrt.Job[CsvRow]{
 		Canonical: CsvRow.canonical,
 		CheckKey:  CsvRow.checkKey,
 		CheckSeen: false,
 		KeyOf:     CsvRow.Key,
 		Name:      "csv_import",
 		Version:   1,
-		Write: func(ctx context.Context, q idem.Querier, u CsvRow, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u CsvRow, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeCsvImport(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []CsvRow, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []CsvRow, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeCsvImportBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"csv_import\": %w", err)
 	}
@@ -127,4 +128,4 @@ func (j *CsvImport) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // csvImportCrashPoints are the durable boundaries of the csv_import job, where the crash tests stop it.
-var csvImportCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}
+var csvImportCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/testdata/golden/insert_once_ahead/internal/pgdb"
 )
 
@@ -20,7 +21,7 @@ type pgQuerier struct {
 	q *pgdb.Queries
 }
 
-func newPgQuerier(l idempg.Querier) idem.Querier {
+func newPgQuerier(l idempg.Querier) idemrt.Querier {
 	return pgQuerier{l, pgdb.New(l.DB())}
 }
 
@@ -36,7 +37,7 @@ func (q pgQuerier) writeCsvImport(ctx context.Context, u CsvRow, key string, v i
 	}
 	w, err := q.q.WriteCsvImport(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
@@ -56,10 +57,10 @@ func (q pgQuerier) writeCsvImportBatch(ctx context.Context, us []CsvRow, keys []
 		p.RowNo = append(p.RowNo, u.RowNo)
 		p.Account = append(p.Account, u.Account)
 		p.IdemgenNullAmountCents = append(p.IdemgenNullAmountCents, u.AmountCents == nil)
-		p.AmountCents = append(p.AmountCents, idem.ValueOr(u.AmountCents))
+		p.AmountCents = append(p.AmountCents, idemrt.ValueOr(u.AmountCents))
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertCsvImportBatch(ctx, pgdb.InsertCsvImportBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -73,7 +74,7 @@ func (q pgQuerier) writeCsvImportBatch(ctx context.Context, us []CsvRow, keys []
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
 // listCsvImport reads every csv_rows row back as units.
@@ -113,7 +114,7 @@ func (q pgQuerier) writeSignupCopy(ctx context.Context, u Signup, key string, v 
 	}
 	w, err := q.q.WriteSignupCopy(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
@@ -134,7 +135,7 @@ func (q pgQuerier) writeSignupCopyBatch(ctx context.Context, us []Signup, keys [
 		p.CreatedAt = append(p.CreatedAt, u.CreatedAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertSignupCopyBatch(ctx, pgdb.InsertSignupCopyBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -148,7 +149,7 @@ func (q pgQuerier) writeSignupCopyBatch(ctx context.Context, us []Signup, keys [
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
 // listSignupCopy reads every signups row back as units.

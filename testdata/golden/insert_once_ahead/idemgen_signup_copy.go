@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Signup is one unit of work of the signup_copy job.
@@ -51,7 +52,7 @@ type SignupCopyEffects struct{}
 
 // SignupCopy runs the signup_copy job (version 1). Copy sign-ups by time window; the first version of each stays.
 type SignupCopy struct {
-	e   *idem.Engine[Signup]
+	e   *idemrt.Engine[Signup]
 	src SignupCopySource
 }
 
@@ -63,7 +64,7 @@ func NewSignupCopy(store *Store, src SignupCopySource, opts ...idem.Option) (*Si
 	if src == nil {
 		return nil, fmt.Errorf("job \"signup_copy\": nil source")
 	}
-	def := &idem.Job[Signup]{
+	def := &idemrt.Job[Signup]{
 		Canonical: Signup.canonical,
 		CheckKey:  Signup.checkKey,
 		CheckSeen: false,
@@ -74,14 +75,14 @@ func NewSignupCopy(store *Store, src SignupCopySource, opts ...idem.Option) (*Si
 		MaxAttempts: 1,
 		Name:        "signup_copy",
 		Version:     1,
-		Write: func(ctx context.Context, q idem.Querier, u Signup, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Signup, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeSignupCopy(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Signup, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Signup, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeSignupCopyBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"signup_copy\": %w", err)
 	}
@@ -143,4 +144,4 @@ func (j *SignupCopy) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // signupCopyCrashPoints are the durable boundaries of the signup_copy job, where the crash tests stop it.
-var signupCopyCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}
+var signupCopyCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 	"github.com/idemgen/idemgen/testdata/golden/insert_once_ahead/internal/sqlitedb"
 )
@@ -20,7 +21,7 @@ type sqliteQuerier struct {
 	q *sqlitedb.Queries
 }
 
-func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+func newSQLiteQuerier(l idemsqlite.Querier) idemrt.Querier {
 	return sqliteQuerier{l, sqlitedb.New(l.DB())}
 }
 
@@ -28,7 +29,7 @@ func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
 func (q sqliteQuerier) writeCsvImport(ctx context.Context, u CsvRow, key string, v int32) (idem.Outcome, error) {
 	p := sqlitedb.WriteCsvImportParams{
 		Account:           u.Account,
-		AmountCents:       idem.SQLNullInt(u.AmountCents),
+		AmountCents:       idemrt.SQLNullInt(u.AmountCents),
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		RowNo:             u.RowNo,
@@ -60,7 +61,7 @@ func (q sqliteQuerier) listCsvImport(ctx context.Context) ([]CsvRow, error) {
 	for _, r := range rs {
 		out = append(out, CsvRow{
 			Account:     r.Account,
-			AmountCents: idem.ReadNullInt[int64](r.AmountCents),
+			AmountCents: idemrt.ReadNullInt[int64](r.AmountCents),
 			RowNo:       r.RowNo,
 			SourceFile:  r.SourceFile,
 		})
@@ -79,7 +80,7 @@ func (q sqliteQuerier) staleCsvImport(ctx context.Context, v, limit int32) ([]st
 // writeSignupCopy upserts u into signups (insert_once).
 func (q sqliteQuerier) writeSignupCopy(ctx context.Context, u Signup, key string, v int32) (idem.Outcome, error) {
 	p := sqlitedb.WriteSignupCopyParams{
-		CreatedAt:         idem.SQLiteTime(u.CreatedAt),
+		CreatedAt:         idemrt.SQLiteTime(u.CreatedAt),
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		Plan:              u.Plan,
@@ -110,7 +111,7 @@ func (q sqliteQuerier) listSignupCopy(ctx context.Context) ([]Signup, error) {
 	out := make([]Signup, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, Signup{
-			CreatedAt: idem.ReadTime(r.CreatedAt, &err),
+			CreatedAt: idemrt.ReadTime(r.CreatedAt, &err),
 			Plan:      r.Plan,
 			SignupID:  r.SignupID,
 		})

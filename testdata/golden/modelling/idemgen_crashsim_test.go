@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -95,7 +96,7 @@ func TestCrashSimUserWelcome(t *testing.T) {
 			Name:        "welcome",
 			Retention:   0 * time.Hour,
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/testdata/golden/modelling/internal/pgdb"
 )
 
@@ -20,7 +21,7 @@ type pgQuerier struct {
 	q *pgdb.Queries
 }
 
-func newPgQuerier(l idempg.Querier) idem.Querier {
+func newPgQuerier(l idempg.Querier) idemrt.Querier {
 	return pgQuerier{l, pgdb.New(l.DB())}
 }
 
@@ -34,7 +35,7 @@ func (q pgQuerier) writeSignupWebhook(ctx context.Context, u SignupEvent, key st
 	}
 	w, err := q.q.WriteSignupWebhook(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
@@ -54,7 +55,7 @@ func (q pgQuerier) writeSignupWebhookBatch(ctx context.Context, us []SignupEvent
 		p.UserID = append(p.UserID, u.UserID)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertSignupWebhookBatch(ctx, pgdb.InsertSignupWebhookBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -68,7 +69,7 @@ func (q pgQuerier) writeSignupWebhookBatch(ctx context.Context, us []SignupEvent
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
 // holdsSignupWebhook reports whether the signup_events row under u's key holds exactly u's data.
@@ -114,7 +115,7 @@ func (q pgQuerier) writeUserWelcome(ctx context.Context, u NewUser, key string, 
 	}
 	w, err := q.q.WriteUserWelcome(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
@@ -134,7 +135,7 @@ func (q pgQuerier) writeUserWelcomeBatch(ctx context.Context, us []NewUser, keys
 		p.Email = append(p.Email, u.Email)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertUserWelcomeBatch(ctx, pgdb.InsertUserWelcomeBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -148,7 +149,7 @@ func (q pgQuerier) writeUserWelcomeBatch(ctx context.Context, us []NewUser, keys
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
 // holdsUserWelcome reports whether the welcomed_users row under u's key holds exactly u's data.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -43,7 +44,7 @@ type SignupWebhookEffects struct{}
 
 // SignupWebhook runs the signup_webhook job (version 1). Record each sign-up event the identity provider sends, once per event.
 type SignupWebhook struct {
-	e *idem.Engine[SignupEvent]
+	e *idemrt.Engine[SignupEvent]
 }
 
 // NewSignupWebhook returns the signup_webhook job over store.
@@ -51,24 +52,24 @@ func NewSignupWebhook(store *Store, opts ...idem.Option) (*SignupWebhook, error)
 	if store == nil {
 		return nil, fmt.Errorf("job \"signup_webhook\": nil store")
 	}
-	def := &idem.Job[SignupEvent]{
+	def := &idemrt.Job[SignupEvent]{
 		Canonical: SignupEvent.canonical,
 		CheckKey:  SignupEvent.checkKey,
 		CheckSeen: true,
-		Holds: func(ctx context.Context, q idem.Querier, u SignupEvent) (bool, error) {
+		Holds: func(ctx context.Context, q idemrt.Querier, u SignupEvent) (bool, error) {
 			return q.(destQuerier).holdsSignupWebhook(ctx, u)
 		},
 		KeyOf:   SignupEvent.Key,
 		Name:    "signup_webhook",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u SignupEvent, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u SignupEvent, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeSignupWebhook(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []SignupEvent, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []SignupEvent, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeSignupWebhookBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"signup_webhook\": %w", err)
 	}
@@ -129,4 +130,4 @@ func (j *SignupWebhook) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...S
 }
 
 // signupWebhookCrashPoints are the durable boundaries of the signup_webhook job, where the crash tests stop it.
-var signupWebhookCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit}
+var signupWebhookCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -66,7 +67,7 @@ type UserWelcomeEffects struct {
 
 // UserWelcome runs the user_welcome job (version 1). Welcome each user once, however many sign-up events name them.
 type UserWelcome struct {
-	e *idem.Engine[NewUser]
+	e *idemrt.Engine[NewUser]
 }
 
 // NewUserWelcome returns the user_welcome job over store.
@@ -77,11 +78,11 @@ func NewUserWelcome(store *Store, fx UserWelcomeEffects, opts ...idem.Option) (*
 	if fx.Welcome == nil {
 		return nil, fmt.Errorf("job \"user_welcome\": no provider for effect \"welcome\"")
 	}
-	def := &idem.Job[NewUser]{
+	def := &idemrt.Job[NewUser]{
 		Canonical: NewUser.canonical,
 		CheckKey:  NewUser.checkKey,
 		CheckSeen: true,
-		Effects: []idem.Effect[NewUser]{{
+		Effects: []idemrt.Effect[NewUser]{{
 			Call: func(ctx context.Context, key string, unit NewUser) ([]byte, error) {
 				return nil, fx.Welcome.Welcome(ctx, key, unit)
 			},
@@ -91,22 +92,22 @@ func NewUserWelcome(store *Store, fx UserWelcomeEffects, opts ...idem.Option) (*
 			MaxAttempts: 5,
 			Name:        "welcome",
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
-		Holds: func(ctx context.Context, q idem.Querier, u NewUser) (bool, error) {
+		Holds: func(ctx context.Context, q idemrt.Querier, u NewUser) (bool, error) {
 			return q.(destQuerier).holdsUserWelcome(ctx, u)
 		},
 		KeyOf:   NewUser.Key,
 		Name:    "user_welcome",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u NewUser, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u NewUser, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeUserWelcome(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []NewUser, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []NewUser, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeUserWelcomeBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"user_welcome\": %w", err)
 	}
@@ -167,4 +168,4 @@ func (j *UserWelcome) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...New
 }
 
 // userWelcomeCrashPoints are the durable boundaries of the user_welcome job, where the crash tests stop it.
-var userWelcomeCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var userWelcomeCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}

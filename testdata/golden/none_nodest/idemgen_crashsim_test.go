@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -32,7 +33,7 @@ func TestCrashSimMessageAckJob(t *testing.T) {
 			Name:        "message_ack",
 			Retention:   24 * time.Hour,
 			Version:     1,
-			When:        idem.WhenAlways,
+			When:        idemrt.WhenAlways,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -65,7 +66,7 @@ type MessageAckJobEffects struct {
 
 // MessageAckJob runs the message_ack job (version 1).
 type MessageAckJob struct {
-	e *idem.Engine[MessageAck]
+	e *idemrt.Engine[MessageAck]
 }
 
 // NewMessageAckJob returns the message_ack job over store.
@@ -76,11 +77,11 @@ func NewMessageAckJob(store *Store, fx MessageAckJobEffects, opts ...idem.Option
 	if fx.MessageAckEffect == nil {
 		return nil, fmt.Errorf("job \"message_ack\": no provider for effect \"message_ack\"")
 	}
-	def := &idem.Job[MessageAck]{
+	def := &idemrt.Job[MessageAck]{
 		Canonical: MessageAck.canonical,
 		CheckKey:  MessageAck.checkKey,
 		CheckSeen: true,
-		Effects: []idem.Effect[MessageAck]{{
+		Effects: []idemrt.Effect[MessageAck]{{
 			Call: func(ctx context.Context, key string, unit MessageAck) ([]byte, error) {
 				return nil, fx.MessageAckEffect.MessageAckEffect(ctx, key, unit)
 			},
@@ -91,13 +92,13 @@ func NewMessageAckJob(store *Store, fx MessageAckJobEffects, opts ...idem.Option
 			Name:        "message_ack",
 			Retention:   24 * time.Hour,
 			Version:     1,
-			When:        idem.WhenAlways,
+			When:        idemrt.WhenAlways,
 		}},
 		KeyOf:   MessageAck.Key,
 		Name:    "message_ack",
 		Version: 1,
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"message_ack\": %w", err)
 	}
@@ -146,4 +147,4 @@ func (j *MessageAckJob) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...M
 }
 
 // messageAckJobCrashPoints are the durable boundaries of the message_ack job, where the crash tests stop it.
-var messageAckJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var messageAckJobCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}

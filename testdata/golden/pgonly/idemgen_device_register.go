@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -39,7 +40,7 @@ type DeviceRegisterEffects struct{}
 
 // DeviceRegister runs the device_register job (version 1).
 type DeviceRegister struct {
-	e *idem.Engine[Device]
+	e *idemrt.Engine[Device]
 }
 
 // NewDeviceRegister returns the device_register job over store.
@@ -47,21 +48,21 @@ func NewDeviceRegister(store *Store, opts ...idem.Option) (*DeviceRegister, erro
 	if store == nil {
 		return nil, fmt.Errorf("job \"device_register\": nil store")
 	}
-	def := &idem.Job[Device]{
+	def := &idemrt.Job[Device]{
 		Canonical: Device.canonical,
 		CheckKey:  Device.checkKey,
 		CheckSeen: true,
 		KeyOf:     Device.Key,
 		Name:      "device_register",
 		Version:   1,
-		Write: func(ctx context.Context, q idem.Querier, u Device, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Device, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeDeviceRegister(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Device, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Device, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeDeviceRegisterBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"device_register\": %w", err)
 	}
@@ -112,4 +113,4 @@ func (j *DeviceRegister) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Devi
 }
 
 // deviceRegisterCrashPoints are the durable boundaries of the device_register job, where the crash tests stop it.
-var deviceRegisterCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit}
+var deviceRegisterCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/testdata/golden/pgonly/internal/pgdb"
 )
 
@@ -20,7 +21,7 @@ type pgQuerier struct {
 	q *pgdb.Queries
 }
 
-func newPgQuerier(l idempg.Querier) idem.Querier {
+func newPgQuerier(l idempg.Querier) idemrt.Querier {
 	return pgQuerier{l, pgdb.New(l.DB())}
 }
 
@@ -33,7 +34,7 @@ func (q pgQuerier) writeDeviceRegister(ctx context.Context, u Device, key string
 	}
 	w, err := q.q.WriteDeviceRegister(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -52,7 +53,7 @@ func (q pgQuerier) writeDeviceRegisterBatch(ctx context.Context, us []Device, ke
 		p.DeviceID = append(p.DeviceID, u.DeviceID)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertDeviceRegisterBatch(ctx, pgdb.InsertDeviceRegisterBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -66,7 +67,7 @@ func (q pgQuerier) writeDeviceRegisterBatch(ctx context.Context, us []Device, ke
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
 }
 
 // listDeviceRegister reads every devices row back as units.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -29,7 +30,7 @@ func TestCrashSimPriceSync(t *testing.T) {
 			Name:        "publish_change",
 			Retention:   0 * time.Hour,
 			Version:     1,
-			When:        idem.WhenChanged,
+			When:        idemrt.WhenChanged,
 		}, {
 			KeepResult:  false,
 			Key:         "index:{sha256(sku,region)}",
@@ -38,7 +39,7 @@ func TestCrashSimPriceSync(t *testing.T) {
 			Name:        "touch_index",
 			Retention:   0 * time.Hour,
 			Version:     1,
-			When:        idem.WhenAlways,
+			When:        idemrt.WhenAlways,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

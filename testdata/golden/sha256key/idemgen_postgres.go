@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/testdata/golden/sha256key/internal/pgdb"
 )
 
@@ -20,7 +21,7 @@ type pgQuerier struct {
 	q *pgdb.Queries
 }
 
-func newPgQuerier(l idempg.Querier) idem.Querier {
+func newPgQuerier(l idempg.Querier) idemrt.Querier {
 	return pgQuerier{l, pgdb.New(l.DB())}
 }
 
@@ -37,7 +38,7 @@ func (q pgQuerier) writePriceSync(ctx context.Context, u Price, key string, v in
 	}
 	w, err := q.q.WritePriceSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -60,7 +61,7 @@ func (q pgQuerier) writePriceSyncBatch(ctx context.Context, us []Price, keys []s
 		p.SeenAt = append(p.SeenAt, u.SeenAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertPriceSyncBatch(ctx, pgdb.InsertPriceSyncBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -74,7 +75,7 @@ func (q pgQuerier) writePriceSyncBatch(ctx context.Context, us []Price, keys []s
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
 }
 
 // listPriceSync reads every prices row back as units.

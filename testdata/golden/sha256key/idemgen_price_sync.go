@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Price is one unit of work of the price_sync job.
@@ -24,7 +25,7 @@ type Price struct {
 
 // Key returns the unit's idempotency key, "price:{sha256(sku, region)}".
 func (u Price) Key() string {
-	return "price:" + idem.KeySHA256(u.Sku, u.Region)
+	return "price:" + idemrt.KeySHA256(u.Sku, u.Region)
 }
 
 // checkKey refuses u when a key placeholder renders empty.
@@ -68,7 +69,7 @@ func (fn PublishChangeFunc) PublishChange(ctx context.Context, key string, unit 
 
 // PublishChangeKey returns the publish_change effect key for u, "publish:v{version}:{sha256(sku,region)}:{rev}" (version 1).
 func PublishChangeKey(u Price) string {
-	return "publish:v1:" + idem.KeySHA256(u.Sku, u.Region) + ":" + idem.KeyEscape(idem.KeyInt(u.Rev), ":")
+	return "publish:v1:" + idemrt.KeySHA256(u.Sku, u.Region) + ":" + idemrt.KeyEscape(idemrt.KeyInt(u.Rev), ":")
 }
 
 // TouchIndex performs the touch_index effect of the price_sync job. key is the effect's
@@ -88,7 +89,7 @@ func (fn TouchIndexFunc) TouchIndex(ctx context.Context, key string, unit Price)
 
 // TouchIndexKey returns the touch_index effect key for u, "index:{sha256(sku,region)}" (version 1).
 func TouchIndexKey(u Price) string {
-	return "index:" + idem.KeySHA256(u.Sku, u.Region)
+	return "index:" + idemrt.KeySHA256(u.Sku, u.Region)
 }
 
 // PriceSyncEffects holds the providers of the price_sync job's effects; all are required.
@@ -99,7 +100,7 @@ type PriceSyncEffects struct {
 
 // PriceSync runs the price_sync job (version 1).
 type PriceSync struct {
-	e   *idem.Engine[Price]
+	e   *idemrt.Engine[Price]
 	src PriceSyncSource
 }
 
@@ -117,11 +118,11 @@ func NewPriceSync(store *Store, src PriceSyncSource, fx PriceSyncEffects, opts .
 	if fx.TouchIndex == nil {
 		return nil, fmt.Errorf("job \"price_sync\": no provider for effect \"touch_index\"")
 	}
-	def := &idem.Job[Price]{
+	def := &idemrt.Job[Price]{
 		Canonical: Price.canonical,
 		CheckKey:  Price.checkKey,
 		CheckSeen: false,
-		Effects: []idem.Effect[Price]{{
+		Effects: []idemrt.Effect[Price]{{
 			Call: func(ctx context.Context, key string, unit Price) ([]byte, error) {
 				return nil, fx.PublishChange.PublishChange(ctx, key, unit)
 			},
@@ -131,7 +132,7 @@ func NewPriceSync(store *Store, src PriceSyncSource, fx PriceSyncEffects, opts .
 			MaxAttempts: 5,
 			Name:        "publish_change",
 			Version:     1,
-			When:        idem.WhenChanged,
+			When:        idemrt.WhenChanged,
 		}, {
 			Call: func(ctx context.Context, key string, unit Price) ([]byte, error) {
 				return nil, fx.TouchIndex.TouchIndex(ctx, key, unit)
@@ -142,7 +143,7 @@ func NewPriceSync(store *Store, src PriceSyncSource, fx PriceSyncEffects, opts .
 			MaxAttempts: 5,
 			Name:        "touch_index",
 			Version:     1,
-			When:        idem.WhenAlways,
+			When:        idemrt.WhenAlways,
 		}},
 		KeyOf: Price.Key,
 		MarkOf: func(u Price) time.Time {
@@ -150,14 +151,14 @@ func NewPriceSync(store *Store, src PriceSyncSource, fx PriceSyncEffects, opts .
 		},
 		Name:    "price_sync",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u Price, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Price, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writePriceSync(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Price, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Price, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writePriceSyncBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"price_sync\": %w", err)
 	}
@@ -219,4 +220,4 @@ func (j *PriceSync) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // priceSyncCrashPoints are the durable boundaries of the price_sync job, where the crash tests stop it.
-var priceSyncCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var priceSyncCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 	"github.com/idemgen/idemgen/testdata/golden/sha256key/internal/sqlitedb"
 )
@@ -20,7 +21,7 @@ type sqliteQuerier struct {
 	q *sqlitedb.Queries
 }
 
-func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+func newSQLiteQuerier(l idemsqlite.Querier) idemrt.Querier {
 	return sqliteQuerier{l, sqlitedb.New(l.DB())}
 }
 
@@ -32,7 +33,7 @@ func (q sqliteQuerier) writePriceSync(ctx context.Context, u Price, key string, 
 		IdemgenKey:        key,
 		Region:            u.Region,
 		Rev:               u.Rev,
-		SeenAt:            idem.SQLiteTime(u.SeenAt),
+		SeenAt:            idemrt.SQLiteTime(u.SeenAt),
 		Sku:               u.Sku,
 	}
 	n, err := q.q.InsertPriceSync(ctx, sqlitedb.InsertPriceSyncParams(p))
@@ -44,7 +45,7 @@ func (q sqliteQuerier) writePriceSync(ctx context.Context, u Price, key string, 
 	}
 	w, err := q.q.WritePriceSync(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
+	if idemrt.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -70,7 +71,7 @@ func (q sqliteQuerier) listPriceSync(ctx context.Context) ([]Price, error) {
 			Cents:  r.Cents,
 			Region: r.Region,
 			Rev:    r.Rev,
-			SeenAt: idem.ReadTime(r.SeenAt, &err),
+			SeenAt: idemrt.ReadTime(r.SeenAt, &err),
 			Sku:    r.Sku,
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Tag is one unit of work of the tag_collect job.
@@ -47,7 +48,7 @@ type TagCollectEffects struct{}
 
 // TagCollect runs the tag_collect job (version 1).
 type TagCollect struct {
-	e   *idem.Engine[Tag]
+	e   *idemrt.Engine[Tag]
 	src TagCollectSource
 }
 
@@ -59,21 +60,21 @@ func NewTagCollect(store *Store, src TagCollectSource, opts ...idem.Option) (*Ta
 	if src == nil {
 		return nil, fmt.Errorf("job \"tag_collect\": nil source")
 	}
-	def := &idem.Job[Tag]{
+	def := &idemrt.Job[Tag]{
 		Canonical: Tag.canonical,
 		CheckKey:  Tag.checkKey,
 		CheckSeen: false,
 		KeyOf:     Tag.Key,
 		Name:      "tag_collect",
 		Version:   1,
-		Write: func(ctx context.Context, q idem.Querier, u Tag, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Tag, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeTagCollect(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Tag, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Tag, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeTagCollectBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"tag_collect\": %w", err)
 	}
@@ -124,4 +125,4 @@ func (j *TagCollect) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // tagCollectCrashPoints are the durable boundaries of the tag_collect job, where the crash tests stop it.
-var tagCollectCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}
+var tagCollectCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -31,7 +32,7 @@ func TestCrashSimLedgerImport(t *testing.T) {
 			Name:        "announce_entry",
 			Retention:   0 * time.Hour,
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,
@@ -128,7 +129,7 @@ func TestCrashSimPageImport(t *testing.T) {
 			Name:        "index_change",
 			Retention:   0 * time.Hour,
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,
@@ -207,7 +208,7 @@ func TestCrashSimReceiptIntake(t *testing.T) {
 			Name:        "file_receipt",
 			Retention:   0 * time.Hour,
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Entry is one unit of work of the ledger_import job.
@@ -74,7 +75,7 @@ type LedgerImportEffects struct {
 
 // LedgerImport runs the ledger_import job (version 1). Import ledger entries a window at a time; readers never see half a window.
 type LedgerImport struct {
-	e   *idem.Engine[Entry]
+	e   *idemrt.Engine[Entry]
 	src LedgerImportSource
 }
 
@@ -89,11 +90,11 @@ func NewLedgerImport(store *Store, src LedgerImportSource, fx LedgerImportEffect
 	if fx.AnnounceEntry == nil {
 		return nil, fmt.Errorf("job \"ledger_import\": no provider for effect \"announce_entry\"")
 	}
-	def := &idem.Job[Entry]{
+	def := &idemrt.Job[Entry]{
 		Canonical: Entry.canonical,
 		CheckKey:  Entry.checkKey,
 		CheckSeen: false,
-		Effects: []idem.Effect[Entry]{{
+		Effects: []idemrt.Effect[Entry]{{
 			Call: func(ctx context.Context, key string, unit Entry) ([]byte, error) {
 				return nil, fx.AnnounceEntry.AnnounceEntry(ctx, key, unit)
 			},
@@ -103,7 +104,7 @@ func NewLedgerImport(store *Store, src LedgerImportSource, fx LedgerImportEffect
 			MaxAttempts: 5,
 			Name:        "announce_entry",
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		KeyOf: Entry.Key,
 		MarkOf: func(u Entry) time.Time {
@@ -113,14 +114,14 @@ func NewLedgerImport(store *Store, src LedgerImportSource, fx LedgerImportEffect
 		Name:        "ledger_import",
 		Stage:       true,
 		Version:     1,
-		Write: func(ctx context.Context, q idem.Querier, u Entry, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Entry, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeLedgerImport(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Entry, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Entry, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeLedgerImportBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"ledger_import\": %w", err)
 	}
@@ -182,4 +183,4 @@ func (j *LedgerImport) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // ledgerImportCrashPoints are the durable boundaries of the ledger_import job, where the crash tests stop it.
-var ledgerImportCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var ledgerImportCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

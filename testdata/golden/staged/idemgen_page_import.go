@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Change is one unit of work of the page_import job.
@@ -22,7 +23,7 @@ type Change struct {
 
 // Key returns the unit's idempotency key, "feed:change:{change_id}".
 func (u Change) Key() string {
-	return "feed:change:" + idem.KeyInt(u.ChangeID)
+	return "feed:change:" + idemrt.KeyInt(u.ChangeID)
 }
 
 // checkKey refuses u when a key placeholder renders empty.
@@ -59,7 +60,7 @@ func (fn IndexChangeFunc) IndexChange(ctx context.Context, key string, unit Chan
 
 // IndexChangeKey returns the index_change effect key for u, "index:{change_id}" (version 1).
 func IndexChangeKey(u Change) string {
-	return "index:" + idem.KeyInt(u.ChangeID)
+	return "index:" + idemrt.KeyInt(u.ChangeID)
 }
 
 // PageImportEffects holds the providers of the page_import job's effects; all are required.
@@ -69,7 +70,7 @@ type PageImportEffects struct {
 
 // PageImport runs the page_import job (version 1). Import a change feed page by page, each page published whole with its cursor.
 type PageImport struct {
-	e   *idem.Engine[Change]
+	e   *idemrt.Engine[Change]
 	src PageImportSource
 }
 
@@ -84,11 +85,11 @@ func NewPageImport(store *Store, src PageImportSource, fx PageImportEffects, opt
 	if fx.IndexChange == nil {
 		return nil, fmt.Errorf("job \"page_import\": no provider for effect \"index_change\"")
 	}
-	def := &idem.Job[Change]{
+	def := &idemrt.Job[Change]{
 		Canonical: Change.canonical,
 		CheckKey:  Change.checkKey,
 		CheckSeen: false,
-		Effects: []idem.Effect[Change]{{
+		Effects: []idemrt.Effect[Change]{{
 			Call: func(ctx context.Context, key string, unit Change) ([]byte, error) {
 				return nil, fx.IndexChange.IndexChange(ctx, key, unit)
 			},
@@ -98,20 +99,20 @@ func NewPageImport(store *Store, src PageImportSource, fx PageImportEffects, opt
 			MaxAttempts: 5,
 			Name:        "index_change",
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		KeyOf:   Change.Key,
 		Name:    "page_import",
 		Stage:   true,
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u Change, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Change, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writePageImport(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Change, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Change, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writePageImportBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"page_import\": %w", err)
 	}
@@ -162,4 +163,4 @@ func (j *PageImport) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // pageImportCrashPoints are the durable boundaries of the page_import job, where the crash tests stop it.
-var pageImportCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded, idem.PointProgressBefore, idem.PointProgressAfter}
+var pageImportCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/testdata/golden/staged/internal/pgdb"
 )
 
@@ -20,7 +21,7 @@ type pgQuerier struct {
 	q *pgdb.Queries
 }
 
-func newPgQuerier(l idempg.Querier) idem.Querier {
+func newPgQuerier(l idempg.Querier) idemrt.Querier {
 	return pgQuerier{l, pgdb.New(l.DB())}
 }
 
@@ -36,7 +37,7 @@ func (q pgQuerier) writeLedgerImport(ctx context.Context, u Entry, key string, v
 	}
 	w, err := q.q.WriteLedgerImport(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -58,7 +59,7 @@ func (q pgQuerier) writeLedgerImportBatch(ctx context.Context, us []Entry, keys 
 		p.BookedAt = append(p.BookedAt, u.BookedAt)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertLedgerImportBatch(ctx, pgdb.InsertLedgerImportBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -72,7 +73,7 @@ func (q pgQuerier) writeLedgerImportBatch(ctx context.Context, us []Entry, keys 
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
 }
 
 // listLedgerImport reads every ledger_entries row back as units.
@@ -111,7 +112,7 @@ func (q pgQuerier) writePageImport(ctx context.Context, u Change, key string, v 
 	}
 	w, err := q.q.WritePageImport(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
@@ -131,7 +132,7 @@ func (q pgQuerier) writePageImportBatch(ctx context.Context, us []Change, keys [
 		p.Body = append(p.Body, jsonValue(u.Body))
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertPageImportBatch(ctx, pgdb.InsertPageImportBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -145,7 +146,7 @@ func (q pgQuerier) writePageImportBatch(ctx context.Context, us []Change, keys [
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
 // listPageImport reads every feed_changes row back as units.
@@ -183,7 +184,7 @@ func (q pgQuerier) writeReceiptIntake(ctx context.Context, u Receipt, key string
 	}
 	w, err := q.q.WriteReceiptIntake(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -202,10 +203,10 @@ func (q pgQuerier) writeReceiptIntakeBatch(ctx context.Context, us []Receipt, ke
 		p.ReceiptID = append(p.ReceiptID, u.ReceiptID)
 		p.AmountCents = append(p.AmountCents, u.AmountCents)
 		p.IdemgenNullNote = append(p.IdemgenNullNote, u.Note == nil)
-		p.Note = append(p.Note, idem.ValueOr(u.Note))
+		p.Note = append(p.Note, idemrt.ValueOr(u.Note))
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertReceiptIntakeBatch(ctx, pgdb.InsertReceiptIntakeBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -219,7 +220,7 @@ func (q pgQuerier) writeReceiptIntakeBatch(ctx context.Context, us []Receipt, ke
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
 }
 
 // listReceiptIntake reads every receipts row back as units.

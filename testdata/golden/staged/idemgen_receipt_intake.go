@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -67,7 +68,7 @@ type ReceiptIntakeEffects struct {
 
 // ReceiptIntake runs the receipt_intake job (version 1). Take receipts a caller hands in; each call's batch is published whole, and a receipt sent again with other data is answered as a mismatch without holding back the rest.
 type ReceiptIntake struct {
-	e *idem.Engine[Receipt]
+	e *idemrt.Engine[Receipt]
 }
 
 // NewReceiptIntake returns the receipt_intake job over store.
@@ -78,11 +79,11 @@ func NewReceiptIntake(store *Store, fx ReceiptIntakeEffects, opts ...idem.Option
 	if fx.FileReceipt == nil {
 		return nil, fmt.Errorf("job \"receipt_intake\": no provider for effect \"file_receipt\"")
 	}
-	def := &idem.Job[Receipt]{
+	def := &idemrt.Job[Receipt]{
 		Canonical: Receipt.canonical,
 		CheckKey:  Receipt.checkKey,
 		CheckSeen: true,
-		Effects: []idem.Effect[Receipt]{{
+		Effects: []idemrt.Effect[Receipt]{{
 			Call: func(ctx context.Context, key string, unit Receipt) ([]byte, error) {
 				return nil, fx.FileReceipt.FileReceipt(ctx, key, unit)
 			},
@@ -92,21 +93,21 @@ func NewReceiptIntake(store *Store, fx ReceiptIntakeEffects, opts ...idem.Option
 			MaxAttempts: 5,
 			Name:        "file_receipt",
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		KeyOf:       Receipt.Key,
 		MaxAttempts: 3,
 		Name:        "receipt_intake",
 		Stage:       true,
 		Version:     1,
-		Write: func(ctx context.Context, q idem.Querier, u Receipt, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Receipt, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeReceiptIntake(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Receipt, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Receipt, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeReceiptIntakeBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"receipt_intake\": %w", err)
 	}
@@ -167,4 +168,4 @@ func (j *ReceiptIntake) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...R
 }
 
 // receiptIntakeCrashPoints are the durable boundaries of the receipt_intake job, where the crash tests stop it.
-var receiptIntakeCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var receiptIntakeCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}

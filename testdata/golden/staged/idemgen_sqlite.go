@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 	"github.com/idemgen/idemgen/testdata/golden/staged/internal/sqlitedb"
 )
@@ -21,7 +22,7 @@ type sqliteQuerier struct {
 	q *sqlitedb.Queries
 }
 
-func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+func newSQLiteQuerier(l idemsqlite.Querier) idemrt.Querier {
 	return sqliteQuerier{l, sqlitedb.New(l.DB())}
 }
 
@@ -30,7 +31,7 @@ func (q sqliteQuerier) writeLedgerImport(ctx context.Context, u Entry, key strin
 	p := sqlitedb.WriteLedgerImportParams{
 		Account:           u.Account,
 		AmountCents:       u.AmountCents,
-		BookedAt:          idem.SQLiteTime(u.BookedAt),
+		BookedAt:          idemrt.SQLiteTime(u.BookedAt),
 		EntryID:           u.EntryID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
@@ -44,7 +45,7 @@ func (q sqliteQuerier) writeLedgerImport(ctx context.Context, u Entry, key strin
 	}
 	w, err := q.q.WriteLedgerImport(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
+	if idemrt.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -69,7 +70,7 @@ func (q sqliteQuerier) listLedgerImport(ctx context.Context) ([]Entry, error) {
 		out = append(out, Entry{
 			Account:     r.Account,
 			AmountCents: r.AmountCents,
-			BookedAt:    idem.ReadTime(r.BookedAt, &err),
+			BookedAt:    idemrt.ReadTime(r.BookedAt, &err),
 			EntryID:     r.EntryID,
 		})
 	}
@@ -138,7 +139,7 @@ func (q sqliteQuerier) writeReceiptIntake(ctx context.Context, u Receipt, key st
 		AmountCents:       u.AmountCents,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
-		Note:              idem.SQLNullString(u.Note),
+		Note:              idemrt.SQLNullString(u.Note),
 		ReceiptID:         u.ReceiptID,
 	}
 	n, err := q.q.InsertReceiptIntake(ctx, sqlitedb.InsertReceiptIntakeParams(p))
@@ -150,7 +151,7 @@ func (q sqliteQuerier) writeReceiptIntake(ctx context.Context, u Receipt, key st
 	}
 	w, err := q.q.WriteReceiptIntake(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
+	if idemrt.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -174,7 +175,7 @@ func (q sqliteQuerier) listReceiptIntake(ctx context.Context) ([]Receipt, error)
 	for _, r := range rs {
 		out = append(out, Receipt{
 			AmountCents: r.AmountCents,
-			Note:        idem.ReadNullString(r.Note),
+			Note:        idemrt.ReadNullString(r.Note),
 			ReceiptID:   r.ReceiptID,
 		})
 	}

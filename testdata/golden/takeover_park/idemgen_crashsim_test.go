@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -29,7 +30,7 @@ func TestCrashSimOrderHookJob(t *testing.T) {
 			Name:        "notify_shop",
 			Retention:   0 * time.Hour,
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}, {
 			KeepResult:  false,
 			Key:         "audit:v{version}:{shop}·{order_id}",
@@ -38,7 +39,7 @@ func TestCrashSimOrderHookJob(t *testing.T) {
 			Name:        "audit_order",
 			Retention:   0 * time.Hour,
 			Version:     1,
-			When:        idem.WhenAlways,
+			When:        idemrt.WhenAlways,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -24,7 +25,7 @@ type OrderHook struct {
 
 // Key returns the unit's idempotency key, "hook:{shop}·{order_id}".
 func (u OrderHook) Key() string {
-	return "hook:" + idem.KeyEscape(u.Shop, "·") + "·" + idem.KeyEscape(u.OrderID, "·")
+	return "hook:" + idemrt.KeyEscape(u.Shop, "·") + "·" + idemrt.KeyEscape(u.OrderID, "·")
 }
 
 // checkKey refuses u when a key placeholder renders empty.
@@ -61,7 +62,7 @@ func (fn NotifyShopFunc) NotifyShop(ctx context.Context, key string, unit OrderH
 
 // NotifyShopKey returns the notify_shop effect key for u, "notify:v{version}:{shop}·{order_id}" (version 1).
 func NotifyShopKey(u OrderHook) string {
-	return "notify:v1:" + idem.KeyEscape(u.Shop, "·") + "·" + idem.KeyEscape(u.OrderID, "·")
+	return "notify:v1:" + idemrt.KeyEscape(u.Shop, "·") + "·" + idemrt.KeyEscape(u.OrderID, "·")
 }
 
 // AuditOrder performs the audit_order effect of the order_hook job. key is the effect's
@@ -81,7 +82,7 @@ func (fn AuditOrderFunc) AuditOrder(ctx context.Context, key string, unit OrderH
 
 // AuditOrderKey returns the audit_order effect key for u, "audit:v{version}:{shop}·{order_id}" (version 1).
 func AuditOrderKey(u OrderHook) string {
-	return "audit:v1:" + idem.KeyEscape(u.Shop, "·") + "·" + idem.KeyEscape(u.OrderID, "·")
+	return "audit:v1:" + idemrt.KeyEscape(u.Shop, "·") + "·" + idemrt.KeyEscape(u.OrderID, "·")
 }
 
 // OrderHookJobEffects holds the providers of the order_hook job's effects; all are required.
@@ -92,7 +93,7 @@ type OrderHookJobEffects struct {
 
 // OrderHookJob runs the order_hook job (version 1). Record each order webhook once and notify the shop.
 type OrderHookJob struct {
-	e *idem.Engine[OrderHook]
+	e *idemrt.Engine[OrderHook]
 }
 
 // NewOrderHookJob returns the order_hook job over store.
@@ -106,11 +107,11 @@ func NewOrderHookJob(store *Store, fx OrderHookJobEffects, opts ...idem.Option) 
 	if fx.AuditOrder == nil {
 		return nil, fmt.Errorf("job \"order_hook\": no provider for effect \"audit_order\"")
 	}
-	def := &idem.Job[OrderHook]{
+	def := &idemrt.Job[OrderHook]{
 		Canonical: OrderHook.canonical,
 		CheckKey:  OrderHook.checkKey,
 		CheckSeen: true,
-		Effects: []idem.Effect[OrderHook]{{
+		Effects: []idemrt.Effect[OrderHook]{{
 			Call: func(ctx context.Context, key string, unit OrderHook) ([]byte, error) {
 				return fx.NotifyShop.NotifyShop(ctx, key, unit)
 			},
@@ -120,7 +121,7 @@ func NewOrderHookJob(store *Store, fx OrderHookJobEffects, opts ...idem.Option) 
 			MaxAttempts: 2,
 			Name:        "notify_shop",
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}, {
 			Call: func(ctx context.Context, key string, unit OrderHook) ([]byte, error) {
 				return nil, fx.AuditOrder.AuditOrder(ctx, key, unit)
@@ -131,23 +132,23 @@ func NewOrderHookJob(store *Store, fx OrderHookJobEffects, opts ...idem.Option) 
 			MaxAttempts: 1,
 			Name:        "audit_order",
 			Version:     1,
-			When:        idem.WhenAlways,
+			When:        idemrt.WhenAlways,
 		}},
-		Holds: func(ctx context.Context, q idem.Querier, u OrderHook) (bool, error) {
+		Holds: func(ctx context.Context, q idemrt.Querier, u OrderHook) (bool, error) {
 			return q.(destQuerier).holdsOrderHookJob(ctx, u)
 		},
 		KeyOf:       OrderHook.Key,
 		MaxAttempts: 2,
 		Name:        "order_hook",
 		Version:     1,
-		Write: func(ctx context.Context, q idem.Querier, u OrderHook, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u OrderHook, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeOrderHookJob(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []OrderHook, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []OrderHook, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeOrderHookJobBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"order_hook\": %w", err)
 	}
@@ -208,4 +209,4 @@ func (j *OrderHookJob) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...Or
 }
 
 // orderHookJobCrashPoints are the durable boundaries of the order_hook job, where the crash tests stop it.
-var orderHookJobCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var orderHookJobCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}

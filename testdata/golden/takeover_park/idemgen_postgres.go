@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/testdata/golden/takeover_park/internal/pgdb"
 )
 
@@ -20,7 +21,7 @@ type pgQuerier struct {
 	q *pgdb.Queries
 }
 
-func newPgQuerier(l idempg.Querier) idem.Querier {
+func newPgQuerier(l idempg.Querier) idemrt.Querier {
 	return pgQuerier{l, pgdb.New(l.DB())}
 }
 
@@ -35,7 +36,7 @@ func (q pgQuerier) writeOrderHookJob(ctx context.Context, u OrderHook, key strin
 	}
 	w, err := q.q.WriteOrderHookJob(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
@@ -56,7 +57,7 @@ func (q pgQuerier) writeOrderHookJobBatch(ctx context.Context, us []OrderHook, k
 		p.AmountCents = append(p.AmountCents, u.AmountCents)
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertOrderHookJobBatch(ctx, pgdb.InsertOrderHookJobBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -70,7 +71,7 @@ func (q pgQuerier) writeOrderHookJobBatch(ctx context.Context, us []OrderHook, k
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
 // holdsOrderHookJob reports whether the order_hooks row under u's key holds exactly u's data.

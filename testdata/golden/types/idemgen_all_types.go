@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Record is one unit of work of the all_types job.
@@ -73,7 +74,7 @@ type AllTypesEffects struct{}
 
 // AllTypes runs the all_types job (version 1). Copy records with one column of every type, each also nullable.
 type AllTypes struct {
-	e   *idem.Engine[Record]
+	e   *idemrt.Engine[Record]
 	src AllTypesSource
 }
 
@@ -85,7 +86,7 @@ func NewAllTypes(store *Store, src AllTypesSource, opts ...idem.Option) (*AllTyp
 	if src == nil {
 		return nil, fmt.Errorf("job \"all_types\": nil source")
 	}
-	def := &idem.Job[Record]{
+	def := &idemrt.Job[Record]{
 		Canonical: Record.canonical,
 		CheckKey:  Record.checkKey,
 		CheckSeen: false,
@@ -95,14 +96,14 @@ func NewAllTypes(store *Store, src AllTypesSource, opts ...idem.Option) (*AllTyp
 		},
 		Name:    "all_types",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u Record, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Record, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeAllTypes(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []Record, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []Record, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeAllTypesBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"all_types\": %w", err)
 	}
@@ -164,4 +165,4 @@ func (j *AllTypes) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // allTypesCrashPoints are the durable boundaries of the all_types job, where the crash tests stop it.
-var allTypesCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointProgressBefore, idem.PointProgressAfter}
+var allTypesCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointProgressBefore, idemrt.PointProgressAfter}

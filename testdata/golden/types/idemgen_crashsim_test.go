@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -205,7 +206,7 @@ func TestCrashSimRecordEvents(t *testing.T) {
 			Name:        "announce",
 			Retention:   24 * time.Hour,
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,

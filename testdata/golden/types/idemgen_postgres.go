@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idempg"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/testdata/golden/types/internal/pgdb"
 )
 
@@ -20,7 +21,7 @@ type pgQuerier struct {
 	q *pgdb.Queries
 }
 
-func newPgQuerier(l idempg.Querier) idem.Querier {
+func newPgQuerier(l idempg.Querier) idemrt.Querier {
 	return pgQuerier{l, pgdb.New(l.DB())}
 }
 
@@ -51,7 +52,7 @@ func (q pgQuerier) writeAllTypes(ctx context.Context, u Record, key string, v in
 	}
 	w, err := q.q.WriteAllTypes(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -70,22 +71,22 @@ func (q pgQuerier) writeAllTypesBatch(ctx context.Context, us []Record, keys []s
 		p.ID = append(p.ID, u.ID)
 		p.Str = append(p.Str, u.Str)
 		p.IdemgenNullStrNull = append(p.IdemgenNullStrNull, u.StrNull == nil)
-		p.StrNull = append(p.StrNull, idem.ValueOr(u.StrNull))
+		p.StrNull = append(p.StrNull, idemrt.ValueOr(u.StrNull))
 		p.I32 = append(p.I32, u.I32)
 		p.IdemgenNullI32Null = append(p.IdemgenNullI32Null, u.I32Null == nil)
-		p.I32Null = append(p.I32Null, idem.ValueOr(u.I32Null))
+		p.I32Null = append(p.I32Null, idemrt.ValueOr(u.I32Null))
 		p.I64 = append(p.I64, u.I64)
 		p.IdemgenNullI64Null = append(p.IdemgenNullI64Null, u.I64Null == nil)
-		p.I64Null = append(p.I64Null, idem.ValueOr(u.I64Null))
+		p.I64Null = append(p.I64Null, idemrt.ValueOr(u.I64Null))
 		p.F64 = append(p.F64, u.F64)
 		p.IdemgenNullF64Null = append(p.IdemgenNullF64Null, u.F64Null == nil)
-		p.F64Null = append(p.F64Null, idem.ValueOr(u.F64Null))
+		p.F64Null = append(p.F64Null, idemrt.ValueOr(u.F64Null))
 		p.Flag = append(p.Flag, u.Flag)
 		p.IdemgenNullFlagNull = append(p.IdemgenNullFlagNull, u.FlagNull == nil)
-		p.FlagNull = append(p.FlagNull, idem.ValueOr(u.FlagNull))
+		p.FlagNull = append(p.FlagNull, idemrt.ValueOr(u.FlagNull))
 		p.At = append(p.At, u.At)
 		p.IdemgenNullAtNull = append(p.IdemgenNullAtNull, u.AtNull == nil)
-		p.AtNull = append(p.AtNull, idem.ValueOr(u.AtNull))
+		p.AtNull = append(p.AtNull, idemrt.ValueOr(u.AtNull))
 		p.Blob = append(p.Blob, bytesValue(u.Blob))
 		p.IdemgenNullBlobNull = append(p.IdemgenNullBlobNull, u.BlobNull == nil)
 		p.BlobNull = append(p.BlobNull, u.BlobNull)
@@ -94,10 +95,10 @@ func (q pgQuerier) writeAllTypesBatch(ctx context.Context, us []Record, keys []s
 		p.DocNull = append(p.DocNull, u.DocNull)
 		p.Uid = append(p.Uid, u.Uid)
 		p.IdemgenNullUidNull = append(p.IdemgenNullUidNull, u.UidNull == nil)
-		p.UidNull = append(p.UidNull, idem.ValueOr(u.UidNull))
+		p.UidNull = append(p.UidNull, idemrt.ValueOr(u.UidNull))
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertAllTypesBatch(ctx, pgdb.InsertAllTypesBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -111,7 +112,7 @@ func (q pgQuerier) writeAllTypesBatch(ctx context.Context, us []Record, keys []s
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
 }
 
 // listAllTypes reads every records row back as units.
@@ -182,7 +183,7 @@ func (q pgQuerier) writeRecordEvents(ctx context.Context, u RecordEvent, key str
 	}
 	w, err := q.q.WriteRecordEvents(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.PgNoRows(err) {
+	if idemrt.PgNoRows(err) {
 		return idem.OutcomeDeduped, nil
 	}
 	if err != nil {
@@ -201,22 +202,22 @@ func (q pgQuerier) writeRecordEventsBatch(ctx context.Context, us []RecordEvent,
 		p.ID = append(p.ID, u.ID)
 		p.Str = append(p.Str, u.Str)
 		p.IdemgenNullStrNull = append(p.IdemgenNullStrNull, u.StrNull == nil)
-		p.StrNull = append(p.StrNull, idem.ValueOr(u.StrNull))
+		p.StrNull = append(p.StrNull, idemrt.ValueOr(u.StrNull))
 		p.I32 = append(p.I32, u.I32)
 		p.IdemgenNullI32Null = append(p.IdemgenNullI32Null, u.I32Null == nil)
-		p.I32Null = append(p.I32Null, idem.ValueOr(u.I32Null))
+		p.I32Null = append(p.I32Null, idemrt.ValueOr(u.I32Null))
 		p.I64 = append(p.I64, u.I64)
 		p.IdemgenNullI64Null = append(p.IdemgenNullI64Null, u.I64Null == nil)
-		p.I64Null = append(p.I64Null, idem.ValueOr(u.I64Null))
+		p.I64Null = append(p.I64Null, idemrt.ValueOr(u.I64Null))
 		p.F64 = append(p.F64, u.F64)
 		p.IdemgenNullF64Null = append(p.IdemgenNullF64Null, u.F64Null == nil)
-		p.F64Null = append(p.F64Null, idem.ValueOr(u.F64Null))
+		p.F64Null = append(p.F64Null, idemrt.ValueOr(u.F64Null))
 		p.Flag = append(p.Flag, u.Flag)
 		p.IdemgenNullFlagNull = append(p.IdemgenNullFlagNull, u.FlagNull == nil)
-		p.FlagNull = append(p.FlagNull, idem.ValueOr(u.FlagNull))
+		p.FlagNull = append(p.FlagNull, idemrt.ValueOr(u.FlagNull))
 		p.At = append(p.At, u.At)
 		p.IdemgenNullAtNull = append(p.IdemgenNullAtNull, u.AtNull == nil)
-		p.AtNull = append(p.AtNull, idem.ValueOr(u.AtNull))
+		p.AtNull = append(p.AtNull, idemrt.ValueOr(u.AtNull))
 		p.Blob = append(p.Blob, bytesValue(u.Blob))
 		p.IdemgenNullBlobNull = append(p.IdemgenNullBlobNull, u.BlobNull == nil)
 		p.BlobNull = append(p.BlobNull, u.BlobNull)
@@ -225,10 +226,10 @@ func (q pgQuerier) writeRecordEventsBatch(ctx context.Context, us []RecordEvent,
 		p.DocNull = append(p.DocNull, u.DocNull)
 		p.Uid = append(p.Uid, u.Uid)
 		p.IdemgenNullUidNull = append(p.IdemgenNullUidNull, u.UidNull == nil)
-		p.UidNull = append(p.UidNull, idem.ValueOr(u.UidNull))
+		p.UidNull = append(p.UidNull, idemrt.ValueOr(u.UidNull))
 	}
 	// Keys all new, as on a first run: one plain insert.
-	if out, err := idem.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
 		return q.q.InsertRecordEventsBatch(ctx, pgdb.InsertRecordEventsBatchParams(p))
 	}); err != nil || out != nil {
 		return out, err
@@ -242,7 +243,7 @@ func (q pgQuerier) writeRecordEventsBatch(ctx context.Context, us []RecordEvent,
 		written[r.IdemgenKey] = r.IdemgenWrite
 	}
 	// A key with no row back: the conflict clause wrote nothing.
-	return idem.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
 }
 
 // holdsRecordEvents reports whether the record_events row under u's key holds exactly u's data.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -90,7 +91,7 @@ type RecordEventsEffects struct {
 
 // RecordEvents runs the record_events job (version 1). Record handed-in records of every type once each, and announce each.
 type RecordEvents struct {
-	e *idem.Engine[RecordEvent]
+	e *idemrt.Engine[RecordEvent]
 }
 
 // NewRecordEvents returns the record_events job over store.
@@ -101,11 +102,11 @@ func NewRecordEvents(store *Store, fx RecordEventsEffects, opts ...idem.Option) 
 	if fx.Announce == nil {
 		return nil, fmt.Errorf("job \"record_events\": no provider for effect \"announce\"")
 	}
-	def := &idem.Job[RecordEvent]{
+	def := &idemrt.Job[RecordEvent]{
 		Canonical: RecordEvent.canonical,
 		CheckKey:  RecordEvent.checkKey,
 		CheckSeen: true,
-		Effects: []idem.Effect[RecordEvent]{{
+		Effects: []idemrt.Effect[RecordEvent]{{
 			Call: func(ctx context.Context, key string, unit RecordEvent) ([]byte, error) {
 				return nil, fx.Announce.Announce(ctx, key, unit)
 			},
@@ -116,22 +117,22 @@ func NewRecordEvents(store *Store, fx RecordEventsEffects, opts ...idem.Option) 
 			Name:        "announce",
 			Retention:   24 * time.Hour,
 			Version:     1,
-			When:        idem.WhenInserted,
+			When:        idemrt.WhenInserted,
 		}},
-		Holds: func(ctx context.Context, q idem.Querier, u RecordEvent) (bool, error) {
+		Holds: func(ctx context.Context, q idemrt.Querier, u RecordEvent) (bool, error) {
 			return q.(destQuerier).holdsRecordEvents(ctx, u)
 		},
 		KeyOf:   RecordEvent.Key,
 		Name:    "record_events",
 		Version: 1,
-		Write: func(ctx context.Context, q idem.Querier, u RecordEvent, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u RecordEvent, key string, v int32) (idem.Outcome, error) {
 			return q.(destQuerier).writeRecordEvents(ctx, u, key, v)
 		},
-		WriteBatch: func(ctx context.Context, q idem.Querier, us []RecordEvent, keys []string, v int32) ([]idem.Outcome, error) {
+		WriteBatch: func(ctx context.Context, q idemrt.Querier, us []RecordEvent, keys []string, v int32) ([]idem.Outcome, error) {
 			return q.(destQuerier).writeRecordEventsBatch(ctx, us, keys, v)
 		},
 	}
-	e, err := idem.NewEngine(def, store.st, opts)
+	e, err := idemrt.NewEngine(def, store.st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("job \"record_events\": %w", err)
 	}
@@ -192,4 +193,4 @@ func (j *RecordEvents) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...Re
 }
 
 // recordEventsCrashPoints are the durable boundaries of the record_events job, where the crash tests stop it.
-var recordEventsCrashPoints = []idem.CrashPoint{idem.PointRunStart, idem.PointBatchBegin, idem.PointUnitStart, idem.PointBatchWritten, idem.PointUnitBeforeCommit, idem.PointUnitAfterCommit, idem.PointEffectClaimed, idem.PointEffectBeforeCall, idem.PointEffectAfterCall, idem.PointEffectRecorded}
+var recordEventsCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 	"github.com/idemgen/idemgen/testdata/golden/types/internal/sqlitedb"
 )
@@ -22,34 +23,34 @@ type sqliteQuerier struct {
 	q *sqlitedb.Queries
 }
 
-func newSQLiteQuerier(l idemsqlite.Querier) idem.Querier {
+func newSQLiteQuerier(l idemsqlite.Querier) idemrt.Querier {
 	return sqliteQuerier{l, sqlitedb.New(l.DB())}
 }
 
 // writeAllTypes upserts u into records (upsert).
 func (q sqliteQuerier) writeAllTypes(ctx context.Context, u Record, key string, v int32) (idem.Outcome, error) {
 	p := sqlitedb.WriteAllTypesParams{
-		At:                idem.SQLiteTime(u.At),
-		AtNull:            idem.SQLNullTime(u.AtNull),
+		At:                idemrt.SQLiteTime(u.At),
+		AtNull:            idemrt.SQLNullTime(u.AtNull),
 		Blob:              bytesValue(u.Blob),
-		BlobNull:          idem.SQLNullBlob(u.BlobNull),
+		BlobNull:          idemrt.SQLNullBlob(u.BlobNull),
 		Doc:               string(jsonValue(u.Doc)),
-		DocNull:           idem.SQLNullBytes(u.DocNull),
+		DocNull:           idemrt.SQLNullBytes(u.DocNull),
 		F64:               u.F64,
-		F64Null:           idem.SQLNullFloat(u.F64Null),
+		F64Null:           idemrt.SQLNullFloat(u.F64Null),
 		Flag:              u.Flag,
-		FlagNull:          idem.SQLNullBool(u.FlagNull),
+		FlagNull:          idemrt.SQLNullBool(u.FlagNull),
 		I32:               int64(u.I32),
-		I32Null:           idem.SQLNullInt(u.I32Null),
+		I32Null:           idemrt.SQLNullInt(u.I32Null),
 		I64:               u.I64,
-		I64Null:           idem.SQLNullInt(u.I64Null),
+		I64Null:           idemrt.SQLNullInt(u.I64Null),
 		ID:                u.ID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		Str:               u.Str,
-		StrNull:           idem.SQLNullString(u.StrNull),
+		StrNull:           idemrt.SQLNullString(u.StrNull),
 		Uid:               u.Uid.String(),
-		UidNull:           idem.SQLNullStringer(u.UidNull),
+		UidNull:           idemrt.SQLNullStringer(u.UidNull),
 	}
 	n, err := q.q.InsertAllTypes(ctx, sqlitedb.InsertAllTypesParams(p))
 	if err != nil {
@@ -60,7 +61,7 @@ func (q sqliteQuerier) writeAllTypes(ctx context.Context, u Record, key string, 
 	}
 	w, err := q.q.WriteAllTypes(ctx, p)
 	// No row back means the conflict clause wrote nothing.
-	if idem.SQLiteNoRows(err) {
+	if idemrt.SQLiteNoRows(err) {
 		return idem.OutcomeUnchanged, nil
 	}
 	if err != nil {
@@ -83,25 +84,25 @@ func (q sqliteQuerier) listAllTypes(ctx context.Context) ([]Record, error) {
 	out := make([]Record, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, Record{
-			At:       idem.ReadTime(r.At, &err),
-			AtNull:   idem.ReadNullTime(r.AtNull, &err),
+			At:       idemrt.ReadTime(r.At, &err),
+			AtNull:   idemrt.ReadNullTime(r.AtNull, &err),
 			Blob:     r.Blob,
-			BlobNull: idem.ReadNullBlob(r.BlobNull),
+			BlobNull: idemrt.ReadNullBlob(r.BlobNull),
 			Doc:      json.RawMessage(r.Doc),
-			DocNull:  idem.ReadNullBytes[json.RawMessage](r.DocNull),
+			DocNull:  idemrt.ReadNullBytes[json.RawMessage](r.DocNull),
 			F64:      r.F64,
-			F64Null:  idem.ReadNullFloat(r.F64Null),
+			F64Null:  idemrt.ReadNullFloat(r.F64Null),
 			Flag:     r.Flag,
-			FlagNull: idem.ReadNullBool(r.FlagNull),
+			FlagNull: idemrt.ReadNullBool(r.FlagNull),
 			I32:      int32(r.I32),
-			I32Null:  idem.ReadNullInt[int32](r.I32Null),
+			I32Null:  idemrt.ReadNullInt[int32](r.I32Null),
 			I64:      r.I64,
-			I64Null:  idem.ReadNullInt[int64](r.I64Null),
+			I64Null:  idemrt.ReadNullInt[int64](r.I64Null),
 			ID:       r.ID,
 			Str:      r.Str,
-			StrNull:  idem.ReadNullString(r.StrNull),
-			Uid:      idem.ReadParsed(r.Uid, uuid.Parse, &err),
-			UidNull:  idem.ReadNullParsed(r.UidNull, uuid.Parse, &err),
+			StrNull:  idemrt.ReadNullString(r.StrNull),
+			Uid:      idemrt.ReadParsed(r.Uid, uuid.Parse, &err),
+			UidNull:  idemrt.ReadNullParsed(r.UidNull, uuid.Parse, &err),
 		})
 	}
 	return out, err
@@ -118,27 +119,27 @@ func (q sqliteQuerier) staleAllTypes(ctx context.Context, v, limit int32) ([]str
 // writeRecordEvents upserts u into record_events (insert_once).
 func (q sqliteQuerier) writeRecordEvents(ctx context.Context, u RecordEvent, key string, v int32) (idem.Outcome, error) {
 	p := sqlitedb.WriteRecordEventsParams{
-		At:                idem.SQLiteTime(u.At),
-		AtNull:            idem.SQLNullTime(u.AtNull),
+		At:                idemrt.SQLiteTime(u.At),
+		AtNull:            idemrt.SQLNullTime(u.AtNull),
 		Blob:              bytesValue(u.Blob),
-		BlobNull:          idem.SQLNullBlob(u.BlobNull),
+		BlobNull:          idemrt.SQLNullBlob(u.BlobNull),
 		Doc:               string(jsonValue(u.Doc)),
-		DocNull:           idem.SQLNullBytes(u.DocNull),
+		DocNull:           idemrt.SQLNullBytes(u.DocNull),
 		F64:               u.F64,
-		F64Null:           idem.SQLNullFloat(u.F64Null),
+		F64Null:           idemrt.SQLNullFloat(u.F64Null),
 		Flag:              u.Flag,
-		FlagNull:          idem.SQLNullBool(u.FlagNull),
+		FlagNull:          idemrt.SQLNullBool(u.FlagNull),
 		I32:               int64(u.I32),
-		I32Null:           idem.SQLNullInt(u.I32Null),
+		I32Null:           idemrt.SQLNullInt(u.I32Null),
 		I64:               u.I64,
-		I64Null:           idem.SQLNullInt(u.I64Null),
+		I64Null:           idemrt.SQLNullInt(u.I64Null),
 		ID:                u.ID,
 		IdemgenJobVersion: int64(v),
 		IdemgenKey:        key,
 		Str:               u.Str,
-		StrNull:           idem.SQLNullString(u.StrNull),
+		StrNull:           idemrt.SQLNullString(u.StrNull),
 		Uid:               u.Uid.String(),
-		UidNull:           idem.SQLNullStringer(u.UidNull),
+		UidNull:           idemrt.SQLNullStringer(u.UidNull),
 	}
 	n, err := q.q.InsertRecordEvents(ctx, sqlitedb.InsertRecordEventsParams(p))
 	if err != nil {
@@ -159,25 +160,25 @@ func (q sqliteQuerier) writeRecordEventsBatch(ctx context.Context, us []RecordEv
 // holdsRecordEvents reports whether the record_events row under u's key holds exactly u's data.
 func (q sqliteQuerier) holdsRecordEvents(ctx context.Context, u RecordEvent) (bool, error) {
 	n, err := q.q.HoldsRecordEvents(ctx, sqlitedb.HoldsRecordEventsParams{
-		At:       idem.SQLiteTime(u.At),
-		AtNull:   idem.SQLNullTime(u.AtNull),
+		At:       idemrt.SQLiteTime(u.At),
+		AtNull:   idemrt.SQLNullTime(u.AtNull),
 		Blob:     bytesValue(u.Blob),
-		BlobNull: idem.SQLNullBlob(u.BlobNull),
+		BlobNull: idemrt.SQLNullBlob(u.BlobNull),
 		Doc:      string(jsonValue(u.Doc)),
-		DocNull:  idem.SQLNullBytes(u.DocNull),
+		DocNull:  idemrt.SQLNullBytes(u.DocNull),
 		F64:      u.F64,
-		F64Null:  idem.SQLNullFloat(u.F64Null),
+		F64Null:  idemrt.SQLNullFloat(u.F64Null),
 		Flag:     u.Flag,
-		FlagNull: idem.SQLNullBool(u.FlagNull),
+		FlagNull: idemrt.SQLNullBool(u.FlagNull),
 		I32:      int64(u.I32),
-		I32Null:  idem.SQLNullInt(u.I32Null),
+		I32Null:  idemrt.SQLNullInt(u.I32Null),
 		I64:      u.I64,
-		I64Null:  idem.SQLNullInt(u.I64Null),
+		I64Null:  idemrt.SQLNullInt(u.I64Null),
 		ID:       u.ID,
 		Str:      u.Str,
-		StrNull:  idem.SQLNullString(u.StrNull),
+		StrNull:  idemrt.SQLNullString(u.StrNull),
 		Uid:      u.Uid.String(),
-		UidNull:  idem.SQLNullStringer(u.UidNull),
+		UidNull:  idemrt.SQLNullStringer(u.UidNull),
 	})
 	return n == 1, err
 }
@@ -191,25 +192,25 @@ func (q sqliteQuerier) listRecordEvents(ctx context.Context) ([]RecordEvent, err
 	out := make([]RecordEvent, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, RecordEvent{
-			At:       idem.ReadTime(r.At, &err),
-			AtNull:   idem.ReadNullTime(r.AtNull, &err),
+			At:       idemrt.ReadTime(r.At, &err),
+			AtNull:   idemrt.ReadNullTime(r.AtNull, &err),
 			Blob:     r.Blob,
-			BlobNull: idem.ReadNullBlob(r.BlobNull),
+			BlobNull: idemrt.ReadNullBlob(r.BlobNull),
 			Doc:      json.RawMessage(r.Doc),
-			DocNull:  idem.ReadNullBytes[json.RawMessage](r.DocNull),
+			DocNull:  idemrt.ReadNullBytes[json.RawMessage](r.DocNull),
 			F64:      r.F64,
-			F64Null:  idem.ReadNullFloat(r.F64Null),
+			F64Null:  idemrt.ReadNullFloat(r.F64Null),
 			Flag:     r.Flag,
-			FlagNull: idem.ReadNullBool(r.FlagNull),
+			FlagNull: idemrt.ReadNullBool(r.FlagNull),
 			I32:      int32(r.I32),
-			I32Null:  idem.ReadNullInt[int32](r.I32Null),
+			I32Null:  idemrt.ReadNullInt[int32](r.I32Null),
 			I64:      r.I64,
-			I64Null:  idem.ReadNullInt[int64](r.I64Null),
+			I64Null:  idemrt.ReadNullInt[int64](r.I64Null),
 			ID:       r.ID,
 			Str:      r.Str,
-			StrNull:  idem.ReadNullString(r.StrNull),
-			Uid:      idem.ReadParsed(r.Uid, uuid.Parse, &err),
-			UidNull:  idem.ReadNullParsed(r.UidNull, uuid.Parse, &err),
+			StrNull:  idemrt.ReadNullString(r.StrNull),
+			Uid:      idemrt.ReadParsed(r.Uid, uuid.Parse, &err),
+			UidNull:  idemrt.ReadNullParsed(r.UidNull, uuid.Parse, &err),
 		})
 	}
 	return out, err

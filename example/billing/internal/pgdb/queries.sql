@@ -36,7 +36,7 @@ WHERE excluded.updated_at >= d.updated_at AND ((d.customer_id, d.amount_cents, d
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertInvoiceSyncBatch :exec
--- WriteInvoiceSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteInvoiceSyncBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO invoices (invoice_id, customer_id, amount_cents, created_at, updated_at, idemgen_key, idemgen_job_version)
 SELECT b.invoice_id, b.customer_id, b.amount_cents, b.created_at, b.updated_at, b.idemgen_key, @idemgen_job_version::integer
@@ -65,7 +65,7 @@ ON CONFLICT (event_id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertPaymentWebhookBatch :exec
--- WritePaymentWebhookBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WritePaymentWebhookBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO payments (event_id, invoice_id, amount_cents, paid_at, note, idemgen_key, idemgen_job_version)
 SELECT b.event_id, b.invoice_id, b.amount_cents, b.paid_at, CASE WHEN b.idemgen_null_note THEN NULL ELSE b.note END, b.idemgen_key, @idemgen_job_version::integer

@@ -54,7 +54,7 @@ type InsertInvoiceSyncBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteInvoiceSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteInvoiceSyncBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertInvoiceSyncBatch(ctx context.Context, arg InsertInvoiceSyncBatchParams) error {
 	_, err := q.db.Exec(ctx, insertInvoiceSyncBatch,
@@ -86,7 +86,7 @@ type InsertPaymentWebhookBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WritePaymentWebhookBatch's first try (idem.PgInsertNew): a plain insert, no
+// WritePaymentWebhookBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertPaymentWebhookBatch(ctx context.Context, arg InsertPaymentWebhookBatchParams) error {
 	_, err := q.db.Exec(ctx, insertPaymentWebhookBatch,

@@ -18,7 +18,7 @@ ON CONFLICT (event_id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertShipmentEventsBatch :exec
--- WriteShipmentEventsBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteShipmentEventsBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO shipment_events (event_id, parcel_id, status, at, idemgen_key, idemgen_job_version)
 SELECT b.event_id, b.parcel_id, b.status, b.at, b.idemgen_key, @idemgen_job_version::integer

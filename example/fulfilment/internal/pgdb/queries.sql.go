@@ -51,7 +51,7 @@ type InsertShipmentEventsBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteShipmentEventsBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteShipmentEventsBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertShipmentEventsBatch(ctx context.Context, arg InsertShipmentEventsBatchParams) error {
 	_, err := q.db.Exec(ctx, insertShipmentEventsBatch,

@@ -245,7 +245,7 @@ type EnsureLimitSlotParams struct {
 }
 
 // The fleet-wide bounds of an effect with a rate or a concurrency (spec
-// rate, concurrency; idem/limits.go), in the limits table: per effect, a
+// rate, concurrency; idem/idemrt/limits.go), in the limits table: per effect, a
 // pacing row (slot -1) and call slots 0..concurrency-1.
 // Adds a row once: the pacing row with the time its first call may start,
 // or a call slot, free (held_until NULL).
@@ -452,7 +452,7 @@ type GetGateRow struct {
 	Reason    *string
 }
 
-// An effect's gate (slot -2; idem/gate.go): the provider's "not now" for
+// An effect's gate (slot -2; idem/idemrt/gate.go): the provider's "not now" for
 // the whole effect (gate 'paused' until held_until), and its circuit
 // (failures in a row; 'open' until held_until, then one 'probe' call held
 // by owner until its lease ends). Every time is the database's.

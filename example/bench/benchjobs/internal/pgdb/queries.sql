@@ -34,7 +34,7 @@ WHERE excluded.updated_at >= d.updated_at AND ((d.account, d.amount, d.updated_a
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertCopyJobBatch :exec
--- WriteCopyJobBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteCopyJobBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO copy_rows (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
 SELECT b.id, b.account, b.amount, b.updated_at, b.idemgen_key, @idemgen_job_version::integer
@@ -79,7 +79,7 @@ WHERE excluded.updated_at >= d.updated_at AND ((d.account, d.amount, d.updated_a
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertFxJobBatch :exec
--- WriteFxJobBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteFxJobBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO fx_rows (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
 SELECT b.id, b.account, b.amount, b.updated_at, b.idemgen_key, @idemgen_job_version::integer

@@ -25,7 +25,7 @@ type InsertCopyJobBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteCopyJobBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteCopyJobBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertCopyJobBatch(ctx context.Context, arg InsertCopyJobBatchParams) error {
 	_, err := q.db.Exec(ctx, insertCopyJobBatch,
@@ -54,7 +54,7 @@ type InsertFxJobBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteFxJobBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteFxJobBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertFxJobBatch(ctx context.Context, arg InsertFxJobBatchParams) error {
 	_, err := q.db.Exec(ctx, insertFxJobBatch,

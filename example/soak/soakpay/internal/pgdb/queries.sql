@@ -18,7 +18,7 @@ ON CONFLICT (event_id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertPaymentJobBatch :exec
--- WritePaymentJobBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WritePaymentJobBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO soak_payments (event_id, amount_cents, idemgen_key, idemgen_job_version)
 SELECT b.event_id, b.amount_cents, b.idemgen_key, @idemgen_job_version::integer

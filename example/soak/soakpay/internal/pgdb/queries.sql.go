@@ -41,7 +41,7 @@ type InsertPaymentJobBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WritePaymentJobBatch's first try (idem.PgInsertNew): a plain insert, no
+// WritePaymentJobBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertPaymentJobBatch(ctx context.Context, arg InsertPaymentJobBatchParams) error {
 	_, err := q.db.Exec(ctx, insertPaymentJobBatch,

@@ -34,7 +34,7 @@ WHERE excluded.updated_at >= d.updated_at AND ((d.customer_id, d.amount_cents, d
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertOrderSyncBatch :exec
--- WriteOrderSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteOrderSyncBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO orders (order_id, customer_id, amount_cents, updated_at, idemgen_key, idemgen_job_version)
 SELECT b.order_id, b.customer_id, b.amount_cents, b.updated_at, b.idemgen_key, @idemgen_job_version::integer

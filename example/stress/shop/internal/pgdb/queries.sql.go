@@ -25,7 +25,7 @@ type InsertOrderSyncBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteOrderSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteOrderSyncBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertOrderSyncBatch(ctx context.Context, arg InsertOrderSyncBatchParams) error {
 	_, err := q.db.Exec(ctx, insertOrderSyncBatch,

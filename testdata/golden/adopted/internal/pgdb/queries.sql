@@ -32,7 +32,7 @@ WHERE excluded.signed_up_at >= d.signed_up_at AND ((d.locale, d.signed_up_at) IS
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertSignupSyncBatch :exec
--- WriteSignupSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteSignupSyncBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO signups (email, locale, signed_up_at, idemgen_key, idemgen_job_version)
 SELECT b.email, CASE WHEN b.idemgen_null_locale THEN NULL ELSE b.locale END, b.signed_up_at, b.idemgen_key, @idemgen_job_version::integer

@@ -25,7 +25,7 @@ type InsertSignupSyncBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteSignupSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteSignupSyncBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertSignupSyncBatch(ctx context.Context, arg InsertSignupSyncBatchParams) error {
 	_, err := q.db.Exec(ctx, insertSignupSyncBatch,

@@ -32,7 +32,7 @@ WHERE excluded.updated_at >= d.updated_at AND ((d.status, d.updated_at) IS DISTI
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertOrderSyncBatch :exec
--- WriteOrderSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteOrderSyncBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO orders (order_id, status, updated_at, idemgen_key, idemgen_job_version)
 SELECT b.order_id, b.status, b.updated_at, b.idemgen_key, @idemgen_job_version::integer

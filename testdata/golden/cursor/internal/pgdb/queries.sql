@@ -18,7 +18,7 @@ ON CONFLICT (seq) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertEventImportBatch :exec
--- WriteEventImportBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteEventImportBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO events (seq, name, idemgen_key, idemgen_job_version)
 SELECT b.seq, b.name, b.idemgen_key, @idemgen_job_version::integer

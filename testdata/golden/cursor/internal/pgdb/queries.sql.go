@@ -22,7 +22,7 @@ type InsertEventImportBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteEventImportBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteEventImportBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertEventImportBatch(ctx context.Context, arg InsertEventImportBatchParams) error {
 	_, err := q.db.Exec(ctx, insertEventImportBatch,

@@ -18,7 +18,7 @@ ON CONFLICT (source_file, row_no) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertCsvImportBatch :exec
--- WriteCsvImportBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteCsvImportBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO csv_rows (source_file, row_no, account, amount_cents, idemgen_key, idemgen_job_version)
 SELECT b.source_file, b.row_no, b.account, CASE WHEN b.idemgen_null_amount_cents THEN NULL ELSE b.amount_cents END, b.idemgen_key, @idemgen_job_version::integer
@@ -47,7 +47,7 @@ ON CONFLICT (signup_id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertSignupCopyBatch :exec
--- WriteSignupCopyBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteSignupCopyBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO signups (signup_id, plan, created_at, idemgen_key, idemgen_job_version)
 SELECT b.signup_id, b.plan, b.created_at, b.idemgen_key, @idemgen_job_version::integer

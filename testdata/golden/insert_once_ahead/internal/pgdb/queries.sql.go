@@ -26,7 +26,7 @@ type InsertCsvImportBatchParams struct {
 	IdemgenKey             []string
 }
 
-// WriteCsvImportBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteCsvImportBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertCsvImportBatch(ctx context.Context, arg InsertCsvImportBatchParams) error {
 	_, err := q.db.Exec(ctx, insertCsvImportBatch,
@@ -55,7 +55,7 @@ type InsertSignupCopyBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteSignupCopyBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteSignupCopyBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertSignupCopyBatch(ctx context.Context, arg InsertSignupCopyBatchParams) error {
 	_, err := q.db.Exec(ctx, insertSignupCopyBatch,

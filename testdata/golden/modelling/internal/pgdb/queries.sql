@@ -18,7 +18,7 @@ ON CONFLICT (event_id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertSignupWebhookBatch :exec
--- WriteSignupWebhookBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteSignupWebhookBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO signup_events (event_id, user_id, idemgen_key, idemgen_job_version)
 SELECT b.event_id, b.user_id, b.idemgen_key, @idemgen_job_version::integer
@@ -53,7 +53,7 @@ ON CONFLICT (user_id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertUserWelcomeBatch :exec
--- WriteUserWelcomeBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteUserWelcomeBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO welcomed_users (user_id, email, idemgen_key, idemgen_job_version)
 SELECT b.user_id, b.email, b.idemgen_key, @idemgen_job_version::integer

@@ -60,7 +60,7 @@ type InsertSignupWebhookBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteSignupWebhookBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteSignupWebhookBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertSignupWebhookBatch(ctx context.Context, arg InsertSignupWebhookBatchParams) error {
 	_, err := q.db.Exec(ctx, insertSignupWebhookBatch,
@@ -85,7 +85,7 @@ type InsertUserWelcomeBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteUserWelcomeBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteUserWelcomeBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertUserWelcomeBatch(ctx context.Context, arg InsertUserWelcomeBatchParams) error {
 	_, err := q.db.Exec(ctx, insertUserWelcomeBatch,

@@ -28,7 +28,7 @@ WHERE (false OR excluded.idemgen_job_version > d.idemgen_job_version)
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertDeviceRegisterBatch :exec
--- WriteDeviceRegisterBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteDeviceRegisterBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO devices (device_id, idemgen_key, idemgen_job_version)
 SELECT b.device_id, b.idemgen_key, @idemgen_job_version::integer

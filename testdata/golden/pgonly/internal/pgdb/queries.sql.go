@@ -23,7 +23,7 @@ type InsertDeviceRegisterBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteDeviceRegisterBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteDeviceRegisterBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertDeviceRegisterBatch(ctx context.Context, arg InsertDeviceRegisterBatchParams) error {
 	_, err := q.db.Exec(ctx, insertDeviceRegisterBatch, arg.IdemgenJobVersion, arg.DeviceID, arg.IdemgenKey)

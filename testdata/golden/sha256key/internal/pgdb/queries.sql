@@ -34,7 +34,7 @@ WHERE excluded.rev >= d.rev AND ((d.rev, d.cents, d.seen_at) IS DISTINCT FROM (e
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertPriceSyncBatch :exec
--- WritePriceSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WritePriceSyncBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO prices (sku, region, rev, cents, seen_at, idemgen_key, idemgen_job_version)
 SELECT b.sku, b.region, b.rev, b.cents, b.seen_at, b.idemgen_key, @idemgen_job_version::integer

@@ -26,7 +26,7 @@ type InsertPriceSyncBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WritePriceSyncBatch's first try (idem.PgInsertNew): a plain insert, no
+// WritePriceSyncBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertPriceSyncBatch(ctx context.Context, arg InsertPriceSyncBatchParams) error {
 	_, err := q.db.Exec(ctx, insertPriceSyncBatch,

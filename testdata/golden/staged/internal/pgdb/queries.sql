@@ -34,7 +34,7 @@ WHERE excluded.booked_at >= d.booked_at AND ((d.account, d.amount_cents, d.booke
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertLedgerImportBatch :exec
--- WriteLedgerImportBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteLedgerImportBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO ledger_entries (entry_id, account, amount_cents, booked_at, idemgen_key, idemgen_job_version)
 SELECT b.entry_id, b.account, b.amount_cents, b.booked_at, b.idemgen_key, @idemgen_job_version::integer
@@ -63,7 +63,7 @@ ON CONFLICT (change_id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertPageImportBatch :exec
--- WritePageImportBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WritePageImportBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO feed_changes (change_id, body, idemgen_key, idemgen_job_version)
 SELECT b.change_id, b.body, b.idemgen_key, @idemgen_job_version::integer
@@ -106,7 +106,7 @@ WHERE ((d.amount_cents, d.note) IS DISTINCT FROM (excluded.amount_cents, exclude
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertReceiptIntakeBatch :exec
--- WriteReceiptIntakeBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteReceiptIntakeBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO receipts (receipt_id, amount_cents, note, idemgen_key, idemgen_job_version)
 SELECT b.receipt_id, b.amount_cents, CASE WHEN b.idemgen_null_note THEN NULL ELSE b.note END, b.idemgen_key, @idemgen_job_version::integer

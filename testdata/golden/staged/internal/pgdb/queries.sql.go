@@ -26,7 +26,7 @@ type InsertLedgerImportBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteLedgerImportBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteLedgerImportBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertLedgerImportBatch(ctx context.Context, arg InsertLedgerImportBatchParams) error {
 	_, err := q.db.Exec(ctx, insertLedgerImportBatch,
@@ -53,7 +53,7 @@ type InsertPageImportBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WritePageImportBatch's first try (idem.PgInsertNew): a plain insert, no
+// WritePageImportBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertPageImportBatch(ctx context.Context, arg InsertPageImportBatchParams) error {
 	_, err := q.db.Exec(ctx, insertPageImportBatch,
@@ -80,7 +80,7 @@ type InsertReceiptIntakeBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteReceiptIntakeBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteReceiptIntakeBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertReceiptIntakeBatch(ctx context.Context, arg InsertReceiptIntakeBatchParams) error {
 	_, err := q.db.Exec(ctx, insertReceiptIntakeBatch,

@@ -18,7 +18,7 @@ ON CONFLICT (shop, order_id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertOrderHookJobBatch :exec
--- WriteOrderHookJobBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteOrderHookJobBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO order_hooks (shop, order_id, amount_cents, idemgen_key, idemgen_job_version)
 SELECT b.shop, b.order_id, b.amount_cents, b.idemgen_key, @idemgen_job_version::integer

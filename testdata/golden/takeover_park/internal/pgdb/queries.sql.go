@@ -43,7 +43,7 @@ type InsertOrderHookJobBatchParams struct {
 	IdemgenKey        []string
 }
 
-// WriteOrderHookJobBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteOrderHookJobBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertOrderHookJobBatch(ctx context.Context, arg InsertOrderHookJobBatchParams) error {
 	_, err := q.db.Exec(ctx, insertOrderHookJobBatch,

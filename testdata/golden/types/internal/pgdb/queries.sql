@@ -64,7 +64,7 @@ WHERE excluded.at >= d.at AND ((d.str, d.str_null, d.i32, d.i32_null, d.i64, d.i
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertAllTypesBatch :exec
--- WriteAllTypesBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteAllTypesBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO records (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
 SELECT b.id, b.str, CASE WHEN b.idemgen_null_str_null THEN NULL ELSE b.str_null END, b.i32, CASE WHEN b.idemgen_null_i32_null THEN NULL ELSE b.i32_null END, b.i64, CASE WHEN b.idemgen_null_i64_null THEN NULL ELSE b.i64_null END, b.f64, CASE WHEN b.idemgen_null_f64_null THEN NULL ELSE b.f64_null END, b.flag, CASE WHEN b.idemgen_null_flag_null THEN NULL ELSE b.flag_null END, b.at, CASE WHEN b.idemgen_null_at_null THEN NULL ELSE b.at_null END, b.blob, CASE WHEN b.idemgen_null_blob_null THEN NULL ELSE b.blob_null END, b.doc, CASE WHEN b.idemgen_null_doc_null THEN NULL ELSE b.doc_null END, b.uid, CASE WHEN b.idemgen_null_uid_null THEN NULL ELSE b.uid_null END, b.idemgen_key, @idemgen_job_version::integer
@@ -93,7 +93,7 @@ ON CONFLICT (id) DO NOTHING
 RETURNING idemgen_key, idemgen_write;
 
 -- name: InsertRecordEventsBatch :exec
--- WriteRecordEventsBatch's first try (idem.PgInsertNew): a plain insert, no
+-- WriteRecordEventsBatch's first try (idemrt.PgInsertNew): a plain insert, no
 -- conflict check, nothing returned; a key already there fails it.
 INSERT INTO record_events (id, str, str_null, i32, i32_null, i64, i64_null, f64, f64_null, flag, flag_null, at, at_null, blob, blob_null, doc, doc_null, uid, uid_null, idemgen_key, idemgen_job_version)
 SELECT b.id, b.str, CASE WHEN b.idemgen_null_str_null THEN NULL ELSE b.str_null END, b.i32, CASE WHEN b.idemgen_null_i32_null THEN NULL ELSE b.i32_null END, b.i64, CASE WHEN b.idemgen_null_i64_null THEN NULL ELSE b.i64_null END, b.f64, CASE WHEN b.idemgen_null_f64_null THEN NULL ELSE b.f64_null END, b.flag, CASE WHEN b.idemgen_null_flag_null THEN NULL ELSE b.flag_null END, b.at, CASE WHEN b.idemgen_null_at_null THEN NULL ELSE b.at_null END, b.blob, CASE WHEN b.idemgen_null_blob_null THEN NULL ELSE b.blob_null END, b.doc, CASE WHEN b.idemgen_null_doc_null THEN NULL ELSE b.doc_null END, b.uid, CASE WHEN b.idemgen_null_uid_null THEN NULL ELSE b.uid_null END, b.idemgen_key, @idemgen_job_version::integer

@@ -108,7 +108,7 @@ type InsertAllTypesBatchParams struct {
 	IdemgenKey          []string
 }
 
-// WriteAllTypesBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteAllTypesBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertAllTypesBatch(ctx context.Context, arg InsertAllTypesBatchParams) error {
 	_, err := q.db.Exec(ctx, insertAllTypesBatch,
@@ -185,7 +185,7 @@ type InsertRecordEventsBatchParams struct {
 	IdemgenKey          []string
 }
 
-// WriteRecordEventsBatch's first try (idem.PgInsertNew): a plain insert, no
+// WriteRecordEventsBatch's first try (idemrt.PgInsertNew): a plain insert, no
 // conflict check, nothing returned; a key already there fails it.
 func (q *Queries) InsertRecordEventsBatch(ctx context.Context, arg InsertRecordEventsBatchParams) error {
 	_, err := q.db.Exec(ctx, insertRecordEventsBatch,

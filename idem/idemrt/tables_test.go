@@ -1,14 +1,14 @@
-package idem_test
+package idemrt_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 func TestTableNamesPutAPackagesTablesInPlace(t *testing.T) {
-	n := idem.NewTableNames(idem.Tables{Ledger: "hk_ledger", Progress: "hk_progress", Seen: "billing_idem_seen", Parked: "p"})
+	n := idemrt.NewTableNames(idemrt.Tables{Ledger: "hk_ledger", Progress: "hk_progress", Seen: "billing_idem_seen", Parked: "p"})
 	q := "DELETE FROM idem_seen AS s WHERE NOT EXISTS (SELECT 1 FROM idem_ledger l WHERE l.job = s.job) AND s.job IN (SELECT job FROM idem_progress UNION SELECT job FROM idem_parked)"
 	got, err := n.SQL(q)
 	want := "DELETE FROM billing_idem_seen AS s WHERE NOT EXISTS (SELECT 1 FROM hk_ledger l WHERE l.job = s.job) AND s.job IN (SELECT job FROM hk_progress UNION SELECT job FROM p)"
@@ -22,7 +22,7 @@ func TestTableNamesPutAPackagesTablesInPlace(t *testing.T) {
 
 func TestTableNamesRefuseANameThatIsNotAnIdentifier(t *testing.T) {
 	for _, bad := range []string{"", "a b", "x; DROP TABLE y", `"quoted"`, "1st"} {
-		n := idem.NewTableNames(idem.Tables{Ledger: "l", Progress: "p", Seen: bad, Parked: "k"})
+		n := idemrt.NewTableNames(idemrt.Tables{Ledger: "l", Progress: "p", Seen: bad, Parked: "k"})
 		_, err := n.SQL("SELECT 1 FROM idem_seen")
 		if err == nil || !strings.Contains(err.Error(), "seen table") {
 			t.Errorf("seen table named %q: err = %v, want one naming the seen table", bad, err)

@@ -1,4 +1,4 @@
-package idem
+package idemrt
 
 // Effects of a batch are performed after it commits: each owed key once
 // per call, up to the effect concurrency (WithEffectConcurrency) at a time,

@@ -1,4 +1,4 @@
-package idem
+package idemrt
 
 // Batches. A page of units is written in batches of at most the batch size
 // (WithBatchSize), each in one transaction of a few statements per table:

@@ -1,4 +1,4 @@
-package idem
+package idemrt
 
 import (
 	"context"

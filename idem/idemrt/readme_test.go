@@ -1,4 +1,4 @@
-package idem
+package idemrt
 
 import (
 	"go/ast"
@@ -17,7 +17,7 @@ import (
 // Recovery's sentinels (recover.go) answer a person's Retry and Forget, not
 // a job's calls; docs/operations.md names them.
 func TestREADMEErrorSwitchNamesEverySentinel(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestStateNamesInDocsMatchTheCode(t *testing.T) {
 	if len(consts) == 0 {
 		t.Fatal("found no State or UnitState constants in package idem")
 	}
-	runtime, err := os.ReadFile(filepath.Join("..", "docs", "runtime.md"))
+	runtime, err := os.ReadFile(filepath.Join("..", "..", "docs", "runtime.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +105,8 @@ func TestStateNamesInDocsMatchTheCode(t *testing.T) {
 	}
 
 	oldNames := regexp.MustCompile("ledger state `?failed|stored_state|StoredState|Shown(Pending|Leased|Done|Parked)|StateFailed")
-	docs, _ := filepath.Glob(filepath.Join("..", "docs", "*.md"))
-	for _, name := range append(docs, filepath.Join("..", "README.md")) {
+	docs, _ := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	for _, name := range append(docs, filepath.Join("..", "..", "README.md")) {
 		text, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
