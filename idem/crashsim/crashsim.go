@@ -1402,6 +1402,9 @@ func (r *simRun[U]) heldBy(ctx context.Context, owner string) map[string]int {
 // recover restarts after a crash: leases expire, and the phase runs again
 // (it may crash again where the scenario says so).
 func (r *simRun[U]) recover(phase int) {
+	r.prov.mu.Lock()
+	r.prov.gate.crashed()
+	r.prov.mu.Unlock()
 	for attempt := 0; attempt < 3; attempt++ {
 		r.setClock(r.now().Add(r.job.Lease + time.Minute))
 		if out := r.cleanRun(phase); !out.crashed {

@@ -1107,7 +1107,15 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 			// pause, circuit: clean, then crashed at hits after the
 			// effect's first call (the first phase's calls of it meet
 			// the gate), and taken over.
-			for _, f := range []string{famPause, famCircuit} {
+			gates := []string{famPause, famCircuit}
+			if fx.MaxAttempts > 0 && fx.MaxAttempts <= simCircuitFailures {
+				// The failures before the circuit opens count attempts:
+				// a row whose budget is no larger is parked by them, as
+				// it would be without a circuit; the family's "none
+				// parked" is for a budget the circuit can protect.
+				gates = gates[:1]
+			}
+			for _, f := range gates {
 				sc = newScenario(f)
 				sc.call = c
 				add(sc)
