@@ -493,6 +493,9 @@ type simInc struct {
 	// effect calls, the recorder) park at their next hit, as they would
 	// die with the process.
 	dead atomic.Bool
+	// writesAhead: its store keeps several batch transactions open at
+	// once, so a job without effects writes ahead (PostgreSQL).
+	writesAhead atomic.Bool
 }
 
 // simRun is the state of one scenario.
@@ -542,10 +545,11 @@ type simRun[U any] struct {
 	intr          simInterrupts  // the cancel, skew and purge-pending families' state
 	// repeat-batches and writeahead (repeats.go): the calls handed in while
 	// the phases play, the re-runs after (converging), the keys whose first
-	// write is slowed down and the older versions a change log carries.
+	// write is held back (and what lets it go) and the older versions a
+	// change log carries.
 	repeats    [][]U
 	converging bool
-	lagKeys    map[string]bool
+	lagKeys    map[string]*simLag
 	cursorEcho map[string]U
 	incByID    map[int]*simInc        // every incarnation started, by id
 	starts     map[string][]time.Time // the rate family: the starts its rates granted, by effect
@@ -637,7 +641,7 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 			r.checkAt(ctx, p, detail)
 		}
 		if r.sc.family == famWriteAhead {
-			r.lag(p, detail)
+			r.lag(inc, p, detail)
 		}
 		if r.sc.family == famRate && p == pointSQLAfter && strings.Contains(detail, "name: GetPace ") {
 			r.paceMeet()
@@ -1000,6 +1004,9 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 	r.mu.Unlock()
 	hook := r.hook(inc)
 	st, kill, closeInc := r.db.incarnation(r.t, hook)
+	if cw, ok := st.(interface{ ConcurrentWrites() int }); ok {
+		inc.writesAhead.Store(cw.ConcurrentWrites() >= 2)
+	}
 	opts := append(r.skewed(), idemrt.WithCrashHook(hook), idem.WithOwner(simOwner(inc.id)))
 	switch work {
 	case workBurst:

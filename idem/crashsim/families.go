@@ -831,7 +831,7 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 	}
 	r.prov.progress = &r.progress
 	r.phases = simPhases(job)
-	r.lagKeys, r.cursorEcho, r.incByID = map[string]bool{}, map[string]U{}, map[int]*simInc{}
+	r.lagKeys, r.cursorEcho, r.incByID = map[string]*simLag{}, map[string]U{}, map[int]*simInc{}
 	if sc.family == famStallTakeover {
 		r.prov.hang = r.hangInterlude
 	}

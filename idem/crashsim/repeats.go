@@ -45,9 +45,20 @@ const (
 
 func hasEffects[U any](job *Job[U]) bool { return len(job.Effects) > 0 }
 
-// simWriteAheadLag is how long the first write of a repeated key waits at
-// its first hit: far longer than the next batch needs to start.
-const simWriteAheadLag = 50 * time.Millisecond
+// simWriteAheadHold bounds how long writeahead holds back the first write
+// of a repeated key: it is let go as soon as the engine shows what it does
+// with the key's later batch, so the bound is met only when a crash ends
+// the incarnation that would show it.
+const simWriteAheadHold = 5 * time.Second
+
+// simLag is writeahead's state for a repeated key.
+type simLag struct {
+	held bool // its first write was held back (at most once)
+	// awaited: a later batch with the key waited for the batches in
+	// flight (batch.await); committed: a later write of it committed
+	// while the first was held: the engine did not wait.
+	awaited, committed bool
+}
 
 // simRepeatDeliveries is what repeat-batches hands in, one call per phase:
 // the fixture's units (1 to 6, then 4 to 7) with repeats; n' is unit n
@@ -113,7 +124,7 @@ func (r *simRun[U]) echoFor(id int, u U, between int) {
 	}
 	key := r.job.keyOf(u)
 	r.mu.Lock()
-	r.lagKeys[key] = true
+	r.lagKeys[key] = &simLag{}
 	r.cursorEcho[key] = older // a change log carries it once, just before u
 	r.mu.Unlock()
 	r.window.mu.Lock()
@@ -178,18 +189,40 @@ func (r *simRun[U]) serveRepeats(phase int) {
 	}
 }
 
-// lag slows writeahead's first write of a repeated key at its first hit
-// (outside every lock, so other batches go on meanwhile).
-func (r *simRun[U]) lag(p idemrt.CrashPoint, detail string) {
-	if p != idemrt.PointUnitStart {
-		return
-	}
+// lag holds writeahead's first write of a repeated key at its first
+// unit.start, before the write touches its row, until the engine shows
+// what it does with the key's later batch: waits for the batches in
+// flight (batch.await; then the first write goes on and commits first),
+// or writes it and commits (a wait missed: the first write then commits
+// after it, and the older version wins). It is held outside every lock,
+// so other batches go on meanwhile, and no longer than simWriteAheadHold
+// or the incarnation's life.
+func (r *simRun[U]) lag(inc *simInc, p idemrt.CrashPoint, detail string) {
 	r.mu.Lock()
-	lag := r.lagKeys[detail]
-	delete(r.lagKeys, detail)
+	l := r.lagKeys[detail]
+	hold := false
+	if l != nil {
+		switch p {
+		case idemrt.PointBatchAwait:
+			l.awaited = true
+		case idemrt.PointUnitAfterCommit:
+			l.committed = l.held
+		case idemrt.PointUnitStart:
+			hold, l.held = !l.held, true
+		}
+	}
 	r.mu.Unlock()
-	if lag {
-		time.Sleep(simWriteAheadLag)
+	if !hold || !inc.writesAhead.Load() {
+		return // one batch after another: nothing comes between
+	}
+	for deadline := time.Now().Add(simWriteAheadHold); time.Now().Before(deadline) && !inc.dead.Load(); {
+		r.mu.Lock()
+		shown := l.awaited || l.committed
+		r.mu.Unlock()
+		if shown {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

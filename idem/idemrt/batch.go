@@ -99,6 +99,19 @@ func (e *Engine[U]) apply(ctx context.Context, units []U, rep *runState, collect
 			}
 			return err
 		}
+		if ahead && writing(rep, items) {
+			// A batch written ahead and still in flight writes one of
+			// these keys: wait for them all, so a key's writes commit in
+			// the order they were handed in.
+			if err := e.hit(ctx, PointBatchAwait, items[0].key); err != nil {
+				rep.add(own)
+				if obs := e.opt.observer; obs != nil {
+					obs.BatchEnd(ctx, e.def.Name, err)
+				}
+				return err
+			}
+			rep.awaitInFlight()
+		}
 		if ahead {
 			e.writeAhead(ctx, items, rep, own, collect, markOf, res)
 		} else {
@@ -127,15 +140,12 @@ func failedIn[U any](items []*item[U], markOf func(U) time.Time) (res applied) {
 // writeAhead commits a prepared batch on its own goroutine, counting into
 // own, and returns once fewer than writeAheadDepth batches' transactions
 // are open, this one included, so that the next makes at most that many:
-// the oldest end first. A batch that shares a
-// unit key with any batch in flight waits for them all first, so a key's
-// writes commit in order. Counting, progress and the units' ends happen
+// the oldest end first. A batch that shares a unit key with any batch in
+// flight has waited for them all before (the caller), so a key's writes
+// commit in order. Counting, progress and the units' ends happen
 // here, on the caller's goroutine, one batch after another, in order
 // (runState.keepInFlight).
 func (e *Engine[U]) writeAhead(ctx context.Context, items []*item[U], rep *runState, own *runState, collect bool, markOf func(U) time.Time, res *applied) {
-	if writing(rep, items) {
-		rep.awaitInFlight()
-	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -388,6 +388,7 @@ const (
 	PointRunStart         CrashPoint = "run.start"
 	PointBatchStart       CrashPoint = "batch.start"
 	PointBatchBegin       CrashPoint = "batch.begin" // a batch's units are in hand, its transaction not begun
+	PointBatchAwait       CrashPoint = "batch.await" // a batch written ahead waits for the batches in flight that write one of its keys
 	PointUnitStart        CrashPoint = "unit.start"
 	PointBatchWritten     CrashPoint = "batch.written" // a round of a batch's statements ran, in its transaction
 	PointUnitBeforeCommit CrashPoint = "unit.commit.before"
