@@ -96,9 +96,18 @@ func (e simSQLite) fresh(t testing.TB) simDB {
 }
 
 func (e simSQLite) attach(t testing.TB, path string) simDB {
-	obs, err := sql.Open("sqlite3", simSQLiteDSN(path))
-	if err != nil {
-		t.Fatal(err)
+	var obs *sql.DB
+	if simCold() {
+		var err error
+		if obs, err = sql.Open("sqlite3", simSQLiteDSN(path)); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		conn, err := newSimCachingConnector(simSQLiteDSN(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs = sql.OpenDB(conn)
 	}
 	// idemrt.SQLiteAuto gives a query's connection back only once its rows
 	// are closed, on a goroutine of its own: on a loaded machine the next
