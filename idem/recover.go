@@ -26,6 +26,12 @@ const (
 // would remove).
 type Change = idemrt.Change
 
+// Recovery is the ledger and parked-unit listings and a person's recovery
+// calls of one generated package: its Store embeds one, so store.Retry,
+// store.Forget, store.LedgerPage and the rest work on that package's
+// tables, on the database's clock.
+type Recovery = idemrt.Recovery
+
 // Retry puts back what is parked under key, in job (every job when job is
 // ""): the parked effect whose effect key it is is owed again with its
 // attempts at 0, so the next Run or Drain performs it with the same key;

@@ -27,6 +27,7 @@ var serviceNames = map[string]bool{
 	"Backlog":               true,
 	"LedgerEntry":           true,
 	"ParkedUnit":            true,
+	"Recovery":              true,
 	"StatePending":          true,
 	"StateLeased":           true,
 	"StateDone":             true,

@@ -40,101 +40,7 @@ func StoreFile(p *model.Package) *jen.File {
 	f.Comment("Runtime returns the runtime's view of the store, for integrations written once for")
 	f.Comment("every generated package (the crash tests, a queue worker).")
 	f.Func().Params(jen.Id("s").Op("*").Id("Store")).Id("Runtime").Params().Add(rt("Store")).Block(jen.Return(jen.Id("s").Dot("st")))
-	listingMethods(f)
-	parkedMethods(f)
 	return f
-}
-
-// listingMethods emits the Store's ledger listings: the whole ledger, and
-// a page of it on its primary key (idemrt.LedgerPage):
-//
-//	func (s *Store) Ledger(ctx context.Context) ([]idem.LedgerEntry, error)
-//	func (s *Store) LedgerPage(ctx context.Context, after string, limit int) ([]idem.LedgerEntry, string, error) {
-//		return idemrt.LedgerPage(ctx, s.st, after, limit)
-//	}
-func listingMethods(f *jen.File) {
-	store := jen.Params(jen.Id("s").Op("*").Id("Store"))
-	ctx := jen.Id("ctx").Add(Context())
-	f.Comment("Ledger lists every ledger row, ordered by effect key, for tests and small ledgers:")
-	f.Comment("it reads a page at a time but holds every row in memory. LedgerPage reads one page.")
-	f.Func().Add(store.Clone()).Id("Ledger").Params(ctx.Clone()).Params(jen.Index().Add(rt("LedgerEntry")), jen.Error()).Block(
-		jen.Return(jen.Id("s").Dot("st").Dot("Auto").Call().Dot("Ledger").Call(jen.Id("ctx"))),
-	)
-	f.Comment("LedgerPage lists at most limit ledger rows whose effect keys sort after after (\"\" for")
-	f.Comment("the first page), ordered by effect key, and the cursor of the next page: pass it as")
-	f.Comment("after to read on; \"\" when no row follows. Each page costs the same however large")
-	f.Comment("the ledger grows. `idemgen ledger list -limit N -after CURSOR` pages the same way.")
-	f.Func().Add(store.Clone()).Id("LedgerPage").Params(ctx.Clone(), jen.Id("after").String(), jen.Id("limit").Int()).Params(jen.Index().Add(rt("LedgerEntry")), jen.String(), jen.Error()).Block(
-		jen.Return(rt("LedgerPage").Call(jen.Id("ctx"), jen.Id("s").Dot("st"), jen.Id("after"), jen.Id("limit"))),
-	)
-}
-
-// parkedMethods emits the Store's view of parked work and what a person
-// does about it, the runtime's recovery (idem.Retry, idem.RetryParked,
-// idem.Forget), which `idemgen ledger retry|reset` run too:
-//
-//	func (s *Store) Parked(ctx context.Context) ([]idem.ParkedUnit, error)
-//	func (s *Store) ParkedPage(ctx context.Context, job, after string, limit int) ([]idem.ParkedUnit, string, error)
-//	func (s *Store) Retry(ctx context.Context, job, key string) ([]idem.Change, error) {
-//		now, err := idemrt.StoreNow(ctx, s.st)
-//		if err != nil {
-//			return nil, err
-//		}
-//		return idem.Retry(ctx, s.st, job, key, now)
-//	}
-//	func (s *Store) RetryParked(ctx context.Context, job string) ([]idem.Change, error)
-//	func (s *Store) Forget(ctx context.Context, job, key string) ([]idem.Change, error)
-func parkedMethods(f *jen.File) {
-	store := jen.Params(jen.Id("s").Op("*").Id("Store"))
-	auto := jen.Id("s").Dot("st").Dot("Auto").Call()
-	ctx := jen.Id("ctx").Add(Context())
-	changes := jen.Params(jen.Index().Add(rt("Change")), jen.Error())
-	// recovery is a method body: read the database's clock, then call the runtime.
-	recovery := func(call *jen.Statement) *jen.Statement {
-		return jen.Block(
-			jen.List(jen.Id("now"), jen.Err()).Op(":=").Add(rt("StoreNow")).Call(jen.Id("ctx"), jen.Id("s").Dot("st")),
-			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-			jen.Return(call),
-		)
-	}
-	f.Comment("Parked lists the units whose writes failed and that were not written since, ordered")
-	f.Comment("by job and key: failing (progress waits for them), parked after their job's")
-	f.Comment("max_attempts (progress passes them), or put back for retry. It holds every row in")
-	f.Comment("memory; ParkedPage reads a job's rows a page at a time.")
-	f.Func().Add(store.Clone()).Id("Parked").Params(ctx.Clone()).Params(jen.Index().Add(rt("ParkedUnit")), jen.Error()).Block(
-		jen.Return(auto.Clone().Dot("UnitFailures").Call(jen.Id("ctx"))),
-	)
-	f.Comment("ParkedPage lists at most limit of job's units in Parked, those whose keys sort after")
-	f.Comment("after (\"\" for the first page), ordered by key, and the cursor of the next page:")
-	f.Comment("pass it as after to read on; \"\" when no row follows.")
-	f.Func().Add(store.Clone()).Id("ParkedPage").Params(ctx.Clone(), jen.List(jen.Id("job"), jen.Id("after")).String(), jen.Id("limit").Int()).Params(jen.Index().Add(rt("ParkedUnit")), jen.String(), jen.Error()).Block(
-		jen.Return(rt("ParkedPage").Call(jen.Id("ctx"), jen.Id("s").Dot("st"), jen.Id("job"), jen.Id("after"), jen.Id("limit"))),
-	)
-	f.Comment("Retry puts back what is parked under key in job (\"\" for every job) and returns what")
-	f.Comment("it changed: the parked effect whose effect key it is is owed again with its attempts")
-	f.Comment("at 0 (the next Run or Drain performs it, with the same key); the failing or parked unit")
-	f.Comment("whose unit key it is is written again from its stored payload by the next Run (Drain,")
-	f.Comment("for handed-in units). An effect that is not parked refuses the retry")
-	f.Comment("(*idem.RefusedError); a key with nothing under it is idem.ErrNothingUnderKey.")
-	f.Comment("`idemgen ledger retry KEY` runs the same code.")
-	f.Func().Add(store.Clone()).Id("Retry").Params(ctx.Clone(), jen.List(jen.Id("job"), jen.Id("key")).String()).Add(changes.Clone()).Add(
-		recovery(rt("Retry").Call(jen.Id("ctx"), jen.Id("s").Dot("st"), jen.Id("job"), jen.Id("key"), jen.Id("now"))),
-	)
-	f.Comment("RetryParked puts every parked effect and parked unit of job back, as Retry does, in one")
-	f.Comment("transaction, and returns what it changed. `idemgen ledger retry -all-parked` runs the")
-	f.Comment("same code.")
-	f.Func().Add(store.Clone()).Id("RetryParked").Params(ctx.Clone(), jen.Id("job").String()).Add(changes.Clone()).Add(
-		recovery(rt("RetryParked").Call(jen.Id("ctx"), jen.Id("s").Dot("st"), jen.Id("now"), jen.Id("job"))),
-	)
-	f.Comment("Forget forgets key in job (\"\" for every job) on purpose and returns what it removed:")
-	f.Comment("the ledger row whose effect key it is, the parked unit and the handed-in key record")
-	f.Comment("whose unit key it is. An effect held under a live lease refuses it")
-	f.Comment("(*idem.RefusedError). An effect forgotten is owed again only if a write decides it")
-	f.Comment("again (a backfill, a version bump); a handed-in key is processed as new when handed in")
-	f.Comment("again. `idemgen ledger reset -force KEY` runs the same code.")
-	f.Func().Add(store.Clone()).Id("Forget").Params(ctx.Clone(), jen.List(jen.Id("job"), jen.Id("key")).String()).Add(changes.Clone()).Add(
-		recovery(rt("Forget").Call(jen.Id("ctx"), jen.Id("s").Dot("st"), jen.Id("job"), jen.Id("key"), jen.Id("now"), jen.False())),
-	)
 }
 
 // runtimeHandshake emits a compile-time check that the runtime is at least
@@ -151,16 +57,38 @@ func runtimeHandshake(f *jen.File) {
 // after the runtime version this generator emits code for.
 var RuntimeHandshake = "IsAtLeastVersion" + strings.ReplaceAll(names.Version, ".", "_")
 
-// storeType emits:
+// storeType emits the Store, which embeds the runtime's recovery (the
+// ledger and parked listings, Retry, RetryParked, Forget: one
+// implementation for every package), and its tables:
 //
-//	type Store struct { st store; migrate func(context.Context) error }
+//	type Store struct {
+//		idem.Recovery
+//		st      idem.Store
+//		migrate func(context.Context) error
+//	}
+//
+//	func newStore(st idem.Store, migrate func(context.Context) error) *Store {
+//		return &Store{Recovery: idemrt.NewRecovery(st), st: st, migrate: migrate}
+//	}
 //
 //	var ledgerTables = idemrt.Tables{Ledger: "billing_idem_ledger", ...}
 func storeType(f *jen.File, p *model.Package) {
-	f.Commentf("Store is the database the %s jobs run against, PostgreSQL or SQLite.", p.Name)
+	f.Commentf("Store is the database the %s jobs run against, PostgreSQL or SQLite. Its", p.Name)
+	f.Comment("Recovery lists the ledger and the parked units and puts back or forgets what is")
+	f.Comment("under a key (Retry, RetryParked, Forget), as `idemgen ledger` does.")
+	migrateFunc := jen.Func().Params(Context()).Error()
 	f.Type().Id("Store").Struct(
+		rt("Recovery"),
 		jen.Id("st").Add(rt("Store")),
-		jen.Id("migrate").Func().Params(Context()).Error(),
+		jen.Id("migrate").Add(migrateFunc.Clone()),
+	)
+	f.Comment("newStore returns a Store over st, with its recovery.")
+	f.Func().Id("newStore").Params(jen.Id("st").Add(rt("Store")), jen.Id("migrate").Add(migrateFunc.Clone())).Op("*").Id("Store").Block(
+		jen.Return(jen.Op("&").Id("Store").Values(jen.Dict{
+			jen.Id("Recovery"): rt("NewRecovery").Call(jen.Id("st")),
+			jen.Id("st"):       jen.Id("st"),
+			jen.Id("migrate"):  jen.Id("migrate"),
+		})),
 	)
 	f.Comment("ledgerTables are the package's bookkeeping tables, which the runtime's ledger")
 	f.Comment("queries run on.")
@@ -232,28 +160,28 @@ func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
 	if d == model.Postgres {
 		f.Comment("NewPostgresStore returns a Store over a pgx pool.")
 		f.Func().Id("NewPostgresStore").Params(jen.Id("pool").Op("*").Add(PgxPool())).Op("*").Id("Store").Block(
-			jen.Return(jen.Op("&").Id("Store").Values(jen.Dict{
-				jen.Id("st"): jen.Qual(idemPG, "NewStore").Call(jen.Id("pool"), jen.Id("ledgerTables"), querier),
-				jen.Id("migrate"): jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
+			jen.Return(jen.Id("newStore").Call(
+				jen.Qual(idemPG, "NewStore").Call(jen.Id("pool"), jen.Id("ledgerTables"), querier),
+				jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
 					append([]jen.Code{
 						jen.Id("db").Op(":=").Qual("github.com/jackc/pgx/v5/stdlib", "OpenDBFromPool").Call(jen.Id("pool")),
 						jen.Defer().Id("db").Dot("Close").Call(),
 						sub, check,
 					}, migrate(jen.Id("db"), "DialectPostgres")...)...,
 				),
-			})),
+			)),
 		)
 		return
 	}
 	f.Comment("NewSQLiteStore returns a Store over a database/sql SQLite handle (any driver;")
 	f.Comment("the example and tests use github.com/ncruces/go-sqlite3, which is pure Go).")
 	f.Func().Id("NewSQLiteStore").Params(jen.Id("db").Op("*").Add(SQLDB())).Op("*").Id("Store").Block(
-		jen.Return(jen.Op("&").Id("Store").Values(jen.Dict{
-			jen.Id("st"): jen.Qual(idemSQLite, "NewStore").Call(jen.Id("db"), jen.Id("ledgerTables"), querier),
-			jen.Id("migrate"): jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
+		jen.Return(jen.Id("newStore").Call(
+			jen.Qual(idemSQLite, "NewStore").Call(jen.Id("db"), jen.Id("ledgerTables"), querier),
+			jen.Func().Params(jen.Id("ctx").Add(Context())).Error().Block(
 				append([]jen.Code{sub, check}, migrate(jen.Id("db"), "DialectSQLite3")...)...,
 			),
-		})),
+		)),
 	)
 }
 

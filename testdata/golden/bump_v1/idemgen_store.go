@@ -25,10 +25,22 @@ import (
 // compile, upgrade it: go get github.com/idemgen/idemgen@latest
 const _ = idemrt.IsAtLeastVersion0_3_0
 
-// Store is the database the bumpv1 jobs run against, PostgreSQL or SQLite.
+// Store is the database the bumpv1 jobs run against, PostgreSQL or SQLite. Its
+// Recovery lists the ledger and the parked units and puts back or forgets what is
+// under a key (Retry, RetryParked, Forget), as `idemgen ledger` does.
 type Store struct {
+	idem.Recovery
 	st      idem.Store
 	migrate func(context.Context) error
+}
+
+// newStore returns a Store over st, with its recovery.
+func newStore(st idem.Store, migrate func(context.Context) error) *Store {
+	return &Store{
+		Recovery: idemrt.NewRecovery(st),
+		migrate:  migrate,
+		st:       st,
+	}
 }
 
 // ledgerTables are the package's bookkeeping tables, which the runtime's ledger
@@ -67,33 +79,27 @@ func Migrations(dialect string) (fs.FS, error) {
 
 // NewPostgresStore returns a Store over a pgx pool.
 func NewPostgresStore(pool *pgxpool.Pool) *Store {
-	return &Store{
-		migrate: func(ctx context.Context) error {
-			db := stdlib.OpenDBFromPool(pool)
-			defer db.Close()
-			sub, err := fs.Sub(migrationsFS, "migrations/postgres")
-			if err != nil {
-				return err
-			}
-			return idemrt.Migrate(ctx, db, goose.DialectPostgres, sub, "bump_migrations")
-		},
-		st: idempg.NewStore(pool, ledgerTables, newPgQuerier),
-	}
+	return newStore(idempg.NewStore(pool, ledgerTables, newPgQuerier), func(ctx context.Context) error {
+		db := stdlib.OpenDBFromPool(pool)
+		defer db.Close()
+		sub, err := fs.Sub(migrationsFS, "migrations/postgres")
+		if err != nil {
+			return err
+		}
+		return idemrt.Migrate(ctx, db, goose.DialectPostgres, sub, "bump_migrations")
+	})
 }
 
 // NewSQLiteStore returns a Store over a database/sql SQLite handle (any driver;
 // the example and tests use github.com/ncruces/go-sqlite3, which is pure Go).
 func NewSQLiteStore(db *sql.DB) *Store {
-	return &Store{
-		migrate: func(ctx context.Context) error {
-			sub, err := fs.Sub(migrationsFS, "migrations/sqlite")
-			if err != nil {
-				return err
-			}
-			return idemrt.Migrate(ctx, db, goose.DialectSQLite3, sub, "bump_migrations")
-		},
-		st: idemsqlite.NewStore(db, ledgerTables, newSQLiteQuerier),
-	}
+	return newStore(idemsqlite.NewStore(db, ledgerTables, newSQLiteQuerier), func(ctx context.Context) error {
+		sub, err := fs.Sub(migrationsFS, "migrations/sqlite")
+		if err != nil {
+			return err
+		}
+		return idemrt.Migrate(ctx, db, goose.DialectSQLite3, sub, "bump_migrations")
+	})
 }
 
 // Migrate applies the package's migrations (goose, append-only) to the store's database.
@@ -105,73 +111,4 @@ func (s *Store) Migrate(ctx context.Context) error {
 // every generated package (the crash tests, a queue worker).
 func (s *Store) Runtime() idem.Store {
 	return s.st
-}
-
-// Ledger lists every ledger row, ordered by effect key, for tests and small ledgers:
-// it reads a page at a time but holds every row in memory. LedgerPage reads one page.
-func (s *Store) Ledger(ctx context.Context) ([]idem.LedgerEntry, error) {
-	return s.st.Auto().Ledger(ctx)
-}
-
-// LedgerPage lists at most limit ledger rows whose effect keys sort after after ("" for
-// the first page), ordered by effect key, and the cursor of the next page: pass it as
-// after to read on; "" when no row follows. Each page costs the same however large
-// the ledger grows. `idemgen ledger list -limit N -after CURSOR` pages the same way.
-func (s *Store) LedgerPage(ctx context.Context, after string, limit int) ([]idem.LedgerEntry, string, error) {
-	return idemrt.LedgerPage(ctx, s.st, after, limit)
-}
-
-// Parked lists the units whose writes failed and that were not written since, ordered
-// by job and key: failing (progress waits for them), parked after their job's
-// max_attempts (progress passes them), or put back for retry. It holds every row in
-// memory; ParkedPage reads a job's rows a page at a time.
-func (s *Store) Parked(ctx context.Context) ([]idem.ParkedUnit, error) {
-	return s.st.Auto().UnitFailures(ctx)
-}
-
-// ParkedPage lists at most limit of job's units in Parked, those whose keys sort after
-// after ("" for the first page), ordered by key, and the cursor of the next page:
-// pass it as after to read on; "" when no row follows.
-func (s *Store) ParkedPage(ctx context.Context, job, after string, limit int) ([]idem.ParkedUnit, string, error) {
-	return idemrt.ParkedPage(ctx, s.st, job, after, limit)
-}
-
-// Retry puts back what is parked under key in job ("" for every job) and returns what
-// it changed: the parked effect whose effect key it is is owed again with its attempts
-// at 0 (the next Run or Drain performs it, with the same key); the failing or parked unit
-// whose unit key it is is written again from its stored payload by the next Run (Drain,
-// for handed-in units). An effect that is not parked refuses the retry
-// (*idem.RefusedError); a key with nothing under it is idem.ErrNothingUnderKey.
-// `idemgen ledger retry KEY` runs the same code.
-func (s *Store) Retry(ctx context.Context, job, key string) ([]idem.Change, error) {
-	now, err := idemrt.StoreNow(ctx, s.st)
-	if err != nil {
-		return nil, err
-	}
-	return idem.Retry(ctx, s.st, job, key, now)
-}
-
-// RetryParked puts every parked effect and parked unit of job back, as Retry does, in one
-// transaction, and returns what it changed. `idemgen ledger retry -all-parked` runs the
-// same code.
-func (s *Store) RetryParked(ctx context.Context, job string) ([]idem.Change, error) {
-	now, err := idemrt.StoreNow(ctx, s.st)
-	if err != nil {
-		return nil, err
-	}
-	return idem.RetryParked(ctx, s.st, now, job)
-}
-
-// Forget forgets key in job ("" for every job) on purpose and returns what it removed:
-// the ledger row whose effect key it is, the parked unit and the handed-in key record
-// whose unit key it is. An effect held under a live lease refuses it
-// (*idem.RefusedError). An effect forgotten is owed again only if a write decides it
-// again (a backfill, a version bump); a handed-in key is processed as new when handed in
-// again. `idemgen ledger reset -force KEY` runs the same code.
-func (s *Store) Forget(ctx context.Context, job, key string) ([]idem.Change, error) {
-	now, err := idemrt.StoreNow(ctx, s.st)
-	if err != nil {
-		return nil, err
-	}
-	return idem.Forget(ctx, s.st, job, key, now, false)
 }
