@@ -551,6 +551,7 @@ type simRun[U any] struct {
 	converging bool
 	lagKeys    map[string]*simLag
 	cursorEcho map[string]U
+	callHold   *simCallHold           // repeat-batches' calls4: a first call held
 	incByID    map[int]*simInc        // every incarnation started, by id
 	starts     map[string][]time.Time // the rate family: the starts its rates granted, by effect
 	paceReader chan struct{}          // the rate family: a worker that read the pace, waiting for another
@@ -642,6 +643,9 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 		}
 		if r.sc.family == famWriteAhead {
 			r.lag(inc, p, detail)
+		}
+		if r.callHold != nil {
+			r.holdCall(inc, p, detail)
 		}
 		if r.sc.family == famRate && p == pointSQLAfter && strings.Contains(detail, "name: GetPace ") {
 			r.paceMeet()

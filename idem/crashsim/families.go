@@ -394,6 +394,9 @@ func (r *simRun[U]) checkEnd() []string {
 	if r.sc.family == "clean" || r.sc.family == "fanout" || unfaulted {
 		r.checkCounts()
 	}
+	if unfaulted {
+		r.checkCallHold()
+	}
 	if r.sc.family == "mismatch" {
 		r.checkMismatch(ctx, exp)
 	}
@@ -644,8 +647,12 @@ func (r *simRun[U]) checkCounts() {
 		got := run.rep
 		if got.Seen != len(units) || got.Inserted != want[idem.OutcomeInserted] || got.Updated != want[idem.OutcomeUpdated] ||
 			got.Unchanged != want[idem.OutcomeUnchanged] || got.Deduped != want[idem.OutcomeDeduped] || got.Accepted != want[idem.OutcomeAccepted] ||
-			got.Failed != want[idem.OutcomeMismatch] || got.Mismatched != want[idem.OutcomeMismatch] || got.EffectsDone != done || got.EffectsFailed != 0 {
-			r.violate("report counts: got %s, the oracle wants seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d mismatched=%d effects done=%d",
+			got.Failed != want[idem.OutcomeMismatch] || got.Mismatched != want[idem.OutcomeMismatch] || got.EffectsDone != done || got.EffectsFailed != 0 ||
+			got.EffectsBusy != 0 || got.EffectsWaiting != 0 {
+			// No run here meets a fault or another worker: no effect is
+			// busy (a repeat of a key whose call is in flight waits for
+			// it, and is deduped) and none waits for a retry.
+			r.violate("report counts: got %s, the oracle wants seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d mismatched=%d effects done=%d, none busy or waiting",
 				got, len(units), want[idem.OutcomeInserted], want[idem.OutcomeUpdated], want[idem.OutcomeUnchanged], want[idem.OutcomeDeduped], want[idem.OutcomeAccepted], want[idem.OutcomeMismatch], done)
 		}
 	}
@@ -837,6 +844,9 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 	}
 	if sc.family == famRepeatBatches {
 		r.repeats = simRepeatDeliveries(job)
+		if sc.variant == simCallsAtOnce {
+			r.callHold = newCallHold(job, r.versions)
+		}
 	}
 	if l, ok := db.(connLimiter); ok && sc.family == famBurst {
 		l.limitConns(simBurstConns)
@@ -1302,6 +1312,15 @@ func simSample(plan []simScenario) []simScenario {
 			out = append(out, all[i])
 			if n--; n == 0 {
 				break
+			}
+		}
+		if f == famRepeatBatches {
+			// calls4 is the one scenario with a call in flight when a
+			// batch repeats its key: the sample keeps it.
+			for _, sc := range all[1:] {
+				if sc.variant == simCallsAtOnce {
+					out = append(out, sc)
+				}
 			}
 		}
 	}
