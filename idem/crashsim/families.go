@@ -397,6 +397,15 @@ func (r *simRun[U]) checkEnd() []string {
 	if unfaulted {
 		r.checkCallHold()
 	}
+	r.mu.Lock()
+	split := r.stmt.split
+	r.mu.Unlock()
+	if r.sc.family == "stmtfail" && split && !r.job.Stage {
+		// A statement that failed naming no unit cost no unit anything:
+		// the halves, down to a lone unit, wrote every unit as if
+		// nothing had failed.
+		r.checkCounts()
+	}
 	if r.sc.family == "mismatch" {
 		r.checkMismatch(ctx, exp)
 	}
@@ -1081,6 +1090,18 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 			stmtFails++
 		}
 	}
+	// stmtfail@k rewrite: the same at the second phase's first batch,
+	// which writes keys the first phase wrote, so the lone unit its
+	// halving ends with meets its row (on PostgreSQL, the conflict clause
+	// of its single-unit statement).
+	if i := slices.IndexFunc(trace[1:], func(h simHit) bool { return h.p == idemrt.PointRunStart }); i >= 0 {
+		k := slices.IndexFunc(trace[i+1:], func(h simHit) bool { return h.p == idemrt.PointBatchWritten }) + i + 1
+		if k > i && !slices.ContainsFunc(plan, func(sc simScenario) bool { return sc.family == "stmtfail" && sc.at == k }) {
+			sc := at("stmtfail", k)
+			sc.variant = simRewrite
+			add(sc)
+		}
+	}
 	// preempt@p over every point of the first phase outside a transaction.
 	for k := 0; k < firstPhase; k++ {
 		if !simInTx(job, trace[k]) && trace[k].p != pointSQLBefore && trace[k].p != pointSQLAfter {
@@ -1314,13 +1335,12 @@ func simSample(plan []simScenario) []simScenario {
 				break
 			}
 		}
-		if f == famRepeatBatches {
-			// calls4 is the one scenario with a call in flight when a
-			// batch repeats its key: the sample keeps it.
-			for _, sc := range all[1:] {
-				if sc.variant == simCallsAtOnce {
-					out = append(out, sc)
-				}
+		// calls4 is the one scenario with a call in flight when a batch
+		// repeats its key, stmtfail's rewrite the one whose lone unit
+		// meets its row: the sample keeps them.
+		for _, sc := range all[1:] {
+			if sc.variant == simCallsAtOnce || sc.variant == simRewrite {
+				out = append(out, sc)
 			}
 		}
 	}

@@ -372,6 +372,12 @@ var exampleMutants = []mutant{
 		"AS updated_at, unnest($7::text[]) AS idemgen_key) AS b\nON CONFLICT DO NOTHING\n`\n\ntype InsertInvoiceSyncBatchParams")},
 	{name: "insert without ON CONFLICT (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
 		"ON CONFLICT \\(invoice_id\\) DO UPDATE SET[^`]*?RETURNING idemgen_key, idemgen_write", "RETURNING idemgen_key, idemgen_write")},
+	// Killed by stmtfail (its rewrite scenario): the batch is halved down
+	// to lone units, each written with its single-unit statement, which
+	// PostgreSQL ran nowhere before lone units took it; a key written in
+	// the first phase fails there on its unique constraint.
+	{name: "a lone unit's upsert without ON CONFLICT (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
+		"ON CONFLICT \\(invoice_id\\) DO UPDATE SET[^`]*?RETURNING idemgen_write\n", "RETURNING idemgen_write\n")},
 	{name: "watermark set without GREATEST", test: syncTest, edits: edit(sqliteLedger,
 		`watermark = coalesce\(max\(p\.watermark, excluded\.watermark\), excluded\.watermark\)`, "watermark = excluded.watermark")},
 	{name: "watermark set without GREATEST (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
