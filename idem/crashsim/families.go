@@ -20,8 +20,11 @@ package crashsim
 //	               unchanged); once it runs out they are performed once,
 //	               each attempt counted
 //	writefail      one unit's write fails and rolls back                    3 8
-//	stmtfail       a batch's statement fails without naming a unit: the     8
-//	               batch is halved down to it
+//	stmtfail       a batch's statement fails without naming a unit, and    3 8
+//	               its halves' while they hold several: halved down to
+//	               lone units, each written with its own statement (on
+//	               PostgreSQL too); also at the second phase's first batch
+//	               (keys written before); report counts checked
 //	poison         one unit's write fails every time                        3 8
 //	failk          an effect fails max_attempts-1 times, then max_attempts  8
 //	               (each wait within [½, 1] of its retry step)
@@ -85,7 +88,10 @@ package crashsim
 //	repeat-batches handed-in: one call per phase whose batches repeat keys,  1 2 4 7
 //	               unchanged and changed, and mix new keys with changed
 //	               repeats of old ones: as if handed in one by one (report
-//	               counts checked); then crashed at hits spread over it
+//	               counts checked); then crashed at hits spread over it;
+//	               calls4: effects 4 at a time, unit 1's call held until
+//	               the batch repeating it claimed its own: the repeat
+//	               waits for it, deduped, never busy
 //	writeahead     no effects: a page serves a new key twice (an older      1 3 4
 //	               version first, then in phase 1 with a unit between) in
 //	               batches of one written ahead, three at once; the older
