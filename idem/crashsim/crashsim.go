@@ -526,6 +526,7 @@ type simRun[U any] struct {
 	recorder   string      // takeover: the lease owner that must record pausedKey
 	failedKey  string      // writefail: the unit whose write failed
 	failedAt   int         // writefail: how many deliveries the world had made then
+	stmt       simStmtFail // stmtfail: the halving it follows
 	// dirty says committed state may have changed since the last check:
 	// a COMMIT or a statement outside a transaction ran, or the world moved.
 	dirty bool
@@ -551,6 +552,7 @@ type simRun[U any] struct {
 	converging bool
 	lagKeys    map[string]*simLag
 	cursorEcho map[string]U
+	callHold   *simCallHold           // repeat-batches' calls4: a first call held
 	incByID    map[int]*simInc        // every incarnation started, by id
 	starts     map[string][]time.Time // the rate family: the starts its rates granted, by effect
 	paceReader chan struct{}          // the rate family: a worker that read the pace, waiting for another
@@ -580,6 +582,50 @@ func (r *simRun[U]) violate(format string, args ...any) {
 	if len(r.violations) < 20 {
 		r.violations = append(r.violations, fmt.Sprintf(format, args...))
 	}
+}
+
+// simRewrite is stmtfail's scenario at the second phase's first batch.
+const simRewrite = "rewrite"
+
+// simStmtFail is stmtfail's state: a batch's statement failed naming no
+// unit, and fails again in every transaction of its halves that writes
+// more than one unit, so each of the batch's units is written alone.
+type simStmtFail struct {
+	halving bool
+	split   bool // the scenario's failure was in a transaction of several units
+	units   int  // unit.start hits in the transaction under way
+}
+
+// stmtFail is stmtfail's failure at hit n, at point p, if any: at the
+// scenario's hit (a batch.written), then, until the next batch begins, at
+// each batch.written of a transaction of more than one unit, so the
+// halving goes down to lone units and writes every unit of the batch on
+// its own (on PostgreSQL with its single-unit statement, not the batch
+// form: a new key, a key rewritten, a key left unchanged). The caller
+// holds r.mu.
+func (r *simRun[U]) stmtFail(n int, p idemrt.CrashPoint) error {
+	s := &r.stmt
+	switch p {
+	case idemrt.PointBatchBegin, idemrt.PointBatchStart, idemrt.PointRunStart:
+		s.halving, s.units = false, 0
+	case idemrt.PointUnitStart:
+		s.units++
+	case idemrt.PointUnitAfterCommit:
+		s.units = 0
+	case idemrt.PointBatchWritten:
+		switch {
+		case n == r.sc.at:
+			// A lone unit's failure is its own: nothing to halve.
+			s.halving = s.units > 1
+			s.split = s.halving
+		case s.halving && s.units > 1:
+		default:
+			return nil
+		}
+		s.units = 0 // rolled back: the next transaction counts afresh
+		return errors.New("simulated statement failure")
+	}
+	return nil
 }
 
 // failPoint is where a unit's write is made to fail: inside its transaction.
@@ -617,8 +663,8 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 		case r.sc.family == "writefail" && n == r.sc.at:
 			fail = errors.New("simulated write failure")
 			r.failedKey, r.failedAt = detail, len(r.history)
-		case r.sc.family == "stmtfail" && n == r.sc.at:
-			fail = errors.New("simulated statement failure")
+		case r.sc.family == "stmtfail":
+			fail = r.stmtFail(n, p)
 		}
 		poison := r.poisonKey != "" && p == r.job.failPoint() && detail == r.poisonKey
 		purge := strings.HasPrefix(r.sc.family, "purge-") && n == r.sc.at
@@ -642,6 +688,9 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 		}
 		if r.sc.family == famWriteAhead {
 			r.lag(inc, p, detail)
+		}
+		if r.callHold != nil {
+			r.holdCall(inc, p, detail)
 		}
 		if r.sc.family == famRate && p == pointSQLAfter && strings.Contains(detail, "name: GetPace ") {
 			r.paceMeet()

@@ -20,8 +20,11 @@ package crashsim
 //	               unchanged); once it runs out they are performed once,
 //	               each attempt counted
 //	writefail      one unit's write fails and rolls back                    3 8
-//	stmtfail       a batch's statement fails without naming a unit: the     8
-//	               batch is halved down to it
+//	stmtfail       a batch's statement fails without naming a unit, and    3 8
+//	               its halves' while they hold several: halved down to
+//	               lone units, each written with its own statement (on
+//	               PostgreSQL too); also at the second phase's first batch
+//	               (keys written before); report counts checked
 //	poison         one unit's write fails every time                        3 8
 //	failk          an effect fails max_attempts-1 times, then max_attempts  8
 //	               (each wait within [½, 1] of its retry step)
@@ -85,7 +88,10 @@ package crashsim
 //	repeat-batches handed-in: one call per phase whose batches repeat keys,  1 2 4 7
 //	               unchanged and changed, and mix new keys with changed
 //	               repeats of old ones: as if handed in one by one (report
-//	               counts checked); then crashed at hits spread over it
+//	               counts checked); then crashed at hits spread over it;
+//	               calls4: effects 4 at a time, unit 1's call held until
+//	               the batch repeating it claimed its own: the repeat
+//	               waits for it, deduped, never busy
 //	writeahead     no effects: a page serves a new key twice (an older      1 3 4
 //	               version first, then in phase 1 with a unit between) in
 //	               batches of one written ahead, three at once; the older
@@ -394,6 +400,18 @@ func (r *simRun[U]) checkEnd() []string {
 	if r.sc.family == "clean" || r.sc.family == "fanout" || unfaulted {
 		r.checkCounts()
 	}
+	if unfaulted {
+		r.checkCallHold()
+	}
+	r.mu.Lock()
+	split := r.stmt.split
+	r.mu.Unlock()
+	if r.sc.family == "stmtfail" && split && !r.job.Stage {
+		// A statement that failed naming no unit cost no unit anything:
+		// the halves, down to a lone unit, wrote every unit as if
+		// nothing had failed.
+		r.checkCounts()
+	}
 	if r.sc.family == "mismatch" {
 		r.checkMismatch(ctx, exp)
 	}
@@ -644,8 +662,12 @@ func (r *simRun[U]) checkCounts() {
 		got := run.rep
 		if got.Seen != len(units) || got.Inserted != want[idem.OutcomeInserted] || got.Updated != want[idem.OutcomeUpdated] ||
 			got.Unchanged != want[idem.OutcomeUnchanged] || got.Deduped != want[idem.OutcomeDeduped] || got.Accepted != want[idem.OutcomeAccepted] ||
-			got.Failed != want[idem.OutcomeMismatch] || got.Mismatched != want[idem.OutcomeMismatch] || got.EffectsDone != done || got.EffectsFailed != 0 {
-			r.violate("report counts: got %s, the oracle wants seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d mismatched=%d effects done=%d",
+			got.Failed != want[idem.OutcomeMismatch] || got.Mismatched != want[idem.OutcomeMismatch] || got.EffectsDone != done || got.EffectsFailed != 0 ||
+			got.EffectsBusy != 0 || got.EffectsWaiting != 0 {
+			// No run here meets a fault or another worker: no effect is
+			// busy (a repeat of a key whose call is in flight waits for
+			// it, and is deduped) and none waits for a retry.
+			r.violate("report counts: got %s, the oracle wants seen=%d inserted=%d updated=%d unchanged=%d deduped=%d accepted=%d mismatched=%d effects done=%d, none busy or waiting",
 				got, len(units), want[idem.OutcomeInserted], want[idem.OutcomeUpdated], want[idem.OutcomeUnchanged], want[idem.OutcomeDeduped], want[idem.OutcomeAccepted], want[idem.OutcomeMismatch], done)
 		}
 	}
@@ -837,6 +859,9 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 	}
 	if sc.family == famRepeatBatches {
 		r.repeats = simRepeatDeliveries(job)
+		if sc.variant == simCallsAtOnce {
+			r.callHold = newCallHold(job, r.versions)
+		}
 	}
 	if l, ok := db.(connLimiter); ok && sc.family == famBurst {
 		l.limitConns(simBurstConns)
@@ -1071,6 +1096,18 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 			stmtFails++
 		}
 	}
+	// stmtfail@k rewrite: the same at the second phase's first batch,
+	// which writes keys the first phase wrote, so the lone unit its
+	// halving ends with meets its row (on PostgreSQL, the conflict clause
+	// of its single-unit statement).
+	if i := slices.IndexFunc(trace[1:], func(h simHit) bool { return h.p == idemrt.PointRunStart }); i >= 0 {
+		k := slices.IndexFunc(trace[i+1:], func(h simHit) bool { return h.p == idemrt.PointBatchWritten }) + i + 1
+		if k > i && !slices.ContainsFunc(plan, func(sc simScenario) bool { return sc.family == "stmtfail" && sc.at == k }) {
+			sc := at("stmtfail", k)
+			sc.variant = simRewrite
+			add(sc)
+		}
+	}
 	// preempt@p over every point of the first phase outside a transaction.
 	for k := 0; k < firstPhase; k++ {
 		if !simInTx(job, trace[k]) && trace[k].p != pointSQLBefore && trace[k].p != pointSQLAfter {
@@ -1302,6 +1339,14 @@ func simSample(plan []simScenario) []simScenario {
 			out = append(out, all[i])
 			if n--; n == 0 {
 				break
+			}
+		}
+		// calls4 is the one scenario with a call in flight when a batch
+		// repeats its key, stmtfail's rewrite the one whose lone unit
+		// meets its row: the sample keeps them.
+		for _, sc := range all[1:] {
+			if sc.variant == simCallsAtOnce || sc.variant == simRewrite {
+				out = append(out, sc)
 			}
 		}
 	}

@@ -22,12 +22,17 @@ package crashsim
 // repeat-batches of a job with effects runs once more without a fault,
 // its effects called four at a time (simCallsAtOnce): a batch's calls go
 // on while the next batch, which repeats some of their keys, is written
-// and claimed, and must leave those keys to the calls in flight.
+// and claimed, and must leave those keys to the calls in flight. Unit 1's
+// first call is held until the batch [3 1] that repeats it has claimed
+// its own calls (holdCall), so that batch meets the call in flight for
+// certain: it must answer the repeat deduped, with the call's result,
+// once the call has ended, not busy (the report's counts, checkCounts).
 
 import (
 	"slices"
 	"time"
 
+	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
@@ -223,6 +228,77 @@ func (r *simRun[U]) lag(inc *simInc, p idemrt.CrashPoint, detail string) {
 			return
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// simCallHold is calls4's state: the key of unit 1's first effect that a
+// new key owes, whose first call is held at its claim, and the keys of
+// unit 3's effects, whose claim lets it go.
+type simCallHold struct {
+	key     string
+	release map[string]bool
+	held    bool // the call was held (at most once)
+	shown   bool // a call of unit 3 was claimed
+}
+
+// newCallHold is nil when no effect of the job is owed by a key handed in
+// for the first time (decided as inserted): then nothing is called.
+func newCallHold[U any](job *Job[U], v simVersions) *simCallHold {
+	i := slices.IndexFunc(job.Effects, func(fx Effect) bool { return fx.When.Matches(idem.OutcomeInserted) })
+	if i < 0 {
+		return nil
+	}
+	h := &simCallHold{key: oracleKey(job.Effects[i].Key, v.vars(i), job.Unit(1, 1)), release: map[string]bool{}}
+	for i, fx := range job.Effects {
+		h.release[oracleKey(fx.Key, v.vars(i), job.Unit(3, 1))] = true
+	}
+	return h
+}
+
+// checkCallHold: calls4 held unit 1's call until the batch that repeats it
+// had claimed its calls; else the scenario proved nothing of that batch.
+func (r *simRun[U]) checkCallHold() {
+	if h := r.callHold; h != nil && (!h.held || !h.shown) {
+		r.violate("calls4: unit 1's call of %s was held %v, and a call of unit 3 claimed %v; want both", h.key, h.held, h.shown)
+	}
+}
+
+// holdCall holds calls4's first call of unit 1's first effect key at its
+// claim (effect.claim.after: leased to this worker, not yet called, the
+// cross-worker slot not taken) until a call of unit 3 is claimed. Unit 3
+// comes in the batch [3 1] after [1 2]: its calls are claimed once that
+// batch has committed and decided what its repeat of unit 1 owes, so the
+// repeat meets unit 1's call in flight whatever the machine's speed. One
+// key only: the batch's other calls go on and free the call slots unit
+// 3's need. The hold is bounded by simWriteAheadHold and the
+// incarnation's life; a bound met while it lives is a violation (the
+// scenario did not show what it is for).
+func (r *simRun[U]) holdCall(inc *simInc, p idemrt.CrashPoint, detail string) {
+	if p != idemrt.PointEffectClaimed {
+		return
+	}
+	h := r.callHold
+	r.mu.Lock()
+	if h.release[detail] {
+		h.shown = true
+	}
+	hold := detail == h.key && !h.held
+	h.held = h.held || hold
+	r.mu.Unlock()
+	if !hold {
+		return
+	}
+	for deadline := time.Now().Add(simWriteAheadHold); !inc.dead.Load(); time.Sleep(time.Millisecond) {
+		r.mu.Lock()
+		shown := h.shown
+		r.mu.Unlock()
+		if shown {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.violate("calls4: the first call of %s was held %s and no call of the batch that repeats it was claimed", h.key, simWriteAheadHold)
+			return
+		}
 	}
 }
 

@@ -4,8 +4,9 @@ package idemrt
 // (WithBatchSize), each in one transaction of a few statements per table:
 // the parked-unit lookup, the handed-in key records, the destination write
 // with its guards, the version-bump lookup and the effect reservations.
-// On PostgreSQL each is one statement over arrays; SQLite runs the single
-// statements in the batch's transaction. The effects the batch decided are
+// On PostgreSQL each is one statement over arrays (a lone unit's
+// destination write takes its own statement, see write); SQLite runs the
+// single statements in the batch's transaction. The effects the batch decided are
 // performed after it commits, concurrently (WithEffectConcurrency); a job
 // without effects on PostgreSQL commits batches while the next one is
 // fetched, prepared and written, up to five transactions at once
@@ -503,9 +504,14 @@ func (e *Engine[U]) settleReplays(ctx context.Context, q Querier, written []*ite
 }
 
 // write runs the destination write: one statement for the batch where the
-// dialect has one, else one per unit, which names the unit that fails.
+// dialect has one, else one per unit, which names the unit that fails. A
+// lone unit (a call or a River job of one, a batch halved down to one, a
+// key's later round) takes its own statement on every dialect: on
+// PostgreSQL the guarded upsert is one round trip, where the batch form's
+// first try costs three (savepoint, insert, release) and a key already
+// there two more.
 func (e *Engine[U]) write(ctx context.Context, q Querier, items []*item[U]) error {
-	if e.def.WriteBatch != nil {
+	if e.def.WriteBatch != nil && (len(items) > 1 || e.def.Write == nil) {
 		units := make([]U, len(items))
 		for i, it := range items {
 			units[i] = it.u

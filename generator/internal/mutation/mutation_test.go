@@ -372,6 +372,12 @@ var exampleMutants = []mutant{
 		"AS updated_at, unnest($7::text[]) AS idemgen_key) AS b\nON CONFLICT DO NOTHING\n`\n\ntype InsertInvoiceSyncBatchParams")},
 	{name: "insert without ON CONFLICT (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
 		"ON CONFLICT \\(invoice_id\\) DO UPDATE SET[^`]*?RETURNING idemgen_key, idemgen_write", "RETURNING idemgen_key, idemgen_write")},
+	// Killed by stmtfail (its rewrite scenario): the batch is halved down
+	// to lone units, each written with its single-unit statement, which
+	// PostgreSQL ran nowhere before lone units took it; a key written in
+	// the first phase fails there on its unique constraint.
+	{name: "a lone unit's upsert without ON CONFLICT (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
+		"ON CONFLICT \\(invoice_id\\) DO UPDATE SET[^`]*?RETURNING idemgen_write\n", "RETURNING idemgen_write\n")},
 	{name: "watermark set without GREATEST", test: syncTest, edits: edit(sqliteLedger,
 		`watermark = coalesce\(max\(p\.watermark, excluded\.watermark\), excluded\.watermark\)`, "watermark = excluded.watermark")},
 	{name: "watermark set without GREATEST (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
@@ -408,6 +414,12 @@ var exampleMutants = []mutant{
 		`\t\tit\.outcome = o\n`, "\t\tlast := items[len(items)-1]\n\t\tlast.outcome, it.outcome = o, last.outcome\n")},
 	{name: "outcomes mis-assigned within a batch (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgFile,
 		`if w, ok := written\[k\]; ok \{`, "if w, ok := written[keys[(i+1)%len(keys)]]; ok && k != \"\" {")},
+	// Killed by repeat-batches' calls4: the batch [3 1] meets unit 1's
+	// call still in flight (held until [3 1] claims its own), reads its
+	// key pending and leased, fails to claim it and answers the repeat
+	// busy, not deduped once the call has ended.
+	{name: "a batch does not leave the keys of the calls in flight to them", test: hookTest, edits: edit(batchFile,
+		`\t\tbusy = rep\.inFlight\.keys\n`, "\t\tbusy = nil\n")},
 	{name: "a run ends before its last batch's effects are counted", test: hookTest, edits: edit(engineFile,
 		`\trep\.awaitInFlight\(\)\n\tif err == nil \{\n\t\terr = rep\.failed\.err`, "\tif err == nil {\n\t\terr = rep.failed.err")},
 	{name: "the background recorder drops its last group", test: syncTest, edits: edit(effectsFile,
