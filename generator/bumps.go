@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgen/idemgen/generator/model"
-	"github.com/idemgen/idemgen/generator/spec"
+	"github.com/idemgen/idemgen/generator/internal/model"
+	"github.com/idemgen/idemgen/generator/internal/spec"
 )
 
 // Bump is a version that the spec raises over the generated code in the

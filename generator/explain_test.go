@@ -12,9 +12,9 @@ import (
 
 	"github.com/pressly/goose/v3"
 
-	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator/internal/model"
+	"github.com/idemgen/idemgen/generator/internal/sqlgen"
 	"github.com/idemgen/idemgen/generator/ops"
-	"github.com/idemgen/idemgen/generator/sqlgen"
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 

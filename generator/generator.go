@@ -1,6 +1,9 @@
-// Package generator is idemgen's pure core: a spec in, the files of the
-// generated package out, as bytes keyed by slash path. It never writes to
-// disk; cmd/idemgen decides whether to write, diff or only vet.
+// Package generator is idemgen's pure core: a spec in (ParseSpec), the
+// files of the generated package out (Generate), as bytes keyed by slash
+// path. It never writes to disk; cmd/idemgen decides whether to write,
+// diff or only vet. It is the generator's only public package: what the
+// command needs from behind it (the resolved model, the lint analyzers,
+// the sqlc child) it re-exports here; the rest is in generator/internal.
 package generator
 
 import (
@@ -9,7 +12,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/idemgen/idemgen/generator/spec"
+	"github.com/idemgen/idemgen/generator/internal/spec"
 )
 
 // Header is the first line of every Go file idemgen owns. It matches Go's

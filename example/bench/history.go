@@ -33,9 +33,8 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/idemgen/idemgen/example/bench/benchjobs"
-	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator"
 	"github.com/idemgen/idemgen/generator/ops"
-	"github.com/idemgen/idemgen/generator/spec"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
@@ -441,14 +440,11 @@ func fillHistory(ctx context.Context, sp *space, n int, destinations bool) error
 
 // openStatus opens the space as `idemgen status -db …` does.
 func openStatus(ctx context.Context, sp *space, cfg *config) (*ops.DB, error) {
-	f, ds := spec.Parse("idemgen.yaml", benchSpec)
-	if !ds.HasErrors() {
-		ds = append(ds, spec.Check(f)...)
-	}
+	f, ds := generator.ParseSpec("idemgen.yaml", benchSpec)
 	if ds.HasErrors() {
 		return nil, fmt.Errorf("bench spec: %v", ds)
 	}
-	pkg, err := model.Resolve(f)
+	pkg, err := generator.Resolve(f)
 	if err != nil {
 		return nil, err
 	}

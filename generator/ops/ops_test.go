@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idemgen/idemgen/generator/model"
-	"github.com/idemgen/idemgen/generator/spec"
+	"github.com/idemgen/idemgen/generator/internal/model"
+	"github.com/idemgen/idemgen/generator/internal/spec"
 	"github.com/idemgen/idemgen/idem/idemops"
 )
 

@@ -14,7 +14,7 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/idemgen/idemgen/generator/sqlc"
+	"github.com/idemgen/idemgen/generator"
 )
 
 // Exit codes.
@@ -80,8 +80,8 @@ func commands() []command {
 // exit code. When the process was started as the sqlc child it runs sqlc
 // instead: sqlc exits the process on errors, so it only ever runs there.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if sqlc.IsChild() {
-		return sqlc.Main(args)
+	if generator.IsSQLCChild() {
+		return generator.SQLCMain(args)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

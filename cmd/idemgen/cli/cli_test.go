@@ -12,18 +12,18 @@ import (
 	"testing"
 	"time"
 
+	sqlccli "github.com/sqlc-dev/sqlc/pkg/cli"
+
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/writeout"
 	"github.com/idemgen/idemgen/generator"
 	"github.com/idemgen/idemgen/generator/ops"
-	"github.com/idemgen/idemgen/generator/spec"
-	"github.com/idemgen/idemgen/generator/sqlc"
-	_ "github.com/idemgen/idemgen/generator/sqlc/linked" // this test binary is its own sqlc child
 )
 
 // TestMain lets this test binary serve as the sqlc child: generate
-// re-executes its own binary with sqlc.ChildEnv set.
+// re-executes its own binary as the sqlc child.
 func TestMain(m *testing.M) {
-	if sqlc.IsChild() {
+	generator.LinkSQLC(sqlccli.Run)
+	if generator.IsSQLCChild() {
 		os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -219,12 +219,11 @@ func TestInitWritesAValidStarter(t *testing.T) {
 	if !strings.HasPrefix(string(yml), schemaLine) {
 		t.Errorf("starter spec does not start with the schema line:\n%s", yml)
 	}
-	f, ds := spec.Parse("idemgen.yaml", yml)
-	ds = append(ds, spec.Check(f)...)
+	f, ds := generator.ParseSpec("idemgen.yaml", yml)
 	if len(ds) > 0 {
 		t.Errorf("starter spec has findings:\n%v", ds)
 	}
-	if f.Package.Value != "billingjobs" || len(f.Jobs) != 1 || f.Jobs[0].Source.Kind.Value != spec.SourceWatermark ||
+	if f.Package.Value != "billingjobs" || len(f.Jobs) != 1 || f.Jobs[0].Source.Kind.Value != "watermark" ||
 		f.Jobs[0].Destination == nil || len(f.Jobs[0].Effects) != 1 {
 		t.Errorf("starter spec is not one watermark job with a destination and one effect: %+v", f)
 	}
@@ -439,7 +438,7 @@ func TestOutMustStayInTheModule(t *testing.T) {
 	}{
 		"dot-dot": {
 			files: map[string]string{"idemgen.yaml": strings.Replace(goodSpec, "out: gen", "out: ../elsewhere", 1)},
-			want:  `^idemgen\.yaml:3:6: out "\.\./elsewhere" `, // caught by spec.Check or by outDir
+			want:  `^idemgen\.yaml:3:6: out "\.\./elsewhere" `, // caught by the spec check or by outDir
 
 		},
 		"absolute": {

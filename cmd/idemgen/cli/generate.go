@@ -13,8 +13,6 @@ import (
 
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/writeout"
 	"github.com/idemgen/idemgen/generator"
-	"github.com/idemgen/idemgen/generator/spec"
-	"github.com/idemgen/idemgen/generator/sqlc"
 )
 
 // loadSpec reads, parses and checks the spec named file, printing every
@@ -24,7 +22,7 @@ import (
 // refused). The code is exitUsage when the file cannot be read,
 // exitFail on errors (and, with -strict, on warnings), exitOK otherwise:
 // generate, diff and vet all decide by it, so they agree on what stops.
-func loadSpec(e env, file string, o *options) (*spec.File, int) {
+func loadSpec(e env, file string, o *options) (*generator.Spec, int) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "idemgen: %v\n", err)
@@ -35,8 +33,8 @@ func loadSpec(e env, file string, o *options) (*spec.File, int) {
 		}
 		return nil, exitUsage
 	}
-	f, ds := spec.Parse(specPath(file), data)
-	ds = append(ds, spec.Check(f)...).Sorted()
+	f, ds := generator.ParseSpec(specPath(file), data)
+	ds = ds.Sorted()
 	for _, d := range ds {
 		fmt.Fprintln(e.stderr, d)
 	}
@@ -137,7 +135,7 @@ func plan(e env, file string, o *options) (target, int) {
 		path: func(p string) string { return relToWD(wd, filepath.Join(dir, filepath.FromSlash(p))) },
 	}
 
-	runner, err := sqlc.Child(e.ctx, e.stderr, modRoot)
+	runner, err := generator.SQLCChild(e.ctx, e.stderr, modRoot)
 	if err != nil {
 		printErr(e, err)
 		return target{}, exitFail
@@ -250,7 +248,7 @@ func diffSpec(e env, file string, o *options) int {
 // printErr prints spec diagnostics one per line in go-build form and any
 // other error prefixed with the program name.
 func printErr(e env, err error) {
-	if ds, ok := errors.AsType[spec.Diagnostics](err); ok {
+	if ds, ok := errors.AsType[generator.Diagnostics](err); ok {
 		for _, d := range ds.Sorted() {
 			fmt.Fprintln(e.stderr, d)
 		}

@@ -20,8 +20,7 @@ import (
 	"golang.org/x/tools/go/ast/astutil"
 	"golang.org/x/tools/go/packages"
 
-	"github.com/idemgen/idemgen/generator/lint"
-	"github.com/idemgen/idemgen/generator/sqlc"
+	"github.com/idemgen/idemgen/generator"
 )
 
 // runLint loads the packages with go/packages, runs idemgen's analyzers
@@ -59,7 +58,7 @@ func runLint(e env, args []string) int {
 		fmt.Fprintf(e.stderr, "idemgen lint: %s matched no packages\n", strings.Join(patterns, " "))
 		return exitUsage
 	}
-	graph, err := checker.Analyze(lint.Analyzers, pkgs, nil)
+	graph, err := checker.Analyze(generator.Analyzers(), pkgs, nil)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "idemgen lint: %v\n", err)
 		return exitUsage
@@ -108,7 +107,7 @@ type finding struct {
 // lintHelp lists the checks for 'idemgen help lint'.
 func lintHelp() string {
 	var b strings.Builder
-	for _, a := range lint.Analyzers {
+	for _, a := range generator.Analyzers() {
 		title, rest, _ := strings.Cut(a.Doc, "\n\n")
 		fmt.Fprintf(&b, "  %s: %s\n\n%s\n\n", a.Name, title, indent(indent(rest)))
 	}
@@ -240,7 +239,7 @@ func dropUnusedImports(file string, src []byte, names map[string]string) ([]byte
 // -vettool: the unitchecker protocol's -V=full and -flags queries, or
 // analyzer flags and a .cfg file describing one package.
 func IsVetTool(args []string) bool {
-	if len(args) == 0 || sqlc.IsChild() {
+	if len(args) == 0 || generator.IsSQLCChild() {
 		return false
 	}
 	if _, verb := lookup(args[0]); verb {

@@ -19,7 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator"
 	"github.com/idemgen/idemgen/generator/ops"
 	"github.com/idemgen/idemgen/idem/idemops"
 	"github.com/idemgen/idemgen/idem/idemui"
@@ -27,7 +27,7 @@ import (
 
 // openOps loads the spec and opens its package's database. A code other
 // than exitOK ends the verb.
-func openOps(e env, verb string, o *options) (*ops.DB, *model.Package, int) {
+func openOps(e env, verb string, o *options) (*ops.DB, *generator.Package, int) {
 	pkg, code := opsPackage(e, verb, o)
 	if code != exitOK {
 		return nil, nil, code
@@ -77,7 +77,7 @@ func printStatus(w io.Writer, st *ops.Status) {
 		switch {
 		case !js.InSpec:
 			source = "not in the spec"
-		case js.Source == string(model.SourceNone):
+		case js.Source == idemops.SourceNone:
 			source = "handed in"
 		}
 		fmt.Fprintf(w, "\n%s (%s)\n", js.Job, source)
@@ -86,7 +86,7 @@ func printStatus(w io.Writer, st *ops.Status) {
 			fmt.Fprintf(w, "  watermark %s, saved %s\n", stamp(*p.Watermark), since(st.At, p.Saved))
 		case p != nil && p.Cursor != nil:
 			fmt.Fprintf(w, "  cursor %q (position %d), moved %s\n", *p.Cursor, p.Position, since(st.At, p.Saved))
-		case js.Source == string(model.SourceNone):
+		case js.Source == idemops.SourceNone:
 		default:
 			fmt.Fprintf(w, "  no progress saved yet\n")
 		}
@@ -136,7 +136,7 @@ func historyText(js ops.JobStatus, es ops.EffectStatus) string {
 		return s + fmt.Sprintf("; every unit done under them is reserved under v%d already", es.Version)
 	}
 	again := "a Run that reads them again in its overlap, or a Backfill whose window holds them,"
-	if js.Source != string(model.SourceWatermark) {
+	if js.Source != idemops.SourceWatermark {
 		again = "processing them again" // no Backfill without a watermark
 	}
 	return s + fmt.Sprintf("; %s performs %s again for %s", again, es.Effect, plural(es.Again, "unit"))
@@ -449,7 +449,7 @@ func bytesText(b []byte) string {
 	return fmt.Sprintf("%d bytes: %x", len(b), b)
 }
 
-func ledgerRetry(e env, db *ops.DB, pkg *model.Package, o *options, args []string) int {
+func ledgerRetry(e env, db *ops.DB, pkg *generator.Package, o *options, args []string) int {
 	var changes []ops.Change
 	var err error
 	if o.allParked {
@@ -468,7 +468,7 @@ func ledgerRetry(e env, db *ops.DB, pkg *model.Package, o *options, args []strin
 		if c.Kind == "unit" {
 			next = "the next run writes it"
 			for _, j := range pkg.Jobs {
-				if j.Name == c.Job && j.Source == model.SourceNone {
+				if j.Name == c.Job && string(j.Source) == idemops.SourceNone {
 					next = "the next drain writes it"
 				}
 			}

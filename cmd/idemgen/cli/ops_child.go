@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgen/idemgen/generator/childbin"
+	"github.com/idemgen/idemgen/generator"
 )
 
 func runStatus(e env, args []string) int { return runOpsChild(e, "status", args, 0) }
@@ -56,8 +56,7 @@ func runOpsChild(e env, verb string, args []string, maxArgs int) int {
 				verb, wd, OpsExeEnv, opsTag)
 			return exitUsage
 		}
-		exe, err = childbin.Get(e.stderr, mod.Root, "ops", "cmd/idemgen -tags "+opsTag, "cmd/idemgen", "database child", "the database drivers",
-			func(exe, pkg string) error { return childbin.Build(e.ctx, mod.Root, exe, pkg, nil, "-tags", opsTag) })
+		exe, err = generator.Child(e.ctx, e.stderr, mod.Root, "ops", "cmd/idemgen", "database child", "the database drivers", "-tags", opsTag)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "idemgen %s: building idemgen with -tags %s failed: %v\n"+
 				"(%s builds it in the module it runs in, which must require idemgen, as go get -tool does; "+

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator"
 )
 
 // The status and ledger verbs. Their implementation (ops.go) links the
@@ -128,7 +128,7 @@ func isLoopback(host string) bool {
 
 // opsPackage is what status and ledger need before a database: -db, and
 // the spec resolved to its package. A code other than exitOK ends the verb.
-func opsPackage(e env, verb string, o *options) (*model.Package, int) {
+func opsPackage(e env, verb string, o *options) (*generator.Package, int) {
 	if o.db == "" {
 		fmt.Fprintf(e.stderr, "idemgen %s: -db is required: a PostgreSQL URL (postgres://...) or a SQLite file\n", verb)
 		return nil, exitUsage
@@ -137,7 +137,7 @@ func opsPackage(e env, verb string, o *options) (*model.Package, int) {
 	if code != exitOK {
 		return nil, code
 	}
-	pkg, err := model.Resolve(f)
+	pkg, err := generator.Resolve(f)
 	if err != nil {
 		printErr(e, err)
 		return nil, exitFail

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/idemgen/idemgen/generator/spec"
+	"github.com/idemgen/idemgen/generator"
 )
 
 // outDir resolves the spec's out against the spec file's directory and
@@ -18,9 +18,9 @@ import (
 // writes through it land in the checked real directory. importPath is the
 // Go import path of that directory, modRoot the module's root. Refusals are diagnostics at out's
 // position.
-func outDir(specPath string, f *spec.File) (dir, importPath, modRoot string, err error) {
+func outDir(specPath string, f *generator.Spec) (dir, importPath, modRoot string, err error) {
 	diag := func(format string, args ...any) error {
-		return spec.Diagnostics{{File: f.Name, Pos: f.Out.Pos, Severity: spec.Error, Msg: fmt.Sprintf(format, args...)}}
+		return generator.Diagnostics{{File: f.Name, Pos: f.Out.Pos, Msg: fmt.Sprintf(format, args...)}} // an error
 	}
 	specAbs, err := filepath.Abs(specPath)
 	if err != nil {
