@@ -19,9 +19,9 @@ import (
 
 // Exit codes.
 const (
-	exitOK    = 0
-	exitFail  = 1 // spec errors, differences, vet and lint findings, failed generation
-	exitUsage = 2 // usage errors, a spec that cannot be found or read, packages that do not load
+	ExitOK    = 0
+	ExitFail  = 1 // spec errors, differences, vet and lint findings, failed generation
+	ExitUsage = 2 // usage errors, a spec that cannot be found or read, packages that do not load
 )
 
 const usage = `usage: idemgen <command> [arguments]
@@ -46,18 +46,18 @@ Exit status: 0 ok, 1 spec errors, differences, findings or failure,
 Run 'idemgen help <command>' for a command's flags.
 `
 
-// env is what every verb gets: its streams and a context cancelled on interrupt.
-type env struct {
-	ctx            context.Context
-	stdin          io.Reader
-	stdout, stderr io.Writer
+// Env is what every verb gets: its streams and a context cancelled on interrupt.
+type Env struct {
+	Ctx            context.Context
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
 }
 
 type command struct {
 	name  string
 	args  string // argument synopsis for usage
 	about string
-	run   func(e env, args []string) int
+	run   func(e Env, args []string) int
 	// interleaved lets flags follow positional arguments (ledger reset KEY -force).
 	interleaved bool
 }
@@ -85,29 +85,29 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	e := env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	e := Env{Ctx: ctx, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return exitUsage
+		return ExitUsage
 	}
 	switch verb := args[0]; verb {
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 && verb == "help" {
 			if c, ok := lookup(args[1]); ok {
-				c.flags(stdout, new(options)).Usage()
-				return exitOK
+				c.flags(stdout, new(Options)).Usage()
+				return ExitOK
 			}
 			fmt.Fprintf(stderr, "idemgen help: unknown command %q\n", args[1])
-			return exitUsage
+			return ExitUsage
 		}
 		fmt.Fprint(stdout, usage)
-		return exitOK
+		return ExitOK
 	default:
 		c, ok := lookup(verb)
 		if !ok {
 			fmt.Fprintf(stderr, "idemgen: unknown command %q\n\n%s", verb, usage)
-			return exitUsage
+			return ExitUsage
 		}
 		return c.run(e, args[1:])
 	}
@@ -122,68 +122,68 @@ func lookup(name string) (command, bool) {
 	return command{}, false
 }
 
-// options are the flags of all verbs; each verb binds those it takes.
-type options struct {
-	file    string // -f
-	fileSet bool   // whether -f was given
-	verbose bool   // -v
-	strict  bool   // -strict
-	fix     bool   // -fix
+// Options are the flags of all verbs; each verb binds those it takes.
+type Options struct {
+	File    string // -f
+	FileSet bool   // whether -f was given
+	Verbose bool   // -v
+	Strict  bool   // -strict
+	Fix     bool   // -fix
 	// status and ledger
-	db        string // -db
-	json      bool   // -json
-	job       string // -job
-	effect    string // -effect
-	state     string // -state
-	prefix    string // -prefix
-	limit     int    // -limit
-	after     string // -after
-	force     bool   // -force
-	allParked bool   // -all-parked
-	errors    bool   // -errors
+	DB        string // -db
+	JSON      bool   // -json
+	Job       string // -job
+	Effect    string // -effect
+	State     string // -state
+	Prefix    string // -prefix
+	Limit     int    // -limit
+	After     string // -after
+	Force     bool   // -force
+	AllParked bool   // -all-parked
+	Errors    bool   // -errors
 	// ui
-	addr         string          // -addr
-	allowActions bool            // -allow-actions
-	allowRemote  bool            // -allow-remote
-	redact       bool            // -redact
-	set          map[string]bool // the flags given
+	Addr         string          // -addr
+	AllowActions bool            // -allow-actions
+	AllowRemote  bool            // -allow-remote
+	Redact       bool            // -redact
+	Set          map[string]bool // the flags given
 }
 
 // flags returns the verb's flag set.
-func (c command) flags(out io.Writer, o *options) *flag.FlagSet {
+func (c command) flags(out io.Writer, o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("idemgen "+c.name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	switch c.name {
 	case "generate", "diff", "vet":
-		fs.StringVar(&o.file, "f", specName, "the spec `file`; out is resolved relative to it")
-		fs.BoolVar(&o.strict, "strict", false, "treat warnings as errors")
+		fs.StringVar(&o.File, "f", specName, "the spec `file`; out is resolved relative to it")
+		fs.BoolVar(&o.Strict, "strict", false, "treat warnings as errors")
 	case "status", "ledger", "ui":
-		fs.StringVar(&o.file, "f", specName, "the spec `file` of the package whose tables to read")
-		fs.StringVar(&o.db, "db", "", "the database: a PostgreSQL `URL` (postgres://..., search_path=... for a schema) or a SQLite file")
+		fs.StringVar(&o.File, "f", specName, "the spec `file` of the package whose tables to read")
+		fs.StringVar(&o.DB, "db", "", "the database: a PostgreSQL `URL` (postgres://..., search_path=... for a schema) or a SQLite file")
 		if c.name != "ui" {
-			fs.BoolVar(&o.json, "json", false, "print JSON, for scripts")
+			fs.BoolVar(&o.JSON, "json", false, "print JSON, for scripts")
 		}
 	}
 	switch c.name {
 	case "generate":
-		fs.BoolVar(&o.verbose, "v", false, "list the files written and deleted")
+		fs.BoolVar(&o.Verbose, "v", false, "list the files written and deleted")
 	case "lint":
-		fs.BoolVar(&o.fix, "fix", false, "apply the suggested fixes to the files instead of failing on them")
+		fs.BoolVar(&o.Fix, "fix", false, "apply the suggested fixes to the files instead of failing on them")
 	case "ui":
-		fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "the `address` to serve on; a non-loopback one needs -allow-remote")
-		fs.BoolVar(&o.allowActions, "allow-actions", false, "serve the retry and forget actions (loopback only); without it the page is read-only")
-		fs.BoolVar(&o.allowRemote, "allow-remote", false, "serve on a non-loopback -addr (read-only: idemgen ui has no authentication)")
-		fs.BoolVar(&o.redact, "redact", false, "hide every stored payload and result")
+		fs.StringVar(&o.Addr, "addr", "127.0.0.1:8080", "the `address` to serve on; a non-loopback one needs -allow-remote")
+		fs.BoolVar(&o.AllowActions, "allow-actions", false, "serve the retry and forget actions (loopback only); without it the page is read-only")
+		fs.BoolVar(&o.AllowRemote, "allow-remote", false, "serve on a non-loopback -addr (read-only: idemgen ui has no authentication)")
+		fs.BoolVar(&o.Redact, "redact", false, "hide every stored payload and result")
 	case "ledger":
-		fs.StringVar(&o.job, "job", "", "only rows of this `job`")
-		fs.StringVar(&o.effect, "effect", "", "list: only ledger rows of this `effect`")
-		fs.StringVar(&o.state, "state", "", "list: only rows in this `state`: "+strings.Join(ledgerStates, ", ")+" (parked: effects and units)")
-		fs.StringVar(&o.prefix, "prefix", "", "list: only rows whose key starts with `text`")
-		fs.IntVar(&o.limit, "limit", 100, "list: at most `n` rows in a page; 0 for all")
-		fs.StringVar(&o.after, "after", "", "list: the page after `cursor`, as the previous page printed it")
-		fs.BoolVar(&o.errors, "errors", false, "list: also show a done row's last error, from an attempt before it was done, marked history")
-		fs.BoolVar(&o.force, "force", false, "reset: remove the rows; without it reset prints what it would remove and exits 1")
-		fs.BoolVar(&o.allParked, "all-parked", false, "retry: every parked effect and unit (of -job, or of every job of the spec)")
+		fs.StringVar(&o.Job, "job", "", "only rows of this `job`")
+		fs.StringVar(&o.Effect, "effect", "", "list: only ledger rows of this `effect`")
+		fs.StringVar(&o.State, "state", "", "list: only rows in this `state`: "+strings.Join(ledgerStates, ", ")+" (parked: effects and units)")
+		fs.StringVar(&o.Prefix, "prefix", "", "list: only rows whose key starts with `text`")
+		fs.IntVar(&o.Limit, "limit", 100, "list: at most `n` rows in a page; 0 for all")
+		fs.StringVar(&o.After, "after", "", "list: the page after `cursor`, as the previous page printed it")
+		fs.BoolVar(&o.Errors, "errors", false, "list: also show a done row's last error, from an attempt before it was done, marked history")
+		fs.BoolVar(&o.Force, "force", false, "reset: remove the rows; without it reset prints what it would remove and exits 1")
+		fs.BoolVar(&o.AllParked, "all-parked", false, "retry: every parked effect and unit (of -job, or of every job of the spec)")
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: idemgen %s %s\n\n%s\n", c.name, c.args, indent(c.about))
@@ -205,16 +205,16 @@ func indent(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// parseFlags parses a verb's arguments into o. It returns the positional
+// ParseFlags parses a verb's arguments into o. It returns the positional
 // arguments, or an exit code when the verb should stop: 0 after -h, 2
 // after a bad flag or more than maxArgs arguments (maxArgs < 0: any number).
 // An interleaved verb's flags may also follow its positional arguments.
-func parseFlags(e env, name string, args []string, maxArgs int, o *options) ([]string, int, bool) {
+func ParseFlags(e Env, name string, args []string, maxArgs int, o *Options) ([]string, int, bool) {
 	c, _ := lookup(name)
 	if o == nil {
-		o = new(options)
+		o = new(Options)
 	}
-	fs := c.flags(e.stderr, o)
+	fs := c.flags(e.Stderr, o)
 	// flag prints errors itself; usage is printed here, to stdout when asked for.
 	printUsage := fs.Usage
 	fs.Usage = func() {}
@@ -227,32 +227,32 @@ func parseFlags(e env, name string, args []string, maxArgs int, o *options) ([]s
 	positional = append(positional, fs.Args()...)
 	fs.Usage = printUsage
 	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(e.stdout)
+		fs.SetOutput(e.Stdout)
 		fs.Usage()
-		return nil, exitOK, false
+		return nil, ExitOK, false
 	}
 	if err != nil {
 		fs.Usage()
-		return nil, exitUsage, false
+		return nil, ExitUsage, false
 	}
 	if maxArgs >= 0 && len(positional) > maxArgs {
-		fmt.Fprintf(e.stderr, "idemgen %s: unexpected argument %q\n", name, positional[maxArgs])
+		fmt.Fprintf(e.Stderr, "idemgen %s: unexpected argument %q\n", name, positional[maxArgs])
 		fs.Usage()
-		return nil, exitUsage, false
+		return nil, ExitUsage, false
 	}
-	o.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
-	o.fileSet = o.set["f"]
+	o.Set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.Set[f.Name] = true })
+	o.FileSet = o.Set["f"]
 	return positional, 0, true
 }
 
-func runVersion(e env, args []string) int {
-	if _, code, ok := parseFlags(e, "version", args, 0, nil); !ok {
+func runVersion(e Env, args []string) int {
+	if _, code, ok := ParseFlags(e, "version", args, 0, nil); !ok {
 		return code
 	}
 	bi, _ := debug.ReadBuildInfo()
-	fmt.Fprintf(e.stdout, "idemgen %s\n", version(bi))
-	return exitOK
+	fmt.Fprintf(e.Stdout, "idemgen %s\n", version(bi))
+	return ExitOK
 }
 
 // modulePath is idemgen's own module.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/writeout"
 	"github.com/idemgen/idemgen/generator"
-	"github.com/idemgen/idemgen/generator/ops"
+	"github.com/idemgen/idemgen/idem/idemops"
 )
 
 // TestMain lets this test binary serve as the sqlc child: generate
@@ -485,11 +485,11 @@ func TestOutMustStayInTheModule(t *testing.T) {
 	})
 }
 
-// The -state values ledger's flags offer are the ones package ops takes:
-// the flags are defined where ops is not linked (opsdoc.go).
+// The -state values ledger's flags offer are the ones the runtime takes:
+// the flags are defined where idemops is not linked (opsdoc.go).
 func TestLedgerStatesAreOps(t *testing.T) {
-	if !slices.Equal(ledgerStates, ops.States) {
-		t.Errorf("ledgerStates = %v, ops.States = %v", ledgerStates, ops.States)
+	if !slices.Equal(ledgerStates, idemops.States) {
+		t.Errorf("ledgerStates = %v, idemops.States = %v", ledgerStates, idemops.States)
 	}
 }
 

@@ -19,29 +19,29 @@ import (
 // diagnostic, errors and warnings, sorted, with the file named by specPath
 // whichever verb and working directory. Check runs on whatever Parse read,
 // so one run reports every finding (Check says nothing about what Parse
-// refused). The code is exitUsage when the file cannot be read,
-// exitFail on errors (and, with -strict, on warnings), exitOK otherwise:
+// refused). The code is ExitUsage when the file cannot be read,
+// ExitFail on errors (and, with -strict, on warnings), ExitOK otherwise:
 // generate, diff and vet all decide by it, so they agree on what stops.
-func loadSpec(e env, file string, o *options) (*generator.Spec, int) {
+func loadSpec(e Env, file string, o *Options) (*generator.Spec, int) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "idemgen: %v\n", err)
+		fmt.Fprintf(e.Stderr, "idemgen: %v\n", err)
 		if errors.Is(err, fs.ErrNotExist) {
-			if hint := missingSpecHint(file, o.fileSet); hint != "" {
-				fmt.Fprintf(e.stderr, "idemgen: %s\n", hint)
+			if hint := missingSpecHint(file, o.FileSet); hint != "" {
+				fmt.Fprintf(e.Stderr, "idemgen: %s\n", hint)
 			}
 		}
-		return nil, exitUsage
+		return nil, ExitUsage
 	}
 	f, ds := generator.ParseSpec(specPath(file), data)
 	ds = ds.Sorted()
 	for _, d := range ds {
-		fmt.Fprintln(e.stderr, d)
+		fmt.Fprintln(e.Stderr, d)
 	}
-	if ds.HasErrors() || (o.strict && len(ds) > 0) {
-		return f, exitFail
+	if ds.HasErrors() || (o.Strict && len(ds) > 0) {
+		return f, ExitFail
 	}
-	return f, exitOK
+	return f, ExitOK
 }
 
 // missingSpecHint says what to do about a spec file that does not exist:
@@ -71,29 +71,29 @@ func missingSpecHint(file string, named bool) string {
 }
 
 // specFiles returns the specs diff and vet work on: the -f file, or every
-// spec the package patterns match. A code other than exitOK ends the verb.
-func specFiles(e env, verb string, o *options, patterns []string) ([]string, int) {
+// spec the package patterns match. A code other than ExitOK ends the verb.
+func specFiles(e Env, verb string, o *Options, patterns []string) ([]string, int) {
 	if len(patterns) == 0 {
-		return []string{o.file}, exitOK
+		return []string{o.File}, ExitOK
 	}
-	if o.fileSet {
-		fmt.Fprintf(e.stderr, "idemgen %s: -f and package patterns exclude each other\n", verb)
-		return nil, exitUsage
+	if o.FileSet {
+		fmt.Fprintf(e.Stderr, "idemgen %s: -f and package patterns exclude each other\n", verb)
+		return nil, ExitUsage
 	}
 	specs, err := matchSpecs(patterns)
 	if err != nil {
 		for line := range strings.Lines(err.Error()) {
-			fmt.Fprintf(e.stderr, "idemgen %s: %s", verb, line)
+			fmt.Fprintf(e.Stderr, "idemgen %s: %s", verb, line)
 		}
-		fmt.Fprintln(e.stderr)
-		return nil, exitUsage
+		fmt.Fprintln(e.Stderr)
+		return nil, ExitUsage
 	}
-	return specs, exitOK
+	return specs, ExitOK
 }
 
-func runVet(e env, args []string) int {
-	var o options
-	patterns, code, ok := parseFlags(e, "vet", args, -1, &o)
+func runVet(e Env, args []string) int {
+	var o Options
+	patterns, code, ok := ParseFlags(e, "vet", args, -1, &o)
 	if !ok {
 		return code
 	}
@@ -115,30 +115,30 @@ type target struct {
 
 // plan runs the generator over the spec and compares its files with the
 // output directory. It writes nothing. Spec diagnostics, refusals and
-// failures are printed; a code other than exitOK means generation stops.
-func plan(e env, file string, o *options) (target, int) {
+// failures are printed; a code other than ExitOK means generation stops.
+func plan(e Env, file string, o *Options) (target, int) {
 	f, code := loadSpec(e, file, o)
-	if code != exitOK {
+	if code != ExitOK {
 		return target{}, code
 	}
 	dir, importPath, modRoot, err := outDir(file, f)
 	if err != nil {
 		printErr(e, err)
-		return target{}, exitFail
+		return target{}, ExitFail
 	}
 	wd, err := os.Getwd()
 	if err != nil {
 		printErr(e, err)
-		return target{}, exitFail
+		return target{}, ExitFail
 	}
 	t := target{
 		path: func(p string) string { return relToWD(wd, filepath.Join(dir, filepath.FromSlash(p))) },
 	}
 
-	runner, err := generator.SQLCChild(e.ctx, e.stderr, modRoot)
+	runner, err := generator.SQLCChild(e.Ctx, e.Stderr, modRoot)
 	if err != nil {
 		printErr(e, err)
-		return target{}, exitFail
+		return target{}, ExitFail
 	}
 	opts := generator.Options{SQLC: runner, ImportPath: importPath, Version: headerVersion(), Source: specSource(file, dir)}
 	root, err := os.OpenRoot(dir)
@@ -149,61 +149,61 @@ func plan(e env, file string, o *options) (target, int) {
 		opts.Existing = root.FS()
 	case !errors.Is(err, fs.ErrNotExist):
 		printErr(e, fmt.Errorf("open output directory: %w", err))
-		return target{}, exitFail
+		return target{}, ExitFail
 	}
-	files, err := generator.Generate(e.ctx, f, opts)
+	files, err := generator.Generate(e.Ctx, f, opts)
 	if err != nil {
 		printErr(e, err)
-		return target{}, exitFail
+		return target{}, ExitFail
 	}
 	t.plan, err = writeout.NewPlan(dir, files)
 	if conflicts, ok := errors.AsType[writeout.ConflictError](err); ok {
 		for _, c := range conflicts {
-			fmt.Fprintf(e.stderr, "idemgen: %s %s\n", t.path(c.Path), c.Reason)
+			fmt.Fprintf(e.Stderr, "idemgen: %s %s\n", t.path(c.Path), c.Reason)
 		}
-		fmt.Fprintf(e.stderr, "idemgen: nothing was written\n")
-		return target{}, exitFail
+		fmt.Fprintf(e.Stderr, "idemgen: nothing was written\n")
+		return target{}, ExitFail
 	}
 	if err != nil {
 		printErr(e, err)
-		return target{}, exitFail
+		return target{}, ExitFail
 	}
 	for _, n := range t.plan.Notes {
-		fmt.Fprintf(e.stderr, "idemgen: %s: %s\n", t.path(n.Path), n.Reason)
+		fmt.Fprintf(e.Stderr, "idemgen: %s: %s\n", t.path(n.Path), n.Reason)
 	}
 	// A version bump is deliberate, but its cost (the effects performed
 	// again) should be seen before it ships: generate and diff both say it.
 	// It is a note, not a warning: -strict and the exit code ignore it.
 	for _, b := range generator.Bumps(opts.Existing, f) {
-		fmt.Fprintf(e.stderr, "%s:%d:%d: note: %s\n", specPath(file), b.Pos.Line, b.Pos.Col, b.Note)
+		fmt.Fprintf(e.Stderr, "%s:%d:%d: note: %s\n", specPath(file), b.Pos.Line, b.Pos.Col, b.Note)
 	}
-	return t, exitOK
+	return t, ExitOK
 }
 
-func runGenerate(e env, args []string) int {
-	var o options
-	if _, code, ok := parseFlags(e, "generate", args, 0, &o); !ok {
+func runGenerate(e Env, args []string) int {
+	var o Options
+	if _, code, ok := ParseFlags(e, "generate", args, 0, &o); !ok {
 		return code
 	}
-	t, code := plan(e, o.file, &o)
-	if code != exitOK {
+	t, code := plan(e, o.File, &o)
+	if code != ExitOK {
 		return code
 	}
 	if err := t.plan.Apply(); err != nil {
 		printErr(e, err)
-		return exitFail
+		return ExitFail
 	}
-	if o.verbose {
+	if o.Verbose {
 		for _, c := range t.plan.Changes {
-			fmt.Fprintf(e.stdout, "%s %s\n", c.Op, t.path(c.Path))
+			fmt.Fprintf(e.Stdout, "%s %s\n", c.Op, t.path(c.Path))
 		}
 	}
-	return exitOK
+	return ExitOK
 }
 
-func runDiff(e env, args []string) int {
-	var o options
-	patterns, code, ok := parseFlags(e, "diff", args, -1, &o)
+func runDiff(e Env, args []string) int {
+	var o Options
+	patterns, code, ok := ParseFlags(e, "diff", args, -1, &o)
 	if !ok {
 		return code
 	}
@@ -217,9 +217,9 @@ func runDiff(e env, args []string) int {
 // diffSpec prints, as a unified diff with paths relative to the working
 // directory, what generate would change for one spec: new files against
 // /dev/null, deleted ones to it, as git and patch -p1 expect.
-func diffSpec(e env, file string, o *options) int {
+func diffSpec(e Env, file string, o *Options) int {
 	t, code := plan(e, file, o)
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	for _, c := range t.plan.Changes {
@@ -231,7 +231,7 @@ func diffSpec(e env, file string, o *options) int {
 		case writeout.Delete:
 			to = "/dev/null"
 		}
-		e.stdout.Write(diff.Diff(from, c.Old, to, c.New))
+		e.Stdout.Write(diff.Diff(from, c.Old, to, c.New))
 	}
 	if n := len(t.plan.Changes); n > 0 {
 		files := "files differ"
@@ -239,22 +239,22 @@ func diffSpec(e env, file string, o *options) int {
 			files = "file differs"
 		}
 		name := specPath(file)
-		fmt.Fprintf(e.stderr, "idemgen: %s: %d generated %s from the spec; run 'idemgen generate -f %s'\n", name, n, files, name)
-		return exitFail
+		fmt.Fprintf(e.Stderr, "idemgen: %s: %d generated %s from the spec; run 'idemgen generate -f %s'\n", name, n, files, name)
+		return ExitFail
 	}
-	return exitOK
+	return ExitOK
 }
 
 // printErr prints spec diagnostics one per line in go-build form and any
 // other error prefixed with the program name.
-func printErr(e env, err error) {
+func printErr(e Env, err error) {
 	if ds, ok := errors.AsType[generator.Diagnostics](err); ok {
 		for _, d := range ds.Sorted() {
-			fmt.Fprintln(e.stderr, d)
+			fmt.Fprintln(e.Stderr, d)
 		}
 		return
 	}
-	fmt.Fprintf(e.stderr, "idemgen: %v\n", err)
+	fmt.Fprintf(e.Stderr, "idemgen: %v\n", err)
 }
 
 func mustAbs(p string) string {

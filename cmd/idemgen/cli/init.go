@@ -23,8 +23,8 @@ var starter = template.Must(template.ParseFS(starterFS, "starter/*.tmpl"))
 // Both are the user's from then on; generated files come from generate.
 var starterFiles = []string{"idemgen.yaml", "generate.go"}
 
-func runInit(e env, args []string) int {
-	pos, code, ok := parseFlags(e, "init", args, 1, nil)
+func runInit(e Env, args []string) int {
+	pos, code, ok := ParseFlags(e, "init", args, 1, nil)
 	if !ok {
 		return code
 	}
@@ -34,13 +34,13 @@ func runInit(e env, args []string) int {
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "idemgen init: %v\n", err)
-		return exitFail
+		fmt.Fprintf(e.Stderr, "idemgen init: %v\n", err)
+		return ExitFail
 	}
 	files, err := starterContents(packageName(filepath.Base(abs)))
 	if err != nil {
-		fmt.Fprintf(e.stderr, "idemgen init: %v\n", err)
-		return exitFail
+		fmt.Fprintf(e.Stderr, "idemgen init: %v\n", err)
+		return ExitFail
 	}
 	// Check both before writing either, so a refusal leaves dir as it was.
 	var exists []string
@@ -54,12 +54,12 @@ func runInit(e env, args []string) int {
 		if len(exists) > 1 {
 			verb = "exist"
 		}
-		fmt.Fprintf(e.stderr, "idemgen init: %s already %s; init never overwrites files\n", strings.Join(exists, " and "), verb)
-		return exitFail
+		fmt.Fprintf(e.Stderr, "idemgen init: %s already %s; init never overwrites files\n", strings.Join(exists, " and "), verb)
+		return ExitFail
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		fmt.Fprintf(e.stderr, "idemgen init: %v\n", err)
-		return exitFail
+		fmt.Fprintf(e.Stderr, "idemgen init: %v\n", err)
+		return ExitFail
 	}
 	for _, name := range starterFiles {
 		p := filepath.Join(dir, name)
@@ -72,12 +72,12 @@ func runInit(e env, args []string) int {
 			}
 		}
 		if err != nil {
-			fmt.Fprintf(e.stderr, "idemgen init: %v\n", err)
-			return exitFail
+			fmt.Fprintf(e.Stderr, "idemgen init: %v\n", err)
+			return ExitFail
 		}
-		fmt.Fprintf(e.stdout, "wrote %s\n", p)
+		fmt.Fprintf(e.Stdout, "wrote %s\n", p)
 	}
-	return exitOK
+	return ExitOK
 }
 
 // starterContents renders the starter files for package pkg.

@@ -28,47 +28,47 @@ import (
 // unlike multichecker), and prints each finding, or with -fix applies the
 // mechanical ones. Test files are not loaded: the analyzers leave them
 // alone (lint's package doc says why).
-func runLint(e env, args []string) int {
-	var o options
-	patterns, code, ok := parseFlags(e, "lint", args, -1, &o)
+func runLint(e Env, args []string) int {
+	var o Options
+	patterns, code, ok := ParseFlags(e, "lint", args, -1, &o)
 	if !ok {
 		return code
 	}
 	if len(patterns) == 0 {
 		patterns = []string{"."}
 	}
-	cfg := &packages.Config{Mode: packages.LoadAllSyntax, Context: e.ctx}
+	cfg := &packages.Config{Mode: packages.LoadAllSyntax, Context: e.Ctx}
 	pkgs, err := packages.Load(cfg, patterns...)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "idemgen lint: %v\n", err)
-		return exitUsage
+		fmt.Fprintf(e.Stderr, "idemgen lint: %v\n", err)
+		return ExitUsage
 	}
 	failed := false
 	packages.Visit(pkgs, nil, func(p *packages.Package) {
 		for _, err := range p.Errors {
-			fmt.Fprintln(e.stderr, err)
+			fmt.Fprintln(e.Stderr, err)
 			failed = true
 		}
 	})
 	if failed {
-		fmt.Fprintf(e.stderr, "idemgen lint: packages do not load; nothing was checked\n")
-		return exitUsage
+		fmt.Fprintf(e.Stderr, "idemgen lint: packages do not load; nothing was checked\n")
+		return ExitUsage
 	}
 	if len(pkgs) == 0 {
-		fmt.Fprintf(e.stderr, "idemgen lint: %s matched no packages\n", strings.Join(patterns, " "))
-		return exitUsage
+		fmt.Fprintf(e.Stderr, "idemgen lint: %s matched no packages\n", strings.Join(patterns, " "))
+		return ExitUsage
 	}
 	graph, err := checker.Analyze(generator.Analyzers(), pkgs, nil)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "idemgen lint: %v\n", err)
-		return exitUsage
+		fmt.Fprintf(e.Stderr, "idemgen lint: %v\n", err)
+		return ExitUsage
 	}
 	var findings []finding
 	seen := map[string]bool{}
 	for act := range graph.All() {
 		if act.Err != nil {
-			fmt.Fprintf(e.stderr, "idemgen lint: %s: %v\n", act, act.Err)
-			return exitUsage
+			fmt.Fprintf(e.Stderr, "idemgen lint: %s: %v\n", act, act.Err)
+			return ExitUsage
 		}
 		if !act.IsRoot {
 			continue
@@ -84,17 +84,17 @@ func runLint(e env, args []string) int {
 	slices.SortFunc(findings, func(a, b finding) int {
 		return cmp.Or(cmp.Compare(a.pos.Filename, b.pos.Filename), cmp.Compare(a.pos.Offset, b.pos.Offset), cmp.Compare(a.d.Message, b.d.Message))
 	})
-	if o.fix {
+	if o.Fix {
 		findings = applyFixes(e, findings)
 	}
 	wd, _ := os.Getwd()
 	for _, f := range findings {
-		fmt.Fprintf(e.stderr, "%s:%d:%d: %s\n", relToWD(wd, f.pos.Filename), f.pos.Line, f.pos.Column, f.d.Message)
+		fmt.Fprintf(e.Stderr, "%s:%d:%d: %s\n", relToWD(wd, f.pos.Filename), f.pos.Line, f.pos.Column, f.d.Message)
 	}
 	if len(findings) > 0 {
-		return exitFail
+		return ExitFail
 	}
-	return exitOK
+	return ExitOK
 }
 
 // finding is one diagnostic with the package it was found in.
@@ -118,7 +118,7 @@ func lintHelp() string {
 // file by file, skipping a fix whose edits overlap one already taken, and
 // removes the imports the fixes left unused. It returns the findings it
 // did not fix.
-func applyFixes(e env, findings []finding) []finding {
+func applyFixes(e Env, findings []finding) []finding {
 	type edit struct {
 		start, end int
 		text       []byte
@@ -155,7 +155,7 @@ func applyFixes(e env, findings []finding) []finding {
 	for file, es := range edits {
 		src, err := os.ReadFile(file)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "idemgen lint: %v\n", err)
+			fmt.Fprintf(e.Stderr, "idemgen lint: %v\n", err)
 			continue
 		}
 		slices.SortFunc(es, func(a, b edit) int { return cmp.Compare(b.start, a.start) })
@@ -165,11 +165,11 @@ func applyFixes(e env, findings []finding) []finding {
 		}
 		out, err = dropUnusedImports(file, out, importNames(pkgOf[file], file))
 		if err != nil {
-			fmt.Fprintf(e.stderr, "idemgen lint: %s: fixed code does not format: %v\n", file, err)
+			fmt.Fprintf(e.Stderr, "idemgen lint: %s: fixed code does not format: %v\n", file, err)
 			continue
 		}
 		if err := os.WriteFile(file, out, 0o644); err != nil {
-			fmt.Fprintf(e.stderr, "idemgen lint: %v\n", err)
+			fmt.Fprintf(e.Stderr, "idemgen lint: %v\n", err)
 		}
 	}
 	return left

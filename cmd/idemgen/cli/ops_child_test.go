@@ -1,5 +1,3 @@
-//go:build !idemgen_ops
-
 package cli
 
 import (
@@ -20,8 +18,8 @@ func TestOpsOutsideAModuleSayWhatToDo(t *testing.T) {
 	t.Setenv(OpsExeEnv, "")
 	for _, args := range [][]string{{"status", "-db", "x.db"}, {"ledger", "-db", "x.db", "list"}} {
 		code, _, errOut := run(t, args...)
-		if code != exitUsage || !strings.Contains(errOut, "no go.mod at or above") || !strings.Contains(errOut, OpsExeEnv) {
-			t.Errorf("idemgen %s = %d, %q; want %d, no go.mod, and %s", strings.Join(args, " "), code, errOut, exitUsage, OpsExeEnv)
+		if code != ExitUsage || !strings.Contains(errOut, "no go.mod at or above") || !strings.Contains(errOut, OpsExeEnv) {
+			t.Errorf("idemgen %s = %d, %q; want %d, no go.mod, and %s", strings.Join(args, " "), code, errOut, ExitUsage, OpsExeEnv)
 		}
 	}
 }

@@ -7,22 +7,24 @@ import (
 	"github.com/idemgen/idemgen/generator"
 )
 
-// The status and ledger verbs. Their implementation (ops.go) links the
-// database drivers and the runtime, which are most of what a service would
-// compile before its first generate, so it is built only with the build
-// tag idemgen_ops: the idemgen command runs them in its database child,
-// idemgen built with that tag, once, the first time status or ledger is
-// run (ops_child.go).
+// The status, ledger and ui verbs. Their implementation (package
+// cmd/idemgen/internal/ops) links the database drivers and the runtime,
+// which are most of what a service would compile before its first
+// generate, so the idemgen command does not import it: it runs them in its
+// database child, idemgen built with the build tag idemgen_ops (whose one
+// file links them, LinkOps), built once, the first time one of them is
+// run (ops_child.go). Their flags, usage and the checks that need no
+// database are here, answered without the child.
 
-// opsTag is the build tag with which idemgen links status and ledger.
+// opsTag is the build tag with which idemgen links status, ledger and ui.
 const opsTag = "idemgen_ops"
 
 // OpsExeEnv names an idemgen built with -tags idemgen_ops for status and
 // ledger to run as they are, instead of building their own.
 const OpsExeEnv = "IDEMGEN_OPS_EXE"
 
-// ledgerStates are the states ledger list -state takes (ops.States; a
-// test holds them equal).
+// ledgerStates are the states ledger list -state takes (idemops.States;
+// a test holds them equal).
 var ledgerStates = []string{"pending", "leased", "done", "parked", "failing", "retry"}
 
 const statusAbout = `reads the database of the spec's package (a PostgreSQL URL, with
@@ -92,28 +94,28 @@ idemgen ui has no authentication of its own, so actions are served on a
 loopback address only. -redact hides stored payloads and results. It runs
 until interrupted.`
 
-// checkUIAddr refuses an -addr that ui must not serve on: a non-loopback
+// CheckUIAddr refuses an -addr that ui must not serve on: a non-loopback
 // one without -allow-remote, and any non-loopback one with actions.
-func checkUIAddr(e env, o *options) int {
-	host, _, err := net.SplitHostPort(o.addr)
+func CheckUIAddr(e Env, o *Options) int {
+	host, _, err := net.SplitHostPort(o.Addr)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "idemgen ui: -addr %q: %v\n", o.addr, err)
-		return exitUsage
+		fmt.Fprintf(e.Stderr, "idemgen ui: -addr %q: %v\n", o.Addr, err)
+		return ExitUsage
 	}
 	if isLoopback(host) {
-		return exitOK
+		return ExitOK
 	}
-	if !o.allowRemote {
-		fmt.Fprintf(e.stderr, "idemgen ui: -addr %s is not a loopback address: anyone who reaches it would see the ledger's rows and payloads; "+
-			"add -allow-remote to serve it there (read-only), or mount idemui.Handler in your service behind its authentication\n", o.addr)
-		return exitUsage
+	if !o.AllowRemote {
+		fmt.Fprintf(e.Stderr, "idemgen ui: -addr %s is not a loopback address: anyone who reaches it would see the ledger's rows and payloads; "+
+			"add -allow-remote to serve it there (read-only), or mount idemui.Handler in your service behind its authentication\n", o.Addr)
+		return ExitUsage
 	}
-	if o.allowActions {
-		fmt.Fprintf(e.stderr, "idemgen ui: -allow-actions is served on a loopback address only: idemgen ui has no authentication; "+
+	if o.AllowActions {
+		fmt.Fprintf(e.Stderr, "idemgen ui: -allow-actions is served on a loopback address only: idemgen ui has no authentication; "+
 			"mount idemui.Handler in your service, behind its authentication, to act from elsewhere\n")
-		return exitUsage
+		return ExitUsage
 	}
-	return exitOK
+	return ExitOK
 }
 
 // isLoopback reports whether host names this machine only: localhost or
@@ -126,21 +128,21 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// opsPackage is what status and ledger need before a database: -db, and
-// the spec resolved to its package. A code other than exitOK ends the verb.
-func opsPackage(e env, verb string, o *options) (*generator.Package, int) {
-	if o.db == "" {
-		fmt.Fprintf(e.stderr, "idemgen %s: -db is required: a PostgreSQL URL (postgres://...) or a SQLite file\n", verb)
-		return nil, exitUsage
+// OpsPackage is what status and ledger need before a database: -db, and
+// the spec resolved to its package. A code other than ExitOK ends the verb.
+func OpsPackage(e Env, verb string, o *Options) (*generator.Package, int) {
+	if o.DB == "" {
+		fmt.Fprintf(e.Stderr, "idemgen %s: -db is required: a PostgreSQL URL (postgres://...) or a SQLite file\n", verb)
+		return nil, ExitUsage
 	}
-	f, code := loadSpec(e, o.file, o)
-	if code != exitOK {
+	f, code := loadSpec(e, o.File, o)
+	if code != ExitOK {
 		return nil, code
 	}
 	pkg, err := generator.Resolve(f)
 	if err != nil {
 		printErr(e, err)
-		return nil, exitFail
+		return nil, ExitFail
 	}
-	return pkg, exitOK
+	return pkg, ExitOK
 }

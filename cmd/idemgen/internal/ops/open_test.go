@@ -4,8 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idemgen/idemgen/generator/internal/model"
-	"github.com/idemgen/idemgen/generator/internal/spec"
+	"github.com/idemgen/idemgen/generator"
 	"github.com/idemgen/idemgen/idem/idemops"
 )
 
@@ -13,15 +12,15 @@ import (
 // page uses, names the tables as the generator does when the spec does
 // not rename them.
 func TestTablesOfIsTheGeneratorsNaming(t *testing.T) {
-	src, err := os.ReadFile("../../example/idemgen.yaml")
+	src, err := os.ReadFile("../../../../example/idemgen.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, ds := spec.Parse("idemgen.yaml", src)
+	f, ds := generator.ParseSpec("idemgen.yaml", src)
 	if ds.HasErrors() {
 		t.Fatal(ds)
 	}
-	pkg, err := model.Resolve(f)
+	pkg, err := generator.Resolve(f)
 	if err != nil {
 		t.Fatal(err)
 	}

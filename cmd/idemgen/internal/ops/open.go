@@ -1,8 +1,3 @@
-// Package ops opens a generated package's database for `idemgen status`,
-// `idemgen ledger` and `idemgen ui`: it links the drivers (pgx, SQLite)
-// and describes the package from the resolved model. The reads and the
-// recovery are the runtime's (idem/idemops), which a service that mounts
-// the operations page (idem/idemui) uses without linking the generator.
 package ops
 
 import (
@@ -18,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/ncruces/go-sqlite3/driver"
 
-	"github.com/idemgen/idemgen/generator/internal/model"
+	"github.com/idemgen/idemgen/generator"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemops"
 	"github.com/idemgen/idemgen/idem/idempg"
@@ -26,36 +21,9 @@ import (
 	"github.com/idemgen/idemgen/idem/idemsqlite"
 )
 
-// The runtime's names, under the names the idemgen command has used.
-type (
-	DB           = idemops.DB
-	Status       = idemops.Status
-	JobStatus    = idemops.JobStatus
-	EffectStatus = idemops.EffectStatus
-	Effect       = idemops.Effect
-	Filter       = idemops.Filter
-	Change       = idemops.Change
-	RefusedError = idemops.RefusedError
-)
-
-const (
-	EffectPending  = idemops.EffectPending
-	EffectLeased   = idemops.EffectLeased
-	EffectDone     = idemops.EffectDone
-	EffectParked   = idemops.EffectParked
-	ExactDoneLimit = idemops.ExactDoneLimit
-	DoneSampleRows = idemops.DoneSampleRows
-	Redacted       = idemops.Redacted
-)
-
-var (
-	States      = idemops.States
-	ErrNotFound = idemops.ErrNotFound
-)
-
-// IsPostgres reports whether target names a PostgreSQL database (a
+// isPostgres reports whether target names a PostgreSQL database (a
 // postgres:// or postgresql:// URL) rather than a SQLite file.
-func IsPostgres(target string) bool {
+func isPostgres(target string) bool {
 	return strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://")
 }
 
@@ -63,13 +31,13 @@ func IsPostgres(target string) bool {
 // search_path parameter selects the schema) or the path of an existing
 // SQLite file. It checks that the package's bookkeeping tables are there.
 // Writes are logged to log. Closing the DB closes what Open opened.
-func Open(ctx context.Context, target string, pkg *model.Package, log *slog.Logger) (*DB, error) {
+func Open(ctx context.Context, target string, pkg *generator.Package, log *slog.Logger) (*idemops.DB, error) {
 	desc := Describe(pkg)
 	var db *sql.DB
 	var st idem.Store
 	closePool := func() {}
 	dialect := idemops.SQLite
-	if IsPostgres(target) {
+	if isPostgres(target) {
 		dialect = idemops.Postgres
 		pool, err := pgxpool.New(ctx, target)
 		if err != nil {
@@ -103,7 +71,7 @@ func Open(ctx context.Context, target string, pkg *model.Package, log *slog.Logg
 }
 
 // Describe is pkg as the runtime's operations read it.
-func Describe(pkg *model.Package) *idemops.Package {
+func Describe(pkg *generator.Package) *idemops.Package {
 	t := pkg.Tables
 	desc := &idemops.Package{Name: pkg.Name, Tables: idemrt.Tables{Ledger: t.Ledger, Progress: t.Progress, Seen: t.Seen, Parked: t.Parked, Limits: t.Limits}}
 	for _, j := range pkg.Jobs {

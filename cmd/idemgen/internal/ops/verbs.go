@@ -1,6 +1,12 @@
-//go:build idemgen_ops
-
-package cli
+// Package ops is idemgen's status, ledger and ui: the verbs that read and
+// repair a generated package's database. It links the database drivers
+// (pgx, SQLite) and the runtime, so only idemgen's database child imports
+// it (cmd/idemgen built with -tags idemgen_ops, which links the verbs with
+// cli.LinkOps); the idemgen command runs them there. It opens the database
+// and describes the package from the spec; the reads and the recovery are
+// the runtime's (idem/idemops), which a service that mounts the operations
+// page (idem/idemui) uses without the generator.
+package ops
 
 import (
 	"context"
@@ -19,58 +25,58 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/idemgen/idemgen/cmd/idemgen/cli"
 	"github.com/idemgen/idemgen/generator"
-	"github.com/idemgen/idemgen/generator/ops"
 	"github.com/idemgen/idemgen/idem/idemops"
 	"github.com/idemgen/idemgen/idem/idemui"
 )
 
 // openOps loads the spec and opens its package's database. A code other
-// than exitOK ends the verb.
-func openOps(e env, verb string, o *options) (*ops.DB, *generator.Package, int) {
-	pkg, code := opsPackage(e, verb, o)
-	if code != exitOK {
+// than cli.ExitOK ends the verb.
+func openOps(e cli.Env, verb string, o *cli.Options) (*idemops.DB, *generator.Package, int) {
+	pkg, code := cli.OpsPackage(e, verb, o)
+	if code != cli.ExitOK {
 		return nil, nil, code
 	}
-	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	db, err := ops.Open(e.ctx, o.db, pkg, log)
+	log := slog.New(slog.NewTextHandler(e.Stderr, nil))
+	db, err := Open(e.Ctx, o.DB, pkg, log)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "idemgen %s: %v\n", verb, err)
-		return nil, nil, exitUsage
+		fmt.Fprintf(e.Stderr, "idemgen %s: %v\n", verb, err)
+		return nil, nil, cli.ExitUsage
 	}
-	return db, pkg, exitOK
+	return db, pkg, cli.ExitOK
 }
 
-func runStatus(e env, args []string) int {
-	var o options
-	if _, code, ok := parseFlags(e, "status", args, 0, &o); !ok {
+func Status(e cli.Env, args []string) int {
+	var o cli.Options
+	if _, code, ok := cli.ParseFlags(e, "status", args, 0, &o); !ok {
 		return code
 	}
 	db, _, code := openOps(e, "status", &o)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		return code
 	}
 	defer db.Close()
-	st, err := db.Status(e.ctx)
+	st, err := db.Status(e.Ctx)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "idemgen status: %v\n", err)
-		return exitUsage
+		fmt.Fprintf(e.Stderr, "idemgen status: %v\n", err)
+		return cli.ExitUsage
 	}
-	if o.json {
-		if code := printJSON(e, st); code != exitOK {
+	if o.JSON {
+		if code := printJSON(e, st); code != cli.ExitOK {
 			return code
 		}
 	} else {
-		printStatus(e.stdout, st)
+		printStatus(e.Stdout, st)
 	}
 	if !st.Healthy {
-		return exitFail
+		return cli.ExitFail
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // printStatus prints a Status as text, a block per job.
-func printStatus(w io.Writer, st *ops.Status) {
+func printStatus(w io.Writer, st *idemops.Status) {
 	fmt.Fprintf(w, "package %s (%s) at %s\n", st.Package, st.Dialect, stamp(st.At))
 	for _, js := range st.Jobs {
 		source := js.Source
@@ -126,7 +132,7 @@ func printStatus(w io.Writer, st *ops.Status) {
 
 // historyText says what the ledger keeps of an effect's superseded
 // versions and what a Backfill would perform again because of the bump.
-func historyText(js ops.JobStatus, es ops.EffectStatus) string {
+func historyText(js idemops.JobStatus, es idemops.EffectStatus) string {
 	versions := make([]string, len(es.Superseded))
 	for i, v := range es.Superseded {
 		versions[i] = fmt.Sprintf("v%d", v)
@@ -144,9 +150,9 @@ func historyText(js ops.JobStatus, es ops.EffectStatus) string {
 
 // doneText is a count of done rows: n, or "about n" where status
 // estimated it from a sample of a large ledger.
-func doneText(es ops.EffectStatus, n int) string {
+func doneText(es idemops.EffectStatus, n int) string {
 	if es.Estimated {
-		return fmt.Sprintf("about %d (estimated: more than %d done)", n, ops.ExactDoneLimit)
+		return fmt.Sprintf("about %d (estimated: more than %d done)", n, idemops.ExactDoneLimit)
 	}
 	return fmt.Sprint(n)
 }
@@ -158,14 +164,14 @@ func age(now, t time.Time) string { return now.Sub(t).Round(time.Second).String(
 
 func since(now, t time.Time) string { return fmt.Sprintf("%s (%s ago)", stamp(t), age(now, t)) }
 
-func printJSON(e env, v any) int {
-	enc := json.NewEncoder(e.stdout)
+func printJSON(e cli.Env, v any) int {
+	enc := json.NewEncoder(e.Stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		fmt.Fprintf(e.stderr, "idemgen: %v\n", err)
-		return exitFail
+		fmt.Fprintf(e.Stderr, "idemgen: %v\n", err)
+		return cli.ExitFail
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // ledgerFlags are the flags each ledger subcommand takes, beside -db and -f.
@@ -177,16 +183,16 @@ var ledgerFlags = map[string][]string{
 	"lift":  {},
 }
 
-func runLedger(e env, args []string) int {
-	var o options
-	args, code, ok := parseFlags(e, "ledger", args, -1, &o)
+func Ledger(e cli.Env, args []string) int {
+	var o cli.Options
+	args, code, ok := cli.ParseFlags(e, "ledger", args, -1, &o)
 	if !ok {
 		return code
 	}
 	usage := func(format string, a ...any) int {
-		fmt.Fprintf(e.stderr, "idemgen ledger: "+format+"\n", a...)
-		fmt.Fprintf(e.stderr, "run 'idemgen help ledger' for usage\n")
-		return exitUsage
+		fmt.Fprintf(e.Stderr, "idemgen ledger: "+format+"\n", a...)
+		fmt.Fprintf(e.Stderr, "run 'idemgen help ledger' for usage\n")
+		return cli.ExitUsage
 	}
 	if len(args) == 0 {
 		return usage("missing subcommand: list, show, retry, reset or lift")
@@ -196,15 +202,15 @@ func runLedger(e env, args []string) int {
 	if !ok {
 		return usage("unknown subcommand %q: list, show, retry, reset or lift", sub)
 	}
-	for name := range o.set {
+	for name := range o.Set {
 		if name != "db" && name != "f" && !slices.Contains(allowed, name) {
 			return usage("%s takes no -%s", sub, name)
 		}
 	}
-	if o.state != "" && !slices.Contains(ops.States, o.state) {
-		return usage("unknown state %q: %s", o.state, strings.Join(ops.States, ", "))
+	if o.State != "" && !slices.Contains(idemops.States, o.State) {
+		return usage("unknown state %q: %s", o.State, strings.Join(idemops.States, ", "))
 	}
-	wantKey := sub == "show" || sub == "reset" || sub == "retry" && !o.allParked
+	wantKey := sub == "show" || sub == "reset" || sub == "retry" && !o.AllParked
 	switch {
 	case sub == "lift" && len(args) != 2:
 		return usage("lift takes JOB EFFECT: the effect whose pause to lift or circuit to close")
@@ -218,7 +224,7 @@ func runLedger(e env, args []string) int {
 		return usage("%s takes one KEY", sub)
 	}
 	db, pkg, code := openOps(e, "ledger", &o)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		return code
 	}
 	defer db.Close()
@@ -238,50 +244,50 @@ func runLedger(e env, args []string) int {
 
 // ledgerErr prints an error of a ledger subcommand and returns its code:
 // refusals and missing keys are answers (1), database errors are not (2).
-func ledgerErr(e env, sub string, err error) int {
-	if refused, ok := errors.AsType[*ops.RefusedError](err); ok {
+func ledgerErr(e cli.Env, sub string, err error) int {
+	if refused, ok := errors.AsType[*idemops.RefusedError](err); ok {
 		for _, r := range refused.Reasons {
-			fmt.Fprintf(e.stderr, "idemgen ledger %s: refused: %s\n", sub, r)
+			fmt.Fprintf(e.Stderr, "idemgen ledger %s: refused: %s\n", sub, r)
 		}
-		fmt.Fprintf(e.stderr, "idemgen ledger %s: nothing was changed\n", sub)
-		return exitFail
+		fmt.Fprintf(e.Stderr, "idemgen ledger %s: nothing was changed\n", sub)
+		return cli.ExitFail
 	}
-	fmt.Fprintf(e.stderr, "idemgen ledger %s: %v\n", sub, err)
-	if errors.Is(err, ops.ErrNotFound) {
-		return exitFail
+	fmt.Fprintf(e.Stderr, "idemgen ledger %s: %v\n", sub, err)
+	if errors.Is(err, idemops.ErrNotFound) {
+		return cli.ExitFail
 	}
-	return exitUsage
+	return cli.ExitUsage
 }
 
-func ledgerList(e env, db *ops.DB, o *options) int {
-	rows, err := db.List(e.ctx, ops.Filter{Job: o.job, Effect: o.effect, State: o.state, Prefix: o.prefix, Limit: o.limit, After: o.after})
+func ledgerList(e cli.Env, db *idemops.DB, o *cli.Options) int {
+	rows, err := db.List(e.Ctx, idemops.Filter{Job: o.Job, Effect: o.Effect, State: o.State, Prefix: o.Prefix, Limit: o.Limit, After: o.After})
 	if err != nil {
 		return ledgerErr(e, "list", err)
 	}
 	if rows.Next != "" {
-		fmt.Fprintf(e.stderr, "idemgen ledger list: showing %d rows; more follow: add -after %s for the next page\n", len(rows.Effects)+len(rows.Units), shellQuote(rows.Next))
+		fmt.Fprintf(e.Stderr, "idemgen ledger list: showing %d rows; more follow: add -after %s for the next page\n", len(rows.Effects)+len(rows.Units), shellQuote(rows.Next))
 	}
-	if o.json {
+	if o.JSON {
 		return printJSON(e, rows)
 	}
 	if rows.Empty() {
-		fmt.Fprintln(e.stderr, "idemgen ledger list: no rows")
-		return exitOK
+		fmt.Fprintln(e.Stderr, "idemgen ledger list: no rows")
+		return cli.ExitOK
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(e.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tJOB\tEFFECT\tSTATE\tATTEMPTS\tKEY\tNOTE")
 	now := time.Now()
 	for _, r := range rows.Effects {
 		note := firstLine(r.LastError)
-		if r.State == ops.EffectDone {
+		if r.State == idemops.EffectDone {
 			// A done row keeps the error of an attempt before it was
 			// done: history, shown only when asked for.
 			note = ""
-			if o.errors && deref(r.LastError) != "" {
+			if o.Errors && deref(r.LastError) != "" {
 				note = "history: " + firstLine(r.LastError)
 			}
 		}
-		if r.State == ops.EffectLeased {
+		if r.State == idemops.EffectLeased {
 			note = fmt.Sprintf("leased by %s for %s", deref(r.LeaseOwner), r.LeaseUntil.Sub(now).Round(time.Second))
 		}
 		fmt.Fprintf(tw, "effect\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Job, r.Effect, r.State, attempts(r.Attempts, r.MaxAttempts, "/"), r.Key, note)
@@ -290,7 +296,7 @@ func ledgerList(e env, db *ops.DB, o *options) int {
 		fmt.Fprintf(tw, "unit\t%s\t-\t%s\t%s\t%s\t%s\n", r.Job, r.State, attempts(r.Attempts, r.MaxAttempts, "/"), r.Key, firstLine(&r.LastError))
 	}
 	tw.Flush()
-	return exitOK
+	return cli.ExitOK
 }
 
 // attempts shows attempts against max_attempts, when there is one.
@@ -320,18 +326,18 @@ func firstLine(s *string) string {
 	return line
 }
 
-func ledgerShow(e env, db *ops.DB, o *options, key string) int {
-	rows, err := db.Show(e.ctx, key, o.job)
+func ledgerShow(e cli.Env, db *idemops.DB, o *cli.Options, key string) int {
+	rows, err := db.Show(e.Ctx, key, o.Job)
 	if err != nil {
 		return ledgerErr(e, "show", err)
 	}
 	if rows.Empty() {
-		return ledgerErr(e, "show", fmt.Errorf("%s: %w", key, ops.ErrNotFound))
+		return ledgerErr(e, "show", fmt.Errorf("%s: %w", key, idemops.ErrNotFound))
 	}
-	if o.json {
+	if o.JSON {
 		return printJSON(e, rows)
 	}
-	w := e.stdout
+	w := e.Stdout
 	field := func(name, format string, a ...any) {
 		fmt.Fprintf(w, "  %-13s %s\n", name, fmt.Sprintf(format, a...))
 	}
@@ -346,19 +352,19 @@ func ledgerShow(e env, db *ops.DB, o *options, key string) int {
 		if r.LeaseOwner != nil || r.LeaseUntil != nil {
 			field("lease", "%s until %s", deref(r.LeaseOwner), timeText(r.LeaseUntil))
 		}
-		if r.NextAttemptAt != nil && (r.State == ops.EffectPending || r.State == ops.EffectLeased) {
+		if r.NextAttemptAt != nil && (r.State == idemops.EffectPending || r.State == idemops.EffectLeased) {
 			field("next attempt", "%s", retryText(*r.NextAttemptAt, now))
 		}
-		if r.ParkedReason != nil && r.State == ops.EffectParked {
+		if r.ParkedReason != nil && r.State == idemops.EffectParked {
 			field("parked for", "%s", *r.ParkedReason)
 		}
-		if r.State == ops.EffectDone && deref(r.LastError) != "" {
+		if r.State == idemops.EffectDone && deref(r.LastError) != "" {
 			field("last error", "history, from an attempt before it was done: %s", deref(r.LastError))
 		} else {
 			field("last error", "%s", orNone(deref(r.LastError)))
 		}
 		if slices.Contains(r.Redacted, "result") {
-			field("result", "%s", ops.Redacted)
+			field("result", "%s", idemops.Redacted)
 		} else {
 			field("result", "%s", bytesText(r.Result))
 		}
@@ -387,25 +393,25 @@ func ledgerShow(e env, db *ops.DB, o *options, key string) int {
 		field("job version", "%d", r.JobVersion)
 		field("first seen", "%s", stamp(r.FirstSeen))
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // payloadText is a stored payload as show prints it: [redacted] when the
 // spec's redact hides it.
 func payloadText(p []byte, redacted bool) string {
 	if redacted {
-		return ops.Redacted
+		return idemops.Redacted
 	}
 	return string(p)
 }
 
-func effectStateText(r ops.Effect, now time.Time) string {
+func effectStateText(r idemops.Effect, now time.Time) string {
 	switch r.State {
-	case ops.EffectPending:
+	case idemops.EffectPending:
 		return "pending: owed; the next run or drain performs it"
-	case ops.EffectLeased:
+	case idemops.EffectLeased:
 		return fmt.Sprintf("leased: owed, and held by %s for %s more; it may be calling the provider now", deref(r.LeaseOwner), r.LeaseUntil.Sub(now).Round(time.Second))
-	case ops.EffectParked:
+	case idemops.EffectParked:
 		return "parked: nothing performs it until 'idemgen ledger retry' puts it back"
 	}
 	return r.State
@@ -449,19 +455,19 @@ func bytesText(b []byte) string {
 	return fmt.Sprintf("%d bytes: %x", len(b), b)
 }
 
-func ledgerRetry(e env, db *ops.DB, pkg *generator.Package, o *options, args []string) int {
-	var changes []ops.Change
+func ledgerRetry(e cli.Env, db *idemops.DB, pkg *generator.Package, o *cli.Options, args []string) int {
+	var changes []idemops.Change
 	var err error
-	if o.allParked {
-		changes, err = db.RetryAllParked(e.ctx, o.job)
+	if o.AllParked {
+		changes, err = db.RetryAllParked(e.Ctx, o.Job)
 	} else {
-		changes, err = db.Retry(e.ctx, args[0], o.job)
+		changes, err = db.Retry(e.Ctx, args[0], o.Job)
 	}
 	if err != nil {
 		return ledgerErr(e, "retry", err)
 	}
 	if len(changes) == 0 {
-		fmt.Fprintln(e.stdout, "nothing is parked")
+		fmt.Fprintln(e.Stdout, "nothing is parked")
 	}
 	for _, c := range changes {
 		next := "the next run or drain performs it"
@@ -473,32 +479,32 @@ func ledgerRetry(e env, db *ops.DB, pkg *generator.Package, o *options, args []s
 				}
 			}
 		}
-		fmt.Fprintf(e.stdout, "put back %s, %s after %s: %s\n", describe(c), c.State, plural(c.Attempts, "attempt"), next)
+		fmt.Fprintf(e.Stdout, "put back %s, %s after %s: %s\n", describe(c), c.State, plural(c.Attempts, "attempt"), next)
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // ledgerLift lifts an effect's pause or closes its circuit by hand.
-func ledgerLift(e env, db *ops.DB, job, effect string) int {
-	lifted, err := db.LiftGate(e.ctx, job, effect)
+func ledgerLift(e cli.Env, db *idemops.DB, job, effect string) int {
+	lifted, err := db.LiftGate(e.Ctx, job, effect)
 	if err != nil {
 		return ledgerErr(e, "lift", err)
 	}
 	if !lifted {
-		fmt.Fprintf(e.stdout, "effect %s of job %s is not paused, its circuit not open: nothing to lift\n", effect, job)
-		return exitOK
+		fmt.Fprintf(e.Stdout, "effect %s of job %s is not paused, its circuit not open: nothing to lift\n", effect, job)
+		return cli.ExitOK
 	}
-	fmt.Fprintf(e.stdout, "lifted: effect %s of job %s calls its provider again from the next run or drain\n", effect, job)
-	return exitOK
+	fmt.Fprintf(e.Stdout, "lifted: effect %s of job %s calls its provider again from the next run or drain\n", effect, job)
+	return cli.ExitOK
 }
 
-func ledgerReset(e env, db *ops.DB, o *options, key string) int {
-	changes, err := db.Reset(e.ctx, key, o.job, !o.force)
+func ledgerReset(e cli.Env, db *idemops.DB, o *cli.Options, key string) int {
+	changes, err := db.Reset(e.Ctx, key, o.Job, !o.Force)
 	if err != nil {
 		return ledgerErr(e, "reset", err)
 	}
 	verb := "removed"
-	if !o.force {
+	if !o.Force {
 		verb = "would remove"
 	}
 	for _, c := range changes {
@@ -506,17 +512,17 @@ func ledgerReset(e env, db *ops.DB, o *options, key string) int {
 		if c.State != "" {
 			state = " (" + c.State + ")"
 		}
-		fmt.Fprintf(e.stdout, "%s %s%s\n", verb, describe(c), state)
+		fmt.Fprintf(e.Stdout, "%s %s%s\n", verb, describe(c), state)
 	}
-	if !o.force {
-		fmt.Fprintf(e.stderr, "idemgen ledger reset: nothing was removed: reset forgets keys for good; run it again with -force\n")
-		return exitFail
+	if !o.Force {
+		fmt.Fprintf(e.Stderr, "idemgen ledger reset: nothing was removed: reset forgets keys for good; run it again with -force\n")
+		return cli.ExitFail
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // describe names a changed row: its kind, key and owner.
-func describe(c ops.Change) string {
+func describe(c idemops.Change) string {
 	switch c.Kind {
 	case "effect":
 		return fmt.Sprintf("effect %s of %s/%s", c.Key, c.Job, c.Effect)
@@ -556,27 +562,27 @@ func shellQuote(s string) string {
 // runUI serves the operations page (idem/idemui) on -addr until
 // interrupted: read-only unless -allow-actions, and then authorized as
 // the local user, whom the log names.
-func runUI(e env, args []string) int {
-	var o options
-	if _, code, ok := parseFlags(e, "ui", args, 0, &o); !ok {
+func UI(e cli.Env, args []string) int {
+	var o cli.Options
+	if _, code, ok := cli.ParseFlags(e, "ui", args, 0, &o); !ok {
 		return code
 	}
-	if _, code := opsPackage(e, "ui", &o); code != exitOK {
+	if _, code := cli.OpsPackage(e, "ui", &o); code != cli.ExitOK {
 		return code
 	}
-	if code := checkUIAddr(e, &o); code != exitOK {
+	if code := cli.CheckUIAddr(e, &o); code != cli.ExitOK {
 		return code
 	}
 	db, _, code := openOps(e, "ui", &o)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		return code
 	}
 	defer db.Close()
-	uiOpts := idemui.Options{ReadOnly: !o.allowActions, Log: slog.New(slog.NewTextHandler(e.stderr, nil))}
-	if o.redact {
+	uiOpts := idemui.Options{ReadOnly: !o.AllowActions, Log: slog.New(slog.NewTextHandler(e.Stderr, nil))}
+	if o.Redact {
 		uiOpts.Redact = idemui.RedactAll
 	}
-	if o.allowActions {
+	if o.AllowActions {
 		who := "local user"
 		if u, err := user.Current(); err == nil {
 			who = "local user " + u.Username
@@ -585,33 +591,33 @@ func runUI(e env, args []string) int {
 	}
 	h, err := idemui.New(db, uiOpts)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "idemgen ui: %v\n", err)
-		return exitUsage
+		fmt.Fprintf(e.Stderr, "idemgen ui: %v\n", err)
+		return cli.ExitUsage
 	}
-	ln, err := net.Listen("tcp", o.addr)
+	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "idemgen ui: %v\n", err)
-		return exitUsage
+		fmt.Fprintf(e.Stderr, "idemgen ui: %v\n", err)
+		return cli.ExitUsage
 	}
 	mode := "read-only"
-	if o.allowActions {
+	if o.AllowActions {
 		mode = "actions allowed"
 	}
-	fmt.Fprintf(e.stderr, "idemgen ui: serving http://%s/ (%s); interrupt to stop\n", ln.Addr(), mode)
+	fmt.Fprintf(e.Stderr, "idemgen ui: serving http://%s/ (%s); interrupt to stop\n", ln.Addr(), mode)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err = <-served:
-	case <-e.ctx.Done():
+	case <-e.Ctx.Done():
 		// Requests under way get 5 s to finish.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		err = srv.Shutdown(ctx)
 	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintf(e.stderr, "idemgen ui: %v\n", err)
-		return exitFail
+		fmt.Fprintf(e.Stderr, "idemgen ui: %v\n", err)
+		return cli.ExitFail
 	}
-	return exitOK
+	return cli.ExitOK
 }
