@@ -41,7 +41,7 @@ func generate(t *testing.T, specPath, outDir, importPath string) generator.Files
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As idemgen generate writes it in this repository (see headerVersion in cmd/idemgen/cli).
+	// As idemgen generate writes it in this repository (see headerVersion in cmd/idemgen/internal/cli).
 	files, err := generator.Generate(context.Background(), f, generator.Options{
 		SQLC: sqlc.Runner{Exe: os.Args[0]}, ImportPath: importPath, Existing: os.DirFS(outDir),
 		Version: "(devel)", Source: filepath.ToSlash(source),

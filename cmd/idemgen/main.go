@@ -22,7 +22,7 @@ import (
 
 	"golang.org/x/tools/go/analysis/unitchecker"
 
-	"github.com/idemgen/idemgen/cmd/idemgen/cli"
+	"github.com/idemgen/idemgen/cmd/idemgen/internal/cli"
 	"github.com/idemgen/idemgen/generator"
 )
 

@@ -20,7 +20,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/idemgen/idemgen/cmd/idemgen/cli"
+	"github.com/idemgen/idemgen/cmd/idemgen/internal/cli"
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/writeout"
 	"github.com/idemgen/idemgen/generator"
 )
@@ -54,7 +54,7 @@ func scriptParams(t *testing.T) testscript.Params {
 	if err := generator.BuildSQLCChild(context.Background(), os.Stderr, "", child); err != nil {
 		t.Fatal(err)
 	}
-	// status and ledger run in idemgen's database child (cli/ops_child.go).
+	// status and ledger run in idemgen's database child (internal/cli/ops_child.go).
 	opsChild := filepath.Join(cache, "idemgen-ops")
 	if out, err := exec.Command("go", "build", "-tags", "idemgen_ops", "-o", opsChild, "github.com/idemgen/idemgen/cmd/idemgen").CombinedOutput(); err != nil {
 		t.Fatalf("build the database child: %v\n%s", err, out)

@@ -2,7 +2,7 @@
 // children, from idemgen's module with the go command in the service's
 // module (which requires idemgen, as go get -tool does), once each, into
 // the user cache directory: the sqlc child (generator/internal/sqlc) and the
-// database child of status and ledger (cmd/idemgen/cli). The idemgen
+// database child of status and ledger (cmd/idemgen/internal/cli). The idemgen
 // command links neither sqlc nor the database drivers, which are most of
 // what a service compiles before its first generate.
 package childbin

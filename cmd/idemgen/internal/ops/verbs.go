@@ -25,7 +25,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/idemgen/idemgen/cmd/idemgen/cli"
+	"github.com/idemgen/idemgen/cmd/idemgen/internal/cli"
 	"github.com/idemgen/idemgen/generator"
 	"github.com/idemgen/idemgen/idem/idemops"
 	"github.com/idemgen/idemgen/idem/idemui"
