@@ -37,7 +37,7 @@ type Bump struct {
 // idemrt.Job literal that every generated job file builds (Name and Version,
 // and the same of each idemrt.Effect in it): it is what the deployed package
 // runs with, and output written by any earlier idemgen has it.
-func Bumps(existing fs.FS, f *spec.File) []Bump {
+func Bumps(existing fs.FS, f *Spec) []Bump {
 	if existing == nil {
 		return nil
 	}

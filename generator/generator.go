@@ -11,8 +11,6 @@ import (
 	"io/fs"
 	"maps"
 	"slices"
-
-	"github.com/idemgen/idemgen/generator/internal/spec"
 )
 
 // Header is the first line of every Go file idemgen owns. It matches Go's
@@ -57,7 +55,7 @@ type Options struct {
 }
 
 // Generate checks the spec and returns the generated package's files. Spec
-// mistakes come back as spec.Diagnostics (errors only; warnings are for vet).
-func Generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
+// mistakes come back as Diagnostics (errors only; warnings are for vet).
+func Generate(ctx context.Context, f *Spec, opts Options) (Files, error) {
 	return generate(ctx, f, opts)
 }
