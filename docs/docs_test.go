@@ -15,18 +15,18 @@ import (
 	"testing"
 	"unicode"
 
+	sqlccli "github.com/sqlc-dev/sqlc/pkg/cli"
+
 	"github.com/idemgen/idemgen/generator"
-	"github.com/idemgen/idemgen/generator/spec"
-	"github.com/idemgen/idemgen/generator/sqlc"
-	_ "github.com/idemgen/idemgen/generator/sqlc/linked" // this test binary is its own sqlc child
 	"github.com/idemgen/idemgen/schema"
 )
 
 // TestMain lets this test binary serve as the sqlc child that generation
 // starts.
 func TestMain(m *testing.M) {
-	if sqlc.IsChild() {
-		os.Exit(sqlc.Main(os.Args[1:]))
+	generator.LinkSQLC(sqlccli.Run)
+	if generator.IsSQLCChild() {
+		os.Exit(generator.SQLCMain(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }
@@ -197,10 +197,7 @@ func TestSpecExamples(t *testing.T) {
 	for _, ex := range full {
 		t.Run(strings.ReplaceAll(ex.name, "/", "_"), func(t *testing.T) {
 			t.Parallel()
-			f, ds := spec.Parse(ex.name, []byte(ex.text))
-			if !ds.HasErrors() {
-				ds = append(ds, spec.Check(f)...)
-			}
+			f, ds := generator.ParseSpec(ex.name, []byte(ex.text))
 			for _, d := range ds.Sorted() {
 				// A position in the block is a line of the page.
 				file, _, _ := strings.Cut(ex.name, ":")
@@ -210,7 +207,7 @@ func TestSpecExamples(t *testing.T) {
 				return
 			}
 			files, err := generator.Generate(context.Background(), f, generator.Options{
-				SQLC:       sqlc.Runner{Exe: os.Args[0]},
+				SQLC:       generator.SQLCExe(os.Args[0]),
 				ImportPath: "example.com/docs/" + f.Package.Value,
 			})
 			if err != nil {

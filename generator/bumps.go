@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgen/idemgen/generator/model"
-	"github.com/idemgen/idemgen/generator/spec"
+	"github.com/idemgen/idemgen/generator/internal/model"
+	"github.com/idemgen/idemgen/generator/internal/spec"
 )
 
 // Bump is a version that the spec raises over the generated code in the
@@ -37,7 +37,7 @@ type Bump struct {
 // idemrt.Job literal that every generated job file builds (Name and Version,
 // and the same of each idemrt.Effect in it): it is what the deployed package
 // runs with, and output written by any earlier idemgen has it.
-func Bumps(existing fs.FS, f *spec.File) []Bump {
+func Bumps(existing fs.FS, f *Spec) []Bump {
 	if existing == nil {
 		return nil
 	}

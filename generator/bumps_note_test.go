@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator/internal/model"
 )
 
 // An insert_once row is never changed, so a job version bump's note must

@@ -2,6 +2,7 @@ package generator_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -10,12 +11,16 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
-	"github.com/idemgen/idemgen/generator/model"
-	"github.com/idemgen/idemgen/generator/ops"
-	"github.com/idemgen/idemgen/generator/sqlgen"
+	"github.com/idemgen/idemgen/generator/internal/model"
+	"github.com/idemgen/idemgen/generator/internal/sqlgen"
+	"github.com/idemgen/idemgen/idem/idemops"
+	"github.com/idemgen/idemgen/idem/idempg"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemsqlite"
 )
 
 // explainRows is how many ledger rows (and handed-in key records) the plans
@@ -78,7 +83,7 @@ func TestLargeLedgerQueriesUseIndexes(t *testing.T) {
 	}
 }
 
-// statusReadsUseIndexes runs idemgen status (ops.Status) on the filled
+// statusReadsUseIndexes runs idemgen status (idemops.DB.Status) on the filled
 // tables, once counting each effect's done rows exactly and once from a
 // sample, as above its exact limit, and as the operations page's front
 // page reads it (StatusUpTo and ActivityUpTo, each count stopping at a
@@ -90,7 +95,7 @@ func statusReadsUseIndexes(t *testing.T, db *testDB, p *model.Package) {
 		name                string
 		exact, sample, upTo int
 	}{{"exact", 0, 0, 0}, {"sampled", 1000, 2000, 0}, {"up to a limit", 0, 0, 100}} {
-		st, err := ops.Open(t.Context(), db.target, p, slog.New(slog.DiscardHandler))
+		st, err := openOps(t.Context(), db, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +106,7 @@ func statusReadsUseIndexes(t *testing.T, db *testDB, p *model.Package) {
 		}
 		var reads []read
 		st.TraceReads(func(query string, args []any) { reads = append(reads, read{query, args}) })
-		var status *ops.Status
+		var status *idemops.Status
 		if counting.upTo > 0 {
 			status, err = st.StatusUpTo(t.Context(), counting.upTo)
 			if err == nil {
@@ -245,4 +250,36 @@ func scansWhole(plan, table string, d model.Dialect) bool {
 		return regexp.MustCompile(`Seq Scan on ` + table + `\b`).MatchString(plan)
 	}
 	return regexp.MustCompile(`(?m)\bSCAN ` + table + `( AS \w+)?$`).MatchString(plan)
+}
+
+// openOps opens db's tables for the runtime's operations reads as idemgen
+// status opens them (cmd/idemgen/internal/ops.Open), on a connection of
+// their own, which closing the DB closes: a pool for PostgreSQL, IMMEDIATE
+// transactions for SQLite.
+func openOps(ctx context.Context, db *testDB, p *model.Package) (*idemops.DB, error) {
+	t := p.Tables
+	desc := &idemops.Package{Name: p.Name, Tables: idemrt.Tables{Ledger: t.Ledger, Progress: t.Progress, Seen: t.Seen, Parked: t.Parked, Limits: t.Limits}}
+	log := slog.New(slog.DiscardHandler)
+	if db.dialect == model.Postgres {
+		pool, err := pgxpool.New(ctx, db.target)
+		if err != nil {
+			return nil, err
+		}
+		d, err := idemops.New(ctx, stdlib.OpenDBFromPool(pool), idempg.NewStore(pool, desc.Tables, nil), idemops.Postgres, desc, log)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		d.OnClose(pool.Close)
+		return d, nil
+	}
+	sdb, err := sql.Open("sqlite3", "file:"+db.target+"?mode=rw&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	d, err := idemops.New(ctx, sdb, idemsqlite.NewStore(sdb, desc.Tables, nil), idemops.SQLite, desc, log)
+	if err != nil {
+		sdb.Close()
+	}
+	return d, err
 }

@@ -11,10 +11,10 @@ import (
 
 	"github.com/dave/jennifer/jen"
 
-	"github.com/idemgen/idemgen/generator/golang"
-	"github.com/idemgen/idemgen/generator/model"
-	"github.com/idemgen/idemgen/generator/spec"
-	"github.com/idemgen/idemgen/generator/sqlgen"
+	"github.com/idemgen/idemgen/generator/internal/golang"
+	"github.com/idemgen/idemgen/generator/internal/model"
+	"github.com/idemgen/idemgen/generator/internal/spec"
+	"github.com/idemgen/idemgen/generator/internal/sqlgen"
 )
 
 func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {

@@ -1,6 +1,9 @@
-// Package generator is idemgen's pure core: a spec in, the files of the
-// generated package out, as bytes keyed by slash path. It never writes to
-// disk; cmd/idemgen decides whether to write, diff or only vet.
+// Package generator is idemgen's pure core: a spec in (ParseSpec), the
+// files of the generated package out (Generate), as bytes keyed by slash
+// path. It never writes to disk; cmd/idemgen decides whether to write,
+// diff or only vet. It is the generator's only public package: what the
+// command needs from behind it (the resolved model, the lint analyzers,
+// the sqlc child) it re-exports here; the rest is in generator/internal.
 package generator
 
 import (
@@ -8,8 +11,6 @@ import (
 	"io/fs"
 	"maps"
 	"slices"
-
-	"github.com/idemgen/idemgen/generator/spec"
 )
 
 // Header is the first line of every Go file idemgen owns. It matches Go's
@@ -54,7 +55,7 @@ type Options struct {
 }
 
 // Generate checks the spec and returns the generated package's files. Spec
-// mistakes come back as spec.Diagnostics (errors only; warnings are for vet).
-func Generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
+// mistakes come back as Diagnostics (errors only; warnings are for vet).
+func Generate(ctx context.Context, f *Spec, opts Options) (Files, error) {
 	return generate(ctx, f, opts)
 }

@@ -10,11 +10,11 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/generator"
-	"github.com/idemgen/idemgen/generator/model"
-	"github.com/idemgen/idemgen/generator/spec"
-	"github.com/idemgen/idemgen/generator/sqlc"
-	_ "github.com/idemgen/idemgen/generator/sqlc/linked" // this test binary is its own sqlc child
-	"github.com/idemgen/idemgen/generator/sqlgen"
+	"github.com/idemgen/idemgen/generator/internal/model"
+	"github.com/idemgen/idemgen/generator/internal/spec"
+	"github.com/idemgen/idemgen/generator/internal/sqlc"
+	_ "github.com/idemgen/idemgen/generator/internal/sqlc/linked" // this test binary is its own sqlc child
+	"github.com/idemgen/idemgen/generator/internal/sqlgen"
 )
 
 var update = flag.Bool("update", false, "rewrite the checked-in generated trees")
@@ -41,7 +41,7 @@ func generate(t *testing.T, specPath, outDir, importPath string) generator.Files
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As idemgen generate writes it in this repository (see headerVersion in cmd/idemgen/cli).
+	// As idemgen generate writes it in this repository (see headerVersion in cmd/idemgen/internal/cli).
 	files, err := generator.Generate(context.Background(), f, generator.Options{
 		SQLC: sqlc.Runner{Exe: os.Args[0]}, ImportPath: importPath, Existing: os.DirFS(outDir),
 		Version: "(devel)", Source: filepath.ToSlash(source),

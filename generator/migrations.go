@@ -15,9 +15,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemgen/idemgen/generator/model"
-	"github.com/idemgen/idemgen/generator/spec"
-	"github.com/idemgen/idemgen/generator/sqlgen"
+	"github.com/idemgen/idemgen/generator/internal/model"
+	"github.com/idemgen/idemgen/generator/internal/spec"
+	"github.com/idemgen/idemgen/generator/internal/sqlgen"
 )
 
 // Each dialect's migration directory holds, besides the goose migrations:

@@ -17,10 +17,10 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/idemgen/idemgen/generator"
-	"github.com/idemgen/idemgen/generator/model"
-	"github.com/idemgen/idemgen/generator/spec"
-	"github.com/idemgen/idemgen/generator/sqlc"
-	"github.com/idemgen/idemgen/generator/sqlgen"
+	"github.com/idemgen/idemgen/generator/internal/model"
+	"github.com/idemgen/idemgen/generator/internal/spec"
+	"github.com/idemgen/idemgen/generator/internal/sqlc"
+	"github.com/idemgen/idemgen/generator/internal/sqlgen"
 	"github.com/idemgen/idemgen/idem/idemtest"
 )
 

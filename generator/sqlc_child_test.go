@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/generator"
-	"github.com/idemgen/idemgen/generator/spec"
-	"github.com/idemgen/idemgen/generator/sqlc"
+	"github.com/idemgen/idemgen/generator/internal/spec"
+	"github.com/idemgen/idemgen/generator/internal/sqlc"
 )
 
 // TestLeanSqlcChild builds the sqlc child as generate builds it on a
-// user's machine (lean: generator/sqlc/lean.go) and holds its output to
+// user's machine (lean: generator/internal/sqlc/lean.go) and holds its output to
 // whole sqlc's (this test binary links it) on every spec the repository
 // generates, both dialects, and on SQL that sqlc must reject.
 func TestLeanSqlcChild(t *testing.T) {
@@ -24,7 +24,7 @@ func TestLeanSqlcChild(t *testing.T) {
 	ctx := context.Background()
 	exe := filepath.Join(t.TempDir(), "idemgen-sqlc")
 	var said bytes.Buffer
-	if err := sqlc.BuildChild(ctx, &said, "", "github.com/idemgen/idemgen/generator/sqlc/child", exe); err != nil {
+	if err := sqlc.BuildChild(ctx, &said, "", "github.com/idemgen/idemgen/generator/internal/sqlc/child", exe); err != nil {
 		t.Fatal(err)
 	}
 	if said.Len() > 0 {

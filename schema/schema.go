@@ -4,7 +4,7 @@
 //
 // The schema covers structure: keys, types, enums, name patterns. What it
 // cannot express (key placeholders, references between fields, names unique
-// across the spec) is checked by idemgen vet; see generator/spec.
+// across the spec) is checked by idemgen vet; see generator/internal/spec.
 package schema
 
 import (

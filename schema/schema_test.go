@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/generator/spec"
+	"github.com/idemgen/idemgen/generator"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 )
@@ -71,10 +71,7 @@ func jsonValue(v any) any {
 
 // goAccepts is what idemgen vet says: no errors from Parse and Check.
 func goAccepts(name string, data []byte) (bool, string) {
-	f, ds := spec.Parse(name, data)
-	if !ds.HasErrors() {
-		ds = append(ds, spec.Check(f)...)
-	}
+	_, ds := generator.ParseSpec(name, data)
 	return !ds.HasErrors(), ds.Errors().Error()
 }
 

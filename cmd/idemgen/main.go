@@ -22,8 +22,8 @@ import (
 
 	"golang.org/x/tools/go/analysis/unitchecker"
 
-	"github.com/idemgen/idemgen/cmd/idemgen/cli"
-	"github.com/idemgen/idemgen/generator/lint"
+	"github.com/idemgen/idemgen/cmd/idemgen/internal/cli"
+	"github.com/idemgen/idemgen/generator"
 )
 
 func main() {
@@ -33,7 +33,7 @@ func main() {
 	// entry point for it that returns, so it gets the process before
 	// cli.Main, and only then.
 	if cli.IsVetTool(os.Args[1:]) {
-		unitchecker.Main(lint.Analyzers...)
+		unitchecker.Main(generator.Analyzers()...)
 	}
 	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

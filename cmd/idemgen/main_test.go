@@ -20,11 +20,9 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/idemgen/idemgen/cmd/idemgen/cli"
+	"github.com/idemgen/idemgen/cmd/idemgen/internal/cli"
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/writeout"
 	"github.com/idemgen/idemgen/generator"
-	"github.com/idemgen/idemgen/generator/childbin"
-	"github.com/idemgen/idemgen/generator/sqlc"
 )
 
 // TestMain makes this test binary the idemgen command of the scripts, by
@@ -53,13 +51,13 @@ func TestScripts(t *testing.T) {
 func scriptParams(t *testing.T) testscript.Params {
 	cache := t.TempDir()
 	child := filepath.Join(cache, "idemgen-sqlc")
-	if err := sqlc.BuildChild(context.Background(), os.Stderr, "", "github.com/idemgen/idemgen/generator/sqlc/child", child); err != nil {
+	if err := generator.BuildSQLCChild(context.Background(), os.Stderr, "", child); err != nil {
 		t.Fatal(err)
 	}
-	// status and ledger run in idemgen's database child (cli/ops_child.go).
+	// status and ledger run in idemgen's database child (internal/cli/ops_child.go).
 	opsChild := filepath.Join(cache, "idemgen-ops")
-	if err := childbin.Build(context.Background(), "", opsChild, "github.com/idemgen/idemgen/cmd/idemgen", nil, "-tags", "idemgen_ops"); err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("go", "build", "-tags", "idemgen_ops", "-o", opsChild, "github.com/idemgen/idemgen/cmd/idemgen").CombinedOutput(); err != nil {
+		t.Fatalf("build the database child: %v\n%s", err, out)
 	}
 	return testscript.Params{
 		Dir:                 "testdata/script",
@@ -71,7 +69,7 @@ func scriptParams(t *testing.T) testscript.Params {
 			// does not: generate runs the sqlc child built above, as it
 			// would the one it builds on a user's machine (newcomer.txtar
 			// unsets this and so builds its own).
-			env.Setenv(sqlc.ExeEnv, child)
+			env.Setenv(generator.SQLCExeEnv, child)
 			env.Setenv(cli.OpsExeEnv, opsChild)
 			port, err := freePort()
 			if err != nil {

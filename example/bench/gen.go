@@ -3,7 +3,7 @@ package main
 // gen/sqlc: `idemgen generate` on a spec of many jobs against `sqlc
 // generate` alone on the very sqlc.yaml and SQL that idemgen hands sqlc.
 //
-// idemgen runs sqlc in a child process (generator/sqlc: idemgen built with
+// idemgen runs sqlc in a child process (generator.SQLCChild: idemgen built with
 // sqlc linked, started with IDEMGEN_SQLC_CHILD=1, one sqlc run over one
 // sqlc.yaml for every dialect), so "sqlc alone" is the sqlc binary run
 // once, as a process, over the same input: both sides pay a process start
@@ -26,8 +26,6 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/generator"
-	"github.com/idemgen/idemgen/generator/spec"
-	"github.com/idemgen/idemgen/generator/sqlc"
 )
 
 type genResult struct {
@@ -51,10 +49,10 @@ func measureGenerate(ctx context.Context, cfg *config) (*genResult, error) {
 	// would otherwise build in the spec's module: that module does not
 	// require idemgen.
 	child := filepath.Join(tmp, "idemgen-sqlc")
-	if err := runCmd(ctx, "", nil, "go", "build", "-tags", sqlc.ChildTag, "-o", child, "github.com/idemgen/idemgen/cmd/idemgen"); err != nil {
+	if err := runCmd(ctx, "", nil, "go", "build", "-tags", generator.SQLCChildTag, "-o", child, "github.com/idemgen/idemgen/cmd/idemgen"); err != nil {
 		return nil, fmt.Errorf("build idemgen's sqlc child: %w", err)
 	}
-	childEnv := []string{sqlc.ExeEnv + "=" + child}
+	childEnv := []string{generator.SQLCExeEnv + "=" + child}
 
 	// The spec, in a module of its own.
 	mod := filepath.Join(tmp, "mod")
@@ -121,10 +119,7 @@ func measureGenerate(ctx context.Context, cfg *config) (*genResult, error) {
 // generator in this process with an SQLC that keeps its input and runs
 // nothing.
 func sqlcInput(ctx context.Context, file string, data []byte) (map[string][]byte, error) {
-	f, ds := spec.Parse(file, data)
-	if !ds.HasErrors() {
-		ds = append(ds, spec.Check(f)...)
-	}
+	f, ds := generator.ParseSpec(file, data)
 	if ds.HasErrors() {
 		return nil, fmt.Errorf("the generated spec is invalid: %v", ds.Sorted())
 	}

@@ -10,19 +10,20 @@ package main
 // of call_job's ledger rows. A second, empty space gets the same runs, side by side: copy_job
 // and fx_job over -rows units, 1,000 single-unit Process calls of
 // call_job (p99 latency), the backlog gauge and `idemgen status` (the
-// generator's ops.Status, in process, as the CLI runs it); then, on the
+// runtime's idemops.DB.Status, in process, as the CLI runs it); then, on the
 // history space only, Purge of the expired history in batches of 1,000
 // (paced, as by default) while copy_job runs beside it.
 
 import (
 	"cmp"
 	"context"
-	_ "embed"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,18 +31,17 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/idemgen/idemgen/example/bench/benchjobs"
-	"github.com/idemgen/idemgen/generator/model"
-	"github.com/idemgen/idemgen/generator/ops"
-	"github.com/idemgen/idemgen/generator/spec"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemops"
+	"github.com/idemgen/idemgen/idem/idempg"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemsqlite"
 )
-
-//go:embed idemgen.yaml
-var benchSpec []byte
 
 // The targets of issue 22, item 1.
 const (
@@ -122,7 +122,7 @@ type doneCount struct {
 }
 
 // doneTolerance is how far status's estimate of done rows may be from the
-// truth with a sample of about ops.DoneSampleRows rows of the ledger. A
+// truth with a sample of about idemops.DoneSampleRows rows of the ledger. A
 // smaller sample (the tests' -status-sample) is allowed more, as a
 // sample's error grows with 1/√rows: three times as much at a tenth.
 const doneTolerance = 0.03
@@ -131,7 +131,7 @@ func (c doneCount) check() error {
 	if !c.statusEstimated {
 		return want("status: "+c.effect+" done", c.status, c.want)
 	}
-	tolerance := doneTolerance * math.Sqrt(max(float64(ops.DoneSampleRows)/float64(max(c.sample, 1)), 1))
+	tolerance := doneTolerance * math.Sqrt(max(float64(idemops.DoneSampleRows)/float64(max(c.sample, 1)), 1))
 	if off := math.Abs(float64(c.status-c.want)) / float64(c.want); off > tolerance {
 		return fmt.Errorf("status: %s done estimated %d, %.1f%% off the %d done (a sample of %d rows may be %.1f%% off)", c.effect, c.status, 100*off, c.want, c.sample, 100*tolerance)
 	}
@@ -143,7 +143,7 @@ type historySide struct {
 	copyJob, fxJob      result
 	processP50, process time.Duration // single-unit Process latency: median and p99
 	backlog             time.Duration // the slowest of the backlog gauge's reads (both jobs, 3 times each)
-	status              time.Duration // ops.Status, the slowest of 3
+	status              time.Duration // idemops.DB.Status, the slowest of 3
 }
 
 // historyResult is the whole -history measurement.
@@ -216,7 +216,7 @@ func (h *historyResult) print(out io.Writer) {
 	if h.kept != "" {
 		fmt.Fprintf(out, "  kept (-history-keep): %s\n", h.kept)
 	}
-	fmt.Fprintln(out, "  idemgen status is generator/ops.Status run in this process, as the CLI runs it; the gauge is the backlog read the engine hands its observer (idemotel's idemgen.backlog)")
+	fmt.Fprintln(out, "  idemgen status is idemops.DB.Status run in this process, as the CLI runs it; the gauge is the backlog read the engine hands its observer (idemotel's idemgen.backlog)")
 }
 
 // statementTimer times the DELETE statements of a space's connections
@@ -439,26 +439,34 @@ func fillHistory(ctx context.Context, sp *space, n int, destinations bool) error
 	return nil
 }
 
-// openStatus opens the space as `idemgen status -db …` does.
-func openStatus(ctx context.Context, sp *space, cfg *config) (*ops.DB, error) {
-	f, ds := spec.Parse("idemgen.yaml", benchSpec)
-	if !ds.HasErrors() {
-		ds = append(ds, spec.Check(f)...)
-	}
-	if ds.HasErrors() {
-		return nil, fmt.Errorf("bench spec: %v", ds)
-	}
-	pkg, err := model.Resolve(f)
-	if err != nil {
-		return nil, err
-	}
-	target := sp.path
+// openStatus opens the space as `idemgen status -db …` does: a
+// connection of its own (a pool on PostgreSQL; IMMEDIATE transactions and
+// a busy timeout on SQLite), which closing the DB closes, and the package
+// as its spec describes it (the generated OpsPackage).
+func openStatus(ctx context.Context, sp *space, cfg *config) (*idemops.DB, error) {
+	desc := benchjobs.OpsPackage()
+	log := slog.New(slog.DiscardHandler)
+	var db *idemops.DB
 	if sp.url != "" { // PostgreSQL
-		target = sp.url
-	}
-	db, err := ops.Open(ctx, target, pkg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return nil, err
+		pool, err := pgxpool.New(ctx, sp.url)
+		if err != nil {
+			return nil, err
+		}
+		db, err = idemops.New(ctx, stdlib.OpenDBFromPool(pool), idempg.NewStore(pool, desc.Tables, nil), idemops.Postgres, desc, log)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		db.OnClose(pool.Close)
+	} else {
+		sdb, err := sql.Open("sqlite3", "file:"+url.PathEscape(sp.path)+"?mode=rw&_txlock=immediate&_pragma=busy_timeout(10000)")
+		if err != nil {
+			return nil, err
+		}
+		if db, err = idemops.New(ctx, sdb, idemsqlite.NewStore(sdb, desc.Tables, nil), idemops.SQLite, desc, log); err != nil {
+			sdb.Close()
+			return nil, err
+		}
 	}
 	db.SetDoneCounting(cfg.statusExact, cfg.statusSample)
 	return db, nil
@@ -500,7 +508,7 @@ func measureHistory(ctx context.Context, d *database, cfg *config) (*historyResu
 	if err := checkHistoryFill(ctx, sp, cfg.history, fxMix, callMix); err != nil {
 		return h, err
 	}
-	var st *ops.Status
+	var st *idemops.Status
 	if h.history, st, err = measureHistorySide(ctx, sp, cfg, cfg.history); err != nil {
 		return h, fmt.Errorf("history: %w", err)
 	}
@@ -512,7 +520,7 @@ func measureHistory(ctx context.Context, d *database, cfg *config) (*historyResu
 			h.parked += e.Parked
 			if w, ok := doneWant[e.Effect]; ok {
 				h.statusDone = append(h.statusDone, doneCount{effect: e.Effect, status: e.Done, want: w, statusEstimated: e.Estimated,
-					sample: cmp.Or(cfg.statusSample, ops.DoneSampleRows)})
+					sample: cmp.Or(cfg.statusSample, idemops.DoneSampleRows)})
 			}
 		}
 	}
@@ -558,7 +566,7 @@ func checkHistoryFill(ctx context.Context, sp *space, n int, fx, call historyMix
 // measureHistorySide runs copy_job and fx_job over cfg.rows fresh units,
 // the Process calls, the gauge and status on sp, which holds historyN
 // rows of history (0: empty).
-func measureHistorySide(ctx context.Context, sp *space, cfg *config, historyN int) (historySide, *ops.Status, error) {
+func measureHistorySide(ctx context.Context, sp *space, cfg *config, historyN int) (historySide, *idemops.Status, error) {
 	var side historySide
 	watch := &backlogWatch{}
 	opts := func(g *rows) []idem.Option {
@@ -668,7 +676,7 @@ func measureHistorySide(ctx context.Context, sp *space, cfg *config, historyN in
 		return side, nil, fmt.Errorf("open for status: %w", err)
 	}
 	defer db.Close()
-	var st *ops.Status
+	var st *idemops.Status
 	for range 3 {
 		start := time.Now()
 		if st, err = db.Status(ctx); err != nil {

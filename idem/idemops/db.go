@@ -96,7 +96,7 @@ type EffectSpec struct {
 }
 
 // DefaultLease is the lease of an effect the description does not have
-// (the spec's default, generator/model.DefaultLease).
+// (the spec's default, generator/internal/model.DefaultLease).
 const DefaultLease = 5 * time.Minute
 
 // DB is a generated package's database, opened for inspection and repair.

@@ -80,6 +80,9 @@ const (
 	// Files of the runtime package, relative to the repository root: a
 	// mutant there is seen by every package that imports it.
 	engineFile  = "idem/idemrt/engine.go"
+	performFile = "idem/idemrt/perform.go"
+	runFile     = "idem/idemrt/run.go"
+	reportFile  = "idem/idemrt/report.go"
 	batchFile   = "idem/idemrt/batch.go"
 	effectsFile = "idem/idemrt/effects.go"
 	pgFile      = "idem/idemrt/postgres.go"
@@ -239,7 +242,7 @@ var ackMutants = []mutant{
 }
 
 var cursorMutants = []mutant{
-	{name: "cursor saved before its page is applied", test: cursorTest, edits: edit(engineFile,
+	{name: "cursor saved before its page is applied", test: cursorTest, edits: edit(runFile,
 		`err = e\.apply\(ctx, units, rep, false, nil, &res\)\n`,
 		"if advance {\n\t\t\t\t_ = saveCursor(e.st.Auto())\n\t\t\t}\n\t\t\terr = e.apply(ctx, units, rep, false, nil, &res)\n")},
 	{name: "cursor moved back by a slower run", test: cursorTest, edits: edit(sqliteLedger,
@@ -248,9 +251,9 @@ var cursorMutants = []mutant{
 		`ON CONFLICT \(seq\) DO NOTHING\n`, "")},
 	{name: "insert_once without ON CONFLICT (PostgreSQL)", test: cursorTest, db: "postgres", edits: twice(pgSQL,
 		`ON CONFLICT \(seq\) DO NOTHING\n`, "")},
-	{name: "cursor passes a page with a failed unit", test: cursorTest, edits: edit(engineFile,
+	{name: "cursor passes a page with a failed unit", test: cursorTest, edits: edit(runFile,
 		`if err == nil && res\.failed == 0 && advance \{`, "if err == nil && advance {")},
-	{name: "kept result never stored", test: cursorTest, edits: edit(engineFile,
+	{name: "kept result never stored", test: cursorTest, edits: edit(performFile,
 		`if !fx\.KeepResult \{`, "if true {")},
 	{name: "attempts counter stuck after the first claim", test: cursorTest, edits: edit(sqliteLedger,
 		`attempts = attempts \+ 1`, "attempts = min(attempts + 1, 1)")},
@@ -352,10 +355,10 @@ var exampleMutants = []mutant{
 	{name: "progress saved before the work", test: syncTest, edits: edit(engineFile,
 		`return e\.runWindow\(ctx, w, true, fetch, markOf, rep\)`,
 		"if err := e.st.Auto().SaveWatermark(ctx, e.def.Name, w.Until, e.def.Version, e.opt.now()); err != nil {\n\t\t\treturn err\n\t\t}\n\t\treturn e.runWindow(ctx, w, true, fetch, markOf, rep)")},
-	{name: "ledger marked done before the provider call", test: syncTest, edits: edit(engineFile,
+	{name: "ledger marked done before the provider call", test: syncTest, edits: edit(performFile,
 		`result, callErr := e\.call\(ctx, fx, key, u\)`,
 		"_, _ = e.st.Auto().CompleteMany(ctx, []string{key}, [][]byte{nil}, e.opt.owner, e.opt.now())\n\tresult, callErr := e.call(ctx, fx, key, u)")},
-	{name: "a fresh idempotency key per attempt", test: syncTest, edits: edit(engineFile,
+	{name: "a fresh idempotency key per attempt", test: syncTest, edits: edit(performFile,
 		`result, callErr := e\.call\(ctx, fx, key, u\)`,
 		`result, callErr := e.call(ctx, fx, key+"/"+e.opt.owner, u)`)},
 	{name: "insert without ON CONFLICT", test: syncTest, edits: edit(sqliteSQL,
@@ -420,13 +423,13 @@ var exampleMutants = []mutant{
 	// busy, not deduped once the call has ended.
 	{name: "a batch does not leave the keys of the calls in flight to them", test: hookTest, edits: edit(batchFile,
 		`\t\tbusy = rep\.inFlight\.keys\n`, "\t\tbusy = nil\n")},
-	{name: "a run ends before its last batch's effects are counted", test: hookTest, edits: edit(engineFile,
+	{name: "a run ends before its last batch's effects are counted", test: hookTest, edits: edit(runFile,
 		`\trep\.awaitInFlight\(\)\n\tif err == nil \{\n\t\terr = rep\.failed\.err`, "\tif err == nil {\n\t\terr = rep.failed.err")},
 	{name: "the background recorder drops its last group", test: syncTest, edits: edit(effectsFile,
 		`if !ok \{\n\t\t\t\tflush\(\)\n`, "if !ok {\n\t\t\t\tfor _, c := range pending {\n\t\t\t\t\tc.ok = true\n\t\t\t\t\tclose(c.done)\n\t\t\t\t}\n")},
 	{name: "provider called without reading the ledger", test: syncTest, edits: edit(effectsFile,
 		`case got\[c\.key\]:`, "case got[c.key] || true:")},
-	{name: "lease without a fencing check", test: syncTest, edits: edit(engineFile,
+	{name: "lease without a fencing check", test: syncTest, edits: edit(performFile,
 		`if now, err := e\.leaseNow\(ctx, nil\); err != nil \|\| !now\.Before\(leaseUntil\) \{`, "if false {")},
 	{name: "claim steals a live lease", test: syncTest, edits: edit(sqliteLedger,
 		`AND state = 'pending' AND \(lease_until IS NULL OR lease_until < \?5\)`, "AND state = 'pending'")},
@@ -458,9 +461,9 @@ var exampleMutants = []mutant{
 		`AND p\.state = 'done' AND p\.done_at < \?3`, "AND (p.state = 'done' OR p.state = 'pending') AND coalesce(p.done_at, ?3) <= ?3")},
 	{name: "purge deletes young ledger rows", test: syncTest, edits: edit(sqliteLedger,
 		`AND p\.state = 'done' AND p\.done_at < \?3`, "AND p.state = 'done' AND ?3 IS NOT NULL")},
-	{name: "watermark advances past a failed unit", test: syncTest, edits: edit(engineFile,
+	{name: "watermark advances past a failed unit", test: syncTest, edits: edit(runFile,
 		`!oldestFailed\.IsZero\(\) && oldestFailed\.Before\(mark\) \{`, "false && oldestFailed.Before(mark) {")},
-	{name: "window ignores its overlap", test: syncTest, edits: edit(engineFile,
+	{name: "window ignores its overlap", test: syncTest, edits: edit(runFile,
 		`since = p\.Watermark\.Add\(-overlap\)`, "since = p.Watermark")},
 	{name: "an effect version bump owes nothing", test: syncTest, edits: edit(sqliteLedger,
 		`AND unit_key = \?3 AND effect_version < \?4`, "AND unit_key = ?3 AND effect_version < ?4 AND 0")},
@@ -492,7 +495,7 @@ var exampleMutants = []mutant{
 		{file: pgLedger, old: `\n        AND \(s\.owner IS NULL OR s\.held_until <= \$6\)`, new: ""},
 		{file: pgLedger, old: `\n    AND \(idem_limits\.owner IS NULL OR idem_limits\.held_until <= \$6\)`, new: ""},
 	}},
-	{name: "a provider's \"not now\" burns an attempt", test: syncTest, edits: edit(engineFile,
+	{name: "a provider's \"not now\" burns an attempt", test: syncTest, edits: edit(performFile,
 		`NotCounted: notNow && !permanent,`, "NotCounted: notNow && false,")},
 	{name: "a \"not now\" gives no attempt back", test: syncTest, edits: edit(sqliteLedger,
 		`attempts = attempts - CASE WHEN CAST\(\?1 AS BOOLEAN\) THEN 1 ELSE 0 END,`, "attempts = attempts,")},
@@ -500,17 +503,17 @@ var exampleMutants = []mutant{
 		{file: sqliteLedger, old: `\n    AND \(next_attempt_at IS NULL OR next_attempt_at <= \?2\) AND effect_key > \?3`, new: " AND effect_key > ?3"},
 		{file: sqliteLedger, old: `\n    AND \(next_attempt_at IS NULL OR next_attempt_at <= \?5\)\n`, new: "\n"},
 	}},
-	{name: "an effect's timeout never set on its call", test: syncTest, edits: edit(engineFile,
+	{name: "an effect's timeout never set on its call", test: syncTest, edits: edit(performFile,
 		`if fx\.Timeout <= 0 \{`, "if true || fx.Timeout <= 0 {")},
-	{name: "the provider's wait ignored: next attempt at once", test: syncTest, edits: edit(engineFile,
+	{name: "the provider's wait ignored: next attempt at once", test: syncTest, edits: edit(performFile,
 		`\t\t\t\tbackoff = wait\n`, "\t\t\t\tbackoff = 0 * wait\n")},
 	{name: "parked units hold the watermark", test: syncTest, edits: edit(batchFile,
 		`if o := it\.result\.Outcome; o == OutcomeFailed \|\| o == OutcomeMismatch \{\n\t\t\tres\.failed\+\+`,
 		"if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch || o == OutcomeParked {\n\t\t\tres.failed++")},
-	{name: "report counts an insert as an update", test: syncTest, edits: edit(engineFile,
+	{name: "report counts an insert as an update", test: syncTest, edits: edit(reportFile,
 		`case OutcomeInserted:\n\t\tr\.Inserted\+\+`, "case OutcomeInserted:\n\t\tr.Updated++")},
 	// Killed by the cancel, skew and purge-pending families.
-	{name: "a cancelled run still starts provider calls", test: syncTest, edits: edit(engineFile,
+	{name: "a cancelled run still starts provider calls", test: syncTest, edits: edit(performFile,
 		`if err := ctx\.Err\(\); err != nil \{\n\t\ter\.Outcome, er\.Err = EffectFailed, fmt\.Errorf\("effect %q key %q: %w: not called`,
 		"if err := ctx.Err(); false && err != nil {\n\t\ter.Outcome, er.Err = EffectFailed, fmt.Errorf(\"effect %q key %q: %w: not called")},
 	{name: "a call that ends after the cancel is not recorded", test: syncTest, edits: edit(effectsFile,
@@ -521,7 +524,7 @@ var exampleMutants = []mutant{
 		`case fx\.When\.Matches\(decideAs\):`, "case fx.When.Matches(decideAs) || fx.When == WhenInserted && it.outcome == OutcomeUpdated:")},
 	// Killed by stall-takeover: a call past its timeout is abandoned, its
 	// lease given back while the provider still works on it.
-	{name: "a call past its timeout is abandoned, not awaited", test: hookTest, edits: edit(engineFile,
+	{name: "a call past its timeout is abandoned, not awaited", test: hookTest, edits: edit(performFile,
 		`result, err := fx\.Call\(callCtx, key, u\)`,
 		"type answer struct {\n\t\tb []byte\n\t\te error\n\t}\n\tch := make(chan answer, 1)\n\tgo func() { b, e := fx.Call(callCtx, key, u); ch <- answer{b, e} }()\n\tvar result []byte\n\tvar err error\n\tselect {\n\tcase a := <-ch:\n\t\tresult, err = a.b, a.e\n\tcase <-callCtx.Done():\n\t\terr = callCtx.Err()\n\t}")},
 	// Killed by purge-pending: an insert_once key redelivered changed after

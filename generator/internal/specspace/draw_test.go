@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgen/idemgen/generator/spec"
+	"github.com/idemgen/idemgen/generator/internal/spec"
 )
 
 // TestDrawnSpecsAreValid: the first 300 specs of a few seeds all pass vet

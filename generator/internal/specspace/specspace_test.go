@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/generator"
-	"github.com/idemgen/idemgen/generator/spec"
-	"github.com/idemgen/idemgen/generator/sqlc"
-	_ "github.com/idemgen/idemgen/generator/sqlc/linked" // this test binary is its own sqlc child
+	"github.com/idemgen/idemgen/generator/internal/spec"
+	"github.com/idemgen/idemgen/generator/internal/sqlc"
+	_ "github.com/idemgen/idemgen/generator/internal/sqlc/linked" // this test binary is its own sqlc child
 )
 
 func TestMain(m *testing.M) {

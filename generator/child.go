@@ -1,0 +1,24 @@
+package generator
+
+import (
+	"context"
+	"io"
+	"strings"
+
+	"github.com/idemgen/idemgen/generator/internal/childbin"
+)
+
+// Child returns a program of idemgen's module that the idemgen command
+// runs as a child (as it runs the sqlc child): package pkg (a path in the
+// module, like "cmd/idemgen"), built with the go command and flags in
+// moduleDir's module (which requires idemgen, as go get -tool does) the
+// first time it is needed and kept in the user cache directory, so that
+// the command itself need not link what the child does. Building it is
+// said on stderr: "building its <what> ... (once: it compiles <compiles>)".
+func Child(ctx context.Context, stderr io.Writer, moduleDir, name, pkg, what, compiles string, flags ...string) (string, error) {
+	recipe := strings.Join(append([]string{pkg}, flags...), " ")
+	return childbin.Get(stderr, moduleDir, name, recipe, pkg, what, compiles,
+		func(exe, importPath string) error {
+			return childbin.Build(ctx, moduleDir, exe, importPath, nil, flags...)
+		})
+}

@@ -1,0 +1,13 @@
+// Package linked links sqlc into the binary that imports it, so that the
+// binary can serve as its own sqlc child (package generator/internal/sqlc). The
+// idemgen command imports it only when built with -tags idemgen_sqlc; test
+// binaries that generate import it directly.
+package linked
+
+import (
+	"github.com/sqlc-dev/sqlc/pkg/cli"
+
+	"github.com/idemgen/idemgen/generator/internal/sqlc"
+)
+
+func init() { sqlc.Link(cli.Run) }
