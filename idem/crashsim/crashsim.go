@@ -1218,6 +1218,9 @@ func (r *simRun[U]) play() []string {
 		if r.sc.family == "failk" {
 			r.checkBackoff(context.Background(), backoffs)
 		}
+		if r.sc.family == famCircuit {
+			r.checkCoolDown(context.Background())
+		}
 		if r.sc.family == "failk" || r.sc.family == "poison" {
 			continue // the plan counts attempts: run them all
 		}

@@ -22,10 +22,13 @@ import (
 //     ends with one attempt counted: a row that met the pause burned none.
 //   - circuit: from one call of an effect on, the provider is down for
 //     simCircuitOutage(...) calls of it. The effect's circuit (failures
-//     simCircuitFailures, cool_down lease/16, set on every effect here)
-//     opens; while the provider's own count says it is open, a call must
-//     come a cool-down after the last failed one (the probe), and only
-//     one (a second call at once is a second probe); every effect is
+//     simCircuitFailures, cool_down lease/16, max_cool_down twice that,
+//     set on every effect here) opens; while the provider's own count
+//     says it is open, a call must come a cool-down after the last failed
+//     one (the probe), and only one (a second call at once is a second
+//     probe); after each run the open circuit's end must lie within
+//     max_cool_down of the last failure (the outage reopens it more times
+//     than the doubling takes to pass the ceiling); every effect is
 //     still performed once and none is parked although the outage lasts
 //     longer than max_attempts; and (clean) the effect's rows count at
 //     most simCircuitFailures-1 failed attempts in all: failures that met
@@ -87,10 +90,14 @@ func (r *simRun[U]) initGate() {
 	}
 }
 
-// simCircuitCoolDown is the circuit family's cool-down: its longest (8
-// times, with jitter) is shorter than a lease, so that the next process
-// after a crash, a lease later, finds it over.
+// simCircuitCoolDown is the circuit family's cool-down: its longest
+// without a ceiling (8 times) is shorter than a lease, so that the next
+// process after a crash, a lease later, finds it over.
 func simCircuitCoolDown(lease time.Duration) time.Duration { return max(lease/16, time.Second) }
+
+// simCircuitCeiling is the circuit family's max_cool_down: twice the
+// cool-down, reached at the second reopening.
+func simCircuitCeiling(lease time.Duration) time.Duration { return 2 * simCircuitCoolDown(lease) }
 
 // simCircuitOutage is how many calls of the effect fail: the circuit's
 // failures, and more probes than max_attempts, so that counting the
@@ -147,7 +154,7 @@ func gateCircuit(family string, lease time.Duration) idemrt.Circuit {
 	case famPause:
 		return simNoCircuit
 	case famCircuit:
-		return idemrt.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(lease)}
+		return idemrt.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(lease), MaxCoolDown: simCircuitCeiling(lease)}
 	}
 	return idemrt.Circuit{}
 }
@@ -197,5 +204,29 @@ func (r *simRun[U]) checkGate(ctx context.Context) {
 		r.violate("pause: the rows of effect %s count %d attempts more than one each; a pause burns none", effect, extra)
 	case r.sc.family == famCircuit && extra > simCircuitFailures-1:
 		r.violate("circuit: the rows of effect %s count %d failed attempts; only the %d before the circuit opened count", effect, extra, simCircuitFailures-1)
+	}
+}
+
+// checkCoolDown (circuit): an open circuit ends within max_cool_down of
+// the provider's last failure, whichever reopening it is. Every opening
+// is recorded at a failure's answer, on the simulated clock, which stands
+// still within a run; a crash that lost a failure's record leaves an
+// earlier end, never a later one.
+func (r *simRun[U]) checkCoolDown(ctx context.Context) {
+	g := r.prov.gate
+	r.prov.mu.Lock()
+	effect, last := g.outageEffect, g.lastFail[g.outageEffect]
+	r.prov.mu.Unlock()
+	if effect == "" {
+		return
+	}
+	gate, found, err := r.db.observer().Auto().Gate(ctx, r.job.Name, effect)
+	if err != nil {
+		r.violate("circuit: read the gate of effect %s: %v", effect, err)
+		return
+	}
+	if ceiling := simCircuitCeiling(r.job.Lease); found && gate.State == idemrt.GateOpen && gate.Until.Sub(last) > ceiling {
+		r.violate("circuit: effect %s's circuit is open until %s, %s after the last failure at %s (opened %d times in a row); max_cool_down is %s",
+			effect, gate.Until.Format(time.RFC3339Nano), gate.Until.Sub(last), last.Format(time.RFC3339Nano), gate.Opens, ceiling)
 	}
 }

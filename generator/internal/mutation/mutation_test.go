@@ -308,6 +308,12 @@ var exampleMutants = []mutant{
 		`return RetryAfter\(until\.Sub\(now\), fmt\.Errorf\("the circuit's probe failed, not counted: %w", cause\)\)`, "return cause")},
 	{name: "a failure that finds the circuit open counts an attempt", test: syncTest, edits: edit(gateFile,
 		`return RetryAfter\(wait, fmt\.Errorf\("the effect's circuit is open, not counted: %w", cause\)\)`, "return cause")},
+	// Killed by circuit: the outage reopens the circuit past the doubling
+	// that reaches max_cool_down (twice the cool-down there); without the
+	// ceiling the cool-down grows to 8 times, and an open circuit ends
+	// further from the last failure than max_cool_down.
+	{name: "the cool-down grows past max_cool_down", test: syncTest, edits: edit(gateFile,
+		`\tif c\.MaxCoolDown > 0 \{\n`, "\tif false {\n")},
 	// Killed by circuit: a call inside the cool-down (its probe taken
 	// early) follows the failure that opened it at the same moment.
 	{name: "the probe taken inside the cool-down", test: syncTest, edits: []mutantEdit{
