@@ -26,7 +26,11 @@ import (
 //     set on every effect here) opens; while the provider's own count
 //     says it is open, a call must come a cool-down after the last failed
 //     one (the probe), and only one (a second call at once is a second
-//     probe); after each run the open circuit's end must lie within
+//     probe). The runs after the phases call the effect simCircuitAtOnce
+//     at a time, and the provider holds each probe until every other row
+//     of the effect has given its claim back (or simProbeHold passes): a
+//     call that reaches the provider meanwhile is a second probe at once,
+//     fleet-wide. After each run the open circuit's end must lie within
 //     max_cool_down of the last failure (the outage reopens it more times
 //     than the doubling takes to pass the ceiling); every effect is
 //     still performed once and none is parked although the outage lasts
@@ -34,9 +38,10 @@ import (
 //     most simCircuitFailures-1 failed attempts in all: failures that met
 //     the circuit open, and the probes', count none.
 //
-// The runs are sequential within a process (one call in flight), so what
-// the provider sees is what the gate let through, with no race between a
-// gate read and a call in flight.
+// The phases' runs are sequential within a process (one call in flight),
+// so what the provider sees is what the gate let through, and the matrix
+// replays each crash to the same hit; the clean runs after them, with
+// calls at once, are where a second probe could meet the first.
 
 const (
 	famPause   = "pause"
@@ -68,12 +73,20 @@ type simGate struct {
 	failsInRow map[string]int
 	lastFail   map[string]time.Time
 	wrong      []string
+	// holdProbes: a probe of the outage is held (holdProbe) while the
+	// rest of the run's calls meet the gate; probing counts an effect's
+	// probes in flight. holdProbe returns when no other row of effect
+	// but key is claimed.
+	holdProbes bool
+	probing    map[string]int
+	othersHeld func(effect, key string) bool
 	// maxAttempts is the job's effects' largest max_attempts.
 	maxAttempts int
 }
 
 func newSimGate() *simGate {
-	return &simGate{pauseCall: -1, outageCall: -1, pauseUntil: map[string]time.Time{}, failsInRow: map[string]int{}, lastFail: map[string]time.Time{}}
+	return &simGate{pauseCall: -1, outageCall: -1, pauseUntil: map[string]time.Time{}, failsInRow: map[string]int{}, lastFail: map[string]time.Time{},
+		probing: map[string]int{}}
 }
 
 // initGate sets the provider up for a gate family's scenario.
@@ -87,6 +100,49 @@ func (r *simRun[U]) initGate() {
 		g.pauseCall, g.pauseWait = r.sc.call, r.job.Lease/2
 	case famCircuit:
 		g.outageCall, g.coolDown = r.sc.call, simCircuitCoolDown(r.job.Lease)
+		g.othersHeld = func(effect, key string) bool {
+			rows, err := r.db.observer().Auto().Ledger(context.Background())
+			if err != nil {
+				return false // the hold ends; a second probe could then be missed, not invented
+			}
+			for _, e := range rows {
+				if e.Effect == effect && e.Key != key && e.LeaseOwner != "" {
+					return true
+				}
+			}
+			return false
+		}
+	}
+}
+
+// simCircuitAtOnce is how many calls at once the circuit family's runs
+// after the phases make.
+const simCircuitAtOnce = 4
+
+// simProbeHold bounds how long the provider holds a probe (real time).
+const simProbeHold = 2 * time.Second
+
+// probe reports whether a call of effect now would be a probe of the
+// open circuit that the provider holds (the runs after the phases), and
+// records a second one in flight at once. Called with the provider's lock.
+func (g *simGate) probe(effect, key string, now time.Time) bool {
+	if !g.holdProbes || effect != g.outageEffect || g.outageLeft <= 0 || g.failsInRow[effect] < simCircuitFailures {
+		return false
+	}
+	if g.probing[effect] > 0 {
+		g.wrong = append(g.wrong, fmt.Sprintf("circuit: %s of effect %s called at %s while another probe of it was in flight: two probes at once",
+			key, effect, now.Format(time.RFC3339)))
+	}
+	g.probing[effect]++
+	return true
+}
+
+// holdProbe waits, without the provider's lock, until no other row of
+// effect is claimed (each met the probe in flight and gave its claim back),
+// at most simProbeHold; then the probe is answered.
+func (g *simGate) holdProbe(effect, key string) {
+	for began := time.Now(); time.Since(began) < simProbeHold && g.othersHeld(effect, key); {
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -229,4 +285,11 @@ func (r *simRun[U]) checkCoolDown(ctx context.Context) {
 		r.violate("circuit: effect %s's circuit is open until %s, %s after the last failure at %s (opened %d times in a row); max_cool_down is %s",
 			effect, gate.Until.Format(time.RFC3339Nano), gate.Until.Sub(last), last.Format(time.RFC3339Nano), gate.Opens, ceiling)
 	}
+}
+
+// isConverging reports whether the phases are over (the clean runs after).
+func (r *simRun[U]) isConverging() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.converging
 }
