@@ -75,14 +75,14 @@ const (
 
 // providerRun is one run of call_job over its own schema and simulator.
 type providerRun struct {
-	workers   int
-	units     int
-	rate      int           // R, the simulator's calls per second
-	elapsed   time.Duration // from the workers' start to the last effect done (ledger)
-	cpu       time.Duration // the workers' user + system time
-	outage    time.Duration // the simulator's 503 window, 0 for none
-	outageAt  time.Duration // its start after the workers' start
-	throttle  time.Duration // the simulator's 429 window (-throttle), 0 for none
+	workers  int
+	units    int
+	rate     int           // R, the simulator's calls per second
+	elapsed  time.Duration // from the workers' start to the last effect done (ledger)
+	cpu      time.Duration // the workers' user + system time
+	outage   time.Duration // the simulator's 503 window, 0 for none
+	outageAt time.Duration // its start after the workers' start
+	throttle time.Duration // the simulator's 429 window (-throttle), 0 for none
 	// recovery is the time from the outage's end to the first full second
 	// with 0.9 × R calls applied (recovered false: none before the run
 	// ended); recoveryPre the same to 0.9 × the rate of the outage's
@@ -91,15 +91,15 @@ type providerRun struct {
 	recovery, recoveryPre   time.Duration
 	recovered, recoveredPre bool
 	preRate                 float64
-	sim       simCounts
-	done      int  // ledger rows done
-	parked    int  // ledger rows parked
-	onceKeys  int  // keys the simulator applied exactly once
-	wrongKeys int  // keys applied more than once, or not one of the run's
-	passes    int  // Drain calls, all workers
-	attempts  int  // the most attempts on one effect (the ledger's attempts: the provider's RetryAfter counts none)
-	maxAtt    int  // the effect's max_attempts (idemgen.yaml)
-	gate      bool // the effect's circuit on, and Retry-After as idem.PauseEffect
+	sim                     simCounts
+	done                    int  // ledger rows done
+	parked                  int  // ledger rows parked
+	onceKeys                int  // keys the simulator applied exactly once
+	wrongKeys               int  // keys applied more than once, or not one of the run's
+	passes                  int  // Drain calls, all workers
+	attempts                int  // the most attempts on one effect (the ledger's attempts: the provider's RetryAfter counts none)
+	maxAtt                  int  // the effect's max_attempts (idemgen.yaml)
+	gate                    bool // the effect's circuit on, and Retry-After as idem.PauseEffect
 }
 
 func (r providerRun) name() string {
@@ -724,9 +724,9 @@ type simulator struct {
 	// start and appliedAt: calls applied per simBucket since start.
 	start     time.Time
 	appliedAt []int
-	inFlight                map[string]bool
-	applied                 map[string]int // applied calls per idempotency key
-	c                       simCounts
+	inFlight  map[string]bool
+	applied   map[string]int // applied calls per idempotency key
+	c         simCounts
 }
 
 // simCounts are the simulator's answers.
