@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemui"
 )
 
@@ -107,7 +111,8 @@ func browse(t *testing.T, ctx context.Context, what string, actions ...chromedp.
 func TestOpsPageInABrowser(t *testing.T) {
 	eachUIDB(t, func(t *testing.T, db uiDB) {
 		f, j := opsScenario(t, db)
-		acting, err := idemui.New(db.ops, idemui.Options{Authorize: onCall, Log: quiet})
+		var logs logBuffer
+		acting, err := idemui.New(db.ops, idemui.Options{Authorize: onCall, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,5 +250,95 @@ func TestOpsPageInABrowser(t *testing.T) {
 		if e := ledgerEntry(t, db.store, leasedKey); e.State != idem.StatePending || e.LeaseOwner != "worker-7" {
 			t.Fatalf("a read-only handler changed the row: %+v", e)
 		}
+
+		// The mail provider pauses its whole effect for an hour
+		// (idem.PauseEffect): the front page shows the pause beside the
+		// effect, until when and the provider's answer; the read-only page
+		// offers no lift, the acting one lifts it from a confirmation.
+		pauseMail(t, db, f)
+		until := f.clk.Now().Add(time.Hour).UTC().Format(time.RFC3339) // as the page shows times
+		var roGate, roHTML string
+		browse(t, ctx, "a paused effect, read-only",
+			chromedp.Navigate(base+"ro/"),
+			chromedp.WaitVisible(`tr.gate[data-gate="notify_new_invoice"]`, chromedp.ByQuery),
+			chromedp.Text(`tr.gate[data-gate="notify_new_invoice"]`, &roGate, chromedp.ByQuery),
+			chromedp.OuterHTML("main", &roHTML, chromedp.ByQuery),
+		)
+		for _, want := range []string{"paused", "until " + until, mailThrottled} {
+			if !strings.Contains(roGate, want) {
+				t.Fatalf("the paused effect's row shows %q, want %q in it", roGate, want)
+			}
+		}
+		if strings.Contains(roHTML, "action=lift") {
+			t.Fatalf("the read-only page offers a lift:\n%s", roHTML)
+		}
+		screenshot(t, ctx, "paused")
+		var gateUntil, lifted string
+		browse(t, ctx, "lift the pause from the page",
+			chromedp.Navigate(base+"ops/"),
+			chromedp.Click(`tr.gate[data-gate="notify_new_invoice"] a.button`, chromedp.ByQuery),
+			chromedp.WaitVisible("#confirm", chromedp.ByQuery),
+			chromedp.Text("#gate td.until", &gateUntil, chromedp.ByQuery),
+		)
+		if gateUntil != until {
+			t.Fatalf("the lift's confirmation shows the pause until %q, want %q", gateUntil, until)
+		}
+		if g, err := db.ops.Gate(t.Context(), "invoice_sync", "notify_new_invoice"); err != nil || g == nil {
+			t.Fatalf("the lift's confirmation page lifted the gate: %+v, %v", g, err)
+		}
+		screenshot(t, ctx, "lift")
+		browse(t, ctx, "confirm the lift",
+			chromedp.Click("#confirm", chromedp.ByQuery),
+			chromedp.WaitVisible("#lifted", chromedp.ByQuery),
+			chromedp.Text("#lifted", &lifted, chromedp.ByQuery),
+		)
+		if !strings.HasPrefix(lifted, "Lifted") {
+			t.Fatalf("the lift's done page says %q", lifted)
+		}
+		if g, err := db.ops.Gate(t.Context(), "invoice_sync", "notify_new_invoice"); err != nil || g != nil {
+			t.Fatalf("after the lift the gate is %+v, %v; want none", g, err)
+		}
+		if !regexp.MustCompile(`msg="idemui: lift: .*who=alice`).MatchString(logs.String()) {
+			t.Fatalf("the lift is not logged with who did it:\n%s", logs.String())
+		}
+		var gates int
+		browse(t, ctx, "the front page after the lift",
+			chromedp.Navigate(base+"ops/"),
+			chromedp.WaitVisible("#health", chromedp.ByQuery),
+			chromedp.Evaluate(`document.querySelectorAll("tr.gate").length`, &gates),
+		)
+		if gates != 0 {
+			t.Fatalf("the front page shows %d gates after the lift", gates)
+		}
 	})
+}
+
+// mailThrottled is the mail provider's answer when it pauses its effect.
+const mailThrottled = "429 the mail account is throttled"
+
+// pauseMail runs invoice_sync once over a new invoice with a mail
+// provider that pauses its whole effect for an hour (idem.PauseEffect),
+// on the fixture's clock: the effect is paused until an hour on, the
+// invoice's notice waiting for it.
+func pauseMail(t *testing.T, db uiDB, f *fixture) {
+	t.Helper()
+	f.invoice("inv-4", 400, f.clk.Now().Add(-time.Second))
+	calls := 0
+	notify := billing.NotifyNewInvoiceFunc(func(ctx context.Context, key string, inv billing.Invoice) error {
+		calls++
+		return idem.PauseEffect(time.Hour, errors.New(mailThrottled))
+	})
+	gated := idemrt.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
+		j.Effects[0].Circuit = idemrt.Circuit{Failures: 5, CoolDown: time.Minute} // a gate (the effect has no limits in the spec), for the pause
+	})
+	j, err := billing.NewInvoiceSync(db.store, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: notify},
+		idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)),
+		idem.WithEffectConcurrency(1), gated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, _ := j.Run(context.Background())
+	if calls != 1 || rep.EffectsParked != 0 {
+		t.Fatalf("the pausing run: %s after %d calls; want one call, nothing parked", rep, calls)
+	}
 }

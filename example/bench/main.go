@@ -85,6 +85,10 @@ type config struct {
 	// workerGate: the worker's effect has its gate on.
 	workerGate bool
 	outage     time.Duration
+	// throttle: the simulator answers 429 with Retry-After to every call
+	// for this long in the middle of each run (an account throttled
+	// after a burst).
+	throttle time.Duration
 
 	// The -river measurement (river.go): units a run, the queue's River
 	// workers (MaxWorkers), and the most the measurement may take.
@@ -140,6 +144,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.providerDeadline, "provider-deadline", 0, "the most a providers run may take (0: twice its expected time, plus twice the outage, plus a minute)")
 	providerWorkers := fs.String("provider-workers", "1,4", "worker processes of each providers run (comma-separated counts)")
 	fs.DurationVar(&cfg.outage, "outage", 0, "the simulator answers 503 (no Retry-After) for this long in the middle of each providers run")
+	fs.DurationVar(&cfg.throttle, "throttle", 0, "the simulator answers 429 with Retry-After (to the window's end) to every call for this long in the middle of each providers run")
 	fs.BoolVar(&cfg.river, "river", false, "also measure River with a no-op worker beside River with the generated worker (PostgreSQL; -only river runs it alone)")
 	fs.BoolVar(&cfg.coldBuild, "coldbuild", false, "also measure the first go tool idemgen generate of a new module with an empty build cache (minutes; -only coldbuild runs it alone)")
 	fs.IntVar(&cfg.riverN, "river-n", 20000, "units of each run of the river measurement")
@@ -187,10 +192,12 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		cfg.providerWorkers = append(cfg.providerWorkers, n)
 	}
 	switch {
-	case cfg.providerRate <= 0, cfg.providerN < 0, cfg.providerBurst < 0, cfg.providerLatency < 0, cfg.outage < 0, cfg.providerDeadline < 0:
-		return nil, errors.New("-provider-rate must be positive, and -provider-n, -provider-burst, -provider-latency, -outage and -provider-deadline not negative")
-	case cfg.providerN == 0 && cfg.providerDuration <= cfg.outage:
-		return nil, errors.New("-provider-duration must be longer than -outage")
+	case cfg.providerRate <= 0, cfg.providerN < 0, cfg.providerBurst < 0, cfg.providerLatency < 0, cfg.outage < 0, cfg.throttle < 0, cfg.providerDeadline < 0:
+		return nil, errors.New("-provider-rate must be positive, and -provider-n, -provider-burst, -provider-latency, -outage, -throttle and -provider-deadline not negative")
+	case cfg.outage > 0 && cfg.throttle > 0:
+		return nil, errors.New("-outage and -throttle: one window a run, not both")
+	case cfg.providerN == 0 && cfg.providerDuration <= cfg.outage+cfg.throttle:
+		return nil, errors.New("-provider-duration must be longer than -outage (or -throttle)")
 	case cfg.history < 0, cfg.uiRows < 0:
 		return nil, errors.New("-history and -ui must not be negative")
 	case cfg.riverN <= 0, cfg.riverWorkers <= 0, cfg.riverDeadline <= 0:

@@ -9,7 +9,13 @@ package main
 // measures effects/s against R, the share of calls answered 429, parked
 // effects, and whether the simulator applied every effect exactly once.
 // With -outage the simulator answers 503 for a window inside the run, and
-// the run checks that nothing parks and every effect still happens once.
+// the run checks that nothing parks and every effect still happens once;
+// it counts the calls made during the outage and the seconds from the
+// provider's recovery to effects/s back at 0.9 × R. With -throttle it
+// answers 429 with Retry-After to every call for a window instead (an
+// account throttled after a burst), and the run counts the 429s.
+// -provider-gate off,on runs each side by side without and with the
+// effect's gate (a circuit, and Retry-After as idem.PauseEffect).
 
 import (
 	"bufio"
@@ -49,8 +55,10 @@ const (
 )
 
 // benchCircuit is the effect's circuit in a providers run with the gate
-// on: five failures in a row open it for 5 s (doubling up to 40 s).
-var benchCircuit = idemrt.Circuit{Failures: 5, CoolDown: 5 * time.Second}
+// on: five failures in a row open it for 2 s, doubling with each reopening
+// up to 3 s (max_cool_down), so that a recovered provider is probed within
+// 3 s.
+var benchCircuit = idemrt.Circuit{Failures: 5, CoolDown: 2 * time.Second, MaxCoolDown: 3 * time.Second}
 
 // The targets of issue 20, item 7.
 const (
@@ -58,24 +66,40 @@ const (
 	providerThrottleTarget = 0.05 // 429s ≤ 5% of calls
 )
 
+// The targets of issue 42, for a run with the gate on.
+const (
+	outageCallsPerCoolDown = 2               // calls during the outage ≤ (outage ÷ cool_down) × 2
+	recoveryTarget         = 5 * time.Second // effects/s back to ≥ 0.9 × R within 5 s of the provider's recovery
+	burstThrottleTarget    = 0.01            // with -throttle: 429s ≤ 1% of calls
+)
+
 // providerRun is one run of call_job over its own schema and simulator.
 type providerRun struct {
-	workers   int
-	units     int
-	rate      int           // R, the simulator's calls per second
-	elapsed   time.Duration // from the workers' start to the last effect done (ledger)
-	cpu       time.Duration // the workers' user + system time
-	outage    time.Duration // the simulator's 503 window, 0 for none
-	outageAt  time.Duration // its start after the workers' start
-	sim       simCounts
-	done      int  // ledger rows done
-	parked    int  // ledger rows parked
-	onceKeys  int  // keys the simulator applied exactly once
-	wrongKeys int  // keys applied more than once, or not one of the run's
-	passes    int  // Drain calls, all workers
-	attempts  int  // the most attempts on one effect (the ledger's attempts: the provider's RetryAfter counts none)
-	maxAtt    int  // the effect's max_attempts (idemgen.yaml)
-	gate      bool // the effect's circuit on, and Retry-After as idem.PauseEffect
+	workers  int
+	units    int
+	rate     int           // R, the simulator's calls per second
+	elapsed  time.Duration // from the workers' start to the last effect done (ledger)
+	cpu      time.Duration // the workers' user + system time
+	outage   time.Duration // the simulator's 503 window, 0 for none
+	outageAt time.Duration // its start after the workers' start
+	throttle time.Duration // the simulator's 429 window (-throttle), 0 for none
+	// recovery is the time from the outage's end to the first full second
+	// with 0.9 × R calls applied (recovered false: none before the run
+	// ended); recoveryPre the same to 0.9 × the rate of the outage's
+	// first half before it (preRate), which a loaded machine may hold
+	// below R.
+	recovery, recoveryPre   time.Duration
+	recovered, recoveredPre bool
+	preRate                 float64
+	sim                     simCounts
+	done                    int  // ledger rows done
+	parked                  int  // ledger rows parked
+	onceKeys                int  // keys the simulator applied exactly once
+	wrongKeys               int  // keys applied more than once, or not one of the run's
+	passes                  int  // Drain calls, all workers
+	attempts                int  // the most attempts on one effect (the ledger's attempts: the provider's RetryAfter counts none)
+	maxAtt                  int  // the effect's max_attempts (idemgen.yaml)
+	gate                    bool // the effect's circuit on, and Retry-After as idem.PauseEffect
 }
 
 func (r providerRun) name() string {
@@ -114,11 +138,29 @@ func (r providerRun) exactlyOnce() bool {
 // 0 parked and exactly once (the outage takes its minutes out of the rate).
 func (r providerRun) met() bool {
 	ok := r.parked == 0 && r.exactlyOnce()
-	if r.outage == 0 {
+	if r.outage == 0 && r.throttle == 0 {
 		ok = ok && r.rateRatio() >= providerRateTarget && r.throttledShare() <= providerThrottleTarget
+	}
+	if r.gate && r.outage > 0 {
+		ok = ok && r.outageCallsMet() && r.recoveryMet()
+	}
+	if r.gate && r.throttle > 0 {
+		ok = ok && r.throttledShare() <= burstThrottleTarget
 	}
 	return ok
 }
+
+// outageCallsBound is issue 42's bound on the calls during the outage:
+// (outage ÷ cool_down) × 2.
+func (r providerRun) outageCallsBound() int {
+	return int(float64(outageCallsPerCoolDown) * r.outage.Seconds() / benchCircuit.CoolDown.Seconds())
+}
+
+func (r providerRun) outageCallsMet() bool { return r.sim.unavailable <= r.outageCallsBound() }
+
+// recoveryMet: effects/s back to 0.9 × R within recoveryTarget of the
+// provider's recovery.
+func (r providerRun) recoveryMet() bool { return r.recovered && r.recovery <= recoveryTarget }
 
 // providerUnits is how many units a run reserves: -provider-n, else R
 // units per second of -provider-duration outside the outage, so that the
@@ -127,7 +169,7 @@ func providerUnits(cfg *config) int {
 	if cfg.providerN > 0 {
 		return cfg.providerN
 	}
-	return max(1, int(float64(cfg.providerRate)*(cfg.providerDuration-cfg.outage).Seconds()))
+	return max(1, int(float64(cfg.providerRate)*(cfg.providerDuration-cfg.outage-cfg.throttle).Seconds()))
 }
 
 // clientRate is the effect's rate in the workers: -provider-client-rate,
@@ -190,7 +232,7 @@ func callUnit(i int) benchjobs.Call {
 // have every effect done or parked.
 func measureProviderRun(ctx context.Context, d *database, cfg *config, workers int, gate bool) (providerRun, error) {
 	n := providerUnits(cfg)
-	run := providerRun{workers: workers, units: n, rate: cfg.providerRate, outage: cfg.outage, gate: gate}
+	run := providerRun{workers: workers, units: n, rate: cfg.providerRate, outage: cfg.outage, throttle: cfg.throttle, gate: gate}
 	sp, err := d.fresh(ctx, fmt.Sprintf("providers%d", workers), true)
 	if err != nil {
 		return run, err
@@ -239,7 +281,7 @@ func measureProviderRun(ctx context.Context, d *database, cfg *config, workers i
 	// should take at R, twice over, plus the outage and its retries, plus
 	// a minute.
 	expect := time.Duration(float64(n) / float64(cfg.providerRate) * float64(time.Second))
-	deadline := 2*expect + 2*cfg.outage + time.Minute
+	deadline := 2*expect + 2*(cfg.outage+cfg.throttle) + time.Minute
 	if cfg.providerDeadline > 0 {
 		deadline = cfg.providerDeadline
 	}
@@ -258,9 +300,14 @@ func measureProviderRun(ctx context.Context, d *database, cfg *config, workers i
 	// are up and connected: a fleet is long-running) and stops at the
 	// first ledger read that finds every effect done or parked.
 	start := time.Now()
+	sim.setStart(start)
 	if cfg.outage > 0 {
 		run.outageAt = expect / 2 // the middle of a run that lasts expect + outage
 		sim.setOutage(start.Add(run.outageAt), start.Add(run.outageAt+cfg.outage))
+	}
+	if cfg.throttle > 0 {
+		run.outageAt = expect / 2
+		sim.setThrottle(start.Add(run.outageAt), start.Add(run.outageAt+cfg.throttle))
 	}
 	if err := fleet.start(); err != nil {
 		return run, err
@@ -301,8 +348,15 @@ func measureProviderRun(ctx context.Context, d *database, cfg *config, workers i
 		return run, err
 	}
 
-	// What the provider saw: each unit's key applied once, no other key.
+	// What the provider saw: each unit's key applied once, no other key;
+	// how soon after the outage it applied calls at 0.9 × R again.
 	run.sim = sim.counts()
+	if cfg.outage > 0 {
+		recoveredAt := start.Add(run.outageAt + cfg.outage)
+		run.preRate = sim.rateBetween(start.Add(run.outageAt/2), start.Add(run.outageAt))
+		run.recovery, run.recovered = sim.backTo(recoveredAt, providerRateTarget*float64(cfg.providerRate))
+		run.recoveryPre, run.recoveredPre = sim.backTo(recoveredAt, providerRateTarget*run.preRate)
+	}
 	applied := sim.appliedCounts()
 	for i := range n {
 		key := benchjobs.CallProviderKey(callUnit(i))
@@ -662,13 +716,17 @@ type simulator struct {
 	rate, burst float64
 	latency     time.Duration // each call that reaches the provider's work takes this long
 
-	mu                      sync.Mutex
-	tokens                  float64
-	last                    time.Time
-	outageFrom, outageUntil time.Time
-	inFlight                map[string]bool
-	applied                 map[string]int // applied calls per idempotency key
-	c                       simCounts
+	mu                          sync.Mutex
+	tokens                      float64
+	last                        time.Time
+	outageFrom, outageUntil     time.Time
+	throttleFrom, throttleUntil time.Time
+	// start and appliedAt: calls applied per simBucket since start.
+	start     time.Time
+	appliedAt []int
+	inFlight  map[string]bool
+	applied   map[string]int // applied calls per idempotency key
+	c         simCounts
 }
 
 // simCounts are the simulator's answers.
@@ -701,6 +759,60 @@ func (s *simulator) serve() (url string, stop func(), err error) {
 		_ = srv.Shutdown(ctx)
 	}, nil
 }
+
+// simBucket is the resolution of the simulator's record of applied calls.
+const simBucket = 100 * time.Millisecond
+
+func (s *simulator) setStart(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.start = t
+}
+
+// setThrottle makes the simulator answer 429 with Retry-After (to the
+// window's end) to every call from from until until.
+func (s *simulator) setThrottle(from, until time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.throttleFrom, s.throttleUntil = from, until
+}
+
+// rateBetween is the calls applied per second from from until until.
+func (s *simulator) rateBetween(from, until time.Time) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for i := s.bucket(from); i < min(s.bucket(until), len(s.appliedAt)); i++ {
+		n += s.appliedAt[i]
+	}
+	return float64(n) / until.Sub(from).Seconds()
+}
+
+// backTo is how long after at the first full second began in which the
+// simulator applied at least rate calls (a window sliding by simBucket);
+// false when none did before the run's last applied call.
+func (s *simulator) backTo(at time.Time, rate float64) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	per := int(time.Second / simBucket)
+	first := s.bucket(at)
+	if s.start.Add(time.Duration(first) * simBucket).Before(at) {
+		first++ // the first bucket that starts at or after at
+	}
+	for i := first; i+per <= len(s.appliedAt); i++ {
+		n := 0
+		for _, c := range s.appliedAt[i : i+per] {
+			n += c
+		}
+		if float64(n) >= rate {
+			return s.start.Add(time.Duration(i) * simBucket).Sub(at), true
+		}
+	}
+	return 0, false
+}
+
+// bucket is the index of t's bucket in appliedAt (s.mu held).
+func (s *simulator) bucket(t time.Time) int { return max(0, int(t.Sub(s.start)/simBucket)) }
 
 func (s *simulator) setOutage(from, until time.Time) {
 	s.mu.Lock()
@@ -752,6 +864,14 @@ func (s *simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 		return
+	case !now.Before(s.throttleFrom) && now.Before(s.throttleUntil):
+		s.c.throttled++
+		wait := s.throttleUntil.Sub(now)
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		w.Header().Set("Retry-After-Ms", strconv.FormatInt(int64(math.Ceil(float64(wait)/float64(time.Millisecond))), 10))
+		http.Error(w, "the account is throttled after a burst", http.StatusTooManyRequests)
+		return
 	}
 	if wait := s.take(now); wait > 0 {
 		s.c.throttled++
@@ -784,6 +904,13 @@ func (s *simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		s.applied[key]++
 		s.c.applied++
+		if !s.start.IsZero() {
+			i := s.bucket(time.Now())
+			for len(s.appliedAt) <= i {
+				s.appliedAt = append(s.appliedAt, 0)
+			}
+			s.appliedAt[i]++
+		}
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -793,9 +920,9 @@ func (s *simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // rateTarget is effects/s over R against 0.9; it does not apply to a run
-// with an outage, which loses the outage's minutes.
+// with an outage or a throttle window, which loses the window's minutes.
 func (r providerRun) rateTarget() target {
-	return target{label: fmt.Sprintf("providers%d/R", r.workers), value: r.rateRatio(), bound: providerRateTarget, applies: r.outage == 0}
+	return target{label: fmt.Sprintf("providers%d/R", r.workers), value: r.rateRatio(), bound: providerRateTarget, applies: r.outage == 0 && r.throttle == 0}
 }
 
 // checked is the run's other figures, each with its verdict.
@@ -810,13 +937,35 @@ func (r providerRun) checked() string {
 	if r.sim.unavailable > 0 {
 		throttled += " outside the outage"
 	}
-	if r.outage == 0 {
+	switch {
+	case r.throttle > 0:
+		throttled += fmt.Sprintf(" (a %v window of 429 with Retry-After)", r.throttle)
+		if r.gate {
+			throttled += fmt.Sprintf(" ≤ %g%% %s", 100*burstThrottleTarget, verdict(r.throttledShare() <= burstThrottleTarget))
+		}
+	case r.outage == 0:
 		throttled += fmt.Sprintf(" ≤ %g%% %s", 100*providerThrottleTarget, verdict(r.throttledShare() <= providerThrottleTarget))
 	}
 	s := fmt.Sprintf("%s, parked=%d %s, applied once %d/%d (ledger done %d, twice or foreign %d) %s",
 		throttled, r.parked, verdict(r.parked == 0), r.onceKeys, r.units, r.done, r.wrongKeys, verdict(r.exactlyOnce()))
 	if r.outage > 0 || r.sim.unavailable > 0 {
-		s += fmt.Sprintf(", 503s=%d", r.sim.unavailable)
+		s += fmt.Sprintf(", 503s=%d (calls during the outage)", r.sim.unavailable)
+		if r.gate && r.outage > 0 {
+			s += fmt.Sprintf(" ≤ (outage ÷ cool_down) × %d = %d %s", outageCallsPerCoolDown, r.outageCallsBound(), verdict(r.outageCallsMet()))
+		}
+	}
+	if r.outage > 0 {
+		back := func(d time.Duration, ok bool) string {
+			if !ok {
+				return "never"
+			}
+			return fmt.Sprintf("%.1f", d.Seconds())
+		}
+		s += fmt.Sprintf(", seconds from provider recovery to 0.9R: %s", back(r.recovery, r.recovered))
+		if r.gate {
+			s += fmt.Sprintf(" ≤ %g %s", recoveryTarget.Seconds(), verdict(r.recoveryMet()))
+		}
+		s += fmt.Sprintf(" (to 0.9 × the %.0f/s before the outage: %s)", r.preRate, back(r.recoveryPre, r.recoveredPre))
 	}
 	s += fmt.Sprintf(", most attempts on one effect %d of max_attempts %d", r.attempts, r.maxAtt)
 	return s + fmt.Sprintf(", replays=%d 409s=%d, %d drain passes", r.sim.replays, r.sim.conflicts, r.passes)
@@ -833,8 +982,12 @@ func (r providerRun) what(cfg *config) string {
 	if r.outage > 0 {
 		s += fmt.Sprintf(", outage (503) of %v from %v after the start", r.outage, r.outageAt.Round(time.Millisecond))
 	}
+	if r.throttle > 0 {
+		s += fmt.Sprintf(", 429 with Retry-After to every call for %v from %v after the start", r.throttle, r.outageAt.Round(time.Millisecond))
+	}
 	if r.gate {
-		s += fmt.Sprintf(", gate on: circuit {failures: %d, cool_down: %v}, Retry-After as idem.PauseEffect", benchCircuit.Failures, benchCircuit.CoolDown)
+		s += fmt.Sprintf(", gate on: circuit {failures: %d, cool_down: %v, max_cool_down: %v}, Retry-After as idem.PauseEffect",
+			benchCircuit.Failures, benchCircuit.CoolDown, benchCircuit.MaxCoolDown)
 	}
 	return s
 }

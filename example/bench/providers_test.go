@@ -74,3 +74,48 @@ func TestProvidersWithoutRateMiss(t *testing.T) {
 			r.name(), r.parked, r.onceKeys, r.units, r.attempts)
 	}
 }
+
+// With the effect's gate on, a 3-second outage in a run of about 6 s at
+// 100 calls/s (two workers): calls during the outage stay within the
+// failures that open the circuit and about two a cool-down, nothing parks, every effect is applied
+// once, and the provider's recovery is followed by a full second at
+// 0.9 × R (how soon is measured, not bounded here: a loaded machine).
+func TestProvidersGateOutage(t *testing.T) {
+	res := providersRun(t, "-provider-duration", "6s", "-outage", "3s", "-provider-workers", "2", "-provider-gate", "on")
+	if len(res.providers) != 1 || !res.providers[0].gate {
+		t.Fatalf("%d providers runs, want 1 with the gate on", len(res.providers))
+	}
+	r := res.providers[0]
+	if r.parked != 0 || !r.exactlyOnce() {
+		t.Errorf("%s: %d parked, applied once %d of %d; want none parked, each applied once", r.name(), r.parked, r.onceKeys, r.units)
+	}
+	// The bound is for outages many cool-downs long; this one is
+	// 1.5 cool-downs, and the circuit's failures that open it come on top.
+	if most := r.outageCallsBound() + int(benchCircuit.Failures) + 2; r.sim.unavailable == 0 || r.sim.unavailable > most {
+		t.Errorf("%s: %d calls during the outage, want some and at most (outage ÷ cool_down) × 2 + failures + 2 = %d", r.name(), r.sim.unavailable, most)
+	}
+	if !r.recovered || !strings.Contains(r.checked(), "seconds from provider recovery to 0.9R: ") {
+		t.Errorf("%s: no second at 0.9 × R after the outage: %s", r.name(), r.checked())
+	}
+}
+
+// A provider that answers 429 with Retry-After to every call for 2 s:
+// without the gate each row that calls meanwhile gets its own 429; with
+// it (Retry-After as idem.PauseEffect) the first pauses the whole effect,
+// so the 429s fall to a tenth or less; nothing parks either way.
+func TestProvidersGateThrottle(t *testing.T) {
+	res := providersRun(t, "-provider-duration", "6s", "-throttle", "2s", "-provider-workers", "2", "-provider-gate", "off,on")
+	if len(res.providers) != 2 || res.providers[0].gate || !res.providers[1].gate {
+		t.Fatalf("%d providers runs, want 2: the gate off, then on", len(res.providers))
+	}
+	off, on := res.providers[0], res.providers[1]
+	for _, r := range res.providers {
+		if r.parked != 0 || !r.exactlyOnce() {
+			t.Errorf("%s: %d parked, applied once %d of %d; want none parked, each applied once", r.name(), r.parked, r.onceKeys, r.units)
+		}
+	}
+	if off.sim.throttled < 50 || on.sim.throttled*10 > off.sim.throttled {
+		t.Errorf("429s: %d without the gate, %d with it; want the throttle window to answer many calls without it, and a tenth or less with it",
+			off.sim.throttled, on.sim.throttled)
+	}
+}

@@ -322,6 +322,12 @@ func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error)
 	if t, ok := p.notBefore[key]; ok && p.now != nil && p.now().Before(t) {
 		p.early = append(p.early, fmt.Sprintf("%s at %s, told not before %s", key, p.now().Format(time.RFC3339), t.Format(time.RFC3339)))
 	}
+	if p.now != nil && p.gate.probe(effect, key, p.now()) {
+		p.mu.Unlock()
+		p.gate.holdProbe(effect, key)
+		p.mu.Lock()
+		p.gate.probing[effect]--
+	}
 	if p.now != nil {
 		if err, answered := p.gate.answer(n, effect, key, p.now()); answered {
 			return nil, err
@@ -1159,6 +1165,8 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 		}
 	case r.sc.family == famRate:
 		base = append(base, r.rateOptions()...)
+	case r.sc.family == famCircuit && r.isConverging():
+		base = append(base, idem.WithEffectConcurrency(simCircuitAtOnce))
 	case r.sc.family == famWriteAhead:
 		base = append(base, idem.WithBatchSize(1), idem.WithWriteAhead(true))
 	}
@@ -1245,6 +1253,11 @@ func (r *simRun[U]) play() []string {
 	r.mu.Lock()
 	r.converging = true
 	r.mu.Unlock()
+	if r.sc.family == famCircuit {
+		r.prov.mu.Lock()
+		r.prov.gate.holdProbes = true
+		r.prov.mu.Unlock()
+	}
 	last := len(r.phases) - 1
 	step := r.job.Lease + time.Minute
 	if r.sc.family == "failk" {
@@ -1266,6 +1279,9 @@ func (r *simRun[U]) play() []string {
 		out := r.cleanRun(last)
 		if r.sc.family == "failk" {
 			r.checkBackoff(context.Background(), backoffs)
+		}
+		if r.sc.family == famCircuit {
+			r.checkCoolDown(context.Background())
 		}
 		if r.sc.family == "failk" || r.sc.family == "poison" {
 			continue // the plan counts attempts: run them all

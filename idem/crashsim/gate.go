@@ -22,18 +22,26 @@ import (
 //     ends with one attempt counted: a row that met the pause burned none.
 //   - circuit: from one call of an effect on, the provider is down for
 //     simCircuitOutage(...) calls of it. The effect's circuit (failures
-//     simCircuitFailures, cool_down lease/16, set on every effect here)
-//     opens; while the provider's own count says it is open, a call must
-//     come a cool-down after the last failed one (the probe), and only
-//     one (a second call at once is a second probe); every effect is
+//     simCircuitFailures, cool_down lease/16, max_cool_down twice that,
+//     set on every effect here) opens; while the provider's own count
+//     says it is open, a call must come a cool-down after the last failed
+//     one (the probe), and only one (a second call at once is a second
+//     probe). The runs after the phases call the effect simCircuitAtOnce
+//     at a time, and the provider holds each probe until every other row
+//     of the effect has given its claim back (or simProbeHold passes): a
+//     call that reaches the provider meanwhile is a second probe at once,
+//     fleet-wide. After each run the open circuit's end must lie within
+//     max_cool_down of the last failure (the outage reopens it more times
+//     than the doubling takes to pass the ceiling); every effect is
 //     still performed once and none is parked although the outage lasts
 //     longer than max_attempts; and (clean) the effect's rows count at
 //     most simCircuitFailures-1 failed attempts in all: failures that met
 //     the circuit open, and the probes', count none.
 //
-// The runs are sequential within a process (one call in flight), so what
-// the provider sees is what the gate let through, with no race between a
-// gate read and a call in flight.
+// The phases' runs are sequential within a process (one call in flight),
+// so what the provider sees is what the gate let through, and the matrix
+// replays each crash to the same hit; the clean runs after them, with
+// calls at once, are where a second probe could meet the first.
 
 const (
 	famPause   = "pause"
@@ -65,12 +73,25 @@ type simGate struct {
 	failsInRow map[string]int
 	lastFail   map[string]time.Time
 	wrong      []string
+	// holdProbes: a probe of the outage is held (holdProbe) while the
+	// rest of the run's calls meet the gate; probing counts an effect's
+	// probes in flight. holdProbe returns when no other row of effect
+	// but key is claimed.
+	holdProbes bool
+	held       int // probes held so far (at most simProbesHeld)
+	probing    map[string]int
+	othersHeld func(effect, key string) bool
+	// slotted: effects with a concurrency, whose call slots keep a second
+	// call from meeting the probe anyway; their probes are not held (the
+	// others would hold the hold for their slot wait).
+	slotted map[string]bool
 	// maxAttempts is the job's effects' largest max_attempts.
 	maxAttempts int
 }
 
 func newSimGate() *simGate {
-	return &simGate{pauseCall: -1, outageCall: -1, pauseUntil: map[string]time.Time{}, failsInRow: map[string]int{}, lastFail: map[string]time.Time{}}
+	return &simGate{pauseCall: -1, outageCall: -1, pauseUntil: map[string]time.Time{}, failsInRow: map[string]int{}, lastFail: map[string]time.Time{},
+		probing: map[string]int{}, slotted: map[string]bool{}}
 }
 
 // initGate sets the provider up for a gate family's scenario.
@@ -78,19 +99,77 @@ func (r *simRun[U]) initGate() {
 	g := r.prov.gate
 	for _, fx := range r.job.Effects {
 		g.maxAttempts = max(g.maxAttempts, fx.MaxAttempts)
+		g.slotted[fx.Name] = fx.Concurrency > 0
 	}
 	switch r.sc.family {
 	case famPause:
 		g.pauseCall, g.pauseWait = r.sc.call, r.job.Lease/2
 	case famCircuit:
 		g.outageCall, g.coolDown = r.sc.call, simCircuitCoolDown(r.job.Lease)
+		g.othersHeld = func(effect, key string) bool {
+			rows, err := r.db.observer().Auto().Ledger(context.Background())
+			if err != nil {
+				return false // the hold ends; a second probe could then be missed, not invented
+			}
+			for _, e := range rows {
+				if e.Effect == effect && e.Key != key && e.LeaseOwner != "" {
+					return true
+				}
+			}
+			return false
+		}
 	}
 }
 
-// simCircuitCoolDown is the circuit family's cool-down: its longest (8
-// times, with jitter) is shorter than a lease, so that the next process
-// after a crash, a lease later, finds it over.
+// simCircuitAtOnce is how many calls at once the circuit family's runs
+// after the phases make.
+const simCircuitAtOnce = 4
+
+// simProbeHold bounds how long the provider holds a probe (real time).
+const simProbeHold = 2 * time.Second
+
+// simProbesHeld is how many probes a scenario holds: each hold lasts
+// while the others meet the gate (tens of ms on SQLite, per probe of an
+// outage that outlasts max_attempts), and a second probe shows at the
+// first hold it meets.
+const simProbesHeld = 3
+
+// probe reports whether a call of effect now would be a probe of the
+// open circuit that the provider holds (the runs after the phases), and
+// records a second one in flight at once. Called with the provider's lock.
+func (g *simGate) probe(effect, key string, now time.Time) bool {
+	if !g.holdProbes || g.slotted[effect] || effect != g.outageEffect || g.outageLeft <= 0 || g.failsInRow[effect] < simCircuitFailures {
+		return false
+	}
+	if g.probing[effect] == 0 && g.held >= simProbesHeld {
+		return false // enough holds; a second probe at once is still recorded below while one is held
+	}
+	if g.probing[effect] > 0 {
+		g.wrong = append(g.wrong, fmt.Sprintf("circuit: %s of effect %s called at %s while another probe of it was in flight: two probes at once",
+			key, effect, now.Format(time.RFC3339)))
+	}
+	g.probing[effect]++
+	g.held++
+	return true
+}
+
+// holdProbe waits, without the provider's lock, until no other row of
+// effect is claimed (each met the probe in flight and gave its claim back),
+// at most simProbeHold; then the probe is answered.
+func (g *simGate) holdProbe(effect, key string) {
+	for began := time.Now(); time.Since(began) < simProbeHold && g.othersHeld(effect, key); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// simCircuitCoolDown is the circuit family's cool-down: its longest
+// without a ceiling (8 times) is shorter than a lease, so that the next
+// process after a crash, a lease later, finds it over.
 func simCircuitCoolDown(lease time.Duration) time.Duration { return max(lease/16, time.Second) }
+
+// simCircuitCeiling is the circuit family's max_cool_down: twice the
+// cool-down, reached at the second reopening.
+func simCircuitCeiling(lease time.Duration) time.Duration { return 2 * simCircuitCoolDown(lease) }
 
 // simCircuitOutage is how many calls of the effect fail: the circuit's
 // failures, and more probes than max_attempts, so that counting the
@@ -147,7 +226,7 @@ func gateCircuit(family string, lease time.Duration) idemrt.Circuit {
 	case famPause:
 		return simNoCircuit
 	case famCircuit:
-		return idemrt.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(lease)}
+		return idemrt.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(lease), MaxCoolDown: simCircuitCeiling(lease)}
 	}
 	return idemrt.Circuit{}
 }
@@ -198,4 +277,35 @@ func (r *simRun[U]) checkGate(ctx context.Context) {
 	case r.sc.family == famCircuit && extra > simCircuitFailures-1:
 		r.violate("circuit: the rows of effect %s count %d failed attempts; only the %d before the circuit opened count", effect, extra, simCircuitFailures-1)
 	}
+}
+
+// checkCoolDown (circuit): an open circuit ends within max_cool_down of
+// the provider's last failure, whichever reopening it is. Every opening
+// is recorded at a failure's answer, on the simulated clock, which stands
+// still within a run; a crash that lost a failure's record leaves an
+// earlier end, never a later one.
+func (r *simRun[U]) checkCoolDown(ctx context.Context) {
+	g := r.prov.gate
+	r.prov.mu.Lock()
+	effect, last := g.outageEffect, g.lastFail[g.outageEffect]
+	r.prov.mu.Unlock()
+	if effect == "" {
+		return
+	}
+	gate, found, err := r.db.observer().Auto().Gate(ctx, r.job.Name, effect)
+	if err != nil {
+		r.violate("circuit: read the gate of effect %s: %v", effect, err)
+		return
+	}
+	if ceiling := simCircuitCeiling(r.job.Lease); found && gate.State == idemrt.GateOpen && gate.Until.Sub(last) > ceiling {
+		r.violate("circuit: effect %s's circuit is open until %s, %s after the last failure at %s (opened %d times in a row); max_cool_down is %s",
+			effect, gate.Until.Format(time.RFC3339Nano), gate.Until.Sub(last), last.Format(time.RFC3339Nano), gate.Opens, ceiling)
+	}
+}
+
+// isConverging reports whether the phases are over (the clean runs after).
+func (r *simRun[U]) isConverging() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.converging
 }

@@ -28,10 +28,39 @@ type GateStatus struct {
 // (slot -2) whose pause or circuit holds at now. A table from before the
 // gate has none.
 func (d *DB) readGates(ctx context.Context, now time.Time, jobFor func(string) *JobStatus) error {
+	return d.eachGate(ctx, now, "", "", func(job, effect string, g *GateStatus) {
+		js := jobFor(job)
+		for i := range js.Effects {
+			if js.Effects[i].Effect == effect {
+				js.Effects[i].Gate = g
+			}
+		}
+	})
+}
+
+// Gate reads job's effect's gate as status shows it (the same read): nil
+// when the effect is neither paused nor its circuit open at the page's
+// clock. The operations page shows it before a lift.
+func (d *DB) Gate(ctx context.Context, job, effect string) (*GateStatus, error) {
+	var found *GateStatus
+	err := d.eachGate(ctx, d.now().UTC(), job, effect, func(_, _ string, g *GateStatus) { found = g })
+	return found, err
+}
+
+// eachGate calls f with each gate row (of job's effect only, when job is
+// not "") that holds at now: a pause or cool-down not yet over, or a probe
+// in flight.
+func (d *DB) eachGate(ctx context.Context, now time.Time, job, effect string, f func(job, effect string, g *GateStatus)) error {
 	if d.t.Limits == "" || !d.hasColumns(ctx, d.t.Limits, "job, effect, slot, held_until, gate, failures, opens, since, reason") {
 		return nil
 	}
-	rows, err := d.query(ctx, `SELECT job, effect, gate, held_until, since, reason, failures, opens FROM `+d.t.Limits+` WHERE slot = -2 AND gate IS NOT NULL ORDER BY job, effect`)
+	query := `SELECT job, effect, gate, held_until, since, reason, failures, opens FROM ` + d.t.Limits + ` WHERE slot = -2 AND gate IS NOT NULL`
+	var args []any
+	if job != "" {
+		query += ` AND job = ? AND effect = ?`
+		args = append(args, job, effect)
+	}
+	rows, err := d.query(ctx, d.q(query+` ORDER BY job, effect`), args...)
 	if err != nil {
 		return wrapRead(d.t.Limits, err)
 	}
@@ -47,12 +76,7 @@ func (d *DB) readGates(ctx context.Context, now time.Time, jobFor func(string) *
 		if state != idemrt.GateProbe && (!until.valid || !until.t.After(now)) {
 			continue // a pause or cool-down over: the next call goes through (the probe, for a circuit)
 		}
-		js := jobFor(job)
-		for i := range js.Effects {
-			if js.Effects[i].Effect == effect {
-				js.Effects[i].Gate = &GateStatus{State: state, Since: since.ptr(), Until: until.ptr(), Reason: reason.String, Failures: failures, Opens: opens}
-			}
-		}
+		f(job, effect, &GateStatus{State: state, Since: since.ptr(), Until: until.ptr(), Reason: reason.String, Failures: failures, Opens: opens})
 	}
 	return wrapRead(d.t.Limits, rows.Err())
 }

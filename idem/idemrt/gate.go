@@ -18,10 +18,11 @@ import (
 //     call of it starts before d has passed on the database's clock. The
 //     row that got the answer, and every row that meets the pause, waits
 //     for its end without counting an attempt (as RetryAfter).
-//   - circuit {failures: K, cool_down: C} (spec; Circuit): K failed calls
-//     in a row across the fleet open the circuit. No call starts for the
-//     cool-down, C with jitter, doubling with each reopening up to 8 C;
-//     then exactly one call, the probe, is let through fleet-wide. Its
+//   - circuit {failures: K, cool_down: C, max_cool_down: M} (spec;
+//     Circuit): K failed calls in a row across the fleet open the circuit.
+//     No call starts for the cool-down, C with jitter, doubling with each
+//     reopening, never longer than M (8 C when not given); then exactly
+//     one call, the probe, is let through fleet-wide. Its
 //     success closes the circuit; its failure opens it again. A failure
 //     that finds the circuit open (the one that opened it too) and a call
 //     that meets it count no attempt: an outage parks nothing.
@@ -41,24 +42,38 @@ type Circuit struct {
 	// the circuit; 0: no circuit.
 	Failures int32
 	// CoolDown is how long the circuit stays open the first time; each
-	// reopening doubles it, up to maxCoolDownGrowth times.
+	// reopening doubles it, up to MaxCoolDown.
 	CoolDown time.Duration
+	// MaxCoolDown is the longest a cool-down lasts, jitter included: the
+	// most a recovered provider waits for the next probe. Zero:
+	// maxCoolDownGrowth times CoolDown. Below CoolDown: CoolDown.
+	MaxCoolDown time.Duration
 }
 
-// maxCoolDownGrowth bounds the cool-down's doubling.
+// maxCoolDownGrowth bounds the cool-down's doubling when the spec gives
+// no max_cool_down.
 const maxCoolDownGrowth = 8
+
+// ceiling is the longest cool-down, jitter included.
+func (c Circuit) ceiling() time.Duration {
+	if c.MaxCoolDown > 0 {
+		return max(c.MaxCoolDown, c.CoolDown)
+	}
+	return c.CoolDown * maxCoolDownGrowth
+}
 
 // coolDown is the cool-down of the circuit's opens-th opening in a row,
 // with jitter: the step times a factor in [1, 1.25), so that processes
-// that saw it open at once do not all come back at once.
+// that saw it open at once do not all come back at once; never longer
+// than the ceiling, so that a provider that recovers waits at most that
+// long for the probe that lets the fleet call it again.
 func (c Circuit) coolDown(opens int32, draw func() float64) time.Duration {
-	most := c.CoolDown * maxCoolDownGrowth
+	most := c.ceiling()
 	d := c.CoolDown
 	for i := int32(1); i < opens && d < most; i++ {
 		d *= 2
 	}
-	d = min(d, most)
-	return time.Duration(float64(d) * (1 + draw()/4))
+	return min(time.Duration(float64(d)*(1+draw()/4)), most)
 }
 
 // PauseEffect marks err, returned by an effect provider, as a "not now"

@@ -23,19 +23,31 @@ func TestPauseEffect(t *testing.T) {
 	}
 }
 
-// The cool-down doubles with each opening, up to 8 times, with jitter in
-// [1, 1.25) of its step.
+// The cool-down doubles with each opening, with jitter in [1, 1.25) of its
+// step, and never lasts longer than the ceiling: 8 times the cool-down, or
+// max_cool_down.
 func TestCircuitCoolDown(t *testing.T) {
-	c := Circuit{Failures: 5, CoolDown: 10 * time.Second}
 	for _, tc := range []struct {
+		c     Circuit
 		opens int32
-		step  time.Duration
-	}{{1, 10 * time.Second}, {2, 20 * time.Second}, {4, 80 * time.Second}, {5, 80 * time.Second}, {40, 80 * time.Second}} {
-		if got := c.coolDown(tc.opens, func() float64 { return 0 }); got != tc.step {
-			t.Errorf("opening %d, least draw: %s, want %s", tc.opens, got, tc.step)
+		least time.Duration // the cool-down at the least draw
+		most  time.Duration // its bound at the most draw (exclusive, or the ceiling)
+	}{
+		{Circuit{CoolDown: 10 * time.Second}, 1, 10 * time.Second, 12500 * time.Millisecond},
+		{Circuit{CoolDown: 10 * time.Second}, 2, 20 * time.Second, 25 * time.Second},
+		{Circuit{CoolDown: 10 * time.Second}, 4, 80 * time.Second, 80 * time.Second},
+		{Circuit{CoolDown: 10 * time.Second}, 40, 80 * time.Second, 80 * time.Second},
+		{Circuit{CoolDown: 2 * time.Second, MaxCoolDown: 3 * time.Second}, 1, 2 * time.Second, 2500 * time.Millisecond},
+		{Circuit{CoolDown: 2 * time.Second, MaxCoolDown: 3 * time.Second}, 2, 3 * time.Second, 3 * time.Second},
+		{Circuit{CoolDown: 2 * time.Second, MaxCoolDown: 3 * time.Second}, 9, 3 * time.Second, 3 * time.Second},
+		{Circuit{CoolDown: 5 * time.Second, MaxCoolDown: time.Second}, 3, 5 * time.Second, 5 * time.Second}, // below CoolDown: CoolDown
+	} {
+		if got := tc.c.coolDown(tc.opens, func() float64 { return 0 }); got != tc.least {
+			t.Errorf("%+v opening %d, least draw: %s, want %s", tc.c, tc.opens, got, tc.least)
 		}
-		if got := c.coolDown(tc.opens, func() float64 { return 0.999 }); got < tc.step || got >= tc.step*5/4 {
-			t.Errorf("opening %d, most draw: %s, want in [%s, %s)", tc.opens, got, tc.step, tc.step*5/4)
+		got := tc.c.coolDown(tc.opens, func() float64 { return 0.999 })
+		if got < tc.least || got > tc.most || (got == tc.most && tc.most != tc.c.ceiling()) {
+			t.Errorf("%+v opening %d, most draw: %s, want in [%s, %s)", tc.c, tc.opens, got, tc.least, tc.most)
 		}
 	}
 }

@@ -1,9 +1,10 @@
 // Package idemui is the operations page of a generated package: an
 // http.Handler that shows its jobs and effects, a chart of the effects
-// done and failed per minute, the parked work and any key's history, and,
-// unless it is read-only, puts parked work back (idem.Retry,
-// idem.RetryParked) or forgets a key (idem.Forget), the runtime's one
-// implementation of each.
+// done and failed per minute, the parked work and any key's history, each
+// effect's pause or open circuit, and, unless it is read-only, puts parked
+// work back (idem.Retry, idem.RetryParked), forgets a key (idem.Forget) or
+// lifts an effect's pause or closes its circuit (idem.LiftGate), the
+// runtime's one implementation of each.
 //
 // A service mounts it under its own path and behind its own
 // authentication:
@@ -46,14 +47,16 @@ const (
 	ActionRetry       = "retry"        // idem.Retry: put back what is parked under a key
 	ActionRetryParked = "retry-parked" // idem.RetryParked: put back every parked effect and unit of a job
 	ActionForget      = "forget"       // idem.Forget: forget a key on purpose
+	ActionLift        = "lift"         // idem.LiftGate: lift an effect's pause or close its circuit
 )
 
 // Action is what a person asks the handler to do, as Options.Authorize
 // sees it before anything is done.
 type Action struct {
-	Kind string // ActionRetry, ActionRetryParked or ActionForget
-	Job  string // "" for every job (ActionRetry, ActionForget)
-	Key  string // "" for ActionRetryParked
+	Kind   string // ActionRetry, ActionRetryParked, ActionForget or ActionLift
+	Job    string // "" for every job (ActionRetry, ActionForget)
+	Key    string // "" for ActionRetryParked and ActionLift
+	Effect string // the effect whose gate ActionLift lifts; "" otherwise
 }
 
 // Options configure a handler.
@@ -105,6 +108,7 @@ var templateFS embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"stamp":      stamp,
+	"gateState":  gateState,
 	"parkedIn":   parkedIn,
 	"ago":        ago,
 	"plural":     plural,
@@ -353,9 +357,10 @@ func (h *Handler) key(w http.ResponseWriter, r *http.Request) {
 type confirmation struct {
 	Action  Action
 	Token   string
-	History *history      // ActionRetry, ActionForget
-	Parked  *idemops.Rows // ActionRetryParked: the first page of what it puts back
-	Refusal []string      // why the action will be refused, read now
+	History *history            // ActionRetry, ActionForget
+	Parked  *idemops.Rows       // ActionRetryParked: the first page of what it puts back
+	Gate    *idemops.GateStatus // ActionLift: the pause or open circuit it lifts, read now
+	Refusal []string            // why the action will be refused, read now
 }
 
 // confirm shows what an action will put back or remove, and the form that
@@ -370,6 +375,11 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 	switch a.Kind {
 	case ActionRetryParked:
 		c.Parked, err = h.db.List(r.Context(), idemops.Filter{Job: a.Job, State: idemops.EffectParked, Limit: h.opts.PageSize})
+	case ActionLift:
+		c.Gate, err = h.db.Gate(r.Context(), a.Job, a.Effect)
+		if err == nil && c.Gate == nil {
+			c.Refusal = append(c.Refusal, fmt.Sprintf("effect %s of job %s is neither paused nor its circuit open now: there is nothing to lift", a.Effect, a.Job))
+		}
 	default:
 		c.History, err = h.readHistory(r, a.Key)
 		if err == nil {
@@ -413,6 +423,9 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	attrs := []any{"action", a.Kind, "job", a.Job, "key", a.Key, "remote", r.RemoteAddr}
+	if a.Kind == ActionLift {
+		attrs = append(attrs, "effect", a.Effect)
+	}
 	who, err := h.opts.Authorize(r, a)
 	if err != nil {
 		h.log.Warn("idemui: action refused: not authorized", append(attrs, "err", err)...)
@@ -421,6 +434,7 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 	}
 	attrs = append(attrs, "who", who)
 	var changes []idem.Change
+	lifted := false
 	switch a.Kind {
 	case ActionRetry:
 		changes, err = h.db.Retry(r.Context(), a.Key, a.Job)
@@ -428,6 +442,8 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 		changes, err = h.db.RetryAllParked(r.Context(), a.Job)
 	case ActionForget:
 		changes, err = h.db.Reset(r.Context(), a.Key, a.Job, false)
+	case ActionLift:
+		lifted, err = h.db.LiftGate(r.Context(), a.Job, a.Effect)
 	}
 	if err != nil {
 		status := http.StatusInternalServerError
@@ -443,33 +459,51 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 	for _, c := range changes {
 		h.log.Info("idemui: "+a.Kind, append(attrs[:len(attrs):len(attrs)], "kind", c.Kind, "changed_job", c.Job, "effect", c.Effect, "changed_key", c.Key, "was", c.State)...)
 	}
-	if len(changes) == 0 {
+	switch {
+	case a.Kind == ActionLift && lifted:
+		h.log.Info("idemui: lift: the effect's pause lifted or its circuit closed", attrs...)
+	case len(changes) == 0:
 		h.log.Info("idemui: "+a.Kind+": nothing to change", attrs...)
 	}
 	h.render(w, http.StatusOK, "done.html", a.Kind+" done", struct {
 		Action  Action
 		Who     string
 		Changes []idem.Change
-	}{a, who, changes})
+		Lifted  bool
+	}{a, who, changes, lifted})
 }
 
 // actionOf reads an action from a query or form.
 func actionOf(v url.Values) (Action, error) {
 	a := Action{Kind: v.Get("action"), Job: v.Get("job"), Key: v.Get("key")}
+	if a.Kind != ActionLift {
+		if a.Kind == ActionRetryParked {
+			a.Key = ""
+		}
+		return a, keyAction(a)
+	}
+	a.Effect, a.Key = v.Get("effect"), ""
+	if a.Job == "" || a.Effect == "" {
+		return a, errors.New("lift needs a job and an effect")
+	}
+	return a, nil
+}
+
+// keyAction checks an action on keys or parked work.
+func keyAction(a Action) error {
 	switch a.Kind {
 	case ActionRetry, ActionForget:
 		if a.Key == "" {
-			return a, fmt.Errorf("%s needs a key", a.Kind)
+			return fmt.Errorf("%s needs a key", a.Kind)
 		}
 	case ActionRetryParked:
 		if a.Job == "" {
-			return a, errors.New("retry-parked needs a job")
+			return errors.New("retry-parked needs a job")
 		}
-		a.Key = ""
 	default:
-		return a, fmt.Errorf("unknown action %q: %s, %s or %s", a.Kind, ActionRetry, ActionRetryParked, ActionForget)
+		return fmt.Errorf("unknown action %q: %s, %s, %s or %s", a.Kind, ActionRetry, ActionRetryParked, ActionForget, ActionLift)
 	}
-	return a, nil
+	return nil
 }
 
 // csrfCookie holds a random nonce per browser; a form's token is the
@@ -551,6 +585,17 @@ func plus(n int, more bool) string {
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// gateState names a gate's state as the page shows it.
+func gateState(g *idemops.GateStatus) string {
+	switch g.State {
+	case idemrt.GatePaused:
+		return "paused"
+	case idemrt.GateProbe:
+		return "probing"
+	}
+	return "circuit open"
+}
 
 func stampp(t *time.Time) string {
 	if t == nil {

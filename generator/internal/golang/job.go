@@ -268,7 +268,11 @@ func callLimits(d jen.Dict, e *model.Effect) {
 		d[jen.Id("Concurrency")] = jen.Lit(e.Concurrency)
 	}
 	if c := e.Circuit; c.Failures > 0 {
-		d[jen.Id("Circuit")] = rt("Circuit").Values(jen.Dict{jen.Id("Failures"): jen.Lit(int(c.Failures)), jen.Id("CoolDown"): durationLit(c.CoolDown)})
+		circuit := jen.Dict{jen.Id("Failures"): jen.Lit(int(c.Failures)), jen.Id("CoolDown"): durationLit(c.CoolDown)}
+		if c.MaxCoolDown > 0 {
+			circuit[jen.Id("MaxCoolDown")] = durationLit(c.MaxCoolDown)
+		}
+		d[jen.Id("Circuit")] = rt("Circuit").Values(circuit)
 	}
 }
 

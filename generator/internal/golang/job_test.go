@@ -27,7 +27,7 @@ jobs:
         key: "charge:{invoice_id}"
         retry: {initial: 2s, max: 10m}
         timeout: 30s
-        circuit: {failures: 5, cool_down: 30s}
+        circuit: {failures: 5, cool_down: 30s, max_cool_down: 1m}
       - name: notify
         key: "notify:{invoice_id}"
         retry: {max: 90s}
@@ -87,6 +87,7 @@ func TestEffectCallLimits(t *testing.T) {
 			"Circuit: idemrt.Circuit{\n",
 			"CoolDown: 30 * time.Second,",
 			"Failures: 5,",
+			"MaxCoolDown: 1 * time.Minute,",
 		}, nil},
 		{"notify", []string{"Retry: idemrt.Backoff{Max: 90 * time.Second}"}, []string{"Initial:", "Timeout:", "Circuit:"}},
 		{"archive", nil, []string{"Retry:", "Timeout:", "Circuit:"}},

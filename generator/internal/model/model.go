@@ -225,8 +225,9 @@ type Effect struct {
 
 // Circuit is an effect's circuit breaker (spec circuit; idemrt.Circuit).
 type Circuit struct {
-	Failures int32
-	CoolDown time.Duration
+	Failures    int32
+	CoolDown    time.Duration
+	MaxCoolDown time.Duration // 0: the runtime's default, 8 times CoolDown
 }
 
 // Rate is N provider calls per period (a second, a minute or an hour).
@@ -400,6 +401,9 @@ func resolveLimits(e *Effect, se *spec.Effect) {
 	e.Concurrency = orInt(se.Concurrency, 0)
 	if c := se.Circuit; c.Failures.Set && c.CoolDown.Set {
 		e.Circuit = Circuit{Failures: int32(c.Failures.Value), CoolDown: c.CoolDown.Value}
+		if c.MaxCoolDown.Set {
+			e.Circuit.MaxCoolDown = c.MaxCoolDown.Value
+		}
 	}
 }
 

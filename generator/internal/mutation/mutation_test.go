@@ -311,6 +311,19 @@ var exampleMutants = []mutant{
 		`return RetryAfter\(until\.Sub\(now\), fmt\.Errorf\("the circuit's probe failed, not counted: %w", cause\)\)`, "return cause")},
 	{name: "a failure that finds the circuit open counts an attempt", test: syncTest, edits: edit(gateFile,
 		`return RetryAfter\(wait, fmt\.Errorf\("the effect's circuit is open, not counted: %w", cause\)\)`, "return cause")},
+	// Killed by circuit: the outage reopens the circuit past the doubling
+	// that reaches max_cool_down (twice the cool-down there); without the
+	// ceiling the cool-down grows to 8 times, and an open circuit ends
+	// further from the last failure than max_cool_down.
+	{name: "the cool-down grows past max_cool_down", test: syncTest, edits: edit(gateFile,
+		`\tif c\.MaxCoolDown > 0 \{\n`, "\tif false {\n")},
+	// Killed by circuit: the runs after the phases call four at once and
+	// the provider holds the probe while the others meet the gate; a call
+	// that meets the probe in flight and goes ahead is a second probe.
+	// (The phases' runs, one call at a time, never meet a probe in
+	// flight.)
+	{name: "a call that meets the probe in flight goes ahead", test: syncTest, edits: edit(gateFile,
+		`return g\.State != GateClosed && g\.Until\.After\(now\)`, "return g.State != GateClosed && g.State != GateProbe && g.Until.After(now)")},
 	// Killed by circuit: a call inside the cool-down (its probe taken
 	// early) follows the failure that opened it at the same moment.
 	{name: "the probe taken inside the cool-down", test: syncTest, edits: []mutantEdit{

@@ -854,7 +854,8 @@ func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map
 
 // circuit checks an effect's circuit: both bounds given, failures at
 // least 1, a cool-down of at least a second and at most a day (it doubles
-// up to 8 times with each reopening).
+// with each reopening, up to max_cool_down: at least cool_down, at most a
+// day; 8 times cool_down when not given).
 func (jc *jobCtx) circuit(e *Effect, prefix string) {
 	c := e.Circuit
 	if c.Pos == (Pos{}) {
@@ -873,6 +874,13 @@ func (jc *jobCtx) circuit(e *Effect, prefix string) {
 		jc.errorf(d.Pos, "%scircuit cool_down must be at least 1s, not %s", prefix, d.Text)
 	case d.Value > 24*time.Hour:
 		jc.errorf(d.Pos, "%scircuit cool_down must be at most 24h, not %s", prefix, d.Text)
+	}
+	switch m := c.MaxCoolDown; {
+	case !m.Set:
+	case c.CoolDown.Set && m.Value < c.CoolDown.Value:
+		jc.errorf(m.Pos, "%scircuit max_cool_down must be at least its cool_down %s, not %s", prefix, c.CoolDown.Text, m.Text)
+	case m.Value > 24*time.Hour:
+		jc.errorf(m.Pos, "%scircuit max_cool_down must be at most 24h, not %s", prefix, m.Text)
 	}
 }
 

@@ -112,6 +112,10 @@ func TestEffectCallLimits(t *testing.T) {
 		{"circuit: {cool_down: 30s}", `e.yaml:16:18: job "invoice_sync": effect "notify": circuit needs failures: how many failed calls in a row, across workers, open it (circuit: {failures: 5, cool_down: 30s})`, nil},
 		{"circuit: {failures: 0, cool_down: 30s}", `e.yaml:16:29: job "invoice_sync": effect "notify": circuit failures must be between 1 and 2147483647, not 0`, nil},
 		{"circuit: {failures: 3, cool_down: 10ms}", `e.yaml:16:43: job "invoice_sync": effect "notify": circuit cool_down must be at least 1s, not 10ms`, nil},
+		{"circuit: {failures: 5, cool_down: 2s, max_cool_down: 3s}", "", func(e Effect) bool {
+			return e.Circuit.MaxCoolDown.Value == 3*time.Second
+		}},
+		{"circuit: {failures: 5, cool_down: 30s, max_cool_down: 10s}", `e.yaml:16:63: job "invoice_sync": effect "notify": circuit max_cool_down must be at least its cool_down 30s, not 10s`, nil},
 		{"circuit: 5", `e.yaml:16:18: circuit must be a mapping such as {failures: 5, cool_down: 30s}, not "5"`, nil},
 		{"circuit: {failures: 3, cooldown: 1m}", `e.yaml:16:18: job "invoice_sync": effect "notify": circuit needs cool_down: how long it stays open before one probe call (circuit: {failures: 5, cool_down: 30s})
 e.yaml:16:32: circuit: unknown key "cooldown" (did you mean cool_down?)`, nil},

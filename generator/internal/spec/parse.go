@@ -525,7 +525,8 @@ func (p *parser) effect(n *yaml.Node, e *Effect) {
 	})
 }
 
-// circuit reads an effect's circuit breaker, {failures, cool_down}.
+// circuit reads an effect's circuit breaker, {failures, cool_down,
+// max_cool_down}.
 func (p *parser) circuit(n *yaml.Node, c *Circuit) {
 	c.Pos = pos(n)
 	if n.Kind != yaml.MappingNode {
@@ -533,8 +534,9 @@ func (p *parser) circuit(n *yaml.Node, c *Circuit) {
 		return
 	}
 	p.fields(n, "circuit", map[string]func(*yaml.Node){
-		"failures":  func(v *yaml.Node) { p.integer(v, "circuit failures", &c.Failures) },
-		"cool_down": func(v *yaml.Node) { p.duration(v, "circuit cool_down", &c.CoolDown) },
+		"failures":      func(v *yaml.Node) { p.integer(v, "circuit failures", &c.Failures) },
+		"cool_down":     func(v *yaml.Node) { p.duration(v, "circuit cool_down", &c.CoolDown) },
+		"max_cool_down": func(v *yaml.Node) { p.duration(v, "circuit max_cool_down", &c.MaxCoolDown) },
 	})
 }
 

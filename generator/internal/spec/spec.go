@@ -150,11 +150,13 @@ type Effect struct {
 }
 
 // Circuit is an effect's circuit breaker (idemrt.Circuit): failures in a row
-// across the fleet open it for cool_down. Pos is zero when not given.
+// across the fleet open it for cool_down, doubling with each reopening up
+// to max_cool_down. Pos is zero when not given.
 type Circuit struct {
-	Pos      Pos
-	Failures Int
-	CoolDown Duration
+	Pos         Pos
+	Failures    Int
+	CoolDown    Duration
+	MaxCoolDown Duration
 }
 
 // What an effect's redact may list.
