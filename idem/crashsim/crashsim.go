@@ -562,6 +562,8 @@ type simRun[U any] struct {
 	incByID    map[int]*simInc        // every incarnation started, by id
 	starts     map[string][]time.Time // the rate family: the starts its rates granted, by effect
 	paceReader chan struct{}          // the rate family: a worker that read the pace, waiting for another
+	paceMet    bool                   // the rate family: two readers met (paceMeet)
+	paceHolds  int                    // the rate family: readers that waited for another
 }
 
 // simRunRecord is one sequential run's report and what it was served.
@@ -698,7 +700,7 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 		if r.callHold != nil {
 			r.holdCall(inc, p, detail)
 		}
-		if r.sc.family == famRate && p == pointSQLAfter && strings.Contains(detail, "name: GetPace ") {
+		if r.sc.family == famRate && p == pointSQLAfter && strings.HasSuffix(detail, simPaceRead) {
 			r.paceMeet()
 		}
 		if poison && !r.parked(ctx, detail) {
