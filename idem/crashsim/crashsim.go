@@ -626,7 +626,9 @@ func (r *simRun[U]) stmtFail(n int, p idemrt.CrashPoint) error {
 			// A lone unit's failure is its own: nothing to halve.
 			s.halving = s.units > 1
 			s.split = s.halving
-		case s.halving && s.units > 1:
+		case s.halving && s.units > 1 && !r.job.Stage:
+			// A staged window publishes whole: it is not halved, and a
+			// failure of its every try would be a fault of the window.
 		default:
 			return nil
 		}
