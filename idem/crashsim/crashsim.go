@@ -112,6 +112,9 @@ type Effect struct {
 	// simulation runs without the rate: limits.go).
 	Rate        idemrt.Rate
 	Concurrency int32
+	// Circuit is the spec's circuit. Each family runs with the circuit
+	// limitsFor gives it: none, or the gate families' own (gate.go).
+	Circuit idemrt.Circuit
 }
 
 // Job is what the generated test tells the harness about a job: the

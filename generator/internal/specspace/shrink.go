@@ -100,6 +100,7 @@ func reductions(c specCase) []reduction {
 		opt("no timeout", e.timeout, func(e *effect) { e.timeout = false })
 		opt("no rate", e.rate != "", func(e *effect) { e.rate = "" })
 		opt("no concurrency", e.concurrency > 0, func(e *effect) { e.concurrency = 0 })
+		opt("no circuit", e.circuit != "", func(e *effect) { e.circuit = "" })
 		opt("no retention", e.retention, func(e *effect) { e.retention = false })
 	}
 	return out

@@ -50,6 +50,7 @@ type effect struct {
 	rate        string
 	concurrency int
 	retention   bool
+	circuit     string // "": none; else the circuit's flow map
 }
 
 // The values each dimension takes. A dimension with n values meets every
@@ -66,6 +67,9 @@ var (
 	dataTypes   = []string{"string", "int32", "int64", "float64", "bool", "time", "bytes", "json", "uuid"}
 	orderTypes  = []string{"time", "int64", "int32", "float64", "string"}
 	rates       = []string{"", "50/s", "600/m", "3600/h"}
+	// circuits are drawn from a generator of their own (circuitOf), so
+	// that adding them changed no other draw of a seed.
+	circuits = []string{"", "", "{failures: 1, cool_down: 1s}", "{failures: 3, cool_down: 30s}", "{failures: 5, cool_down: 2s, max_cool_down: 3s}"}
 )
 
 // draw returns spec index of the run seeded with seed. Each dimension
@@ -73,6 +77,12 @@ var (
 // specs cover every value of every dimension, in combinations that
 // differ from run to run; the rest (field types, options) comes from the
 // spec's own generator. The same (seed, index) always gives the same spec.
+// circuitOf draws the circuit of the index-th spec's i-th effect.
+func circuitOf(seed uint64, index, i int) string {
+	r := rand.New(rand.NewPCG(seed^0xc1c0, uint64(index)<<8|uint64(i)))
+	return circuits[r.IntN(len(circuits))]
+}
+
 func draw(seed uint64, index int) specCase {
 	run := rand.New(rand.NewPCG(seed, 0))
 	at := func(n int) int { return (index + run.IntN(n)) % n }
@@ -136,6 +146,7 @@ func draw(seed uint64, index int) specCase {
 		if r.IntN(3) == 0 {
 			e.concurrency = 1 + r.IntN(8)
 		}
+		e.circuit = circuitOf(seed, index, i)
 		c.effects = append(c.effects, e)
 	}
 	c.fix()
@@ -241,6 +252,9 @@ func (c specCase) yaml() string {
 		if e.retention {
 			w("        retention: 24h")
 		}
+		if e.circuit != "" {
+			w("        circuit: %s", e.circuit)
+		}
 	}
 	return b.String()
 }
@@ -296,6 +310,9 @@ func (c specCase) summary() string {
 		}
 		if e.maxAttempts > 0 {
 			s += fmt.Sprintf(" max_attempts %d", e.maxAttempts)
+		}
+		if e.circuit != "" {
+			s += " circuit"
 		}
 		fx = append(fx, s)
 	}
