@@ -410,6 +410,10 @@ type simScenario struct {
 	crashAt []int            // hits to crash at, in order
 	faults  map[int]simFault // provider faults by call number
 	call    int              // a provider call whose key the family targets; -1 none
+	// effect is the effect whose call call was in the discovery run: the
+	// circuit family's outage is of that effect, from its first call at
+	// or after call (a crash or concurrent calls may reorder the calls).
+	effect string
 	times   int              // failk: how many times that key fails
 	seed    uint64           // concurrent: two workers with seeded jitter at every point
 	poison  int              // a unit id whose write fails every time; 0 none

@@ -1154,12 +1154,12 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 			}
 			for _, f := range gates {
 				sc = newScenario(f)
-				sc.call = c
+				sc.call, sc.effect = c, fx.Name
 				add(sc)
 				if k, ok := firstCall[fx.Name]; ok {
 					for _, d := range []int{2, 7, 15} {
 						sc = at(f, k+d)
-						sc.call, sc.crashAt = c, []int{k + d}
+						sc.call, sc.effect, sc.crashAt = c, fx.Name, []int{k + d}
 						add(sc)
 					}
 				}

@@ -65,6 +65,7 @@ type simGate struct {
 	// outageCall starts the outage of its effect: outageLeft more calls
 	// of it fail.
 	outageCall   int
+	outageFor    string // the effect the outage is of (simScenario.effect)
 	outageEffect string
 	outageLeft   int
 	coolDown     time.Duration
@@ -105,7 +106,7 @@ func (r *simRun[U]) initGate() {
 	case famPause:
 		g.pauseCall, g.pauseWait = r.sc.call, r.job.Lease/2
 	case famCircuit:
-		g.outageCall, g.coolDown = r.sc.call, simCircuitCoolDown(r.job.Lease)
+		g.outageCall, g.outageFor, g.coolDown = r.sc.call, r.sc.effect, simCircuitCoolDown(r.job.Lease)
 		g.othersHeld = func(effect, key string) bool {
 			rows, err := r.db.observer().Auto().Ledger(context.Background())
 			if err != nil {
@@ -191,7 +192,11 @@ func (g *simGate) answer(n int, effect, key string, now time.Time) (error, bool)
 		g.pauseUntil[effect] = now.Add(g.pauseWait)
 		return idem.PauseEffect(g.pauseWait, fmt.Errorf("simulated 429 for the whole account at %s", key)), true
 	}
-	if n == g.outageCall {
+	// The outage begins at the planned effect's first call from the
+	// planned call on: a crash or calls at once can put another effect's
+	// call at that number, one whose budget the plan kept out of the
+	// family (max_attempts no larger than the circuit's failures).
+	if g.outageEffect == "" && g.outageCall >= 0 && n >= g.outageCall && (g.outageFor == "" || effect == g.outageFor) {
 		g.outageEffect, g.outageLeft = effect, simCircuitOutage(g.maxAttempts)
 	}
 	if effect == g.outageEffect && g.outageLeft > 0 {
