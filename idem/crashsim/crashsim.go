@@ -413,12 +413,12 @@ type simScenario struct {
 	// effect is the effect whose call call was in the discovery run: the
 	// circuit family's outage is of that effect, from its first call at
 	// or after call (a crash or concurrent calls may reorder the calls).
-	effect string
-	times   int              // failk: how many times that key fails
-	seed    uint64           // concurrent: two workers with seeded jitter at every point
-	poison  int              // a unit id whose write fails every time; 0 none
-	bump    int              // bump: effect index+1 bumped before phase 1; -1 the job's version
-	variant string           // takeover: "b-done"/"b-paused" and "late-ok"/"late-fails"
+	effect  string
+	times   int    // failk: how many times that key fails
+	seed    uint64 // concurrent: two workers with seeded jitter at every point
+	poison  int    // a unit id whose write fails every time; 0 none
+	bump    int    // bump: effect index+1 bumped before phase 1; -1 the job's version
+	variant string // takeover: "b-done"/"b-paused" and "late-ok"/"late-fails"
 }
 
 func newScenario(family string) simScenario { return simScenario{family: family, at: -1, call: -1} }
