@@ -91,7 +91,9 @@ func (e *Engine[U]) apply(ctx context.Context, units []U, rep *runState, collect
 			own = &runState{}
 		}
 		items := e.prepare(units[:n], own)
-		if err := e.hit(ctx, PointBatchBegin, items[0].key); err != nil {
+		// stop ends the batch before its transaction, at a crash point
+		// that failed.
+		stop := func(err error) error {
 			if ahead {
 				rep.add(own)
 			}
@@ -100,16 +102,15 @@ func (e *Engine[U]) apply(ctx context.Context, units []U, rep *runState, collect
 			}
 			return err
 		}
+		if err := e.hit(ctx, PointBatchBegin, items[0].key); err != nil {
+			return stop(err)
+		}
 		if ahead && writing(rep, items) {
 			// A batch written ahead and still in flight writes one of
 			// these keys: wait for them all, so a key's writes commit in
 			// the order they were handed in.
 			if err := e.hit(ctx, PointBatchAwait, items[0].key); err != nil {
-				rep.add(own)
-				if obs := e.opt.observer; obs != nil {
-					obs.BatchEnd(ctx, e.def.Name, err)
-				}
-				return err
+				return stop(err)
 			}
 			rep.awaitInFlight()
 		}
