@@ -50,10 +50,11 @@ const (
 
 func hasEffects[U any](job *Job[U]) bool { return len(job.Effects) > 0 }
 
-// simWriteAheadHold bounds how long writeahead holds back the first write
-// of a repeated key: it is let go as soon as the engine shows what it does
-// with the key's later batch, so the bound is met only when a crash ends
-// the incarnation that would show it.
+// simWriteAheadHold bounds how long this file's families hold a write or
+// a call back (holdUntil): it is let go as soon as the engine shows what
+// it does with the key's later batch, so the bound is met only when a
+// crash ends the incarnation that would show it, or the engine never
+// shows it.
 const simWriteAheadHold = 5 * time.Second
 
 // simLag is writeahead's state for a repeated key.
@@ -220,15 +221,25 @@ func (r *simRun[U]) lag(inc *simInc, p idemrt.CrashPoint, detail string) {
 	if !hold || !inc.writesAhead.Load() {
 		return // one batch after another: nothing comes between
 	}
-	for deadline := time.Now().Add(simWriteAheadHold); time.Now().Before(deadline) && !inc.dead.Load(); {
+	r.holdUntil(inc, func() bool { return l.awaited || l.committed })
+}
+
+// holdUntil holds the caller until shown reports true (read under r.mu),
+// for at most simWriteAheadHold and no longer than inc lives; it reports
+// whether it ran out of time.
+func (r *simRun[U]) holdUntil(inc *simInc, shown func() bool) (timedOut bool) {
+	for deadline := time.Now().Add(simWriteAheadHold); !inc.dead.Load(); time.Sleep(time.Millisecond) {
 		r.mu.Lock()
-		shown := l.awaited || l.committed
+		ok := shown()
 		r.mu.Unlock()
-		if shown {
-			return
+		if ok {
+			return false
 		}
-		time.Sleep(time.Millisecond)
+		if time.Now().After(deadline) {
+			return true
+		}
 	}
+	return false
 }
 
 // simCallHold is calls4's state: the key of unit 1's first effect that a
@@ -288,17 +299,8 @@ func (r *simRun[U]) holdCall(inc *simInc, p idemrt.CrashPoint, detail string) {
 	if !hold {
 		return
 	}
-	for deadline := time.Now().Add(simWriteAheadHold); !inc.dead.Load(); time.Sleep(time.Millisecond) {
-		r.mu.Lock()
-		shown := h.shown
-		r.mu.Unlock()
-		if shown {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.violate("calls4: the first call of %s was held %s and no call of the batch that repeats it was claimed", h.key, simWriteAheadHold)
-			return
-		}
+	if r.holdUntil(inc, func() bool { return h.shown }) {
+		r.violate("calls4: the first call of %s was held %s and no call of the batch that repeats it was claimed", h.key, simWriteAheadHold)
 	}
 }
 
