@@ -630,12 +630,12 @@ func (r *simRun[U]) stmtFail(n int, p idemrt.CrashPoint) error {
 	case idemrt.PointBatchWritten:
 		switch {
 		case n == r.sc.at:
-			// A lone unit's failure is its own: nothing to halve.
-			s.halving = s.units > 1
-			s.split = s.halving
-		case s.halving && s.units > 1 && !r.job.Stage:
-			// A staged window publishes whole: it is not halved, and a
+			// A lone unit's failure is its own: nothing to halve. A
+			// staged window publishes whole and is not halved either: a
 			// failure of its every try would be a fault of the window.
+			s.halving = s.units > 1 && !r.job.Stage
+			s.split = s.halving
+		case s.halving && s.units > 1:
 		default:
 			return nil
 		}

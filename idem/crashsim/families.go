@@ -406,7 +406,7 @@ func (r *simRun[U]) checkEnd() []string {
 	r.mu.Lock()
 	split := r.stmt.split
 	r.mu.Unlock()
-	if r.sc.family == "stmtfail" && split && !r.job.Stage {
+	if r.sc.family == "stmtfail" && split {
 		// A statement that failed naming no unit cost no unit anything:
 		// the halves, down to a lone unit, wrote every unit as if
 		// nothing had failed.
