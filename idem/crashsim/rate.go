@@ -81,7 +81,7 @@ func (r *simRun[U]) checkPace() {
 }
 
 // simPaceRead ends the detail the SQL hook gives the pacing row's read
-// (GetPace; classify keeps a statement's first three words). The hook
+// (the stores' Pace query; classify keeps a statement's first three words). The hook
 // looked for the query's name, which classify strips with its comment,
 // so no two readers were ever held to meet: on PostgreSQL they raced by
 // themselves, on SQLite seldom, and the planted bug passed CI's run.
