@@ -34,6 +34,7 @@ const (
 	envN      = "IDEMGEN_SPECSPACE_N"      // how many specs (default defaultN)
 	envSeed   = "IDEMGEN_SPECSPACE_SEED"   // the run's seed (default defaultSeed)
 	envOnly   = "IDEMGEN_SPECSPACE_ONLY"   // replay one spec by its index
+	envFrom   = "IDEMGEN_SPECSPACE_FROM"   // the first spec's index (default 0)
 	envP      = "IDEMGEN_SPECSPACE_P"      // packages built and tested at once (default 2)
 	envKeep   = "IDEMGEN_SPECSPACE_KEEP"   // a directory to keep the generated module in
 	envShrink = "IDEMGEN_SPECSPACE_SHRINK" // checks a shrink may spend (default 60; 0: no shrinking)
@@ -63,8 +64,9 @@ func TestSpecSpace(t *testing.T) {
 	}
 	seed := uint64(envInt(t, envSeed, defaultSeed))
 	indexes := make([]int, envInt(t, envN, defaultN))
+	from := envInt(t, envFrom, 0)
 	for i := range indexes {
-		indexes[i] = i
+		indexes[i] = from + i
 	}
 	if s := os.Getenv(envOnly); s != "" {
 		only, err := strconv.Atoi(s)
