@@ -48,7 +48,13 @@ type data struct {
 	T                                    model.Tables
 	Text, Int, BigInt, Bytes, Time, Bool string
 	GreatestMark                         string
-	Jobs                                 []Job
+	// RowLimit is a LIMIT's bound parameter. SQLite recompiles a statement
+	// whose LIMIT is a bare parameter every time it is bound anew (its
+	// planner reads the value; database/sql's drivers clear bindings
+	// between runs), so a prepared statement was parsed at every run;
+	// behind a CAST the planner does not look.
+	RowLimit string
+	Jobs     []Job
 }
 
 // ColumnType is the SQL type of a field in a dialect.
@@ -71,10 +77,12 @@ func newData(p *model.Package, d model.Dialect) data {
 	if d == model.Postgres {
 		dd.Text, dd.Int, dd.BigInt, dd.Bytes, dd.Time, dd.Bool = "text", "integer", "bigint", "bytea", "timestamptz", "boolean"
 		dd.GreatestMark = "GREATEST(p.watermark, excluded.watermark)"
+		dd.RowLimit = "@row_limit"
 	} else {
 		dd.Text, dd.Int, dd.BigInt, dd.Bytes, dd.Time, dd.Bool = "TEXT", "INTEGER", "INTEGER", "BLOB", "TEXT", "BOOLEAN"
 		// SQLite's max() is NULL if any argument is; the stored mark may be NULL.
 		dd.GreatestMark = "coalesce(max(p.watermark, excluded.watermark), excluded.watermark)"
+		dd.RowLimit = "CAST(@row_limit AS INTEGER)"
 	}
 	for _, j := range p.Jobs {
 		dd.Jobs = append(dd.Jobs, newJob(j, d, dd))

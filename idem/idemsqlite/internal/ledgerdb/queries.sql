@@ -103,7 +103,7 @@ SELECT effect_key, effect, unit_key, payload FROM idem_ledger
 WHERE job = @job AND state = 'pending' AND (lease_until IS NULL OR lease_until < @now)
     AND (next_attempt_at IS NULL OR next_attempt_at <= @now) AND effect_key > @after
 ORDER BY effect_key
-LIMIT @row_limit;
+LIMIT CAST(@row_limit AS INTEGER);
 
 -- name: PurgeEffects :execrows
 -- At most @row_limit done rows of an effect past retention: a short
@@ -119,7 +119,7 @@ DELETE FROM idem_ledger WHERE effect_key IN (
     SELECT p.effect_key FROM idem_ledger AS p
     WHERE p.job = @job AND p.effect = @effect AND p.state = 'done' AND p.done_at < @before
     ORDER BY p.done_at
-    LIMIT @row_limit);
+    LIMIT CAST(@row_limit AS INTEGER));
 
 -- name: PurgeSeen :execrows
 -- At most @row_limit handed-in key records past retention, once no ledger
@@ -131,14 +131,14 @@ DELETE FROM idem_ledger WHERE effect_key IN (
 DELETE FROM idem_seen AS d WHERE d.job = @job AND d.unit_key IN (
     SELECT s.unit_key FROM idem_seen AS s WHERE s.job = @job AND s.first_seen < @before
     AND NOT EXISTS (SELECT 1 FROM idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key)
-    LIMIT @row_limit);
+    LIMIT CAST(@row_limit AS INTEGER));
 
 -- name: LedgerPage :many
 -- A page of the ledger in effect key order, on its primary key: the rows
 -- after @after (empty for the first page).
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error, permanent, parked_reason, next_attempt_at
 FROM idem_ledger WHERE effect_key > @after ORDER BY effect_key
-LIMIT @row_limit;
+LIMIT CAST(@row_limit AS INTEGER);
 
 -- name: GetUnitFailure :one
 SELECT state, payload_hash FROM idem_parked WHERE job = @job AND unit_key = @unit_key;
@@ -177,7 +177,7 @@ RETURNING state, attempts;
 SELECT unit_key, payload FROM idem_parked
 WHERE job = @job AND state = 'retry' AND unit_key > @after
 ORDER BY unit_key
-LIMIT @row_limit;
+LIMIT CAST(@row_limit AS INTEGER);
 
 -- name: ListUnitFailures :many
 SELECT job, unit_key, payload, attempts, last_error, state, mark, job_version, first_failed_at, updated_at
@@ -188,7 +188,7 @@ FROM idem_parked ORDER BY job, unit_key;
 -- key: the rows after @after (empty for the first page).
 SELECT job, unit_key, payload, attempts, last_error, state, mark, job_version, first_failed_at, updated_at
 FROM idem_parked WHERE job = @job AND unit_key > @after ORDER BY unit_key
-LIMIT @row_limit;
+LIMIT CAST(@row_limit AS INTEGER);
 
 -- name: RetryUnit :execrows
 -- What `idemgen ledger retry` does: the next Run (Drain for handed-in units)

@@ -441,7 +441,7 @@ func (q *Queries) HasUnitFailures(ctx context.Context, job string) (bool, error)
 const ledgerPage = `-- name: LedgerPage :many
 SELECT effect_key, job, effect, effect_version, unit_key, state, attempts, lease_owner, result, last_error, permanent, parked_reason, next_attempt_at
 FROM idem_ledger WHERE effect_key > ?1 ORDER BY effect_key
-LIMIT ?2
+LIMIT CAST(?2 AS INTEGER)
 `
 
 type LedgerPageParams struct {
@@ -816,7 +816,7 @@ func (q *Queries) MovePace(ctx context.Context, arg MovePaceParams) (int64, erro
 const parkedPage = `-- name: ParkedPage :many
 SELECT job, unit_key, payload, attempts, last_error, state, mark, job_version, first_failed_at, updated_at
 FROM idem_parked WHERE job = ?1 AND unit_key > ?2 ORDER BY unit_key
-LIMIT ?3
+LIMIT CAST(?3 AS INTEGER)
 `
 
 type ParkedPageParams struct {
@@ -911,7 +911,7 @@ SELECT effect_key, effect, unit_key, payload FROM idem_ledger
 WHERE job = ?1 AND state = 'pending' AND (lease_until IS NULL OR lease_until < ?2)
     AND (next_attempt_at IS NULL OR next_attempt_at <= ?2) AND effect_key > ?3
 ORDER BY effect_key
-LIMIT ?4
+LIMIT CAST(?4 AS INTEGER)
 `
 
 type PendingEffectsParams struct {
@@ -966,7 +966,7 @@ DELETE FROM idem_ledger WHERE effect_key IN (
     SELECT p.effect_key FROM idem_ledger AS p
     WHERE p.job = ?1 AND p.effect = ?2 AND p.state = 'done' AND p.done_at < ?3
     ORDER BY p.done_at
-    LIMIT ?4)
+    LIMIT CAST(?4 AS INTEGER))
 `
 
 type PurgeEffectsParams struct {
@@ -1002,7 +1002,7 @@ const purgeSeen = `-- name: PurgeSeen :execrows
 DELETE FROM idem_seen AS d WHERE d.job = ?1 AND d.unit_key IN (
     SELECT s.unit_key FROM idem_seen AS s WHERE s.job = ?1 AND s.first_seen < ?2
     AND NOT EXISTS (SELECT 1 FROM idem_ledger l WHERE l.job = s.job AND l.unit_key = s.unit_key)
-    LIMIT ?3)
+    LIMIT CAST(?3 AS INTEGER))
 `
 
 type PurgeSeenParams struct {
@@ -1302,7 +1302,7 @@ const retryingUnits = `-- name: RetryingUnits :many
 SELECT unit_key, payload FROM idem_parked
 WHERE job = ?1 AND state = 'retry' AND unit_key > ?2
 ORDER BY unit_key
-LIMIT ?3
+LIMIT CAST(?3 AS INTEGER)
 `
 
 type RetryingUnitsParams struct {
