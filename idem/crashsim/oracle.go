@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -215,6 +216,42 @@ func oracleJSON(u any) string {
 	if err != nil {
 		panic(err)
 	}
+	if c, ok := oracleJSONCache.get(string(b)); ok {
+		return c
+	}
+	c := canonicalJSON(b)
+	oracleJSONCache.put(string(b), c)
+	return c
+}
+
+// oracleJSONCache keeps canonicalJSON's answers: the oracle compares the
+// same few units and rows at every check, and decoding and encoding them
+// again was a tenth of a SQLite matrix's CPU.
+var oracleJSONCache = jsonCache{m: map[string]string{}}
+
+type jsonCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (c *jsonCache) get(k string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *jsonCache) put(k, v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= 1<<16 {
+		clear(c.m) // a bound on a long test's memory; the next checks fill it again
+	}
+	c.m[k] = v
+}
+
+// canonicalJSON re-encodes b with every time in UTC.
+func canonicalJSON(b []byte) string {
 	var m map[string]any
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
