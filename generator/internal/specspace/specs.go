@@ -77,12 +77,6 @@ var (
 // specs cover every value of every dimension, in combinations that
 // differ from run to run; the rest (field types, options) comes from the
 // spec's own generator. The same (seed, index) always gives the same spec.
-// circuitOf draws the circuit of the index-th spec's i-th effect.
-func circuitOf(seed uint64, index, i int) string {
-	r := rand.New(rand.NewPCG(seed^0xc1c0, uint64(index)<<8|uint64(i)))
-	return circuits[r.IntN(len(circuits))]
-}
-
 func draw(seed uint64, index int) specCase {
 	run := rand.New(rand.NewPCG(seed, 0))
 	at := func(n int) int { return (index + run.IntN(n)) % n }
@@ -151,6 +145,12 @@ func draw(seed uint64, index int) specCase {
 	}
 	c.fix()
 	return c
+}
+
+// circuitOf draws the circuit of the index-th spec's i-th effect.
+func circuitOf(seed uint64, index, i int) string {
+	r := rand.New(rand.NewPCG(seed^0xc1c0, uint64(index)<<8|uint64(i)))
+	return circuits[r.IntN(len(circuits))]
 }
 
 // fix turns a combination vet would warn about into the nearest valid one,
