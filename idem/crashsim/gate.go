@@ -62,11 +62,12 @@ type simGate struct {
 	pauseCall  int
 	pauseWait  time.Duration
 	pauseUntil map[string]time.Time
-	// outageCall starts the outage of its effect: outageLeft more calls
-	// of it fail.
+	// outageCall starts the outage of outageEffect (simScenario.effect):
+	// from its first call at or after outageCall, outageLeft more calls of
+	// it fail.
 	outageCall   int
-	outageFor    string // the effect the outage is of (simScenario.effect)
 	outageEffect string
+	outageBegun  bool
 	outageLeft   int
 	coolDown     time.Duration
 	// failsInRow and lastFail: the provider's own count of an effect's
@@ -106,7 +107,7 @@ func (r *simRun[U]) initGate() {
 	case famPause:
 		g.pauseCall, g.pauseWait = r.sc.call, r.job.Lease/2
 	case famCircuit:
-		g.outageCall, g.outageFor, g.coolDown = r.sc.call, r.sc.effect, simCircuitCoolDown(r.job.Lease)
+		g.outageCall, g.outageEffect, g.coolDown = r.sc.call, r.sc.effect, simCircuitCoolDown(r.job.Lease)
 		g.othersHeld = func(effect, key string) bool {
 			rows, err := r.db.observer().Auto().Ledger(context.Background())
 			if err != nil {
@@ -196,8 +197,8 @@ func (g *simGate) answer(n int, effect, key string, now time.Time) (error, bool)
 	// planned call on: a crash or calls at once can put another effect's
 	// call at that number, one whose budget the plan kept out of the
 	// family (max_attempts no larger than the circuit's failures).
-	if g.outageEffect == "" && g.outageCall >= 0 && n >= g.outageCall && (g.outageFor == "" || effect == g.outageFor) {
-		g.outageEffect, g.outageLeft = effect, simCircuitOutage(g.maxAttempts)
+	if !g.outageBegun && effect == g.outageEffect && n >= g.outageCall {
+		g.outageBegun, g.outageLeft = true, simCircuitOutage(g.maxAttempts)
 	}
 	if effect == g.outageEffect && g.outageLeft > 0 {
 		g.outageLeft--
@@ -244,6 +245,9 @@ func (r *simRun[U]) checkGate(ctx context.Context) {
 	r.prov.mu.Lock()
 	wrong := append([]string(nil), g.wrong...)
 	effect := g.outageEffect
+	if !g.outageBegun {
+		effect = ""
+	}
 	var paused string
 	for e := range g.pauseUntil {
 		paused = e
@@ -292,9 +296,9 @@ func (r *simRun[U]) checkGate(ctx context.Context) {
 func (r *simRun[U]) checkCoolDown(ctx context.Context) {
 	g := r.prov.gate
 	r.prov.mu.Lock()
-	effect, last := g.outageEffect, g.lastFail[g.outageEffect]
+	effect, last, begun := g.outageEffect, g.lastFail[g.outageEffect], g.outageBegun
 	r.prov.mu.Unlock()
-	if effect == "" {
+	if !begun {
 		return
 	}
 	gate, found, err := r.db.observer().Auto().Gate(ctx, r.job.Name, effect)
