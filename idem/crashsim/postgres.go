@@ -8,7 +8,7 @@ import (
 
 	"net"
 	"os"
-
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,12 +26,15 @@ import (
 // simPostgres runs each scenario in a schema of its own, cloned from a
 // migrated template schema, and kills crashed sessions server-side.
 //
-// Every incarnation opens sessions of its own: nothing is handed from one
-// "process" to the next. An earlier version reused server sessions across
-// incarnations behind a hijacked connection, to save PostgreSQL a fork per
-// session; it lost a reply about one run in twenty-five, and a proof must
-// never hang. What sessions of their own cost is measured in
-// docs/development.md#the-crash-simulation-inside.
+// A crashed incarnation's sessions die with it: they are closed and
+// terminated, never handed on. An incarnation that finished its work with
+// every connection back in its pool gives the pool back instead (see
+// simIncPool), as a connection pooler such as PgBouncer hands a server
+// session from one client to the next: reset as DISCARD ALL resets it,
+// idle, outside any transaction. A new session costs PostgreSQL a fork,
+// and a matrix opens thousands. (An earlier version also reused the
+// sessions of crashed incarnations, behind a hijacked connection; it lost
+// a reply about one run in twenty-five, and a proof must never hang.)
 type simPostgres struct {
 	db       *idemtest.Postgres // the test's hold on the database: its admin pool and its schemas
 	template string
@@ -57,7 +60,7 @@ func Postgres(t testing.TB, open func(*pgxpool.Pool) Store) Env {
 		return e // a child only attaches to its parent's schema
 	}
 	e.template = e.db.NewSchema(t)
-	pool := e.pool(t, e.template, "idemsim_migrate", nil)
+	pool := e.pool(t, e.template, "idemsim_migrate")
 	if err := open(pool).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -90,11 +93,10 @@ func (e *simPostgres) config(schema, app string) *pgxpool.Config {
 	return cfg
 }
 
-func (e *simPostgres) pool(t testing.TB, schema, app string, sqlHook idemrt.CrashHook) *pgxpool.Pool {
+// pool opens a pool outside the faults (the template's migration, a
+// scenario's observer).
+func (e *simPostgres) pool(t testing.TB, schema, app string) *pgxpool.Pool {
 	cfg := e.config(schema, app)
-	if sqlHook != nil {
-		cfg.ConnConfig.Tracer = &simTracer{hook: sqlHook, conns: map[*pgx.Conn]*simStatements{}}
-	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -124,18 +126,48 @@ func (e *simPostgres) fresh(t testing.TB) simDB {
 }
 
 func (e *simPostgres) attach(t testing.TB, schema string) simDB {
-	obs := e.pool(t, schema, "idemsim_obs_"+schema, nil)
+	obs := e.pool(t, schema, "idemsim_obs_"+schema)
 	s := &simSchema{name: schema, obsPool: obs, obs: e.open(obs).Runtime()}
-	t.Cleanup(obs.Close) // before the schema is dropped
+	t.Cleanup(func() { // before the schema is dropped
+		obs.Close()
+		s.closeIdle()
+	})
 	return &simPostgresDB{env: e, s: s}
 }
 
 // simSchema is a scenario schema with the observer's pool, which outlives
-// each scenario on it.
+// each scenario on it, and the pools finished incarnations gave back.
 type simSchema struct {
 	name    string
 	obsPool *pgxpool.Pool
 	obs     idem.Store
+	mu      sync.Mutex
+	idle    []*simIncPool
+}
+
+// takeIdle returns a pool of maxConns connections a finished incarnation
+// gave back, or nil.
+func (s *simSchema) takeIdle(maxConns int32) *simIncPool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range s.idle {
+		if p.maxConns == maxConns {
+			s.idle = slices.Delete(s.idle, i, i+1)
+			return p
+		}
+	}
+	return nil
+}
+
+// closeIdle closes the pools given back (the schema is going away).
+func (s *simSchema) closeIdle() {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	for _, p := range idle {
+		p.pool.Close()
+	}
 }
 
 type simPostgresDB struct {
@@ -159,6 +191,7 @@ func (d *simPostgresDB) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := d.env.terminate(ctx, "application_name LIKE $1", d.incarnationApps()); err != nil {
+		d.s.closeIdle()
 		_ = d.env.db.DropSchema(d.s.name)
 		return
 	}
@@ -168,6 +201,7 @@ func (d *simPostgresDB) close() {
 	}
 	// DELETE, not TRUNCATE: a handful of rows, and no new relation files.
 	if _, err := d.env.admin().Exec(ctx, "DELETE FROM "+strings.Join(tables, "; DELETE FROM ")); err != nil {
+		d.s.closeIdle()
 		_ = d.env.db.DropSchema(d.s.name)
 		return
 	}
@@ -270,19 +304,16 @@ func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idemrt.CrashHook) (ide
 	if sqlHook == nil {
 		return d.s.obs, func() {}, func() {} // a helper outside the faults: the observer's pool serves
 	}
-	// A new process: a new pool of new sessions, named after the
-	// incarnation so a kill finds them all.
+	// A new process: its pool's sessions are named after the incarnation
+	// so a kill finds them all.
 	app := fmt.Sprintf("idemsim_%s_%d", d.s.name, simSeq.Add(1))
-	cfg := d.env.config(d.s.name, app)
+	maxConns := d.env.config(d.s.name, app).MaxConns
 	if d.conns > 0 {
-		cfg.MaxConns = d.conns
+		maxConns = d.conns
 	}
-	cfg.ConnConfig.Tracer = &simTracer{hook: sqlHook, conns: map[*pgx.Conn]*simStatements{}}
-	inc := &simSessions{}
-	cfg.ConnConfig.DialFunc = inc.dial
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
+	p := d.s.takeIdle(maxConns)
+	if p == nil || !p.assume(app, sqlHook) {
+		p = d.env.newIncPool(t, d.s.name, app, maxConns, sqlHook)
 	}
 	kill := func() {
 		// The process died: the OS closes its sockets (a goroutine blocked
@@ -291,14 +322,104 @@ func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idemrt.CrashHook) (ide
 		// before anything else runs. The pool is abandoned, never closed
 		// (Close would wait for the parked goroutine's connection); it holds
 		// no session any more.
-		inc.kill()
+		p.sessions.kill()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := d.env.terminate(ctx, "application_name = $1", app); err != nil {
 			t.Errorf("crashsim: killing incarnation %s: %v", app, err)
 		}
 	}
-	return d.env.open(pool).Runtime(), kill, pool.Close
+	closeInc := func() {
+		if p.giveBack(d.s.name) {
+			d.s.mu.Lock()
+			d.s.idle = append(d.s.idle, p)
+			d.s.mu.Unlock()
+			return
+		}
+		p.pool.Close()
+	}
+	return d.env.open(p.pool).Runtime(), kill, closeInc
+}
+
+// simIncPool is an incarnation's pool. Its application name, for the
+// sessions it has and those it opens, and its tracer's hook are the
+// incarnation's that holds it now.
+type simIncPool struct {
+	pool     *pgxpool.Pool
+	maxConns int32
+	sessions *simSessions
+	tracer   *simTracer
+	mu       sync.Mutex
+	app      string
+}
+
+func (e *simPostgres) newIncPool(t testing.TB, schema, app string, maxConns int32, sqlHook idemrt.CrashHook) *simIncPool {
+	p := &simIncPool{maxConns: maxConns, sessions: &simSessions{}, app: app}
+	p.tracer = &simTracer{conns: map[*pgx.Conn]*simStatements{}}
+	p.tracer.hook.Store(&sqlHook)
+	cfg := e.config(schema, app)
+	cfg.MaxConns = maxConns
+	cfg.ConnConfig.Tracer = p.tracer
+	cfg.ConnConfig.DialFunc = p.sessions.dial
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		cc.RuntimeParams["application_name"] = p.app
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.pool = pool
+	return p
+}
+
+// simSessionReset is DISCARD ALL but for DEALLOCATE ALL: the pool's
+// statement cache keeps what it prepared, as a pooler's server session
+// does. The session is named idle so that no incarnation's kill matches it.
+const simSessionReset = "SET SESSION AUTHORIZATION DEFAULT; RESET ALL; CLOSE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES; SET application_name = "
+
+// giveBack resets the pool's sessions for the next incarnation on schema
+// and reports whether it may have them: only when every connection is
+// back in the pool (the process ended, nothing of it still runs) and every
+// reset worked.
+func (p *simIncPool) giveBack(schema string) bool {
+	if st := p.pool.Stat(); st.AcquiredConns() > 0 || st.ConstructingConns() > 0 {
+		return false
+	}
+	p.tracer.hook.Store(nil) // the reset is not the incarnation's work
+	p.tracer.forget()
+	return p.each(simSessionReset + "'idemsim_idle_" + schema + "'")
+}
+
+// assume hands the pool to a new incarnation: its sessions renamed, its
+// statements reported to hook.
+func (p *simIncPool) assume(app string, hook idemrt.CrashHook) bool {
+	if !p.each("SET application_name = '" + app + "'") {
+		p.pool.Close()
+		return false
+	}
+	p.mu.Lock()
+	p.app = app
+	p.mu.Unlock()
+	p.tracer.hook.Store(&hook)
+	return true
+}
+
+// each runs sql on every idle connection of the pool.
+func (p *simIncPool) each(sql string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conns := p.pool.AcquireAllIdle(ctx)
+	ok := true
+	for _, c := range conns {
+		if _, err := c.Exec(ctx, sql); err != nil {
+			ok = false
+		}
+		c.Release()
+	}
+	return ok
 }
 
 // simSessions are the client sockets of one incarnation.
@@ -339,14 +460,32 @@ func (inc *simSessions) kill() {
 // parks the worker before the statement is sent; in TraceQueryEnd, after
 // the server ran it (for COMMIT: after it is durable).
 type simTracer struct {
-	hook  idemrt.CrashHook
+	hook  atomic.Pointer[idemrt.CrashHook] // nil: nothing is reported
 	mu    sync.Mutex
 	conns map[*pgx.Conn]*simStatements
 }
 
+// forget drops what the tracer knows of its connections (whether each is
+// in a transaction): they are idle, and the next incarnation starts afresh.
+func (t *simTracer) forget() {
+	t.mu.Lock()
+	t.conns = map[*pgx.Conn]*simStatements{}
+	t.mu.Unlock()
+}
+
 type simTraceKey struct{}
 
+// simTraced is a statement under way: the hook it was reported to before it ran.
+type simTraced struct {
+	hook   *idemrt.CrashHook
+	detail string
+}
+
 func (t *simTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	hook := t.hook.Load()
+	if hook == nil {
+		return ctx
+	}
 	t.mu.Lock()
 	s := t.conns[conn]
 	if s == nil {
@@ -356,13 +495,13 @@ func (t *simTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pg
 	t.mu.Unlock()
 	detail := s.classify(data.SQL)
 	if detail != "" {
-		_ = t.hook(ctx, pointSQLBefore, detail)
+		_ = (*hook)(ctx, pointSQLBefore, detail)
 	}
-	return context.WithValue(ctx, simTraceKey{}, detail)
+	return context.WithValue(ctx, simTraceKey{}, simTraced{hook, detail})
 }
 
 func (t *simTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
-	if detail, _ := ctx.Value(simTraceKey{}).(string); detail != "" && data.Err == nil {
-		_ = t.hook(ctx, pointSQLAfter, detail)
+	if traced, ok := ctx.Value(simTraceKey{}).(simTraced); ok && traced.detail != "" && data.Err == nil {
+		_ = (*traced.hook)(ctx, pointSQLAfter, traced.detail)
 	}
 }
