@@ -86,6 +86,7 @@ func TestCrashSimInvoiceSync(t *testing.T) {
 		},
 		Source: "watermark",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Invoice {
 			var u Invoice
 			// Units 5 and 6 share every value outside the key.
@@ -182,6 +183,7 @@ func TestCrashSimPaymentWebhook(t *testing.T) {
 		},
 		Source: "none",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Payment {
 			var u Payment
 			// Units 5 and 6 share every value outside the key.

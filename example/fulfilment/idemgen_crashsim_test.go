@@ -73,6 +73,7 @@ func TestCrashSimShipmentEvents(t *testing.T) {
 		},
 		Source: "none",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) ShipmentEvent {
 			var u ShipmentEvent
 			// Units 5 and 6 share every value outside the key.

@@ -140,10 +140,43 @@ type Job[U any] struct {
 	MarkOf          func(U) time.Time
 	SetMark         func(*U, time.Time)
 	Rows            func(ctx context.Context, st idem.Store) ([]U, error)
-	NewJob          func(st idem.Store, src any, fx *Provider, opts ...idem.Option) (Verbs[U], error)
+	// Tables are the package's bookkeeping tables; a statement outside a
+	// transaction on its limits table is not checked after (changesChecked).
+	Tables idemrt.Tables
+	NewJob func(st idem.Store, src any, fx *Provider, opts ...idem.Option) (Verbs[U], error)
 }
 
 func (j *Job[U]) keyOf(u U) string { return oracleKey(j.Key, nil, u) }
+
+// changesChecked reports whether a statement that has just run (its
+// simStatements detail) may have changed committed state that checkAt
+// reads: a COMMIT does, and a statement outside a transaction that writes
+// (or that is not plainly a read). A SELECT does not, nor does a write to
+// the limits table (call slots, pace, circuit gate), which no check reads:
+// with rate and concurrency on, those came around every provider call, and
+// each cost a check of three reads.
+func (j *Job[U]) changesChecked(detail string) bool {
+	if detail == "COMMIT" {
+		return true
+	}
+	stmt, auto := strings.CutPrefix(detail, "auto ")
+	if !auto {
+		return false
+	}
+	words := strings.Fields(stmt)
+	var table string
+	switch {
+	case len(words) == 0:
+		return true
+	case words[0] == "SELECT":
+		return false
+	case words[0] == "UPDATE" && len(words) > 1:
+		table = words[1]
+	case (words[0] == "INSERT" || words[0] == "DELETE") && len(words) > 2:
+		table = words[2]
+	}
+	return table == "" || table != j.Tables.Limits
+}
 
 // Base is the fixture's time origin; whole seconds, so every database keeps it exactly.
 var Base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -685,7 +718,7 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 		}
 		poison := r.poisonKey != "" && p == r.job.failPoint() && detail == r.poisonKey
 		purge := strings.HasPrefix(r.sc.family, "purge-") && n == r.sc.at
-		if p == pointSQLAfter && (detail == "COMMIT" || strings.HasPrefix(detail, "auto ")) {
+		if p == pointSQLAfter && r.job.changesChecked(detail) {
 			r.dirty = true
 		}
 		var jitter time.Duration

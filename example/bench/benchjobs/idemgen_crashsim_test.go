@@ -70,6 +70,7 @@ func TestCrashSimCopyJob(t *testing.T) {
 		},
 		Source: "watermark",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) CopyRow {
 			var u CopyRow
 			// Units 5 and 6 share every value outside the key.
@@ -166,6 +167,7 @@ func TestCrashSimFxJob(t *testing.T) {
 		},
 		Source: "watermark",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) FxRow {
 			var u FxRow
 			// Units 5 and 6 share every value outside the key.
@@ -251,6 +253,7 @@ func TestCrashSimCallJob(t *testing.T) {
 		Points: callJobCrashPoints,
 		Source: "none",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Call {
 			var u Call
 			// Units 5 and 6 share every value outside the key.

@@ -65,6 +65,7 @@ func TestCrashSimPaymentJob(t *testing.T) {
 		},
 		Source: "none",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Payment {
 			var u Payment
 			// Units 5 and 6 share every value outside the key.

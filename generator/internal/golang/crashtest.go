@@ -40,6 +40,7 @@ func crashTest(f *jen.File, p *model.Package, j *model.Job) {
 		jen.Id("Lease"):      durationLit(lease),
 		jen.Id("Unit"):       simUnitFunc(j),
 		jen.Id("NewJob"):     simNewJob(j),
+		jen.Id("Tables"):     jen.Id("ledgerTables"),
 	}
 	if j.Unit.MaxAttempts > 0 {
 		def[jen.Id("UnitMaxAttempts")] = jen.Lit(j.Unit.MaxAttempts)

@@ -81,6 +81,7 @@ func TestCrashSimSignupSync(t *testing.T) {
 		},
 		Source: "watermark",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Signup {
 			var u Signup
 			// Units 5 and 6 share every value outside the key.

@@ -95,6 +95,7 @@ func TestCrashSimOrderSync(t *testing.T) {
 		},
 		Source: "watermark",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Order {
 			var u Order
 			// Units 5 and 6 share every value outside the key.

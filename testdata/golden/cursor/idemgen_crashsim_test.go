@@ -67,6 +67,7 @@ func TestCrashSimEventImport(t *testing.T) {
 		},
 		Source: "cursor",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Event {
 			var u Event
 			// Units 5 and 6 share every value outside the key.

@@ -62,6 +62,7 @@ func TestCrashSimCsvImport(t *testing.T) {
 		},
 		Source: "cursor",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) CsvRow {
 			var u CsvRow
 			// Units 5 and 6 share every value outside the key.
@@ -144,6 +145,7 @@ func TestCrashSimSignupCopy(t *testing.T) {
 		},
 		Source: "watermark",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Signup {
 			var u Signup
 			// Units 5 and 6 share every value outside the key.

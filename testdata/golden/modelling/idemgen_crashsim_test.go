@@ -54,6 +54,7 @@ func TestCrashSimSignupWebhook(t *testing.T) {
 		},
 		Source: "none",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) SignupEvent {
 			var u SignupEvent
 			// Units 5 and 6 share every value outside the key.
@@ -132,6 +133,7 @@ func TestCrashSimUserWelcome(t *testing.T) {
 		},
 		Source: "none",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) NewUser {
 			var u NewUser
 			// Units 5 and 6 share every value outside the key.

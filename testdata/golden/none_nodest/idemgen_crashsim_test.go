@@ -65,6 +65,7 @@ func TestCrashSimMessageAckJob(t *testing.T) {
 		Points: messageAckJobCrashPoints,
 		Source: "none",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) MessageAck {
 			var u MessageAck
 			// Units 5 and 6 share every value outside the key.

@@ -49,6 +49,7 @@ func TestCrashSimDeviceRegister(t *testing.T) {
 		},
 		Source: "none",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Device {
 			var u Device
 			u.DeviceID = uuid.UUID{0: byte(id), 1: byte(0)}

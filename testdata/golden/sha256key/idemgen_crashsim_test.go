@@ -101,6 +101,7 @@ func TestCrashSimPriceSync(t *testing.T) {
 		},
 		Source: "watermark",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Price {
 			var u Price
 			// Units 5 and 6 share every value outside the key.

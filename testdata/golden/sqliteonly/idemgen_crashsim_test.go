@@ -49,6 +49,7 @@ func TestCrashSimTagCollect(t *testing.T) {
 		},
 		Source: "cursor",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Tag {
 			var u Tag
 			u.Tag = crashsim.KeyText("tag:{tag}", "tag", id)

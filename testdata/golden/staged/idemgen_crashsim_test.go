@@ -84,6 +84,7 @@ func TestCrashSimLedgerImport(t *testing.T) {
 		},
 		Source: "watermark",
 		Stage:  true,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Entry {
 			var u Entry
 			// Units 5 and 6 share every value outside the key.
@@ -166,6 +167,7 @@ func TestCrashSimPageImport(t *testing.T) {
 		},
 		Source: "cursor",
 		Stage:  true,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Change {
 			var u Change
 			// Units 5 and 6 share every value outside the key.
@@ -248,6 +250,7 @@ func TestCrashSimReceiptIntake(t *testing.T) {
 		},
 		Source: "none",
 		Stage:  true,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Receipt {
 			var u Receipt
 			// Units 5 and 6 share every value outside the key.

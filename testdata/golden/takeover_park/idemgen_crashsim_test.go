@@ -84,6 +84,7 @@ func TestCrashSimOrderHookJob(t *testing.T) {
 		},
 		Source: "none",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) OrderHook {
 			var u OrderHook
 			// Units 5 and 6 share every value outside the key.

@@ -126,6 +126,7 @@ func TestCrashSimAllTypes(t *testing.T) {
 		},
 		Source: "watermark",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) Record {
 			var u Record
 			// Units 5 and 6 share every value outside the key.
@@ -302,6 +303,7 @@ func TestCrashSimRecordEvents(t *testing.T) {
 		},
 		Source: "none",
 		Stage:  false,
+		Tables: ledgerTables,
 		Unit: func(id, rev int) RecordEvent {
 			var u RecordEvent
 			// Units 5 and 6 share every value outside the key.
