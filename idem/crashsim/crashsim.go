@@ -566,13 +566,14 @@ type simRun[U any] struct {
 	doneKeys   map[string]bool
 	rng        *rand.Rand
 	incs       int
-	versions   simVersions // what the job is built with now
-	pausedKey  string      // the effect key a paused worker holds
-	poisonKey  string      // the unit key whose write always fails
-	recorder   string      // takeover: the lease owner that must record pausedKey
-	failedKey  string      // writefail: the unit whose write failed
-	failedAt   int         // writefail: how many deliveries the world had made then
-	stmt       simStmtFail // stmtfail: the halving it follows
+	versions   simVersions  // what the job is built with now
+	pausedKey  string       // the effect key a paused worker holds
+	poisonKey  string       // the unit key whose write always fails
+	recorder   string       // takeover: the lease owner that must record pausedKey
+	failedKey  string       // writefail: the unit whose write failed
+	failedAt   int          // writefail: how many deliveries the world had made then
+	stmt       simStmtFail  // stmtfail: the halving it follows
+	pausedNow  atomic.Int32 // workers the scenario keeps paused now (limits.go)
 	// dirty says committed state may have changed since the last check:
 	// a COMMIT or a statement outside a transaction ran, or the world moved.
 	dirty bool
@@ -768,8 +769,10 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 				r.pausedKey = detail
 				r.mu.Unlock()
 			}
+			r.pausedNow.Add(1)
 			inc.paused <- struct{}{}
 			<-inc.resume
+			r.pausedNow.Add(-1)
 		}
 		if jitter > 0 {
 			time.Sleep(jitter)
@@ -1191,7 +1194,7 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
 	}
 	if !simCold() {
-		base = append(base, idemrt.WithSlotWait(slotWait)) // limits.go
+		base = append(base, idemrt.WithSlotWait(r.slotWait)) // limits.go
 	}
 	if strings.HasPrefix(r.sc.family, "fanout") {
 		// Effects four at a time, batches of two: a batch's calls overlap

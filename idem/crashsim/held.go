@@ -22,7 +22,7 @@ const famHeld = "held"
 
 const (
 	simHeldTries     = 3
-	simHeldWaitBound = 300 * time.Millisecond
+	simHeldWaitBound = 150 * time.Millisecond
 )
 
 // simPlanHeld pauses A inside its first write transaction, once it has

@@ -97,11 +97,21 @@ func (r *simRun[U]) checkFleet() {
 // wait would see freed, and ends as the engine's bound would end it.
 const simSlotPatience = time.Second
 
+// simSlotPatienceBesidePaused is the patience while the scenario keeps a
+// worker paused: the slot waited for is then most likely the paused
+// worker's, and the three waits of a takeover scenario took 3 s of its 3.1.
+// A running worker's slot is still freed well within it (one call).
+const simSlotPatienceBesidePaused = 250 * time.Millisecond
+
 // slotWait is the simulation's idemrt.WithSlotWait: it sleeps the poll,
 // capped so that a freed slot is seen soon, and gives up after
-// simSlotPatience.
-func slotWait(ctx context.Context, effect string, waited, poll time.Duration) bool {
-	if waited >= simSlotPatience {
+// simSlotPatience (simSlotPatienceBesidePaused while a worker is paused).
+func (r *simRun[U]) slotWait(ctx context.Context, effect string, waited, poll time.Duration) bool {
+	patience := simSlotPatience
+	if r.pausedNow.Load() > 0 {
+		patience = simSlotPatienceBesidePaused
+	}
+	if waited >= patience {
 		return true
 	}
 	t := time.NewTimer(min(poll, 20*time.Millisecond))
