@@ -796,17 +796,23 @@ func (r *simRun[U]) checkAt(ctx context.Context, p idemrt.CrashPoint, detail str
 	defer r.checkMu.Unlock()
 	obs := r.db.observer().Auto()
 	ctx = context.WithoutCancel(ctx)
+	// The flag is taken before anything is read: a commit after this sets
+	// it again for the next check, and every read below sees those before.
+	r.mu.Lock()
+	dirty := r.dirty
+	r.dirty = false
+	r.mu.Unlock()
+	var ledger []idem.LedgerEntry // read once, for both checks that need it
 	if p == idemrt.PointEffectBeforeCall {
 		entries, err := obs.Ledger(ctx)
 		i := slices.IndexFunc(entries, func(e idem.LedgerEntry) bool { return e.Key == detail })
 		if err != nil || i < 0 || entries[i].State != idem.StatePending || entries[i].LeaseOwner == "" {
 			r.violate("at %s: provider about to be called for %s without a committed, leased reservation", p, detail)
 		}
+		if err == nil {
+			ledger = entries
+		}
 	}
-	r.mu.Lock()
-	dirty := r.dirty
-	r.dirty = false
-	r.mu.Unlock()
 	if !dirty {
 		return // nothing was committed since the last check
 	}
@@ -849,10 +855,13 @@ func (r *simRun[U]) checkAt(ctx context.Context, p idemrt.CrashPoint, detail str
 			r.checkBehindCursor(ctx, p, pos)
 		}
 	}
-	entries, err := obs.Ledger(ctx)
-	if err != nil {
-		r.violate("at %s: read ledger: %v", p, err)
-		return
+	entries := ledger
+	if entries == nil {
+		var err error
+		if entries, err = obs.Ledger(ctx); err != nil {
+			r.violate("at %s: read ledger: %v", p, err)
+			return
+		}
 	}
 	var back []string
 	r.mu.Lock()
