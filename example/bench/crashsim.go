@@ -19,18 +19,16 @@ import (
 // spec's watermark job (two effects under a rate and a concurrency) as a
 // service's `go test` does, once the way the harness played them before
 // (IDEMGEN_CRASHSIM_COLD=1: a new SQLite file and new connections per
-// scenario, the engine's own bound on a wait for a call slot, four at
-// once) and once as it plays them now (warm files, the simulation's slot
-// wait, twice the CPUs at once), and then the -short sample, on SQLite and,
-// with -db, on PostgreSQL. It prints each job's scenarios and seconds side
-// by side, in one run:
+// scenario, new PostgreSQL sessions per incarnation, the engine's own
+// bound on a wait for a call slot, four at once) and once as it plays
+// them now (warm files, pools handed from one finished incarnation to the
+// next, the simulation's slot wait, twice the CPUs at once), and then the
+// -short sample, on SQLite and, with -db, on PostgreSQL. It prints each
+// job's scenarios and seconds side by side, in one run; -kills then runs
+// the mutation check and prints how many planted bugs each tier kills:
 //
 //	go run ./example/bench -only crashsim
-//	go run ./example/bench -only crashsim -db "$IDEMGEN_TEST_POSTGRES"
-//
-// PostgreSQL runs have no cold side of their own: their sessions were
-// always an incarnation's own, and only the slot wait and the workers
-// changed; the "before" column there is the same old harness settings.
+//	go run ./example/bench -only crashsim -db "$IDEMGEN_TEST_POSTGRES" -kills
 
 // crashSimPackage is a package whose generated crash tests are measured.
 type crashSimPackage struct{ pkg, name string }
@@ -121,7 +119,7 @@ func measureCrashSim(ctx context.Context, cfg *config, out io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(out, "\ncrash simulation, seconds per job (CPUs %s; before: cold SQLite files, the engine's slot bound, 4 at once; after: warm files, the simulated slot wait, %s at once)\n",
+	fmt.Fprintf(out, "\ncrash simulation, seconds per job (CPUs %s; before: cold SQLite files, PostgreSQL sessions per incarnation, the engine's slot bound, 4 at once; after: warm files, pools handed on, the simulated slot wait, %s at once)\n",
 		strconv.Itoa(runtime.GOMAXPROCS(0)), "2×CPUs (at least 4)")
 	fmt.Fprintf(out, "%-18s %-9s %9s %9s %9s %7s %9s %9s\n", "job", "database", "scenarios", "before_s", "after_s", "ratio", "short_sc", "short_s")
 	for _, key := range order {
@@ -136,5 +134,34 @@ func measureCrashSim(ctx context.Context, cfg *config, out io.Writer) error {
 		fmt.Fprintf(out, "CPU of the test processes, %s: before %.1f s, after %.1f s, short %.1f s\n", db,
 			cpu["before/"+db].Seconds(), cpu["after/"+db].Seconds(), cpu["short/"+db].Seconds())
 	}
+	if cfg.kills {
+		return crashSimKills(ctx, root, cfg, out)
+	}
+	return nil
+}
+
+// mutationScore is the line the mutation check logs at its end.
+var mutationScore = regexp.MustCompile(`mutation score (\d+)/(\d+) \(the -short sample kills (\d+)\)`)
+
+// crashSimKills runs the mutation check (generator/internal/mutation, on
+// SQLite and, with -db, PostgreSQL) and prints the planted bugs the whole
+// matrix and the -short sample kill. A survivor fails the check, and the
+// run with it.
+func crashSimKills(ctx context.Context, root string, cfg *config, out io.Writer) error {
+	env := append(os.Environ(), "IDEMGEN_MUTATION=1", "IDEMGEN_TEST_POSTGRES="+cfg.db)
+	began := time.Now()
+	log, err := runIn(ctx, root, env, "go", "test", "-count=1", "-timeout=120m", "-v", "-run", "TestMutantsAreKilled", "./generator/internal/mutation")
+	if err != nil {
+		return fmt.Errorf("the mutation check: %v", err) // its output is in err
+	}
+	m := mutationScore.FindStringSubmatch(log)
+	if m == nil {
+		return fmt.Errorf("the mutation check printed no score:\n%s", log)
+	}
+	killed, _ := strconv.Atoi(m[1])
+	total, _ := strconv.Atoi(m[2])
+	short, _ := strconv.Atoi(m[3])
+	fmt.Fprintf(out, "planted bugs of the mutation check killed: whole matrix %d of %d, -short sample %d of %d (%.1f%%), in %s\n",
+		killed, total, short, total, 100*float64(short)/float64(max(1, total)), time.Since(began).Round(time.Second))
 	return nil
 }

@@ -53,6 +53,7 @@ type config struct {
 	effectsN                  int
 	mem                       bool
 	only                      []string // measurements to run; empty: all
+	kills                     bool     // -only crashsim: also run the mutation check and print its kills per tier
 	cpuProfile                string   // file prefix of per-measurement CPU profiles
 	memRows                   []int
 	genJobs, genRuns          int
@@ -132,6 +133,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.statusExact, "status-exact", 0, "-history: done rows per effect that status counts exactly (0: ops.ExactDoneLimit)")
 	fs.IntVar(&cfg.statusSample, "status-sample", 0, "-history: ledger rows that status samples above -status-exact (0: ops.DoneSampleRows)")
 	fs.BoolVar(&cfg.historyKeep, "history-keep", false, "leave the -history measurement's filled schema (PostgreSQL) or file (SQLite) in place, for EXPLAIN; it prints its name")
+	fs.BoolVar(&cfg.kills, "kills", false, "-only crashsim: also run the mutation check (IDEMGEN_MUTATION=1, half an hour) and print the planted bugs each tier kills")
 	fs.BoolVar(&cfg.noGen, "no-gen", false, "skip the generation measurement (it builds idemgen and sqlc)")
 	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history,ui,river,coldbuild; crashsim runs alone); the ratios need all")
 	fs.BoolVar(&cfg.providers, "providers", false, "also measure effects against a provider simulator that serves -provider-rate calls/s and answers 429 above it (PostgreSQL; -only providers runs it alone)")

@@ -311,7 +311,10 @@ func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idemrt.CrashHook) (ide
 	if d.conns > 0 {
 		maxConns = d.conns
 	}
-	p := d.s.takeIdle(maxConns)
+	var p *simIncPool
+	if !simCold() {
+		p = d.s.takeIdle(maxConns)
+	}
 	if p == nil || !p.assume(app, sqlHook) {
 		p = d.env.newIncPool(t, d.s.name, app, maxConns, sqlHook)
 	}
@@ -330,7 +333,7 @@ func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idemrt.CrashHook) (ide
 		}
 	}
 	closeInc := func() {
-		if p.giveBack(d.s.name) {
+		if !simCold() && p.giveBack(d.s.name) {
 			d.s.mu.Lock()
 			d.s.idle = append(d.s.idle, p)
 			d.s.mu.Unlock()

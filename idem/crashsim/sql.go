@@ -11,6 +11,7 @@ package crashsim
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,9 +85,38 @@ type simConn struct {
 	closed bool              // by its pool, or by kill
 	gate   *sync.RWMutex     // the connector's: held for reading in every driver call
 	dead   *atomic.Bool      // the connector's: killed
+	dying  *atomic.Bool      // the connector's: a kill has begun (interruptible)
 	// warm takes the connection back when its incarnation closes it
 	// outside a transaction, for the next (sqlitewarm.go); nil: closed.
 	warm *simSQLiteSlot
+}
+
+// interruptible is ctx as the driver gets it: its Err reports the
+// connector's kill as soon as the kill begins. The embedded SQLite checks
+// Err while it waits for another connection's write lock and while a
+// statement runs, so a call under way when its process is killed returns
+// at once, as the process's death ends it, instead of when its busy
+// timeout runs out: the kill waits for the calls under way (the gate), and
+// a sibling caller waiting for the lock the crashed worker holds held a
+// kill for the burst family's 10 s wait bound. (The driver reads only Err;
+// Done and the deadline stay the caller's.)
+func (c *simConn) interruptible(ctx context.Context) context.Context {
+	if c.dying == nil {
+		return ctx
+	}
+	return simDyingCtx{ctx, c.dying}
+}
+
+type simDyingCtx struct {
+	context.Context
+	dying *atomic.Bool
+}
+
+func (d simDyingCtx) Err() error {
+	if d.dying.Load() {
+		return errors.New("simulated crash: this process is gone")
+	}
+	return d.Context.Err()
 }
 
 // driverCall runs fn inside the connector's gate (killableConnector.gate).
@@ -166,7 +196,7 @@ func (c *simConn) ExecContext(ctx context.Context, query string, args []driver.N
 	}
 	var res driver.Result
 	err := c.around(ctx, query, func() (err error) {
-		res, err = execer.ExecContext(ctx, query, args)
+		res, err = execer.ExecContext(c.interruptible(ctx), query, args)
 		return err
 	})
 	return res, err
@@ -175,7 +205,7 @@ func (c *simConn) ExecContext(ctx context.Context, query string, args []driver.N
 func (c *simConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	var s *simStmt
 	err := c.driverCall(func() error {
-		st, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+		st, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(c.interruptible(ctx), query)
 		if err != nil {
 			return err
 		}
@@ -198,7 +228,7 @@ func (c *simConn) PrepareContext(ctx context.Context, query string) (driver.Stmt
 func (c *simConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	var tx driver.Tx
 	err := c.driverCall(func() (err error) {
-		tx, err = c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+		tx, err = c.Conn.(driver.ConnBeginTx).BeginTx(c.interruptible(ctx), opts)
 		return err
 	})
 	if err != nil {
@@ -254,7 +284,7 @@ func (s *simStmt) NumInput() (n int) {
 func (s *simStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	var res driver.Result
 	err := s.conn.around(ctx, s.query, func() (err error) {
-		res, err = s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+		res, err = s.Stmt.(driver.StmtExecContext).ExecContext(s.conn.interruptible(ctx), args)
 		return err
 	})
 	return res, err
@@ -273,7 +303,7 @@ func (s *simStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (d
 	}
 	var rows driver.Rows
 	err := s.conn.driverCall(func() (err error) {
-		rows, err = s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+		rows, err = s.Stmt.(driver.StmtQueryContext).QueryContext(s.conn.interruptible(ctx), args)
 		return err
 	})
 	if err != nil {

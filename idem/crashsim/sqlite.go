@@ -191,6 +191,7 @@ type killableConnector struct {
 	mu    sync.Mutex
 	conns []*simConn
 	dead  atomic.Bool
+	dying atomic.Bool // set before the gate is taken: calls under way return (simConn.interruptible)
 	// gate is read-held by every call into the driver. kill takes it for
 	// good: it waits for the calls under way (another goroutine of the
 	// process, a concurrent effect call, may be inside one) and parks
@@ -208,7 +209,7 @@ func (c *killableConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &simConn{Conn: conn, hook: c.hook, gate: &c.gate, dead: &c.dead}
+	sc := &simConn{Conn: conn, hook: c.hook, gate: &c.gate, dead: &c.dead, dying: &c.dying}
 	sc.warm, _ = c.inner.(*simSQLiteSlot)
 	c.conns = append(c.conns, sc)
 	return sc, nil
@@ -217,6 +218,7 @@ func (c *killableConnector) Connect(ctx context.Context) (driver.Conn, error) {
 func (c *killableConnector) Driver() driver.Driver { return c.inner.Driver() }
 
 func (c *killableConnector) kill() {
+	c.dying.Store(true)
 	c.gate.Lock() // never unlocked: the process is gone
 	c.mu.Lock()
 	defer c.mu.Unlock()

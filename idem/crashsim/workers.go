@@ -18,8 +18,9 @@ const (
 	EnvWorkers = "IDEMGEN_CRASHSIM_WORKERS"
 	// EnvCold, set to 1, plays the matrix as the harness did before
 	// issue 39, for the benchmark's "before" side: every SQLite scenario
-	// gets a new copy of the template and new connections, and a wait for
-	// a call slot runs to the engine's own bound (limits.go).
+	// gets a new copy of the template and new connections, every
+	// PostgreSQL incarnation new sessions (postgres.go), and a wait for a
+	// call slot runs to the engine's own bound (limits.go).
 	EnvCold = "IDEMGEN_CRASHSIM_COLD"
 )
 
