@@ -574,8 +574,9 @@ type simRun[U any] struct {
 	failedAt   int          // writefail: how many deliveries the world had made then
 	stmt       simStmtFail  // stmtfail: the halving it follows
 	pausedNow  atomic.Int32 // workers the scenario keeps paused now (limits.go)
-	// dirty says committed state may have changed since the last check:
-	// a COMMIT or a statement outside a transaction ran, or the world moved.
+	// dirty says committed state the checks read may have changed since
+	// the last check: a COMMIT or a write outside a transaction ran
+	// (changesChecked), or the world moved.
 	dirty bool
 
 	prov    *Provider

@@ -3,7 +3,6 @@ package crashsim
 import (
 	"context"
 
-	"errors"
 	"fmt"
 
 	"net"
@@ -441,7 +440,7 @@ func (inc *simSessions) dial(ctx context.Context, network, addr string) (net.Con
 	defer inc.mu.Unlock()
 	if inc.dead {
 		c.Close()
-		return nil, errors.New("simulated crash: this process is gone")
+		return nil, errProcessGone
 	}
 	inc.conns = append(inc.conns, c)
 	return c, nil

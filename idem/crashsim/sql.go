@@ -101,11 +101,11 @@ type simConn struct {
 // kill for the burst family's 10 s wait bound. (The driver reads only Err;
 // Done and the deadline stay the caller's.)
 func (c *simConn) interruptible(ctx context.Context) context.Context {
-	if c.dying == nil {
-		return ctx
-	}
 	return simDyingCtx{ctx, c.dying}
 }
+
+// errProcessGone is what a crashed incarnation's connections answer.
+var errProcessGone = errors.New("simulated crash: this process is gone")
 
 type simDyingCtx struct {
 	context.Context
@@ -114,7 +114,7 @@ type simDyingCtx struct {
 
 func (d simDyingCtx) Err() error {
 	if d.dying.Load() {
-		return errors.New("simulated crash: this process is gone")
+		return errProcessGone
 	}
 	return d.Context.Err()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -203,7 +202,7 @@ func (c *killableConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dead.Load() {
-		return nil, errors.New("simulated crash: this process is gone")
+		return nil, errProcessGone
 	}
 	conn, err := c.inner.Connect(ctx)
 	if err != nil {
