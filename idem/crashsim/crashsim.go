@@ -552,28 +552,29 @@ type simRun[U any] struct {
 	sc  simScenario
 	env string
 
-	mu         sync.Mutex
-	checkMu    sync.Mutex
-	progress   atomic.Int64 // hits and provider calls: the watchdog's pulse
-	child      bool         // a subprocess-mode child: exit at the crash, check nothing
-	hits       int
-	phaseHits  int // hits before convergence: faults are planned only among these
-	trace      []simHit
-	violations []string
-	clock      time.Time
-	lastMark   time.Time
-	lastPos    int64
-	doneKeys   map[string]bool
-	rng        *rand.Rand
-	incs       int
-	versions   simVersions  // what the job is built with now
-	pausedKey  string       // the effect key a paused worker holds
-	poisonKey  string       // the unit key whose write always fails
-	recorder   string       // takeover: the lease owner that must record pausedKey
-	failedKey  string       // writefail: the unit whose write failed
-	failedAt   int          // writefail: how many deliveries the world had made then
-	stmt       simStmtFail  // stmtfail: the halving it follows
-	pausedNow  atomic.Int32 // workers the scenario keeps paused now (limits.go)
+	mu          sync.Mutex
+	checkMu     sync.Mutex
+	progress    atomic.Int64 // hits and provider calls: the watchdog's pulse
+	child       bool         // a subprocess-mode child: exit at the crash, check nothing
+	hits        int
+	phaseHits   int // hits before convergence: faults are planned only among these
+	trace       []simHit
+	violations  []string
+	convergeErr error // the last convergence run's error: said beside end violations
+	clock       time.Time
+	lastMark    time.Time
+	lastPos     int64
+	doneKeys    map[string]bool
+	rng         *rand.Rand
+	incs        int
+	versions    simVersions  // what the job is built with now
+	pausedKey   string       // the effect key a paused worker holds
+	poisonKey   string       // the unit key whose write always fails
+	recorder    string       // takeover: the lease owner that must record pausedKey
+	failedKey   string       // writefail: the unit whose write failed
+	failedAt    int          // writefail: how many deliveries the world had made then
+	stmt        simStmtFail  // stmtfail: the halving it follows
+	pausedNow   atomic.Int32 // workers the scenario keeps paused now (limits.go)
 	// dirty says committed state the checks read may have changed since
 	// the last check: a COMMIT or a write outside a transaction ran
 	// (changesChecked), or the world moved.
@@ -1343,6 +1344,7 @@ func (r *simRun[U]) play() []string {
 		if r.sc.family == "failk" || r.sc.family == "poison" {
 			continue // the plan counts attempts: run them all
 		}
+		r.convergeErr = out.err
 		if out.err == nil && out.rep.Failed == 0 && out.rep.EffectsFailed == 0 && out.rep.EffectsBusy == 0 && out.rep.EffectsWaiting == 0 {
 			break
 		}

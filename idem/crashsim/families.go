@@ -462,6 +462,12 @@ func (r *simRun[U]) checkEnd() []string {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.violations) > 0 && r.convergeErr != nil {
+		// Why the work did not converge, when a run could not do it (the
+		// database refused a session, say): the end's findings alone
+		// show only what is missing.
+		r.violations = append(r.violations, fmt.Sprintf("end: the last convergence run returned: %v", r.convergeErr))
+	}
 	return r.violations
 }
 
@@ -923,8 +929,8 @@ func Run[U any](t *testing.T, env Env, job *Job[U]) {
 			failed++
 			broken[sc.family] = true
 			if failed <= 5 {
-				t.Errorf("crashsim %s %s: scenario %q broke invariants:\n  %s\nreplay: IDEMGEN_CRASHSIM_SCENARIO=%q go test -run '%s' .",
-					job.Name, env.name(), sc, strings.Join(v, "\n  "), sc.String(), t.Name())
+				t.Errorf("crashsim %s %s: scenario %q broke invariants:\n  %s%s\nreplay: IDEMGEN_CRASHSIM_SCENARIO=%q go test -run '%s' .",
+					job.Name, env.name(), sc, strings.Join(v, "\n  "), outOfSessionsHint(v), sc.String(), t.Name())
 			}
 		}
 		return r
@@ -1353,4 +1359,18 @@ func simSample(plan []simScenario) []simScenario {
 		}
 	}
 	return out
+}
+
+// outOfSessionsHint says what to change when a violation came from the
+// server refusing a session (SQLSTATE 53300, "too many clients"): the
+// database was too small for the tests run at once, and the job is not
+// at fault.
+func outOfSessionsHint(violations []string) string {
+	for _, v := range violations {
+		if strings.Contains(v, "SQLSTATE 53300") {
+			return fmt.Sprintf("\n(PostgreSQL refused a session: every test process playing a matrix holds up to about %d sessions. Run fewer at once (go test -p, %s) or raise max_connections.)",
+				simSessionsPerProcess(), EnvWorkers)
+		}
+	}
+	return ""
 }

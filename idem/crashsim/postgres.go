@@ -7,7 +7,6 @@ import (
 
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -135,36 +134,53 @@ func (e *simPostgres) attach(t testing.TB, schema string) simDB {
 }
 
 // simSchema is a scenario schema with the observer's pool, which outlives
-// each scenario on it, and the pools finished incarnations gave back.
+// each scenario on it, and the one pool a finished incarnation gave back
+// last. One, not every one given back: incarnations that ended together
+// (two workers, a burst's smaller pool) would otherwise leave their
+// sessions idle for good, and three test processes at once ran the server
+// out of sessions ("too many clients") at stop 47.
 type simSchema struct {
 	name    string
 	obsPool *pgxpool.Pool
 	obs     idem.Store
 	mu      sync.Mutex
-	idle    []*simIncPool
+	idle    *simIncPool
 }
 
-// takeIdle returns a pool of maxConns connections a finished incarnation
-// gave back, or nil.
+// takeIdle returns the pool given back if it has maxConns connections,
+// or nil (closing a pool of another size: the next incarnation of that
+// size gives one back).
 func (s *simSchema) takeIdle(maxConns int32) *simIncPool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, p := range s.idle {
-		if p.maxConns == maxConns {
-			s.idle = slices.Delete(s.idle, i, i+1)
-			return p
-		}
-	}
-	return nil
-}
-
-// closeIdle closes the pools given back (the schema is going away).
-func (s *simSchema) closeIdle() {
-	s.mu.Lock()
-	idle := s.idle
+	p := s.idle
 	s.idle = nil
 	s.mu.Unlock()
-	for _, p := range idle {
+	if p != nil && p.maxConns != maxConns {
+		p.pool.Close()
+		return nil
+	}
+	return p
+}
+
+// keepIdle keeps p for the schema's next incarnation, closing the pool
+// kept before.
+func (s *simSchema) keepIdle(p *simIncPool) {
+	s.mu.Lock()
+	old := s.idle
+	s.idle = p
+	s.mu.Unlock()
+	if old != nil {
+		old.pool.Close()
+	}
+}
+
+// closeIdle closes the pool given back (the schema is going away).
+func (s *simSchema) closeIdle() {
+	s.mu.Lock()
+	p := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	if p != nil {
 		p.pool.Close()
 	}
 }
@@ -333,9 +349,7 @@ func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idemrt.CrashHook) (ide
 	}
 	closeInc := func() {
 		if !simCold() && p.giveBack(d.s.name) {
-			d.s.mu.Lock()
-			d.s.idle = append(d.s.idle, p)
-			d.s.mu.Unlock()
+			d.s.keepIdle(p)
 			return
 		}
 		p.pool.Close()
@@ -507,3 +521,10 @@ func (t *simTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.
 		_ = (*traced.hook)(ctx, pointSQLAfter, traced.detail)
 	}
 }
+
+// simSessionsPerProcess is about how many sessions a test process playing
+// a matrix holds at its peak: the admin pool's four, and per scenario at
+// once the observer's, the pool kept for the next incarnation and the
+// live incarnations'. Measured on the stress spec's matrix with four
+// workers: 29 (a poll of pg_stat_activity every 20 ms).
+func simSessionsPerProcess() int { return 4 + 7*simWorkers() }
