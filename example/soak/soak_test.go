@@ -21,39 +21,62 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// A soakTier is how long the test soaks run and what each must have
+// exercised by then: the default tier's keep go test ./... inside its
+// budget, the stress tier's (IDEMGEN_STRESS=1, as .ci/run sets it) are
+// the soaks this package always ran.
+type soakTier struct {
+	duration, units                                   string
+	minKills, minCuts, minCommitCuts, minPostgresDown int
+}
+
+func testSoakTier() soakTier {
+	if os.Getenv("IDEMGEN_STRESS") != "" {
+		return soakTier{duration: "25s", units: "500", minKills: 5, minCuts: 20, minCommitCuts: 5, minPostgresDown: 2}
+	}
+	return soakTier{duration: "12s", units: "240", minKills: 3, minCuts: 8, minCommitCuts: 2, minPostgresDown: 2}
+}
+
 // The short soak: three worker processes on River and PostgreSQL, a
 // SIGKILL every second or two and a connection cut at a proxy every half
-// second (half of them right after a COMMIT, before its answer) for 25
-// seconds while 500 payments flow, then every payment written once,
-// receipted once, nothing owed, every River job completed. About a
-// minute; `go run ./example/soak` runs longer ones.
+// second (half of them right after a COMMIT, before its answer) for 12
+// seconds (25 with IDEMGEN_STRESS) while 240 payments (500) flow, then
+// every payment written once, receipted once, nothing owed, every River
+// job completed. `go run ./example/soak` runs longer ones.
 func TestSoak(t *testing.T) {
 	url := os.Getenv("IDEMGEN_TEST_POSTGRES")
 	if url == "" {
 		t.Skip("IDEMGEN_TEST_POSTGRES is not set; the soak runs on PostgreSQL")
 	}
-	res := soak(t, "-postgres", url, "-workers", "3", "-duration", "25s", "-units", "500",
+	tier := testSoakTier()
+	res := soak(t, "-postgres", url, "-workers", "3", "-duration", tier.duration, "-units", tier.units,
 		"-kill-every", "1500ms", "-cut-every", "500ms", "-settle", "90s")
-	if res.kills < 5 {
+	if res.kills < tier.minKills {
 		t.Fatalf("only %d kills: the soak did not exercise recovery", res.kills)
 	}
-	if res.cuts == nil || res.cuts.Cut < 20 || res.cuts.CommitCuts < 5 {
+	if res.cuts == nil || res.cuts.Cut < tier.minCuts || res.cuts.CommitCuts < tier.minCommitCuts {
 		t.Fatalf("cuts %+v: the soak did not exercise cut connections", res.cuts)
 	}
 }
 
 // PostgreSQL's own failures: on a server of the soak's own, crashed with an
-// immediate shutdown and started again (crash recovery) three times or so
-// in 25 seconds, beside the kills and cuts. Each time the fleet must
-// complete jobs again within a minute, and in the end every invariant
-// holds. It needs PostgreSQL's server binaries, not IDEMGEN_TEST_POSTGRES.
+// immediate shutdown and started again (crash recovery) every 4 seconds or
+// so for 12 seconds (every 5 for 25 with IDEMGEN_STRESS), beside the kills
+// and cuts. Each time the fleet must complete jobs again within a minute,
+// and in the end every invariant holds. It needs PostgreSQL's server
+// binaries, not IDEMGEN_TEST_POSTGRES.
 func TestSoakSurvivesPostgresCrashes(t *testing.T) {
 	if _, err := findPostgresBin(); err != nil {
 		t.Skipf("%v: the soak cannot start a server of its own to crash", err)
 	}
-	res := soak(t, "-workers", "3", "-duration", "25s", "-units", "500", "-kill-every", "2s",
-		"-pg-crash-every", "5s", "-pg-down", "1s", "-cut-every", "1s", "-settle", "90s")
-	if len(res.crashes) < 2 {
+	tier := testSoakTier()
+	every := "4s"
+	if tier.duration == "25s" {
+		every = "5s"
+	}
+	res := soak(t, "-workers", "3", "-duration", tier.duration, "-units", tier.units, "-kill-every", "2s",
+		"-pg-crash-every", every, "-pg-down", "1s", "-cut-every", "1s", "-settle", "90s")
+	if len(res.crashes) < tier.minPostgresDown {
 		t.Fatalf("only %d crashes: the soak did not exercise crash recovery", len(res.crashes))
 	}
 }
