@@ -87,7 +87,9 @@ func measureCrashSim(ctx context.Context, cfg *config, out io.Writer) error {
 		for _, db := range dbs {
 			for _, m := range crashSimModes {
 				env := append(os.Environ(), m.env...)
-				env = append(env, "IDEMGEN_TEST_POSTGRES="+cfg.db)
+				// IDEMGEN_STRESS: the stress spec's package plays its whole
+				// matrix only in the stress tier (example/stress/shop/tier_test.go).
+				env = append(env, "IDEMGEN_TEST_POSTGRES="+cfg.db, "IDEMGEN_STRESS=1")
 				args := []string{"-test.run", "^TestCrashSim.*/" + db + "$", "-test.v", "-test.count=1", "-test.timeout=60m"}
 				if m.short {
 					args = append(args, "-test.short")
@@ -126,6 +128,9 @@ func measureCrashSim(ctx context.Context, cfg *config, out io.Writer) error {
 		b, a, s := rows["before"][key], rows["after"][key], rows["short"][key]
 		if a.scenarios != b.scenarios {
 			return fmt.Errorf("crashsim %s: %d scenarios before, %d after: the matrix changed", key, b.scenarios, a.scenarios)
+		}
+		if a.scenarios <= s.scenarios {
+			return fmt.Errorf("crashsim %s: the whole matrix played %d scenarios, the -short sample %d: the whole matrix was not played", key, a.scenarios, s.scenarios)
 		}
 		fmt.Fprintf(out, "%-18s %-9s %9d %9.1f %9.1f %7.2f %9d %9.1f\n", b.job, b.db, b.scenarios, b.took.Seconds(), a.took.Seconds(),
 			a.took.Seconds()/b.took.Seconds(), s.scenarios, s.took.Seconds())
