@@ -151,10 +151,7 @@ type simSchema struct {
 // or nil (closing a pool of another size: the next incarnation of that
 // size gives one back).
 func (s *simSchema) takeIdle(maxConns int32) *simIncPool {
-	s.mu.Lock()
-	p := s.idle
-	s.idle = nil
-	s.mu.Unlock()
+	p := s.swapIdle(nil)
 	if p != nil && p.maxConns != maxConns {
 		p.pool.Close()
 		return nil
@@ -162,27 +159,24 @@ func (s *simSchema) takeIdle(maxConns int32) *simIncPool {
 	return p
 }
 
-// keepIdle keeps p for the schema's next incarnation, closing the pool
-// kept before.
+// keepIdle keeps p (nil: none) for the schema's next incarnation, closing
+// the pool kept before.
 func (s *simSchema) keepIdle(p *simIncPool) {
-	s.mu.Lock()
-	old := s.idle
-	s.idle = p
-	s.mu.Unlock()
-	if old != nil {
+	if old := s.swapIdle(p); old != nil {
 		old.pool.Close()
 	}
 }
 
 // closeIdle closes the pool given back (the schema is going away).
-func (s *simSchema) closeIdle() {
+func (s *simSchema) closeIdle() { s.keepIdle(nil) }
+
+// swapIdle makes p the pool kept and returns the one kept before.
+func (s *simSchema) swapIdle(p *simIncPool) *simIncPool {
 	s.mu.Lock()
-	p := s.idle
-	s.idle = nil
-	s.mu.Unlock()
-	if p != nil {
-		p.pool.Close()
-	}
+	defer s.mu.Unlock()
+	old := s.idle
+	s.idle = p
+	return old
 }
 
 type simPostgresDB struct {
