@@ -2,6 +2,7 @@ package crashsim
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,5 +54,23 @@ func TestSchemaKeepsOneIdlePool(t *testing.T) {
 	s.closeIdle()
 	if !closed(third) {
 		t.Error("closeIdle left the kept pool open")
+	}
+}
+
+// A scenario broken by a refused session says so, and what to run fewer
+// of; any other broken scenario gets no such hint.
+func TestOutOfSessionsHint(t *testing.T) {
+	refused := []string{
+		"end: 0 rows, want one per key (9)",
+		`end: the last convergence run returned: failed to connect: server error: FATAL: sorry, too many clients already (SQLSTATE 53300)`,
+	}
+	hint := outOfSessionsHint(refused)
+	for _, want := range []string{"refused a session", "go test -p", EnvWorkers, "max_connections"} {
+		if !strings.Contains(hint, want) {
+			t.Errorf("hint %q does not say %q", hint, want)
+		}
+	}
+	if hint := outOfSessionsHint(refused[:1]); hint != "" {
+		t.Errorf("hint for a scenario the server did not refuse: %q", hint)
 	}
 }
