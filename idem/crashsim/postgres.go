@@ -87,6 +87,11 @@ func (e *simPostgres) config(schema, app string) *pgxpool.Config {
 	// The simulation kills clients, never the server: commits need not wait
 	// for the disk, and what every session sees is unchanged.
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	// A plan is made once per statement and session, not at each of its
+	// first executions: the tables hold a handful of rows, and the server's
+	// planning was a tenth of the matrix's CPU. What a statement does is
+	// unchanged.
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	cfg.MaxConns = min(cfg.MaxConns, 4) // one under idemtest.EnvPoolOne
 	return cfg
 }
@@ -385,10 +390,14 @@ func (e *simPostgres) newIncPool(t testing.TB, schema, app string, maxConns int3
 	return p
 }
 
-// simSessionReset is DISCARD ALL but for DEALLOCATE ALL: the pool's
-// statement cache keeps what it prepared, as a pooler's server session
-// does. The session is named idle so that no incarnation's kill matches it.
-const simSessionReset = "SET SESSION AUTHORIZATION DEFAULT; RESET ALL; CLOSE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES; SET application_name = "
+// simSessionReset is DISCARD ALL but for DEALLOCATE ALL and DISCARD
+// PLANS: the pool's statement cache keeps what it prepared, as a pooler's
+// server session does, and the server keeps their plans (a plan is never
+// state the next incarnation could see: the server replans a statement
+// whose tables changed). Replanning at every hand-over cost a fifth of the
+// server's CPU in the stress spec's matrix. The session is named idle so
+// that no incarnation's kill matches it.
+const simSessionReset = "SET SESSION AUTHORIZATION DEFAULT; RESET ALL; CLOSE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES; SET application_name = "
 
 // giveBack resets the pool's sessions for the next incarnation on schema
 // and reports whether it may have them: only when every connection is
