@@ -148,34 +148,62 @@ type Job[U any] struct {
 
 func (j *Job[U]) keyOf(u U) string { return oracleKey(j.Key, nil, u) }
 
-// changesChecked reports whether a statement that has just run (its
-// simStatements detail) may have changed committed state that checkAt
-// reads: a COMMIT does, and a statement outside a transaction that writes
-// (or that is not plainly a read). A SELECT does not, nor does a write to
-// the limits table (call slots, pace, circuit gate), which no check reads:
-// with rate and concurrency on, those came around every provider call, and
-// each cost a check of three reads.
-func (j *Job[U]) changesChecked(detail string) bool {
+// simChange is what committed state a statement may have changed, of what
+// checkAt reads: the progress row, the ledger, the destination's rows.
+type simChange uint8
+
+const (
+	changedProgress simChange = 1 << iota
+	changedLedger
+	changedRows
+	changedAll = changedProgress | changedLedger | changedRows
+)
+
+// changed reports what a statement that has just run (its simStatements
+// detail, and for a COMMIT the tables its transaction wrote) may have
+// changed of what checkAt reads. A COMMIT changes what its transaction
+// wrote; a statement outside a transaction, what it writes (all, when it
+// is not plainly one table's write). A SELECT changes nothing, nor does a
+// write to the limits table (call slots, pace, circuit gate), which no
+// check reads: with rate and concurrency on, those came around every
+// provider call, and each cost a check of three reads.
+func (j *Job[U]) changed(detail string, wrote *simWrites) simChange {
 	if detail == "COMMIT" {
-		return true
+		if wrote == nil || wrote.any {
+			return changedAll
+		}
+		var c simChange
+		for _, table := range wrote.tables {
+			c |= j.tableChange(table)
+		}
+		return c
 	}
 	stmt, auto := strings.CutPrefix(detail, "auto ")
 	if !auto {
-		return false
+		return 0
 	}
-	words := strings.Fields(stmt)
-	var table string
+	w := &simWrites{}
+	if words := strings.Fields(stmt); len(words) > 0 {
+		w.note(words)
+	} else {
+		w.any = true
+	}
+	return j.changed("COMMIT", w)
+}
+
+// tableChange is what a write to table changes of what checkAt reads.
+func (j *Job[U]) tableChange(table string) simChange {
 	switch {
-	case len(words) == 0:
-		return true
-	case words[0] == "SELECT":
-		return false
-	case words[0] == "UPDATE" && len(words) > 1:
-		table = words[1]
-	case (words[0] == "INSERT" || words[0] == "DELETE") && len(words) > 2:
-		table = words[2]
+	case j.Tables.Ledger == "":
+		return changedAll // a package generated before Job had its tables
+	case table == j.Tables.Ledger:
+		return changedLedger
+	case table == j.Tables.Progress:
+		return changedProgress
+	case table == j.Tables.Limits, table == j.Tables.Seen, table == j.Tables.Parked:
+		return 0 // no check reads them
 	}
-	return table == "" || table != j.Tables.Limits
+	return changedRows
 }
 
 // Base is the fixture's time origin; whole seconds, so every database keeps it exactly.
@@ -575,10 +603,16 @@ type simRun[U any] struct {
 	failedAt    int          // writefail: how many deliveries the world had made then
 	stmt        simStmtFail  // stmtfail: the halving it follows
 	pausedNow   atomic.Int32 // workers the scenario keeps paused now (limits.go)
-	// dirty says committed state the checks read may have changed since
-	// the last check: a COMMIT or a write outside a transaction ran
-	// (changesChecked), or the world moved.
-	dirty bool
+	// changed says what committed state the checks read may have changed
+	// since the last check: a COMMIT or a write outside a transaction ran
+	// (Job.changed), or the world moved (all). What did not change is
+	// judged as last read: seenProgress and seenLedger.
+	changed simChange
+	// Under checkMu: the last reads of the progress row and the ledger,
+	// and whether each is good.
+	seenProgress             idemrt.ProgressRow
+	seenLedger               []idem.LedgerEntry
+	progressSeen, ledgerSeen bool
 
 	prov    *Provider
 	window  *WindowSource[U]
@@ -721,8 +755,8 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 		}
 		poison := r.poisonKey != "" && p == r.job.failPoint() && detail == r.poisonKey
 		purge := strings.HasPrefix(r.sc.family, "purge-") && n == r.sc.at
-		if p == pointSQLAfter && r.job.changesChecked(detail) {
-			r.dirty = true
+		if p == pointSQLAfter {
+			r.changed |= r.job.changed(detail, simWritesOf(ctx))
 		}
 		var jitter time.Duration
 		if r.rng != nil {
@@ -760,9 +794,6 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 		}
 		if purge {
 			r.purgeNow(ctx, fmt.Sprintf("at %s", p), r.sc.family != "purge-young")
-			r.mu.Lock()
-			r.dirty = true
-			r.mu.Unlock()
 		}
 		r.interrupt(ctx, inc, n, h)
 		if pause {
@@ -798,28 +829,28 @@ func (r *simRun[U]) checkAt(ctx context.Context, p idemrt.CrashPoint, detail str
 	defer r.checkMu.Unlock()
 	obs := r.db.observer().Auto()
 	ctx = context.WithoutCancel(ctx)
-	// The flag is taken before anything is read: a commit after this sets
-	// it again for the next check, and every read below sees those before.
+	// The flags are taken before anything is read: a commit after this
+	// sets them again for the next check, and every read below sees those
+	// before. What did not change since is not read again.
 	r.mu.Lock()
-	dirty := r.dirty
-	r.dirty = false
+	changed := r.changed
+	r.changed = 0
 	r.mu.Unlock()
-	var ledger []idem.LedgerEntry // read once, for both checks that need it
 	if p == idemrt.PointEffectBeforeCall {
-		entries, err := obs.Ledger(ctx)
+		entries, err := r.ledgerNow(ctx, obs, changed)
 		i := slices.IndexFunc(entries, func(e idem.LedgerEntry) bool { return e.Key == detail })
 		if err != nil || i < 0 || entries[i].State != idem.StatePending || entries[i].LeaseOwner == "" {
 			r.violate("at %s: provider about to be called for %s without a committed, leased reservation", p, detail)
 		}
-		if err == nil {
-			ledger = entries
-		}
 	}
-	if !dirty {
+	if changed == 0 {
 		return // nothing was committed since the last check
 	}
-	if r.job.Source == SourceWatermarkName {
-		prog, err := obs.Progress(ctx, r.job.Name)
+	// The rows behind the mark are judged again when the mark or the rows
+	// may have moved.
+	progressOrRows := changed&(changedProgress|changedRows) != 0
+	if r.job.Source == SourceWatermarkName && progressOrRows {
+		prog, err := r.progressNow(ctx, obs, changed)
 		if err != nil {
 			r.violate("at %s: read progress: %v", p, err)
 			return
@@ -838,8 +869,8 @@ func (r *simRun[U]) checkAt(ctx context.Context, p idemrt.CrashPoint, detail str
 			r.checkBehindMark(ctx, p, prog.Watermark)
 		}
 	}
-	if r.job.Source == SourceCursorName {
-		prog, err := obs.Progress(ctx, r.job.Name)
+	if r.job.Source == SourceCursorName && progressOrRows {
+		prog, err := r.progressNow(ctx, obs, changed)
 		if err == nil && prog.Found {
 			r.mu.Lock()
 			back, last := prog.Position < r.lastPos, r.lastPos
@@ -857,13 +888,13 @@ func (r *simRun[U]) checkAt(ctx context.Context, p idemrt.CrashPoint, detail str
 			r.checkBehindCursor(ctx, p, pos)
 		}
 	}
-	entries := ledger
-	if entries == nil {
-		var err error
-		if entries, err = obs.Ledger(ctx); err != nil {
-			r.violate("at %s: read ledger: %v", p, err)
-			return
-		}
+	if changed&changedLedger == 0 {
+		return
+	}
+	entries, err := r.ledgerNow(ctx, obs, changed)
+	if err != nil {
+		r.violate("at %s: read ledger: %v", p, err)
+		return
 	}
 	var back []string
 	r.mu.Lock()
@@ -878,6 +909,36 @@ func (r *simRun[U]) checkAt(ctx context.Context, p idemrt.CrashPoint, detail str
 	for _, v := range back {
 		r.violate("%s", v)
 	}
+}
+
+// ledgerNow is the committed ledger: read when it may have changed since
+// the last read (or that read failed), else that read's. Under checkMu.
+func (r *simRun[U]) ledgerNow(ctx context.Context, obs idemrt.Querier, changed simChange) ([]idem.LedgerEntry, error) {
+	if changed&changedLedger == 0 && r.ledgerSeen {
+		return r.seenLedger, nil
+	}
+	entries, err := obs.Ledger(ctx)
+	r.seenLedger, r.ledgerSeen = entries, err == nil
+	return entries, err
+}
+
+// progressNow is the job's committed progress row, as ledgerNow is the
+// ledger. Under checkMu.
+func (r *simRun[U]) progressNow(ctx context.Context, obs idemrt.Querier, changed simChange) (idemrt.ProgressRow, error) {
+	if changed&changedProgress == 0 && r.progressSeen {
+		return r.seenProgress, nil
+	}
+	prog, err := obs.Progress(ctx, r.job.Name)
+	r.seenProgress, r.progressSeen = prog, err == nil
+	return prog, err
+}
+
+// worldMoved says anything the checks read may have changed: the world
+// served new units, or a helper outside the hooks wrote.
+func (r *simRun[U]) worldMoved() {
+	r.mu.Lock()
+	r.changed = changedAll
+	r.mu.Unlock()
 }
 
 // checkBehindMark: every source unit behind the stored watermark is applied,
@@ -1075,9 +1136,7 @@ func (r *simRun[U]) serve(phase int) {
 		r.history = append(r.history, simDelivery[U]{unit: u, versions: r.versions})
 		r.mu.Unlock()
 	}
-	r.mu.Lock()
-	r.dirty = true
-	r.mu.Unlock()
+	r.worldMoved()
 }
 
 // simOutcome is how one piece of work ended.
@@ -1271,8 +1330,18 @@ func (t *simTask) finish() simOutcome {
 // aux opens a helper incarnation outside the scenario's faults (purges,
 // end checks): no hook, its own clock.
 func (r *simRun[U]) aux(now func() time.Time) (Verbs[U], func()) {
-	st, _, closeInc := r.db.incarnation(r.t, nil)
+	st, closeInc := r.helper()
 	return r.newVerbs(st, idem.WithClock(now), idemrt.WithLeaseClock(now)), closeInc
+}
+
+// helper opens an incarnation outside the scenario's faults. It has no
+// hook, so nothing it writes is noted: its close says the world moved.
+func (r *simRun[U]) helper() (idem.Store, func()) {
+	st, _, closeInc := r.db.incarnation(r.t, nil)
+	return st, func() {
+		closeInc()
+		r.worldMoved()
+	}
 }
 
 // play runs the whole scenario and returns the invariant violations.
@@ -1604,7 +1673,7 @@ func (r *simRun[U]) personRetries() {
 		return
 	}
 	ctx := context.Background()
-	st, _, closeInc := r.db.incarnation(r.t, nil)
+	st, closeInc := r.helper()
 	defer closeInc()
 	var changes []idem.Change
 	var err error

@@ -770,6 +770,7 @@ func (r *simRun[U]) runChild() bool {
 	r.progress.Add(1)
 	out, err := cmd.CombinedOutput()
 	r.progress.Add(1)
+	r.worldMoved() // the child wrote outside this process's hooks
 	var exit *exec.ExitError
 	crashed := errors.As(err, &exit) && exit.ExitCode() == simChildCrashed
 	switch {

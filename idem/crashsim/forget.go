@@ -31,7 +31,7 @@ func (r *simRun[U]) forgetInterlude(a *simTask) {
 		return
 	}
 	before := r.ledgerRows(ctx, "forget under a live lease")
-	st, _, closeInc := r.db.incarnation(r.t, nil)
+	st, closeInc := r.helper()
 	changes, err := idem.Forget(ctx, st, "", key, r.now(), false)
 	closeInc()
 	var refused *idem.RefusedError
@@ -58,7 +58,7 @@ func (r *simRun[U]) checkForgetOne(ctx context.Context) {
 	}
 	key := entries[i].Key
 	before := r.ledgerRows(ctx, "forget one key")
-	st, _, closeInc := r.db.incarnation(r.t, nil)
+	st, closeInc := r.helper()
 	changes, err := idem.Forget(ctx, st, "", key, r.now(), false)
 	closeInc()
 	effects := slices.DeleteFunc(slices.Clone(changes), func(c idem.Change) bool { return c.Kind != idem.KindEffect })

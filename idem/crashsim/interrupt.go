@@ -145,9 +145,6 @@ func (r *simRun[U]) interrupt(ctx context.Context, inc *simInc, n int, h simHit)
 		r.mu.Unlock()
 		if purge {
 			r.purgeNow(ctx, "with an effect parked, before the second phase", true)
-			r.mu.Lock()
-			r.dirty = true
-			r.mu.Unlock()
 		}
 	}
 }

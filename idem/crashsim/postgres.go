@@ -498,6 +498,7 @@ type simTraceKey struct{}
 type simTraced struct {
 	hook   *idemrt.CrashHook
 	detail string
+	wrote  *simWrites // a COMMIT's
 }
 
 func (t *simTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
@@ -512,16 +513,16 @@ func (t *simTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pg
 		t.conns[conn] = s
 	}
 	t.mu.Unlock()
-	detail := s.classify(data.SQL)
+	detail, wrote := s.classify(data.SQL)
 	if detail != "" {
 		_ = (*hook)(ctx, pointSQLBefore, detail)
 	}
-	return context.WithValue(ctx, simTraceKey{}, simTraced{hook, detail})
+	return context.WithValue(ctx, simTraceKey{}, simTraced{hook, detail, wrote})
 }
 
 func (t *simTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
 	if traced, ok := ctx.Value(simTraceKey{}).(simTraced); ok && traced.detail != "" && data.Err == nil {
-		_ = (*traced.hook)(ctx, pointSQLAfter, traced.detail)
+		_ = (*traced.hook)(withWrites(ctx, traced.wrote), pointSQLAfter, traced.detail)
 	}
 }
 

@@ -21,15 +21,57 @@ import (
 
 // simStatements classifies one connection's statements: "BEGIN", "COMMIT",
 // "ROLLBACK", "tx INSERT INTO t" inside a transaction, "auto UPDATE t"
-// outside one.
+// outside one. It notes the tables each transaction writes, for its COMMIT.
 type simStatements struct {
-	mu   sync.Mutex
-	inTx bool
+	mu    sync.Mutex
+	inTx  bool
+	wrote *simWrites // since BEGIN; nil outside a transaction
+}
+
+// simWrites are the tables a transaction wrote, as its COMMIT reports them
+// to the hook (Job.changed): the checks after it read again only what
+// may have changed. any is a statement whose table is not plain.
+type simWrites struct {
+	tables []string
+	any    bool
+}
+
+// note adds a statement's table when it writes one.
+func (w *simWrites) note(words []string) {
+	switch strings.ToUpper(words[0]) {
+	case "SELECT", "SAVEPOINT", "RELEASE", "SET":
+		// A read, or the transaction's own bookkeeping.
+	case "UPDATE":
+		w.add(words, 1)
+	case "INSERT", "DELETE":
+		w.add(words, 2)
+	default:
+		w.any = true // WITH ... and anything else: not plainly one table
+	}
+}
+
+func (w *simWrites) add(words []string, i int) {
+	if i >= len(words) {
+		w.any = true
+		return
+	}
+	w.tables = append(w.tables, simTableName(words[i]))
+}
+
+// simTableName is a statement's table word without its schema, quotes or
+// the column list glued to it: `"s".orders(` is orders.
+func simTableName(word string) string {
+	word, _, _ = strings.Cut(word, "(")
+	if i := strings.LastIndexByte(word, '.'); i >= 0 {
+		word = word[i+1:]
+	}
+	return strings.Trim(word, `"`)
 }
 
 // classify returns the statement's detail, or "" for statements that are
-// not the job's (a pool's ping, a PRAGMA).
-func (s *simStatements) classify(query string) string {
+// not the job's (a pool's ping, a PRAGMA), and for a COMMIT the tables its
+// transaction wrote (any, when its BEGIN was not seen).
+func (s *simStatements) classify(query string) (string, *simWrites) {
 	for {
 		query = strings.TrimSpace(query)
 		if !strings.HasPrefix(query, "--") {
@@ -37,13 +79,13 @@ func (s *simStatements) classify(query string) string {
 		}
 		_, rest, ok := strings.Cut(query, "\n")
 		if !ok {
-			return ""
+			return "", nil
 		}
 		query = rest
 	}
 	words := strings.Fields(query)
 	if len(words) == 0 {
-		return ""
+		return "", nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -51,22 +93,51 @@ func (s *simStatements) classify(query string) string {
 	// transaction too: the verb is the first word without its semicolon.
 	switch verb := strings.TrimSuffix(strings.ToUpper(words[0]), ";"); verb {
 	case "PRAGMA":
-		return "" // connection settings (the store's busy timeout), not the job's work
+		return "", nil // connection settings (the store's busy timeout), not the job's work
 	case "BEGIN":
 		s.inTx = true
-		return "BEGIN"
+		s.wrote = &simWrites{}
+		return "BEGIN", nil
 	case "COMMIT", "END":
 		s.inTx = false
-		return "COMMIT"
+		wrote := s.wrote
+		if wrote == nil {
+			wrote = &simWrites{any: true}
+		}
+		s.wrote = nil
+		return "COMMIT", wrote
 	case "ROLLBACK":
 		s.inTx = false
-		return "ROLLBACK"
+		if len(words) < 2 || !strings.EqualFold(words[1], "TO") {
+			s.wrote = nil // ROLLBACK TO a savepoint goes on with the transaction
+		}
+		return "ROLLBACK", nil
+	}
+	if s.wrote != nil {
+		s.wrote.note(words)
 	}
 	prefix := "auto "
 	if s.inTx {
 		prefix = "tx "
 	}
-	return prefix + strings.Join(words[:min(3, len(words))], " ")
+	return prefix + strings.Join(words[:min(3, len(words))], " "), nil
+}
+
+// simWritesKey carries a COMMIT's simWrites to the hook's call after it.
+type simWritesKey struct{}
+
+// withWrites is ctx carrying w (nil: ctx).
+func withWrites(ctx context.Context, w *simWrites) context.Context {
+	if w == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, simWritesKey{}, w)
+}
+
+// simWritesOf is what withWrites put in ctx, or nil.
+func simWritesOf(ctx context.Context) *simWrites {
+	w, _ := ctx.Value(simWritesKey{}).(*simWrites)
+	return w
 }
 
 // simConn reports a database/sql driver connection's statements to a hook.
@@ -176,7 +247,7 @@ func (c *simConn) kill() {
 
 // around runs one statement between its two hook calls.
 func (c *simConn) around(ctx context.Context, query string, run func() error) error {
-	detail := c.stmts.classify(query)
+	detail, wrote := c.stmts.classify(query)
 	if c.hook == nil || detail == "" {
 		return c.driverCall(run)
 	}
@@ -186,7 +257,7 @@ func (c *simConn) around(ctx context.Context, query string, run func() error) er
 	if err := c.driverCall(run); err != nil {
 		return err
 	}
-	return c.hook(ctx, pointSQLAfter, detail)
+	return c.hook(withWrites(ctx, wrote), pointSQLAfter, detail)
 }
 
 func (c *simConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -292,14 +363,14 @@ func (s *simStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (dr
 
 // QueryContext reports the statement as run once its rows are closed.
 func (s *simStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	detail := s.conn.stmts.classify(s.query)
+	detail, wrote := s.conn.stmts.classify(s.query)
 	hook := s.conn.hook
 	after := func() error { return nil }
 	if hook != nil && detail != "" {
 		if err := hook(ctx, pointSQLBefore, detail); err != nil {
 			return nil, err
 		}
-		after = func() error { return hook(ctx, pointSQLAfter, detail) }
+		after = func() error { return hook(withWrites(ctx, wrote), pointSQLAfter, detail) }
 	}
 	var rows driver.Rows
 	err := s.conn.driverCall(func() (err error) {
