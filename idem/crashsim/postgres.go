@@ -28,8 +28,8 @@ import (
 // terminated, never handed on. An incarnation that finished its work with
 // every connection back in its pool gives the pool back instead (see
 // simIncPool), as a connection pooler such as PgBouncer hands a server
-// session from one client to the next: reset as DISCARD ALL resets it,
-// idle, outside any transaction. A new session costs PostgreSQL a fork,
+// session from one client to the next: idle, outside any transaction,
+// and reset as DISCARD ALL resets it before the next client has it. A new session costs PostgreSQL a fork,
 // and a matrix opens thousands. (An earlier version also reused the
 // sessions of crashed incarnations, behind a hijacked connection; it lost
 // a reply about one run in twenty-five, and a proof must never hang.)
@@ -175,6 +175,23 @@ func (s *simSchema) keepIdle(p *simIncPool) {
 // closeIdle closes the pool given back (the schema is going away).
 func (s *simSchema) closeIdle() { s.keepIdle(nil) }
 
+// idlePIDs are the server processes of the pool given back's sessions.
+func (s *simSchema) idlePIDs() []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pids := []int32{}
+	if s.idle == nil {
+		return pids
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range s.idle.pool.AcquireAllIdle(ctx) {
+		pids = append(pids, int32(c.Conn().PgConn().PID()))
+		c.Release()
+	}
+	return pids
+}
+
 // swapIdle makes p the pool kept and returns the one kept before.
 func (s *simSchema) swapIdle(p *simIncPool) *simIncPool {
 	s.mu.Lock()
@@ -204,7 +221,9 @@ func (d *simPostgresDB) incarnationApps() string { return "idemsim_" + d.s.name 
 func (d *simPostgresDB) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := d.env.terminate(ctx, "application_name LIKE $1", d.incarnationApps()); err != nil {
+	// The pool kept for the next scenario keeps its sessions, named after
+	// the incarnation that gave them back until the next takes them.
+	if err := d.env.terminate(ctx, "application_name LIKE $1 AND NOT pid = ANY($2)", d.incarnationApps(), d.s.idlePIDs()); err != nil {
 		d.s.closeIdle()
 		_ = d.env.db.DropSchema(d.s.name)
 		return
@@ -225,16 +244,16 @@ func (d *simPostgresDB) close() {
 }
 
 // terminate ends the server sessions of this database that match where
-// (with its one argument) and waits until they are gone: their open
+// (with its arguments) and waits until they are gone: their open
 // transactions aborted, their locks dropped.
-func (e *simPostgres) terminate(ctx context.Context, where string, arg any) error {
+func (e *simPostgres) terminate(ctx context.Context, where string, args ...any) error {
 	match := "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND " + where
-	if _, err := e.admin().Exec(ctx, "SELECT pg_terminate_backend(pid) "+match, arg); err != nil {
+	if _, err := e.admin().Exec(ctx, "SELECT pg_terminate_backend(pid) "+match, args...); err != nil {
 		return err
 	}
 	for {
 		var left int
-		if err := e.admin().QueryRow(ctx, "SELECT count(*) "+match, arg).Scan(&left); err != nil {
+		if err := e.admin().QueryRow(ctx, "SELECT count(*) "+match, args...).Scan(&left); err != nil {
 			return err
 		}
 		if left == 0 {
@@ -347,7 +366,7 @@ func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idemrt.CrashHook) (ide
 		}
 	}
 	closeInc := func() {
-		if !simCold() && p.giveBack(d.s.name) {
+		if !simCold() && p.giveBack() {
 			d.s.keepIdle(p)
 			return
 		}
@@ -395,27 +414,28 @@ func (e *simPostgres) newIncPool(t testing.TB, schema, app string, maxConns int3
 // server session does, and the server keeps their plans (a plan is never
 // state the next incarnation could see: the server replans a statement
 // whose tables changed). Replanning at every hand-over cost a fifth of the
-// server's CPU in the stress spec's matrix. The session is named idle so
-// that no incarnation's kill matches it.
+// server's CPU in the stress spec's matrix. It ends by naming the session
+// after the incarnation that takes it, in the same round trip.
 const simSessionReset = "SET SESSION AUTHORIZATION DEFAULT; RESET ALL; CLOSE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES; SET application_name = "
 
-// giveBack resets the pool's sessions for the next incarnation on schema
-// and reports whether it may have them: only when every connection is
-// back in the pool (the process ended, nothing of it still runs) and every
-// reset worked.
-func (p *simIncPool) giveBack(schema string) bool {
+// giveBack reports whether the next incarnation on the schema may have
+// the pool's sessions: only when every connection is back in the pool
+// (the process ended, nothing of it still runs). They are reset when the
+// next takes them (assume), in one round trip each, not two.
+func (p *simIncPool) giveBack() bool {
 	if st := p.pool.Stat(); st.AcquiredConns() > 0 || st.ConstructingConns() > 0 {
 		return false
 	}
-	p.tracer.hook.Store(nil) // the reset is not the incarnation's work
+	p.tracer.hook.Store(nil) // what runs next is not the incarnation's work
 	p.tracer.forget()
-	return p.each(simSessionReset + "'idemsim_idle_" + schema + "'")
+	return true
 }
 
-// assume hands the pool to a new incarnation: its sessions renamed, its
-// statements reported to hook.
+// assume hands the pool to a new incarnation: its sessions reset and
+// named after it, its statements reported to hook. False (the pool
+// closed) when a reset failed.
 func (p *simIncPool) assume(app string, hook idemrt.CrashHook) bool {
-	if !p.each("SET application_name = '" + app + "'") {
+	if !p.each(simSessionReset + "'" + app + "'") {
 		p.pool.Close()
 		return false
 	}
