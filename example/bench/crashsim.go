@@ -22,7 +22,7 @@ import (
 // scenario, new PostgreSQL sessions per incarnation, the engine's own
 // bound on a wait for a call slot, four at once) and once as it plays
 // them now (warm files, pools handed from one finished incarnation to the
-// next, the simulation's slot wait, twice the CPUs at once), and then the
+// next, the simulation's slot wait, twice the CPUs at once, at least six), and then the
 // -short sample, on SQLite and, with -db, on PostgreSQL. It prints each
 // job's scenarios and seconds side by side, in one run; -kills then runs
 // the mutation check and prints how many planted bugs each tier kills:
@@ -129,7 +129,7 @@ func measureCrashSim(ctx context.Context, cfg *config, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "\ncrash simulation, seconds per job (CPUs %s; before: cold SQLite files, PostgreSQL sessions per incarnation, the engine's slot bound, 4 at once; after: warm files, pools handed on, the simulated slot wait, %s at once)\n",
-		strconv.Itoa(runtime.GOMAXPROCS(0)), "2×CPUs (at least 4)")
+		strconv.Itoa(runtime.GOMAXPROCS(0)), "2×CPUs (at least 6)")
 	fmt.Fprintf(out, "%-18s %-9s %9s %9s %9s %7s %9s %9s\n", "job", "database", "scenarios", "before_s", "after_s", "ratio", "short_sc", "short_s")
 	for _, key := range order {
 		b, a, s := rows["before"][key], rows["after"][key], rows["short"][key]

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -181,6 +182,17 @@ func TestSQLiteCrashSimulationsNeverKillTheProcess(t *testing.T) {
 	runAll(t, runs, parallel)
 }
 
+// pgStressWorkers plays each PostgreSQL process's matrix four scenarios at
+// a time unless IDEMGEN_CRASHSIM_WORKERS says otherwise: this test looks
+// for hangs, not speed, and three processes at the default six would
+// hold about 100 sessions at their peaks, a stock server's max_connections.
+func pgStressWorkers() []string {
+	if os.Getenv(crashsim.EnvWorkers) != "" {
+		return nil
+	}
+	return []string{crashsim.EnvWorkers + "=4"}
+}
+
 // TestPostgresCrashSimulationsNeverHang runs the stress spec's whole
 // crash-simulation matrix on PostgreSQL (a watermark job with two effects,
 // as a service team writes one), several processes at once, then checks
@@ -197,7 +209,8 @@ func TestPostgresCrashSimulationsNeverHang(t *testing.T) {
 	var runs []run
 	for i := range n {
 		runs = append(runs, run{name: fmt.Sprintf("run %d: example/stress/shop on PostgreSQL", i+1), bin: bin,
-			dir: filepath.Join("shop"), args: []string{"-test.run", "CrashSim.*/postgres", "-test.count", "1"}})
+			dir: filepath.Join("shop"), args: []string{"-test.run", "CrashSim.*/postgres", "-test.count", "1"},
+			env: pgStressWorkers()})
 	}
 	runAll(t, runs, parallel)
 

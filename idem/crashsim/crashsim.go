@@ -141,7 +141,7 @@ type Job[U any] struct {
 	SetMark         func(*U, time.Time)
 	Rows            func(ctx context.Context, st idem.Store) ([]U, error)
 	// Tables are the package's bookkeeping tables; a statement outside a
-	// transaction on its limits table is not checked after (changesChecked).
+	// transaction on its limits table is not checked after (Job.changed).
 	Tables idemrt.Tables
 	NewJob func(st idem.Store, src any, fx *Provider, opts ...idem.Option) (Verbs[U], error)
 }

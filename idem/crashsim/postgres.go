@@ -547,8 +547,9 @@ func (t *simTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.
 }
 
 // simSessionsPerProcess is about how many sessions a test process playing
-// a matrix holds at its peak: the admin pool's four, and per scenario at
-// once the observer's, the pool kept for the next incarnation and the
-// live incarnations'. Measured on the stress spec's matrix with four
-// workers: 29 (a poll of pg_stat_activity every 20 ms).
-func simSessionsPerProcess() int { return 4 + 7*simWorkers() }
+// a matrix holds at its peak: the admin pool's, and per scenario at once
+// the observer's, the pool kept for the next incarnation and the live
+// incarnations'. Most scenarios hold one or two at a time: measured on
+// the stress spec's matrix (a poll of pg_stat_activity every 50 ms), 29
+// with four workers and 33 with six.
+func simSessionsPerProcess() int { return 21 + 2*simWorkers() }
