@@ -29,8 +29,8 @@ import (
 // every connection back in its pool gives the pool back instead (see
 // simIncPool), as a connection pooler such as PgBouncer hands a server
 // session from one client to the next: idle, outside any transaction,
-// and reset as DISCARD ALL resets it before the next client has it. A new session costs PostgreSQL a fork,
-// and a matrix opens thousands. (An earlier version also reused the
+// and reset as DISCARD ALL resets it before the next client has it. A new
+// session costs PostgreSQL a fork, and a matrix opens thousands. (An earlier version also reused the
 // sessions of crashed incarnations, behind a hijacked connection; it lost
 // a reply about one run in twenty-five, and a proof must never hang.)
 type simPostgres struct {
