@@ -22,8 +22,8 @@ import (
 // scenario, new PostgreSQL sessions per incarnation, the engine's own
 // bound on a wait for a call slot, four at once) and once as it plays
 // them now (warm files, pools handed from one finished incarnation to the
-// next, the simulation's slot wait, twice the CPUs at once, at least six), and then the
-// -short sample, on SQLite and, with -db, on PostgreSQL. It prints each
+// next, the simulation's slot wait, twice the CPUs at once, at least six),
+// and then the -short sample, on SQLite and, with -db, on PostgreSQL. It prints each
 // job's scenarios and seconds side by side, in one run; -kills then runs
 // the mutation check and prints how many planted bugs each tier kills:
 //

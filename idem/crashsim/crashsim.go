@@ -169,26 +169,31 @@ const (
 // provider call, and each cost a check of three reads.
 func (j *Job[U]) changed(detail string, wrote *simWrites) simChange {
 	if detail == "COMMIT" {
-		if wrote == nil || wrote.any {
-			return changedAll
-		}
-		var c simChange
-		for _, table := range wrote.tables {
-			c |= j.tableChange(table)
-		}
-		return c
+		return j.writesChange(wrote)
 	}
 	stmt, auto := strings.CutPrefix(detail, "auto ")
 	if !auto {
 		return 0
 	}
-	w := &simWrites{}
+	w := &simWrites{any: true}
 	if words := strings.Fields(stmt); len(words) > 0 {
+		w = &simWrites{}
 		w.note(words)
-	} else {
-		w.any = true
 	}
-	return j.changed("COMMIT", w)
+	return j.writesChange(w)
+}
+
+// writesChange is what the writes w change of what checkAt reads (nil:
+// unknown, all).
+func (j *Job[U]) writesChange(w *simWrites) simChange {
+	if w == nil || w.any {
+		return changedAll
+	}
+	var c simChange
+	for _, table := range w.tables {
+		c |= j.tableChange(table)
+	}
+	return c
 }
 
 // tableChange is what a write to table changes of what checkAt reads.

@@ -70,7 +70,7 @@ func simTableName(word string) string {
 
 // classify returns the statement's detail, or "" for statements that are
 // not the job's (a pool's ping, a PRAGMA), and for a COMMIT the tables its
-// transaction wrote (any, when its BEGIN was not seen).
+// transaction wrote (nil when its BEGIN was not seen).
 func (s *simStatements) classify(query string) (string, *simWrites) {
 	for {
 		query = strings.TrimSpace(query)
@@ -100,10 +100,7 @@ func (s *simStatements) classify(query string) (string, *simWrites) {
 		return "BEGIN", nil
 	case "COMMIT", "END":
 		s.inTx = false
-		wrote := s.wrote
-		if wrote == nil {
-			wrote = &simWrites{any: true}
-		}
+		wrote := s.wrote // nil when the BEGIN was not seen: Job.changed takes it as all
 		s.wrote = nil
 		return "COMMIT", wrote
 	case "ROLLBACK":
