@@ -8,11 +8,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// A scenario schema keeps one pool for its next incarnation, never a pile:
-// pools given back beside one another (two workers ending together) left
-// their sessions idle for good, and three test processes at once ran the
-// server out of sessions.
-func TestSchemaKeepsOneIdlePool(t *testing.T) {
+// A scenario schema keeps the pools given back for its next
+// incarnations, never a pile: their sessions together at most
+// simIdleSessions (pools given back beside one another once left their
+// sessions idle for good, and three test processes at once ran the server
+// out of sessions), each pool counted as one at least.
+func TestSchemaKeepsBoundedIdlePools(t *testing.T) {
 	newPool := func(maxConns int32) *simIncPool {
 		cfg, err := pgxpool.ParseConfig("postgres://nobody@127.0.0.1:1/none") // never dialled
 		if err != nil {
@@ -29,31 +30,36 @@ func TestSchemaKeepsOneIdlePool(t *testing.T) {
 		return err != nil && err.Error() == "closed pool"
 	}
 	s := &simSchema{}
-	first, second := newPool(4), newPool(4)
-	s.keepIdle(first)
-	s.keepIdle(second)
-	if !closed(first) {
-		t.Error("the pool given back first is still open beside the second")
+	var kept []*simIncPool
+	for range simIdleSessions + 1 {
+		p := newPool(4)
+		kept = append(kept, p)
+		s.keepIdle(p)
 	}
-	if got := s.takeIdle(4); got != second {
-		t.Errorf("takeIdle(4) = %p, want the pool given back last (%p)", got, second)
+	if !closed(kept[0]) {
+		t.Errorf("%d pools given back, the oldest still open: more than %d sessions idle", len(kept), simIdleSessions)
 	}
-	if got := s.takeIdle(4); got != nil {
-		t.Errorf("takeIdle(4) after taking the one kept = %p, want nil", got)
+	for _, p := range kept[1:] {
+		if closed(p) {
+			t.Errorf("a pool given back within the bound was closed")
+		}
 	}
 	small := newPool(2)
 	s.keepIdle(small)
-	if got := s.takeIdle(4); got != nil {
-		t.Errorf("takeIdle(4) with a pool of 2 kept = %p, want nil", got)
+	if got := s.takeIdle(2); got != small {
+		t.Errorf("takeIdle(2) = %p, want the pool of 2 given back (%p)", got, small)
 	}
-	if !closed(small) {
-		t.Error("a kept pool of another size is left open after a take that could not use it")
+	if got := s.takeIdle(4); got != kept[len(kept)-1] {
+		t.Errorf("takeIdle(4) = %p, want the pool of 4 given back last (%p)", got, kept[len(kept)-1])
 	}
-	third := newPool(4)
-	s.keepIdle(third)
+	if got := s.takeIdle(3); got != nil {
+		t.Errorf("takeIdle(3) with no pool of 3 kept = %p, want nil", got)
+	}
 	s.closeIdle()
-	if !closed(third) {
-		t.Error("closeIdle left the kept pool open")
+	for _, p := range kept[1 : len(kept)-1] {
+		if !closed(p) {
+			t.Error("closeIdle left a kept pool open")
+		}
 	}
 }
 

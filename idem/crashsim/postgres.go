@@ -7,6 +7,7 @@ import (
 
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,66 +140,88 @@ func (e *simPostgres) attach(t testing.TB, schema string) simDB {
 }
 
 // simSchema is a scenario schema with the observer's pool, which outlives
-// each scenario on it, and the one pool a finished incarnation gave back
-// last. One, not every one given back: incarnations that ended together
-// (two workers, a burst's smaller pool) would otherwise leave their
-// sessions idle for good, and three test processes at once ran the server
-// out of sessions ("too many clients") at stop 47.
+// each scenario on it, and the pools finished incarnations gave back for
+// the next: newest last, their sessions together at most
+// simIdleSessions. Not every one given back: incarnations that ended
+// together (two workers, a burst's smaller pool) would otherwise leave
+// their sessions idle for good, and three test processes at once ran the
+// server out of sessions ("too many clients") at stop 47. Not only the
+// newest either: a session costs the server a fork (6 ms of its CPU here,
+// pgbench -C), and closing the older of two workers' pools opened a
+// hundred sessions more per matrix of the stress spec's job.
 type simSchema struct {
 	name    string
 	obsPool *pgxpool.Pool
 	obs     idem.Store
 	mu      sync.Mutex
-	idle    *simIncPool
+	idle    []*simIncPool
 }
 
-// takeIdle returns the pool given back if it has maxConns connections,
-// or nil (closing a pool of another size: the next incarnation of that
-// size gives one back).
+// simIdleSessions bounds the sessions a schema keeps idle: one pool's
+// most (config), as when it kept one pool.
+const simIdleSessions = 4
+
+// takeIdle returns the newest pool given back that has maxConns
+// connections, or nil.
 func (s *simSchema) takeIdle(maxConns int32) *simIncPool {
-	p := s.swapIdle(nil)
-	if p != nil && p.maxConns != maxConns {
-		p.pool.Close()
-		return nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.idle) - 1; i >= 0; i-- {
+		if p := s.idle[i]; p.maxConns == maxConns {
+			s.idle = slices.Delete(s.idle, i, i+1)
+			return p
+		}
 	}
-	return p
+	return nil
 }
 
-// keepIdle keeps p (nil: none) for the schema's next incarnation, closing
-// the pool kept before.
+// keepIdle keeps p for the schema's next incarnations, closing the oldest
+// pools kept while their sessions and p's are more than simIdleSessions
+// (p itself is kept whatever its size).
 func (s *simSchema) keepIdle(p *simIncPool) {
-	if old := s.swapIdle(p); old != nil {
-		old.pool.Close()
+	s.mu.Lock()
+	s.idle = append(s.idle, p)
+	sessions := int32(0)
+	for _, q := range s.idle {
+		sessions += q.idleSessions()
+	}
+	var closing []*simIncPool
+	for len(s.idle) > 1 && sessions > simIdleSessions {
+		sessions -= s.idle[0].idleSessions()
+		closing = append(closing, s.idle[0])
+		s.idle = s.idle[1:]
+	}
+	s.mu.Unlock()
+	for _, q := range closing {
+		q.pool.Close()
 	}
 }
 
-// closeIdle closes the pool given back (the schema is going away).
-func (s *simSchema) closeIdle() { s.keepIdle(nil) }
+// closeIdle closes the pools given back (the schema is going away).
+func (s *simSchema) closeIdle() {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	for _, p := range idle {
+		p.pool.Close()
+	}
+}
 
-// idlePIDs are the server processes of the pool given back's sessions.
+// idlePIDs are the server processes of the sessions of the pools given back.
 func (s *simSchema) idlePIDs() []int32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pids := []int32{}
-	if s.idle == nil {
-		return pids
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, c := range s.idle.pool.AcquireAllIdle(ctx) {
-		pids = append(pids, int32(c.Conn().PgConn().PID()))
-		c.Release()
+	for _, p := range s.idle {
+		for _, c := range p.pool.AcquireAllIdle(ctx) {
+			pids = append(pids, int32(c.Conn().PgConn().PID()))
+			c.Release()
+		}
 	}
 	return pids
-}
-
-// swapIdle makes p the pool kept and returns the one kept before.
-func (s *simSchema) swapIdle(p *simIncPool) *simIncPool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := s.idle
-	s.idle = p
-	return old
 }
 
 type simPostgresDB struct {
@@ -221,8 +244,8 @@ func (d *simPostgresDB) incarnationApps() string { return "idemsim_" + d.s.name 
 func (d *simPostgresDB) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// The pool kept for the next scenario keeps its sessions, named after
-	// the incarnation that gave them back until the next takes them.
+	// The pools kept for the next scenario keep their sessions, named
+	// after the incarnations that gave them back until the next take them.
 	if err := d.env.terminate(ctx, "application_name LIKE $1 AND NOT pid = ANY($2)", d.incarnationApps(), d.s.idlePIDs()); err != nil {
 		d.s.closeIdle()
 		_ = d.env.db.DropSchema(d.s.name)
@@ -409,6 +432,10 @@ func (e *simPostgres) newIncPool(t testing.TB, schema, app string, maxConns int3
 	return p
 }
 
+// idleSessions is how many sessions a pool given back holds, counted as
+// one at least: no schema keeps more than simIdleSessions pools either.
+func (p *simIncPool) idleSessions() int32 { return max(p.pool.Stat().TotalConns(), 1) }
+
 // simSessionReset is DISCARD ALL but for DEALLOCATE ALL and DISCARD
 // PLANS: the pool's statement cache keeps what it prepared, as a pooler's
 // server session does, and the server keeps their plans (a plan is never
@@ -548,8 +575,8 @@ func (t *simTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.
 
 // simSessionsPerProcess is about how many sessions a test process playing
 // a matrix holds at its peak: the admin pool's, and per scenario at once
-// the observer's, the pool kept for the next incarnation and the live
-// incarnations'. Most scenarios hold one or two at a time: measured on
+// the observer's, the pools kept for the next incarnations (at most
+// simIdleSessions sessions) and the live incarnations'. Most scenarios hold one or two at a time: measured on
 // the stress spec's matrix (a poll of pg_stat_activity every 50 ms), 29
 // with four workers and 33 with six.
 func simSessionsPerProcess() int { return 21 + 2*simWorkers() }
