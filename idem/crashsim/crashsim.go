@@ -640,7 +640,9 @@ type simRun[U any] struct {
 	converging bool
 	lagKeys    map[string]*simLag
 	cursorEcho map[string]U
-	callHold   *simCallHold           // repeat-batches' calls4: a first call held
+	callHold   *simCallHold // repeat-batches' calls4: a first call held
+	// watch, when set, sees every hit of every incarnation (held-record).
+	watch      atomic.Pointer[func(inc int, p idemrt.CrashPoint, detail string)]
 	incByID    map[int]*simInc        // every incarnation started, by id
 	starts     map[string][]time.Time // the rate family: the starts its rates granted, by effect
 	paceReader chan struct{}          // the rate family: a worker that read the pace, waiting for another
@@ -784,6 +786,9 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 		if r.callHold != nil {
 			r.holdCall(inc, p, detail)
 		}
+		if watch := r.watch.Load(); watch != nil {
+			(*watch)(inc.id, p, detail)
+		}
 		if r.sc.family == famRate && p == pointSQLAfter && strings.HasSuffix(detail, simPaceRead) {
 			r.paceMeet()
 		}
@@ -802,7 +807,7 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 		}
 		r.interrupt(ctx, inc, n, h)
 		if pause {
-			if p == idemrt.PointEffectBeforeCall {
+			if p == idemrt.PointEffectBeforeCall || p == idemrt.PointEffectAfterCall {
 				r.mu.Lock()
 				r.pausedKey = detail
 				r.mu.Unlock()
@@ -1448,10 +1453,14 @@ func (r *simRun[U]) play() []string {
 func (r *simRun[U]) runPhase(phase int) {
 	var pauseA func(n int, h simHit) bool
 	switch r.sc.family {
-	case "preempt", "takeover", "livelease", "skew", famForget, famHeld:
+	case "preempt", "takeover", "livelease", "skew", famForget, famHeld, famHeldRecord:
 		pauseA = func(n int, h simHit) bool { return n == r.sc.at }
 	}
-	task := r.start(phase, workPhase, pauseA)
+	work := workPhase
+	if r.sc.family == famHeldRecord {
+		work = workHeld // A is the worker that waits
+	}
+	task := r.start(phase, work, pauseA)
 	out, paused := task.wait()
 	switch {
 	case paused:
@@ -1520,6 +1529,8 @@ func (r *simRun[U]) interlude(phase int, a *simTask) {
 		r.forgetInterlude(a)
 	case famHeld:
 		r.heldInterlude(phase, a)
+	case famHeldRecord:
+		r.heldRecordInterlude(phase, a)
 	case "livelease":
 		// A holds a live lease; B, running the same phase, must leave the
 		// effect alone (its claim is refused; the provider is not called).

@@ -1269,6 +1269,8 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 	}
 	// held: a worker waits on another's transaction past a short bound.
 	plan = append(plan, simPlanHeld(trace, firstPhase)...)
+	// held-record: a worker's record waits on a forget's transaction.
+	plan = append(plan, simPlanHeldRecord(trace, firstPhase)...)
 	for seed := uint64(1); seed <= 4; seed++ {
 		sc := newScenario("concurrent")
 		sc.seed = seed

@@ -3,6 +3,9 @@ package crashsim
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
@@ -48,13 +51,7 @@ func (r *simRun[U]) heldInterlude(phase int, a *simTask) {
 		if out.rep.Parked > 0 || out.rep.EffectsParked > 0 {
 			r.violate("held: worker B parked %d units and %d effects while A's transaction held their locks: a wait past its bound is no attempt", out.rep.Parked, out.rep.EffectsParked)
 		}
-		errs := out.errs
-		for _, u := range out.rep.Units {
-			if u.Err != nil {
-				errs = append(errs, u.Err)
-			}
-		}
-		for _, err := range errs {
+		for _, err := range r.outcomeErrs(out) {
 			if errors.Is(err, idem.ErrBusy) {
 				busy++
 			} else {
@@ -65,6 +62,58 @@ func (r *simRun[U]) heldInterlude(phase int, a *simTask) {
 	if busy == 0 {
 		r.violate("held: none of worker B's %d runs answered busy, though A's transaction held the locks its work needs: a wait's error was lost (or B never met the locks, and the family tests nothing)", simHeldTries)
 	}
+	r.checkNoFailureRecords(phase, "held", "worker B only waited on A's locks")
+	r.record(a.finish(), a.inc.id)
+}
+
+// The held-record family: worker A, under the held family's short wait
+// bound, has called the provider for an effect key and is about to
+// record it, when a person's forget of that key (idem.Forget, as
+// `idemgen ledger forget` runs it) stops inside its transaction, holding
+// the key's ledger row (PostgreSQL's row lock, SQLite's write lock). A's
+// record must wait at most its bound and answer busy (idem.ErrBusy),
+// counting no attempt and parking nothing, never hang; the forget, once it
+// goes on, is refused (A's lease is live). The call is made again once
+// the lease has run out, with the same key, as after a crash between a
+// call and its record.
+
+const famHeldRecord = "held-record"
+
+// simHeldRecordHold is how long the forget holds the row once A has begun
+// its record: ten times A's bound, so that A's wait has ended (busy) long
+// before, on a loaded machine too; a wait without a bound lasts until the
+// hold ends, and the record then succeeds, answering no busy.
+const simHeldRecordHold = 10 * simHeldWaitBound
+
+// simHeldRecordBound bounds each of the interlude's own waits.
+const simHeldRecordBound = 30 * time.Second
+
+// simPlanHeldRecord pauses A right after its first provider call.
+func simPlanHeldRecord(trace []simHit, firstPhase int) []simScenario {
+	for k, h := range trace[:firstPhase] {
+		if h.p == idemrt.PointEffectAfterCall {
+			sc := newScenario(famHeldRecord)
+			sc.at = k
+			return []simScenario{sc}
+		}
+	}
+	return nil
+}
+
+// outcomeErrs are the errors of a run: its own and its units'.
+func (r *simRun[U]) outcomeErrs(out simOutcome) []error {
+	errs := slices.Clone(out.errs)
+	for _, u := range out.rep.Units {
+		if u.Err != nil {
+			errs = append(errs, u.Err)
+		}
+	}
+	return errs
+}
+
+// checkNoFailureRecords: no unit of phase has a failure record after its
+// runs only waited (why says on what).
+func (r *simRun[U]) checkNoFailureRecords(phase int, family, why string) {
 	var keys []string
 	for _, u := range r.delivered(phase) {
 		keys = append(keys, r.job.keyOf(u))
@@ -72,12 +121,100 @@ func (r *simRun[U]) heldInterlude(phase int, a *simTask) {
 	failures, err := r.db.observer().Auto().LookupUnitFailures(context.Background(), r.job.Name, keys)
 	switch {
 	case err != nil:
-		r.violate("held: read the unit failures: %v", err)
+		r.violate("%s: read the unit failures: %v", family, err)
 	case len(failures) > 0:
 		for k, f := range failures {
-			r.violate("held: unit %s has a failure record (%+v) after worker B only waited on A's locks: a wait past its bound counted as an attempt", k, f)
+			r.violate("%s: unit %s has a failure record (%+v) after %s: a wait past its bound counted as an attempt", family, k, f, why)
 			break
 		}
 	}
-	r.record(a.finish(), a.inc.id)
+}
+
+// heldRecordInterlude holds the ledger row of the key A is about to
+// record in a forget's transaction while A records it.
+func (r *simRun[U]) heldRecordInterlude(phase int, a *simTask) {
+	ctx := context.Background()
+	r.mu.Lock()
+	key := r.pausedKey
+	r.mu.Unlock()
+	locked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hold := func(_ context.Context, p idemrt.CrashPoint, detail string) error {
+		if p == pointSQLAfter && strings.HasPrefix(detail, "tx ") {
+			once.Do(func() {
+				close(locked)
+				select {
+				case <-release:
+				case <-time.After(2 * simHeldRecordBound): // never a hang, whatever A does
+				}
+			})
+		}
+		return nil
+	}
+	st, _, closeInc := r.db.incarnation(r.t, hold)
+	forgot := make(chan error, 1)
+	go func() {
+		_, err := idem.Forget(ctx, st, "", key, r.now(), false)
+		forgot <- err
+	}()
+	select {
+	case <-locked:
+	case err := <-forgot:
+		r.violate("held-record: the forget of %s ended (%v) before its transaction held the row: the family tests nothing", key, err)
+		close(release)
+		closeInc()
+		r.worldMoved()
+		r.record(a.finish(), a.inc.id)
+		return
+	}
+	// A's first statement after its call is its record's (or, with calls
+	// in flight beside it, one just before): the hold runs from there.
+	began := make(chan struct{})
+	var first sync.Once
+	watch := func(inc int, p idemrt.CrashPoint, detail string) {
+		if inc == a.inc.id && p == pointSQLBefore && (detail == "BEGIN" || strings.HasPrefix(detail, "auto ")) {
+			first.Do(func() { close(began) })
+		}
+	}
+	r.watch.Store(&watch)
+	done := make(chan simOutcome, 1)
+	go func() { done <- a.finish() }()
+	var out simOutcome
+	ended := false
+	select {
+	case <-began:
+		time.Sleep(simHeldRecordHold)
+	case out = <-done:
+		ended = true
+	case <-time.After(simHeldRecordBound):
+		r.violate("held-record: worker A ran no statement in %s after its call of %s", simHeldRecordBound, key)
+	}
+	r.watch.Store(nil)
+	close(release)
+	if !ended {
+		out = <-done
+	}
+	err := <-forgot
+	closeInc()
+	r.worldMoved()
+	r.record(out, a.inc.id)
+	var refused *idem.RefusedError
+	if !errors.As(err, &refused) {
+		r.violate("held-record: forgetting %s while worker %s held its live lease returned %v; want it refused", key, simOwner(a.inc.id), err)
+	}
+	if out.rep.Parked > 0 || out.rep.EffectsParked > 0 {
+		r.violate("held-record: worker A parked %d units and %d effects while a forget's transaction held a row it records: a wait past its bound is no attempt", out.rep.Parked, out.rep.EffectsParked)
+	}
+	busy := 0
+	for _, err := range r.outcomeErrs(out) {
+		if errors.Is(err, idem.ErrBusy) {
+			busy++
+		} else {
+			r.violate("held-record: worker A, waiting on a forget's lock, ended with %v; want busy (idem.ErrBusy)", err)
+		}
+	}
+	if busy == 0 {
+		r.violate("held-record: worker A answered no busy, though a forget's transaction held the row of %s for %s from A's record on: the record waited past its bound of %s, or its wait's error was lost", key, simHeldRecordHold, simHeldWaitBound)
+	}
+	r.checkNoFailureRecords(phase, "held-record", "worker A only waited on a forget's lock")
 }
