@@ -549,6 +549,36 @@ type simTraced struct {
 }
 
 func (t *simTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	return t.before(ctx, conn, data.SQL)
+}
+
+func (t *simTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	t.after(ctx, data.Err)
+}
+
+// A batch is a one-statement transaction (idemrt.PgInStatement): its
+// lock bound, which classify passes over, then the statement, sent in one
+// round trip and committed at the batch's end. It is reported as that
+// statement: before the batch is sent, and after its end.
+func (t *simTracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	traced := ctx
+	for _, q := range data.Batch.QueuedQueries {
+		c := t.before(ctx, conn, q.SQL)
+		if s, ok := c.Value(simTraceKey{}).(simTraced); ok && s.detail != "" {
+			traced = c
+		}
+	}
+	return traced
+}
+
+func (t *simTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (t *simTracer) TraceBatchEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchEndData) {
+	t.after(ctx, data.Err)
+}
+
+// before reports the statement sql of conn to the hook, before it is sent.
+func (t *simTracer) before(ctx context.Context, conn *pgx.Conn, sql string) context.Context {
 	hook := t.hook.Load()
 	if hook == nil {
 		return ctx
@@ -560,15 +590,16 @@ func (t *simTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pg
 		t.conns[conn] = s
 	}
 	t.mu.Unlock()
-	detail, wrote := s.classify(data.SQL)
+	detail, wrote := s.classify(sql)
 	if detail != "" {
 		_ = (*hook)(ctx, pointSQLBefore, detail)
 	}
 	return context.WithValue(ctx, simTraceKey{}, simTraced{hook, detail, wrote})
 }
 
-func (t *simTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
-	if traced, ok := ctx.Value(simTraceKey{}).(simTraced); ok && traced.detail != "" && data.Err == nil {
+// after reports the statement before reported, once it ran without error.
+func (t *simTracer) after(ctx context.Context, err error) {
+	if traced, ok := ctx.Value(simTraceKey{}).(simTraced); ok && traced.detail != "" && err == nil {
 		_ = (*traced.hook)(withWrites(ctx, traced.wrote), pointSQLAfter, traced.detail)
 	}
 }

@@ -94,6 +94,10 @@ func (s *simStatements) classify(query string) (string, *simWrites) {
 	switch verb := strings.TrimSuffix(strings.ToUpper(words[0]), ";"); verb {
 	case "PRAGMA":
 		return "", nil // connection settings (the store's busy timeout), not the job's work
+	case "SELECT":
+		if strings.HasPrefix(query, idemrt.PgLockBound) {
+			return "", nil // a one-statement transaction's lock bound (idemrt.PgInStatement), its setting
+		}
 	case "BEGIN":
 		s.inTx = true
 		s.wrote = &simWrites{}

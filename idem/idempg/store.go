@@ -58,6 +58,14 @@ func (s Store) InTx(ctx context.Context, fn func(q idemrt.Querier) error) error 
 	return idemrt.PgInTx(ctx, s.pool, func(tx pgx.Tx) error { return fn(s.on(tx)) })
 }
 
+// InStatement runs fn, which runs exactly one query, as that query's own
+// transaction, in one round trip (idemrt.PgInStatement): a single write
+// is atomic without a BEGIN and a COMMIT, and its lock waits are bounded
+// as InTx's are.
+func (s Store) InStatement(ctx context.Context, fn func(q idemrt.Querier) error) error {
+	return idemrt.PgInStatement(ctx, s.pool, func(db idemrt.PgStatement) error { return fn(s.on(db)) })
+}
+
 // Auto runs each query on its own, on a connection of the pool taken
 // within the job's wait bound (boundedPool).
 func (s Store) Auto() idemrt.Querier { return s.on(boundedPool{s.pool}) }

@@ -77,15 +77,15 @@ func (e *Engine[U]) claimOwed(ctx context.Context, items []*item[U], tried map[s
 			keys = append(keys, c.key)
 		}
 	}
-	// One read transaction: on SQLite it prepares the per-key read once,
-	// and takes no write lock.
+	// One read: one statement on PostgreSQL; on SQLite a transaction that
+	// prepares the per-key read once and takes no write lock.
 	var rows map[string]LedgerRow
 	var err error
 	if len(keys) > 0 {
-		err = e.inReadTx(ctx, func(q Querier) (err error) {
+		err = e.inStatement(ctx, func(q Querier) (err error) {
 			rows, err = q.Effects(ctx, keys)
 			return err
-		})
+		}, e.inReadTx)
 	}
 	for _, c := range o.calls {
 		row, found := rows[c.key]
@@ -189,11 +189,12 @@ func (e *Engine[U]) callAll(ctx context.Context, claimed []*call[U], slots chan 
 		return
 	}
 	write := func(ctx context.Context, keys []string, results [][]byte) (done map[string]bool, err error) {
-		// One transaction: one commit on SQLite, whatever the group's size.
-		err = e.st.InTx(ctx, func(q Querier) (err error) {
+		// One transaction: one commit on SQLite, whatever the group's
+		// size; one statement on PostgreSQL.
+		err = e.inStatement(ctx, func(q Querier) (err error) {
 			done, err = q.CompleteMany(ctx, keys, results, e.opt.owner, e.opt.now())
 			return err
-		})
+		}, e.st.InTx)
 		return done, err
 	}
 	do := func(c *call[U], rec *recorder) {
@@ -381,6 +382,23 @@ func (r *recorder) writeGroup(ctx context.Context, group []*completion) {
 		g.ok, g.err = ok[g.key], err
 		close(g.done)
 	}
+}
+
+// StatementStore is a store that runs a transaction of one statement in
+// one round trip, with the same guarantees as InTx (PostgreSQL: no BEGIN
+// and no COMMIT of its own). SQLite's has none: its statements are one a
+// key, and InTx's one commit is what groups them.
+type StatementStore interface {
+	InStatement(ctx context.Context, fn func(q Querier) error) error
+}
+
+// inStatement runs fn, which runs one statement on a StatementStore, as
+// that statement's transaction; elsewhere in a transaction of inTx.
+func (e *Engine[U]) inStatement(ctx context.Context, fn func(q Querier) error, inTx func(ctx context.Context, fn func(q Querier) error) error) error {
+	if st, ok := e.st.(StatementStore); ok {
+		return st.InStatement(ctx, fn)
+	}
+	return inTx(ctx, fn)
 }
 
 // readTxStore is a store whose transactions that only read differ from

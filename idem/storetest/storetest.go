@@ -57,6 +57,7 @@ func Exercise(t *testing.T, open func(t *testing.T) Opened) {
 		{"ReserveLeased", testReserveLeased},
 		{"Decided", testDecided},
 		{"ClaimAndComplete", testClaimAndComplete},
+		{"Statement", testStatement},
 		{"Release", testRelease},
 		{"PendingPages", testPendingPages},
 		{"Purge", testPurge},
@@ -396,6 +397,47 @@ func testClaimAndComplete(t *testing.T, o Opened) {
 	wantKeys(t, "A completes k2 after the takeover", complete(t, st, "A", at(7*time.Minute), k2))
 	wantKeys(t, "B completes k2", complete(t, st, "B", at(7*time.Minute), k2), k2)
 	wantKeys(t, "B completes k3", complete(t, st, "B", at(7*time.Minute), k3), k3)
+}
+
+// testStatement: a record, a read of many rows and a read of one row that
+// is not there, each run as a one-statement transaction, answer as they do
+// on their own; the function's own error comes back.
+func testStatement(t *testing.T, o Opened) {
+	st, ok := o.Store.(idemrt.StatementStore)
+	if !ok {
+		t.Skip("the store has no one-statement transactions: the engine runs these in InTx")
+	}
+	ctx := ctxOf(t)
+	r := reservation(job, effect, 1, "u1")
+	k := r.Keys[0]
+	reserve(t, o.Store, r)
+	wantKeys(t, "A claims k", claim(t, o.Store, "A", t0, at(5*time.Minute), k), k)
+	var done map[string]bool
+	must(t, st.InStatement(ctx, func(q idemrt.Querier) (err error) {
+		done, err = q.CompleteMany(ctx, []string{k}, [][]byte{[]byte("result")}, "A", at(time.Minute))
+		return err
+	}))
+	wantKeys(t, "A completes k in one statement", done, k)
+	var rows map[string]idemrt.LedgerRow
+	must(t, st.InStatement(ctx, func(q idemrt.Querier) (err error) {
+		rows, err = q.Effects(ctx, []string{k, "no such key"})
+		return err
+	}))
+	if len(rows) != 1 || rows[k].State != idem.StateDone || string(rows[k].Result) != "result" {
+		t.Errorf("Effects in one statement: %+v, want k done with its result", rows)
+	}
+	var found bool
+	must(t, st.InStatement(ctx, func(q idemrt.Querier) (err error) {
+		_, found, err = q.Effect(ctx, "no such key")
+		return err
+	}))
+	if found {
+		t.Error("Effect in one statement found a key that is not there")
+	}
+	boom := errors.New("boom")
+	if err := st.InStatement(ctx, func(idemrt.Querier) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("InStatement returned %v, want the function's error", err)
+	}
 }
 
 func testRelease(t *testing.T, o Opened) {

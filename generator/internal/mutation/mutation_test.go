@@ -289,6 +289,12 @@ var stageMutants = []mutant{
 }
 
 var exampleMutants = []mutant{
+	// Killed by held-record (PostgreSQL): a completion, one statement
+	// pipelined behind its lock bound, waits without one on the row a
+	// forget's transaction holds for as long as it holds it, then
+	// succeeds: worker A never answers busy.
+	{name: "a one-statement transaction without its lock bound", test: syncTest, db: "postgres", edits: edit(pgFile,
+		`b\.Queue\(PgLockBound, fmt\.Sprint\(s\.bound\.Milliseconds\(\)\)\)`, `b.Queue(PgLockBound, "0")`)},
 	// Killed by held (PostgreSQL): worker B's waits on A's row locks run
 	// out of their bound, and each counts an attempt: failure records,
 	// units parked, progress past them. (On SQLite the failure record is
@@ -554,7 +560,7 @@ var exampleMutants = []mutant{
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
-	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate", "held", "pause", "circuit"}
+	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate", "held", "held-record", "pause", "circuit"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
