@@ -37,6 +37,11 @@ type Store struct {
 	pool    *pgxpool.Pool
 	names   *idemrt.TableNames
 	querier func(Querier) idemrt.Querier
+	// prepares: the pool's connections cache their statements (pgx's
+	// default mode), so a transaction's Exec may prepare by text
+	// (preparedExec); a pool set to another mode (a pooler that keeps no
+	// prepared statements) is left to it.
+	prepares bool
 }
 
 // NewStore returns a store over pool for the package whose tables t names.
@@ -46,11 +51,38 @@ func NewStore(pool *pgxpool.Pool, t idemrt.Tables, querier func(Querier) idemrt.
 	if querier == nil {
 		querier = func(l Querier) idemrt.Querier { return l }
 	}
-	return Store{pool: pool, names: idemrt.NewTableNames(t), querier: querier}
+	prepares := pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+	return Store{pool: pool, names: idemrt.NewTableNames(t), querier: querier, prepares: prepares}
 }
 
 func (s Store) on(db DBTX) idemrt.Querier {
-	return s.querier(Querier{q: ledgerdb.New(renamed{db, s.names}), db: db})
+	pkg := db
+	if tx, ok := db.(interface{ Conn() *pgx.Conn }); ok && s.prepares {
+		pkg = preparedExec{db, tx.Conn()}
+	}
+	return s.querier(Querier{q: ledgerdb.New(renamed{db, s.names}), db: pkg})
+}
+
+// preparedExec is a transaction on which the package's statements run by
+// Exec with arguments (the plain insert of idemrt.PgInsertNew, the only
+// ones) are prepared by their text on the transaction's connection (pgx's
+// Prepare(sql, sql)), not taken from pgx's statement cache. pgx drops a
+// cached statement from its connection at any error, and that insert
+// fails whenever one of its keys is there already (a re-run over the
+// overlap, a retry): the next batch prepared it again, a round trip, a
+// parse and a plan more. A statement prepared by its text stays.
+type preparedExec struct {
+	DBTX
+	conn *pgx.Conn
+}
+
+func (p preparedExec) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if len(args) > 0 { // without arguments pgx sends the simple protocol, nothing cached
+		if _, err := p.conn.Prepare(ctx, sql, sql); err != nil {
+			return pgconn.CommandTag{}, err
+		}
+	}
+	return p.DBTX.Exec(ctx, sql, args...)
 }
 
 // InTx runs fn in a READ COMMITTED transaction (idemrt.PgInTx).

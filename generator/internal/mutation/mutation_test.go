@@ -289,6 +289,12 @@ var stageMutants = []mutant{
 }
 
 var exampleMutants = []mutant{
+	// Killed by stmtfail (PostgreSQL): a plain insert that met a key
+	// already there passes for one that wrote every row, so a batch's
+	// units are reported inserted where they were unchanged, or fail with
+	// the transaction the violation aborted.
+	{name: "a transaction's prepared insert drops its error", test: syncTest, db: "postgres", edits: edit(pgStore,
+		`\treturn p\.DBTX\.Exec\(ctx, sql, args\.\.\.\)\n`, "\ttag, _ := p.DBTX.Exec(ctx, sql, args...)\n\treturn tag, nil\n")},
 	// Killed by held-record (PostgreSQL): a completion, one statement
 	// pipelined behind its lock bound, waits without one on the row a
 	// forget's transaction holds for as long as it holds it, then
