@@ -48,16 +48,7 @@ func (r *simRun[U]) heldInterlude(phase int, a *simTask) {
 	for range simHeldTries {
 		out, inc := r.runTask(phase, workHeld)
 		r.record(out, inc)
-		if out.rep.Parked > 0 || out.rep.EffectsParked > 0 {
-			r.violate("held: worker B parked %d units and %d effects while A's transaction held their locks: a wait past its bound is no attempt", out.rep.Parked, out.rep.EffectsParked)
-		}
-		for _, err := range r.outcomeErrs(out) {
-			if errors.Is(err, idem.ErrBusy) {
-				busy++
-			} else {
-				r.violate("held: worker B, waiting on A's locks, ended with %v; want busy (idem.ErrBusy)", err)
-			}
-		}
+		busy += r.checkOnlyWaited(out, "held: worker B", "A's transaction held their locks", "A's locks")
 	}
 	if busy == 0 {
 		r.violate("held: none of worker B's %d runs answered busy, though A's transaction held the locks its work needs: a wait's error was lost (or B never met the locks, and the family tests nothing)", simHeldTries)
@@ -100,15 +91,28 @@ func simPlanHeldRecord(trace []simHit, firstPhase int) []simScenario {
 	return nil
 }
 
-// outcomeErrs are the errors of a run: its own and its units'.
-func (r *simRun[U]) outcomeErrs(out simOutcome) []error {
+// checkOnlyWaited: a run (who, in the violations' words) that waited on
+// locks it did not get (held, while they were held) parked nothing, and
+// each of its errors, its own and its units', is busy. It returns how
+// many.
+func (r *simRun[U]) checkOnlyWaited(out simOutcome, who, held, locks string) (busy int) {
+	if out.rep.Parked > 0 || out.rep.EffectsParked > 0 {
+		r.violate("%s parked %d units and %d effects while %s: a wait past its bound is no attempt", who, out.rep.Parked, out.rep.EffectsParked, held)
+	}
 	errs := slices.Clone(out.errs)
 	for _, u := range out.rep.Units {
 		if u.Err != nil {
 			errs = append(errs, u.Err)
 		}
 	}
-	return errs
+	for _, err := range errs {
+		if errors.Is(err, idem.ErrBusy) {
+			busy++
+		} else {
+			r.violate("%s, waiting on %s, ended with %v; want busy (idem.ErrBusy)", who, locks, err)
+		}
+	}
+	return busy
 }
 
 // checkNoFailureRecords: no unit of phase has a failure record after its
@@ -202,18 +206,7 @@ func (r *simRun[U]) heldRecordInterlude(phase int, a *simTask) {
 	if !errors.As(err, &refused) {
 		r.violate("held-record: forgetting %s while worker %s held its live lease returned %v; want it refused", key, simOwner(a.inc.id), err)
 	}
-	if out.rep.Parked > 0 || out.rep.EffectsParked > 0 {
-		r.violate("held-record: worker A parked %d units and %d effects while a forget's transaction held a row it records: a wait past its bound is no attempt", out.rep.Parked, out.rep.EffectsParked)
-	}
-	busy := 0
-	for _, err := range r.outcomeErrs(out) {
-		if errors.Is(err, idem.ErrBusy) {
-			busy++
-		} else {
-			r.violate("held-record: worker A, waiting on a forget's lock, ended with %v; want busy (idem.ErrBusy)", err)
-		}
-	}
-	if busy == 0 {
+	if r.checkOnlyWaited(out, "held-record: worker A", "a forget's transaction held a row it records", "a forget's lock") == 0 {
 		r.violate("held-record: worker A answered no busy, though a forget's transaction held the row of %s for %s from A's record on: the record waited past its bound of %s, or its wait's error was lost", key, simHeldRecordHold, simHeldWaitBound)
 	}
 	r.checkNoFailureRecords(phase, "held-record", "worker A only waited on a forget's lock")
