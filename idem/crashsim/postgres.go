@@ -556,7 +556,7 @@ func (t *simTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.
 	t.after(ctx, data.Err)
 }
 
-// A batch is a one-statement transaction (idemrt.PgInStatement): its
+// A batch is a one-statement transaction (idempg.Store.InStatement): its
 // lock bound, which classify passes over, then the statement, sent in one
 // round trip and committed at the batch's end. It is reported as that
 // statement: before the batch is sent, and after its end.

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/idemgen/idemgen/idem/idempg"
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
@@ -95,8 +96,8 @@ func (s *simStatements) classify(query string) (string, *simWrites) {
 	case "PRAGMA":
 		return "", nil // connection settings (the store's busy timeout), not the job's work
 	case "SELECT":
-		if strings.HasPrefix(query, idemrt.PgLockBound) {
-			return "", nil // a one-statement transaction's lock bound (idemrt.PgInStatement), its setting
+		if strings.HasPrefix(query, idempg.LockBound) {
+			return "", nil // a one-statement transaction's lock bound (idempg.Store.InStatement), its setting
 		}
 	case "BEGIN":
 		s.inTx = true

@@ -91,11 +91,14 @@ func (s Store) InTx(ctx context.Context, fn func(q idemrt.Querier) error) error 
 }
 
 // InStatement runs fn, which runs exactly one query, as that query's own
-// transaction, in one round trip (idemrt.PgInStatement): a single write
-// is atomic without a BEGIN and a COMMIT, and its lock waits are bounded
-// as InTx's are.
+// transaction, in one round trip (boundedStatement): a single write is
+// atomic without a BEGIN and a COMMIT, and its lock waits are bounded as
+// InTx's are; one past the bound fails with a *WaitError (ErrBusy). A
+// BEGIN and a COMMIT of their own would cost two more round trips for the
+// same guarantee.
 func (s Store) InStatement(ctx context.Context, fn func(q idemrt.Querier) error) error {
-	return idemrt.PgInStatement(ctx, s.pool, func(db idemrt.PgStatement) error { return fn(s.on(db)) })
+	bound := idemrt.WaitBound(ctx)
+	return idemrt.PgWaitError(fn(s.on(boundedStatement{s.pool, bound})), bound)
 }
 
 // Auto runs each query on its own, on a connection of the pool taken

@@ -22,7 +22,7 @@ func PgInTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) e
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return pgWaitError(err, WaitBound(ctx))
+		return PgWaitError(err, WaitBound(ctx))
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -81,8 +81,9 @@ func (t *pgPoolTx) release() {
 	}
 }
 
-// pgWaitError makes a lock wait that ran out of lock_timeout a *WaitError.
-func pgWaitError(err error, bound time.Duration) error {
+// PgWaitError makes a lock wait that ran out of lock_timeout (bound) a
+// *WaitError; any other error is returned as it is.
+func PgWaitError(err error, bound time.Duration) error {
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgLockNotAvailable {
 		return &WaitError{What: "a row lock another transaction holds", Bound: bound, Err: err}
 	}
@@ -156,144 +157,3 @@ func BatchOutcomes(keys []string, written map[string]string, nothing Outcome) []
 	}
 	return out
 }
-
-// PgInStatement runs fn, which runs exactly one statement on the
-// PgStatement it is given, as that statement's own transaction, in one
-// round trip: the statement is pipelined behind its lock bound
-// (set_config of lock_timeout, local to the transaction) with one Sync,
-// so the two run in one implicit transaction that commits at the Sync.
-// Its waits are bounded as PgBegin's are; a row lock waited for past the
-// bound fails with a *WaitError (ErrBusy). A BEGIN and a COMMIT of their
-// own (PgInTx) would cost two more round trips for the same guarantee.
-func PgInStatement(ctx context.Context, pool *pgxpool.Pool, fn func(db PgStatement) error) error {
-	bound := WaitBound(ctx)
-	return pgWaitError(fn(PgStatement{pool: pool, bound: bound}), bound)
-}
-
-// PgStatement runs one statement as its own bounded transaction
-// (PgInStatement), on a connection of the pool taken within the wait
-// bound; the connection goes back once the statement's results are read.
-type PgStatement struct {
-	pool  *pgxpool.Pool
-	bound time.Duration
-}
-
-// PgLockBound is the statement pipelined before the one a PgStatement
-// runs: its lock wait bound, for its transaction only.
-const PgLockBound = "SELECT set_config('lock_timeout', $1, true)"
-
-// send pipelines the lock bound and sql; the caller reads sql's result
-// from the batch, then closes it and releases the connection.
-func (s PgStatement) send(ctx context.Context, sql string, args []any) (*pgxpool.Conn, pgx.BatchResults, error) {
-	conn, err := PgAcquire(ctx, s.pool)
-	if err != nil {
-		return nil, nil, err
-	}
-	b := &pgx.Batch{}
-	b.Queue(PgLockBound, fmt.Sprint(s.bound.Milliseconds()))
-	b.Queue(sql, args...)
-	br := conn.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		conn.Release()
-		return nil, nil, err
-	}
-	return conn, br, nil
-}
-
-func (s PgStatement) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	conn, br, err := s.send(ctx, sql, args)
-	if err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	defer conn.Release()
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return tag, err
-}
-
-func (s PgStatement) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	conn, br, err := s.send(ctx, sql, args)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := br.Query()
-	if err != nil {
-		_ = br.Close()
-		conn.Release()
-		return nil, err
-	}
-	return &pgStatementRows{Rows: rows, br: br, conn: conn}, nil
-}
-
-func (s PgStatement) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rows, err := s.Query(ctx, sql, args...)
-	if err != nil {
-		return pgErrRow{err}
-	}
-	return pgStatementRow{rows}
-}
-
-// pgStatementRows ends the batch (reading its Sync, which commits) and
-// gives the connection back once the rows are closed or read to their
-// end; an error the commit reports is the rows' Err.
-type pgStatementRows struct {
-	pgx.Rows
-	br   pgx.BatchResults
-	conn *pgxpool.Conn
-	err  error
-}
-
-func (r *pgStatementRows) Next() bool {
-	if r.Rows.Next() {
-		return true
-	}
-	r.Close()
-	return false
-}
-
-func (r *pgStatementRows) Close() {
-	r.Rows.Close()
-	if r.conn == nil {
-		return
-	}
-	r.err = r.Rows.Err()
-	if err := r.br.Close(); r.err == nil {
-		r.err = err
-	}
-	r.conn.Release()
-	r.conn = nil
-}
-
-func (r *pgStatementRows) Err() error {
-	if r.conn == nil {
-		return r.err
-	}
-	return r.Rows.Err()
-}
-
-// pgStatementRow is the first row of a PgStatement's query, as pgx's
-// QueryRow: pgx.ErrNoRows when there is none.
-type pgStatementRow struct{ rows pgx.Rows }
-
-func (r pgStatementRow) Scan(dest ...any) error {
-	defer r.rows.Close()
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
-			return err
-		}
-		return pgx.ErrNoRows
-	}
-	if err := r.rows.Scan(dest...); err != nil {
-		return err
-	}
-	r.rows.Close()
-	return r.rows.Err()
-}
-
-// pgErrRow is a row whose Scan fails with err.
-type pgErrRow struct{ err error }
-
-func (r pgErrRow) Scan(...any) error { return r.err }

@@ -299,8 +299,8 @@ var exampleMutants = []mutant{
 	// pipelined behind its lock bound, waits without one on the row a
 	// forget's transaction holds for as long as it holds it, then
 	// succeeds: worker A never answers busy.
-	{name: "a one-statement transaction without its lock bound", test: syncTest, db: "postgres", edits: edit(pgFile,
-		`b\.Queue\(PgLockBound, fmt\.Sprint\(s\.bound\.Milliseconds\(\)\)\)`, `b.Queue(PgLockBound, "0")`)},
+	{name: "a one-statement transaction without its lock bound", test: syncTest, db: "postgres", edits: edit("idem/idempg/bounded.go",
+		`batch\.Queue\(LockBound, fmt\.Sprint\(b\.bound\.Milliseconds\(\)\)\)`, `batch.Queue(LockBound, fmt.Sprint(0))`)},
 	// Killed by held (PostgreSQL): worker B's waits on A's row locks run
 	// out of their bound, and each counts an attempt: failure records,
 	// units parked, progress past them. (On SQLite the failure record is
