@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idembroker"
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
@@ -92,6 +93,8 @@ type Verbs[U any] struct {
 	Backfill func(ctx context.Context, w idem.Window) (idem.Report, error)
 	Purge    func(ctx context.Context) (int64, error)
 	Stale    func(ctx context.Context, limit int) ([]string, error)
+	// Consume runs the job's consumer on src until ctx ends (consume:).
+	Consume func(ctx context.Context, src idembroker.Source, opts ...idembroker.Option) error
 }
 
 // Effect is one effect as the spec declares it.
@@ -144,6 +147,12 @@ type Job[U any] struct {
 	// transaction on its limits table is not checked after (Job.changed).
 	Tables idemrt.Tables
 	NewJob func(st idem.Store, src any, fx *Provider, opts ...idem.Option) (Verbs[U], error)
+	// Broker is the broker a handed-in job consumes from (consume:), ""
+	// for none; the consumer families (consume.go) run when it is set.
+	Broker string
+	// Headers maps the unit fields a message carries in its headers to
+	// the header names (consume: headers).
+	Headers map[string]string
 }
 
 func (j *Job[U]) keyOf(u U) string { return oracleKey(j.Key, nil, u) }

@@ -890,6 +890,15 @@ func Run[U any](t *testing.T, env Env, job *Job[U]) {
 		simChild(t, env, job, raw)
 		return
 	}
+	if job.Broker != "" {
+		// The consumer families play after the others, or alone when
+		// the scenario to replay is one of theirs.
+		if only := os.Getenv("IDEMGEN_CRASHSIM_SCENARIO"); strings.HasPrefix(only, famConsume) || strings.HasPrefix(only, "family:"+famConsume) {
+			runConsumer(t, env, job)
+			return
+		}
+		defer runConsumer(t, env, job)
+	}
 	start := time.Now()
 	deathsBefore := simChildDeaths.Load()
 	only := os.Getenv("IDEMGEN_CRASHSIM_SCENARIO")
