@@ -1,7 +1,7 @@
 package crashsim
 
 // The consumer families: a job with consume: runs as its generated
-// consumer (Verbs.Consume) over the simulation's broker (broker.go), which
+// consumer (Verbs.ConsumeFrom) over the simulation's broker (broker.go), which
 // delivers a fixture of messages at least once: units, a copy of one, a
 // body that does not decode, a unit with an empty key field and a copy of
 // a unit with another payload. Each family plays it on a fresh database:
@@ -412,13 +412,13 @@ func (r *consumeRun[U]) start() *consumeInc {
 	if err != nil {
 		r.t.Fatalf("new job: %v", err)
 	}
-	if verbs.Consume == nil {
-		r.t.Fatalf("crashsim %s: the job says it consumes (Job.Broker %q) but its verbs have no Consume", r.job.Name, r.job.Broker)
+	if verbs.ConsumeFrom == nil {
+		r.t.Fatalf("crashsim %s: the job says it consumes (Job.Broker %q) but its verbs have no ConsumeFrom", r.job.Name, r.job.Broker)
 	}
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), simIncKey{}, id))
 	inc.cancel = cancel
 	go func() {
-		inc.done <- verbs.Consume(ctx, r.broker.source(id), idembroker.WithBatch(simConsumeBatch),
+		inc.done <- verbs.ConsumeFrom(ctx, r.broker.source(id), idembroker.WithBatch(simConsumeBatch),
 			idembroker.WithDrainEvery(simConsumeDrainEvery), idembroker.WithLogger(simLogger))
 	}()
 	return inc
