@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idembroker"
 	"github.com/idemgen/idemgen/idem/idembroker/brokersim"
+	"github.com/idemgen/idemgen/idem/idembroker/brokertest"
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
@@ -28,27 +29,27 @@ func settled(t *testing.T, b *brokersim.Broker) {
 // order: every message comes again until acked, and each is deduped, so
 // the provider is called once per key.
 func TestLostAckRedeliveredDeduped(t *testing.T) {
-	stores(t, func(t *testing.T, st idemrt.Store) {
-		p := newProvider()
-		e := newEngine(t, st, p, time.Minute)
+	brokertest.Stores(t, func(t *testing.T, st idemrt.Store) {
+		p := brokertest.NewProvider()
+		e := brokertest.NewEngine(t, st, p, time.Minute)
 		b := brokersim.New(1)
 		b.Shuffle(true)
 		b.LoseAcks(7)
 		var keys []string
 		for i := range 20 {
-			u := order{ID: fmt.Sprint(i), Amount: int64(100 + i)}
-			b.Publish(body(u), nil)
+			u := brokertest.Order{ID: fmt.Sprint(i), Amount: int64(100 + i)}
+			b.Publish(brokertest.Body(u), nil)
 			if i%4 == 0 {
-				b.Publish(body(u), nil) // a duplicate the producer sent
+				b.Publish(brokertest.Body(u), nil) // a duplicate the producer sent
 			}
-			keys = append(keys, chargeKey(u))
+			keys = append(keys, brokertest.ChargeKey(u))
 		}
-		stop := consuming(t, e, b.Source())
+		stop := brokertest.Consuming(t, e, b.Source())
 		settled(t, b)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
-		p.appliedOnce(t, keys...)
+		p.AppliedOnce(t, keys...)
 		lost, redelivered := 0, 0
 		for _, s := range b.All() {
 			if s.State != brokersim.StateAcked || s.Deads+s.Retries != 0 {
@@ -63,11 +64,11 @@ func TestLostAckRedeliveredDeduped(t *testing.T) {
 			t.Errorf("lost acks %d, redelivered messages %d: want 7 and at least 7", lost, redelivered)
 		}
 		for _, k := range keys {
-			if calls, _ := p.counts(k); calls != 1 {
+			if calls, _ := p.Counts(k); calls != 1 {
 				t.Errorf("provider called %d times for %s", calls, k)
 			}
 		}
-		if bl := backlog(t, e); bl != (idemrt.Backlog{}) {
+		if bl := brokertest.Backlog(t, e); bl != (idemrt.Backlog{}) {
 			t.Errorf("backlog %+v, want nothing owed or parked", bl)
 		}
 	})
@@ -79,16 +80,16 @@ func TestLostAckRedeliveredDeduped(t *testing.T) {
 // lost) is not parked twice. A person's retry of such a row is parked
 // again by the next drain, with an error that says why.
 func TestPoisonParkedOnce(t *testing.T) {
-	stores(t, func(t *testing.T, st idemrt.Store) {
-		p := newProvider()
-		e := newEngine(t, st, p, time.Minute)
+	brokertest.Stores(t, func(t *testing.T, st idemrt.Store) {
+		p := brokertest.NewProvider()
+		e := brokertest.NewEngine(t, st, p, time.Minute)
 		b := brokersim.New(2)
-		good := b.Publish(body(order{ID: "a", Amount: 5}), nil)
+		good := b.Publish(brokertest.Body(brokertest.Order{ID: "a", Amount: 5}), nil)
 		notJSON := b.Publish([]byte("not json {"), map[string]string{"Nats-Msg-Id": "x1"})
-		emptyKey := b.Publish(body(order{ID: "", Amount: 1}), nil)
-		stop := consuming(t, e, b.Source())
+		emptyKey := b.Publish(brokertest.Body(brokertest.Order{ID: "", Amount: 1}), nil)
+		stop := brokertest.Consuming(t, e, b.Source())
 		settled(t, b)
-		mismatch := b.Publish(body(order{ID: "a", Amount: 6}), nil) // after "a" was written
+		mismatch := b.Publish(brokertest.Body(brokertest.Order{ID: "a", Amount: 6}), nil) // after "a" was written
 		settled(t, b)
 		if err := stop(); err != nil {
 			t.Fatal(err)
@@ -101,7 +102,7 @@ func TestPoisonParkedOnce(t *testing.T) {
 			if s.State != brokersim.StateDead || s.Deliveries != 1 || s.Deads != 1 || s.Acks+s.Retries != 0 {
 				t.Errorf("%s: %+v, want dead on its first delivery", id, s)
 			}
-			row, ok := parked(t, st)["message:"+id]
+			row, ok := brokertest.Parked(t, st)["message:"+id]
 			switch {
 			case !ok:
 				t.Errorf("%s: not in the parked table", id)
@@ -109,20 +110,20 @@ func TestPoisonParkedOnce(t *testing.T) {
 				t.Errorf("%s: parked row %+v, want parked once with %q", id, row, want)
 			}
 		}
-		if row := parked(t, st)["message:"+notJSON]; string(row.Payload) != `{"broker_message":{"id":"sim/2","text":"not json {","headers":{"Nats-Msg-Id":"x1"}}}` {
+		if row := brokertest.Parked(t, st)["message:"+notJSON]; string(row.Payload) != `{"broker_message":{"id":"sim/2","text":"not json {","headers":{"Nats-Msg-Id":"x1"}}}` {
 			t.Errorf("parked payload %s", row.Payload)
 		}
-		if row := parked(t, st)["message:"+mismatch]; !strings.Contains(string(row.Payload), `"body":{"id":"a","amount":6}`) {
+		if row := brokertest.Parked(t, st)["message:"+mismatch]; !strings.Contains(string(row.Payload), `"body":{"id":"a","amount":6}`) {
 			t.Errorf("parked mismatch payload %s", row.Payload)
 		}
-		p.appliedOnce(t, "charge:a")
+		p.AppliedOnce(t, "charge:a")
 
 		// The same message parked again (its Dead was lost): one row, one attempt.
 		raw := idemrt.RawMessage{ID: notJSON, Body: []byte("not json {"), Headers: map[string]string{"Nats-Msg-Id": "x1"}}
 		if err := e.ParkMessage(context.Background(), "message:"+notJSON, raw, errors.New("again")); err != nil {
 			t.Fatal(err)
 		}
-		if row := parked(t, st)["message:"+notJSON]; row.Attempts != 1 || strings.Contains(row.LastError, "again") {
+		if row := brokertest.Parked(t, st)["message:"+notJSON]; row.Attempts != 1 || strings.Contains(row.LastError, "again") {
 			t.Errorf("parked twice: %+v", row)
 		}
 
@@ -134,18 +135,18 @@ func TestPoisonParkedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, id := range []string{notJSON, emptyKey, mismatch} {
-			if _, err := idemrt.Retry(ctx, st, jobName, "message:"+id, now); err != nil {
+			if _, err := idemrt.Retry(ctx, st, brokertest.JobName, "message:"+id, now); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if row := parked(t, st)["message:"+notJSON]; row.State != idem.UnitStateRetry {
+		if row := brokertest.Parked(t, st)["message:"+notJSON]; row.State != idem.UnitStateRetry {
 			t.Fatalf("after retry: %+v", row)
 		}
 		if _, err := e.Drain(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []string{notJSON, emptyKey, mismatch} {
-			row := parked(t, st)["message:"+id]
+			row := brokertest.Parked(t, st)["message:"+id]
 			if row.State != idem.UnitStateParked || row.Attempts != 1 || !strings.Contains(row.LastError, "is not a unit") {
 				t.Errorf("%s after retry and drain: %+v", id, row)
 			}
@@ -153,7 +154,7 @@ func TestPoisonParkedOnce(t *testing.T) {
 		if _, err := e.Drain(ctx); err != nil { // nothing left to retry: no loop
 			t.Fatal(err)
 		}
-		if calls, _ := p.counts("charge:"); calls != 0 {
+		if calls, _ := p.Counts("charge:"); calls != 0 {
 			t.Errorf("a message was written as a unit of zero values: %d calls", calls)
 		}
 	})
@@ -164,14 +165,14 @@ func TestPoisonParkedOnce(t *testing.T) {
 // is settled dead, never delivered again. The other units of its batches
 // are written.
 func TestWriteFailureRetriedThenParked(t *testing.T) {
-	stores(t, func(t *testing.T, st idemrt.Store) {
-		p := newProvider()
-		e := newEngine(t, st, p, time.Minute)
+	brokertest.Stores(t, func(t *testing.T, st idemrt.Store) {
+		p := brokertest.NewProvider()
+		e := brokertest.NewEngine(t, st, p, time.Minute)
 		b := brokersim.New(3)
 		b.DelayScale = 1
-		broken := b.Publish(body(order{ID: "b", Amount: 1, Broken: true}), nil)
-		fine := b.Publish(body(order{ID: "c", Amount: 2}), nil)
-		stop := consuming(t, e, b.Source())
+		broken := b.Publish(brokertest.Body(brokertest.Order{ID: "b", Amount: 1, Broken: true}), nil)
+		fine := b.Publish(brokertest.Body(brokertest.Order{ID: "c", Amount: 2}), nil)
+		stop := brokertest.Consuming(t, e, b.Source())
 		settled(t, b)
 		if err := stop(); err != nil {
 			t.Fatal(err)
@@ -182,15 +183,15 @@ func TestWriteFailureRetriedThenParked(t *testing.T) {
 		if s := b.Stats(fine); s.State != brokersim.StateAcked || s.Deliveries != 1 {
 			t.Errorf("fine message: %+v", s)
 		}
-		rows := parked(t, st)
+		rows := brokertest.Parked(t, st)
 		row, ok := rows["order:b"]
-		if !ok || row.State != idem.UnitStateParked || row.Attempts != 3 || !strings.Contains(row.LastError, errBroken.Error()) {
+		if !ok || row.State != idem.UnitStateParked || row.Attempts != 3 || !strings.Contains(row.LastError, brokertest.ErrBroken.Error()) {
 			t.Errorf("parked unit %+v (found %v), want parked after 3 attempts", row, ok)
 		}
 		if _, ok := rows["message:"+broken]; ok || len(rows) != 1 {
 			t.Errorf("parked rows %v, want the unit's only (not parked twice)", rows)
 		}
-		p.appliedOnce(t, "charge:c")
+		p.AppliedOnce(t, "charge:c")
 	})
 }
 
@@ -201,12 +202,12 @@ func TestWriteFailureRetriedThenParked(t *testing.T) {
 // key. The dead consumer's call never returned applied; nothing else is
 // called twice.
 func TestKilledConsumerOwedEffectDrainedByNext(t *testing.T) {
-	stores(t, func(t *testing.T, st idemrt.Store) {
+	brokertest.Stores(t, func(t *testing.T, st idemrt.Store) {
 		const lease = 2 * time.Second
-		dead := newProvider()
+		dead := brokertest.NewProvider()
 		inFlight := make(chan struct{})
 		release := make(chan struct{})
-		dead.hold = func(ctx context.Context, key string) error {
+		dead.Hold = func(ctx context.Context, key string) error {
 			if key == "charge:slow" {
 				close(inFlight)
 				<-release // the process is gone: this call never returns applied
@@ -214,12 +215,12 @@ func TestKilledConsumerOwedEffectDrainedByNext(t *testing.T) {
 			}
 			return nil
 		}
-		first := newEngine(t, st, dead, lease)
+		first := brokertest.NewEngine(t, st, dead, lease)
 		b := brokersim.New(4)
-		slow := b.Publish(body(order{ID: "slow", Amount: 7}), nil)
+		slow := b.Publish(brokertest.Body(brokertest.Order{ID: "slow", Amount: 7}), nil)
 		src1 := b.Source()
 		// A killed process drains nothing more: the first consumer's drain never comes round.
-		consuming(t, first, src1, idembroker.WithStopGrace(time.Hour), idembroker.WithDrainEvery(time.Hour))
+		brokertest.Consuming(t, first, src1, idembroker.WithStopGrace(time.Hour), idembroker.WithDrainEvery(time.Hour))
 		t.Cleanup(func() { close(release) }) // before the consumer's stop: cleanups run last first
 		select {
 		case <-inFlight:
@@ -229,15 +230,15 @@ func TestKilledConsumerOwedEffectDrainedByNext(t *testing.T) {
 		src1.Kill()
 		killedAt := time.Now()
 
-		next := newProvider()
-		second := newEngine(t, st, next, lease)
-		stop := consuming(t, second, b.Source())
+		next := brokertest.NewProvider()
+		second := brokertest.NewEngine(t, st, next, lease)
+		stop := brokertest.Consuming(t, second, b.Source())
 		settled(t, b)
 		if s := b.Stats(slow); s.State != brokersim.StateAcked || s.Deliveries != 2 {
 			t.Errorf("message %+v, want acked on its second delivery", s)
 		}
-		within(t, 20*time.Second, "the second consumer's drain takes the charge over", func() bool {
-			_, applied := next.counts("charge:slow")
+		brokertest.Within(t, 20*time.Second, "the second consumer's drain takes the charge over", func() bool {
+			_, applied := next.Counts("charge:slow")
 			return applied > 0
 		})
 		if took := time.Since(killedAt); took < lease-100*time.Millisecond {
@@ -246,11 +247,11 @@ func TestKilledConsumerOwedEffectDrainedByNext(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
-		next.appliedOnce(t, "charge:slow")
-		if _, applied := dead.counts("charge:slow"); applied != 0 {
+		next.AppliedOnce(t, "charge:slow")
+		if _, applied := dead.Counts("charge:slow"); applied != 0 {
 			t.Errorf("the killed consumer's call applied")
 		}
-		if bl := backlog(t, second); bl.OwedEffects != 0 {
+		if bl := brokertest.Backlog(t, second); bl.OwedEffects != 0 {
 			t.Errorf("backlog %+v, want nothing owed", bl)
 		}
 	})
@@ -260,26 +261,26 @@ func TestKilledConsumerOwedEffectDrainedByNext(t *testing.T) {
 // effects included), settles it, closes its subscription and returns nil;
 // what it had not fetched stays queued for the next.
 func TestGracefulStop(t *testing.T) {
-	stores(t, func(t *testing.T, st idemrt.Store) {
-		p := newProvider()
+	brokertest.Stores(t, func(t *testing.T, st idemrt.Store) {
+		p := brokertest.NewProvider()
 		var started atomic.Int32
 		inFlight := make(chan struct{})
-		p.hold = func(ctx context.Context, key string) error {
+		p.Hold = func(ctx context.Context, key string) error {
 			if started.Add(1) == 1 {
 				close(inFlight)
 			}
 			time.Sleep(50 * time.Millisecond)
 			return ctx.Err()
 		}
-		e := newEngine(t, st, p, time.Minute)
+		e := brokertest.NewEngine(t, st, p, time.Minute)
 		b := brokersim.New(5)
 		var keys []string
 		for i := range 30 {
-			u := order{ID: fmt.Sprint(i), Amount: 1}
-			b.Publish(body(u), nil)
-			keys = append(keys, chargeKey(u))
+			u := brokertest.Order{ID: fmt.Sprint(i), Amount: 1}
+			b.Publish(brokertest.Body(u), nil)
+			keys = append(keys, brokertest.ChargeKey(u))
 		}
-		stop := consuming(t, e, b.Source())
+		stop := brokertest.Consuming(t, e, b.Source())
 		<-inFlight
 		if err := stop(); err != nil {
 			t.Fatalf("Consume: %v", err)
@@ -306,18 +307,18 @@ func TestGracefulStop(t *testing.T) {
 		}
 		applied := 0
 		for _, k := range keys {
-			_, n := p.counts(k)
+			_, n := p.Counts(k)
 			applied += n
 		}
 		if applied != acked {
 			t.Errorf("%d charges applied for %d acked messages", applied, acked)
 		}
 		// The next consumer takes the rest.
-		stop = consuming(t, e, b.Source())
+		stop = brokertest.Consuming(t, e, b.Source())
 		settled(t, b)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
-		p.appliedOnce(t, keys...)
+		p.AppliedOnce(t, keys...)
 	})
 }

@@ -1,4 +1,8 @@
-package idembroker_test
+// Package brokertest is what the broker adapters' tests share: a handed-in
+// job (orders, with a charge effect on a counting fake provider) over the
+// example's generated store on SQLite or PostgreSQL, and a consumer run in
+// the background. Tests only: nothing a service links imports it.
+package brokertest
 
 import (
 	"context"
@@ -26,23 +30,23 @@ import (
 )
 
 // order is a handed-in unit, as a generated package declares it.
-type order struct {
+type Order struct {
 	ID     string `json:"id"`
 	Amount int64  `json:"amount"`
 	// Broken makes the unit's write fail, as a constraint would.
 	Broken bool `json:"broken,omitempty"`
 }
 
-func orderKey(u order) string  { return "order:" + u.ID }
-func chargeKey(u order) string { return "charge:" + u.ID }
+func OrderKey(u Order) string  { return "order:" + u.ID }
+func ChargeKey(u Order) string { return "charge:" + u.ID }
 
-func decodeOrder(m idembroker.Message) (order, error) {
-	var u order
+func DecodeOrder(m idembroker.Message) (Order, error) {
+	var u Order
 	err := json.Unmarshal(m.Body, &u)
 	return u, err
 }
 
-func body(u order) []byte {
+func Body(u Order) []byte {
 	b, err := json.Marshal(u)
 	if err != nil {
 		panic(err)
@@ -52,23 +56,23 @@ func body(u order) []byte {
 
 // provider is the fake outside provider of the charge effect: it counts
 // every call by key, and the calls that returned applied.
-type provider struct {
+type Provider struct {
 	mu      sync.Mutex
 	calls   map[string]int
 	applied map[string]int
 	// hold, when set, is called at the start of each call; an error fails
 	// the call (after hold returned).
-	hold func(ctx context.Context, key string) error
+	Hold func(ctx context.Context, key string) error
 }
 
-func newProvider() *provider {
-	return &provider{calls: map[string]int{}, applied: map[string]int{}}
+func NewProvider() *Provider {
+	return &Provider{calls: map[string]int{}, applied: map[string]int{}}
 }
 
-func (p *provider) charge(ctx context.Context, key string, u order) ([]byte, error) {
+func (p *Provider) Charge(ctx context.Context, key string, u Order) ([]byte, error) {
 	p.mu.Lock()
 	p.calls[key]++
-	hold := p.hold
+	hold := p.Hold
 	p.mu.Unlock()
 	if hold != nil {
 		if err := hold(ctx, key); err != nil {
@@ -81,40 +85,40 @@ func (p *provider) charge(ctx context.Context, key string, u order) ([]byte, err
 	return []byte(fmt.Sprintf(`{"charged":%d}`, u.Amount)), nil
 }
 
-func (p *provider) counts(key string) (calls, applied int) {
+func (p *Provider) Counts(key string) (calls, applied int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.calls[key], p.applied[key]
 }
 
 // appliedOnce fails t unless each key was applied exactly once.
-func (p *provider) appliedOnce(t *testing.T, keys ...string) {
+func (p *Provider) AppliedOnce(t *testing.T, keys ...string) {
 	t.Helper()
 	for _, k := range keys {
-		if _, applied := p.counts(k); applied != 1 {
+		if _, applied := p.Counts(k); applied != 1 {
 			t.Errorf("provider applied %s %d times, want once", k, applied)
 		}
 	}
 }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var Quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// testLog is quiet unless IDEMGEN_TEST_VERBOSE is set.
-func testLog() *slog.Logger {
+// Logger is quiet unless IDEMGEN_TEST_VERBOSE is set.
+func Logger() *slog.Logger {
 	if os.Getenv("IDEMGEN_TEST_VERBOSE") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return quiet
+	return Quiet
 }
 
 // stores runs f on SQLite and, when IDEMGEN_TEST_POSTGRES is set, on
 // PostgreSQL, each on the example's generated store (billing), migrated.
-func stores(t *testing.T, f func(t *testing.T, st idemrt.Store)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, openSQLite(t)) })
-	t.Run("postgres", func(t *testing.T) { f(t, openPostgres(t)) })
+func Stores(t *testing.T, f func(t *testing.T, st idemrt.Store)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, OpenSQLite(t)) })
+	t.Run("postgres", func(t *testing.T) { f(t, OpenPostgres(t)) })
 }
 
-func openSQLite(t *testing.T) idemrt.Store {
+func OpenSQLite(t *testing.T) idemrt.Store {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
@@ -129,7 +133,7 @@ func openSQLite(t *testing.T) idemrt.Store {
 	return st.Runtime()
 }
 
-func openPostgres(t *testing.T) idemrt.Store {
+func OpenPostgres(t *testing.T) idemrt.Store {
 	t.Helper()
 	pg := idemtest.OpenPostgres(t)
 	pool, err := pgxpool.NewWithConfig(context.Background(), pg.Config(pg.NewSchema(t)))
@@ -144,40 +148,40 @@ func openPostgres(t *testing.T) idemrt.Store {
 	return st.Runtime()
 }
 
-const jobName = "orders"
+const JobName = "orders"
 
-var errBroken = errors.New("violates check constraint orders_amount")
+var ErrBroken = errors.New("violates check constraint orders_amount")
 
 // newEngine is the orders job over st: handed-in units keyed by id,
 // parked after 3 failed writes, and one charge effect on p with lease.
-func newEngine(t *testing.T, st idemrt.Store, p *provider, lease time.Duration, opts ...idem.Option) *idemrt.Engine[order] {
+func NewEngine(t *testing.T, st idemrt.Store, p *Provider, lease time.Duration, opts ...idem.Option) *idemrt.Engine[Order] {
 	t.Helper()
-	def := &idemrt.Job[order]{
-		Name:  jobName,
-		KeyOf: orderKey,
-		CheckKey: func(u order) error {
+	def := &idemrt.Job[Order]{
+		Name:  JobName,
+		KeyOf: OrderKey,
+		CheckKey: func(u Order) error {
 			if u.ID == "" {
 				return fmt.Errorf("field id is empty: %w", idem.ErrEmptyKey)
 			}
 			return nil
 		},
-		Canonical:   func(u order) order { return u },
+		Canonical:   func(u Order) Order { return u },
 		CheckSeen:   true,
 		MaxAttempts: 3,
-		Write: func(ctx context.Context, q idemrt.Querier, u order, key string, v int32) (idem.Outcome, error) {
+		Write: func(ctx context.Context, q idemrt.Querier, u Order, key string, v int32) (idem.Outcome, error) {
 			if u.Broken {
-				return "", errBroken
+				return "", ErrBroken
 			}
 			return idem.OutcomeInserted, nil
 		},
-		Effects: []idemrt.Effect[order]{{
-			Name: "charge", Version: 1, When: idemrt.WhenInserted, KeyOf: chargeKey,
+		Effects: []idemrt.Effect[Order]{{
+			Name: "charge", Version: 1, When: idemrt.WhenInserted, KeyOf: ChargeKey,
 			Lease: lease, KeepResult: true, MaxAttempts: 5,
 			Retry: idemrt.Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond},
-			Call:  p.charge,
+			Call:  p.Charge,
 		}},
 	}
-	e, err := idemrt.NewEngine(def, st, append([]idem.Option{idem.WithLogger(testLog())}, opts...))
+	e, err := idemrt.NewEngine(def, st, append([]idem.Option{idem.WithLogger(Logger())}, opts...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,9 +189,9 @@ func newEngine(t *testing.T, st idemrt.Store, p *provider, lease time.Duration, 
 }
 
 // parked reads the job's parked-table rows by key.
-func parked(t *testing.T, st idemrt.Store) map[string]idem.ParkedUnit {
+func Parked(t *testing.T, st idemrt.Store) map[string]idem.ParkedUnit {
 	t.Helper()
-	rows, err := st.Auto().ParkedPage(context.Background(), jobName, "", 1000)
+	rows, err := st.Auto().ParkedPage(context.Background(), JobName, "", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +203,7 @@ func parked(t *testing.T, st idemrt.Store) map[string]idem.ParkedUnit {
 }
 
 // backlog drains once and returns what the job still owes.
-func backlog(t *testing.T, e *idemrt.Engine[order]) idemrt.Backlog {
+func Backlog(t *testing.T, e *idemrt.Engine[Order]) idemrt.Backlog {
 	t.Helper()
 	rep, err := e.Drain(context.Background())
 	var fe *idem.FailuresError
@@ -214,14 +218,14 @@ func backlog(t *testing.T, e *idemrt.Engine[order]) idemrt.Backlog {
 
 // consuming runs Consume in the background until the returned stop is
 // called; stop returns Consume's error.
-func consuming(t *testing.T, e *idemrt.Engine[order], src idembroker.Source, opts ...idembroker.Option) (stop func() error) {
+func Consuming(t *testing.T, e *idemrt.Engine[Order], src idembroker.Source, opts ...idembroker.Option) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	cfg := idembroker.Config{Job: jobName, Broker: "sim", From: "orders", Group: "test", Batch: 8}
+	cfg := idembroker.Config{Job: JobName, Broker: "test", From: "orders", Group: "test", Batch: 8}
 	opts = append([]idembroker.Option{idembroker.WithRetryBackoff(time.Millisecond, 5*time.Millisecond),
 		idembroker.WithDrainEvery(100 * time.Millisecond)}, opts...)
-	go func() { done <- idembroker.Consume(ctx, e, src, decodeOrder, cfg, opts...) }()
+	go func() { done <- idembroker.Consume(ctx, e, src, DecodeOrder, cfg, opts...) }()
 	var once sync.Once
 	var err error
 	stop = func() error {
@@ -240,7 +244,7 @@ func consuming(t *testing.T, e *idemrt.Engine[order], src idembroker.Source, opt
 }
 
 // within waits up to d for cond.
-func within(t *testing.T, d time.Duration, what string, cond func() bool) {
+func Within(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
