@@ -231,6 +231,7 @@ func (c *consumer[U]) batch(ctx context.Context, ds []Delivery) bool {
 	// bounded by stopGrace after that.
 	work, cancel := graceful(ctx, c.o.stopGrace)
 	defer cancel()
+	defer c.commit(work) // whatever happened, every message of the batch was settled
 	msgs := make([]inWork, len(ds))
 	var units []U
 	def := c.e.Job()
@@ -272,14 +273,20 @@ func (c *consumer[U]) batch(ctx context.Context, ds []Delivery) bool {
 			c.settle(work, m, rep.Units[m.unit])
 		}
 	}
-	if cm, ok := c.src.(Committer); ok {
-		cctx, cancel := context.WithTimeout(work, settleTimeout)
-		defer cancel()
-		if err := cm.Commit(cctx); err != nil {
-			c.log.Warn("idemgen: committing the batch's acknowledgements failed; its messages may be redelivered (and deduped)", slog.Any("err", err))
-		}
-	}
 	return true
+}
+
+// commit commits a batch's settles with a source that settles in batches.
+func (c *consumer[U]) commit(ctx context.Context) {
+	cm, ok := c.src.(Committer)
+	if !ok {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	if err := cm.Commit(cctx); err != nil {
+		c.log.Warn("idemgen: committing the batch's acknowledgements failed; its messages may be redelivered (and deduped)", slog.Any("err", err))
+	}
 }
 
 // graceful is a context that does not end with ctx, but stopGrace after it.
