@@ -154,6 +154,13 @@ func TestPoisonParkedOnce(t *testing.T) {
 		if _, err := e.Drain(ctx); err != nil { // nothing left to retry: no loop
 			t.Fatal(err)
 		}
+		// What the docs tell a person to do: forget the row (ledger reset).
+		if _, err := idemrt.Forget(ctx, st, brokertest.JobName, "message:"+notJSON, now, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := brokertest.Parked(t, st)["message:"+notJSON]; ok {
+			t.Errorf("forgotten parked message still there")
+		}
 		if calls, _ := p.Counts("charge:"); calls != 0 {
 			t.Errorf("a message was written as a unit of zero values: %d calls", calls)
 		}
