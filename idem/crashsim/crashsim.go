@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idembroker"
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
@@ -92,6 +93,9 @@ type Verbs[U any] struct {
 	Backfill func(ctx context.Context, w idem.Window) (idem.Report, error)
 	Purge    func(ctx context.Context) (int64, error)
 	Stale    func(ctx context.Context, limit int) ([]string, error)
+	// ConsumeFrom: a job with consume: runs as a consumer of a broker's
+	// source (nil for the others).
+	ConsumeFrom func(ctx context.Context, src idembroker.Source, opts ...idembroker.Option) error
 }
 
 // Effect is one effect as the spec declares it.
