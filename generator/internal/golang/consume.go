@@ -23,7 +23,7 @@ const (
 func decodeName(j *model.Job) string { return "decode" + j.GoName }
 
 // consumer emits what a job with consume: gets: its messages' decoder,
-// ConsumeFrom on any idembroker.Source, and Consume on its broker's client.
+// the job's `ConsumeFrom` on any idembroker.Source, and `Consume` on its broker's client.
 func consumer(f *jen.File, j *model.Job) {
 	if j.Consume == nil {
 		return
