@@ -46,6 +46,17 @@ func crashTest(f *jen.File, p *model.Package, j *model.Job) {
 	if j.Unit.MaxAttempts > 0 {
 		def[jen.Id("UnitMaxAttempts")] = jen.Lit(j.Unit.MaxAttempts)
 	}
+	if c := j.Consume; c != nil {
+		// Broker: "nats", Headers: map[string]string{"event_id": "Nats-Msg-Id"}
+		def[jen.Id("Broker")] = jen.Lit(string(c.Broker))
+		if len(c.Headers) > 0 {
+			def[jen.Id("Headers")] = jen.Map(jen.String()).String().Values(jen.DictFunc(func(d jen.Dict) {
+				for _, h := range c.Headers {
+					d[jen.Lit(h.Field.Name)] = jen.Lit(h.Header)
+				}
+			}))
+		}
+	}
 	if j.Dest != nil && j.Dest.NewerWins != nil {
 		def[jen.Id("NewerWins")] = jen.Lit(j.Dest.NewerWins.Name)
 	}

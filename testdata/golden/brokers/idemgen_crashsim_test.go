@@ -24,6 +24,7 @@ import (
 // scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimSettlePayment(t *testing.T) {
 	job := &crashsim.Job[Payment]{
+		Broker: "nats",
 		Effects: []crashsim.Effect{{
 			KeepResult:  false,
 			Key:         "capture:v{version}:{payment_id}",
@@ -65,7 +66,14 @@ func TestCrashSimSettlePayment(t *testing.T) {
 			Nullable: true,
 			Type:     "float64",
 		}},
-		HasDest:    false,
+		HasDest: false,
+		Headers: map[string]string{
+			"attempt":    "X-Attempt",
+			"event_id":   "Nats-Msg-Id",
+			"fee":        "X-Fee",
+			"settled_at": "X-Settled-At",
+			"trace_id":   "X-Trace-Id",
+		},
 		InsertOnce: false,
 		Key:        "payment:{payment_id}",
 		Lease:      5 * time.Minute,
@@ -141,6 +149,7 @@ func TestCrashSimSettlePayment(t *testing.T) {
 // scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimRefundOrder(t *testing.T) {
 	job := &crashsim.Job[Refund]{
+		Broker: "rabbitmq",
 		Effects: []crashsim.Effect{{
 			KeepResult:  false,
 			Key:         "refund-send:{refund_id}",
@@ -225,6 +234,7 @@ func TestCrashSimRefundOrder(t *testing.T) {
 // scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimOrderEvents(t *testing.T) {
 	job := &crashsim.Job[OrderEvent]{
+		Broker: "kafka",
 		Effects: []crashsim.Effect{{
 			KeepResult:  true,
 			Key:         "announce:{order_id}:{status}",
@@ -248,6 +258,7 @@ func TestCrashSimOrderEvents(t *testing.T) {
 			Type: "time",
 		}},
 		HasDest:    false,
+		Headers:    map[string]string{"status": "order-status"},
 		InsertOnce: false,
 		Key:        "order:{order_id}:{status}",
 		Lease:      5 * time.Minute,
