@@ -51,6 +51,10 @@ import (
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
+// famConsumer, as IDEMGEN_CRASHSIM_SCENARIO, plays every consumer family
+// and nothing else.
+const famConsumer = "consumer"
+
 const (
 	famConsume         = "consume"
 	famConsumeCrash    = "consume-crash"
@@ -279,7 +283,7 @@ func runConsumer[U any](t *testing.T, env Env, job *Job[U]) {
 	failed := 0
 	scenarios := consumeScenarios(discovery.hits, good, testing.Short())
 	for _, sc := range scenarios {
-		if only != "" && only != sc.String() && only != "family:"+sc.family {
+		if only != "" && only != famConsumer && only != sc.String() && only != "family:"+sc.family {
 			continue
 		}
 		r := newConsumeRun(t, job, env.fresh(t), sc)
