@@ -108,7 +108,7 @@ func NewSource(ctx context.Context, conn *amqp.Connection, cfg SourceConfig) (*S
 		maxRetry: cfg.MaxRetryWait, holding: map[*time.Timer]bool{}}, nil
 }
 
-var errChannelClosed = errors.New("idemamqp: the channel was closed")
+var errChannelClosed = fmt.Errorf("idemamqp: the channel was closed: %w", idembroker.ErrSourceClosed)
 
 // Fetch waits up to FetchWait for a first delivery, then takes those
 // already received, up to max.

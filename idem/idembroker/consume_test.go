@@ -429,3 +429,27 @@ func TestBatchFailedAsAWhole(t *testing.T) {
 	}
 	p.AppliedOnce(t, keys...)
 }
+
+// A subscription gone for good (a closed connection) ends Consume with an
+// error wrapping ErrSourceClosed, so the service can connect again.
+func TestSourceClosedEndsConsume(t *testing.T) {
+	st := brokertest.OpenSQLite(t)
+	e := brokertest.NewEngine(t, st, brokertest.NewProvider(), time.Minute)
+	b := brokersim.New(8)
+	src := b.Source()
+	done := make(chan error, 1)
+	go func() {
+		done <- idembroker.Consume(context.Background(), e, src, brokertest.DecodeOrder, idembroker.Config{Job: brokertest.JobName},
+			idembroker.WithLogger(brokertest.Logger()))
+	}()
+	time.Sleep(50 * time.Millisecond)
+	src.Kill()
+	select {
+	case err := <-done:
+		if !errors.Is(err, idembroker.ErrSourceClosed) {
+			t.Errorf("Consume returned %v, want ErrSourceClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Consume went on after its subscription closed")
+	}
+}

@@ -113,7 +113,7 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]idembroker.Delivery, err
 	defer cancel()
 	fs := s.cl.PollRecords(pctx, max)
 	if fs.IsClientClosed() {
-		return nil, errors.New("idemkafka: the client is closed")
+		return nil, fmt.Errorf("idemkafka: the client is closed: %w", idembroker.ErrSourceClosed)
 	}
 	for _, fe := range fs.Errors() {
 		if errors.Is(fe.Err, context.DeadlineExceeded) || errors.Is(fe.Err, context.Canceled) {
