@@ -136,7 +136,7 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]idembroker.Delivery, err
 		s.batch[r.Partition] = append(s.batch[r.Partition], d)
 		out = append(out, d)
 	})
-	return out, ctx.Err()
+	return out, nil // even when ctx ended meanwhile: Consume finishes what it fetched
 }
 
 // Commit commits, per partition, the offsets past the batch's records
