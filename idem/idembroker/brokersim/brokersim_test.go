@@ -106,16 +106,16 @@ func TestAtLeastOnce(t *testing.T) {
 // An unsettled delivery comes back after AckWait, unless kept alive.
 func TestAckWait(t *testing.T) {
 	b := New(2)
-	b.AckWait = 50 * time.Millisecond
+	b.AckWait = 250 * time.Millisecond
 	b.FetchWait = 200 * time.Millisecond
 	kept := b.Publish([]byte("kept"), nil)
 	b.Publish([]byte("dropped"), nil)
 	src := b.Source()
 	ds := fetch(t, src, 2)
-	deadline := time.Now().Add(150 * time.Millisecond)
+	deadline := time.Now().Add(600 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		ds[0].InProgress(context.Background())
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	again := fetch(t, b.Source(), 2)
 	if got := ids(again); !slices.Equal(got, []string{"sim/2"}) {
