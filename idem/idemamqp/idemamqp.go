@@ -108,7 +108,7 @@ func NewSource(ctx context.Context, conn *amqp.Connection, cfg SourceConfig) (*S
 		maxRetry: cfg.MaxRetryWait, holding: map[*time.Timer]bool{}}, nil
 }
 
-var errChannelClosed = errors.New("idemamqp: the channel was closed")
+var errChannelClosed = fmt.Errorf("idemamqp: the channel was closed: %w", idembroker.ErrSourceClosed)
 
 // Fetch waits up to FetchWait for a first delivery, then takes those
 // already received, up to max.
@@ -160,7 +160,14 @@ func (s *Source) Close() error {
 func (s *Source) delivery(m amqp.Delivery) *delivery {
 	headers := map[string]string{}
 	for k, v := range m.Headers {
-		headers[k] = fmt.Sprint(v)
+		switch v := v.(type) {
+		case string:
+			headers[k] = v
+		case []byte:
+			headers[k] = string(v)
+		default:
+			headers[k] = fmt.Sprint(v)
+		}
 	}
 	id := m.MessageId
 	if id != "" {

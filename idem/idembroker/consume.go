@@ -146,7 +146,9 @@ func RetryDelay(deliveries int, initial, max time.Duration) time.Duration {
 
 // Consume runs e as a consumer of src until ctx ends, decoding each message
 // with decode. It returns nil when ctx ended and everything fetched was
-// settled, or the error that stopped it.
+// settled, or the error that stopped it: one wrapping ErrSourceClosed when
+// the subscription is gone for good (connect again, and consume again).
+// Other fetch errors, and a database that is down, are waited out.
 func Consume[U any](ctx context.Context, e *idemrt.Engine[U], src Source, decode func(Message) (U, error), cfg Config, opts ...Option) error {
 	if e == nil || src == nil || decode == nil {
 		return errors.New("idembroker: Consume needs an engine, a source and a decoder")
@@ -172,6 +174,10 @@ func Consume[U any](ctx context.Context, e *idemrt.Engine[U], src Source, decode
 		if err != nil {
 			if ctx.Err() != nil {
 				break
+			}
+			if errors.Is(err, ErrSourceClosed) {
+				c.log.Error("idemgen: consumer stopped: its subscription is gone", slog.Any("err", err))
+				return fmt.Errorf("job %q: consume: %w", e.Job().Name, err)
 			}
 			pause = nextPause(pause)
 			c.log.Warn("idemgen: fetch failed; trying again", slog.Duration("pause", pause), slog.Any("err", err))
@@ -238,7 +244,7 @@ func (c *consumer[U]) batch(ctx context.Context, ds []Delivery) bool {
 	for i, d := range ds {
 		m := d.Message()
 		msgs[i] = inWork{d: d, msg: m, unit: -1}
-		u, err := c.decode(m)
+		u, err := c.decodeSafely(m)
 		if err == nil && def.CheckKey != nil {
 			err = def.CheckKey(u)
 		}
@@ -287,6 +293,18 @@ func (c *consumer[U]) commit(ctx context.Context) {
 	if err := cm.Commit(cctx); err != nil {
 		c.log.Warn("idemgen: committing the batch's acknowledgements failed; its messages may be redelivered (and deduped)", slog.Any("err", err))
 	}
+}
+
+// decodeSafely decodes m; a decoder that panics on a body makes the
+// message poison, parked with the panic, rather than crash the consumer on
+// every redelivery.
+func (c *consumer[U]) decodeSafely(m Message) (u U, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the decoder panicked: %v", p)
+		}
+	}()
+	return c.decode(m)
 }
 
 // graceful is a context that does not end with ctx, but stopGrace after it.

@@ -113,7 +113,7 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]idembroker.Delivery, err
 	defer cancel()
 	fs := s.cl.PollRecords(pctx, max)
 	if fs.IsClientClosed() {
-		return nil, errors.New("idemkafka: the client is closed")
+		return nil, fmt.Errorf("idemkafka: the client is closed: %w", idembroker.ErrSourceClosed)
 	}
 	for _, fe := range fs.Errors() {
 		if errors.Is(fe.Err, context.DeadlineExceeded) || errors.Is(fe.Err, context.Canceled) {
@@ -136,7 +136,7 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]idembroker.Delivery, err
 		s.batch[r.Partition] = append(s.batch[r.Partition], d)
 		out = append(out, d)
 	})
-	return out, ctx.Err()
+	return out, nil // even when ctx ended meanwhile: Consume finishes what it fetched
 }
 
 // Commit commits, per partition, the offsets past the batch's records

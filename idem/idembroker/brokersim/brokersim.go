@@ -15,7 +15,6 @@ package brokersim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -53,7 +52,9 @@ const (
 	StateDead     = "dead"
 )
 
-// Stats is what happened to one message.
+// Stats is what happened to one message. Acks, Retries and Deads count
+// every such call that reached the broker, including one refused because
+// the message was settled already (a consumer that settles twice shows).
 type Stats struct {
 	ID                                         string
 	State                                      string
@@ -203,7 +204,7 @@ type Source struct {
 	killed bool // Kill: its deliveries can no longer be settled
 }
 
-var errClosed = errors.New("brokersim: source closed")
+var errClosed = fmt.Errorf("brokersim: %w", idembroker.ErrSourceClosed)
 
 // Fetch returns up to max ready messages, waiting up to FetchWait for one.
 func (s *Source) Fetch(ctx context.Context, limit int) ([]idembroker.Delivery, error) {
