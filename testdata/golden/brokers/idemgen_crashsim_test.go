@@ -69,6 +69,7 @@ func TestCrashSimSettlePayment(t *testing.T) {
 		HasDest: false,
 		Headers: map[string]string{
 			"attempt":    "X-Attempt",
+			"captured":   "X-Captured",
 			"event_id":   "Nats-Msg-Id",
 			"fee":        "X-Fee",
 			"settled_at": "X-Settled-At",
