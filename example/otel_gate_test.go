@@ -72,7 +72,7 @@ func TestOpenTelemetryGate(t *testing.T) {
 func attrOf(attrs []attribute.KeyValue, key string) string {
 	for _, a := range attrs {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""

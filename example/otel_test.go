@@ -293,7 +293,7 @@ func renderAttrs(attrs []attribute.KeyValue) string {
 		if !ok || strings.HasPrefix(k, "report.") && a.Value.AsInt64() == 0 {
 			continue
 		}
-		parts = append(parts, k+"="+a.Value.Emit())
+		parts = append(parts, k+"="+a.Value.String())
 	}
 	slices.Sort(parts)
 	return "{" + strings.Join(parts, ",") + "}"

@@ -155,7 +155,7 @@ func (b *browser) get(path string) (int, string) {
 
 func (b *browser) post(form url.Values, header http.Header) (int, string) {
 	b.t.Helper()
-	req, _ := http.NewRequest("POST", b.base+"act", strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, b.base+"act", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	for k, v := range header {
 		req.Header[k] = v
