@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -140,15 +139,6 @@ func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// mount serves h under /ops/ as a service would.
-func mount(t *testing.T, h http.Handler) *httptest.Server {
-	mux := http.NewServeMux()
-	mux.Handle("/ops/", http.StripPrefix("/ops", h))
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv
 }
 
 // onCall authorizes every action as alice, except forgets, which it

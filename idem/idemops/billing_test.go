@@ -164,14 +164,6 @@ func (m *mailer) callsOf(key string) int {
 	return m.calls[key]
 }
 
-// receipts stands in for a receipt service; its result is a receipt id.
-type receipts struct{}
-
-// SendReceipt implements billing.SendReceipt.
-func (receipts) SendReceipt(_ context.Context, _ string, p billing.Payment) ([]byte, error) {
-	return []byte("rcpt-" + p.EventID), nil
-}
-
 // fixture is one scenario's outside world: the clock, the invoices and
 // the mailer.
 type fixture struct {
@@ -202,15 +194,6 @@ func (f *fixture) job(t *testing.T, st *billing.Store) *billing.InvoiceSync {
 		t.Fatal(err)
 	}
 	return j
-}
-
-func (f *fixture) hook(t *testing.T, st *billing.Store) *billing.PaymentWebhook {
-	t.Helper()
-	hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: receipts{}}, f.options()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hook
 }
 
 // run runs j once; a run that stopped fails the test (a failed effect is
