@@ -60,10 +60,12 @@ func TestCrashSimInvoiceSync(t *testing.T) {
 		},
 		Name: "invoice_sync",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Invoice], error) {
-			j, err := NewInvoiceSync(&Store{st: st}, src.(*crashsim.WindowSource[Invoice]), InvoiceSyncEffects{NotifyNewInvoice: NotifyNewInvoiceFunc(func(ctx context.Context, key string, unit Invoice) error {
-				_, err := fx.Call(ctx, "notify_new_invoice", key)
-				return err
-			})}, opts...)
+			j, err := NewInvoiceSync(&Store{st: st}, src.(*crashsim.WindowSource[Invoice]), InvoiceSyncEffects{
+				NotifyNewInvoice: NotifyNewInvoiceFunc(func(ctx context.Context, key string, unit Invoice) error {
+					_, err := fx.Call(ctx, "notify_new_invoice", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Invoice]{}, err
 			}
@@ -165,9 +167,11 @@ func TestCrashSimPaymentWebhook(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "payment_webhook",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Payment], error) {
-			j, err := NewPaymentWebhook(&Store{st: st}, PaymentWebhookEffects{SendReceipt: SendReceiptFunc(func(ctx context.Context, key string, unit Payment) ([]byte, error) {
-				return fx.Call(ctx, "send_receipt", key)
-			})}, opts...)
+			j, err := NewPaymentWebhook(&Store{st: st}, PaymentWebhookEffects{
+				SendReceipt: SendReceiptFunc(func(ctx context.Context, key string, unit Payment) ([]byte, error) {
+					return fx.Call(ctx, "send_receipt", key)
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Payment]{}, err
 			}

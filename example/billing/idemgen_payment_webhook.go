@@ -72,7 +72,8 @@ type PaymentWebhookEffects struct {
 	SendReceipt SendReceipt
 }
 
-// PaymentWebhook runs the payment_webhook job (version 1). Record payments handed in by the payment provider's webhook and send one receipt each.
+// PaymentWebhook runs the payment_webhook job (version 1). Record payments handed in by the payment
+// provider's webhook and send one receipt each.
 type PaymentWebhook struct {
 	e *idemrt.Engine[Payment]
 }
@@ -247,4 +248,15 @@ func (PaymentWebhookDrainArgs) InsertOpts() river.InsertOpts {
 }
 
 // paymentWebhookCrashPoints are the durable boundaries of the payment_webhook job, where the crash tests stop it.
-var paymentWebhookCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var paymentWebhookCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

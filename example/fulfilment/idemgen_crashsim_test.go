@@ -54,10 +54,12 @@ func TestCrashSimShipmentEvents(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "shipment_events",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[ShipmentEvent], error) {
-			j, err := NewShipmentEvents(&Store{st: st}, ShipmentEventsEffects{NotifyCustomer: NotifyCustomerFunc(func(ctx context.Context, key string, unit ShipmentEvent) error {
-				_, err := fx.Call(ctx, "notify_customer", key)
-				return err
-			})}, opts...)
+			j, err := NewShipmentEvents(&Store{st: st}, ShipmentEventsEffects{
+				NotifyCustomer: NotifyCustomerFunc(func(ctx context.Context, key string, unit ShipmentEvent) error {
+					_, err := fx.Call(ctx, "notify_customer", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[ShipmentEvent]{}, err
 			}

@@ -67,7 +67,9 @@ type CallJobEffects struct {
 	CallProvider CallProvider
 }
 
-// CallJob runs the call_job job (version 1). Call a rate-limited provider once per handed-in unit (the -providers measurement): reserved with ProcessTx, performed by Drain; on River, one River job per unit (the river measurement).
+// CallJob runs the call_job job (version 1). Call a rate-limited provider once per handed-in unit (the
+// -providers measurement): reserved with ProcessTx, performed by Drain; on River, one River job per
+// unit (the river measurement).
 type CallJob struct {
 	e *idemrt.Engine[Call]
 }
@@ -225,4 +227,15 @@ func (CallJobDrainArgs) InsertOpts() river.InsertOpts {
 }
 
 // callJobCrashPoints are the durable boundaries of the call_job job, where the crash tests stop it.
-var callJobCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var callJobCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

@@ -141,10 +141,12 @@ func TestCrashSimFxJob(t *testing.T) {
 		},
 		Name: "fx_job",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[FxRow], error) {
-			j, err := NewFxJob(&Store{st: st}, src.(*crashsim.WindowSource[FxRow]), FxJobEffects{Announce: AnnounceFunc(func(ctx context.Context, key string, unit FxRow) error {
-				_, err := fx.Call(ctx, "announce", key)
-				return err
-			})}, opts...)
+			j, err := NewFxJob(&Store{st: st}, src.(*crashsim.WindowSource[FxRow]), FxJobEffects{
+				Announce: AnnounceFunc(func(ctx context.Context, key string, unit FxRow) error {
+					_, err := fx.Call(ctx, "announce", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[FxRow]{}, err
 			}
@@ -238,10 +240,12 @@ func TestCrashSimCallJob(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "call_job",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Call], error) {
-			j, err := NewCallJob(&Store{st: st}, CallJobEffects{CallProvider: CallProviderFunc(func(ctx context.Context, key string, unit Call) error {
-				_, err := fx.Call(ctx, "call_provider", key)
-				return err
-			})}, opts...)
+			j, err := NewCallJob(&Store{st: st}, CallJobEffects{
+				CallProvider: CallProviderFunc(func(ctx context.Context, key string, unit Call) error {
+					_, err := fx.Call(ctx, "call_provider", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Call]{}, err
 			}

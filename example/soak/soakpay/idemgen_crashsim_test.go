@@ -47,10 +47,12 @@ func TestCrashSimPaymentJob(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "payment",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Payment], error) {
-			j, err := NewPaymentJob(&Store{st: st}, PaymentJobEffects{Receipt: ReceiptFunc(func(ctx context.Context, key string, unit Payment) error {
-				_, err := fx.Call(ctx, "receipt", key)
-				return err
-			})}, opts...)
+			j, err := NewPaymentJob(&Store{st: st}, PaymentJobEffects{
+				Receipt: ReceiptFunc(func(ctx context.Context, key string, unit Payment) error {
+					_, err := fx.Call(ctx, "receipt", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Payment]{}, err
 			}

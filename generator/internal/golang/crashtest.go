@@ -117,16 +117,16 @@ func simNewJob(j *model.Job) *jen.Statement {
 		args = append(args, jen.Id("src").Assert(jen.Op("*").Add(sim("CursorSource")).Types(jen.Id(unit))))
 	}
 	if len(j.Effects) > 0 {
-		args = append(args, jen.Id(effectsName(j)).Values(jen.DictFunc(func(d jen.Dict) {
-			for _, e := range j.Effects {
-				call := jen.Id("fx").Dot("Call").Call(jen.Id("ctx"), jen.Lit(e.Name), jen.Id("key"))
-				body := jen.List(jen.Id("_"), jen.Id("err")).Op(":=").Add(call).Line().Return(jen.Id("err"))
-				if e.KeepResult {
-					body = jen.Return(call)
-				}
-				d[jen.Id(e.GoName)] = jen.Id(e.GoName + "Func").Call(jen.Func().Params(effectParams(j)...).Add(effectResults(e)).Block(body))
+		var fields []jen.Code
+		for _, e := range j.Effects {
+			call := jen.Id("fx").Dot("Call").Call(jen.Id("ctx"), jen.Lit(e.Name), jen.Id("key"))
+			body := jen.List(jen.Id("_"), jen.Id("err")).Op(":=").Add(call).Line().Return(jen.Id("err"))
+			if e.KeepResult {
+				body = jen.Return(call)
 			}
-		})))
+			fields = append(fields, jen.Id(e.GoName).Op(":").Id(e.GoName+"Func").Call(jen.Func().Params(effectParams(j)...).Add(effectResults(e)).Block(body)))
+		}
+		args = append(args, jen.Id(effectsName(j)).Add(multiValues(fields...)))
 	}
 	args = append(args, jen.Id("opts").Op("..."))
 	v := jen.Dict{jen.Id("Process"): jen.Id("j").Dot("Process"), jen.Id("Drain"): jen.Id("j").Dot("Drain"), jen.Id("Purge"): jen.Id("j").Dot("Purge")}

@@ -396,9 +396,9 @@ func crashPoints(f *jen.File, j *model.Job) {
 		points = append(points, "PointProgressBefore", "PointProgressAfter")
 	}
 	f.Commentf("%sCrashPoints are the durable boundaries of the %s job, where the crash tests stop it.", j.Lower(), j.Name)
-	f.Var().Id(j.Lower() + "CrashPoints").Op("=").Index().Add(rt("CrashPoint")).ValuesFunc(func(g *jen.Group) {
-		for _, p := range points {
-			g.Add(rt(p))
-		}
-	})
+	var items []jen.Code
+	for _, p := range points {
+		items = append(items, rt(p))
+	}
+	f.Var().Id(j.Lower() + "CrashPoints").Op("=").Index().Add(rt("CrashPoint")).Add(multiValues(items...))
 }

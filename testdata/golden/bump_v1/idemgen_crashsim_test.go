@@ -64,12 +64,12 @@ func TestCrashSimOrderSync(t *testing.T) {
 		Name: "order_sync",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Order], error) {
 			j, err := NewOrderSync(&Store{st: st}, src.(*crashsim.WindowSource[Order]), OrderSyncEffects{
-				Audit: AuditFunc(func(ctx context.Context, key string, unit Order) error {
-					_, err := fx.Call(ctx, "audit", key)
-					return err
-				}),
 				Notify: NotifyFunc(func(ctx context.Context, key string, unit Order) error {
 					_, err := fx.Call(ctx, "notify", key)
+					return err
+				}),
+				Audit: AuditFunc(func(ctx context.Context, key string, unit Order) error {
+					_, err := fx.Call(ctx, "audit", key)
 					return err
 				}),
 			}, opts...)

@@ -48,9 +48,11 @@ func TestCrashSimEventImport(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "event_import",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Event], error) {
-			j, err := NewEventImport(&Store{st: st}, src.(*crashsim.CursorSource[Event]), EventImportEffects{RegisterEvent: RegisterEventFunc(func(ctx context.Context, key string, unit Event) ([]byte, error) {
-				return fx.Call(ctx, "register_event", key)
-			})}, opts...)
+			j, err := NewEventImport(&Store{st: st}, src.(*crashsim.CursorSource[Event]), EventImportEffects{
+				RegisterEvent: RegisterEventFunc(func(ctx context.Context, key string, unit Event) ([]byte, error) {
+					return fx.Call(ctx, "register_event", key)
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Event]{}, err
 			}

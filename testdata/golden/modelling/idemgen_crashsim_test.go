@@ -114,10 +114,12 @@ func TestCrashSimUserWelcome(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "user_welcome",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[NewUser], error) {
-			j, err := NewUserWelcome(&Store{st: st}, UserWelcomeEffects{Welcome: WelcomeFunc(func(ctx context.Context, key string, unit NewUser) error {
-				_, err := fx.Call(ctx, "welcome", key)
-				return err
-			})}, opts...)
+			j, err := NewUserWelcome(&Store{st: st}, UserWelcomeEffects{
+				Welcome: WelcomeFunc(func(ctx context.Context, key string, unit NewUser) error {
+					_, err := fx.Call(ctx, "welcome", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[NewUser]{}, err
 			}

@@ -50,10 +50,12 @@ func TestCrashSimMessageAckJob(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "message_ack",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[MessageAck], error) {
-			j, err := NewMessageAckJob(&Store{st: st}, MessageAckJobEffects{MessageAckEffect: MessageAckEffectFunc(func(ctx context.Context, key string, unit MessageAck) error {
-				_, err := fx.Call(ctx, "message_ack", key)
-				return err
-			})}, opts...)
+			j, err := NewMessageAckJob(&Store{st: st}, MessageAckJobEffects{
+				MessageAckEffect: MessageAckEffectFunc(func(ctx context.Context, key string, unit MessageAck) error {
+					_, err := fx.Call(ctx, "message_ack", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[MessageAck]{}, err
 			}

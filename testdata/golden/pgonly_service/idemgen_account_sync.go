@@ -74,7 +74,8 @@ type AccountSyncEffects struct {
 	Welcome Welcome
 }
 
-// AccountSync runs the account_sync job (version 1). Copy accounts into the service's own table and welcome new ones.
+// AccountSync runs the account_sync job (version 1). Copy accounts into the service's own table and
+// welcome new ones.
 type AccountSync struct {
 	e   *idemrt.Engine[Account]
 	src AccountSyncSource
@@ -186,4 +187,18 @@ func (j *AccountSync) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // accountSyncCrashPoints are the durable boundaries of the account_sync job, where the crash tests stop it.
-var accountSyncCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var accountSyncCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

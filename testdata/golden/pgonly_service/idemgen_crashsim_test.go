@@ -67,9 +67,11 @@ func TestCrashSimAccountSync(t *testing.T) {
 		},
 		Name: "account_sync",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Account], error) {
-			j, err := NewAccountSync(&Store{st: st}, src.(*crashsim.WindowSource[Account]), AccountSyncEffects{Welcome: WelcomeFunc(func(ctx context.Context, key string, unit Account) ([]byte, error) {
-				return fx.Call(ctx, "welcome", key)
-			})}, opts...)
+			j, err := NewAccountSync(&Store{st: st}, src.(*crashsim.WindowSource[Account]), AccountSyncEffects{
+				Welcome: WelcomeFunc(func(ctx context.Context, key string, unit Account) ([]byte, error) {
+					return fx.Call(ctx, "welcome", key)
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Account]{}, err
 			}
@@ -177,10 +179,12 @@ func TestCrashSimUsageReport(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "usage_report",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Usage], error) {
-			j, err := NewUsageReport(&Store{st: st}, UsageReportEffects{Bill: BillFunc(func(ctx context.Context, key string, unit Usage) error {
-				_, err := fx.Call(ctx, "bill", key)
-				return err
-			})}, opts...)
+			j, err := NewUsageReport(&Store{st: st}, UsageReportEffects{
+				Bill: BillFunc(func(ctx context.Context, key string, unit Usage) error {
+					_, err := fx.Call(ctx, "bill", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Usage]{}, err
 			}
@@ -242,10 +246,34 @@ func TestCrashSimUsageReport(t *testing.T) {
 }
 
 // adoptedPostgresDDL stands in for the service's migrations of its adopted tables.
-const adoptedPostgresDDL = "CREATE TABLE IF NOT EXISTS accounts (\n    account_id uuid NOT NULL,\n    email text NOT NULL,\n    avatar bytea,\n    profile jsonb NOT NULL,\n    updated_at timestamptz NOT NULL,\n    idemgen_key text NOT NULL,\n    idemgen_job_version integer NOT NULL,\n    idemgen_rev bigint NOT NULL DEFAULT 1,\n    idemgen_write text NOT NULL DEFAULT 'inserted',\n    CONSTRAINT accounts_unique UNIQUE (account_id)\n);\n"
+const adoptedPostgresDDL = `CREATE TABLE IF NOT EXISTS accounts (
+    account_id uuid NOT NULL,
+    email text NOT NULL,
+    avatar bytea,
+    profile jsonb NOT NULL,
+    updated_at timestamptz NOT NULL,
+    idemgen_key text NOT NULL,
+    idemgen_job_version integer NOT NULL,
+    idemgen_rev bigint NOT NULL DEFAULT 1,
+    idemgen_write text NOT NULL DEFAULT 'inserted',
+    CONSTRAINT accounts_unique UNIQUE (account_id)
+);
+`
 
 // adoptedSQLiteDDL stands in for the service's migrations of its adopted tables.
-const adoptedSQLiteDDL = "CREATE TABLE IF NOT EXISTS accounts (\n    account_id TEXT NOT NULL,\n    email TEXT NOT NULL,\n    avatar BLOB,\n    profile TEXT NOT NULL,\n    updated_at TEXT NOT NULL,\n    idemgen_key TEXT NOT NULL,\n    idemgen_job_version INTEGER NOT NULL,\n    idemgen_rev INTEGER NOT NULL DEFAULT 1,\n    idemgen_write TEXT NOT NULL DEFAULT 'inserted',\n    CONSTRAINT accounts_unique UNIQUE (account_id)\n);\n"
+const adoptedSQLiteDDL = `CREATE TABLE IF NOT EXISTS accounts (
+    account_id TEXT NOT NULL,
+    email TEXT NOT NULL,
+    avatar BLOB,
+    profile TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    idemgen_key TEXT NOT NULL,
+    idemgen_job_version INTEGER NOT NULL,
+    idemgen_rev INTEGER NOT NULL DEFAULT 1,
+    idemgen_write TEXT NOT NULL DEFAULT 'inserted',
+    CONSTRAINT accounts_unique UNIQUE (account_id)
+);
+`
 
 // withAdoptedTables has Migrate create the adopted tables first, as the service's own
 // migrations would, before it checks them.

@@ -26,7 +26,8 @@ type Usage struct {
 
 // Key returns the unit's idempotency key, "usage:{meter_id}:{period}".
 func (u Usage) Key() string {
-	return "usage:" + idemrt.KeyEscape(u.MeterID, ":") + ":" + idemrt.KeyEscape(idemrt.KeyInt(int64(u.Period)), ":")
+	return "usage:" + idemrt.KeyEscape(u.MeterID, ":") + ":" +
+		idemrt.KeyEscape(idemrt.KeyInt(int64(u.Period)), ":")
 }
 
 // checkKey refuses u when a key placeholder renders empty.
@@ -60,7 +61,9 @@ func (fn BillFunc) Bill(ctx context.Context, key string, unit Usage) error {
 
 // BillKey returns the bill effect key for u, "bill:{meter_id}:{period}:{units}" (version 1).
 func BillKey(u Usage) string {
-	return "bill:" + idemrt.KeyEscape(u.MeterID, ":") + ":" + idemrt.KeyEscape(idemrt.KeyInt(int64(u.Period)), ":") + ":" + idemrt.KeyEscape(idemrt.KeyInt(u.Units), ":")
+	return "bill:" + idemrt.KeyEscape(u.MeterID, ":") + ":" +
+		idemrt.KeyEscape(idemrt.KeyInt(int64(u.Period)), ":") + ":" +
+		idemrt.KeyEscape(idemrt.KeyInt(u.Units), ":")
 }
 
 // UsageReportEffects holds the providers of the usage_report job's effects; all are required.
@@ -68,7 +71,8 @@ type UsageReportEffects struct {
 	Bill Bill
 }
 
-// UsageReport runs the usage_report job (version 1). Record usage reports handed in by meters and bill each change.
+// UsageReport runs the usage_report job (version 1). Record usage reports handed in by meters and bill
+// each change.
 type UsageReport struct {
 	e *idemrt.Engine[Usage]
 }
@@ -167,4 +171,15 @@ func (j *UsageReport) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Usage) 
 }
 
 // usageReportCrashPoints are the durable boundaries of the usage_report job, where the crash tests stop it.
-var usageReportCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var usageReportCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

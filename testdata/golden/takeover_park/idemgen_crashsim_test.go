@@ -61,12 +61,12 @@ func TestCrashSimOrderHookJob(t *testing.T) {
 		Name:       "order_hook",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[OrderHook], error) {
 			j, err := NewOrderHookJob(&Store{st: st}, OrderHookJobEffects{
+				NotifyShop: NotifyShopFunc(func(ctx context.Context, key string, unit OrderHook) ([]byte, error) {
+					return fx.Call(ctx, "notify_shop", key)
+				}),
 				AuditOrder: AuditOrderFunc(func(ctx context.Context, key string, unit OrderHook) error {
 					_, err := fx.Call(ctx, "audit_order", key)
 					return err
-				}),
-				NotifyShop: NotifyShopFunc(func(ctx context.Context, key string, unit OrderHook) ([]byte, error) {
-					return fx.Call(ctx, "notify_shop", key)
 				}),
 			}, opts...)
 			if err != nil {

@@ -284,10 +284,12 @@ func TestCrashSimRecordEvents(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "record_events",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[RecordEvent], error) {
-			j, err := NewRecordEvents(&Store{st: st}, RecordEventsEffects{Announce: AnnounceFunc(func(ctx context.Context, key string, unit RecordEvent) error {
-				_, err := fx.Call(ctx, "announce", key)
-				return err
-			})}, opts...)
+			j, err := NewRecordEvents(&Store{st: st}, RecordEventsEffects{
+				Announce: AnnounceFunc(func(ctx context.Context, key string, unit RecordEvent) error {
+					_, err := fx.Call(ctx, "announce", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[RecordEvent]{}, err
 			}
