@@ -12,7 +12,6 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
-	"github.com/riverqueue/river"
 )
 
 // Invoice is one unit of work of the invoice_sync job.
@@ -183,34 +182,6 @@ func (j *InvoiceSync) Rows(ctx context.Context) ([]Invoice, error) {
 // version than 1, so they can be found and recomputed (Backfill, or Process).
 func (j *InvoiceSync) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleInvoiceSync(ctx, int32(j.e.Job().Version), int32(limit))
-}
-
-// InvoiceSyncRunArgs is the periodic River job that calls InvoiceSync's Run every 1m0s,
-// one run at a time across workers.
-type InvoiceSyncRunArgs struct{}
-
-// Kind is the River job kind.
-func (InvoiceSyncRunArgs) Kind() string {
-	return "billing.invoice_sync.run"
-}
-
-// InsertOpts puts it on queue "billing".
-func (InvoiceSyncRunArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: "billing"}
-}
-
-// InvoiceSyncDrainArgs is the periodic River job that calls InvoiceSync's Drain, one at a time
-// across workers: the fleet performs the effects a worker that died still owed.
-type InvoiceSyncDrainArgs struct{}
-
-// Kind is the River job kind.
-func (InvoiceSyncDrainArgs) Kind() string {
-	return "billing.invoice_sync.drain"
-}
-
-// InsertOpts puts it on queue "billing".
-func (InvoiceSyncDrainArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: "billing"}
 }
 
 // invoiceSyncCrashPoints are the durable boundaries of the invoice_sync job, where the crash tests stop it.

@@ -26,8 +26,7 @@ func JobFile(p *model.Package, j *model.Job) *jen.File {
 	jobType(f, j)
 	jobConstructor(f, j)
 	jobVerbs(f, j)
-	processTxVerbs(f, p, j)
-	riverJob(f, j)
+	processTxVerbs(f, p, j) // a River job's args and InsertTx are in the River file (RiverFile)
 	crashPoints(f, j)
 	return f
 }
