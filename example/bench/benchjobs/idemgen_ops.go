@@ -32,7 +32,8 @@ func OpsPackage() *idemops.Package {
 			Name:   "fx_job",
 			Source: "watermark",
 		}, {
-			Doc: "Call a rate-limited provider once per handed-in unit (the -providers measurement): reserved with ProcessTx, performed by Drain; on River, one River job per unit (the river measurement).",
+			Doc: "Call a rate-limited provider once per handed-in unit (the -providers measurement): reserved with " +
+				"ProcessTx, performed by Drain; on River, one River job per unit (the river measurement).",
 			Effects: []*idemops.EffectSpec{{
 				Lease:       2 * time.Minute,
 				MaxAttempts: 20,
