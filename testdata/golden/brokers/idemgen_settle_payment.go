@@ -82,7 +82,8 @@ type SettlePaymentEffects struct {
 	CapturePayment CapturePayment
 }
 
-// SettlePayment runs the settle_payment job (version 1). Settle payments announced on JetStream, once each.
+// SettlePayment runs the settle_payment job (version 1). Settle payments announced on JetStream, once
+// each.
 type SettlePayment struct {
 	e *idemrt.Engine[Payment]
 }
@@ -265,4 +266,15 @@ func (j *SettlePayment) Consume(ctx context.Context, js jetstream.JetStream, opt
 }
 
 // settlePaymentCrashPoints are the durable boundaries of the settle_payment job, where the crash tests stop it.
-var settlePaymentCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var settlePaymentCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}
