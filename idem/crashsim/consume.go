@@ -275,7 +275,8 @@ func runConsumer[U any](t *testing.T, env Env, job *Job[U]) {
 	}
 	discovery := newConsumeRun(t, job, env.fresh(t), consumeScenario{famConsume, -1})
 	if v := discovery.play(); len(v) > 0 {
-		t.Fatalf("crashsim %s %s: the consumer's discovery run broke invariants:\n  %s", job.Name, env.name(), strings.Join(v, "\n  "))
+		t.Fatalf("crashsim %s %s: the consumer's discovery run broke invariants:\n  %s\n1 of 1 scenarios broke invariants (families: %s)",
+			job.Name, env.name(), strings.Join(v, "\n  "), famConsume)
 	}
 	discovery.db.close()
 	var good []int
@@ -286,6 +287,7 @@ func runConsumer[U any](t *testing.T, env Env, job *Job[U]) {
 	}
 	only := os.Getenv("IDEMGEN_CRASHSIM_SCENARIO")
 	failed := 0
+	broken := map[string]bool{}
 	scenarios := consumeScenarios(discovery.hits, good, testing.Short())
 	for _, sc := range scenarios {
 		if only != "" && only != famConsumer && only != sc.String() && only != "family:"+sc.family {
@@ -296,13 +298,19 @@ func runConsumer[U any](t *testing.T, env Env, job *Job[U]) {
 		r.db.close()
 		if len(v) > 0 {
 			failed++
+			broken[sc.family] = true
 			if failed <= 5 {
 				t.Errorf("crashsim %s %s: scenario %q broke invariants:\n  %s\nreplay: IDEMGEN_CRASHSIM_SCENARIO=%q go test -run '%s' .",
 					job.Name, env.name(), sc, strings.Join(v, "\n  "), sc.String(), t.Name())
 			}
 		}
 	}
-	t.Logf("crashsim %s %s: %d consumer scenarios (%d hits in the discovery run), %d failed", job.Name, env.name(), len(scenarios), discovery.hits, failed)
+	if failed > 0 {
+		t.Errorf("crashsim %s %s: %d of %d consumer scenarios broke invariants (families: %s)", job.Name, env.name(), failed, len(scenarios),
+			strings.Join(slices.Sorted(maps.Keys(broken)), ", "))
+		return
+	}
+	t.Logf("crashsim %s %s: %d consumer scenarios (%d hits in the discovery run), all invariants held", job.Name, env.name(), len(scenarios), discovery.hits)
 }
 
 func newConsumeRun[U any](t testing.TB, job *Job[U], db simDB, sc consumeScenario) *consumeRun[U] {
