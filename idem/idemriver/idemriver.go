@@ -285,16 +285,17 @@ func PeriodicWorker[U any, A river.JobArgs](e *idemrt.Engine[U], call func(conte
 	return &periodicWorker[A]{pool: pool, log: e.Logger(), call: call}, nil
 }
 
-// AddUnitWorker adds UnitWorker(e, unitOf) to workers: the registration
-// the generated AddRiverWorkers makes for each job of handed-in units.
+// AddUnitWorker adds UnitWorker(e, unitOf) to workers: the registration a
+// generated package's `AddRiverWorkers` makes for each job of handed-in
+// units.
 func AddUnitWorker[U any, A river.JobArgs](workers *river.Workers, e *idemrt.Engine[U], unitOf func(A) U) error {
 	w, err := UnitWorker(e, unitOf)
 	return addWorker(workers, e, w, err)
 }
 
 // AddPeriodicWorker adds PeriodicWorker(e, call) to workers: the
-// registration the generated AddRiverWorkers makes for each job's periodic
-// Run and Drain.
+// registration a generated package's `AddRiverWorkers` makes for each
+// job's periodic Run and Drain.
 func AddPeriodicWorker[U any, A river.JobArgs](workers *river.Workers, e *idemrt.Engine[U], call func(context.Context) (idem.Report, error)) error {
 	w, err := PeriodicWorker[U, A](e, call)
 	return addWorker(workers, e, w, err)
