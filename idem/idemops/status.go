@@ -109,6 +109,9 @@ type EffectStatus struct {
 	// Gate is set while the effect is paused by its provider or its
 	// circuit is open (idem.PauseEffect, spec circuit).
 	Gate *GateStatus `json:"gate,omitempty"`
+	// Override is set while the effect's rate or concurrency is set by
+	// hand (idem.SetLimits) instead of the spec's.
+	Override *OverrideStatus `json:"limits_override,omitempty"`
 }
 
 // More says which of an effect's counts are lower bounds (StatusUpTo).
@@ -194,6 +197,9 @@ func (d *DB) status(ctx context.Context, limit int) (*Status, error) {
 		return nil, err
 	}
 	if err := d.readGates(ctx, now, jobFor); err != nil {
+		return nil, err
+	}
+	if err := d.readOverrides(ctx, jobFor); err != nil {
 		return nil, err
 	}
 
