@@ -21,34 +21,66 @@ import (
 // the (job, effect, state, done_at) index alone, and stops past the limit
 // (the ORDER BY keeps it on the index, where a scan would stop early only
 // if done rows are many); the count per version reads those rows.
-// With StatusUpTo's limit, the limit takes exactDone's place, and past it
-// the oldest limit rows are counted per version, not sampled.
+// With StatusUpTo's limit, readDoneUpTo counts instead.
 func (d *DB) readDone(ctx context.Context, job, effect string, limit int, row func(job, effect string, version int) *versionRows) (exact bool, err error) {
-	exactDone := cmp.Or(limit, d.exactDone)
-	var n int
-	err = d.queryRow(ctx, d.q(`SELECT count(*) FROM (SELECT 1 FROM `+d.t.Ledger+`
-WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ?) AS d`), job, effect, exactDone+1).Scan(&n)
-	if err != nil || n == 0 {
-		return true, wrapRead(d.t.Ledger, err)
+	if limit > 0 {
+		return d.readDoneUpTo(ctx, job, effect, limit, row)
 	}
-	exact = n <= exactDone
-	if !exact && limit == 0 {
+	n, err := d.countDone(ctx, job, effect, d.exactDone+1)
+	if err != nil || n == 0 {
+		return true, err
+	}
+	if n > d.exactDone {
 		return false, nil // sampleDone estimates them
 	}
+	return true, d.doneByVersion(ctx, job, effect, "ASC", n, row)
+}
+
+// readDoneUpTo is readDone for the page: it reads at most 2 limit done
+// rows of the effect. Up to that many, every version's count is exact.
+// Past it, the newest limit rows and the oldest limit rows are counted
+// per version (a version bump's rows are the newest, its predecessors'
+// the oldest, so each shows), and each count is a lower bound: exact is
+// false. A cap spent on one version's rows would show another's as none.
+func (d *DB) readDoneUpTo(ctx context.Context, job, effect string, limit int, row func(job, effect string, version int) *versionRows) (exact bool, err error) {
+	n, err := d.countDone(ctx, job, effect, 2*limit+1)
+	if err != nil || n == 0 {
+		return true, err
+	}
+	if n <= 2*limit {
+		return true, d.doneByVersion(ctx, job, effect, "ASC", n, row)
+	}
+	if err := d.doneByVersion(ctx, job, effect, "DESC", limit, row); err != nil {
+		return false, err
+	}
+	return false, d.doneByVersion(ctx, job, effect, "ASC", limit, row)
+}
+
+// countDone counts the effect's done rows, up to most, on the index alone.
+func (d *DB) countDone(ctx context.Context, job, effect string, most int) (int, error) {
+	var n int
+	err := d.queryRow(ctx, d.q(`SELECT count(*) FROM (SELECT 1 FROM `+d.t.Ledger+`
+WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ?) AS d`), job, effect, most).Scan(&n)
+	return n, wrapRead(d.t.Ledger, err)
+}
+
+// doneByVersion adds the effect's n oldest (order ASC) or newest (DESC)
+// done rows to their versions' counts.
+func (d *DB) doneByVersion(ctx context.Context, job, effect, order string, n int, row func(job, effect string, version int) *versionRows) error {
 	rows, err := d.query(ctx, d.q(`SELECT effect_version, count(*) FROM (SELECT effect_version FROM `+d.t.Ledger+`
-WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at LIMIT ?) AS d GROUP BY effect_version`), job, effect, exactDone)
+WHERE job = ? AND effect = ? AND state = 'done' ORDER BY done_at `+order+` LIMIT ?) AS d GROUP BY effect_version`), job, effect, n)
 	if err != nil {
-		return true, wrapRead(d.t.Ledger, err)
+		return wrapRead(d.t.Ledger, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var version, done int
 		if err := rows.Scan(&version, &done); err != nil {
-			return true, wrapRead(d.t.Ledger, err)
+			return wrapRead(d.t.Ledger, err)
 		}
-		row(job, effect, version).es.Done = done
+		row(job, effect, version).es.Done += done
 	}
-	return exact, wrapRead(d.t.Ledger, rows.Err())
+	return wrapRead(d.t.Ledger, rows.Err())
 }
 
 // DoneSampleRows is about how many ledger rows Status reads to estimate
@@ -166,14 +198,15 @@ SELECT s.job, s.effect, s.effect_version, s.state FROM r CROSS JOIN %s AS s ON s
 // such a unit the current version when it is processed again
 // (idemrt.Querier.Decided), so a Backfill over it performs the effect again.
 //
-// With StatusUpTo's limit, it counts at most limit of them.
+// With StatusUpTo's limit, it counts at most limit of them, and marks a
+// count that stopped there (More.Again).
 func (d *DB) readAgain(ctx context.Context, job string, limit int, es *EffectStatus) error {
 	if es.History == 0 {
 		return nil
 	}
 	count, bound := "count(DISTINCT unit_key)", ""
-	if limit > 0 {
-		count, bound = "count(*) FROM (SELECT DISTINCT unit_key", " LIMIT "+strconv.Itoa(limit)+") AS a"
+	if limit > 0 { // one more than the limit, to tell "limit" from "more"
+		count, bound = "count(*) FROM (SELECT DISTINCT unit_key", " LIMIT "+strconv.Itoa(limit+1)+") AS a"
 	}
 	err := d.queryRow(ctx, d.q(`SELECT `+count+` FROM `+d.t.Ledger+` o
 WHERE job = ? AND effect = ? AND effect_version < ? AND state = 'done'
@@ -181,6 +214,10 @@ WHERE job = ? AND effect = ? AND effect_version < ? AND state = 'done'
 		job, es.Effect, es.Version, es.Version).Scan(&es.Again)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Ledger, err)
+	}
+	if limit > 0 && es.Again > limit {
+		es.Again = limit
+		es.more().Again = true
 	}
 	return nil
 }

@@ -127,6 +127,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"owedMore":   func(m *idemops.More) bool { return m != nil && m.Owed },
 	"parkedMore": func(m *idemops.More) bool { return m != nil && m.Parked },
 	"doneMore":   func(m *idemops.More) bool { return m != nil && m.Done },
+	"againMore":  func(m *idemops.More) bool { return m != nil && m.Again },
 	"duration":   func(d time.Duration) string { return d.String() },
 	"secs":       func(s idemops.Seconds) string { return time.Duration(s).String() },
 	"deref":      func(s *string) string { return idemrt.ValueOr(s) },

@@ -372,6 +372,7 @@ func ledgerShow(e cli.Env, db *idemops.DB, o *cli.Options, key string) int {
 		field("unit", "%s", r.UnitKey)
 		field("state", "%s", effectStateText(r, now))
 		field("attempts", "%s", attempts(r.Attempts, r.MaxAttempts, " of "))
+		field("calls", "%s", r.ProviderCalls)
 		if r.LeaseOwner != nil || r.LeaseUntil != nil {
 			field("lease", "%s until %s", deref(r.LeaseOwner), timeText(r.LeaseUntil))
 		}
