@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
 	"runtime/debug"
 	"strings"
@@ -84,7 +83,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if generator.IsSQLCChild() {
 		return generator.SQLCMain(args)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM (a supervisor's stop) ends a verb as an interrupt does, and
+	// with it the children it started (the database child, sqlc, go).
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 	e := Env{Ctx: ctx, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 
