@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -277,6 +278,46 @@ func TestOpsPageLimitsAndPauses(t *testing.T) {
 		}
 		if o, err := db.ops.Override(ctx, "payment_webhook", "send_receipt"); err != nil || o != nil {
 			t.Fatalf("override after reset: %+v, %v", o, err)
+		}
+	})
+}
+
+// A pause by hand holds an effect the spec gives no limits, on a worker
+// that is already running: within a second of the CLI's pause its calls
+// wait, uncounted, until the pause ends; then a drain performs them.
+func TestPauseByHandHoldsAnEffectWithoutLimits(t *testing.T) {
+	eachSteerDB(t, func(t *testing.T, dbs steerDBs) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var mu sync.Mutex
+		var starts []callStart
+		f := newFixture()
+		hook, err := billing.NewPaymentWebhook(dbs.workers[0], billing.PaymentWebhookEffects{SendReceipt: countedReceipts{0, &mu, &starts}},
+			idem.WithLogger(quiet), idem.WithOwner("worker-0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := hook.Process(ctx, payment(f, "evt_before", 100)); err != nil || rep.EffectsDone != 1 {
+			t.Fatalf("before the pause: %s, %v", rep, err)
+		}
+		until, err := dbs.ops.PauseByHand(ctx, "payment_webhook", "send_receipt", 3*time.Second, "oncall")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond) // the worker's view of the steering is at most a second old
+		rep, err := hook.Process(ctx, payment(f, "evt_paused", 100))
+		if !errors.Is(err, idem.ErrWaiting) || rep.EffectsDone != 0 || rep.EffectsWaiting != 1 || !strings.Contains(err.Error(), "paused by hand by oncall") {
+			t.Fatalf("during the pause: %s, %v; want the receipt waiting for the pause by hand", rep, err)
+		}
+		if n, _ := startsIn(&mu, &starts, time.Time{}, time.Now()); n != 1 {
+			t.Fatalf("%d calls; want only the one before the pause", n)
+		}
+		if g, err := dbs.ops.Gate(ctx, "payment_webhook", "send_receipt"); err != nil || g == nil || g.By != "oncall" {
+			t.Fatalf("gate: %+v, %v", g, err)
+		}
+		time.Sleep(time.Until(until) + 200*time.Millisecond)
+		if rep, err = hook.Drain(ctx); err != nil || rep.EffectsDone != 1 {
+			t.Fatalf("drain after the pause: %s, %v", rep, err)
 		}
 	})
 }
