@@ -676,3 +676,7 @@ func (q Querier) JobSteering(ctx context.Context, job string) (map[string]idemrt
 	}
 	return out, nil
 }
+
+func (q Querier) ReleaseGateWaits(ctx context.Context, job, effect string, from, to time.Time) (int64, error) {
+	return q.q.ReleaseGateWaits(ctx, ledgerdb.ReleaseGateWaitsParams{Job: job, Effect: effect, WaitFrom: &from, WaitTo: &to})
+}

@@ -56,6 +56,10 @@ type SteerQuerier interface {
 	// JobSteering reads the job's overrides and the gates that hold
 	// something, by effect.
 	JobSteering(ctx context.Context, job string) (map[string]Steering, error)
+	// ReleaseGateWaits makes the effect's owed rows whose next attempt is
+	// between from and to (those that met its gate, after a lift) owed
+	// at once; it returns how many.
+	ReleaseGateWaits(ctx context.Context, job, effect string, from, to time.Time) (int64, error)
 }
 
 // SetLimits overrides the rate and concurrency of job's effect fleet-wide

@@ -389,6 +389,15 @@ WHERE job = @job AND effect = @effect AND slot = -2 AND failures > 0;
 UPDATE idem_limits SET gate = NULL, owner = NULL, held_until = NULL, failures = 0, opens = 0, since = NULL
 WHERE job = @job AND effect = @effect AND slot = -2 AND (gate IS NOT NULL OR failures > 0);
 
+-- name: ReleaseGateWaits :execrows
+-- After a lift by hand: the effect's owed rows that gave their claim back
+-- at the gate wait for its end, their next attempt set to it (read a
+-- moment before the release: between @wait_from and @wait_to). They are owed again
+-- at once; a row backing off on its own keeps its time.
+UPDATE idem_ledger SET next_attempt_at = NULL
+WHERE job = @job AND state = 'pending' AND effect = @effect
+    AND next_attempt_at >= @wait_from AND next_attempt_at <= @wait_to;
+
 -- Steering by hand (idem/idemrt/steer.go): the person on call overrides an
 -- effect's rate and concurrency at run time, fleet-wide, in the effect's
 -- override row (slot -3): gate 'override'; failures holds the rate's calls

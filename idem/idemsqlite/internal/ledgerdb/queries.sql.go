@@ -1214,6 +1214,36 @@ func (q *Queries) ReleaseEffect(ctx context.Context, arg ReleaseEffectParams) (R
 	return i, err
 }
 
+const releaseGateWaits = `-- name: ReleaseGateWaits :execrows
+UPDATE idem_ledger SET next_attempt_at = NULL
+WHERE job = ?1 AND state = 'pending' AND effect = ?2
+    AND next_attempt_at >= ?3 AND next_attempt_at <= ?4
+`
+
+type ReleaseGateWaitsParams struct {
+	Job      string
+	Effect   string
+	WaitFrom sql.NullString
+	WaitTo   sql.NullString
+}
+
+// After a lift by hand: the effect's owed rows that gave their claim back
+// at the gate wait for its end, their next attempt set to it (read a
+// moment before the release: between @wait_from and @wait_to). They are owed again
+// at once; a row backing off on its own keeps its time.
+func (q *Queries) ReleaseGateWaits(ctx context.Context, arg ReleaseGateWaitsParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, releaseGateWaits,
+		arg.Job,
+		arg.Effect,
+		arg.WaitFrom,
+		arg.WaitTo,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const reopenGate = `-- name: ReopenGate :execrows
 UPDATE idem_limits SET gate = 'open', owner = NULL, opens = opens + 1, held_until = ?1, reason = ?2
 WHERE job = ?3 AND effect = ?4 AND slot = -2 AND gate = 'probe' AND owner = ?5
