@@ -324,3 +324,18 @@ func TestPauseByHandHoldsAnEffectWithoutLimits(t *testing.T) {
 		}
 	})
 }
+
+// A concurrency set by hand bounds an effect the spec gives no limits,
+// across two workers that would each make 8 calls at once.
+func TestConcurrencySetByHandHoldsAcrossWorkers(t *testing.T) {
+	eachSteerDB(t, func(t *testing.T, dbs steerDBs) {
+		if err := dbs.ops.SetLimits(context.Background(), "payment_webhook", "send_receipt", idem.LimitOverride{Concurrency: 1, By: "oncall"}); err != nil {
+			t.Fatal(err)
+		}
+		p := &pacedReceipts{hold: 40 * time.Millisecond}
+		limitedWorkers(t, dbs.workers[0], p, 12, func(*idemrt.Effect[billing.Payment]) {})
+		if p.maxIn != 1 {
+			t.Fatalf("%d calls in flight at once; want 1, the concurrency set by hand", p.maxIn)
+		}
+	})
+}
