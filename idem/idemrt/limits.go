@@ -24,7 +24,9 @@ import (
 // A call that cannot get its slot or start in the first half of its lease
 // gives its claim back without counting an attempt, as the provider's
 // RetryAfter does: the effect waits (ErrWaiting) and a later run or drain
-// performs it. An effect without limits costs nothing: no row, no query.
+// performs it. An effect without limits has no row and no query of its
+// own; its engine reads the job's steering by hand (steer.go) at most once
+// a second, which may give it limits.
 
 // Rate is N provider calls per period (spec rate: 50/s, 600/m, 1000/h).
 type Rate struct {
@@ -68,8 +70,8 @@ type fleetLimit struct {
 	// have, never a round trip.
 	mu  sync.Mutex
 	now limitsNow
-	// rowsRate, rowsSlots: the limits table has the effect's pacing row,
-	// gate row and call slots 0..rowsSlots-1. A failed attempt to add
+	// rowsRate, rowsGate, rowsSlots: the limits table has the effect's
+	// pacing row, gate row and call slots 0..rowsSlots-1. A failed attempt to add
 	// them is tried again by the next call.
 	rowsRate, rowsGate bool
 	rowsSlots          int32
