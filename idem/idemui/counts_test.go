@@ -1,4 +1,4 @@
-package main
+package idemui_test
 
 import (
 	"net/http"
@@ -28,8 +28,8 @@ INSERT INTO billing_idem_ledger (effect_key, unit_key, effect_version, done_at, 
 SELECT effect_key || '` + suffix + `' || i, unit_key || '` + suffix + `' || i, ` + itoa(version) + `, ` + doneAt + `, ` + cols + `
 FROM billing_idem_ledger CROSS JOIN n WHERE effect_key = '` + doneKey + `'`
 		}
-		db.raw(t, copies(1500, "-v1-", 1, "'2026-01-01T00:00:00.000000000Z'"), copies(1500, "-v1-", 1, "'2026-01-01'::timestamptz"))
-		db.raw(t, copies(49, "-v2-", 2, "done_at"), copies(49, "-v2-", 2, "done_at"))
+		db.exec(t, copies(1500, "-v1-", 1, "'2026-01-01T00:00:00.000000000Z'"), copies(1500, "-v1-", 1, "'2026-01-01'::timestamptz"))
+		db.exec(t, copies(49, "-v2-", 2, "done_at"), copies(49, "-v2-", 2, "done_at"))
 
 		st, err := db.ops.Status(t.Context())
 		if err != nil {
@@ -91,7 +91,7 @@ func TestKeyHistoryShowsARepeatedCall(t *testing.T) {
 	eachUIDB(t, func(t *testing.T, db uiDB) {
 		opsScenario(t, db)
 		repeat := "UPDATE billing_idem_ledger SET attempts = 2, last_error = NULL WHERE effect_key = '" + doneKey + "'"
-		db.raw(t, repeat, repeat)
+		db.exec(t, repeat, repeat)
 		h, err := idemui.New(db.ops, idemui.Options{ReadOnly: true, Log: quiet})
 		if err != nil {
 			t.Fatal(err)
