@@ -11,7 +11,7 @@ package crashsim
 // checked at every point on committed state through a separate connection,
 // and at the end against the oracle (oracle.go), which computes
 // from the spec alone what the job must have done. The families are
-// enumerated in families.go.
+// listed in simFamilies (family.go), each in a file of its own.
 
 import (
 	"context"

@@ -1,103 +1,8 @@
 package crashsim
 
-// The crash simulation's end checks, its scenario families and its entry
-// point. Each family reaches one or more of the guarantees (numbered as
-// in docs/guarantees.md):
-//
-//	family         what happens                                             guarantees
-//	clean          the fixture, no fault; report counts checked             1 2 4
-//	crash          crash at every named point and durable SQL boundary      1 2 3
-//	crash2         a second crash during recovery (sampled)                 1 2 3
-//	subprocess     a real process death (os.Exit) at points of phase 0      1 2 3
-//	resplost       the provider applies, the caller sees an error           2
-//	failpre        the provider fails before applying                       2 8
-//	stall          a call hangs past the effect's timeout: cancelled,       2 8
-//	               tried again later with the same key, never while it hangs
-//	commitunknown  a commit succeeds but the client sees an error           1 2 3
-//	leased         a worker dies just after a batch commits, its            2 3 5
-//	               reservations leased to it already: a second worker
-//	               leaves them while the lease is live (no call, the row
-//	               unchanged); once it runs out they are performed once,
-//	               each attempt counted
-//	writefail      one unit's write fails and rolls back                    3 8
-//	stmtfail       a batch's statement fails without naming a unit, and    3 8
-//	               its halves' while they hold several: halved down to
-//	               lone units, each written with its own statement (on
-//	               PostgreSQL too); also at the second phase's first batch
-//	               (keys written before); report counts checked
-//	poison         one unit's write fails every time                        3 8
-//	failk          an effect fails max_attempts-1 times, then max_attempts  8
-//	               (each wait within [½, 1] of its retry step)
-//	permanent      the provider declines for good: parked at once           8
-//	               (handed in: every unit handed in again reports it)
-//	recover        parked at once, then a person puts it back (idem.Retry   8
-//	               or idem.RetryParked, the CLI's code): done once, its
-//	               attempts counted afresh
-//	throttle       the provider answers RetryAfter max_attempts+1 times:    8
-//	               no attempt burned (done in the end), no call before
-//	               the time it named
-//	stall-takeover a call hangs past its timeout, ignoring the cancel: a     2 5 8
-//	               second worker meets the live lease and must not call;
-//	               then the call is answered, or its process dies and,
-//	               once the lease has run out, another worker takes over
-//	takeover       a worker stalls past its lease, another takes over,      2 5
-//	               the first one's late call succeeds or fails
-//	livelease      a second worker meets a live lease                       2 5
-//	forget         a person forgets a key under a worker's live lease: it   8
-//	               is refused and changes nothing; at the end, forgetting
-//	               one done key removes its row and nothing else
-//	purge-young    purge at a point, nothing past retention                 2
-//	purge-old      purge at a point, everything done past retention         2
-//	preempt        one worker paused at a point while another runs on       3 5
-//	double         the same run started twice at once                       5
-//	fleet          two workers at once, every effect at concurrency 1       5 8
-//	               across workers: never two calls of an effect in flight
-//	concurrent     two workers with seeded jitter                           5
-//	rate           two workers at once, four calls in flight each, under    5
-//	               the effects' rates waited for on the simulated clock:
-//	               granted starts at least the spacing apart; then crashed
-//	pause          the provider pauses a whole effect (idem.PauseEffect):   5 8
-//	               no call of it inside the pause, no attempt burned;
-//	               then crashed after the paused call, and taken over
-//	circuit        the effect's provider down for longer than max_attempts: 5 8
-//	               no call inside a cool-down once the circuit opened,
-//	               one probe at a time, none parked, open failures not
-//	               counted; then crashed, and taken over
-//	burst          five callers at once on the same keys in one process     5
-//	               whose pool has two connections: none waits out its
-//	               bound (a transaction that needs a second connection of
-//	               its pool deadlocks); then crashed at hits spread over
-//	               the first phase, and taken over
-//	fanout         effects 4 at a time over batches of 2, pipelined (a      1 2 4
-//	               job without effects on PostgreSQL writes ahead), no
-//	               fault; report counts and calls checked
-//	fanout-crash   the same, crashed at hits spread over the first two      1 2 3
-//	               phases (whichever goroutine meets the hit)
-//	bump           an effect's or the job's version bumped mid-history      6
-//	mismatch       a handed-in key redelivered with one field changed       7
-//	cancel         the run's context is cancelled at a point (a shutdown): 2 3
-//	               no call starts after it, calls under way are recorded
-//	               done, the next run performs every effect once
-//	skew           a worker's clock a lease ahead of (or, the lease         2 5
-//	               expired, behind) the database's meets another's claim:
-//	               leases are judged on the database's clock only
-//	purge-pending  purge past retention while effects are owed or one is    2 7
-//	               parked, then the phases go on: those rows stay, an
-//	               update never decides a when: inserted effect again; a
-//	               changed replay of a purged insert_once key is a mismatch
-//	repeat-batches handed-in: one call per phase whose batches repeat keys,  1 2 4 7
-//	               unchanged and changed, and mix new keys with changed
-//	               repeats of old ones: as if handed in one by one (report
-//	               counts checked); then crashed at hits spread over it;
-//	               calls4: effects 4 at a time, unit 1's call held until
-//	               the batch repeating it claimed its own: the repeat
-//	               waits for it, deduped, never busy
-//	writeahead     no effects: a page serves a new key twice (an older      1 3 4
-//	               version first, then in phase 1 with a unit between) in
-//	               batches of one written ahead, three at once; the older
-//	               write is slowed: the newer version must win (upsert),
-//	               the older, written first, must stay (insert_once); then
-//	               crashed at hits spread over the phases
+// The crash simulation's end checks and its entry point. The families
+// are listed in simFamilies (family.go), each in a file of its own; what
+// each proves is its about(), the table of docs/guarantees.md.
 //
 // Every scenario also re-runs and backfills after convergence (4), checks
 // kept results against the provider's first answer, and purges once more
@@ -987,7 +892,7 @@ func Run[U any](t *testing.T, env Env, job *Job[U]) {
 	full := os.Getenv("IDEMGEN_CRASHSIM_FULL") != ""
 	plan := simPlan(job, clean, trace, full)
 	if testing.Short() && only == "" && !full {
-		plan = simSample(plan)
+		plan = simSample[U](plan)
 	}
 	for _, sc := range plan {
 		runOne(sc)
@@ -1013,268 +918,15 @@ func Run[U any](t *testing.T, env Env, job *Job[U]) {
 	}
 }
 
-// simPlan enumerates every scenario of every family over the discovery trace.
-//
-// Without full, crash sites that leave the same state as a neighbouring
-// one are left out (simCrashSites), and purge-old takes every third point.
+// simPlan enumerates every scenario of every family over the discovery
+// trace. Without full, crash sites that leave the same state as a
+// neighbouring one are left out (simCrashSites), and purge-old takes every
+// third point.
 func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []simScenario {
+	d := newDiscovery(job, clean, trace, full)
 	var plan []simScenario
-	add := func(sc simScenario) { plan = append(plan, sc) }
-	at := func(family string, k int) simScenario {
-		sc := newScenario(family)
-		sc.at = k
-		return sc
-	}
-	crash := simCrashSites(trace, full)
-	for _, k := range crash {
-		sc := newScenario("crash")
-		sc.crashAt = []int{k}
-		add(sc)
-	}
-	rng := rand.New(rand.NewPCG(uint64(len(trace)), 7))
-	for range 8 {
-		k := crash[rng.IntN(len(crash))]
-		sc := newScenario("crash2")
-		sc.crashAt = []int{k, k + 1 + rng.IntN(len(trace)/2+1)}
-		add(sc)
-	}
-	clean.prov.mu.Lock()
-	order := slices.Clone(clean.prov.order)
-	clean.prov.mu.Unlock()
-	calls := min(len(order), callsBefore(trace))
-	for c := 0; c < calls; c++ {
-		for _, f := range []struct {
-			family string
-			fault  simFault
-		}{{"resplost", faultRespLost}, {"failpre", faultFailPre}, {"stall", faultStall}} {
-			sc := newScenario(f.family)
-			sc.call = c
-			sc.faults = map[int]simFault{c: f.fault}
-			add(sc)
-		}
-	}
-	clean.prov.mu.Lock()
-	effectOfCall := maps.Clone(clean.prov.effect)
-	clean.prov.mu.Unlock()
-	for _, sc := range simPlanHangs(job, order[:calls], func(k string) string { return effectOfCall[k] }) {
-		add(sc)
-	}
-	firstPhase := len(trace)
-	if job.Source != SourceNoneName {
-		if i := slices.IndexFunc(trace[1:], func(h simHit) bool { return h.p == idemrt.PointRunStart }); i >= 0 {
-			firstPhase = i + 1
-		}
-	}
-	firstCall := map[string]int{} // effect -> its first call.before hit in phase 0
-	for k, h := range trace {
-		switch {
-		case h.p == idemrt.PointUnitAfterCommit || h.p == idemrt.PointProgressAfter:
-			add(at("commitunknown", k))
-		case h.p == job.failPoint() && h.detail != "" && job.UnitMaxAttempts != 1:
-			// A write that fails once and then succeeds; with a unit
-			// max_attempts of 1 its one failure parks it, which is
-			// poison's case (a unit whose write always fails).
-			add(at("writefail", k))
-		}
-		if h.p == idemrt.PointEffectBeforeCall && k < firstPhase {
-			name := clean.prov.effect[h.detail]
-			if _, ok := firstCall[name]; !ok {
-				firstCall[name] = k
-			}
-		}
-	}
-	// leased@k: the worker dies just after a batch's transaction, which
-	// leased the effects it reserved to it, committed (the first few
-	// batches of the first phase).
-	leased := 0
-	for k, h := range trace[:firstPhase] {
-		if h.p == idemrt.PointUnitAfterCommit && leased < 3 {
-			sc := at(famLeased, k)
-			sc.crashAt = []int{k}
-			add(sc)
-			leased++
-		}
-	}
-	// stmtfail@k: a batch's statements fail without naming a unit, as a
-	// set-based statement does: the batch is halved down to the failure,
-	// and every good unit must still be written.
-	stmtFails := 0
-	for k, h := range trace[:firstPhase] {
-		if h.p == idemrt.PointBatchWritten && stmtFails < 4 {
-			add(at("stmtfail", k))
-			stmtFails++
-		}
-	}
-	// stmtfail@k rewrite: the same at the second phase's first batch,
-	// which writes keys the first phase wrote, so the lone unit its
-	// halving ends with meets its row (on PostgreSQL, the conflict clause
-	// of its single-unit statement).
-	if i := slices.IndexFunc(trace[1:], func(h simHit) bool { return h.p == idemrt.PointRunStart }); i >= 0 {
-		k := slices.IndexFunc(trace[i+1:], func(h simHit) bool { return h.p == idemrt.PointBatchWritten }) + i + 1
-		if k > i && !slices.ContainsFunc(plan, func(sc simScenario) bool { return sc.family == "stmtfail" && sc.at == k }) {
-			sc := at("stmtfail", k)
-			sc.variant = simRewrite
-			add(sc)
-		}
-	}
-	// preempt@p over every point of the first phase outside a transaction.
-	for k := 0; k < firstPhase; k++ {
-		if !simInTx(job, trace[k]) && trace[k].p != pointSQLBefore && trace[k].p != pointSQLAfter {
-			add(at("preempt", k))
-		}
-	}
-	poison := newScenario("poison")
-	poison.poison = 2
-	add(poison)
-	for i, fx := range job.Effects {
-		c := slices.IndexFunc(order, func(k string) bool { return clean.prov.effect[k] == fx.Name })
-		if c >= 0 {
-			for _, times := range []int{fx.MaxAttempts - 1, fx.MaxAttempts} {
-				if times < 1 {
-					continue
-				}
-				sc := newScenario("failk")
-				sc.call, sc.times = c, times
-				add(sc)
-			}
-		}
-		if c >= 0 {
-			sc := newScenario("permanent")
-			sc.call = c
-			add(sc)
-			for _, v := range []string{"retry-key", "retry-parked"} {
-				sc = newScenario("recover")
-				sc.call, sc.variant = c, v
-				add(sc)
-			}
-			sc = newScenario("throttle")
-			sc.call, sc.times = c, fx.MaxAttempts+1
-			add(sc)
-			// pause, circuit: clean, then crashed at hits after the
-			// effect's first call (the first phase's calls of it meet
-			// the gate), and taken over.
-			gates := []string{famPause, famCircuit}
-			if fx.MaxAttempts > 0 && fx.MaxAttempts <= simCircuitFailures {
-				// The failures before the circuit opens count attempts:
-				// a row whose budget is no larger is parked by them, as
-				// it would be without a circuit; the family's "none
-				// parked" is for a budget the circuit can protect.
-				gates = gates[:1]
-			}
-			for _, f := range gates {
-				sc = newScenario(f)
-				sc.call, sc.effect = c, fx.Name
-				add(sc)
-				if k, ok := firstCall[fx.Name]; ok {
-					for _, d := range []int{2, 7, 15} {
-						sc = at(f, k+d)
-						sc.call, sc.effect, sc.crashAt = c, fx.Name, []int{k + d}
-						add(sc)
-					}
-				}
-			}
-		}
-		if k, ok := firstCall[fx.Name]; ok {
-			for _, v := range []string{"b-done late-ok", "b-done late-fails", "b-paused late-ok", "b-paused late-fails", "b-before b-fails"} {
-				sc := at("takeover", k)
-				sc.variant = v
-				add(sc)
-			}
-			add(at("livelease", k))
-			add(at(famForget, k))
-		}
-		sc := newScenario("bump")
-		sc.bump = i + 1
-		add(sc)
-	}
-	if job.HasDest && job.Source == SourceWatermarkName {
-		sc := newScenario("bump")
-		sc.bump = -1
-		add(sc)
-	}
-	if slices.ContainsFunc(job.Effects, func(fx Effect) bool { return fx.Retention > 0 }) {
-		n := 0
-		for k, h := range trace {
-			if simInTx(job, h) || h.p == pointSQLBefore || h.p == pointSQLAfter {
-				continue
-			}
-			if full || n%3 == 0 {
-				add(at("purge-old", k))
-			}
-			if n%4 == 0 {
-				add(at("purge-young", k))
-			}
-			n++
-		}
-	}
-	if job.Source == SourceNoneName {
-		add(newScenario("mismatch"))
-	}
-	plan = append(plan, simPlanInterrupts(job, clean, trace, firstPhase)...)
-	// Subprocess: real process deaths at points spread over phase 0,
-	// including inside the write transaction.
-	phase0 := firstPhase
-	if job.Source == SourceNoneName {
-		phase0 = len(trace) / 2
-	}
-	var exits []int
-	for i := 0; i < 5; i++ {
-		exits = append(exits, i*phase0/5)
-	}
-	if k := slices.IndexFunc(trace[:phase0], func(h simHit) bool { return h.p == idemrt.PointUnitBeforeCommit }); k >= 0 {
-		exits = append(exits, k)
-	}
-	for _, k := range slices.Compact(slices.Sorted(slices.Values(exits))) {
-		sc := newScenario("subprocess")
-		sc.crashAt = []int{k}
-		add(sc)
-	}
-	// fanout: concurrent effect calls and pipelined batches, without a
-	// fault and with a crash at hits spread over the first two phases
-	// (the hits of a concurrent run come in another order than the
-	// discovery's: k is the k-th hit, wherever it falls).
-	add(newScenario("fanout"))
-	secondPhase := len(trace)
-	if job.Source != SourceNoneName && firstPhase+1 < len(trace) {
-		if i := slices.IndexFunc(trace[firstPhase+1:], func(h simHit) bool { return h.p == idemrt.PointRunStart }); i >= 0 {
-			secondPhase = firstPhase + 1 + i
-		}
-	}
-	for i := 1; i <= 8; i++ {
-		sc := at("fanout-crash", i*secondPhase/9)
-		sc.crashAt = []int{sc.at}
-		add(sc)
-	}
-	for _, sc := range simPlanRepeats(job, secondPhase) {
-		add(sc)
-	}
-	add(newScenario("double"))
-	add(newScenario("fleet"))
-	if hasRate(job) {
-		// rate: two workers under the effects' rates, then crashed.
-		add(newScenario(famRate))
-		for i := 1; i <= 2; i++ {
-			sc := at(famRate, i*firstPhase/3)
-			sc.crashAt = []int{sc.at}
-			add(sc)
-		}
-	}
-	// burst: more callers than connections on the same keys at once, then
-	// crashed at hits spread over the first phase.
-	add(newScenario(famBurst))
-	for i := 1; i <= 3; i++ {
-		sc := at(famBurst, i*firstPhase/4)
-		sc.crashAt = []int{sc.at}
-		add(sc)
-	}
-	// held: a worker waits on another's transaction past a short bound.
-	plan = append(plan, simPlanHeld(trace, firstPhase)...)
-	// held-record: a worker's record waits on a forget's transaction.
-	plan = append(plan, simPlanHeldRecord(trace, firstPhase)...)
-	for seed := uint64(1); seed <= 4; seed++ {
-		sc := newScenario("concurrent")
-		sc.seed = seed
-		add(sc)
+	for _, f := range simFamilies[U]() {
+		plan = append(plan, f.plan(d)...)
 	}
 	return plan
 }
@@ -1322,43 +974,15 @@ func simCrashSites(trace []simHit, full bool) []int {
 	return sites
 }
 
-// simSample is the -short plan: every family, a few of each, chosen
-// deterministically.
-func simSample(plan []simScenario) []simScenario {
-	byFamily := map[string][]simScenario{}
-	var order []string
-	for _, sc := range plan {
-		if _, ok := byFamily[sc.family]; !ok {
-			order = append(order, sc.family)
-		}
-		byFamily[sc.family] = append(byFamily[sc.family], sc)
-	}
-	quota := map[string]int{"crash": 10, "preempt": 3, "writefail": 2, "takeover": 5, "purge-old": 2, "purge-young": 4, "subprocess": 1, "concurrent": 1, "crash2": 1, "fanout-crash": 2}
+// simSample is the -short plan: every family, a few of each (its
+// sample), chosen deterministically.
+func simSample[U any](plan []simScenario) []simScenario {
 	var out []simScenario
-	for _, f := range order {
-		all := byFamily[f]
-		n := quota[f]
-		n = max(n, simSampleInterrupts[f])
-		if n == 0 {
-			n = 1
-		}
-		if f == "failk" || f == "bump" || f == "permanent" || f == "recover" || f == "throttle" || f == famPause || f == famCircuit {
-			n = len(all)
-		}
-		step := max(1, len(all)/n)
-		for i := 0; i < len(all); i += step {
-			out = append(out, all[i])
-			if n--; n == 0 {
-				break
-			}
-		}
-		// calls4 is the one scenario with a call in flight when a batch
-		// repeats its key, stmtfail's rewrite the one whose lone unit
-		// meets its row: the sample keeps them.
-		for _, sc := range all[1:] {
-			if sc.variant == simCallsAtOnce || sc.variant == simRewrite {
-				out = append(out, sc)
-			}
+	for _, f := range simFamilies[U]() {
+		name := f.about().name
+		all := slices.DeleteFunc(slices.Clone(plan), func(sc simScenario) bool { return sc.family != name })
+		if len(all) > 0 {
+			out = append(out, f.sample(all)...)
 		}
 	}
 	return out

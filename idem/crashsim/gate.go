@@ -318,3 +318,34 @@ func (r *simRun[U]) isConverging() bool {
 	defer r.mu.Unlock()
 	return r.converging
 }
+
+// planGate plans a gate family: for each effect, clean, then crashed at
+// hits after the effect's first call (the first phase's calls of it meet
+// the gate), and taken over.
+func planGate[U any](d *discovery[U], family string) []simScenario {
+	var plan []simScenario
+	for _, fx := range d.job.Effects {
+		c := d.firstCallOf(fx.Name)
+		if c < 0 {
+			continue
+		}
+		if family == famCircuit && fx.MaxAttempts > 0 && fx.MaxAttempts <= simCircuitFailures {
+			// The failures before the circuit opens count attempts:
+			// a row whose budget is no larger is parked by them, as
+			// it would be without a circuit; the family's "none
+			// parked" is for a budget the circuit can protect.
+			continue
+		}
+		sc := newScenario(family)
+		sc.call, sc.effect = c, fx.Name
+		plan = append(plan, sc)
+		if k, ok := d.firstCall[fx.Name]; ok {
+			for _, dk := range []int{2, 7, 15} {
+				sc = at(family, k+dk)
+				sc.call, sc.effect, sc.crashAt = c, fx.Name, []int{k + dk}
+				plan = append(plan, sc)
+			}
+		}
+	}
+	return plan
+}

@@ -22,10 +22,6 @@ type simInterrupts struct {
 	purged    bool                       // purge-pending parked: the purge before phase 1 is done
 }
 
-// simSampleInterrupts is how many scenarios of these families the -short
-// sample plays (more than one each: their scenarios differ in kind).
-var simSampleInterrupts = map[string]int{"cancel": 4, "skew": 2, "purge-pending": 3}
-
 func (r *simRun[U]) initInterrupts() {
 	r.intr.cancels, r.intr.cancelled = map[int]context.CancelFunc{}, map[int]bool{}
 	if r.sc.family == "purge-pending" && r.sc.call >= 0 {
@@ -33,46 +29,37 @@ func (r *simRun[U]) initInterrupts() {
 	}
 }
 
-// simPlanInterrupts enumerates the cancel, skew and purge-pending scenarios
-// over the discovery trace; firstPhase is the first hit of phase 1.
-func simPlanInterrupts[U any](job *Job[U], clean *simRun[U], trace []simHit, firstPhase int) []simScenario {
-	var plan []simScenario
-	at := func(family string, k int) simScenario {
-		sc := newScenario(family)
-		sc.at = k
-		return sc
-	}
+// planCancel: the run's context is cancelled at every named point of the
+// first phase, just before each of its commits, and at every fourth
+// effect point after it (the later phases repeat the first's shapes: a
+// sample keeps the family's cost near a crash family's). Effect points
+// come first, for the -short sample.
+func planCancel[U any](d *discovery[U]) []simScenario {
 	effectPoint := func(p idemrt.CrashPoint) bool {
 		return p == idemrt.PointEffectClaimed || p == idemrt.PointEffectBeforeCall || p == idemrt.PointEffectAfterCall || p == idemrt.PointEffectRecorded
 	}
-	// cancel@k: the run's context is cancelled at every named point of the
-	// first phase, just before each of its commits, and at every fourth
-	// effect point after it (the later phases repeat the first's shapes:
-	// a sample keeps the family's cost near a crash family's). Effect
-	// points come first, for the -short sample.
 	var effects, others []simScenario
-	for k, h := range trace {
+	for k, h := range d.trace {
 		switch {
-		case effectPoint(h.p) && (k < firstPhase || k%4 == 0):
+		case effectPoint(h.p) && (k < d.firstPhase || k%4 == 0):
 			effects = append(effects, at("cancel", k))
-		case k >= firstPhase:
+		case k >= d.firstPhase:
 		case h.p != pointSQLBefore && h.p != pointSQLAfter, h.p == pointSQLBefore && h.detail == "COMMIT":
 			others = append(others, at("cancel", k))
 		}
 	}
-	plan = append(append(plan, effects...), others...)
+	return append(effects, others...)
+}
 
-	clean.prov.mu.Lock()
-	order := slices.Clone(clean.prov.order)
-	effectOf := func(k string) string { return clean.prov.effect[k] }
-	clean.prov.mu.Unlock()
-	for _, fx := range job.Effects {
-		// skew: worker A holds a fresh claim of the effect's first call;
-		// worker B's clock is a lease and a minute ahead of the database's
-		// (the lease is live: B must leave it) or, once the lease has
-		// expired on the database's clock, as far behind (B must take it).
-		k := slices.IndexFunc(trace[:firstPhase], func(h simHit) bool {
-			return h.p == idemrt.PointEffectClaimed && effectOf(h.detail) == fx.Name
+// planSkew: worker A holds a fresh claim of each effect's first call;
+// worker B's clock is a lease and a minute ahead of the database's (the
+// lease is live: B must leave it) or, once the lease has expired on the
+// database's clock, as far behind (B must take it).
+func planSkew[U any](d *discovery[U]) []simScenario {
+	var plan []simScenario
+	for _, fx := range d.job.Effects {
+		k := slices.IndexFunc(d.trace[:d.firstPhase], func(h simHit) bool {
+			return h.p == idemrt.PointEffectClaimed && d.effectOf[h.detail] == fx.Name
 		})
 		if k >= 0 {
 			for _, v := range []string{"ahead", "behind"} {
@@ -82,23 +69,28 @@ func simPlanInterrupts[U any](job *Job[U], clean *simRun[U], trace []simHit, fir
 			}
 		}
 	}
-	if !slices.ContainsFunc(job.Effects, func(fx Effect) bool { return fx.Retention > 0 }) {
-		return plan
+	return plan
+}
+
+// planPurgePending: everything past retention is purged while the first
+// call of each effect is parked (before phase 1), and at every point of
+// phase 0 where effects are reserved but not yet recorded.
+func planPurgePending[U any](d *discovery[U]) []simScenario {
+	if !slices.ContainsFunc(d.job.Effects, func(fx Effect) bool { return fx.Retention > 0 }) {
+		return nil
 	}
-	// purge-pending: everything past retention is purged while the first
-	// call of each effect is parked (before phase 1), and at every point
-	// of phase 0 where effects are reserved but not yet recorded.
-	for _, fx := range job.Effects {
-		if c := slices.IndexFunc(order, func(k string) bool { return effectOf(k) == fx.Name }); c >= 0 {
+	var plan []simScenario
+	for _, fx := range d.job.Effects {
+		if c := d.firstCallOf(fx.Name); c >= 0 {
 			sc := newScenario("purge-pending")
 			sc.call, sc.variant = c, "parked"
 			plan = append(plan, sc)
 		}
 	}
-	for k, h := range trace[:firstPhase] {
+	for k, h := range d.trace[:d.firstPhase] {
 		switch h.p {
 		case idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectAfterCall:
-			if !simInTx(job, h) {
+			if !simInTx(d.job, h) {
 				plan = append(plan, at("purge-pending", k))
 			}
 		}

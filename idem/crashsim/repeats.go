@@ -81,26 +81,19 @@ func simRepeatDeliveries[U any](job *Job[U]) [][]U {
 	}
 }
 
-// simPlanRepeats adds the families of this file that fit the job.
-func simPlanRepeats[U any](job *Job[U], secondPhase int) []simScenario {
-	var family string
-	switch {
-	case job.Source == SourceNoneName:
-		family = famRepeatBatches
-	case job.HasDest && len(job.Effects) == 0:
-		family = famWriteAhead
-	default:
-		return nil
-	}
+// planRepeats is family's scenarios: once without a fault, (calls4)
+// once more with effects called four at a time, then crashed at hits
+// spread over the first two phases.
+func planRepeats[U any](d *discovery[U], family string, calls4 bool) []simScenario {
 	plan := []simScenario{newScenario(family)}
-	if family == famRepeatBatches && hasEffects(job) {
+	if calls4 {
 		sc := newScenario(family)
 		sc.variant = simCallsAtOnce
 		plan = append(plan, sc)
 	}
 	for i := 1; i <= 4; i++ {
 		sc := newScenario(family)
-		sc.at = i * secondPhase / 5
+		sc.at = i * d.secondPhase / 5
 		sc.crashAt = []int{sc.at}
 		plan = append(plan, sc)
 	}

@@ -1,0 +1,13 @@
+package crashsim
+
+type failpreFamily[U any] struct{ baseFamily[U] }
+
+func (*failpreFamily[U]) about() familyAbout {
+	return familyAbout{name: "failpre", guarantees: []int{2, 8},
+		what: "the provider fails before applying"}
+}
+
+// plan: every provider call of the discovery run before convergence.
+func (*failpreFamily[U]) plan(d *discovery[U]) []simScenario {
+	return planCallFaults(d, "failpre", faultFailPre)
+}

@@ -1,0 +1,24 @@
+package crashsim
+
+type liveleaseFamily[U any] struct{ baseFamily[U] }
+
+func (*liveleaseFamily[U]) about() familyAbout {
+	return familyAbout{name: "livelease", guarantees: []int{2, 5},
+		what: "a second worker meets a live lease: its claim is refused and it must not call"}
+}
+
+// plan: at each effect's first call.
+func (*liveleaseFamily[U]) plan(d *discovery[U]) []simScenario {
+	return atFirstCalls(d, "livelease")
+}
+
+// atFirstCalls is a scenario of family at each effect's first call.
+func atFirstCalls[U any](d *discovery[U], family string) []simScenario {
+	var plan []simScenario
+	for _, fx := range d.job.Effects {
+		if k, ok := d.firstCall[fx.Name]; ok {
+			plan = append(plan, at(family, k))
+		}
+	}
+	return plan
+}

@@ -1,0 +1,16 @@
+package crashsim
+
+type purgeYoungFamily[U any] struct{ baseFamily[U] }
+
+func (*purgeYoungFamily[U]) about() familyAbout {
+	return familyAbout{name: "purge-young", guarantees: []int{2},
+		what: "purge at a point, nothing past retention"}
+}
+
+// plan: every fourth point outside a transaction, when an effect has a
+// retention.
+func (*purgeYoungFamily[U]) plan(d *discovery[U]) []simScenario {
+	return planPurges(d, "purge-young", func(n int) bool { return n%4 == 0 })
+}
+
+func (*purgeYoungFamily[U]) sample(all []simScenario) []simScenario { return sampleEvery(all, 4) }

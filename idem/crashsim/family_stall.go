@@ -1,0 +1,14 @@
+package crashsim
+
+type stallFamily[U any] struct{ baseFamily[U] }
+
+func (*stallFamily[U]) about() familyAbout {
+	return familyAbout{name: "stall", guarantees: []int{2, 8},
+		what: "a provider call hangs past the effect's timeout (each call in turn): it is cancelled, " +
+			"tried again later with the same key, and never called again while it hangs"}
+}
+
+// plan: every provider call of the discovery run before convergence.
+func (*stallFamily[U]) plan(d *discovery[U]) []simScenario {
+	return planCallFaults(d, "stall", faultStall)
+}
