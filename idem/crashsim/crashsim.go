@@ -20,7 +20,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"sort"
@@ -278,6 +277,18 @@ type CursorSource[U any] struct {
 	mu     sync.Mutex
 	log    []U
 	served map[int][]U
+	echo   map[string]U // writeahead: an older version logged once, just before the key's next
+}
+
+// append logs u, after its echo if it has one.
+func (s *CursorSource[U]) append(key string, u U) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if older, ok := s.echo[key]; ok {
+		delete(s.echo, key)
+		s.log = append(s.log, older)
+	}
+	s.log = append(s.log, u)
 }
 
 func (s *CursorSource[U]) Fetch(ctx context.Context, cursor string) ([]U, string, error) {
@@ -522,36 +533,6 @@ func (s simScenario) String() string {
 	return strings.Join(parts, " ")
 }
 
-// overlapping reports whether two workers may run at once: then a version
-// can be superseded before it is ever written, and which version is
-// written first is up to the schedule.
-func (s simScenario) overlapping() bool {
-	switch s.family {
-	case "preempt", "double", "concurrent", "fleet", famBurst, famRate, famHeld:
-		return true
-	}
-	return false
-}
-
-// exactCalls reports whether the family is deterministic enough for the
-// oracle to predict every provider call, not only every applied effect.
-func (s simScenario) exactCalls() bool {
-	switch s.family {
-	case famPause:
-		return s.at < 0 // crashed, a call may be made again
-	case "clean", "writefail", "poison", "failk", "permanent", "recover", "throttle", "takeover", "livelease", famForget, "bump", "mismatch",
-		"purge-young", "resplost", "failpre", "stall", "commitunknown", famStallTakeover, famLeased:
-		return true
-	case "fanout":
-		return true // without a fault, concurrent calls are still one per key
-	case "cancel", "skew", "purge-pending":
-		return true // purge-pending of handed-in units: see expectInterrupts
-	case famRepeatBatches, famWriteAhead:
-		return s.at < 0 // without a fault, a repeat is deduped or a mismatch
-	}
-	return false
-}
-
 // simHit is one crash point or SQL boundary met by an incarnation.
 type simHit struct {
 	p      idemrt.CrashPoint
@@ -598,15 +579,10 @@ type simRun[U any] struct {
 	lastMark    time.Time
 	lastPos     int64
 	doneKeys    map[string]bool
-	rng         *rand.Rand
 	incs        int
 	versions    simVersions  // what the job is built with now
 	pausedKey   string       // the effect key a paused worker holds
-	poisonKey   string       // the unit key whose write always fails
 	recorder    string       // takeover: the lease owner that must record pausedKey
-	failedKey   string       // writefail: the unit whose write failed
-	failedAt    int          // writefail: how many deliveries the world had made then
-	stmt        simStmtFail  // stmtfail: the halving it follows
 	pausedNow   atomic.Int32 // workers the scenario keeps paused now (limits.go)
 	// changed says what committed state the checks read may have changed
 	// since the last check: a COMMIT or a write outside a transaction ran
@@ -631,23 +607,11 @@ type simRun[U any] struct {
 	runs          []simRunRecord // sequential runs, for the report counts
 	parkedEffects int            // effects parked, as reported
 	parkedUnits   int            // units parked or skipped as parked, as reported
-	intr          simInterrupts  // the cancel, skew and purge-pending families' state
-	// repeat-batches and writeahead (repeats.go): the calls handed in while
-	// the phases play, the re-runs after (converging), the keys whose first
-	// write is held back (and what lets it go) and the older versions a
-	// change log carries.
-	repeats    [][]U
+	// converging: the phases are played; the clean runs after them go on.
 	converging bool
-	lagKeys    map[string]*simLag
-	cursorEcho map[string]U
-	callHold   *simCallHold // repeat-batches' calls4: a first call held
-	// watch, when set, sees every hit of every incarnation (held-record).
-	watch      atomic.Pointer[func(inc int, p idemrt.CrashPoint, detail string)]
-	incByID    map[int]*simInc        // every incarnation started, by id
-	starts     map[string][]time.Time // the rate family: the starts its rates granted, by effect
-	paceReader chan struct{}          // the rate family: a worker that read the pace, waiting for another
-	paceMet    bool                   // the rate family: two readers met (paceMeet)
-	paceHolds  int                    // the rate family: readers that waited for another
+	incByID    map[int]*simInc // every incarnation started, by id
+	// fam is the scenario's family, with its own state.
+	fam family[U]
 }
 
 // simRunRecord is one sequential run's report and what it was served.
@@ -674,52 +638,6 @@ func (r *simRun[U]) violate(format string, args ...any) {
 	if len(r.violations) < 20 {
 		r.violations = append(r.violations, fmt.Sprintf(format, args...))
 	}
-}
-
-// simRewrite is stmtfail's scenario at the second phase's first batch.
-const simRewrite = "rewrite"
-
-// simStmtFail is stmtfail's state: a batch's statement failed naming no
-// unit, and fails again in every transaction of its halves that writes
-// more than one unit, so each of the batch's units is written alone.
-type simStmtFail struct {
-	halving bool
-	split   bool // the scenario's failure was in a transaction of several units
-	units   int  // unit.start hits in the transaction under way
-}
-
-// stmtFail is stmtfail's failure at hit n, at point p, if any: at the
-// scenario's hit (a batch.written), then, until the next batch begins, at
-// each batch.written of a transaction of more than one unit, so the
-// halving goes down to lone units and writes every unit of the batch on
-// its own (on PostgreSQL with its single-unit statement, not the batch
-// form: a new key, a key rewritten, a key left unchanged). The caller
-// holds r.mu.
-func (r *simRun[U]) stmtFail(n int, p idemrt.CrashPoint) error {
-	s := &r.stmt
-	switch p {
-	case idemrt.PointBatchBegin, idemrt.PointBatchStart, idemrt.PointRunStart:
-		s.halving, s.units = false, 0
-	case idemrt.PointUnitStart:
-		s.units++
-	case idemrt.PointUnitAfterCommit:
-		s.units = 0
-	case idemrt.PointBatchWritten:
-		switch {
-		case n == r.sc.at:
-			// A lone unit's failure is its own: nothing to halve. A
-			// staged window publishes whole and is not halved either: a
-			// failure of its every try would be a fault of the window.
-			s.halving = s.units > 1 && !r.job.Stage
-			s.split = s.halving
-		case s.halving && s.units > 1:
-		default:
-			return nil
-		}
-		s.units = 0 // rolled back: the next transaction counts afresh
-		return errors.New("simulated statement failure")
-	}
-	return nil
 }
 
 // failPoint is where a unit's write is made to fail: inside its transaction.
@@ -750,24 +668,9 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 		if pause {
 			inc.didStop = true
 		}
-		var fail error
-		switch {
-		case r.sc.family == "commitunknown" && n == r.sc.at:
-			fail = errors.New("simulated: the commit succeeded but the client saw an error")
-		case r.sc.family == "writefail" && n == r.sc.at:
-			fail = errors.New("simulated write failure")
-			r.failedKey, r.failedAt = detail, len(r.history)
-		case r.sc.family == "stmtfail":
-			fail = r.stmtFail(n, p)
-		}
-		poison := r.poisonKey != "" && p == r.job.failPoint() && detail == r.poisonKey
-		purge := strings.HasPrefix(r.sc.family, "purge-") && n == r.sc.at
+		fail := r.fam.faultAt(r, n, h)
 		if p == pointSQLAfter {
 			r.changed |= r.job.changed(detail, simWritesOf(ctx))
-		}
-		var jitter time.Duration
-		if r.rng != nil {
-			jitter = time.Duration(r.rng.IntN(300)) * time.Microsecond
 		}
 		r.mu.Unlock()
 
@@ -780,32 +683,15 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 		if p != pointSQLBefore && p != pointSQLAfter {
 			r.checkAt(ctx, p, detail)
 		}
-		if r.sc.family == famWriteAhead {
-			r.lag(inc, p, detail)
-		}
-		if r.callHold != nil {
-			r.holdCall(inc, p, detail)
-		}
-		if watch := r.watch.Load(); watch != nil {
-			(*watch)(inc.id, p, detail)
-		}
-		if r.sc.family == famRate && p == pointSQLAfter && strings.HasSuffix(detail, simPaceRead) {
-			r.paceMeet()
-		}
-		if poison && !r.parked(ctx, detail) {
-			// The poison unit's write fails every time it is attempted; a
-			// parked one is not attempted (else the oracle sees its row).
-			fail = errors.New("simulated poison unit: its write always fails")
+		if err := r.fam.beforeCrash(ctx, r, inc, h); err != nil {
+			fail = err
 		}
 		if crash {
 			inc.dead.Store(true)
 			inc.crashed <- struct{}{}
 			select {} // the process is gone: park for good, unwind nothing
 		}
-		if purge {
-			r.purgeNow(ctx, fmt.Sprintf("at %s", p), r.sc.family != "purge-young")
-		}
-		r.interrupt(ctx, inc, n, h)
+		r.fam.afterCrash(ctx, r, inc, n, h)
 		if pause {
 			if p == idemrt.PointEffectBeforeCall || p == idemrt.PointEffectAfterCall {
 				r.mu.Lock()
@@ -816,9 +702,6 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 			inc.paused <- struct{}{}
 			<-inc.resume
 			r.pausedNow.Add(-1)
-		}
-		if jitter > 0 {
-			time.Sleep(jitter)
 		}
 		return fail
 	}
@@ -982,8 +865,10 @@ func (r *simRun[U]) checkBehindMark(ctx context.Context, p idemrt.CrashPoint, ma
 	})
 }
 
+// isPoison reports whether u is the unit whose write always fails.
 func (r *simRun[U]) isPoison(u U) bool {
-	return r.poisonKey != "" && r.job.keyOf(u) == r.poisonKey
+	k := r.fam.brokenUnit()
+	return k != "" && r.job.keyOf(u) == k
 }
 
 // checkBehindCursor: every log entry before the stored cursor is applied
@@ -1137,10 +1022,7 @@ func (r *simRun[U]) serve(phase int) {
 			r.window.units[r.job.keyOf(u)] = u
 			r.window.mu.Unlock()
 		case SourceCursorName:
-			entries := r.logEntries(u)
-			r.cursor.mu.Lock()
-			r.cursor.log = append(r.cursor.log, entries...)
-			r.cursor.mu.Unlock()
+			r.cursor.append(r.job.keyOf(u), u)
 		}
 		r.mu.Lock()
 		r.history = append(r.history, simDelivery[U]{unit: u, versions: r.versions})
@@ -1189,7 +1071,7 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 	if cw, ok := st.(interface{ ConcurrentWrites() int }); ok {
 		inc.writesAhead.Store(cw.ConcurrentWrites() >= 2)
 	}
-	opts := append(r.skewed(), idemrt.WithCrashHook(hook), idem.WithOwner(simOwner(inc.id)))
+	opts := []idem.Option{idemrt.WithCrashHook(hook), idem.WithOwner(simOwner(inc.id))}
 	switch work {
 	case workBurst:
 		opts = append(opts, idem.WithWaitBound(simBurstWaitBound))
@@ -1200,7 +1082,7 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 	verbs := r.newVerbs(st, opts...)
 	task := &simTask{inc: inc, done: make(chan simOutcome, 1), kill: kill, closeInc: closeInc}
 	go func() {
-		ctx := r.cancelable(context.WithValue(context.Background(), simIncKey{}, inc.id), inc)
+		ctx := r.fam.runContext(r, context.WithValue(context.Background(), simIncKey{}, inc.id), inc)
 		if work == workBurst {
 			task.done <- burstWork(ctx, func(ctx context.Context) simOutcome { return r.work(ctx, verbs, phase, workPhase) })
 			return
@@ -1233,7 +1115,7 @@ func (r *simRun[U]) work(ctx context.Context, verbs Verbs[U], phase int, work si
 		units := append(slices.Clone(r.delivered(phase)), r.redeliver...)
 		r.redeliver = nil
 		calls := [][]U{units[:len(units)/2], units[len(units)/2:]}
-		if r.repeats != nil && !r.converging {
+		if r.fam.handsIn(phase) != nil && !r.converging {
 			calls = [][]U{units} // repeat-batches: one call, many batches
 		}
 		r.mu.Unlock()
@@ -1276,32 +1158,8 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	if !simCold() {
 		base = append(base, idemrt.WithSlotWait(r.slotWait)) // limits.go
 	}
-	if strings.HasPrefix(r.sc.family, "fanout") {
-		// Effects four at a time, batches of two: a batch's calls overlap
-		// the next batch's write and claim, and results are recorded in
-		// the background; a job without effects on PostgreSQL commits a
-		// batch while the next is written. A crash parks every goroutine
-		// of the process.
-		base = append(base, idem.WithEffectConcurrency(4), idem.WithBatchSize(2), idem.WithWriteAhead(true))
-	}
-	switch {
-	case r.sc.family == famRepeatBatches:
-		base = append(base, idem.WithBatchSize(2))
-		if r.sc.variant == simCallsAtOnce {
-			base = append(base, idem.WithEffectConcurrency(simCallsAtOnceN))
-		}
-	case r.sc.family == famRate:
-		base = append(base, r.rateOptions()...)
-	case r.sc.family == famCircuit && r.isConverging():
-		base = append(base, idem.WithEffectConcurrency(simCircuitAtOnce))
-	case r.sc.family == famWriteAhead:
-		base = append(base, idem.WithBatchSize(1), idem.WithWriteAhead(true))
-	}
-	opts = append(base, opts...)
-	edit := limitsFor(editFor(r.versions, r.job), r.sc.family)
-	if r.sc.family == "stall" || r.sc.family == famStallTakeover {
-		edit = withTimeout(edit, simStallTimeout)
-	}
+	opts = append(append(base, r.fam.options(r)...), opts...)
+	edit := r.limits(editFor(r.versions, r.job))
 	if edit != nil {
 		opts = append(opts, idemrt.WithJobEdit(edit))
 	}
@@ -1358,69 +1216,27 @@ func (r *simRun[U]) helper() (idem.Store, func()) {
 func (r *simRun[U]) play() []string {
 	for phase := range r.phases {
 		r.setClock(phaseClock(phase))
-		if phase == 1 && r.sc.family == "bump" {
-			r.versions = r.versions.bumped(r.sc.bump)
-		}
-		r.serveRepeats(phase)
+		r.fam.beforePhase(r, phase)
 		r.serve(phase)
-		switch {
-		case phase == 0 && r.sc.family == "subprocess":
-			if r.runChild() {
-				simChildDeaths.Add(1)
-				r.recover(phase)
-			}
-		case r.sc.seed > 0 || r.sc.family == "double" || r.sc.family == "fleet":
-			r.concurrently(phase)
-		case r.sc.family == famBurst:
-			r.burst(phase)
-		case r.sc.family == famRate:
-			r.concurrently(phase)
-		default:
-			r.runPhase(phase)
-		}
+		r.fam.playPhase(r, phase)
 	}
 	r.mu.Lock()
 	r.phaseHits = r.hits
 	r.mu.Unlock()
-	if r.sc.family == "recover" {
-		r.personRetries()
-	}
 	// Convergence: clean runs after the last fault, as many as the fault
 	// plan needs (a failing effect is tried once per run).
 	r.mu.Lock()
 	r.converging = true
 	r.mu.Unlock()
-	if r.sc.family == famCircuit {
-		r.prov.mu.Lock()
-		r.prov.gate.holdProbes = true
-		r.prov.mu.Unlock()
-	}
+	r.fam.afterPhases(r)
 	last := len(r.phases) - 1
-	step := r.job.Lease + time.Minute
-	if r.sc.family == "failk" {
-		// Each run must find the failing effect past its backoff, which
-		// grows with every attempt up to the effect's retry max.
-		for _, fx := range r.job.Effects {
-			step = max(step, r.job.Lease+time.Minute+fx.Retry.Longest())
-		}
-	}
-	backoffs := map[int]bool{} // failk: the attempt counts whose wait was checked
-	for i := 0; i < r.convergenceRuns(); i++ {
-		if r.sc.family == "throttle" {
-			// A run a second later, before the time the provider named:
-			// it must not call.
-			r.setClock(r.now().Add(time.Second))
-			r.cleanRun(last)
-		}
+	step := r.fam.convergenceStep(r, r.job.Lease+time.Minute)
+	for i := 0; i < max(3, r.fam.convergenceRuns(r)); i++ {
+		r.fam.beforeCleanRun(r)
 		r.setClock(r.now().Add(step))
 		out := r.cleanRun(last)
-		if r.sc.family == "failk" {
-			r.checkBackoff(context.Background(), backoffs)
-		}
-		if r.sc.family == famCircuit {
-			r.checkCoolDown(context.Background())
-		}
-		if r.sc.family == "failk" || r.sc.family == "poison" {
+		r.fam.afterCleanRun(context.Background(), r)
+		if r.fam.runsAll() {
 			continue // the plan counts attempts: run them all
 		}
 		r.convergeErr = out.err
@@ -1428,192 +1244,44 @@ func (r *simRun[U]) play() []string {
 			break
 		}
 	}
-	if r.sc.family == "bump" && r.job.Source == SourceWatermarkName {
-		// A bump reaches old units when they are processed again.
-		r.setClock(r.now().Add(time.Minute))
-		r.window.mu.Lock()
-		all := slices.Collect(maps.Values(r.window.units))
-		r.window.mu.Unlock()
-		slices.SortFunc(all, func(a, b U) int {
-			if c := r.job.MarkOf(a).Compare(r.job.MarkOf(b)); c != 0 {
-				return c
-			}
-			return strings.Compare(r.job.keyOf(a), r.job.keyOf(b))
-		})
-		for _, u := range all {
-			r.history = append(r.history, simDelivery[U]{unit: u, versions: r.versions})
-		}
-		r.record(r.runTask(last, workBackfill))
-	}
+	r.fam.afterConvergence(r)
 	return r.checkEnd()
+}
+
+// phasePlay is how runPhase plays a phase: where worker A pauses (nil:
+// nowhere) and the work it does; what the world does while A is paused
+// (nil: A resumes); what follows A's crash (nil: a new process
+// recovers); and whether A's run was stopped from outside (then a new
+// process recovers too).
+type phasePlay struct {
+	pauseAt   func(n int, h simHit) bool
+	work      simWork
+	interlude func(phase int, a *simTask)
+	crashed   func(phase, inc int)
+	stopped   func(inc *simInc) bool
 }
 
 // runPhase runs one phase sequentially, with the family's pause and
 // recovery choreography.
-func (r *simRun[U]) runPhase(phase int) {
-	var pauseA func(n int, h simHit) bool
-	switch r.sc.family {
-	case "preempt", "takeover", "livelease", "skew", famForget, famHeld, famHeldRecord:
-		pauseA = func(n int, h simHit) bool { return n == r.sc.at }
-	}
-	work := workPhase
-	if r.sc.family == famHeldRecord {
-		work = workHeld // A is the worker that waits
-	}
-	task := r.start(phase, work, pauseA)
+func (r *simRun[U]) runPhase(phase int, pp phasePlay) {
+	task := r.start(phase, pp.work, pp.pauseAt)
 	out, paused := task.wait()
 	switch {
+	case paused && pp.interlude != nil:
+		pp.interlude(phase, task)
 	case paused:
-		r.interlude(phase, task)
-	case out.crashed && r.sc.family == famLeased:
-		r.leasedInterlude(phase, task.inc.id)
-	case out.crashed || r.cancelled(task.inc):
+		task.finish()
+	case out.crashed && pp.crashed != nil:
+		pp.crashed(phase, task.inc.id)
+	case out.crashed || pp.stopped != nil && pp.stopped(task.inc):
 		r.recover(phase) // a new process, after the crashed (or shut down) one's leases
 	default:
 		r.record(out, task.inc.id)
 	}
 }
 
-// interlude is what the world does while worker A is paused.
-func (r *simRun[U]) interlude(phase int, a *simTask) {
-	switch r.sc.family {
-	case "preempt":
-		// Worker B runs the next phase to the end, then A resumes with its old view.
-		if phase+1 < len(r.phases) {
-			r.setClock(phaseClock(phase + 1).Add(r.job.Lease + time.Minute))
-			r.serve(phase + 1)
-			r.cleanRun(phase + 1)
-		}
-		a.finish()
-	case "takeover":
-		// A holds the effect's lease and stalls past it; B takes the
-		// effect over. A's late call then succeeds or fails, before or
-		// after B records its outcome; the ledger keeps B's.
-		r.setClock(r.now().Add(r.job.Lease + time.Minute))
-		r.mu.Lock()
-		key := r.pausedKey
-		r.mu.Unlock()
-		var pauseB func(n int, h simHit) bool
-		switch {
-		case strings.Contains(r.sc.variant, "b-paused"):
-			pauseB = func(n int, h simHit) bool { return h.p == idemrt.PointEffectAfterCall && h.detail == key }
-		case strings.Contains(r.sc.variant, "b-before"):
-			pauseB = func(n int, h simHit) bool { return h.p == idemrt.PointEffectBeforeCall && h.detail == key }
-		}
-		b := r.start(phase, workDrain, pauseB)
-		bOut, bPaused := b.wait()
-		if bPaused && strings.Contains(r.sc.variant, "b-paused") {
-			r.mu.Lock()
-			r.recorder = simOwner(b.inc.id) // B is the owner whose outcome must be kept
-			r.mu.Unlock()
-		}
-		r.prov.mu.Lock()
-		if strings.Contains(r.sc.variant, "late-fails") {
-			r.prov.failInc[a.inc.id] = key
-		}
-		if strings.Contains(r.sc.variant, "b-fails") {
-			r.prov.failInc[b.inc.id] = key
-		}
-		r.prov.mu.Unlock()
-		// Both reports count: B's is the one that parks the effect when
-		// its failure is the last attempt, and no later run reports it
-		// again when the unit's redelivery is deduped before its effects.
-		r.record(a.finish(), a.inc.id)
-		if bPaused {
-			bOut = b.finish()
-		}
-		r.record(bOut, b.inc.id)
-	case "skew":
-		r.skewInterlude(phase, a)
-	case famForget:
-		r.forgetInterlude(a)
-	case famHeld:
-		r.heldInterlude(phase, a)
-	case famHeldRecord:
-		r.heldRecordInterlude(phase, a)
-	case "livelease":
-		// A holds a live lease; B, running the same phase, must leave the
-		// effect alone (its claim is refused; the provider is not called).
-		b := r.start(phase, workPhase, nil) // a whole run: it meets the leased effect and must leave it
-		b.wait()
-		a.finish()
-	default:
-		a.finish()
-	}
-}
-
-// famLeased is the family of a worker that dies just after a batch's
-// transaction committed the reservations it leased to that worker.
-const famLeased = "leased"
-
-// leasedInterlude follows worker a's death just after a batch committed:
-// the reservations it added are leased to it (idem's reserve), its lease
-// live on the simulated clock. Worker B runs the same phase at once and
-// must leave them alone: no provider call, each row still a's, pending,
-// with the one attempt its reservation counted. Then the lease runs out
-// (recover), and each is performed and recorded done, the claim that did
-// it counting the second attempt.
-func (r *simRun[U]) leasedInterlude(phase, a int) {
-	ctx := context.Background()
-	owner := simOwner(a)
-	held := r.heldBy(ctx, owner)
-	for k, n := range held {
-		if n != 1 {
-			r.violate("leased: %s, reserved leased to worker %s, counts %d attempts; a leased reservation counts one, as a claim does", k, owner, n)
-		}
-	}
-	calls := func() map[string]int {
-		r.prov.mu.Lock()
-		defer r.prov.mu.Unlock()
-		m := make(map[string]int, len(held))
-		for k := range held {
-			m[k] = r.prov.calls[k]
-		}
-		return m
-	}
-	before := calls()
-	b := r.start(phase, workPhase, nil) // a whole run: it meets the leased effects and must leave them
-	b.wait()
-	after := calls()
-	still := r.heldBy(ctx, owner)
-	for _, k := range slices.Sorted(maps.Keys(held)) {
-		if after[k] != before[k] {
-			r.violate("leased: worker B called the provider for %s while the reservation's lease, held by dead worker %s, was live", k, owner)
-		}
-		if n, ok := still[k]; !ok || n != held[k] {
-			r.violate("leased: %s, leased to dead worker %s by its reservation, was taken or changed while the lease was live", k, owner)
-		}
-	}
-	r.recover(phase)
-	entries, err := r.db.observer().Auto().Ledger(ctx)
-	if err != nil {
-		r.violate("leased: read the ledger: %v", err)
-		return
-	}
-	for _, e := range entries {
-		if n, ok := held[e.Key]; ok && (e.State != idem.StateDone || e.Attempts != n+1) {
-			r.violate("leased: once the lease of dead worker %s ran out, %s ended %s with %d attempts; want done with %d (the leased reservation's and the claim's)",
-				owner, e.Key, e.State, e.Attempts, n+1)
-		}
-	}
-}
-
-// heldBy is the pending ledger rows leased to owner, with their attempts,
-// on committed state.
-func (r *simRun[U]) heldBy(ctx context.Context, owner string) map[string]int {
-	entries, err := r.db.observer().Auto().Ledger(ctx)
-	if err != nil {
-		r.violate("leased: read the ledger: %v", err)
-		return nil
-	}
-	held := map[string]int{}
-	for _, e := range entries {
-		if e.State == idem.StatePending && e.LeaseOwner == owner {
-			held[e.Key] = e.Attempts
-		}
-	}
-	return held
-}
+// atScenarioHit pauses worker A at the scenario's hit.
+func (r *simRun[U]) atScenarioHit(n int, _ simHit) bool { return n == r.sc.at }
 
 // recover restarts after a crash: leases expire, and the phase runs again
 // (it may crash again where the scenario says so).
@@ -1670,60 +1338,6 @@ func (r *simRun[U]) concurrently(phase int) {
 		}()
 	}
 	wg.Wait()
-}
-
-// personRetries plays the person on call in the recover family: the
-// provider takes the declined key now, and the person puts its parked
-// effect back, by its key or with every parked effect of the job, through
-// the runtime's recovery (what the generated Store and `idemgen ledger
-// retry` call). Exactly that one effect must come back.
-func (r *simRun[U]) personRetries() {
-	r.prov.mu.Lock()
-	key := ""
-	if r.sc.call < len(r.prov.order) {
-		key = r.prov.order[r.sc.call]
-		delete(r.prov.permanent, key)
-	}
-	r.prov.mu.Unlock()
-	if key == "" {
-		return
-	}
-	ctx := context.Background()
-	st, closeInc := r.helper()
-	defer closeInc()
-	var changes []idem.Change
-	var err error
-	if r.sc.variant == "retry-parked" {
-		changes, err = idem.RetryParked(ctx, st, r.now(), r.job.Name)
-	} else {
-		changes, err = idem.Retry(ctx, st, "", key, r.now())
-	}
-	if err != nil || len(changes) != 1 || changes[0].Key != key || changes[0].State != idem.StateParked {
-		r.violate("recover: a person's %s of %s: %+v, %v; want the one parked effect put back", r.sc.variant, key, changes, err)
-	}
-}
-
-// convergenceRuns is how many clean runs may follow the last fault.
-func (r *simRun[U]) convergenceRuns() int {
-	n := 3
-	switch r.sc.family {
-	case "failk":
-		for _, fx := range r.job.Effects {
-			n = max(n, fx.MaxAttempts+2)
-		}
-	case "poison":
-		n = max(n, r.job.UnitMaxAttempts+2)
-	case "throttle":
-		n = max(n, r.sc.times+3)
-	case famCircuit:
-		n = max(n, simCircuitOutage(r.prov.gate.maxAttempts)+3)
-	case famRate:
-		r.prov.mu.Lock()
-		calls := len(r.prov.order)
-		r.prov.mu.Unlock()
-		n = max(n, r.rateConvergenceRuns(calls))
-	}
-	return n
 }
 
 // purgeNow purges on a helper incarnation while the job is stopped: young
@@ -1794,14 +1408,12 @@ const (
 	simStallFor     = 2 * time.Second
 )
 
-// withTimeout adds a timeout to every effect of the job edit builds.
-func withTimeout[U any](edit func(*idemrt.Job[U]), d time.Duration) func(*idemrt.Job[U]) {
-	return func(j *idemrt.Job[U]) {
-		if edit != nil {
-			edit(j)
-		}
-		for i := range j.Effects {
-			j.Effects[i].Timeout = d
-		}
+// callKey is the key of the provider's call c ("" when there was none).
+func (r *simRun[U]) callKey(c int) string {
+	r.prov.mu.Lock()
+	defer r.prov.mu.Unlock()
+	if c < 0 || c >= len(r.prov.order) {
+		return ""
 	}
+	return r.prov.order[c]
 }

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,14 +46,15 @@ func (r *simRun[U]) expect() simExpect[U] {
 	m := newSimModel(r.job)
 	lastOf := map[string]int{}
 	failed := -1 // the delivery whose write failed, if a newer one replaced it before the retry
+	failedKey, failedAt := r.fam.failedWrite()
 	for i, d := range r.history {
 		k := r.job.keyOf(d.unit)
-		if k == r.failedKey && i < r.failedAt {
+		if failedKey != "" && k == failedKey && i < failedAt {
 			failed = i
 		}
 		lastOf[k] = i
 	}
-	if r.job.Source != SourceWatermarkName || failed < 0 || lastOf[r.failedKey] == failed {
+	if r.job.Source != SourceWatermarkName || failed < 0 || lastOf[failedKey] == failed {
 		failed = -1 // a cursor or a queue hands the failed version in again
 	}
 	mustKeys := map[string]bool{}
@@ -82,7 +82,7 @@ func (r *simRun[U]) expect() simExpect[U] {
 		}
 	}
 	e := simExpect[U]{rows: m.rows, must: m.owed, may: may, parked: map[string]bool{}}
-	if r.sc.overlapping() {
+	if r.fam.overlapping(r.sc) {
 		e.relaxedRows = r.job.InsertOnce
 		e.must = map[string]bool{}
 		for k := range m.owed {
@@ -91,101 +91,13 @@ func (r *simRun[U]) expect() simExpect[U] {
 			}
 		}
 	}
-	if r.job.Stage && r.job.InsertOnce && r.job.Source == SourceWatermarkName && (r.sc.family == "writefail" || r.sc.family == "stmtfail" || r.sc.family == "commitunknown" || r.sc.family == "poison") {
-		// A fault before a staged window is published leaves none of its
-		// rows written; when the source serves newer versions before the
-		// retry, those are the first written and stay. Which ones depends
-		// on where the fault fell: every row must be a delivered version.
-		// A poison unit is such a fault repeated: its window is retried
-		// whole until the unit is parked, and only then published.
-		e.relaxedRows = true
-	}
-	if r.sc.poison > 0 && r.job.UnitMaxAttempts == 0 && (r.job.Stage || r.job.Source == SourceCursorName) {
-		// The poison unit's batch is never published, or its page never
-		// passed: what lies behind it is not applied.
-		e.relaxedRows = true
-		e.must = map[string]bool{}
-	}
-	if r.sc.exactCalls() && !e.relaxedRows {
+	if r.fam.exactCalls(r.sc) && !e.relaxedRows {
 		e.calls = map[string]int{}
 		for k := range e.must {
 			e.calls[k] = 1
 		}
-		r.prov.mu.Lock()
-		switch r.sc.family {
-		case "resplost", "failpre", "stall":
-			// The faulted call, then the retry; with max_attempts 1 the
-			// fault was the last attempt: the effect is parked (though
-			// applied, when only the response was lost).
-			if r.sc.call < len(r.prov.order) {
-				k := r.prov.order[r.sc.call]
-				e.calls[k] = 2
-				if r.effectOf(k).MaxAttempts == 1 {
-					e.calls[k] = 1
-					e.parked[k] = true
-					delete(e.must, k)
-					if r.sc.family == "resplost" {
-						e.parkedApplied = k
-					}
-				}
-			}
-		case famStallTakeover:
-			if r.sc.call < len(r.prov.order) && r.sc.variant == "crash" {
-				e.calls[r.prov.order[r.sc.call]] = 2 // the dropped call, then the takeover's
-			}
-		case "failk":
-			if r.sc.call < len(r.prov.order) {
-				k := r.prov.order[r.sc.call]
-				max := r.effectOf(k).MaxAttempts
-				if r.sc.times >= max {
-					e.calls[k] = max
-					e.parked[k] = true
-					delete(e.must, k)
-				} else {
-					e.calls[k] = r.sc.times + 1
-				}
-			}
-		case "permanent":
-			if r.sc.call < len(r.prov.order) {
-				k := r.prov.order[r.sc.call]
-				e.calls[k] = 1
-				e.parked[k] = true
-				delete(e.must, k)
-			}
-		case "recover":
-			// The declined call, then the one after the person's retry.
-			if r.sc.call < len(r.prov.order) {
-				e.calls[r.prov.order[r.sc.call]] = 2
-			}
-		case famPause:
-			// The paused call, then the one after the pause.
-			if r.sc.call < len(r.prov.order) {
-				e.calls[r.prov.order[r.sc.call]] = 2
-			}
-		case "throttle":
-			// Each "not now" is a call that burns no attempt: more of
-			// them than max_attempts still end in the effect done.
-			if r.sc.call < len(r.prov.order) {
-				e.calls[r.prov.order[r.sc.call]] = r.sc.times + 1
-			}
-		case "takeover":
-			// A's late call and B's; when B's fails, a later run's retry
-			// too, unless B's was the last attempt: then the effect is
-			// parked, though A's late call applied it (the ledger cannot know).
-			k := r.pausedKey
-			e.calls[k] = 2
-			if strings.Contains(r.sc.variant, "b-fails") {
-				if r.effectOf(k).MaxAttempts <= 2 {
-					e.parked[k], e.parkedApplied = true, k
-					delete(e.must, k)
-				} else {
-					e.calls[k] = 3
-				}
-			}
-		}
-		r.prov.mu.Unlock()
 	}
-	r.expectInterrupts(&e)
+	r.fam.expect(r, &e)
 	return e
 }
 
@@ -269,18 +181,13 @@ func (r *simRun[U]) checkEnd() []string {
 	for _, fx := range r.job.Effects {
 		keep[fx.Name] = fx.KeepResult
 	}
-	throttled := "" // a key whose row must count exactly one attempt
-	if r.sc.family == "throttle" || r.sc.family == "recover" {
-		r.prov.mu.Lock()
-		if r.sc.call < len(r.prov.order) {
-			throttled = r.prov.order[r.sc.call]
-		}
-		r.prov.mu.Unlock()
-	}
+	oneAttempt, why := r.fam.oneAttempt(r) // a key whose row must count exactly one attempt
 	for _, e := range entries {
+		if v := r.fam.rowViolation(r, e); v != "" {
+			r.violate("%s", v)
+			continue
+		}
 		switch {
-		case e.Key == r.pausedKey && r.recorder != "" && e.LeaseOwner != r.recorder:
-			r.violate("end: ledger row %s was recorded by %q, a worker whose lease was taken over, not by the new owner %q", e.Key, e.LeaseOwner, r.recorder)
 		case exp.parked[e.Key] && e.State != idem.StateParked:
 			r.violate("end: ledger row %s is %s, want failed (parked after max_attempts)", e.Key, e.State)
 		case !exp.parked[e.Key] && e.State != idem.StateDone:
@@ -291,54 +198,18 @@ func (r *simRun[U]) checkEnd() []string {
 			r.violate("end: ledger row %s keeps result %q, want the provider's first answer %q", e.Key, e.Result, first[e.Key])
 		case e.State == idem.StateDone && !keep[e.Effect] && len(e.Result) > 0:
 			r.violate("end: ledger row %s keeps a result though keep_result is off", e.Key)
-		case e.Key == throttled && e.Attempts != 1:
-			r.violate("end: ledger row %s counts %d attempts; want 1: its one success (%s)", e.Key, e.Attempts, map[string]string{
-				"throttle": `the provider's "not now" answers count none`, "recover": "a person's retry counts attempts from 0"}[r.sc.family])
+		case oneAttempt != "" && e.Key == oneAttempt && e.Attempts != 1:
+			r.violate("end: ledger row %s counts %d attempts; want 1: its one success (%s)", e.Key, e.Attempts, why)
 		}
 	}
 	want := len(applied) + len(exp.parked)
 	if exp.parkedApplied != "" {
 		want-- // applied and parked: one row
 	}
-	if len(entries) != want && r.sc.family != "purge-old" && r.sc.family != "purge-pending" {
+	if len(entries) != want && !r.fam.purgesPastRetention() {
 		r.violate("end: %d ledger rows for %d applied and %d parked effects, want %d", len(entries), len(applied), len(exp.parked), want)
 	}
-	unfaulted := (r.sc.family == famRepeatBatches || r.sc.family == famWriteAhead) && r.sc.at < 0
-	if r.sc.family == "clean" || r.sc.family == "fanout" || unfaulted {
-		r.checkCounts()
-	}
-	if unfaulted {
-		r.checkCallHold()
-	}
-	r.mu.Lock()
-	split := r.stmt.split
-	r.mu.Unlock()
-	if r.sc.family == "stmtfail" && split {
-		// A statement that failed naming no unit cost no unit anything:
-		// the halves, down to a lone unit, wrote every unit as if
-		// nothing had failed.
-		r.checkCounts()
-	}
-	if r.sc.family == "mismatch" {
-		r.checkMismatch(ctx, exp)
-	}
-	if r.sc.family == "permanent" && r.job.Source == SourceNoneName {
-		r.checkPermanentReplay(ctx)
-	}
-	r.checkInterrupts(ctx, exp)
-	if (r.sc.family == "clean" || r.sc.family == "fanout" || unfaulted) && r.job.Source == SourceNoneName {
-		r.checkReplay(ctx)
-	}
-	// A job version bump recomputes upserted rows; an insert_once row is
-	// never changed (checkRows holds it to its first written version).
-	if r.sc.family == "bump" && r.sc.bump < 0 && r.job.HasDest && !r.job.InsertOnce {
-		verbs, closeInc := r.aux(r.now)
-		stale, err := verbs.Stale(ctx, 100)
-		closeInc()
-		if err != nil || len(stale) > 0 {
-			r.violate("end: after a job version bump and a backfill, rows of the old version remain: %v (err %v)", stale, err)
-		}
-	}
+	r.fam.checkEnd(ctx, r, exp)
 	r.prov.mu.Lock()
 	early := slices.Clone(r.prov.early)
 	r.prov.mu.Unlock()
@@ -346,10 +217,7 @@ func (r *simRun[U]) checkEnd() []string {
 		r.violate("end: the provider was called before the time its RetryAfter named: %s", strings.Join(early, "; "))
 	}
 	r.checkFleet()
-	r.checkGate(ctx)
-	if r.sc.family == famRate {
-		r.checkPace()
-	}
+	r.checkGate()
 	r.prov.mu.Lock()
 	twice := slices.Clone(r.prov.twice)
 	r.prov.mu.Unlock()
@@ -357,11 +225,9 @@ func (r *simRun[U]) checkEnd() []string {
 		r.violate("end: a key was called again while its earlier call still hung: %s", strings.Join(twice, ", "))
 	}
 	r.checkRerun(ctx, exp)
-	if r.sc.family == famForget {
-		// After the re-run and backfill (the oracle knows nothing of a
-		// forgotten key), before the purge empties the ledger.
-		r.checkForgetOne(ctx)
-	}
+	// After the re-run and backfill (the oracle knows nothing of a
+	// forgotten key), before the purge empties the ledger.
+	r.fam.checkAfterRerun(ctx, r)
 	if slices.ContainsFunc(r.job.Effects, func(fx Effect) bool { return fx.Retention > 0 }) {
 		r.purgeNow(ctx, "after convergence", true)
 	}
@@ -390,7 +256,7 @@ func (r *simRun[U]) checkParkedUnits(ctx context.Context) {
 	for _, u := range units {
 		switch {
 		case u.Job != r.job.Name:
-		case u.Key != r.poisonKey:
+		case u.Key != r.fam.brokenUnit():
 			r.violate("end: unit %s left in the parked table (%s, %d attempts) though its write succeeded", u.Key, u.State, u.Attempts)
 		case r.job.UnitMaxAttempts > 0 && u.State != idem.UnitStateParked:
 			r.violate("end: poison unit %s is %s after %d attempts, want parked at max_attempts %d", u.Key, u.State, u.Attempts, r.job.UnitMaxAttempts)
@@ -402,7 +268,7 @@ func (r *simRun[U]) checkParkedUnits(ctx context.Context) {
 		return
 	}
 	if !parked {
-		r.violate("end: poison unit %s was not parked after %d failed writes", r.poisonKey, r.job.UnitMaxAttempts)
+		r.violate("end: poison unit %s was not parked after %d failed writes", r.fam.brokenUnit(), r.job.UnitMaxAttempts)
 	}
 	if r.parkedUnits == 0 {
 		r.violate("end: no report counted the parked unit")
@@ -513,7 +379,7 @@ func (r *simRun[U]) checkRerun(ctx context.Context, exp simExpect[U]) {
 	rep, err := out.rep, out.err
 	r.checkParkedWhy("a backfill from the start", err)
 	done := rep.EffectsDone
-	if r.purgedPastRetention() && slices.ContainsFunc(r.job.Effects, func(fx Effect) bool { return fx.When == idemrt.WhenAlways }) {
+	if r.fam.purgesPastRetention() && slices.ContainsFunc(r.job.Effects, func(fx Effect) bool { return fx.When == idemrt.WhenAlways }) {
 		// A purge past retention forgot done effects: the backfill
 		// processes their units as new (docs/guarantees.md: a replay
 		// after retention is processed again), and a when: always
@@ -525,10 +391,13 @@ func (r *simRun[U]) checkRerun(ctx context.Context, exp simExpect[U]) {
 	}
 }
 
-// purgedPastRetention reports whether the scenario purged done ledger
-// rows past their retention while it played.
-func (r *simRun[U]) purgedPastRetention() bool {
-	return r.sc.family == "purge-old" || r.sc.family == "purge-pending"
+// checkUnfaulted checks a scenario without a fault: each run's report
+// counts, and (handed-in) a replay of the units is a pure dedupe.
+func (r *simRun[U]) checkUnfaulted(ctx context.Context) {
+	r.checkCounts()
+	if r.job.Source == SourceNoneName {
+		r.checkReplay(ctx)
+	}
 }
 
 // checkCounts compares each sequential run's report with the oracle's
@@ -734,52 +603,18 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 		doneKeys: map[string]bool{}, late: map[string]bool{},
 		prov:     newSimProvider(),
 		window:   &WindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.MarkOf, served: map[int][]U{}, echo: map[string]*simEcho[U]{}, echoAlways: job.InsertOnce},
-		cursor:   &CursorSource[U]{served: map[int][]U{}},
+		cursor:   &CursorSource[U]{served: map[int][]U{}, echo: map[string]U{}},
 		versions: baseVersions(job),
 	}
 	if sc.faults != nil {
 		r.prov.faults = sc.faults
 	}
-	switch sc.family {
-	case "failk":
-		r.prov.failCall, r.prov.failTimes = sc.call, sc.times
-	case "permanent", "recover":
-		r.prov.permanentCall = sc.call
-	case "fleet":
-		r.prov.flight = &simFlight{limit: 1, now: map[string]*atomic.Int32{}}
-	case famRepeatBatches:
-		if sc.variant == simCallsAtOnce {
-			// Calls held in flight, so the next batch meets them.
-			r.prov.flight = &simFlight{limit: simCallsAtOnceN, now: map[string]*atomic.Int32{}}
-		}
-	case "throttle":
-		r.prov.throttleCall, r.prov.throttleTimes, r.prov.throttleWait = sc.call, sc.times, job.Lease/2
-	case famPause, famCircuit:
-		r.initGate()
-	}
-	r.initInterrupts()
 	r.prov.now = r.now
-	if sc.seed > 0 {
-		r.rng = rand.New(rand.NewPCG(sc.seed, 0))
-	}
-	if sc.poison > 0 {
-		r.poisonKey = job.keyOf(job.Unit(sc.poison, 1))
-	}
 	r.prov.progress = &r.progress
 	r.phases = simPhases(job)
-	r.lagKeys, r.cursorEcho, r.incByID = map[string]*simLag{}, map[string]U{}, map[int]*simInc{}
-	if sc.family == famStallTakeover {
-		r.prov.hang = r.hangInterlude
-	}
-	if sc.family == famRepeatBatches {
-		r.repeats = simRepeatDeliveries(job)
-		if sc.variant == simCallsAtOnce {
-			r.callHold = newCallHold(job, r.versions)
-		}
-	}
-	if l, ok := db.(connLimiter); ok && sc.family == famBurst {
-		l.limitConns(simBurstConns)
-	}
+	r.incByID = map[int]*simInc{}
+	r.fam = familyNamed[U](sc.family)
+	r.fam.setup(r)
 	return r
 }
 

@@ -240,7 +240,7 @@ func (baseFamily[U]) beforeCrash(context.Context, *simRun[U], *simInc, simHit) e
 }
 func (baseFamily[U]) afterCrash(context.Context, *simRun[U], *simInc, int, simHit) {}
 func (baseFamily[U]) beforePhase(*simRun[U], int)                                  {}
-func (baseFamily[U]) playPhase(r *simRun[U], phase int)                            { r.runPhase(phase) }
+func (baseFamily[U]) playPhase(r *simRun[U], phase int)                            { r.runPhase(phase, phasePlay{}) }
 func (baseFamily[U]) afterPhases(*simRun[U])                                       {}
 func (baseFamily[U]) convergenceRuns(*simRun[U]) int                               { return 0 }
 func (baseFamily[U]) convergenceStep(_ *simRun[U], step time.Duration) time.Duration {

@@ -20,3 +20,14 @@ func (*burstFamily[U]) plan(d *discovery[U]) []simScenario {
 	}
 	return plan
 }
+
+// setup: each incarnation's pool has simBurstConns connections.
+func (*burstFamily[U]) setup(r *simRun[U]) {
+	if l, ok := r.db.(connLimiter); ok {
+		l.limitConns(simBurstConns)
+	}
+}
+
+func (*burstFamily[U]) overlapping(simScenario) bool { return true }
+
+func (*burstFamily[U]) playPhase(r *simRun[U], phase int) { r.burst(phase) }

@@ -1,6 +1,10 @@
 package crashsim
 
-import "github.com/idemgen/idemgen/idem/idemrt"
+import (
+	"errors"
+
+	"github.com/idemgen/idemgen/idem/idemrt"
+)
 
 type commitunknownFamily[U any] struct{ baseFamily[U] }
 
@@ -19,3 +23,15 @@ func (*commitunknownFamily[U]) plan(d *discovery[U]) []simScenario {
 	}
 	return plan
 }
+
+// faultAt: the scenario's commit succeeds, and the client sees an error.
+func (*commitunknownFamily[U]) faultAt(r *simRun[U], n int, _ simHit) error {
+	if n == r.sc.at {
+		return errors.New("simulated: the commit succeeded but the client saw an error")
+	}
+	return nil
+}
+
+func (*commitunknownFamily[U]) exactCalls(simScenario) bool { return true }
+
+func (*commitunknownFamily[U]) expect(r *simRun[U], e *simExpect[U]) { expectFailedWrite(r, e) }

@@ -1,6 +1,10 @@
 package crashsim
 
-type concurrentFamily[U any] struct{ baseFamily[U] }
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
 
 func (*concurrentFamily[U]) about() familyAbout {
 	return familyAbout{name: "concurrent", guarantees: []int{5},
@@ -17,3 +21,24 @@ func (*concurrentFamily[U]) plan(*discovery[U]) []simScenario {
 	}
 	return plan
 }
+
+type concurrentFamily[U any] struct {
+	baseFamily[U]
+	rng *rand.Rand // the scenario's seeded jitter, under r.mu
+}
+
+func (f *concurrentFamily[U]) setup(r *simRun[U]) { f.rng = rand.New(rand.NewPCG(r.sc.seed, 0)) }
+
+// beforeCrash: a jitter of up to 300µs at every hit.
+func (f *concurrentFamily[U]) beforeCrash(_ context.Context, r *simRun[U], _ *simInc, _ simHit) error {
+	r.mu.Lock()
+	jitter := time.Duration(f.rng.IntN(300)) * time.Microsecond
+	r.mu.Unlock()
+	time.Sleep(jitter)
+	return nil
+}
+
+func (*concurrentFamily[U]) overlapping(simScenario) bool { return true }
+
+// playPhase: two workers on the phase at once.
+func (*concurrentFamily[U]) playPhase(r *simRun[U], phase int) { r.concurrently(phase) }

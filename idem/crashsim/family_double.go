@@ -10,3 +10,8 @@ func (*doubleFamily[U]) about() familyAbout {
 func (*doubleFamily[U]) plan(*discovery[U]) []simScenario {
 	return []simScenario{newScenario("double")}
 }
+
+func (*doubleFamily[U]) overlapping(simScenario) bool { return true }
+
+// playPhase: two workers on the phase at once.
+func (*doubleFamily[U]) playPhase(r *simRun[U], phase int) { r.concurrently(phase) }

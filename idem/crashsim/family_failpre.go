@@ -11,3 +11,7 @@ func (*failpreFamily[U]) about() familyAbout {
 func (*failpreFamily[U]) plan(d *discovery[U]) []simScenario {
 	return planCallFaults(d, "failpre", faultFailPre)
 }
+
+func (*failpreFamily[U]) exactCalls(simScenario) bool { return true }
+
+func (*failpreFamily[U]) expect(r *simRun[U], e *simExpect[U]) { expectFaultedCall(r, e, false) }

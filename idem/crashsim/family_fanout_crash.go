@@ -1,5 +1,7 @@
 package crashsim
 
+import "github.com/idemgen/idemgen/idem"
+
 type fanoutCrashFamily[U any] struct{ baseFamily[U] }
 
 func (*fanoutCrashFamily[U]) about() familyAbout {
@@ -21,3 +23,5 @@ func (*fanoutCrashFamily[U]) plan(d *discovery[U]) []simScenario {
 }
 
 func (*fanoutCrashFamily[U]) sample(all []simScenario) []simScenario { return sampleEvery(all, 2) }
+
+func (*fanoutCrashFamily[U]) options(*simRun[U]) []idem.Option { return fanoutOptions() }

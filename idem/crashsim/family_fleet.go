@@ -1,5 +1,11 @@
 package crashsim
 
+import (
+	"sync/atomic"
+
+	"github.com/idemgen/idemgen/idem/idemrt"
+)
+
 type fleetFamily[U any] struct{ baseFamily[U] }
 
 func (*fleetFamily[U]) about() familyAbout {
@@ -9,3 +15,18 @@ func (*fleetFamily[U]) about() familyAbout {
 }
 
 func (*fleetFamily[U]) plan(*discovery[U]) []simScenario { return []simScenario{newScenario("fleet")} }
+
+// setup: the provider counts each effect's calls in flight, at most one.
+func (*fleetFamily[U]) setup(r *simRun[U]) {
+	r.prov.flight = &simFlight{limit: 1, now: map[string]*atomic.Int32{}}
+}
+
+// limit: every effect at concurrency 1 across workers.
+func (*fleetFamily[U]) limit(_ *simRun[U], fx *idemrt.Effect[U], _ idemrt.Effect[U]) {
+	fx.Concurrency = 1
+}
+
+func (*fleetFamily[U]) overlapping(simScenario) bool { return true }
+
+// playPhase: two workers on the phase at once.
+func (*fleetFamily[U]) playPhase(r *simRun[U], phase int) { r.concurrently(phase) }

@@ -22,3 +22,16 @@ func atFirstCalls[U any](d *discovery[U], family string) []simScenario {
 	}
 	return plan
 }
+
+func (*liveleaseFamily[U]) exactCalls(simScenario) bool { return true }
+
+// playPhase: worker A pauses at the effect's first call, holding a live
+// lease; B, running the same phase, must leave the effect alone (its
+// claim is refused; the provider is not called).
+func (*liveleaseFamily[U]) playPhase(r *simRun[U], phase int) {
+	r.runPhase(phase, phasePlay{pauseAt: r.atScenarioHit, interlude: func(phase int, a *simTask) {
+		b := r.start(phase, workPhase, nil) // a whole run: it meets the leased effect and must leave it
+		b.wait()
+		a.finish()
+	}})
+}

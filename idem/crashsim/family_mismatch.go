@@ -1,5 +1,7 @@
 package crashsim
 
+import "context"
+
 type mismatchFamily[U any] struct{ baseFamily[U] }
 
 func (*mismatchFamily[U]) about() familyAbout {
@@ -13,4 +15,10 @@ func (*mismatchFamily[U]) plan(d *discovery[U]) []simScenario {
 		return nil
 	}
 	return []simScenario{newScenario("mismatch")}
+}
+
+func (*mismatchFamily[U]) exactCalls(simScenario) bool { return true }
+
+func (*mismatchFamily[U]) checkEnd(ctx context.Context, r *simRun[U], exp simExpect[U]) {
+	r.checkMismatch(ctx, exp)
 }

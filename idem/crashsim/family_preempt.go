@@ -1,5 +1,7 @@
 package crashsim
 
+import "time"
+
 type preemptFamily[U any] struct{ baseFamily[U] }
 
 func (*preemptFamily[U]) about() familyAbout {
@@ -19,3 +21,18 @@ func (*preemptFamily[U]) plan(d *discovery[U]) []simScenario {
 }
 
 func (*preemptFamily[U]) sample(all []simScenario) []simScenario { return sampleEvery(all, 3) }
+
+func (*preemptFamily[U]) overlapping(simScenario) bool { return true }
+
+// playPhase: worker A pauses at the scenario's hit; worker B runs the
+// next phase to the end, then A resumes with its old view.
+func (*preemptFamily[U]) playPhase(r *simRun[U], phase int) {
+	r.runPhase(phase, phasePlay{pauseAt: r.atScenarioHit, interlude: func(phase int, a *simTask) {
+		if phase+1 < len(r.phases) {
+			r.setClock(phaseClock(phase + 1).Add(r.job.Lease + time.Minute))
+			r.serve(phase + 1)
+			r.cleanRun(phase + 1)
+		}
+		a.finish()
+	}})
+}

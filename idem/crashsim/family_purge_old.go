@@ -1,6 +1,10 @@
 package crashsim
 
-import "slices"
+import (
+	"context"
+	"fmt"
+	"slices"
+)
 
 type purgeOldFamily[U any] struct{ baseFamily[U] }
 
@@ -36,3 +40,12 @@ func planPurges[U any](d *discovery[U], family string, pick func(n int) bool) []
 	}
 	return plan
 }
+
+// afterCrash: the purge at the scenario's point.
+func (*purgeOldFamily[U]) afterCrash(ctx context.Context, r *simRun[U], _ *simInc, n int, h simHit) {
+	if n == r.sc.at {
+		r.purgeNow(ctx, fmt.Sprintf("at %s", h.p), true)
+	}
+}
+
+func (*purgeOldFamily[U]) purgesPastRetention() bool { return true }

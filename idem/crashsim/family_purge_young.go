@@ -1,5 +1,10 @@
 package crashsim
 
+import (
+	"context"
+	"fmt"
+)
+
 type purgeYoungFamily[U any] struct{ baseFamily[U] }
 
 func (*purgeYoungFamily[U]) about() familyAbout {
@@ -14,3 +19,12 @@ func (*purgeYoungFamily[U]) plan(d *discovery[U]) []simScenario {
 }
 
 func (*purgeYoungFamily[U]) sample(all []simScenario) []simScenario { return sampleEvery(all, 4) }
+
+// afterCrash: the purge at the scenario's point.
+func (*purgeYoungFamily[U]) afterCrash(ctx context.Context, r *simRun[U], _ *simInc, n int, h simHit) {
+	if n == r.sc.at {
+		r.purgeNow(ctx, fmt.Sprintf("at %s", h.p), false)
+	}
+}
+
+func (*purgeYoungFamily[U]) exactCalls(simScenario) bool { return true }

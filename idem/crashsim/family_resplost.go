@@ -24,3 +24,26 @@ func planCallFaults[U any](d *discovery[U], family string, fault simFault) []sim
 	}
 	return plan
 }
+
+func (*resplostFamily[U]) exactCalls(simScenario) bool { return true }
+
+func (*resplostFamily[U]) expect(r *simRun[U], e *simExpect[U]) { expectFaultedCall(r, e, true) }
+
+// expectFaultedCall: the faulted call, then the retry; with max_attempts
+// 1 the fault was the last attempt: the effect is parked (though applied,
+// when only the response was lost: applied).
+func expectFaultedCall[U any](r *simRun[U], e *simExpect[U], applied bool) {
+	k := r.callKey(r.sc.call)
+	if e.calls == nil || k == "" {
+		return
+	}
+	e.calls[k] = 2
+	if r.effectOf(k).MaxAttempts == 1 {
+		e.calls[k] = 1
+		e.parked[k] = true
+		delete(e.must, k)
+		if applied {
+			e.parkedApplied = k
+		}
+	}
+}

@@ -1,5 +1,7 @@
 package crashsim
 
+import "github.com/idemgen/idemgen/idem/idemrt"
+
 type stallFamily[U any] struct{ baseFamily[U] }
 
 func (*stallFamily[U]) about() familyAbout {
@@ -12,3 +14,12 @@ func (*stallFamily[U]) about() familyAbout {
 func (*stallFamily[U]) plan(d *discovery[U]) []simScenario {
 	return planCallFaults(d, "stall", faultStall)
 }
+
+// limit: a short timeout on every effect, so the stalled call is cancelled soon.
+func (*stallFamily[U]) limit(_ *simRun[U], fx *idemrt.Effect[U], _ idemrt.Effect[U]) {
+	fx.Timeout = simStallTimeout
+}
+
+func (*stallFamily[U]) exactCalls(simScenario) bool { return true }
+
+func (*stallFamily[U]) expect(r *simRun[U], e *simExpect[U]) { expectFaultedCall(r, e, false) }

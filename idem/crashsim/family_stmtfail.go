@@ -1,12 +1,22 @@
 package crashsim
 
 import (
+	"context"
+	"errors"
 	"slices"
 
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
-type stmtfailFamily[U any] struct{ baseFamily[U] }
+// stmtfail's state, under r.mu: a batch's statement failed naming no
+// unit, and fails again in every transaction of its halves that writes
+// more than one unit, so each of the batch's units is written alone.
+type stmtfailFamily[U any] struct {
+	baseFamily[U]
+	halving bool
+	split   bool // the scenario's failure was in a transaction of several units
+	units   int  // unit.start hits in the transaction under way
+}
 
 func (*stmtfailFamily[U]) about() familyAbout {
 	return familyAbout{name: "stmtfail", guarantees: []int{3, 8},
@@ -58,4 +68,55 @@ func keepVariant(sample, all []simScenario, v string) []simScenario {
 		}
 	}
 	return sample
+}
+
+// simRewrite is stmtfail's scenario at the second phase's first batch.
+const simRewrite = "rewrite"
+
+// faultAt is stmtfail's failure at hit n, at point p, if any: at the
+// scenario's hit (a batch.written), then, until the next batch begins, at
+// each batch.written of a transaction of more than one unit, so the
+// halving goes down to lone units and writes every unit of the batch on
+// its own (on PostgreSQL with its single-unit statement, not the batch
+// form: a new key, a key rewritten, a key left unchanged). The caller
+// holds r.mu.
+func (s *stmtfailFamily[U]) faultAt(r *simRun[U], n int, h simHit) error {
+	p := h.p
+	switch p {
+	case idemrt.PointBatchBegin, idemrt.PointBatchStart, idemrt.PointRunStart:
+		s.halving, s.units = false, 0
+	case idemrt.PointUnitStart:
+		s.units++
+	case idemrt.PointUnitAfterCommit:
+		s.units = 0
+	case idemrt.PointBatchWritten:
+		switch {
+		case n == r.sc.at:
+			// A lone unit's failure is its own: nothing to halve. A
+			// staged window publishes whole and is not halved either: a
+			// failure of its every try would be a fault of the window.
+			s.halving = s.units > 1 && !r.job.Stage
+			s.split = s.halving
+		case s.halving && s.units > 1:
+		default:
+			return nil
+		}
+		s.units = 0 // rolled back: the next transaction counts afresh
+		return errors.New("simulated statement failure")
+	}
+	return nil
+}
+
+func (*stmtfailFamily[U]) expect(r *simRun[U], e *simExpect[U]) { expectFailedWrite(r, e) }
+
+// checkEnd: a statement that failed naming no unit cost no unit
+// anything: the halves, down to a lone unit, wrote every unit as if
+// nothing had failed.
+func (s *stmtfailFamily[U]) checkEnd(_ context.Context, r *simRun[U], _ simExpect[U]) {
+	r.mu.Lock()
+	split := s.split
+	r.mu.Unlock()
+	if split {
+		r.checkCounts()
+	}
 }

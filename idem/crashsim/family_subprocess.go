@@ -35,3 +35,16 @@ func (*subprocessFamily[U]) plan(d *discovery[U]) []simScenario {
 	}
 	return plan
 }
+
+// playPhase: phase 0's first run in a child process that dies at the
+// scenario's hit; a new process recovers.
+func (*subprocessFamily[U]) playPhase(r *simRun[U], phase int) {
+	if phase != 0 {
+		r.runPhase(phase, phasePlay{})
+		return
+	}
+	if r.runChild() {
+		simChildDeaths.Add(1)
+		r.recover(phase)
+	}
+}

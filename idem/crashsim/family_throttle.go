@@ -1,5 +1,7 @@
 package crashsim
 
+import "time"
+
 type throttleFamily[U any] struct{ baseFamily[U] }
 
 func (*throttleFamily[U]) about() familyAbout {
@@ -22,3 +24,32 @@ func (*throttleFamily[U]) plan(d *discovery[U]) []simScenario {
 }
 
 func (*throttleFamily[U]) sample(all []simScenario) []simScenario { return all }
+
+// setup: the scenario's call's key is answered "not now" (lease/2) sc.times times.
+func (*throttleFamily[U]) setup(r *simRun[U]) {
+	r.prov.throttleCall, r.prov.throttleTimes, r.prov.throttleWait = r.sc.call, r.sc.times, r.job.Lease/2
+}
+
+func (*throttleFamily[U]) exactCalls(simScenario) bool { return true }
+
+func (*throttleFamily[U]) convergenceRuns(r *simRun[U]) int { return r.sc.times + 3 }
+
+// beforeCleanRun: a run a second later, before the time the provider
+// named: it must not call.
+func (*throttleFamily[U]) beforeCleanRun(r *simRun[U]) {
+	r.setClock(r.now().Add(time.Second))
+	r.cleanRun(len(r.phases) - 1)
+}
+
+// expect: each "not now" is a call that burns no attempt: more of them
+// than max_attempts still end in the effect done.
+func (*throttleFamily[U]) expect(r *simRun[U], e *simExpect[U]) {
+	if k := r.callKey(r.sc.call); e.calls != nil && k != "" {
+		e.calls[k] = r.sc.times + 1
+	}
+}
+
+// oneAttempt: the throttled key counts its one success.
+func (*throttleFamily[U]) oneAttempt(r *simRun[U]) (string, string) {
+	return r.callKey(r.sc.call), `the provider's "not now" answers count none`
+}
