@@ -7,6 +7,8 @@ import (
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
+const famCircuit = "circuit"
+
 type circuitFamily[U any] struct{ baseFamily[U] }
 
 func (*circuitFamily[U]) about() familyAbout {
@@ -19,7 +21,13 @@ func (*circuitFamily[U]) about() familyAbout {
 			"before the circuit opened count; also crashed and taken over"}
 }
 
-func (*circuitFamily[U]) plan(d *discovery[U]) []simScenario { return planGate(d, famCircuit) }
+// plan: each effect whose max_attempts the circuit can protect. The
+// failures before the circuit opens count attempts: a row whose budget is
+// no larger is parked by them, as it would be without a circuit; the
+// family's "none parked" is for a budget the circuit can protect.
+func (*circuitFamily[U]) plan(d *discovery[U]) []simScenario {
+	return planGate(d, famCircuit, func(fx Effect) bool { return fx.MaxAttempts <= 0 || fx.MaxAttempts > simCircuitFailures })
+}
 
 func (*circuitFamily[U]) sample(all []simScenario) []simScenario { return all }
 

@@ -6,6 +6,8 @@ import (
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
+const famPause = "pause"
+
 type pauseFamily[U any] struct{ baseFamily[U] }
 
 func (*pauseFamily[U]) about() familyAbout {
@@ -15,7 +17,9 @@ func (*pauseFamily[U]) about() familyAbout {
 			"effect counts one attempt; also crashed at hits after the paused call, and taken over"}
 }
 
-func (*pauseFamily[U]) plan(d *discovery[U]) []simScenario { return planGate(d, famPause) }
+func (*pauseFamily[U]) plan(d *discovery[U]) []simScenario {
+	return planGate(d, famPause, func(Effect) bool { return true })
+}
 
 func (*pauseFamily[U]) sample(all []simScenario) []simScenario { return all }
 

@@ -9,6 +9,8 @@ import (
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
+const famRepeatBatches = "repeat-batches"
+
 type repeatBatchesFamily[U any] struct {
 	baseFamily[U]
 	repeats  [][]U        // the calls handed in while the phases play, one a phase

@@ -8,6 +8,8 @@ import (
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
+const famWriteAhead = "writeahead"
+
 type writeaheadFamily[U any] struct {
 	baseFamily[U]
 	lagKeys map[string]*simLag // under r.mu: the keys whose first write is held back

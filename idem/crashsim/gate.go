@@ -44,11 +44,6 @@ import (
 // replays each crash to the same hit; the clean runs after them, with
 // calls at once, are where a second probe could meet the first.
 
-const (
-	famPause   = "pause"
-	famCircuit = "circuit"
-)
-
 // simCircuitFailures is the circuit's failures in a row in the circuit
 // family; other families' effects get a circuit that never opens
 // (simNoCircuit), so that their effects have a gate for PauseEffect.
@@ -272,21 +267,14 @@ func (r *simRun[U]) isConverging() bool {
 	return r.converging
 }
 
-// planGate plans a gate family: for each effect, clean, then crashed at
-// hits after the effect's first call (the first phase's calls of it meet
-// the gate), and taken over.
-func planGate[U any](d *discovery[U], family string) []simScenario {
+// planGate plans a gate family: for each effect it takes, clean, then
+// crashed at hits after the effect's first call (the first phase's calls
+// of it meet the gate), and taken over.
+func planGate[U any](d *discovery[U], family string, takes func(Effect) bool) []simScenario {
 	var plan []simScenario
 	for _, fx := range d.job.Effects {
 		c := d.firstCallOf(fx.Name)
-		if c < 0 {
-			continue
-		}
-		if family == famCircuit && fx.MaxAttempts > 0 && fx.MaxAttempts <= simCircuitFailures {
-			// The failures before the circuit opens count attempts:
-			// a row whose budget is no larger is parked by them, as
-			// it would be without a circuit; the family's "none
-			// parked" is for a budget the circuit can protect.
+		if c < 0 || !takes(fx) {
 			continue
 		}
 		sc := newScenario(family)

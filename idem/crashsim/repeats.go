@@ -33,11 +33,6 @@ import (
 	"time"
 )
 
-const (
-	famRepeatBatches = "repeat-batches"
-	famWriteAhead    = "writeahead"
-)
-
 // simCallsAtOnce is repeat-batches' variant with effects called
 // simCallsAtOnceN at a time, each held in flight a moment (simFleetHold).
 const (
