@@ -55,7 +55,7 @@ func (f *simFlight) enter(effect string) func() {
 
 // limits is the edit of a scenario's effects: no rate (see above) and no
 // circuit, but where the scenario's family sets them (its limit: the rate
-// family's rate, rate.go; the gate families' circuit, gate.go; the fleet
+// family's rate, family_rate.go; the gate families' circuit, gate.go; the fleet
 // family's concurrency 1).
 func (r *simRun[U]) limits(edit func(*idemrt.Job[U])) func(*idemrt.Job[U]) {
 	return func(j *idemrt.Job[U]) {

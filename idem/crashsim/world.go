@@ -166,7 +166,7 @@ type Provider struct {
 	journal  *os.File         // subprocess mode: every call, synced before it returns
 	progress *atomic.Int64    // the scenario's (simRun.progress): a call is progress
 	flight   *simFlight       // the fleet family: calls in flight per effect
-	// hang is the world while a faultHang call hangs (stall-takeover, hang.go):
+	// hang is the world while a faultHang call hangs (stall-takeover, family_stall_takeover.go):
 	// true when the caller's process died meanwhile.
 	hang func(ctx context.Context, key string) (dropped bool)
 }
