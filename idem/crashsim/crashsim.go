@@ -312,6 +312,9 @@ type simRun[U any] struct {
 	lastMark    time.Time
 	lastPos     int64
 	doneKeys    map[string]bool
+	// seenAt is when (on the scenario's clock) the checks first saw each
+	// ledger row: it was reserved no later, so it is no older (purgeNow).
+	seenAt map[string]time.Time
 	incs        int
 	versions    simVersions  // what the job is built with now
 	pausedKey   string       // the effect key a paused worker holds

@@ -5,7 +5,12 @@ import (
 	"fmt"
 )
 
-type purgeYoungFamily[U any] struct{ baseFamily[U] }
+type purgeYoungFamily[U any] struct {
+	baseFamily[U]
+	// purged: the purge found rows past a retention shorter than the
+	// scenario's clock span, and removed them (under r.mu).
+	purged bool
+}
 
 func (*purgeYoungFamily[U]) about() familyAbout {
 	return familyAbout{name: "purge-young", guarantees: []int{2},
@@ -21,9 +26,23 @@ func (*purgeYoungFamily[U]) plan(d *discovery[U]) []simScenario {
 func (*purgeYoungFamily[U]) sample(all []simScenario) []simScenario { return sampleEvery(all, 4) }
 
 // afterCrash: the purge at the scenario's point.
-func (*purgeYoungFamily[U]) afterCrash(ctx context.Context, r *simRun[U], _ *simInc, n int, h simHit) {
-	if n == r.sc.at {
-		r.purgeNow(ctx, fmt.Sprintf("at %s", h.p), false)
+func (f *purgeYoungFamily[U]) afterCrash(ctx context.Context, r *simRun[U], _ *simInc, n int, h simHit) {
+	if n == r.sc.at && r.purgeNow(ctx, fmt.Sprintf("at %s", h.p), false) > 0 {
+		r.mu.Lock()
+		f.purged = true
+		r.mu.Unlock()
+	}
+}
+
+// purgesPastRetention: rows past a short retention went (a key is then
+// new again: docs/guarantees.md).
+func (f *purgeYoungFamily[U]) purgesPastRetention() bool { return f.purged }
+
+// expect: once rows past their retention went, a replay of their units is
+// performed again, with the same key: calls are not predicted.
+func (f *purgeYoungFamily[U]) expect(_ *simRun[U], e *simExpect[U]) {
+	if f.purged {
+		e.calls = nil
 	}
 }
 

@@ -166,6 +166,9 @@ func (r *simRun[U]) checkAt(ctx context.Context, p idemrt.CrashPoint, detail str
 	var back []string
 	r.mu.Lock()
 	for _, e := range entries {
+		if _, ok := r.seenAt[e.Key]; !ok {
+			r.seenAt[e.Key] = r.clock
+		}
 		if e.State == idem.StateDone {
 			r.doneKeys[e.Key] = true
 		} else if r.doneKeys[e.Key] {

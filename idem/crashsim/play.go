@@ -422,10 +422,13 @@ func (r *simRun[U]) concurrently(phase int) {
 }
 
 // purgeNow purges on a helper incarnation while the job is stopped: young
-// (the clock now: nothing is past retention) or old (past every retention:
-// every done row of an effect with retention goes). Either way only done
-// rows may go, and only those past retention.
-func (r *simRun[U]) purgeNow(ctx context.Context, where string, old bool) {
+// (the clock now) or old (past every retention: every done row of an
+// effect with retention goes). Either way only done rows may go, and only
+// those past retention: a row the checks first saw (seenAt) less than its
+// effect's retention ago is young, whatever the clock; with a retention
+// shorter than the scenario's clock span, a young purge may find rows
+// past it. It returns how many rows went.
+func (r *simRun[U]) purgeNow(ctx context.Context, where string, old bool) (purged int) {
 	ctx = context.WithoutCancel(ctx)
 	now := r.now()
 	if old {
@@ -437,39 +440,45 @@ func (r *simRun[U]) purgeNow(ctx context.Context, where string, old bool) {
 	before, err := obs.Ledger(ctx)
 	if err != nil {
 		r.violate("purge %s: read ledger: %v", where, err)
-		return
+		return 0
 	}
 	verbs, closeInc := r.aux(func() time.Time { return now })
 	defer closeInc()
 	if _, err := verbs.Purge(ctx); err != nil {
 		r.violate("purge %s: %v", where, err)
-		return
+		return 0
 	}
 	after, err := obs.Ledger(ctx)
 	if err != nil {
 		r.violate("purge %s: read ledger: %v", where, err)
-		return
+		return 0
 	}
-	retained := map[string]bool{}
+	retention := map[string]time.Duration{}
 	for _, fx := range r.job.Effects {
-		retained[fx.Name] = fx.Retention > 0
+		retention[fx.Name] = fx.Retention
 	}
 	for _, e := range before {
 		gone := !slices.ContainsFunc(after, func(a idem.LedgerEntry) bool { return a.Key == e.Key })
+		r.mu.Lock()
+		seen, known := r.seenAt[e.Key]
 		if gone {
 			// Past retention a key is new again: its row may come back pending.
-			r.mu.Lock()
 			delete(r.doneKeys, e.Key)
-			r.mu.Unlock()
+			delete(r.seenAt, e.Key)
+			purged++
 		}
-		mayGo := old && e.State == idem.StateDone && retained[e.Effect]
+		r.mu.Unlock()
+		done := e.State == idem.StateDone && retention[e.Effect] > 0
+		mustGo := old && done
+		mayGo := mustGo || done && known && seen.Before(now.Add(-retention[e.Effect]))
 		switch {
 		case gone && !mayGo:
 			r.violate("purge %s: removed ledger row %s (%s, effect %s) that retention keeps", where, e.Key, e.State, e.Effect)
-		case !gone && mayGo:
+		case !gone && mustGo:
 			r.violate("purge %s: kept done ledger row %s past its retention", where, e.Key)
 		}
 	}
+	return purged
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -19,7 +19,7 @@ import (
 func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env string) *simRun[U] {
 	r := &simRun[U]{
 		t: &simT{TB: t}, job: job, db: db, sc: sc, env: env,
-		doneKeys: map[string]bool{}, late: map[string]bool{},
+		doneKeys: map[string]bool{}, seenAt: map[string]time.Time{}, late: map[string]bool{},
 		prov:     newSimProvider(),
 		window:   &WindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.MarkOf, served: map[int][]U{}, echo: map[string]*simEcho[U]{}, echoAlways: job.InsertOnce},
 		cursor:   &CursorSource[U]{served: map[int][]U{}, echo: map[string]U{}},
