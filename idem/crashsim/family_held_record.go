@@ -77,8 +77,11 @@ func (*heldRecordFamily[U]) plan(d *discovery[U]) []simScenario {
 
 // checkOnlyWaited: a run (who, in the violations' words) that waited on
 // locks it did not get (held, while they were held) parked nothing, and
-// each of its errors, its own and its units', is busy. It returns how
-// many.
+// each of its errors, its own and its units', is busy, or, for an effect
+// with a concurrency, a wait for its call slot: while the held worker
+// keeps its slot, the engine answers that the effect waits for a slot
+// (idem.ErrWaiting, no attempt counted), an answer as good as busy. A
+// call's failures are judged one by one. It returns how many were busy.
 func (r *simRun[U]) checkOnlyWaited(out simOutcome, who, held, locks string) (busy int) {
 	if out.rep.Parked > 0 || out.rep.EffectsParked > 0 {
 		r.violate("%s parked %d units and %d effects while %s: a wait past its bound is no attempt", who, out.rep.Parked, out.rep.EffectsParked, held)
@@ -89,11 +92,28 @@ func (r *simRun[U]) checkOnlyWaited(out simOutcome, who, held, locks string) (bu
 			errs = append(errs, u.Err)
 		}
 	}
-	for _, err := range errs {
-		if errors.Is(err, idem.ErrBusy) {
+	slotted := func(effect string) bool {
+		return slices.ContainsFunc(r.job.Effects, func(fx Effect) bool {
+			return fx.Concurrency > 0 && (effect == "" || fx.Name == effect)
+		})
+	}
+	judge := func(effect string, err error) {
+		switch {
+		case errors.Is(err, idem.ErrBusy):
 			busy++
-		} else {
-			r.violate("%s, waiting on %s, ended with %v; want busy (idem.ErrBusy)", who, locks, err)
+		case errors.Is(err, idem.ErrWaiting) && slotted(effect):
+		default:
+			r.violate("%s, waiting on %s, ended with %v; want busy (idem.ErrBusy), or a wait for a call slot under concurrency", who, locks, err)
+		}
+	}
+	for _, err := range errs {
+		var fe *idem.FailuresError
+		if !errors.As(err, &fe) {
+			judge("", err)
+			continue
+		}
+		for _, f := range fe.Failures {
+			judge(f.Effect, f.Err)
 		}
 	}
 	return busy
