@@ -219,3 +219,16 @@ func (*rateFamily[U]) convergenceRuns(r *simRun[U]) int {
 }
 
 func (f *rateFamily[U]) checkEnd(_ context.Context, r *simRun[U], _ simExpect[U]) { f.checkPace(r) }
+
+// convergenceStep: at least the slowest rate's spacing, so that each run
+// after the phases finds a start of every rated effect due (a rate in /h
+// spaces its starts further apart than a lease: a step of a lease found
+// none, and the effects never converged).
+func (*rateFamily[U]) convergenceStep(r *simRun[U], step time.Duration) time.Duration {
+	for _, fx := range r.job.Effects {
+		if fx.Rate.N > 0 {
+			step = max(step, fx.Rate.Per/time.Duration(fx.Rate.N))
+		}
+	}
+	return step
+}
