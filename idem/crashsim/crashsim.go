@@ -314,11 +314,11 @@ type simRun[U any] struct {
 	doneKeys    map[string]bool
 	// seenAt is when (on the scenario's clock) the checks first saw each
 	// ledger row: it was reserved no later, so it is no older (purgeNow).
-	seenAt map[string]time.Time
-	incs        int
-	versions    simVersions  // what the job is built with now
-	pausedKey   string       // the effect key a paused worker holds
-	pausedNow   atomic.Int32 // workers the scenario keeps paused now (limits.go)
+	seenAt    map[string]time.Time
+	incs      int
+	versions  simVersions  // what the job is built with now
+	pausedKey string       // the effect key a paused worker holds
+	pausedNow atomic.Int32 // workers the scenario keeps paused now (limits.go)
 	// changed says what committed state the checks read may have changed
 	// since the last check: a COMMIT or a write outside a transaction ran
 	// (Job.changed), or the world moved (all). What did not change is

@@ -14,7 +14,9 @@ type purgeYoungFamily[U any] struct {
 
 func (*purgeYoungFamily[U]) about() familyAbout {
 	return familyAbout{name: "purge-young", guarantees: []int{2},
-		what: "purge at a point, nothing past retention"}
+		what: "purge at a point on the scenario's clock: no row the spec's retention keeps may go; with a " +
+			"retention shorter than the scenario's clock span, done rows past it may, and a replay of " +
+			"their units is then performed again with the same key"}
 }
 
 // plan: every fourth point outside a transaction, when an effect has a

@@ -41,7 +41,8 @@ func (*rateFamily[U]) about() familyAbout {
 			"effects' rates, each granted start waited for on the simulated clock; two workers that " +
 			"have just read the pace are held a moment so they race for the same start: every granted " +
 			"start lies at least the rate's spacing from the others; then the same, crashed at hits " +
-			"spread over the first phase. Every other family runs without the rate, whose waits on a " +
+			"spread over the first phase; the runs after the phases come at least the slowest rate's " +
+			"spacing apart (a rate in /h). Every other family runs without the rate, whose waits on a " +
 			"clock that stands still within a phase would only be real sleeps"}
 }
 

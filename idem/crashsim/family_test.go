@@ -37,7 +37,7 @@ func TestFamilyTable(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("%s's family table is not the families' list (go test -run TestFamilyTable -update ./idem/crashsim rewrites it):\n%s", path, want)
+	t.Errorf("%s's family table is not the families' list (go test ./idem/crashsim -run TestFamilyTable -update rewrites it):\n%s", path, want)
 }
 
 // TestFamilyNames: every family has a name of its own and says what it
