@@ -3,6 +3,7 @@ package crashsim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,11 +43,6 @@ import (
 // so what the provider sees is what the gate let through, and the matrix
 // replays each crash to the same hit; the clean runs after them, with
 // calls at once, are where a second probe could meet the first.
-
-const (
-	famPause   = "pause"
-	famCircuit = "circuit"
-)
 
 // simCircuitFailures is the circuit's failures in a row in the circuit
 // family; other families' effects get a circuit that never opens
@@ -102,24 +98,6 @@ func (r *simRun[U]) initGate() {
 	for _, fx := range r.job.Effects {
 		g.maxAttempts = max(g.maxAttempts, fx.MaxAttempts)
 		g.slotted[fx.Name] = fx.Concurrency > 0
-	}
-	switch r.sc.family {
-	case famPause:
-		g.pauseCall, g.pauseWait = r.sc.call, r.job.Lease/2
-	case famCircuit:
-		g.outageCall, g.outageEffect, g.coolDown = r.sc.call, r.sc.effect, simCircuitCoolDown(r.job.Lease)
-		g.othersHeld = func(effect, key string) bool {
-			rows, err := r.db.observer().Auto().Ledger(context.Background())
-			if err != nil {
-				return false // the hold ends; a second probe could then be missed, not invented
-			}
-			for _, e := range rows {
-				if e.Effect == effect && e.Key != key && e.LeaseOwner != "" {
-					return true
-				}
-			}
-			return false
-		}
 	}
 }
 
@@ -223,69 +201,39 @@ func (g *simGate) crashed() {
 	}
 }
 
-// gateCircuit is the circuit a family gives every effect: the gate
-// families their own; every other family none, whatever the spec says, as
-// their oracles count each failure as an attempt (failk parks an effect
-// after max_attempts failures in a row, which a circuit would stop).
-func gateCircuit(family string, lease time.Duration) idemrt.Circuit {
-	switch family {
-	case famPause:
-		return simNoCircuit
-	case famCircuit:
-		return idemrt.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(lease), MaxCoolDown: simCircuitCeiling(lease)}
-	}
-	return idemrt.Circuit{}
-}
-
-// checkGate: what the provider saw broke no pause and no cool-down; in a
-// clean scenario, the rows of the effect that was paused or down count no
-// attempt for meeting the gate.
-func (r *simRun[U]) checkGate(ctx context.Context) {
-	g := r.prov.gate
+// checkGate: what the provider saw broke no pause and no cool-down.
+func (r *simRun[U]) checkGate() {
 	r.prov.mu.Lock()
-	wrong := append([]string(nil), g.wrong...)
-	effect := g.outageEffect
-	if !g.outageBegun {
-		effect = ""
-	}
-	var paused string
-	for e := range g.pauseUntil {
-		paused = e
-	}
+	wrong := slices.Clone(r.prov.gate.wrong)
 	r.prov.mu.Unlock()
 	if len(wrong) > 0 {
 		r.violate("end: %s", strings.Join(wrong, "; "))
 	}
-	if r.sc.family != famPause && r.sc.family != famCircuit {
-		return
-	}
-	if r.sc.family == famPause {
-		effect = paused
-	}
+}
+
+// gateAttempts is, in a clean scenario of a gate family, how many
+// attempts more than one each the done rows of effect (the one paused or
+// down) count; ok is false when there is nothing to judge (a crashed
+// claim counts its attempt).
+func (r *simRun[U]) gateAttempts(ctx context.Context, family, effect string) (extra int, ok bool) {
 	if effect == "" {
-		r.violate("%s: no call of an effect was answered as the scenario planned", r.sc.family)
-		return
+		r.violate("%s: no call of an effect was answered as the scenario planned", family)
+		return 0, false
 	}
 	if r.sc.at >= 0 {
-		return // a crashed claim counts its attempt
+		return 0, false // a crashed claim counts its attempt
 	}
 	rows, err := r.db.observer().Auto().Ledger(ctx)
 	if err != nil {
-		r.violate("%s: read the ledger: %v", r.sc.family, err)
-		return
+		r.violate("%s: read the ledger: %v", family, err)
+		return 0, false
 	}
-	extra := 0
 	for _, e := range rows {
 		if e.Effect == effect && e.State == idem.StateDone {
 			extra += e.Attempts - 1
 		}
 	}
-	switch {
-	case r.sc.family == famPause && extra != 0:
-		r.violate("pause: the rows of effect %s count %d attempts more than one each; a pause burns none", effect, extra)
-	case r.sc.family == famCircuit && extra > simCircuitFailures-1:
-		r.violate("circuit: the rows of effect %s count %d failed attempts; only the %d before the circuit opened count", effect, extra, simCircuitFailures-1)
-	}
+	return extra, true
 }
 
 // checkCoolDown (circuit): an open circuit ends within max_cool_down of
@@ -317,4 +265,28 @@ func (r *simRun[U]) isConverging() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.converging
+}
+
+// planGate plans a gate family: for each effect it takes, clean, then
+// crashed at hits after the effect's first call (the first phase's calls
+// of it meet the gate), and taken over.
+func planGate[U any](d *discovery[U], family string, takes func(Effect) bool) []simScenario {
+	var plan []simScenario
+	for _, fx := range d.job.Effects {
+		c := d.firstCallOf(fx.Name)
+		if c < 0 || !takes(fx) {
+			continue
+		}
+		sc := newScenario(family)
+		sc.call, sc.effect = c, fx.Name
+		plan = append(plan, sc)
+		if k, ok := d.firstCall[fx.Name]; ok {
+			for _, dk := range []int{2, 7, 15} {
+				sc = at(family, k+dk)
+				sc.call, sc.effect, sc.crashAt = c, fx.Name, []int{k + dk}
+				plan = append(plan, sc)
+			}
+		}
+	}
+	return plan
 }

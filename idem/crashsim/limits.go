@@ -53,22 +53,20 @@ func (f *simFlight) enter(effect string) func() {
 	return func() { c.Add(-1) }
 }
 
-// limitsFor is the edit of a scenario's effects: no rate (see above) but
-// in the rate family (rate.go); the fleet family's concurrency 1; the
-// gate families' circuit, and no other family's (gate.go).
-func limitsFor[U any](edit func(*idemrt.Job[U]), family string) func(*idemrt.Job[U]) {
+// limits is the edit of a scenario's effects: no rate (see above) and no
+// circuit, but where the scenario's family sets them (its limit: the rate
+// family's rate, family_rate.go; the gate families' circuit, gate.go; the fleet
+// family's concurrency 1).
+func (r *simRun[U]) limits(edit func(*idemrt.Job[U])) func(*idemrt.Job[U]) {
 	return func(j *idemrt.Job[U]) {
 		if edit != nil {
 			edit(j)
 		}
 		for i := range j.Effects {
-			if family != famRate {
-				j.Effects[i].Rate = idemrt.Rate{}
-			}
-			if family == "fleet" {
-				j.Effects[i].Concurrency = 1
-			}
-			j.Effects[i].Circuit = gateCircuit(family, j.Effects[i].Lease)
+			spec := j.Effects[i]
+			j.Effects[i].Rate = idemrt.Rate{}
+			j.Effects[i].Circuit = idemrt.Circuit{}
+			r.fam.limit(r, &j.Effects[i], spec)
 		}
 	}
 }

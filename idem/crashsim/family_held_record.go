@@ -6,56 +6,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
-
-// The held family: worker A stops inside its write transaction (at its
-// first unit-before-commit hit), holding its batch's locks (PostgreSQL's
-// row locks, SQLite's write lock), and worker B, under a short wait bound,
-// runs the same phase simHeldTries times meanwhile. Each of B's waits for
-// A's locks must end within the bound as busy (idem.ErrBusy), never a
-// hang; and a wait is nobody's failure: B counts no failed attempt for any
-// unit and parks nothing, however low max_attempts is. Then A resumes and
-// commits, and the run converges as every run does.
-
-const famHeld = "held"
-
-const (
-	simHeldTries     = 3
-	simHeldWaitBound = 150 * time.Millisecond
-)
-
-// simPlanHeld pauses A inside its first write transaction, once it has
-// written a unit.
-func simPlanHeld(trace []simHit, firstPhase int) []simScenario {
-	for k, h := range trace[:firstPhase] {
-		if h.p == idemrt.PointUnitBeforeCommit && h.detail != "" { // a unit's write, not an empty window's
-			sc := newScenario(famHeld)
-			sc.at = k
-			return []simScenario{sc}
-		}
-	}
-	return nil
-}
-
-// heldInterlude is what B does while A, paused in its transaction, holds
-// the locks.
-func (r *simRun[U]) heldInterlude(phase int, a *simTask) {
-	busy := 0
-	for range simHeldTries {
-		out, inc := r.runTask(phase, workHeld)
-		r.record(out, inc)
-		busy += r.checkOnlyWaited(out, "held: worker B", "A's transaction held their locks", "A's locks")
-	}
-	if busy == 0 {
-		r.violate("held: none of worker B's %d runs answered busy, though A's transaction held the locks its work needs: a wait's error was lost (or B never met the locks, and the family tests nothing)", simHeldTries)
-	}
-	r.checkNoFailureRecords(phase, "held", "worker B only waited on A's locks")
-	r.record(a.finish(), a.inc.id)
-}
 
 // The held-record family: worker A, under the held family's short wait
 // bound, has called the provider for an effect key and is about to
@@ -68,7 +24,36 @@ func (r *simRun[U]) heldInterlude(phase int, a *simTask) {
 // the lease has run out, with the same key, as after a crash between a
 // call and its record.
 
-const famHeldRecord = "held-record"
+type heldRecordFamily[U any] struct {
+	baseFamily[U]
+	// watch, when set, sees every hit of every incarnation.
+	watch atomic.Pointer[func(inc int, p idemrt.CrashPoint, detail string)]
+}
+
+func (*heldRecordFamily[U]) about() familyAbout {
+	return familyAbout{name: "held-record", guarantees: []int{5, 8},
+		what: "worker A, under a wait bound of 150 ms, has called the provider for its first effect and " +
+			"is about to record the call when a person's forget of that key stops inside its " +
+			"transaction, holding the key's ledger row (PostgreSQL's row lock, SQLite's write lock) for " +
+			"ten times A's bound: A's record ends as busy (`idem.ErrBusy`) within its bound (its other " +
+			"effects, under a `concurrency`, may wait for the slot A keeps), never another error, " +
+			"never a hang, and counts no failed attempt and parks nothing; the forget is " +
+			"then refused (A's lease is live); the call is made again with the same key once the lease " +
+			"has run out, and the run converges"}
+}
+
+// playPhase: A, under the short wait bound, pauses right after its call.
+func (f *heldRecordFamily[U]) playPhase(r *simRun[U], phase int) {
+	r.runPhase(phase, phasePlay{pauseAt: r.atScenarioHit, work: workHeld, interlude: func(phase int, a *simTask) { f.interlude(r, phase, a) }})
+}
+
+// beforeCrash shows the hit to the interlude's watch.
+func (f *heldRecordFamily[U]) beforeCrash(_ context.Context, _ *simRun[U], inc *simInc, h simHit) error {
+	if watch := f.watch.Load(); watch != nil {
+		(*watch)(inc.id, h.p, h.detail)
+	}
+	return nil
+}
 
 // simHeldRecordHold is how long the forget holds the row once A has begun
 // its record: ten times A's bound, so that A's wait has ended (busy) long
@@ -79,11 +64,11 @@ const simHeldRecordHold = 10 * simHeldWaitBound
 // simHeldRecordBound bounds each of the interlude's own waits.
 const simHeldRecordBound = 30 * time.Second
 
-// simPlanHeldRecord pauses A right after its first provider call.
-func simPlanHeldRecord(trace []simHit, firstPhase int) []simScenario {
-	for k, h := range trace[:firstPhase] {
+// plan pauses A right after its first provider call.
+func (*heldRecordFamily[U]) plan(d *discovery[U]) []simScenario {
+	for k, h := range d.trace[:d.firstPhase] {
 		if h.p == idemrt.PointEffectAfterCall {
-			sc := newScenario(famHeldRecord)
+			sc := newScenario("held-record")
 			sc.at = k
 			return []simScenario{sc}
 		}
@@ -93,8 +78,11 @@ func simPlanHeldRecord(trace []simHit, firstPhase int) []simScenario {
 
 // checkOnlyWaited: a run (who, in the violations' words) that waited on
 // locks it did not get (held, while they were held) parked nothing, and
-// each of its errors, its own and its units', is busy. It returns how
-// many.
+// each of its errors, its own and its units', is busy, or, for an effect
+// with a concurrency, a wait for its call slot: while the held worker
+// keeps its slot, the engine answers that the effect waits for a slot
+// (idem.ErrWaiting, no attempt counted), an answer as good as busy. A
+// call's failures are judged one by one. It returns how many were busy.
 func (r *simRun[U]) checkOnlyWaited(out simOutcome, who, held, locks string) (busy int) {
 	if out.rep.Parked > 0 || out.rep.EffectsParked > 0 {
 		r.violate("%s parked %d units and %d effects while %s: a wait past its bound is no attempt", who, out.rep.Parked, out.rep.EffectsParked, held)
@@ -105,11 +93,28 @@ func (r *simRun[U]) checkOnlyWaited(out simOutcome, who, held, locks string) (bu
 			errs = append(errs, u.Err)
 		}
 	}
-	for _, err := range errs {
-		if errors.Is(err, idem.ErrBusy) {
+	slotted := func(effect string) bool {
+		return slices.ContainsFunc(r.job.Effects, func(fx Effect) bool {
+			return fx.Concurrency > 0 && (effect == "" || fx.Name == effect)
+		})
+	}
+	judge := func(effect string, err error) {
+		switch {
+		case errors.Is(err, idem.ErrBusy):
 			busy++
-		} else {
-			r.violate("%s, waiting on %s, ended with %v; want busy (idem.ErrBusy)", who, locks, err)
+		case errors.Is(err, idem.ErrWaiting) && slotted(effect):
+		default:
+			r.violate("%s, waiting on %s, ended with %v; want busy (idem.ErrBusy), or a wait for a call slot under concurrency", who, locks, err)
+		}
+	}
+	for _, err := range errs {
+		var fe *idem.FailuresError
+		if !errors.As(err, &fe) {
+			judge("", err)
+			continue
+		}
+		for _, f := range fe.Failures {
+			judge(f.Effect, f.Err)
 		}
 	}
 	return busy
@@ -134,9 +139,9 @@ func (r *simRun[U]) checkNoFailureRecords(phase int, family, why string) {
 	}
 }
 
-// heldRecordInterlude holds the ledger row of the key A is about to
+// interlude holds the ledger row of the key A is about to
 // record in a forget's transaction while A records it.
-func (r *simRun[U]) heldRecordInterlude(phase int, a *simTask) {
+func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 	ctx := context.Background()
 	r.mu.Lock()
 	key := r.pausedKey
@@ -180,7 +185,7 @@ func (r *simRun[U]) heldRecordInterlude(phase int, a *simTask) {
 			first.Do(func() { close(began) })
 		}
 	}
-	r.watch.Store(&watch)
+	f.watch.Store(&watch)
 	done := make(chan simOutcome, 1)
 	go func() { done <- a.finish() }()
 	var out simOutcome
@@ -193,7 +198,7 @@ func (r *simRun[U]) heldRecordInterlude(phase int, a *simTask) {
 	case <-time.After(simHeldRecordBound):
 		r.violate("held-record: worker A ran no statement in %s after its call of %s", simHeldRecordBound, key)
 	}
-	r.watch.Store(nil)
+	f.watch.Store(nil)
 	close(release)
 	if !ended {
 		out = <-done

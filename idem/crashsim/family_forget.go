@@ -18,10 +18,29 @@ import (
 // forgetting one done effect key beside the others must remove its row and
 // nothing else.
 
-const famForget = "forget"
+type forgetFamily[U any] struct{ baseFamily[U] }
 
-// forgetInterlude: A holds key's live lease; a person tries to forget it.
-func (r *simRun[U]) forgetInterlude(a *simTask) {
+func (*forgetFamily[U]) about() familyAbout {
+	return familyAbout{name: "forget", guarantees: []int{8},
+		what: "a person forgets (`idem.Forget`, the code of the generated store and `idemgen ledger " +
+			"forget`) a key whose effect a paused worker holds under a live lease: refused, the ledger " +
+			"unchanged; after the re-run and backfill, forgetting one done key removes its row and " +
+			"leaves every other row as it was"}
+}
+
+// plan: at each effect's first call.
+func (*forgetFamily[U]) plan(d *discovery[U]) []simScenario {
+	return atFirstCalls(d, "forget")
+}
+
+func (*forgetFamily[U]) exactCalls(simScenario) bool { return true }
+
+func (f *forgetFamily[U]) playPhase(r *simRun[U], phase int) {
+	r.runPhase(phase, phasePlay{pauseAt: r.atScenarioHit, interlude: func(_ int, a *simTask) { f.interlude(r, a) }})
+}
+
+// interlude: A holds key's live lease; a person tries to forget it.
+func (*forgetFamily[U]) interlude(r *simRun[U], a *simTask) {
 	ctx := context.Background()
 	r.mu.Lock()
 	key := r.pausedKey
@@ -44,9 +63,9 @@ func (r *simRun[U]) forgetInterlude(a *simTask) {
 	a.finish()
 }
 
-// checkForgetOne forgets one done effect key at the end: its row goes,
+// checkAfterRerun forgets one done effect key at the end: its row goes,
 // every other row stays as it was.
-func (r *simRun[U]) checkForgetOne(ctx context.Context) {
+func (*forgetFamily[U]) checkAfterRerun(ctx context.Context, r *simRun[U]) {
 	entries, err := r.db.observer().Auto().Ledger(ctx)
 	if err != nil {
 		r.violate("forget: read the ledger: %v", err)

@@ -3,6 +3,7 @@ package crashsim
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
@@ -23,6 +24,56 @@ import (
 
 const famRate = "rate"
 
+type rateFamily[U any] struct {
+	baseFamily[U]
+	// Under r.mu: the starts the rates granted, by effect; a worker that
+	// read the pace, waiting for another; whether two readers met
+	// (paceMeet); how many readers waited for another.
+	starts     map[string][]time.Time
+	paceReader chan struct{}
+	paceMet    bool
+	paceHolds  int
+}
+
+func (*rateFamily[U]) about() familyAbout {
+	return familyAbout{name: "rate", guarantees: []int{2, 3, 5},
+		what: "(an effect with a `rate`) two workers at once, four calls in flight each, under the " +
+			"effects' rates, each granted start waited for on the simulated clock; two workers that " +
+			"have just read the pace are held a moment so they race for the same start: every granted " +
+			"start lies at least the rate's spacing from the others; then the same, crashed at hits " +
+			"spread over the first phase; the runs after the phases come at least the slowest rate's " +
+			"spacing apart (a rate in /h). Every other family runs without the rate, whose waits on a " +
+			"clock that stands still within a phase would only be real sleeps"}
+}
+
+// plan: (an effect with a rate) clean, then crashed at hits spread over
+// the first phase.
+func (*rateFamily[U]) plan(d *discovery[U]) []simScenario {
+	if !hasRate(d.job) {
+		return nil
+	}
+	plan := []simScenario{newScenario(famRate)}
+	for i := 1; i <= 2; i++ {
+		sc := at(famRate, i*d.firstPhase/3)
+		sc.crashAt = []int{sc.at}
+		plan = append(plan, sc)
+	}
+	return plan
+}
+
+// limit: the spec's rate, kept.
+func (*rateFamily[U]) limit(_ *simRun[U], fx *idemrt.Effect[U], spec idemrt.Effect[U]) {
+	fx.Rate = spec.Rate
+}
+
+// options: four calls at once, each granted start waited for on the
+// simulated clock.
+func (f *rateFamily[U]) options(r *simRun[U]) []idem.Option {
+	return []idem.Option{idem.WithEffectConcurrency(4), idemrt.WithPaceWait(func(ctx context.Context, effect string, start time.Time) error {
+		return f.paceWait(ctx, r, effect, start)
+	})}
+}
+
 // hasRate reports whether some effect of the job has a rate.
 func hasRate[U any](job *Job[U]) bool {
 	return slices.ContainsFunc(job.Effects, func(fx Effect) bool { return fx.Rate.N > 0 })
@@ -30,12 +81,12 @@ func hasRate[U any](job *Job[U]) bool {
 
 // paceWait is the rate family's idemrt.WithPaceWait: it records the start
 // and moves the simulated clock to it.
-func (r *simRun[U]) paceWait(ctx context.Context, effect string, start time.Time) error {
+func (f *rateFamily[U]) paceWait(ctx context.Context, r *simRun[U], effect string, start time.Time) error {
 	r.mu.Lock()
-	if r.starts == nil {
-		r.starts = map[string][]time.Time{}
+	if f.starts == nil {
+		f.starts = map[string][]time.Time{}
 	}
-	r.starts[effect] = append(r.starts[effect], start)
+	f.starts[effect] = append(f.starts[effect], start)
 	if start.After(r.clock) {
 		r.clock = start
 	}
@@ -44,10 +95,10 @@ func (r *simRun[U]) paceWait(ctx context.Context, effect string, start time.Time
 }
 
 // checkPace: an effect's granted starts lie at least its spacing apart.
-func (r *simRun[U]) checkPace() {
+func (f *rateFamily[U]) checkPace(r *simRun[U]) {
 	r.mu.Lock()
 	starts := map[string][]time.Time{}
-	for effect, ts := range r.starts {
+	for effect, ts := range f.starts {
 		starts[effect] = slices.Clone(ts)
 	}
 	r.mu.Unlock()
@@ -73,7 +124,7 @@ func (r *simRun[U]) checkPace() {
 	// readers of the pace apart: the race needs room for two calls.
 	racy := slices.ContainsFunc(r.job.Effects, func(fx Effect) bool { return fx.Rate.N > 0 && fx.Concurrency != 1 })
 	r.mu.Lock()
-	met := r.paceMet
+	met := f.paceMet
 	r.mu.Unlock()
 	if r.sc.at < 0 && racy && !met {
 		r.violate("rate: no two readers of the pace met (paceMeet): the race the compare-and-set decides was never run")
@@ -104,29 +155,29 @@ const (
 // passes, so that two workers move the pace from the same reading: only
 // the pacing row's compare-and-set then keeps their starts apart. Once two
 // have met, or simPaceHolds readers have waited, readers go on at once.
-func (r *simRun[U]) paceMeet() {
+func (f *rateFamily[U]) paceMeet(r *simRun[U]) {
 	r.mu.Lock()
-	if other := r.paceReader; other != nil {
-		r.paceReader = nil
-		r.paceMet = true
+	if other := f.paceReader; other != nil {
+		f.paceReader = nil
+		f.paceMet = true
 		r.mu.Unlock()
 		close(other)
 		return
 	}
-	if r.paceMet || r.paceHolds >= simPaceHolds {
+	if f.paceMet || f.paceHolds >= simPaceHolds {
 		r.mu.Unlock()
 		return
 	}
-	r.paceHolds++
+	f.paceHolds++
 	mine := make(chan struct{})
-	r.paceReader = mine
+	f.paceReader = mine
 	r.mu.Unlock()
 	select {
 	case <-mine:
 	case <-time.After(simPaceMeet):
 		r.mu.Lock()
-		if r.paceReader == mine {
-			r.paceReader = nil
+		if f.paceReader == mine {
+			f.paceReader = nil
 		}
 		r.mu.Unlock()
 	}
@@ -148,7 +199,37 @@ func (r *simRun[U]) rateConvergenceRuns(calls int) int {
 	return n
 }
 
-// rateOptions are the rate family's job options.
-func (r *simRun[U]) rateOptions() []idem.Option {
-	return []idem.Option{idem.WithEffectConcurrency(4), idemrt.WithPaceWait(r.paceWait)}
+// beforeCrash: a worker that has just read the pace waits for another.
+func (f *rateFamily[U]) beforeCrash(_ context.Context, r *simRun[U], _ *simInc, h simHit) error {
+	if h.p == pointSQLAfter && strings.HasSuffix(h.detail, simPaceRead) {
+		f.paceMeet(r)
+	}
+	return nil
+}
+
+func (*rateFamily[U]) overlapping(simScenario) bool { return true }
+
+// playPhase: two workers on the phase at once.
+func (*rateFamily[U]) playPhase(r *simRun[U], phase int) { r.concurrently(phase) }
+
+func (*rateFamily[U]) convergenceRuns(r *simRun[U]) int {
+	r.prov.mu.Lock()
+	calls := len(r.prov.order)
+	r.prov.mu.Unlock()
+	return r.rateConvergenceRuns(calls)
+}
+
+func (f *rateFamily[U]) checkEnd(_ context.Context, r *simRun[U], _ simExpect[U]) { f.checkPace(r) }
+
+// convergenceStep: at least the slowest rate's spacing, so that each run
+// after the phases finds a start of every rated effect due (a rate in /h
+// spaces its starts further apart than a lease: a step of a lease found
+// none, and the effects never converged).
+func (*rateFamily[U]) convergenceStep(r *simRun[U], step time.Duration) time.Duration {
+	for _, fx := range r.job.Effects {
+		if fx.Rate.N > 0 {
+			step = max(step, fx.Rate.Per/time.Duration(fx.Rate.N))
+		}
+	}
+	return step
 }

@@ -1,0 +1,92 @@
+package crashsim
+
+import (
+	"context"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
+)
+
+const famCircuit = "circuit"
+
+type circuitFamily[U any] struct{ baseFamily[U] }
+
+func (*circuitFamily[U]) about() familyAbout {
+	return familyAbout{name: "circuit", guarantees: []int{5, 8},
+		what: "the effect's provider is down for more calls than `max_attempts` under a circuit: no call " +
+			"inside a cool-down after a failure once the circuit's failures are reached; one probe at a " +
+			"time, with the runs after the phases calling four at once and the provider holding each " +
+			"probe until the other rows have met the gate; an open circuit ends within `max_cool_down` " +
+			"of the last failure; every effect once, none parked, and (uncrashed) only the failures " +
+			"before the circuit opened count; also crashed and taken over"}
+}
+
+// plan: each effect whose max_attempts the circuit can protect. The
+// failures before the circuit opens count attempts: a row whose budget is
+// no larger is parked by them, as it would be without a circuit; the
+// family's "none parked" is for a budget the circuit can protect.
+func (*circuitFamily[U]) plan(d *discovery[U]) []simScenario {
+	return planGate(d, famCircuit, func(fx Effect) bool { return fx.MaxAttempts <= 0 || fx.MaxAttempts > simCircuitFailures })
+}
+
+func (*circuitFamily[U]) sample(all []simScenario) []simScenario { return all }
+
+// setup: the outage of the scenario's effect; a probe is held while
+// another row of the effect is claimed.
+func (*circuitFamily[U]) setup(r *simRun[U]) {
+	r.initGate()
+	g := r.prov.gate
+	g.outageCall, g.outageEffect, g.coolDown = r.sc.call, r.sc.effect, simCircuitCoolDown(r.job.Lease)
+	g.othersHeld = func(effect, key string) bool {
+		rows, err := r.db.observer().Auto().Ledger(context.Background())
+		if err != nil {
+			return false // the hold ends; a second probe could then be missed, not invented
+		}
+		for _, e := range rows {
+			if e.Effect == effect && e.Key != key && e.LeaseOwner != "" {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// limit: the family's circuit on every effect.
+func (*circuitFamily[U]) limit(_ *simRun[U], fx *idemrt.Effect[U], _ idemrt.Effect[U]) {
+	fx.Circuit = idemrt.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(fx.Lease), MaxCoolDown: simCircuitCeiling(fx.Lease)}
+}
+
+// options: the runs after the phases call simCircuitAtOnce at a time.
+func (*circuitFamily[U]) options(r *simRun[U]) []idem.Option {
+	if r.isConverging() {
+		return []idem.Option{idem.WithEffectConcurrency(simCircuitAtOnce)}
+	}
+	return nil
+}
+
+func (*circuitFamily[U]) convergenceRuns(r *simRun[U]) int {
+	return simCircuitOutage(r.prov.gate.maxAttempts) + 3
+}
+
+// afterPhases: the runs after the phases hold each probe.
+func (*circuitFamily[U]) afterPhases(r *simRun[U]) {
+	r.prov.mu.Lock()
+	r.prov.gate.holdProbes = true
+	r.prov.mu.Unlock()
+}
+
+func (*circuitFamily[U]) afterCleanRun(ctx context.Context, r *simRun[U]) { r.checkCoolDown(ctx) }
+
+// checkEnd: the down effect's rows (uncrashed) count only the failures
+// before the circuit opened.
+func (*circuitFamily[U]) checkEnd(ctx context.Context, r *simRun[U], _ simExpect[U]) {
+	r.prov.mu.Lock()
+	effect := r.prov.gate.outageEffect
+	if !r.prov.gate.outageBegun {
+		effect = ""
+	}
+	r.prov.mu.Unlock()
+	if extra, ok := r.gateAttempts(ctx, famCircuit, effect); ok && extra > simCircuitFailures-1 {
+		r.violate("circuit: the rows of effect %s count %d failed attempts; only the %d before the circuit opened count", effect, extra, simCircuitFailures-1)
+	}
+}

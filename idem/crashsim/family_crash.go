@@ -1,0 +1,21 @@
+package crashsim
+
+type crashFamily[U any] struct{ baseFamily[U] }
+
+func (*crashFamily[U]) about() familyAbout {
+	return familyAbout{name: "crash", guarantees: []int{1, 2, 3},
+		what: "a crash at every named point and every SQL boundary, then recovery"}
+}
+
+// plan: a crash at every crash site (simCrashSites).
+func (*crashFamily[U]) plan(d *discovery[U]) []simScenario {
+	var plan []simScenario
+	for _, k := range simCrashSites(d.trace, d.full) {
+		sc := newScenario("crash")
+		sc.crashAt = []int{k}
+		plan = append(plan, sc)
+	}
+	return plan
+}
+
+func (*crashFamily[U]) sample(all []simScenario) []simScenario { return sampleEvery(all, 10) }

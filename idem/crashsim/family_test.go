@@ -1,0 +1,54 @@
+package crashsim
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+)
+
+var updateDocs = flag.Bool("update", false, "rewrite docs/guarantees.md's family table from the families' list")
+
+// TestFamilyTable: docs/guarantees.md's table of the families is the list
+// in simFamilies, each family's own about(): one copy of the fact. With
+// -update it is rewritten from the list.
+func TestFamilyTable(t *testing.T) {
+	const path = "../../docs/guarantees.md"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "| family | what happens | guarantees |")
+	if start < 0 {
+		t.Fatalf("%s: no family table", path)
+	}
+	end := strings.Index(doc[start:], "\n\n")
+	if end < 0 {
+		t.Fatalf("%s: the family table does not end", path)
+	}
+	got, want := doc[start:start+end+1], familyTable()
+	if got == want {
+		return
+	}
+	if *updateDocs {
+		if err := os.WriteFile(path, []byte(doc[:start]+want+doc[start+end+1:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s's family table is not the families' list (go test ./idem/crashsim -run TestFamilyTable -update rewrites it):\n%s", path, want)
+}
+
+// TestFamilyNames: every family has a name of its own and says what it
+// proves.
+func TestFamilyNames(t *testing.T) {
+	seen := map[string]bool{}
+	for _, f := range simFamilies[struct{}]() {
+		a := f.about()
+		if a.name == "" || a.what == "" || len(a.guarantees) == 0 || seen[a.name] {
+			t.Errorf("family %q: a name of its own, what it does and its guarantees are required", a.name)
+		}
+		seen[a.name] = true
+	}
+}

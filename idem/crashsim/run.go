@@ -1,0 +1,266 @@
+package crashsim
+
+// The entry point: Run plays every family's scenarios for one job on one
+// database kind.
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/idem/idemrt"
+)
+
+func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env string) *simRun[U] {
+	r := &simRun[U]{
+		t: &simT{TB: t}, job: job, db: db, sc: sc, env: env,
+		doneKeys: map[string]bool{}, seenAt: map[string]time.Time{}, late: map[string]bool{},
+		prov:     newSimProvider(),
+		window:   &WindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.MarkOf, served: map[int][]U{}, echo: map[string]*simEcho[U]{}, echoAlways: job.InsertOnce},
+		cursor:   &CursorSource[U]{served: map[int][]U{}, echo: map[string]U{}},
+		versions: baseVersions(job),
+	}
+	if sc.faults != nil {
+		r.prov.faults = sc.faults
+	}
+	r.prov.now = r.now
+	r.prov.progress = &r.progress
+	r.phases = simPhases(job)
+	r.incByID = map[int]*simInc{}
+	r.fam = familyNamed[U](sc.family)
+	r.fam.setup(r)
+	return r
+}
+
+// simSlots bounds how many scenarios play at once in this process; they
+// wait mostly on the database (workers.go sets how many).
+var simSlots = make(chan struct{}, simWorkers())
+
+// Run runs every scenario family for one job on one database kind.
+// Under -short it plays a deterministic sample; IDEMGEN_CRASHSIM_SCENARIO
+// replays one scenario by name (family:NAME: every scenario of a family).
+func Run[U any](t *testing.T, env Env, job *Job[U]) {
+	if raw := os.Getenv(simChildEnv); raw != "" {
+		simChild(t, env, job, raw)
+		return
+	}
+	if job.Broker != "" {
+		// The consumer families play after the others, or alone when
+		// the scenario to replay is one of theirs.
+		if only := os.Getenv("IDEMGEN_CRASHSIM_SCENARIO"); only == famConsumer || strings.HasPrefix(only, famConsume) || strings.HasPrefix(only, "family:"+famConsume) {
+			runConsumer(t, env, job)
+			return
+		}
+		defer runConsumer(t, env, job)
+	}
+	start := time.Now()
+	deathsBefore := simChildDeaths.Load()
+	only := os.Getenv("IDEMGEN_CRASHSIM_SCENARIO")
+	failFast := os.Getenv("IDEMGEN_CRASHSIM_FAILFAST") != ""
+	var (
+		mu        sync.Mutex
+		failed    int
+		scenarios int
+		wg        sync.WaitGroup
+		families  = map[string]int{}
+		broken    = map[string]bool{}
+	)
+	verbose := os.Getenv("IDEMGEN_CRASHSIM_VERBOSE") != ""
+	play := func(sc simScenario) *simRun[U] {
+		began := time.Now()
+		r := newSimRun(t, job, env.fresh(t), sc, env.name())
+		v, stalled, report := r.watched()
+		if stalled {
+			// Said at once on stderr too: go test shows a test's log only
+			// when the test ends, and a human may be watching a stuck CI.
+			fmt.Fprint(os.Stderr, report)
+			r.db.abandon()
+			mu.Lock()
+			defer mu.Unlock()
+			failed++
+			broken[sc.family] = true
+			head := strings.SplitAfterN(report, "\n", 4)
+			t.Errorf("%s  (its goroutines and the database's view went to stderr when it stalled)", strings.Join(head[:min(3, len(head))], ""))
+			return r
+		}
+		r.db.close()
+		if verbose {
+			t.Logf("%s: %d violations in %s", sc, len(v), time.Since(began).Round(time.Millisecond))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(v) > 0 {
+			failed++
+			broken[sc.family] = true
+			if failed <= 5 {
+				t.Errorf("crashsim %s %s: scenario %q broke invariants:\n  %s%s\nreplay: IDEMGEN_CRASHSIM_SCENARIO=%q go test -run '%s' .",
+					job.Name, env.name(), sc, strings.Join(v, "\n  "), outOfSessionsHint(v), sc.String(), t.Name())
+			}
+		}
+		return r
+	}
+	runOne := func(sc simScenario) {
+		if only != "" && sc.String() != only && only != "family:"+sc.family {
+			return
+		}
+		mu.Lock()
+		stop := failFast && failed > 0
+		if !stop {
+			scenarios++
+			families[sc.family]++
+		}
+		mu.Unlock()
+		if stop {
+			return
+		}
+		wg.Add(1)
+		simSlots <- struct{}{}
+		go func() {
+			defer func() { <-simSlots; wg.Done() }()
+			play(sc)
+		}()
+	}
+
+	// Discovery: a clean run records the trace of points hit.
+	var clean *simRun[U]
+	if only == "" || only == famClean {
+		scenarios++
+		families[famClean]++
+		clean = play(newScenario(famClean))
+	} else {
+		clean = newSimRun(t, job, env.fresh(t), newScenario(famClean), env.name())
+		if _, stalled, report := clean.watched(); stalled {
+			clean.db.abandon()
+			t.Fatalf("%s", report)
+		}
+		clean.db.close()
+	}
+	if clean.t.stopped.Load() {
+		t.Fatalf("crashsim %s %s: discovery stalled; no scenario can be planned", job.Name, env.name())
+	}
+	trace := slices.Clone(clean.trace[:clean.phaseHits])
+	for _, p := range job.Points {
+		if !slices.ContainsFunc(trace, func(h simHit) bool { return h.p == p }) {
+			t.Errorf("crashsim %s %s: declared point %s never hit in discovery", job.Name, env.name(), p)
+		}
+	}
+	if len(trace) == 0 {
+		t.Fatalf("crashsim %s %s: discovery hit no points", job.Name, env.name())
+	}
+	full := os.Getenv("IDEMGEN_CRASHSIM_FULL") != ""
+	plan := simPlan(job, clean, trace, full)
+	if testing.Short() && only == "" && !full {
+		plan = simSample[U](plan)
+	}
+	for _, sc := range plan {
+		runOne(sc)
+	}
+	wg.Wait()
+	if only != "" && scenarios == 0 {
+		t.Fatalf("no scenario named %q", only)
+	}
+	deaths := simChildDeaths.Load() - deathsBefore
+	if only == "" && deaths == 0 {
+		t.Errorf("crashsim %s %s: no subprocess child died at its point: subprocess mode is not exercised", job.Name, env.name())
+	}
+	var fams []string
+	for _, f := range slices.Sorted(maps.Keys(families)) {
+		fams = append(fams, fmt.Sprintf("%s=%d", f, families[f]))
+	}
+	if failed == 0 {
+		t.Logf("crashsim %s %s: %d points, %d scenarios in %d families (%d real process deaths), all invariants held in %s\n  families: %s",
+			job.Name, env.name(), len(trace), scenarios, len(families), deaths, time.Since(start).Round(time.Millisecond), strings.Join(fams, " "))
+	} else {
+		t.Errorf("crashsim %s %s: %d of %d scenarios broke invariants (families: %s)", job.Name, env.name(), failed, scenarios,
+			strings.Join(slices.Sorted(maps.Keys(broken)), ", "))
+	}
+}
+
+// simPlan enumerates every scenario of every family over the discovery
+// trace. Without full, crash sites that leave the same state as a
+// neighbouring one are left out (simCrashSites), and purge-old takes every
+// third point.
+func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []simScenario {
+	d := newDiscovery(job, clean, trace, full)
+	var plan []simScenario
+	for _, f := range simFamilies[U]() {
+		plan = append(plan, f.plan(d)...)
+	}
+	return plan
+}
+
+// callsBefore counts the provider calls the discovery run made before
+// convergence.
+func callsBefore(trace []simHit) int {
+	n := 0
+	for _, h := range trace {
+		if h.p == idemrt.PointEffectBeforeCall {
+			n++
+		}
+	}
+	return n
+}
+
+// simCrashSites are the hits worth crashing at. A crash leaves the durable
+// state of the last COMMIT or statement outside a transaction, and the
+// provider's state; the position inside a transaction does not matter (all
+// of it rolls back). So every named point is a site, and so is every SQL
+// boundary after a durable statement unless the worker's next hit is a
+// named point (the same state). With full, every boundary before and after
+// each COMMIT and each statement outside a transaction is a site too.
+func simCrashSites(trace []simHit, full bool) []int {
+	var sites []int
+	named := func(k int) bool {
+		return k < len(trace) && trace[k].p != pointSQLBefore && trace[k].p != pointSQLAfter
+	}
+	for k, h := range trace {
+		durable := h.detail == "COMMIT" || strings.HasPrefix(h.detail, "auto ")
+		switch h.p {
+		case pointSQLBefore:
+			prev := k > 0 && trace[k-1].p == pointSQLAfter && trace[k-1].inc == h.inc
+			if full && (h.detail == "COMMIT" || (strings.HasPrefix(h.detail, "auto ") && !prev)) {
+				sites = append(sites, k)
+			}
+		case pointSQLAfter:
+			if durable && (full || !(named(k+1) && trace[k+1].inc == h.inc)) {
+				sites = append(sites, k)
+			}
+		default:
+			sites = append(sites, k)
+		}
+	}
+	return sites
+}
+
+// simSample is the -short plan: every family, a few of each (its
+// sample), chosen deterministically.
+func simSample[U any](plan []simScenario) []simScenario {
+	var out []simScenario
+	for _, f := range simFamilies[U]() {
+		name := f.about().name
+		all := slices.DeleteFunc(slices.Clone(plan), func(sc simScenario) bool { return sc.family != name })
+		if len(all) > 0 {
+			out = append(out, f.sample(all)...)
+		}
+	}
+	return out
+}
+
+// outOfSessionsHint says what to change when a violation came from the
+// server refusing a session (SQLSTATE 53300, "too many clients"): the
+// database was too small for the tests run at once, and the job is not
+// at fault.
+func outOfSessionsHint(violations []string) string {
+	for _, v := range violations {
+		if strings.Contains(v, "SQLSTATE 53300") {
+			return fmt.Sprintf("\n(PostgreSQL refused a session: every test process playing a matrix holds up to about %d sessions. Run fewer at once (go test -p, %s) or raise max_connections.)",
+				simSessionsPerProcess(), EnvWorkers)
+		}
+	}
+	return ""
+}
