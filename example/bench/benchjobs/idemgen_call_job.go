@@ -93,7 +93,7 @@ func NewCallJob(store *Store, fx CallJobEffects, opts ...idem.Option) (*CallJob,
 			Lease:       2 * time.Minute,
 			MaxAttempts: 20,
 			Name:        "call_provider",
-			Rate: idemrt.Rate{
+			Rate: idem.Rate{
 				N:   200,
 				Per: time.Second,
 			},

@@ -213,7 +213,7 @@ func TestCrashSimCallJob(t *testing.T) {
 			Lease:       2 * time.Minute,
 			MaxAttempts: 20,
 			Name:        "call_provider",
-			Rate: idemrt.Rate{
+			Rate: idem.Rate{
 				N:   200,
 				Per: time.Second,
 			},

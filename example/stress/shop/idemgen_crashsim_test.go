@@ -31,7 +31,7 @@ func TestCrashSimOrderSync(t *testing.T) {
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "charge_card",
-			Rate: idemrt.Rate{
+			Rate: idem.Rate{
 				N:   20,
 				Per: time.Second,
 			},
@@ -45,7 +45,7 @@ func TestCrashSimOrderSync(t *testing.T) {
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "send_receipt",
-			Rate: idemrt.Rate{
+			Rate: idem.Rate{
 				N:   600,
 				Per: time.Minute,
 			},

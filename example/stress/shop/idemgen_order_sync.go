@@ -130,7 +130,7 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "charge_card",
-			Rate: idemrt.Rate{
+			Rate: idem.Rate{
 				N:   20,
 				Per: time.Second,
 			},
@@ -146,7 +146,7 @@ func NewOrderSync(store *Store, src OrderSyncSource, fx OrderSyncEffects, opts .
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "send_receipt",
-			Rate: idemrt.Rate{
+			Rate: idem.Rate{
 				N:   600,
 				Per: time.Minute,
 			},

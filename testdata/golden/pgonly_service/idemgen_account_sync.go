@@ -105,7 +105,7 @@ func NewAccountSync(store *Store, src AccountSyncSource, fx AccountSyncEffects, 
 			Lease:       5 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "welcome",
-			Rate: idemrt.Rate{
+			Rate: idem.Rate{
 				N:   600,
 				Per: time.Minute,
 			},

@@ -32,7 +32,7 @@ func TestCrashSimAccountSync(t *testing.T) {
 			Lease:       5 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "welcome",
-			Rate: idemrt.Rate{
+			Rate: idem.Rate{
 				N:   600,
 				Per: time.Minute,
 			},

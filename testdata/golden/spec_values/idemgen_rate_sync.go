@@ -72,7 +72,8 @@ type RateSyncEffects struct {
 	PostRate PostRate
 }
 
-// RateSync runs the rate_sync job (version 1). Copy exchange rates and post each new one to a slow ledger API.
+// RateSync runs the rate_sync job (version 1). Copy exchange rates and post each new one to a slow
+// ledger API.
 type RateSync struct {
 	e   *idemrt.Engine[ExchangeRate]
 	src RateSyncSource
@@ -102,7 +103,7 @@ func NewRateSync(store *Store, src RateSyncSource, fx RateSyncEffects, opts ...i
 			Lease:       2 * time.Minute,
 			MaxAttempts: 5,
 			Name:        "post_rate",
-			Rate: idemrt.Rate{
+			Rate: idem.Rate{
 				N:   2,
 				Per: time.Hour,
 			},
@@ -185,4 +186,18 @@ func (j *RateSync) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // rateSyncCrashPoints are the durable boundaries of the rate_sync job, where the crash tests stop it.
-var rateSyncCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var rateSyncCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

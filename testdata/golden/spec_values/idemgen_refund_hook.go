@@ -66,7 +66,8 @@ type RefundHookJobEffects struct {
 	SendRefundNotice SendRefundNotice
 }
 
-// RefundHookJob runs the refund_hook job (version 1). Record each refund webhook once and send one refund notice.
+// RefundHookJob runs the refund_hook job (version 1). Record each refund webhook once and send one
+// refund notice.
 type RefundHookJob struct {
 	e *idemrt.Engine[RefundHook]
 }
@@ -175,4 +176,15 @@ func (j *RefundHookJob) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...R
 }
 
 // refundHookJobCrashPoints are the durable boundaries of the refund_hook job, where the crash tests stop it.
-var refundHookJobCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var refundHookJobCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}
