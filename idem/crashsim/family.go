@@ -2,10 +2,8 @@ package crashsim
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
@@ -135,14 +133,11 @@ func (f *unlistedFamily[U]) about() familyAbout { return familyAbout{name: f.nam
 
 // familyTable is docs/guarantees.md's table of the families.
 func familyTable() string {
-	var b strings.Builder
-	b.WriteString("| family | what happens | guarantees |\n| --- | --- | --- |\n")
+	var abouts []familyAbout
 	for _, f := range simFamilies[struct{}]() {
-		a := f.about()
-		g := strings.Trim(fmt.Sprint(a.guarantees), "[]")
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", a.name, a.what, g)
+		abouts = append(abouts, f.about())
 	}
-	return b.String()
+	return aboutTable(abouts)
 }
 
 // discovery is what a family plans over: the clean run's trace of hits

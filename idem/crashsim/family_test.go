@@ -13,21 +13,33 @@ var updateDocs = flag.Bool("update", false, "rewrite docs/guarantees.md's family
 // in simFamilies, each family's own about(): one copy of the fact. With
 // -update it is rewritten from the list.
 func TestFamilyTable(t *testing.T) {
+	checkTable(t, "", familyTable())
+	checkTable(t, "### The consumer families", consumerTable())
+}
+
+// checkTable holds the first family table of docs/guarantees.md after the
+// heading after (the file's first table for "") to want.
+func checkTable(t *testing.T, after, want string) {
 	const path = "../../docs/guarantees.md"
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(raw)
-	start := strings.Index(doc, "| family | what happens | guarantees |")
-	if start < 0 {
-		t.Fatalf("%s: no family table", path)
+	from := strings.Index(doc, after)
+	if from < 0 {
+		t.Fatalf("%s: no heading %q", path, after)
 	}
+	start := strings.Index(doc[from:], "| family | what happens | guarantees |")
+	if start < 0 {
+		t.Fatalf("%s: no family table after %q", path, after)
+	}
+	start += from
 	end := strings.Index(doc[start:], "\n\n")
 	if end < 0 {
-		t.Fatalf("%s: the family table does not end", path)
+		t.Fatalf("%s: the family table after %q does not end", path, after)
 	}
-	got, want := doc[start:start+end+1], familyTable()
+	got := doc[start : start+end+1]
 	if got == want {
 		return
 	}
@@ -37,15 +49,21 @@ func TestFamilyTable(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("%s's family table is not the families' list (go test ./idem/crashsim -run TestFamilyTable -update rewrites it):\n%s", path, want)
+	t.Errorf("%s's family table after %q is not the families' list (go test ./idem/crashsim -run TestFamilyTable -update rewrites it):\n%s", path, after, want)
 }
 
 // TestFamilyNames: every family has a name of its own and says what it
 // proves.
 func TestFamilyNames(t *testing.T) {
 	seen := map[string]bool{}
+	var abouts []familyAbout
 	for _, f := range simFamilies[struct{}]() {
-		a := f.about()
+		abouts = append(abouts, f.about())
+	}
+	for _, f := range consumerFamilies[struct{}]() {
+		abouts = append(abouts, f.about())
+	}
+	for _, a := range abouts {
 		if a.name == "" || a.what == "" || len(a.guarantees) == 0 || seen[a.name] {
 			t.Errorf("family %q: a name of its own, what it does and its guarantees are required", a.name)
 		}
