@@ -171,6 +171,12 @@ jobs:
         timeout: 30s
 `
 
+// The consume cases' source: a consumer's job is handed its units.
+const (
+	wmSource    = "watermark: {field: updated_at, overlap: 10m}"
+	consumeNATS = "none: {}\n    consume: {broker: nats, from: invoices.new, group: sync}"
+)
+
 // TestAgreement feeds the same specs to idemgen and to the schema: on the
 // structural rules the schema can express they must agree.
 func TestAgreement(t *testing.T) {
@@ -195,6 +201,20 @@ func TestAgreement(t *testing.T) {
 		{"circuit", "keep_result: true", "keep_result: true\n        circuit: {failures: 5, cool_down: 30s}", true},
 		{"circuit without cool_down", "keep_result: true", "keep_result: true\n        circuit: {failures: 5}", false},
 		{"circuit failures 0", "keep_result: true", "keep_result: true\n        circuit: {failures: 0, cool_down: 30s}", false},
+
+		{"consume", wmSource, consumeNATS, true},
+		{"consume with every key", wmSource, "none: {}\n    consume: {broker: rabbitmq, from: invoices, group: sync, headers: {customer_id: X-Customer}, batch: 20, ack_wait: 10m}", true},
+		{"consume on a watermark job", "    destination:", "    consume: {broker: nats, from: invoices.new, group: sync}\n    destination:", false},
+		{"consume unknown broker", wmSource, strings.Replace(consumeNATS, "nats", "nsq", 1), false},
+		{"consume without group", wmSource, strings.Replace(consumeNATS, ", group: sync", "", 1), false},
+		{"consume empty from", wmSource, strings.Replace(consumeNATS, "invoices.new", "''", 1), false},
+		{"consume batch 0", wmSource, strings.Replace(consumeNATS, "sync}", "sync, batch: 0}", 1), false},
+		{"consume header with a space", wmSource, strings.Replace(consumeNATS, "sync}", "sync, headers: {customer_id: 'X Customer'}}", 1), false},
+		{"consume unknown key", wmSource, strings.Replace(consumeNATS, "sync}", "sync, stream: x}", 1), false},
+		{"publish", "        timeout: 30s\n", "        timeout: 30s\n        publish: {broker: kafka, to: invoices.v1}\n", true},
+		{"publish unknown broker", "        timeout: 30s\n", "        timeout: 30s\n        publish: {broker: sqs, to: invoices}\n", false},
+		{"publish without to", "        timeout: 30s\n", "        timeout: 30s\n        publish: {broker: nats}\n", false},
+		{"publish keep_result false", "keep_result: true", "keep_result: false\n        publish: {broker: nats, to: invoices.new}", false},
 
 		// Unknown keys.
 		{"unknown top key", "out:", "output:", false},

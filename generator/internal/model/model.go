@@ -68,6 +68,8 @@ type Job struct {
 	Effects   []*Effect
 	// River is set when the job runs on River (spec key river).
 	River *River
+	// Consume is set when the job's units arrive from a broker (spec key consume).
+	Consume *Consume
 }
 
 // River is how a job runs on River: its queue, its job kinds, and for
@@ -221,6 +223,9 @@ type Effect struct {
 	// Circuit opens the effect after failures in a row across the fleet;
 	// zero: none.
 	Circuit Circuit
+	// Publish is set when the effect publishes the unit to a broker (spec
+	// key publish): no provider, and its result is the broker's ack.
+	Publish *Publish
 }
 
 // Circuit is an effect's circuit breaker (spec circuit; idemrt.Circuit).
@@ -361,6 +366,11 @@ func resolveJob(sj *spec.Job) (*Job, error) {
 		}
 		j.Dest = d
 	}
+	if sc := sj.Consume; sc != nil {
+		if j.Consume, err = resolveConsume(sc, byName); err != nil {
+			return nil, err
+		}
+	}
 	for _, se := range sj.Effects {
 		e := &Effect{
 			Name:        se.Name.Value,
@@ -380,6 +390,10 @@ func resolveJob(sj *spec.Job) (*Job, error) {
 			e.RedactResult = e.RedactResult || r.Value == spec.RedactResult
 		}
 		resolveLimits(e, &se)
+		if sp := se.Publish; sp != nil {
+			e.Publish = &Publish{Broker: Broker(sp.Broker.Value), To: sp.To.Value}
+			e.KeepResult = true
+		}
 		vars := map[string]string{"version": fmt.Sprint(e.Version), "job_version": fmt.Sprint(j.Version)}
 		if e.Key, err = ParseKey(se.Key.Value, byName, vars); err != nil {
 			return nil, fmt.Errorf("effect %q: %w", e.Name, err)

@@ -266,6 +266,7 @@ func (c *checker) file() {
 		jc.destination(tables, bookkeeping)
 		jc.effects(effectNames, effectKeys)
 		jc.river()
+		jc.consume()
 	}
 }
 
@@ -790,6 +791,7 @@ func (jc *jobCtx) effect(e *Effect, i int, effectNames firstSeen, effectKeys map
 	}
 	jc.retry(e, prefix)
 	jc.circuit(e, prefix)
+	jc.publish(e, prefix)
 	if w := e.When; w.Set {
 		switch {
 		case !slices.Contains(WhenValues, w.Value):

@@ -114,6 +114,16 @@ var keyAliases = map[string]string{
 	"primary_key": "unique", "unique_key": "unique",
 	"description": "doc", "comment": "doc",
 	"output": "out", "dir": "out", "dialect": "dialects", "database": "dialects",
+	"batch_size": "batch", "prefetch": "batch", "max_messages": "batch",
+	"ack_timeout": "ack_wait", "ackwait": "ack_wait", "consumer_timeout": "ack_wait",
+	"header": "headers",
+}
+
+// placeAliases are the names of a broker's places, which mean consume's
+// from (or group) and publish's to: whichever the mapping has.
+var placeAliases = map[string][]string{
+	"subject": {"from", "to"}, "topic": {"from", "to"}, "queue": {"from", "to"}, "routing_key": {"from", "to"},
+	"stream": {"from"}, "durable": {"group"}, "consumer": {"group"}, "consumer_group": {"group"}, "consumer_tag": {"group"},
 }
 
 type parser struct {
@@ -151,6 +161,11 @@ func (p *parser) fields(n *yaml.Node, what string, handlers map[string]func(v *y
 			meant := Suggest(k.Value, known)
 			if a := keyAliases[k.Value]; handlers[a] != nil {
 				meant = a
+			}
+			for _, a := range placeAliases[k.Value] {
+				if handlers[a] != nil {
+					meant = a
+				}
 			}
 			hint := ""
 			if meant != "" {
@@ -412,6 +427,7 @@ func (p *parser) job(n *yaml.Node, j *Job) {
 				"every": func(v *yaml.Node) { p.duration(v, "river every", &j.River.Every) },
 			})
 		},
+		"consume": func(v *yaml.Node) { j.Consume = p.consume(v) },
 		"effects": func(v *yaml.Node) {
 			if v.Kind != yaml.SequenceNode {
 				p.errorf(pos(v), "effects must be a list, not %s", kindName(v))
@@ -522,6 +538,7 @@ func (p *parser) effect(n *yaml.Node, e *Effect) {
 		"concurrency":  func(v *yaml.Node) { p.integer(v, "effect concurrency", &e.Concurrency) },
 		"redact":       func(v *yaml.Node) { e.Redact = p.redact(v) },
 		"circuit":      func(v *yaml.Node) { p.circuit(v, &e.Circuit) },
+		"publish":      func(v *yaml.Node) { e.Publish = p.publish(v) },
 	})
 }
 

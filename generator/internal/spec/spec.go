@@ -65,6 +65,8 @@ type Job struct {
 	Destination *Destination
 	Effects     []Effect
 	River       *River // nil when the job does not run on River
+	// Consume: units arrive from a broker (nil when they do not).
+	Consume *Consume
 }
 
 // River runs a job on River (github.com/riverqueue/river), PostgreSQL only.
@@ -147,6 +149,9 @@ type Effect struct {
 	// JSON hide of the effect's rows: payload, result or both.
 	Redact  []String
 	Circuit Circuit
+	// Publish: the effect publishes the unit to a broker (nil when the
+	// service provides the effect's code).
+	Publish *Publish
 }
 
 // Circuit is an effect's circuit breaker (idemrt.Circuit): failures in a row
