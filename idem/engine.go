@@ -46,6 +46,16 @@ type UnitResult = idemrt.UnitResult
 // EffectResult is the outcome of one effect; Result is the kept result, if any.
 type EffectResult = idemrt.EffectResult
 
+// Settlement is what a consumer does with a unit's message (UnitResult.Settle).
+type Settlement = idemrt.Settlement
+
+const (
+	SettleDone  = idemrt.SettleDone  // committed, every effect ended (done, deduped or parked): acknowledge
+	SettleOwed  = idemrt.SettleOwed  // committed, an effect still owed in the ledger: acknowledge, a drain performs it
+	SettleRetry = idemrt.SettleRetry // the write failed and rolled back: redeliver after a backoff
+	SettleDead  = idemrt.SettleDead  // never succeeds as it is (mismatch, empty key, parked): park and settle
+)
+
 // Option configures a job.
 type Option = idemrt.Option
 

@@ -174,10 +174,13 @@ func (e *Engine[U]) retryUnits(ctx context.Context, rep *runState) error {
 		back := make([]U, 0, len(rows))
 		for _, row := range rows {
 			after = row.UnitKey
+			if isParkedMessage(row.Payload) {
+				e.reparkUnreadable(ctx, row, fmt.Errorf("job %q key %q: %w", e.def.Name, row.UnitKey, errMessageNotUnit))
+				continue
+			}
 			u, err := decodeUnit[U](row.Payload)
 			if err != nil {
-				e.opt.log.Error("idemgen: unit put back for retry has an unreadable payload; left as is",
-					slog.String("job", e.def.Name), slog.String("key", row.UnitKey), slog.Any("err", err))
+				e.reparkUnreadable(ctx, row, fmt.Errorf("job %q key %q: the stored payload does not decode into the unit: %w", e.def.Name, row.UnitKey, err))
 				continue
 			}
 			back = append(back, u)
