@@ -143,7 +143,7 @@ func TestDocCommentsNameWhatExists(t *testing.T) {
 
 // properNouns are words of the CamelCase shape that name products, not
 // Go identifiers.
-var properNouns = []string{"PostgreSQL", "OpenTelemetry", "GitHub", "JavaScript", "WebAssembly", "TiDB", "MySQL", "PgBouncer"}
+var properNouns = []string{"PostgreSQL", "OpenTelemetry", "GitHub", "JavaScript", "WebAssembly", "TiDB", "MySQL", "PgBouncer", "JetStream", "RabbitMQ"}
 
 type ref struct {
 	text string

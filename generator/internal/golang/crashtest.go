@@ -18,6 +18,7 @@ func CrashTestFile(p *model.Package) *jen.File {
 		crashTest(f, p, j)
 	}
 	adoptedStandIn(f, p)
+	simPublisher(f, p)
 	return f
 }
 
@@ -112,6 +113,10 @@ func simNewJob(j *model.Job) *jen.Statement {
 	if len(j.Effects) > 0 {
 		args = append(args, jen.Id(effectsName(j)).Values(jen.DictFunc(func(d jen.Dict) {
 			for _, e := range j.Effects {
+				if e.Publish != nil {
+					d[jen.Id(e.GoName)] = jen.Id(simPublisherName).Values(jen.Dict{jen.Id("fx"): jen.Id("fx"), jen.Id("effect"): jen.Lit(e.Name)})
+					continue
+				}
 				call := jen.Id("fx").Dot("Call").Call(jen.Id("ctx"), jen.Lit(e.Name), jen.Id("key"))
 				body := jen.List(jen.Id("_"), jen.Id("err")).Op(":=").Add(call).Line().Return(jen.Id("err"))
 				if e.KeepResult {
@@ -131,6 +136,9 @@ func simNewJob(j *model.Job) *jen.Statement {
 	}
 	if j.Source == model.SourceWatermark {
 		v[jen.Id("Backfill")] = jen.Id("j").Dot("Backfill")
+	}
+	if j.Consume != nil {
+		v[jen.Id("ConsumeFrom")] = jen.Id("j").Dot("ConsumeFrom")
 	}
 	return jen.Func().Params(jen.Id("st").Add(rt("Store")), jen.Id("src").Any(), jen.Id("fx").Op("*").Add(sim("Provider")), jen.Id("opts").Op("...").Add(rt("Option"))).
 		Params(verbs.Clone(), jen.Error()).Block(

@@ -19,7 +19,9 @@ func JobFile(p *model.Package, j *model.Job) *jen.File {
 	unitCanonical(f, j)
 	sourceInterface(f, j)
 	for _, e := range j.Effects {
-		effectInterface(f, j, e)
+		if e.Publish == nil {
+			effectInterface(f, j, e)
+		}
 		effectKey(f, j, e)
 	}
 	effectsStruct(f, j)
@@ -28,6 +30,7 @@ func JobFile(p *model.Package, j *model.Job) *jen.File {
 	jobVerbs(f, j)
 	processTxVerbs(f, p, j)
 	riverJob(f, j)
+	consumer(f, j)
 	crashPoints(f, j)
 	return f
 }
@@ -106,7 +109,10 @@ func effectsStruct(f *jen.File, j *model.Job) {
 	f.Commentf("%s holds the providers of the %s job's effects; all are required.", effectsName(j), j.Name)
 	f.Type().Id(effectsName(j)).StructFunc(func(g *jen.Group) {
 		for _, e := range j.Effects {
-			g.Id(e.GoName).Id(e.GoName)
+			if e.Publish != nil {
+				publishDoc(g, e)
+			}
+			g.Id(e.GoName).Add(effectProvider(e))
 		}
 	})
 }
@@ -217,7 +223,9 @@ func jobConstructor(f *jen.File, j *model.Job) {
 
 func effectDef(j *model.Job, e *model.Effect) *jen.Statement {
 	call := jen.Func().Params(effectParams(j)...).Params(jen.Index().Byte(), jen.Error())
-	if e.KeepResult {
+	if e.Publish != nil {
+		call = publishCall(j, e)
+	} else if e.KeepResult {
 		call = call.Block(jen.Return(jen.Id("fx").Dot(e.GoName).Dot(e.GoName).Call(jen.Id("ctx"), jen.Id("key"), jen.Id("unit"))))
 	} else {
 		call = call.Block(jen.Return(jen.Nil(), jen.Id("fx").Dot(e.GoName).Dot(e.GoName).Call(jen.Id("ctx"), jen.Id("key"), jen.Id("unit"))))

@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -80,9 +82,21 @@ func (jc *jobCtx) broker(b String, parent Pos, what string) string {
 		}
 		jc.errorf(at, "%s%s: missing broker (one of %s)", jc.prefix, what, strings.Join(Brokers, ", "))
 	case !slices.Contains(Brokers, b.Value):
-		jc.errorf(b.Pos, "%s%s broker %q is not one of %s%s", jc.prefix, what, b.Value, strings.Join(Brokers, ", "), suggestWith(b.Value, brokerAliases, Brokers))
+		jc.errorf(b.Pos, "%s%s broker %q is not one of %s%s", jc.prefix, what, b.Value, strings.Join(Brokers, ", "), brokerHint(b.Value))
 	default:
 		return b.Value
+	}
+	return ""
+}
+
+// brokerHint suggests the broker meant: by its alias, by edit distance,
+// or by an alias misspelt (jetstrem is nats).
+func brokerHint(b string) string {
+	if hint := suggestWith(b, brokerAliases, Brokers); hint != "" {
+		return hint
+	}
+	if a := Suggest(strings.ToLower(b), slices.Sorted(maps.Keys(brokerAliases))); a != "" {
+		return fmt.Sprintf(" (did you mean %s?)", brokerAliases[a])
 	}
 	return ""
 }
