@@ -1,0 +1,382 @@
+package main
+
+// The -only consumers measurement (issue 51, item 5): order_consumer
+// (idemgen.yaml), a handed-in job whose generated ConsumeFrom reads a
+// broker through its adapter's idembroker.Source, on PostgreSQL, per
+// broker (JetStream, RabbitMQ, and Kafka in franz-go's in-process kfake):
+//
+//   - a SIGKILL soak: the parent publishes -consumer-n order messages
+//     (a tenth of them a second copy of an earlier order, same payload),
+//     starts the consumer as a child process, kills it at random moments
+//     -consumer-kills times (starting it again each time), then lets it
+//     run until it owes nothing: every order written, every charge done
+//     in the ledger, the broker's queue drained. The charge provider is a
+//     simulator in the parent that honours Idempotency-Key (a repeat of an
+//     applied key is answered, not applied again) and counts calls and
+//     applications per key: dup is applications beyond one per key (a
+//     double charge), repeats calls beyond one per key (the documented
+//     window: calls in flight at a kill, which the key absorbs), missing
+//     orders never written or never charged;
+//   - throughput side by side, each run over its own fresh lane and
+//     schema, -consumer-rate-n messages: our consumer without kills, the
+//     obvious hand-written idempotent consumer (one message at a time: a
+//     transaction that inserts into processed_messages ON CONFLICT DO
+//     NOTHING and, for a new one, writes the order and calls the provider;
+//     then the ack), and a bare consumer that only acks, for scale.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// consumersRatioTarget: our consumer ≥ 2 × the hand-written one.
+const consumersRatioTarget = 2.0
+
+// consumersResult is the measurement: a line per broker.
+type consumersResult struct {
+	latency     time.Duration // the provider's time per applied call
+	rateN       int           // messages of each throughput run
+	concurrency int           // our consumer's effect concurrency
+	lines       []consumerLine
+}
+
+// consumerLine is one broker's soak and throughput runs.
+type consumerLine struct {
+	broker string
+	soak   soakRun
+	ours   throughputRun
+	hand   throughputRun
+	bare   throughputRun
+}
+
+// soakRun is a SIGKILL soak's figures.
+type soakRun struct {
+	msgs, orders int
+	kills        int // SIGKILLs of a consumer that was running
+	wantKills    int
+	charges      chargeTally
+	rows         int           // orders written
+	done         int           // charges done in the ledger
+	parked       int           // units and effects parked
+	backlog      int           // messages the broker still held at the end
+	elapsed      time.Duration // from the first child's start to owing nothing
+	owedNothing  bool          // false: the deadline came first
+	children     int           // consumer processes started
+}
+
+// throughputRun is one consumer's run over a fresh lane.
+type throughputRun struct {
+	msgs, orders int
+	elapsed      time.Duration // from the consumer's start to the last message settled
+}
+
+func (r throughputRun) rate() float64 { return float64(r.msgs) / r.elapsed.Seconds() }
+
+// chargeTally is what the provider saw of a run's orders.
+type chargeTally struct {
+	once    int // orders charged exactly once
+	missing int // orders never charged
+	dup     int // applications beyond one per order, and applications of keys of no order
+	repeats int // calls beyond one per order (answered from the key, or cut off by a kill)
+	calls   int // every call
+}
+
+// tallyCharges reads the simulator's counts against the orders' keys.
+func tallyCharges(sim *simulator, orderIDs []string) chargeTally {
+	applied, calls := sim.appliedCounts(), sim.callCounts()
+	var t chargeTally
+	for _, id := range orderIDs {
+		key := chargeKey(id)
+		switch a := applied[key]; {
+		case a == 0:
+			t.missing++
+		case a == 1:
+			t.once++
+		default:
+			t.dup += a - 1
+		}
+		t.repeats += max(0, calls[key]-1)
+		delete(applied, key)
+	}
+	for _, a := range applied {
+		t.dup += a
+	}
+	for _, c := range calls {
+		t.calls += c
+	}
+	return t
+}
+
+// benchOrder is a message's body as the producer writes it: JSON by the
+// unit's field names, as the generated consumer decodes it.
+type benchOrder struct {
+	OrderID     string `json:"order_id"`
+	Customer    string `json:"customer"`
+	AmountCents int64  `json:"amount_cents"`
+}
+
+// orderMessages is n message bodies: n - n/10 orders, and n/10 second
+// copies of earlier ones (same payload), shuffled with a fixed seed so
+// that every run and broker sees the same stream; it returns the orders'
+// ids too.
+func orderMessages(n int, run string) (bodies [][]byte, ids []string) {
+	r := rand.New(rand.NewPCG(51, uint64(n)))
+	unique := n - n/10
+	for i := range unique {
+		o := benchOrder{OrderID: fmt.Sprintf("%s-%05d", run, i), Customer: "cus_" + strconv.Itoa(i%97), AmountCents: int64(100 + i%9000)}
+		b, _ := json.Marshal(o)
+		bodies, ids = append(bodies, b), append(ids, o.OrderID)
+	}
+	for range n / 10 {
+		bodies = append(bodies, bodies[r.IntN(unique)])
+	}
+	r.Shuffle(len(bodies), func(i, j int) { bodies[i], bodies[j] = bodies[j], bodies[i] })
+	return bodies, ids
+}
+
+// newChargeSimulator is the charge provider: no rate limit, latency a
+// call it applies, Idempotency-Key honoured (providers.go's simulator).
+func newChargeSimulator(latency time.Duration) *simulator {
+	return newSimulator(1e9, 1<<30, latency)
+}
+
+func chargeClient() *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}
+}
+
+// measureConsumers runs the soak and the three throughput runs per broker.
+func measureConsumers(ctx context.Context, d *database, cfg *config) (*consumersResult, error) {
+	res := &consumersResult{latency: cfg.consumerLatency, rateN: cfg.consumerRateN, concurrency: cfg.concurrency}
+	var kafkaSeeds string
+	if containsBroker(cfg.consumerBrokers, "kafka") {
+		seeds, stop, err := startKafka()
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		kafkaSeeds = seeds
+	}
+	for _, b := range cfg.consumerBrokers {
+		addr := brokerAddr(b)
+		if b == "kafka" {
+			addr = kafkaSeeds
+		}
+		line := consumerLine{broker: b}
+		var err error
+		steps := []struct {
+			name string
+			fn   func() error
+		}{
+			{"soak", func() (err error) { line.soak, err = runSoak(ctx, d, cfg, b, addr); return err }},
+			{"ours", func() (err error) { line.ours, err = runOurs(ctx, d, cfg, b, addr); return err }},
+			{"handwritten", func() (err error) { line.hand, err = runByHand(ctx, d, cfg, b, addr, false); return err }},
+			{"bare", func() (err error) { line.bare, err = runByHand(ctx, d, cfg, b, addr, true); return err }},
+		}
+		for _, s := range steps {
+			if err = s.fn(); err != nil {
+				return res, fmt.Errorf("%s %s: %w", b, s.name, err)
+			}
+		}
+		res.lines = append(res.lines, line)
+	}
+	return res, nil
+}
+
+func containsBroker(bs []string, b string) bool {
+	for _, x := range bs {
+		if x == b {
+			return true
+		}
+	}
+	return false
+}
+
+// runByHand times the hand-written idempotent consumer (bare: the one that
+// only acks) over a fresh lane of -consumer-rate-n messages.
+func runByHand(ctx context.Context, d *database, cfg *config, broker, addr string, bare bool) (throughputRun, error) {
+	what := "hand"
+	if bare {
+		what = "bare"
+	}
+	bodies, ids := orderMessages(cfg.consumerRateN, what)
+	run := throughputRun{msgs: len(bodies), orders: len(ids)}
+	sp, err := d.fresh(ctx, "consumers_"+what+"_"+broker, false)
+	if err != nil {
+		return run, err
+	}
+	defer sp.drop()
+	// The hand-written consumer's tables: the orders, as order_consumer
+	// writes them, and the processed messages, by order id (the duplicates
+	// are separate messages with one order id).
+	if err := sp.exec(ctx,
+		"CREATE TABLE orders (order_id text PRIMARY KEY, customer text NOT NULL, amount_cents bigint NOT NULL)",
+		"CREATE TABLE processed_messages (message_id text PRIMARY KEY, processed_at timestamptz NOT NULL DEFAULT now())"); err != nil {
+		return run, err
+	}
+	l, err := newLane(ctx, broker, addr, "consumers_"+what)
+	if err != nil {
+		return run, err
+	}
+	defer l.drop()
+	if err := l.publish(ctx, bodies); err != nil {
+		return run, err
+	}
+	sim := newChargeSimulator(cfg.consumerLatency)
+	url, stop, err := sim.serve()
+	if err != nil {
+		return run, err
+	}
+	defer stop()
+	client := chargeClient()
+
+	handle := func(ctx context.Context, body []byte) error {
+		if bare {
+			return nil
+		}
+		var o benchOrder
+		if err := json.Unmarshal(body, &o); err != nil {
+			return err
+		}
+		return pgx.BeginFunc(ctx, sp.pool, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, "INSERT INTO processed_messages (message_id) VALUES ($1) ON CONFLICT DO NOTHING", o.OrderID)
+			if err != nil || tag.RowsAffected() == 0 {
+				return err // seen before: acknowledged without work
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO orders (order_id, customer, amount_cents) VALUES ($1, $2, $3)",
+				o.OrderID, o.Customer, o.AmountCents); err != nil {
+				return err
+			}
+			_, err = postIdempotent(ctx, client, url, chargeKey(o.OrderID), o)
+			return err // a failed call rolls the transaction back, and the message is not acknowledged
+		})
+	}
+	var acked atomic.Int64
+	runCtx, cancel := context.WithTimeout(ctx, cfg.consumerDeadline)
+	defer cancel()
+	start := time.Now()
+	wait, err := l.consumeByHand(runCtx, handle, func() { acked.Add(1) })
+	if err != nil {
+		return run, err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- wait() }()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for int(acked.Load()) < run.msgs {
+		select {
+		case <-tick.C:
+		case err := <-errc:
+			return run, fmt.Errorf("the consumer stopped after %d of %d messages: %v", acked.Load(), run.msgs, err)
+		case <-runCtx.Done():
+			return run, fmt.Errorf("%d of %d messages acknowledged within %v", acked.Load(), run.msgs, cfg.consumerDeadline)
+		}
+	}
+	run.elapsed = time.Since(start)
+	cancel()
+	if err := <-errc; err != nil {
+		return run, err
+	}
+
+	// The work was done: every message settled with the broker, and,
+	// for the idempotent one, each order written and charged once.
+	if err := checkDrained(ctx, l, run.msgs); err != nil {
+		return run, err
+	}
+	if bare {
+		return run, nil
+	}
+	rows, err := sp.count(ctx, "orders", "")
+	if err != nil {
+		return run, err
+	}
+	if err := want("orders written", rows, run.orders); err != nil {
+		return run, err
+	}
+	if t := tallyCharges(sim, ids); t.once != run.orders || t.dup != 0 {
+		return run, fmt.Errorf("the provider charged %d of %d orders once, %d twice or more or not ours", t.once, run.orders, t.dup)
+	}
+	return run, nil
+}
+
+// checkDrained fails unless the lane's broker holds none of its messages
+// (a consumer that has stopped: RabbitMQ counts unacknowledged messages
+// again once their consumer is gone).
+func checkDrained(ctx context.Context, l *lane, published int) error {
+	// JetStream settles acks asynchronously, and a Kafka commit or a
+	// RabbitMQ requeue may land just after the consumer returns: look
+	// again for up to 5 s.
+	var n int
+	var err error
+	for range 50 {
+		if n, err = l.backlog(ctx, published); err != nil || n == 0 {
+			return err
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%s still holds %d of %d messages after the consumer stopped", l.From, n, published)
+}
+
+// print writes the measurement's lines: per broker the issue's line with
+// its targets' verdicts, then what each figure is.
+func (r *consumersResult) print(out io.Writer) {
+	fmt.Fprintln(out)
+	for _, l := range r.lines {
+		s := l.soak
+		fmt.Fprintf(out, "consumers/%s msgs=%d kills=%d dup=%d missing=%d repeats=%d rate=%.0f ratio=%s bare=%.0f   %s\n",
+			l.broker, s.msgs, s.kills, s.charges.dup, s.missing(), s.charges.repeats, l.ours.rate(),
+			formatRatio(l.ratio()), l.bare.rate(), l.verdicts())
+	}
+	fmt.Fprintln(out)
+	for _, l := range r.lines {
+		s := l.soak
+		fmt.Fprintf(out, "  consumers/%s soak: %d messages (%d orders) to %d consumer processes, %d killed; owed nothing after %v (%d orders written, %d charges done in the ledger, %d parked, %d messages left on the broker); the provider saw %d calls, %d orders charged once\n",
+			l.broker, s.msgs, s.orders, s.children, s.kills, s.elapsed.Round(time.Millisecond), s.rows, s.done, s.parked, s.backlog, s.charges.calls, s.charges.once)
+		fmt.Fprintf(out, "  consumers/%s throughput, %d messages (%d orders) each: ours %.0f/s (%v), hand-written %.0f/s (%v), bare %.0f/s (%v)\n",
+			l.broker, l.ours.msgs, l.ours.orders, l.ours.rate(), l.ours.elapsed.Round(time.Millisecond),
+			l.hand.rate(), l.hand.elapsed.Round(time.Millisecond), l.bare.rate(), l.bare.elapsed.Round(time.Millisecond))
+	}
+	fmt.Fprintf(out, "  dup = provider applications beyond one per order (a double charge); repeats = provider calls beyond one per order (calls in flight at a kill, which the Idempotency-Key absorbs); missing = orders not written or not charged\n")
+	fmt.Fprintf(out, "  rate = our consumer's messages/s without kills; ratio = ours / the hand-written idempotent consumer (per message: a transaction that inserts into processed_messages ON CONFLICT DO NOTHING, writes the order and calls the provider, then the ack); bare = a consumer that only acks. The provider takes %v a call; ours calls it with effect concurrency %d (-concurrency)\n",
+		r.latency, r.concurrency)
+}
+
+// missing is orders never written or never charged.
+func (s soakRun) missing() int { return max(s.orders-s.rows, s.charges.missing) }
+
+func (l consumerLine) ratio() float64 { return ratio(l.ours.rate(), l.hand.rate()) }
+
+func (l consumerLine) met() bool {
+	s := l.soak
+	return s.kills >= s.wantKills && s.charges.dup == 0 && s.missing() == 0 && s.owedNothing && l.ratio() >= consumersRatioTarget
+}
+
+// verdicts is the line's targets: kills, dup and missing from the soak,
+// the ratio from the throughput runs.
+func (l consumerLine) verdicts() string {
+	v := func(ok bool) string {
+		if ok {
+			return "ok"
+		}
+		return "MISS"
+	}
+	s := l.soak
+	parts := []string{
+		fmt.Sprintf("kills ≥ %d %s", s.wantKills, v(s.kills >= s.wantKills)),
+		"dup = 0 " + v(s.charges.dup == 0),
+		"missing = 0 " + v(s.missing() == 0 && s.owedNothing),
+		fmt.Sprintf("ratio ≥ %g %s", consumersRatioTarget, v(l.ratio() >= consumersRatioTarget)),
+	}
+	return "targets: " + strings.Join(parts, ", ")
+}
