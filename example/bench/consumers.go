@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -37,6 +38,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // consumersRatioTarget: our consumer ≥ 2 × the hand-written one.
@@ -64,15 +67,22 @@ type soakRun struct {
 	msgs, orders int
 	kills        int // SIGKILLs of a consumer that was running
 	wantKills    int
-	charges      chargeTally
-	rows         int           // orders written
-	done         int           // charges done in the ledger
-	parked       int           // units and effects parked
-	backlog      int           // messages the broker still held at the end
-	elapsed      time.Duration // from the first child's start to owing nothing
-	owedNothing  bool          // false: the deadline came first
-	children     int           // consumer processes started
+	charges      keyTally // what the provider applied
+	announced    keyTally // what the downstream subscriber saw
+	calls        int      // provider calls, all told
+	repeats      int      // provider calls beyond one per order
+	missing      int      // orders not written, not charged or not announced
+	rows         int      // orders written
+	done         int      // effects done in the ledger (two per order)
+	parked       int      // units and effects parked
+	backlog      int      // messages the broker still held at the end
+	elapsed      time.Duration
+	owedNothing  bool // false: the deadline came first
+	children     int  // consumer processes started
 }
+
+// dup is the line's D: double charges and double announcements.
+func (s soakRun) dup() int { return s.charges.dup + s.announced.dup }
 
 // throughputRun is one consumer's run over a fresh lane.
 type throughputRun struct {
@@ -82,39 +92,69 @@ type throughputRun struct {
 
 func (r throughputRun) rate() float64 { return float64(r.msgs) / r.elapsed.Seconds() }
 
-// chargeTally is what the provider saw of a run's orders.
-type chargeTally struct {
-	once    int // orders charged exactly once
-	missing int // orders never charged
-	dup     int // applications beyond one per order, and applications of keys of no order
-	repeats int // calls beyond one per order (answered from the key, or cut off by a kill)
-	calls   int // every call
+// keyTally is what one counter saw of a run's orders, by their effect
+// keys: the provider's applications of charges, or the downstream
+// subscriber's announcements by Nats-Msg-Id.
+type keyTally struct {
+	once    int // orders seen exactly once
+	missing int // orders never seen
+	dup     int // sightings beyond one per order, and of keys of no order
 }
 
-// tallyCharges reads the simulator's counts against the orders' keys.
-func tallyCharges(sim *simulator, orderIDs []string) chargeTally {
-	applied, calls := sim.appliedCounts(), sim.callCounts()
-	var t chargeTally
+// tallyKeys reads counts (by key) against the orders' keys.
+func tallyKeys(counts map[string]int, orderIDs []string, keyOf func(string) string) keyTally {
+	counts = maps.Clone(counts)
+	var t keyTally
 	for _, id := range orderIDs {
-		key := chargeKey(id)
-		switch a := applied[key]; {
-		case a == 0:
+		key := keyOf(id)
+		switch c := counts[key]; {
+		case c == 0:
 			t.missing++
-		case a == 1:
+		case c == 1:
 			t.once++
 		default:
-			t.dup += a - 1
+			t.dup += c - 1
 		}
-		t.repeats += max(0, calls[key]-1)
-		delete(applied, key)
+		delete(counts, key)
 	}
-	for _, a := range applied {
-		t.dup += a
-	}
-	for _, c := range calls {
-		t.calls += c
+	for _, c := range counts {
+		t.dup += c
 	}
 	return t
+}
+
+// checkOnce fails unless every order was seen exactly once, and nothing else.
+func (t keyTally) checkOnce(what string, orders int) error {
+	if t.once != orders || t.dup != 0 {
+		return fmt.Errorf("%s: %d of %d orders once, %d missing, %d beyond once or not ours", what, t.once, orders, t.missing, t.dup)
+	}
+	return nil
+}
+
+// repeatedCalls is the provider's calls beyond one per order, and all its
+// calls.
+func repeatedCalls(sim *simulator, orderIDs []string) (repeats, calls int) {
+	counts := sim.callCounts()
+	for _, id := range orderIDs {
+		repeats += max(0, counts[chargeKey(id)]-1)
+	}
+	for _, c := range counts {
+		calls += c
+	}
+	return repeats, calls
+}
+
+// checkApplied fails a throughput run unless the provider charged, and the
+// downstream subscriber saw announced, each order exactly once.
+func checkApplied(ctx context.Context, sim *simulator, l *lane, ids []string) error {
+	if err := tallyKeys(sim.appliedCounts(), ids, chargeKey).checkOnce("charged", len(ids)); err != nil {
+		return err
+	}
+	seen, err := l.announced(ctx)
+	if err != nil {
+		return err
+	}
+	return tallyKeys(seen, ids, announceKey).checkOnce("announced", len(ids))
 }
 
 // benchOrder is a message's body as the producer writes it: JSON by the
@@ -128,7 +168,8 @@ type benchOrder struct {
 // orderMessages is n message bodies: n - n/10 orders, and n/10 second
 // copies of earlier ones (same payload), shuffled with a fixed seed so
 // that every run and broker sees the same stream; it returns the orders'
-// ids too.
+// ids too, each named after the run's lane (l.ID), so that two runs'
+// announcements never share a key in JetStream's dedupe window.
 func orderMessages(n int, run string) (bodies [][]byte, ids []string) {
 	r := rand.New(rand.NewPCG(51, uint64(n)))
 	unique := n - n/10
@@ -208,8 +249,17 @@ func runByHand(ctx context.Context, d *database, cfg *config, broker, addr strin
 	if bare {
 		what = "bare"
 	}
-	bodies, ids := orderMessages(cfg.consumerRateN, what)
-	run := throughputRun{msgs: len(bodies), orders: len(ids)}
+	var run throughputRun
+	l, err := newLane(ctx, broker, addr, brokerAddr("nats"), "consumers_"+what)
+	if err != nil {
+		return run, err
+	}
+	defer l.drop()
+	bodies, ids := orderMessages(cfg.consumerRateN, l.ID)
+	run = throughputRun{msgs: len(bodies), orders: len(ids)}
+	if err := l.publish(ctx, bodies); err != nil {
+		return run, err
+	}
 	sp, err := d.fresh(ctx, "consumers_"+what+"_"+broker, false)
 	if err != nil {
 		return run, err
@@ -223,14 +273,6 @@ func runByHand(ctx context.Context, d *database, cfg *config, broker, addr strin
 		"CREATE TABLE processed_messages (message_id text PRIMARY KEY, processed_at timestamptz NOT NULL DEFAULT now())"); err != nil {
 		return run, err
 	}
-	l, err := newLane(ctx, broker, addr, "consumers_"+what)
-	if err != nil {
-		return run, err
-	}
-	defer l.drop()
-	if err := l.publish(ctx, bodies); err != nil {
-		return run, err
-	}
 	sim := newChargeSimulator(cfg.consumerLatency)
 	url, stop, err := sim.serve()
 	if err != nil {
@@ -238,6 +280,15 @@ func runByHand(ctx context.Context, d *database, cfg *config, broker, addr strin
 	}
 	defer stop()
 	client := chargeClient()
+	nc, err := nats.Connect(l.NATS, nats.Timeout(5*time.Second))
+	if err != nil {
+		return run, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return run, err
+	}
 
 	handle := func(ctx context.Context, body []byte) error {
 		if bare {
@@ -256,8 +307,13 @@ func runByHand(ctx context.Context, d *database, cfg *config, broker, addr strin
 				o.OrderID, o.Customer, o.AmountCents); err != nil {
 				return err
 			}
-			_, err = postIdempotent(ctx, client, url, chargeKey(o.OrderID), o)
-			return err // a failed call rolls the transaction back, and the message is not acknowledged
+			// A failed call or publish rolls the transaction back, and the
+			// message is not acknowledged.
+			if _, err := postIdempotent(ctx, client, url, chargeKey(o.OrderID), o); err != nil {
+				return err
+			}
+			_, err = js.Publish(ctx, l.Announce, body, jetstream.WithMsgID(announceKey(o.OrderID)))
+			return err
 		})
 	}
 	var acked atomic.Int64
@@ -288,7 +344,8 @@ func runByHand(ctx context.Context, d *database, cfg *config, broker, addr strin
 	}
 
 	// The work was done: every message settled with the broker, and,
-	// for the idempotent one, each order written and charged once.
+	// for the idempotent one, each order written, charged and announced
+	// once.
 	if err := checkDrained(ctx, l, run.msgs); err != nil {
 		return run, err
 	}
@@ -302,10 +359,7 @@ func runByHand(ctx context.Context, d *database, cfg *config, broker, addr strin
 	if err := want("orders written", rows, run.orders); err != nil {
 		return run, err
 	}
-	if t := tallyCharges(sim, ids); t.once != run.orders || t.dup != 0 {
-		return run, fmt.Errorf("the provider charged %d of %d orders once, %d twice or more or not ours", t.once, run.orders, t.dup)
-	}
-	return run, nil
+	return run, checkApplied(ctx, sim, l, ids)
 }
 
 // checkDrained fails unless the lane's broker holds none of its messages
@@ -335,32 +389,25 @@ func (r *consumersResult) print(out io.Writer) {
 	for _, l := range r.lines {
 		s := l.soak
 		fmt.Fprintf(out, "consumers/%s msgs=%d kills=%d dup=%d missing=%d repeats=%d rate=%.0f ratio=%s bare=%.0f   %s\n",
-			l.broker, s.msgs, s.kills, s.charges.dup, s.missing(), s.charges.repeats, l.ours.rate(),
+			l.broker, s.msgs, s.kills, s.dup(), s.missing, s.repeats, l.ours.rate(),
 			formatRatio(l.ratio()), l.bare.rate(), l.verdicts())
 	}
 	fmt.Fprintln(out)
 	for _, l := range r.lines {
 		s := l.soak
-		fmt.Fprintf(out, "  consumers/%s soak: %d messages (%d orders) to %d consumer processes, %d killed; owed nothing after %v (%d orders written, %d charges done in the ledger, %d parked, %d messages left on the broker); the provider saw %d calls, %d orders charged once\n",
-			l.broker, s.msgs, s.orders, s.children, s.kills, s.elapsed.Round(time.Millisecond), s.rows, s.done, s.parked, s.backlog, s.charges.calls, s.charges.once)
+		fmt.Fprintf(out, "  consumers/%s soak: %d messages (%d orders) to %d consumer processes, %d killed; owed nothing after %v: %d orders written, %d effects done in the ledger, %d parked, %d messages left on the broker; the provider saw %d calls and charged %d orders once (%d twice or more), the downstream subscriber saw %d orders announced once (%d twice or more)\n",
+			l.broker, s.msgs, s.orders, s.children, s.kills, s.elapsed.Round(time.Millisecond), s.rows, s.done, s.parked, s.backlog,
+			s.calls, s.charges.once, s.charges.dup, s.announced.once, s.announced.dup)
 		fmt.Fprintf(out, "  consumers/%s throughput, %d messages (%d orders) each: ours %.0f/s (%v), hand-written %.0f/s (%v), bare %.0f/s (%v)\n",
 			l.broker, l.ours.msgs, l.ours.orders, l.ours.rate(), l.ours.elapsed.Round(time.Millisecond),
 			l.hand.rate(), l.hand.elapsed.Round(time.Millisecond), l.bare.rate(), l.bare.elapsed.Round(time.Millisecond))
 	}
-	fmt.Fprintf(out, "  dup = provider applications beyond one per order (a double charge); repeats = provider calls beyond one per order (calls in flight at a kill, which the Idempotency-Key absorbs); missing = orders not written or not charged\n")
-	fmt.Fprintf(out, "  rate = our consumer's messages/s without kills; ratio = ours / the hand-written idempotent consumer (per message: a transaction that inserts into processed_messages ON CONFLICT DO NOTHING, writes the order and calls the provider, then the ack); bare = a consumer that only acks. The provider takes %v a call; ours calls it with effect concurrency %d (-concurrency)\n",
+	fmt.Fprintln(out, "  dup = charges the provider applied beyond one per order, plus announcements a downstream subscriber of the NATS stream saw beyond one per order (by Nats-Msg-Id); repeats = provider calls beyond one per order (calls in flight at a kill, which the Idempotency-Key absorbs); missing = orders not written, not charged or not announced")
+	fmt.Fprintf(out, "  rate = our consumer's messages/s without kills; ratio = ours / the hand-written idempotent consumer (per message: a transaction that inserts into processed_messages ON CONFLICT DO NOTHING and, for a new order, writes it, calls the provider and publishes the announcement with Nats-Msg-Id; then the ack); bare = a consumer that only acks. The provider takes %v a call; ours calls it with effect concurrency %d (-concurrency)\n",
 		r.latency, r.concurrency)
 }
 
-// missing is orders never written or never charged.
-func (s soakRun) missing() int { return max(s.orders-s.rows, s.charges.missing) }
-
 func (l consumerLine) ratio() float64 { return ratio(l.ours.rate(), l.hand.rate()) }
-
-func (l consumerLine) met() bool {
-	s := l.soak
-	return s.kills >= s.wantKills && s.charges.dup == 0 && s.missing() == 0 && s.owedNothing && l.ratio() >= consumersRatioTarget
-}
 
 // verdicts is the line's targets: kills, dup and missing from the soak,
 // the ratio from the throughput runs.
@@ -374,8 +421,8 @@ func (l consumerLine) verdicts() string {
 	s := l.soak
 	parts := []string{
 		fmt.Sprintf("kills ≥ %d %s", s.wantKills, v(s.kills >= s.wantKills)),
-		"dup = 0 " + v(s.charges.dup == 0),
-		"missing = 0 " + v(s.missing() == 0 && s.owedNothing),
+		"dup = 0 " + v(s.dup() == 0),
+		"missing = 0 " + v(s.missing == 0 && s.owedNothing),
 		fmt.Sprintf("ratio ≥ %g %s", consumersRatioTarget, v(l.ratio() >= consumersRatioTarget)),
 	}
 	return "targets: " + strings.Join(parts, ", ")

@@ -78,21 +78,38 @@ const natsAckWait = 10 * time.Second
 // Kafka topic with a consumer group. Every run gets a fresh one, named
 // after this process and a sequence, so runs and other users of the
 // broker never meet.
+//
+// Every lane has an announcement stream on NATS too, whatever its broker:
+// order_consumer's announce_order effect publishes there (routed from the
+// spec's subject to the lane's own, so that runs never share JetStream's
+// dedupe window), and the parent reads it as a downstream subscriber.
 type lane struct {
+	ID     string `json:"id"` // names the lane's places, and its orders
 	Broker string `json:"broker"`
 	Addr   string `json:"addr"`   // NATS URL, AMQP URL, Kafka seed brokers
 	From   string `json:"from"`   // subject, queue or topic
 	Group  string `json:"group"`  // durable, consumer tag, consumer group
 	Stream string `json:"stream"` // JetStream: the stream holding From
+
+	NATS           string `json:"nats"`            // the NATS URL of the announcements
+	Announce       string `json:"announce"`        // their subject
+	AnnounceStream string `json:"announce_stream"` // the stream holding it
 }
 
-func newLane(ctx context.Context, broker, addr, name string) (*lane, error) {
-	id := fmt.Sprintf("%d_%s", os.Getpid(), name)
-	l := &lane{Broker: broker, Addr: addr, Group: "bench_" + id}
+func newLane(ctx context.Context, broker, addr, natsAddr, name string) (*lane, error) {
+	id := fmt.Sprintf("%d_%s_%s", os.Getpid(), name, broker)
+	l := &lane{ID: id, Broker: broker, Addr: addr, Group: "bench_" + id, NATS: natsAddr,
+		Announce: "idemgen.bench." + id + ".announced", AnnounceStream: "IDEMGEN_BENCH_" + id + "_ANNOUNCED"}
+	if err := l.withNATS(func(js jetstream.JetStream) error {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: l.AnnounceStream, Subjects: []string{l.Announce}})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("the announcements' stream: %w", err)
+	}
 	switch broker {
 	case "nats":
 		l.Stream, l.From = "IDEMGEN_BENCH_"+id, "idemgen.bench."+id+".orders"
-		return l, l.withJetStream(ctx, func(js jetstream.JetStream) error {
+		return l, l.withJetStream(func(js jetstream.JetStream) error {
 			_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: l.Stream, Subjects: []string{l.From}})
 			return err
 		})
@@ -115,10 +132,20 @@ func newLane(ctx context.Context, broker, addr, name string) (*lane, error) {
 	return nil, fmt.Errorf("no broker %q (want one of %s)", broker, strings.Join(consumerBrokers, ", "))
 }
 
-func (l *lane) withJetStream(ctx context.Context, fn func(jetstream.JetStream) error) error {
-	nc, err := nats.Connect(l.Addr, nats.Timeout(5*time.Second))
+// withJetStream runs fn on the lane's broker, NATS.
+func (l *lane) withJetStream(fn func(jetstream.JetStream) error) error {
+	return withJetStream(l.Addr, fn)
+}
+
+// withNATS runs fn on the NATS of the lane's announcements.
+func (l *lane) withNATS(fn func(jetstream.JetStream) error) error {
+	return withJetStream(l.NATS, fn)
+}
+
+func withJetStream(addr string, fn func(jetstream.JetStream) error) error {
+	nc, err := nats.Connect(addr, nats.Timeout(5*time.Second))
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w", l.Addr, err)
+		return fmt.Errorf("connect to NATS at %s: %w", addr, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -126,6 +153,44 @@ func (l *lane) withJetStream(ctx context.Context, fn func(jetstream.JetStream) e
 		return err
 	}
 	return fn(js)
+}
+
+// announced reads the lane's announcements as a downstream subscriber
+// would, every one the stream holds, and counts them by Nats-Msg-Id.
+func (l *lane) announced(ctx context.Context) (map[string]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	seen := map[string]int{}
+	err := l.withNATS(func(js jetstream.JetStream) error {
+		s, err := js.Stream(ctx, l.AnnounceStream)
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			return err
+		}
+		for got := uint64(0); got < info.State.Msgs; {
+			batch, err := c.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+			if err != nil {
+				return err
+			}
+			before := got
+			for m := range batch.Messages() {
+				seen[m.Headers().Get(jetstream.MsgIDHeader)]++
+				got++
+			}
+			if got == before {
+				return fmt.Errorf("read %d of the %d announcements; no more came (%v)", got, info.State.Msgs, batch.Error())
+			}
+		}
+		return nil
+	})
+	return seen, err
 }
 
 func (l *lane) withChannel(fn func(*amqp.Channel) error) error {
@@ -155,9 +220,10 @@ func (l *lane) withAdmin(fn func(*kadm.Client) error) error {
 func (l *lane) drop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	_ = l.withNATS(func(js jetstream.JetStream) error { return js.DeleteStream(ctx, l.AnnounceStream) })
 	switch l.Broker {
 	case "nats":
-		_ = l.withJetStream(ctx, func(js jetstream.JetStream) error { return js.DeleteStream(ctx, l.Stream) })
+		_ = l.withJetStream(func(js jetstream.JetStream) error { return js.DeleteStream(ctx, l.Stream) })
 	case "rabbitmq":
 		_ = l.withChannel(func(ch *amqp.Channel) error { _, err := ch.QueueDelete(l.From, false, false, false); return err })
 	case "kafka":
@@ -174,7 +240,7 @@ func (l *lane) publish(ctx context.Context, bodies [][]byte) error {
 	defer cancel()
 	switch l.Broker {
 	case "nats":
-		return l.withJetStream(ctx, func(js jetstream.JetStream) error {
+		return l.withJetStream(func(js jetstream.JetStream) error {
 			acks := make([]jetstream.PubAckFuture, 0, len(bodies))
 			for _, b := range bodies {
 				f, err := js.PublishAsync(l.From, b)
@@ -244,7 +310,7 @@ func (l *lane) backlog(ctx context.Context, published int) (int, error) {
 	var err error
 	switch l.Broker {
 	case "nats":
-		err = l.withJetStream(ctx, func(js jetstream.JetStream) error {
+		err = l.withJetStream(func(js jetstream.JetStream) error {
 			c, err := js.Consumer(ctx, l.Stream, l.Group)
 			if errors.Is(err, jetstream.ErrConsumerNotFound) {
 				n = published

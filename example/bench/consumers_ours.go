@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -60,16 +61,49 @@ func chargeKey(orderID string) string {
 	return benchjobs.ChargeKey(benchjobs.Order{OrderID: orderID})
 }
 
+// announceKey is the announce_order effect's key of an order: the
+// announcement's Nats-Msg-Id, ours and the hand-written one's alike.
+func announceKey(orderID string) string {
+	return benchjobs.AnnounceOrderKey(benchjobs.Order{OrderID: orderID})
+}
+
+// laneAnnouncer publishes announce_order to the lane's own subject rather
+// than the spec's, through idemnats' Publisher (the effect key as
+// Nats-Msg-Id), so that runs never share a stream or its dedupe window.
+type laneAnnouncer struct {
+	pub     *idemnats.Publisher
+	subject string
+}
+
+func (a laneAnnouncer) Publish(ctx context.Context, _, key string, body []byte) ([]byte, error) {
+	return a.pub.Publish(ctx, a.subject, key, body)
+}
+
 // newOrderConsumer is order_consumer over store, charging through the
-// simulator at url.
-func newOrderConsumer(store *benchjobs.Store, url string, concurrency int, owner string, log *slog.Logger) (*benchjobs.OrderConsumer, error) {
+// simulator at url and announcing on js to the lane's subject.
+func newOrderConsumer(store *benchjobs.Store, url string, js jetstream.JetStream, l *lane, concurrency int, owner string, log *slog.Logger) (*benchjobs.OrderConsumer, error) {
 	client := chargeClient()
 	charge := benchjobs.ChargeFunc(func(ctx context.Context, key string, o benchjobs.Order) error {
 		_, err := postIdempotent(ctx, client, url, key, o)
 		return err
 	})
-	return benchjobs.NewOrderConsumer(store, benchjobs.OrderConsumerEffects{Charge: charge},
+	return benchjobs.NewOrderConsumer(store,
+		benchjobs.OrderConsumerEffects{Charge: charge, AnnounceOrder: laneAnnouncer{idemnats.NewPublisher(js), l.Announce}},
 		idem.WithLogger(log), idem.WithOwner(owner), idem.WithEffectConcurrency(concurrency))
+}
+
+// connectJetStream connects to the NATS at addr.
+func connectJetStream(addr string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(addr, nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", addr, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
 }
 
 // openSource is the lane's broker adapter's Source for our consumer; done
@@ -77,14 +111,11 @@ func newOrderConsumer(store *benchjobs.Store, url string, concurrency int, owner
 func openSource(ctx context.Context, l *lane) (src idembroker.Source, done func(), err error) {
 	switch l.Broker {
 	case "nats":
-		nc, err := nats.Connect(l.Addr, nats.Timeout(5*time.Second))
+		nc, js, err := connectJetStream(l.Addr)
 		if err != nil {
 			return nil, nil, err
 		}
-		js, err := jetstream.New(nc)
-		if err == nil {
-			src, err = idemnats.NewSource(ctx, js, idemnats.SourceConfig{Stream: l.Stream, Subject: l.From, Durable: l.Group, AckWait: natsAckWait})
-		}
+		src, err = idemnats.NewSource(ctx, js, idemnats.SourceConfig{Stream: l.Stream, Subject: l.From, Durable: l.Group, AckWait: natsAckWait})
 		if err != nil {
 			nc.Close()
 			return nil, nil, err
@@ -119,28 +150,32 @@ type owed struct {
 }
 
 func (o owed) nothing(orders int) bool {
-	return o.rows == orders && o.done == orders && o.backlog == 0
+	return o.rows == orders && o.done == orders*orderEffects && o.backlog == 0
 }
 
-// readOwed reads the orders written, the charges done and the units and
-// effects parked (readWritten); once every order and charge is there, the
+// orderEffects is order_consumer's effects per order: charge and
+// announce_order.
+const orderEffects = 2
+
+// readOwed reads the orders written, the effects done and the units and
+// effects parked (readWritten); once every order and effect is there, the
 // broker's backlog too.
 func readOwed(ctx context.Context, sp *space, l *lane, msgs, orders int) (owed, error) {
 	o, err := readWritten(ctx, sp)
-	if err != nil || o.rows != orders || o.done != orders {
+	if err != nil || o.rows != orders || o.done != orders*orderEffects {
 		return o, err
 	}
 	o.backlog, err = l.backlog(ctx, msgs)
 	return o, err
 }
 
-// readWritten reads what order_consumer wrote: orders, charges done in
+// readWritten reads what order_consumer wrote: orders, effects done in
 // the ledger, units and effects parked; the backlog is left unread (-1).
 func readWritten(ctx context.Context, sp *space) (owed, error) {
 	o := owed{backlog: -1}
 	err := sp.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM orders),
-		(SELECT count(*) FROM benchjobs_idem_ledger WHERE job = 'order_consumer' AND effect = 'charge' AND state = 'done'),
+		(SELECT count(*) FROM benchjobs_idem_ledger WHERE job = 'order_consumer' AND state = 'done'),
 		(SELECT count(*) FROM benchjobs_idem_ledger WHERE job = 'order_consumer' AND state = 'failed')
 		  + (SELECT count(*) FROM benchjobs_idem_parked WHERE job = 'order_consumer')`).Scan(&o.rows, &o.done, &o.parked)
 	return o, err
@@ -150,28 +185,34 @@ func readWritten(ctx context.Context, sp *space) (owed, error) {
 // kills, over a fresh lane of -consumer-rate-n messages, until it owes
 // nothing.
 func runOurs(ctx context.Context, d *database, cfg *config, broker, addr string) (throughputRun, error) {
-	bodies, ids := orderMessages(cfg.consumerRateN, "ours")
-	run := throughputRun{msgs: len(bodies), orders: len(ids)}
+	var run throughputRun
+	l, err := newLane(ctx, broker, addr, brokerAddr("nats"), "consumers_ours")
+	if err != nil {
+		return run, err
+	}
+	defer l.drop()
+	bodies, ids := orderMessages(cfg.consumerRateN, l.ID)
+	run = throughputRun{msgs: len(bodies), orders: len(ids)}
+	if err := l.publish(ctx, bodies); err != nil {
+		return run, err
+	}
 	sp, err := d.fresh(ctx, "consumers_ours_"+broker, true)
 	if err != nil {
 		return run, err
 	}
 	defer sp.drop()
-	l, err := newLane(ctx, broker, addr, "consumers_ours")
-	if err != nil {
-		return run, err
-	}
-	defer l.drop()
-	if err := l.publish(ctx, bodies); err != nil {
-		return run, err
-	}
 	sim := newChargeSimulator(cfg.consumerLatency)
 	url, stop, err := sim.serve()
 	if err != nil {
 		return run, err
 	}
 	defer stop()
-	job, err := newOrderConsumer(sp.store, url, cfg.concurrency, "bench-ours", slog.New(slog.DiscardHandler))
+	nc, js, err := connectJetStream(l.NATS)
+	if err != nil {
+		return run, err
+	}
+	defer nc.Close()
+	job, err := newOrderConsumer(sp.store, url, js, l, cfg.concurrency, "bench-ours", slog.New(slog.DiscardHandler))
 	if err != nil {
 		return run, err
 	}
@@ -222,10 +263,7 @@ func runOurs(ctx context.Context, d *database, cfg *config, broker, addr string)
 	if o.parked != 0 {
 		return run, fmt.Errorf("%d units or effects parked", o.parked)
 	}
-	if t := tallyCharges(sim, ids); t.once != run.orders || t.dup != 0 {
-		return run, fmt.Errorf("the provider charged %d of %d orders once, %d twice or more or not ours", t.once, run.orders, t.dup)
-	}
-	return run, nil
+	return run, checkApplied(ctx, sim, l, ids)
 }
 
 // runSoak publishes -consumer-n messages, runs order_consumer in child
@@ -233,21 +271,22 @@ func runOurs(ctx context.Context, d *database, cfg *config, broker, addr string)
 // last run until it owes nothing (within -consumer-deadline), and counts
 // what the provider saw.
 func runSoak(ctx context.Context, d *database, cfg *config, broker, addr string) (soakRun, error) {
-	bodies, ids := orderMessages(cfg.consumerN, "soak")
-	run := soakRun{msgs: len(bodies), orders: len(ids), wantKills: cfg.consumerKills, backlog: -1}
+	run := soakRun{wantKills: cfg.consumerKills, backlog: -1}
+	l, err := newLane(ctx, broker, addr, brokerAddr("nats"), "consumers_soak")
+	if err != nil {
+		return run, err
+	}
+	defer l.drop()
+	bodies, ids := orderMessages(cfg.consumerN, l.ID)
+	run.msgs, run.orders = len(bodies), len(ids)
+	if err := l.publish(ctx, bodies); err != nil {
+		return run, err
+	}
 	sp, err := d.fresh(ctx, "consumers_soak_"+broker, true)
 	if err != nil {
 		return run, err
 	}
 	defer sp.drop()
-	l, err := newLane(ctx, broker, addr, "consumers_soak")
-	if err != nil {
-		return run, err
-	}
-	defer l.drop()
-	if err := l.publish(ctx, bodies); err != nil {
-		return run, err
-	}
 	sim := newChargeSimulator(cfg.consumerLatency)
 	url, stop, err := sim.serve()
 	if err != nil {
@@ -342,8 +381,40 @@ func runSoak(ctx context.Context, d *database, cfg *config, broker, addr string)
 		}
 		run.backlog = 0
 	}
-	run.charges = tallyCharges(sim, ids)
+	charged := sim.appliedCounts()
+	seen, err := l.announced(final)
+	if err != nil {
+		return run, err
+	}
+	run.charges, run.announced = tallyKeys(charged, ids, chargeKey), tallyKeys(seen, ids, announceKey)
+	run.repeats, run.calls = repeatedCalls(sim, ids)
+	written, err := orderIDs(final, sp)
+	if err != nil {
+		return run, err
+	}
+	for _, id := range ids {
+		if !written[id] || charged[chargeKey(id)] == 0 || seen[announceKey(id)] == 0 {
+			run.missing++
+		}
+	}
 	return run, nil
+}
+
+// orderIDs is the orders order_consumer wrote.
+func orderIDs(ctx context.Context, sp *space) (map[string]bool, error) {
+	rows, err := sp.pool.Query(ctx, "SELECT order_id FROM orders")
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
 }
 
 // consumerProc is one consumer child process of a soak.
@@ -450,8 +521,13 @@ func consumerChild(ctx context.Context, cfg *config, out io.Writer) error {
 		return err
 	}
 	defer pool.Close()
+	nc, js, err := connectJetStream(spec.Lane.NATS)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	job, err := newOrderConsumer(benchjobs.NewPostgresStore(pool), spec.Provider, spec.Concurrency, fmt.Sprintf("consumer-%d", os.Getpid()), log)
+	job, err := newOrderConsumer(benchjobs.NewPostgresStore(pool), spec.Provider, js, &spec.Lane, spec.Concurrency, fmt.Sprintf("consumer-%d", os.Getpid()), log)
 	if err != nil {
 		return err
 	}

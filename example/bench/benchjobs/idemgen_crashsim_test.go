@@ -302,6 +302,20 @@ func TestCrashSimOrderConsumer(t *testing.T) {
 			Timeout: 2 * time.Second,
 			Version: 1,
 			When:    idemrt.WhenInserted,
+		}, {
+			KeepResult:  true,
+			Key:         "bench:announce-order:v{version}:{order_id}",
+			Lease:       3 * time.Second,
+			MaxAttempts: 20,
+			Name:        "announce_order",
+			Retention:   720 * time.Hour,
+			Retry: idemrt.Backoff{
+				Initial: 200 * time.Millisecond,
+				Max:     2 * time.Second,
+			},
+			Timeout: 2 * time.Second,
+			Version: 1,
+			When:    idemrt.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,
@@ -320,10 +334,16 @@ func TestCrashSimOrderConsumer(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "order_consumer",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Order], error) {
-			j, err := NewOrderConsumer(&Store{st: st}, OrderConsumerEffects{Charge: ChargeFunc(func(ctx context.Context, key string, unit Order) error {
-				_, err := fx.Call(ctx, "charge", key)
-				return err
-			})}, opts...)
+			j, err := NewOrderConsumer(&Store{st: st}, OrderConsumerEffects{
+				AnnounceOrder: simPublisher{
+					effect: "announce_order",
+					fx:     fx,
+				},
+				Charge: ChargeFunc(func(ctx context.Context, key string, unit Order) error {
+					_, err := fx.Call(ctx, "charge", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Order]{}, err
 			}
@@ -370,4 +390,16 @@ func TestCrashSimOrderConsumer(t *testing.T) {
 		}
 		crashsim.Run(t, env, job)
 	})
+}
+
+// simPublisher stands in for the broker of the publishing effects: each publish is
+// a call of the simulation's fake provider, which counts it.
+type simPublisher struct {
+	fx     *crashsim.Provider
+	effect string
+}
+
+// Publish calls the fake provider under the effect key.
+func (p simPublisher) Publish(ctx context.Context, to, key string, body []byte) ([]byte, error) {
+	return p.fx.Call(ctx, p.effect, key)
 }

@@ -67,12 +67,21 @@ func ChargeKey(u Order) string {
 	return "bench:charge:v1:" + u.OrderID
 }
 
+// AnnounceOrderKey returns the announce_order effect key for u, "bench:announce-order:v{version}:{order_id}" (version 1).
+func AnnounceOrderKey(u Order) string {
+	return "bench:announce-order:v1:" + u.OrderID
+}
+
 // OrderConsumerEffects holds the providers of the order_consumer job's effects; all are required.
 type OrderConsumerEffects struct {
 	Charge Charge
+	// AnnounceOrder publishes the unit as JSON to NATS JetStream subject "bench.orders.announced"
+	// (an idemnats.Publisher), with the effect key as the broker's dedupe id; the broker's
+	// acknowledgement is the effect's kept result.
+	AnnounceOrder idembroker.Publisher
 }
 
-// OrderConsumer runs the order_consumer job (version 1). Apply orders that arrive from a broker, at least once, and charge each once (the -only consumers measurement): its generated ConsumeFrom runs over the JetStream, RabbitMQ and Kafka adapters' sources alike.
+// OrderConsumer runs the order_consumer job (version 1). Apply orders that arrive from a broker, at least once, charge each once and announce it on NATS (the -only consumers measurement): its generated ConsumeFrom runs over the JetStream, RabbitMQ and Kafka adapters' sources alike.
 type OrderConsumer struct {
 	e *idemrt.Engine[Order]
 }
@@ -84,6 +93,9 @@ func NewOrderConsumer(store *Store, fx OrderConsumerEffects, opts ...idem.Option
 	}
 	if fx.Charge == nil {
 		return nil, fmt.Errorf("job \"order_consumer\": no provider for effect \"charge\"")
+	}
+	if fx.AnnounceOrder == nil {
+		return nil, fmt.Errorf("job \"order_consumer\": no provider for effect \"announce_order\"")
 	}
 	def := &idemrt.Job[Order]{
 		Canonical: Order.canonical,
@@ -98,6 +110,27 @@ func NewOrderConsumer(store *Store, fx OrderConsumerEffects, opts ...idem.Option
 			Lease:       3 * time.Second,
 			MaxAttempts: 20,
 			Name:        "charge",
+			Retention:   720 * time.Hour,
+			Retry: idemrt.Backoff{
+				Initial: 200 * time.Millisecond,
+				Max:     2 * time.Second,
+			},
+			Timeout: 2 * time.Second,
+			Version: 1,
+			When:    idemrt.WhenInserted,
+		}, {
+			Call: func(ctx context.Context, key string, unit Order) ([]byte, error) {
+				body, err := json.Marshal(unit.canonical())
+				if err != nil {
+					return nil, fmt.Errorf("effect \"announce_order\": encode the unit: %w", err)
+				}
+				return fx.AnnounceOrder.Publish(ctx, "bench.orders.announced", key, body)
+			},
+			KeepResult:  true,
+			KeyOf:       AnnounceOrderKey,
+			Lease:       3 * time.Second,
+			MaxAttempts: 20,
+			Name:        "announce_order",
 			Retention:   720 * time.Hour,
 			Retry: idemrt.Backoff{
 				Initial: 200 * time.Millisecond,
