@@ -146,7 +146,9 @@ func RetryDelay(deliveries int, initial, max time.Duration) time.Duration {
 
 // Consume runs e as a consumer of src until ctx ends, decoding each message
 // with decode. It returns nil when ctx ended and everything fetched was
-// settled, or the error that stopped it.
+// settled, or the error that stopped it: one wrapping ErrSourceClosed when
+// the subscription is gone for good (connect again, and consume again).
+// Other fetch errors, and a database that is down, are waited out.
 func Consume[U any](ctx context.Context, e *idemrt.Engine[U], src Source, decode func(Message) (U, error), cfg Config, opts ...Option) error {
 	if e == nil || src == nil || decode == nil {
 		return errors.New("idembroker: Consume needs an engine, a source and a decoder")
@@ -172,6 +174,10 @@ func Consume[U any](ctx context.Context, e *idemrt.Engine[U], src Source, decode
 		if err != nil {
 			if ctx.Err() != nil {
 				break
+			}
+			if errors.Is(err, ErrSourceClosed) {
+				c.log.Error("idemgen: consumer stopped: its subscription is gone", slog.Any("err", err))
+				return fmt.Errorf("job %q: consume: %w", e.Job().Name, err)
 			}
 			pause = nextPause(pause)
 			c.log.Warn("idemgen: fetch failed; trying again", slog.Duration("pause", pause), slog.Any("err", err))
@@ -231,6 +237,7 @@ func (c *consumer[U]) batch(ctx context.Context, ds []Delivery) bool {
 	// bounded by stopGrace after that.
 	work, cancel := graceful(ctx, c.o.stopGrace)
 	defer cancel()
+	defer c.commit(work) // whatever happened, every message of the batch was settled
 	msgs := make([]inWork, len(ds))
 	var units []U
 	def := c.e.Job()
@@ -272,14 +279,20 @@ func (c *consumer[U]) batch(ctx context.Context, ds []Delivery) bool {
 			c.settle(work, m, rep.Units[m.unit])
 		}
 	}
-	if cm, ok := c.src.(Committer); ok {
-		cctx, cancel := context.WithTimeout(work, settleTimeout)
-		defer cancel()
-		if err := cm.Commit(cctx); err != nil {
-			c.log.Warn("idemgen: committing the batch's acknowledgements failed; its messages may be redelivered (and deduped)", slog.Any("err", err))
-		}
-	}
 	return true
+}
+
+// commit commits a batch's settles with a source that settles in batches.
+func (c *consumer[U]) commit(ctx context.Context) {
+	cm, ok := c.src.(Committer)
+	if !ok {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	if err := cm.Commit(cctx); err != nil {
+		c.log.Warn("idemgen: committing the batch's acknowledgements failed; its messages may be redelivered (and deduped)", slog.Any("err", err))
+	}
 }
 
 // graceful is a context that does not end with ctx, but stopGrace after it.

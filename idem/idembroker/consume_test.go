@@ -154,6 +154,13 @@ func TestPoisonParkedOnce(t *testing.T) {
 		if _, err := e.Drain(ctx); err != nil { // nothing left to retry: no loop
 			t.Fatal(err)
 		}
+		// What the docs tell a person to do: forget the row (ledger reset).
+		if _, err := idemrt.Forget(ctx, st, brokertest.JobName, "message:"+notJSON, now, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := brokertest.Parked(t, st)["message:"+notJSON]; ok {
+			t.Errorf("forgotten parked message still there")
+		}
 		if calls, _ := p.Counts("charge:"); calls != 0 {
 			t.Errorf("a message was written as a unit of zero values: %d calls", calls)
 		}
@@ -321,4 +328,128 @@ func TestGracefulStop(t *testing.T) {
 		}
 		p.AppliedOnce(t, keys...)
 	})
+}
+
+// A charge longer than the broker's ack wait: kept alive, its message is
+// not redelivered to the other consumer meanwhile. Without keep-alive
+// (the control) the other consumer gets it while the charge is in flight,
+// finds the unit written and the charge leased (owed), and acks it: still
+// one call, the ledger's doing.
+func TestKeepAliveWhileEffectRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		keepAlive  time.Duration
+		deliveries int
+	}{{"kept alive", 50 * time.Millisecond, 1}, {"control: not kept alive", time.Hour, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := brokertest.OpenSQLite(t)
+			p := brokertest.NewProvider()
+			p.Hold = func(ctx context.Context, key string) error {
+				time.Sleep(1200 * time.Millisecond)
+				return nil
+			}
+			b := brokersim.New(6)
+			b.AckWait = 300 * time.Millisecond
+			id := b.Publish(brokertest.Body(brokertest.Order{ID: "long", Amount: 3}), nil)
+			one := brokertest.NewEngine(t, st, p, time.Minute)
+			stop1 := brokertest.Consuming(t, one, b.Source(), idembroker.WithKeepAlive(tc.keepAlive))
+			brokertest.Within(t, 10*time.Second, "the charge started", func() bool {
+				calls, _ := p.Counts("charge:long")
+				return calls == 1
+			})
+			other := brokertest.NewEngine(t, st, p, time.Minute)
+			stop2 := brokertest.Consuming(t, other, b.Source(), idembroker.WithKeepAlive(tc.keepAlive))
+			settled(t, b)
+			brokertest.Within(t, 10*time.Second, "the charge applied", func() bool {
+				_, applied := p.Counts("charge:long")
+				return applied == 1
+			})
+			for _, stop := range []func() error{stop1, stop2} {
+				if err := stop(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := b.Stats(id)
+			if s.State != brokersim.StateAcked || s.Deliveries != tc.deliveries {
+				t.Errorf("message %+v, want acked after %d deliveries", s, tc.deliveries)
+			}
+			if tc.deliveries == 1 && s.Progress == 0 {
+				t.Errorf("never kept alive: %+v", s)
+			}
+			if calls, _ := p.Counts("charge:long"); calls != 1 {
+				t.Errorf("provider called %d times", calls)
+			}
+		})
+	}
+}
+
+// A Process call that fails as a whole (here its start fails, as with the
+// database unreachable): every message of the batch is given back, none
+// is acked or parked, and once the database is back each is applied once.
+func TestBatchFailedAsAWhole(t *testing.T) {
+	st := brokertest.OpenSQLite(t)
+	p := brokertest.NewProvider()
+	var down atomic.Bool
+	down.Store(true)
+	hook := func(ctx context.Context, at idemrt.CrashPoint, detail string) error {
+		if at == idemrt.PointRunStart && down.Load() {
+			return errors.New("dial tcp 127.0.0.1:5432: connection refused")
+		}
+		return nil
+	}
+	e := brokertest.NewEngine(t, st, p, time.Minute, idemrt.WithCrashHook(hook))
+	b := brokersim.New(7)
+	var ids, keys []string
+	for i := range 3 {
+		u := brokertest.Order{ID: fmt.Sprint(i), Amount: 1}
+		ids = append(ids, b.Publish(brokertest.Body(u), nil))
+		keys = append(keys, brokertest.ChargeKey(u))
+	}
+	stop := brokertest.Consuming(t, e, b.Source())
+	brokertest.Within(t, 10*time.Second, "every message given back twice", func() bool {
+		for _, id := range ids {
+			if b.Stats(id).Retries < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range ids {
+		if s := b.Stats(id); s.Acks+s.Deads != 0 {
+			t.Errorf("settled while the database was down: %+v", s)
+		}
+	}
+	if rows := brokertest.Parked(t, st); len(rows) != 0 {
+		t.Errorf("parked while the database was down: %v", rows)
+	}
+	down.Store(false)
+	settled(t, b)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	p.AppliedOnce(t, keys...)
+}
+
+// A subscription gone for good (a closed connection) ends Consume with an
+// error wrapping ErrSourceClosed, so the service can connect again.
+func TestSourceClosedEndsConsume(t *testing.T) {
+	st := brokertest.OpenSQLite(t)
+	e := brokertest.NewEngine(t, st, brokertest.NewProvider(), time.Minute)
+	b := brokersim.New(8)
+	src := b.Source()
+	done := make(chan error, 1)
+	go func() {
+		done <- idembroker.Consume(context.Background(), e, src, brokertest.DecodeOrder, idembroker.Config{Job: brokertest.JobName},
+			idembroker.WithLogger(brokertest.Logger()))
+	}()
+	time.Sleep(50 * time.Millisecond)
+	src.Kill()
+	select {
+	case err := <-done:
+		if !errors.Is(err, idembroker.ErrSourceClosed) {
+			t.Errorf("Consume returned %v, want ErrSourceClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Consume went on after its subscription closed")
+	}
 }

@@ -27,6 +27,7 @@ package idembroker
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -62,6 +63,11 @@ type Delivery interface {
 	// (JetStream InProgress); a no-op where the broker has no such timer.
 	InProgress(ctx context.Context) error
 }
+
+// ErrSourceClosed is what a Source's Fetch wraps when its subscription is
+// gone for good (its connection or channel closed): Consume then returns
+// it, so that the service can connect again and start a new consumer.
+var ErrSourceClosed = errors.New("the subscription is closed")
 
 // Source is one subscription a consumer fetches from.
 type Source interface {

@@ -109,6 +109,14 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]idembroker.Delivery, err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	out, err := s.fetch(max)
+	if errors.Is(err, nats.ErrConnectionClosed) {
+		err = fmt.Errorf("idemnats: %w: %w", idembroker.ErrSourceClosed, err)
+	}
+	return out, err
+}
+
+func (s *Source) fetch(max int) ([]idembroker.Delivery, error) {
 	out, err := collect(s.cons.FetchNoWait(max))
 	if err != nil || len(out) > 0 {
 		return out, err

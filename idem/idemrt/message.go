@@ -8,7 +8,7 @@ package idemrt
 // show it with its body, headers and error. It is not a unit, so nothing
 // can write it again: a person who puts it back (ledger retry) sees it
 // parked again by the next Drain with an error that says so; the fix is to
-// publish a corrected message, then forget this row.
+// publish a corrected message, then forget this row (ledger reset).
 
 import (
 	"bytes"
@@ -74,7 +74,7 @@ func isParkedMessage(payload []byte) bool {
 
 // errMessageNotUnit is why a parked broker message put back for retry is
 // parked again.
-var errMessageNotUnit = errors.New("a parked broker message is not a unit, so it cannot be written again: publish a corrected message, then forget this row (idemgen ledger forget)")
+var errMessageNotUnit = errors.New("a parked broker message is not a unit, so it cannot be written again: publish a corrected message, then forget this row (idemgen ledger reset KEY -force)")
 
 // ParkMessage parks a broker message that can never become a written unit
 // under key (idembroker uses "message:" + its broker id), with cause as its

@@ -15,7 +15,6 @@ package brokersim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -203,7 +202,7 @@ type Source struct {
 	killed bool // Kill: its deliveries can no longer be settled
 }
 
-var errClosed = errors.New("brokersim: source closed")
+var errClosed = fmt.Errorf("brokersim: %w", idembroker.ErrSourceClosed)
 
 // Fetch returns up to max ready messages, waiting up to FetchWait for one.
 func (s *Source) Fetch(ctx context.Context, limit int) ([]idembroker.Delivery, error) {
