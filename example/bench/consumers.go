@@ -3,26 +3,31 @@ package main
 // The -only consumers measurement (issue 51, item 5): order_consumer
 // (idemgen.yaml), a handed-in job whose generated ConsumeFrom reads a
 // broker through its adapter's idembroker.Source, on PostgreSQL, per
-// broker (JetStream, RabbitMQ, and Kafka in franz-go's in-process kfake):
+// broker (JetStream, RabbitMQ, and Kafka in franz-go's in-process kfake).
+// It writes each order, charges it through a provider and announces it on
+// NATS (a publishing effect):
 //
 //   - a SIGKILL soak: the parent publishes -consumer-n order messages
 //     (a tenth of them a second copy of an earlier order, same payload),
 //     starts the consumer as a child process, kills it at random moments
 //     -consumer-kills times (starting it again each time), then lets it
-//     run until it owes nothing: every order written, every charge done
+//     run until it owes nothing: every order written, both effects done
 //     in the ledger, the broker's queue drained. The charge provider is a
 //     simulator in the parent that honours Idempotency-Key (a repeat of an
 //     applied key is answered, not applied again) and counts calls and
-//     applications per key: dup is applications beyond one per key (a
-//     double charge), repeats calls beyond one per key (the documented
-//     window: calls in flight at a kill, which the key absorbs), missing
-//     orders never written or never charged;
+//     applications per key, and the parent reads the announcements back
+//     as a downstream subscriber: dup is applications beyond one per
+//     order (a double charge) plus announcements seen beyond one per
+//     order, repeats is calls beyond one per order (the documented window:
+//     calls in flight at a kill, which the key absorbs), missing is orders
+//     not written, not charged or not announced;
 //   - throughput side by side, each run over its own fresh lane and
 //     schema, -consumer-rate-n messages: our consumer without kills, the
 //     obvious hand-written idempotent consumer (one message at a time: a
 //     transaction that inserts into processed_messages ON CONFLICT DO
-//     NOTHING and, for a new one, writes the order and calls the provider;
-//     then the ack), and a bare consumer that only acks, for scale.
+//     NOTHING and, for a new order, writes it, calls the provider and
+//     publishes its announcement; then the ack), and a bare consumer that
+//     only acks, for scale.
 
 import (
 	"context"
@@ -32,6 +37,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -48,7 +54,6 @@ const consumersRatioTarget = 2.0
 // consumersResult is the measurement: a line per broker.
 type consumersResult struct {
 	latency     time.Duration // the provider's time per applied call
-	rateN       int           // messages of each throughput run
 	concurrency int           // our consumer's effect concurrency
 	lines       []consumerLine
 }
@@ -170,12 +175,12 @@ type benchOrder struct {
 // that every run and broker sees the same stream; it returns the orders'
 // ids too, each named after the run's lane (l.ID), so that two runs'
 // announcements never share a key in JetStream's dedupe window.
-func orderMessages(n int, run string) (bodies [][]byte, ids []string) {
+func orderMessages(n int, laneID string) (bodies [][]byte, ids []string) {
 	r := rand.New(rand.NewPCG(51, uint64(n)))
 	unique := n - n/10
 	for i := range unique {
-		o := benchOrder{OrderID: fmt.Sprintf("%s-%05d", run, i), Customer: "cus_" + strconv.Itoa(i%97), AmountCents: int64(100 + i%9000)}
-		b, _ := json.Marshal(o)
+		o := benchOrder{OrderID: fmt.Sprintf("%s-%05d", laneID, i), Customer: "cus_" + strconv.Itoa(i%97), AmountCents: int64(100 + i%9000)}
+		b, _ := json.Marshal(o) // strings and an integer: it cannot fail
 		bodies, ids = append(bodies, b), append(ids, o.OrderID)
 	}
 	for range n / 10 {
@@ -197,9 +202,9 @@ func chargeClient() *http.Client {
 
 // measureConsumers runs the soak and the three throughput runs per broker.
 func measureConsumers(ctx context.Context, d *database, cfg *config) (*consumersResult, error) {
-	res := &consumersResult{latency: cfg.consumerLatency, rateN: cfg.consumerRateN, concurrency: cfg.concurrency}
+	res := &consumersResult{latency: cfg.consumerLatency, concurrency: cfg.concurrency}
 	var kafkaSeeds string
-	if containsBroker(cfg.consumerBrokers, "kafka") {
+	if slices.Contains(cfg.consumerBrokers, "kafka") {
 		seeds, stop, err := startKafka()
 		if err != nil {
 			return nil, err
@@ -231,15 +236,6 @@ func measureConsumers(ctx context.Context, d *database, cfg *config) (*consumers
 		res.lines = append(res.lines, line)
 	}
 	return res, nil
-}
-
-func containsBroker(bs []string, b string) bool {
-	for _, x := range bs {
-		if x == b {
-			return true
-		}
-	}
-	return false
 }
 
 // runByHand times the hand-written idempotent consumer (bare: the one that
