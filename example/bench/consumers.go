@@ -391,8 +391,12 @@ func (r *consumersResult) print(out io.Writer) {
 	fmt.Fprintln(out)
 	for _, l := range r.lines {
 		s := l.soak
-		fmt.Fprintf(out, "  consumers/%s soak: %d messages (%d orders) to %d consumer processes, %d killed; owed nothing after %v: %d orders written, %d effects done in the ledger, %d parked, %d messages left on the broker; the provider saw %d calls and charged %d orders once (%d twice or more), the downstream subscriber saw %d orders announced once (%d twice or more)\n",
-			l.broker, s.msgs, s.orders, s.children, s.kills, s.elapsed.Round(time.Millisecond), s.rows, s.done, s.parked, s.backlog,
+		ended := "owed nothing after"
+		if !s.owedNothing {
+			ended = "still owed at its deadline,"
+		}
+		fmt.Fprintf(out, "  consumers/%s soak: %d messages (%d orders) to %d consumer processes, %d killed; %s %v: %d orders written, %d effects done in the ledger, %d parked, %d messages left on the broker; the provider saw %d calls and charged %d orders once (%d twice or more), the downstream subscriber saw %d orders announced once (%d twice or more)\n",
+			l.broker, s.msgs, s.orders, s.children, s.kills, ended, s.elapsed.Round(time.Millisecond), s.rows, s.done, s.parked, s.backlog,
 			s.calls, s.charges.once, s.charges.dup, s.announced.once, s.announced.dup)
 		fmt.Fprintf(out, "  consumers/%s throughput, %d messages (%d orders) each: ours %.0f/s (%v), hand-written %.0f/s (%v), bare %.0f/s (%v)\n",
 			l.broker, l.ours.msgs, l.ours.orders, l.ours.rate(), l.ours.elapsed.Round(time.Millisecond),

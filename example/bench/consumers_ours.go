@@ -48,12 +48,11 @@ type consumerChildSpec struct {
 	Deadline    time.Duration `json:"deadline"`
 }
 
-// The moments of the soak's kills: a consumer is killed this long after
-// it said it was consuming, at random between the two.
-const (
-	killAfterMin = 200 * time.Millisecond
-	killAfterMax = 900 * time.Millisecond
-)
+// killWithin is when the soak's kills come: at a random moment within this
+// long after the consumer's first progress (an order or an effect it
+// wrote), so that each kill lands in work, not in a consumer still
+// connecting or waiting for its Kafka group's rebalance.
+const killWithin = 500 * time.Millisecond
 
 // chargeKey is the charge effect's key of an order: the key the provider
 // counts by, for our consumer and the hand-written one alike.
@@ -133,7 +132,11 @@ func openSource(ctx context.Context, l *lane) (src idembroker.Source, done func(
 		}
 		return src, func() { conn.Close() }, nil
 	case "kafka":
-		opts := append(kafkaGroupOpts(), kgo.SeedBrokers(strings.Split(l.Addr, ",")...))
+		// A static member: a consumer started again after a kill takes
+		// the killed one's place and partitions at once. Without it, kfake
+		// sometimes kept a killed member, and its partitions, past its
+		// session for good (3 soaks of 17), and the soak stalled.
+		opts := append(kafkaGroupOpts(), kgo.SeedBrokers(strings.Split(l.Addr, ",")...), kgo.InstanceID("bench-"+l.ID))
 		src, err := idemkafka.NewSource(ctx, idemkafka.SourceConfig{Topic: l.From, Group: l.Group}, opts...)
 		if err != nil {
 			return nil, nil, err
@@ -306,9 +309,12 @@ func runSoak(ctx context.Context, d *database, cfg *config, broker, addr string)
 			return run, err
 		}
 		run.children++
-		after := killAfterMin + time.Duration(r.Int64N(int64(killAfterMax-killAfterMin)))
+		if err := awaitProgress(ctx, sp, c, run.orders); err != nil {
+			c.kill()
+			return run, fmt.Errorf("consumer %d: %w", run.children, err)
+		}
 		select {
-		case <-time.After(after):
+		case <-time.After(time.Duration(r.Int64N(int64(killWithin)))):
 		case err := <-c.exited:
 			return run, fmt.Errorf("consumer %d exited before its kill: %v\n%s", run.children, err, c.stderr())
 		case <-ctx.Done():
@@ -359,6 +365,7 @@ func runSoak(ctx context.Context, d *database, cfg *config, broker, addr string)
 		}
 		if ctx.Err() != nil {
 			c.kill()
+			fmt.Fprintf(os.Stderr, "bench: consumers/%s soak: still owed at its deadline; the last consumer's log:\n%s\n", broker, c.stderr())
 		} else if err := c.stop(); err != nil {
 			return run, err
 		}
@@ -415,6 +422,33 @@ func orderIDs(ctx context.Context, sp *space) (map[string]bool, error) {
 		out[id] = true
 	}
 	return out, nil
+}
+
+// awaitProgress waits until consumer c has written an order or finished
+// an effect since it started, or nothing is left to write.
+func awaitProgress(ctx context.Context, sp *space, c *consumerProc, orders int) error {
+	base, err := readWritten(ctx, sp)
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		o, err := readWritten(ctx, sp)
+		if err != nil {
+			return err
+		}
+		if o.rows+o.done > base.rows+base.done || (o.rows == orders && o.done == orders*orderEffects) {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case err := <-c.exited:
+			return fmt.Errorf("exited before it wrote anything: %v\n%s", err, c.stderr())
+		case <-ctx.Done():
+			return fmt.Errorf("no progress: %w", ctx.Err())
+		}
+	}
 }
 
 // consumerProc is one consumer child process of a soak.
