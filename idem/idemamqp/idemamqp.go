@@ -160,7 +160,14 @@ func (s *Source) Close() error {
 func (s *Source) delivery(m amqp.Delivery) *delivery {
 	headers := map[string]string{}
 	for k, v := range m.Headers {
-		headers[k] = fmt.Sprint(v)
+		switch v := v.(type) {
+		case string:
+			headers[k] = v
+		case []byte:
+			headers[k] = string(v)
+		default:
+			headers[k] = fmt.Sprint(v)
+		}
 	}
 	id := m.MessageId
 	if id != "" {

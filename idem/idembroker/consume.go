@@ -244,7 +244,7 @@ func (c *consumer[U]) batch(ctx context.Context, ds []Delivery) bool {
 	for i, d := range ds {
 		m := d.Message()
 		msgs[i] = inWork{d: d, msg: m, unit: -1}
-		u, err := c.decode(m)
+		u, err := c.decodeSafely(m)
 		if err == nil && def.CheckKey != nil {
 			err = def.CheckKey(u)
 		}
@@ -293,6 +293,18 @@ func (c *consumer[U]) commit(ctx context.Context) {
 	if err := cm.Commit(cctx); err != nil {
 		c.log.Warn("idemgen: committing the batch's acknowledgements failed; its messages may be redelivered (and deduped)", slog.Any("err", err))
 	}
+}
+
+// decodeSafely decodes m; a decoder that panics on a body makes the
+// message poison, parked with the panic, rather than crash the consumer on
+// every redelivery.
+func (c *consumer[U]) decodeSafely(m Message) (u U, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the decoder panicked: %v", p)
+		}
+	}()
+	return c.decode(m)
 }
 
 // graceful is a context that does not end with ctx, but stopGrace after it.

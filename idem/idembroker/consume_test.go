@@ -453,3 +453,36 @@ func TestSourceClosedEndsConsume(t *testing.T) {
 		t.Fatal("Consume went on after its subscription closed")
 	}
 }
+
+// A decoder that panics on a body parks that message; the consumer goes on.
+func TestDecoderPanicParks(t *testing.T) {
+	st := brokertest.OpenSQLite(t)
+	p := brokertest.NewProvider()
+	e := brokertest.NewEngine(t, st, p, time.Minute)
+	b := brokersim.New(9)
+	bad := b.Publish([]byte("boom"), nil)
+	b.Publish(brokertest.Body(brokertest.Order{ID: "ok", Amount: 1}), nil)
+	decode := func(m idembroker.Message) (brokertest.Order, error) {
+		if string(m.Body) == "boom" {
+			panic("index out of range")
+		}
+		return brokertest.DecodeOrder(m)
+	}
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		done <- idembroker.Consume(ctx, e, b.Source(), decode, idembroker.Config{Job: brokertest.JobName}, idembroker.WithLogger(brokertest.Logger()))
+	}()
+	settled(t, b)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Stats(bad); s.State != brokersim.StateDead {
+		t.Errorf("%+v", s)
+	}
+	if row := brokertest.Parked(t, st)["message:"+bad]; !strings.Contains(row.LastError, "the decoder panicked: index out of range") {
+		t.Errorf("parked %+v", row)
+	}
+	p.AppliedOnce(t, "charge:ok")
+}

@@ -51,18 +51,3 @@ func resolveConsume(sc *spec.Consume, byName map[string]*Field) (*Consume, error
 	}
 	return c, nil
 }
-
-// Brokers returns the brokers the package's jobs consume from, in a fixed
-// order, each once: the generated package imports only their adapters.
-func (p *Package) Brokers() []Broker {
-	var out []Broker
-	for _, b := range []Broker{NATS, RabbitMQ, Kafka} {
-		for _, j := range p.Jobs {
-			if j.Consume != nil && j.Consume.Broker == b {
-				out = append(out, b)
-				break
-			}
-		}
-	}
-	return out
-}

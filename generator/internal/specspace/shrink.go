@@ -32,6 +32,21 @@ func reductions(c specCase) []reduction {
 	if c.dest {
 		add("no destination", func(c *specCase) bool { c.dest, c.write = false, ""; return true })
 	}
+	if c.consume != "" {
+		add("no consume", func(c *specCase) bool { c.consume, c.headers = "", nil; return true })
+	}
+	if len(c.headers) > 0 {
+		add("no headers", func(c *specCase) bool { c.headers = nil; return true })
+	}
+	for i, e := range c.effects {
+		if e.publish != "" {
+			add("effect "+e.name+": no publish", func(c *specCase) bool {
+				c.effects = slices.Clone(c.effects)
+				c.effects[i].publish = ""
+				return true
+			})
+		}
+	}
 	if c.source != "none" {
 		add("source: none", func(c *specCase) bool {
 			c.source = "none"

@@ -31,6 +31,10 @@ type specCase struct {
 	data      []field
 	unitMax   int // unit max_attempts; 0: not set
 	effects   []effect
+	// consume is the broker a handed-in job consumes from ("": none), and
+	// headers the unit fields it reads from message headers.
+	consume string
+	headers []string
 }
 
 type field struct {
@@ -51,6 +55,7 @@ type effect struct {
 	concurrency int
 	retention   bool
 	circuit     string // "": none; else the circuit's flow map
+	publish     string // the broker the effect publishes to; "": none
 }
 
 // The values each dimension takes. A dimension with n values meets every
@@ -143,8 +148,36 @@ func draw(seed uint64, index int) specCase {
 		e.circuit = circuitOf(seed, index, i)
 		c.effects = append(c.effects, e)
 	}
+	brokersOf(&c)
 	c.fix()
 	return c
+}
+
+// brokers are what consume and publish draw from; "" is none.
+var brokers = []string{"", "nats", "rabbitmq", "kafka"}
+
+// headerTypes are the field types a consumer may read from a header.
+var headerTypes = []string{"string", "int32", "int64", "float64", "bool", "time", "uuid"}
+
+// brokersOf draws a handed-in job's consumer, the fields it reads from
+// headers and the effects that publish, from a generator of its own, so
+// that adding them changed no other draw of a seed.
+func brokersOf(c *specCase) {
+	r := rand.New(rand.NewPCG(c.seed^0xb40c, uint64(c.index)))
+	consume := brokers[r.IntN(len(brokers))]
+	if c.source == "none" {
+		c.consume = consume
+	}
+	for _, f := range slices.Concat(c.keys, c.data) {
+		if r.IntN(3) == 0 && c.consume != "" && slices.Contains(headerTypes, f.typ) {
+			c.headers = append(c.headers, f.name)
+		}
+	}
+	for i := range c.effects {
+		if r.IntN(4) == 0 {
+			c.effects[i].publish = brokers[1+r.IntN(len(brokers)-1)]
+		}
+	}
 }
 
 // circuitOf draws the circuit of the index-th spec's i-th effect.
@@ -173,6 +206,20 @@ func (c *specCase) fix() {
 	}
 	if c.newerWins == "" {
 		c.data = slices.DeleteFunc(c.data, func(f field) bool { return f.name == "rev" })
+	}
+	if c.source != "none" {
+		c.consume = "" // vet: only a handed-in job consumes
+	}
+	// A header names a field that is still there, of a type a header carries.
+	fields := slices.Concat(c.keys, c.data)
+	c.headers = slices.DeleteFunc(slices.Clone(c.headers), func(name string) bool {
+		i := slices.IndexFunc(fields, func(f field) bool { return f.name == name })
+		return c.consume == "" || i < 0 || !slices.Contains(headerTypes, fields[i].typ)
+	})
+	for i := range c.effects {
+		if c.effects[i].publish != "" {
+			c.effects[i].keepResult = true // the broker's ack is the kept result
+		}
 	}
 }
 
@@ -210,6 +257,17 @@ func (c specCase) yaml() string {
 		w("      watermark: {field: at, overlap: 10m}")
 	default:
 		w("      %s: {}", c.source)
+	}
+	if c.consume != "" {
+		var hs []string
+		for _, h := range c.headers {
+			hs = append(hs, h+": X-"+h)
+		}
+		headers := ""
+		if len(hs) > 0 {
+			headers = ", headers: {" + strings.Join(hs, ", ") + "}"
+		}
+		w("    consume: {broker: %s, from: space.units, group: space%s}", c.consume, headers)
 	}
 	if c.dest {
 		w("    destination:")
@@ -255,6 +313,9 @@ func (c specCase) yaml() string {
 		if e.circuit != "" {
 			w("        circuit: %s", e.circuit)
 		}
+		if e.publish != "" {
+			w("        publish: {broker: %s, to: space.%s}", e.publish, e.name)
+		}
 	}
 	return b.String()
 }
@@ -296,6 +357,9 @@ func (c specCase) summary() string {
 	if c.stage {
 		src += "+stage"
 	}
+	if c.consume != "" {
+		src += fmt.Sprintf(" consumed from %s (%d headers)", c.consume, len(c.headers))
+	}
 	write := c.write
 	if !c.dest {
 		write = "no destination"
@@ -313,6 +377,9 @@ func (c specCase) summary() string {
 		}
 		if e.circuit != "" {
 			s += " circuit"
+		}
+		if e.publish != "" {
+			s += " publish " + e.publish
 		}
 		fx = append(fx, s)
 	}

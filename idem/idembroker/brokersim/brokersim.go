@@ -52,7 +52,9 @@ const (
 	StateDead     = "dead"
 )
 
-// Stats is what happened to one message.
+// Stats is what happened to one message. Acks, Retries and Deads count
+// every such call that reached the broker, including one refused because
+// the message was settled already (a consumer that settles twice shows).
 type Stats struct {
 	ID                                         string
 	State                                      string

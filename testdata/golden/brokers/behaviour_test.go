@@ -54,6 +54,12 @@ func TestDecodeBodyAndHeaders(t *testing.T) {
 		t.Errorf("fee %v: an empty X-Fee header is null, over the body's 1.5", *u.Fee)
 	}
 
+	// A header wins over the body.
+	m.Headers["X-Captured"] = "false"
+	if u, err := decodeSettlePayment(m); err != nil || u.Captured {
+		t.Errorf("X-Captured: false over the body's true: %+v, %v", u, err)
+	}
+
 	// Fields with no header and no body field stay unset; an empty body is
 	// no fields at all.
 	o, err := decodeOrderEvents(idembroker.Message{Headers: map[string]string{"order-status": "shipped"}})
@@ -83,6 +89,8 @@ func TestDecodeRefuses(t *testing.T) {
 			`settle_payment: header "X-Settled-At" for field settled_at: "yesterday" is not an RFC 3339 time`},
 		{"uuid header", idembroker.Message{Body: body, Headers: map[string]string{"X-Trace-Id": "not-a-uuid"}},
 			`settle_payment: header "X-Trace-Id" for field trace_id: "not-a-uuid" is not a UUID`},
+		{"bool header", idembroker.Message{Body: body, Headers: map[string]string{"X-Captured": "yes"}},
+			`settle_payment: header "X-Captured" for field captured: "yes" is not a bool`},
 		{"float header", idembroker.Message{Body: body, Headers: map[string]string{"X-Fee": "1,5"}},
 			`settle_payment: header "X-Fee" for field fee: "1,5" is not a float64`},
 		{"body", idembroker.Message{Body: []byte(`{"payment_id": 7}`)}, `settle_payment: message body: `},

@@ -179,6 +179,13 @@ func decodeSettlePayment(m idembroker.Message) (Payment, error) {
 	if v, ok := m.Headers["Nats-Msg-Id"]; ok {
 		u.EventID = v
 	}
+	if v, ok := m.Headers["X-Captured"]; ok {
+		x, err := strconv.ParseBool(v)
+		if err != nil {
+			return u, fmt.Errorf("settle_payment: header \"X-Captured\" for field captured: %q is not a bool", v)
+		}
+		u.Captured = x
+	}
 	if v, ok := m.Headers["X-Attempt"]; ok {
 		if v == "" {
 			u.Attempt = nil
