@@ -16,8 +16,6 @@ import (
 type billingAPI struct {
 	mu       sync.Mutex
 	invoices map[string]billing.Invoice
-	fetches  int
-	windows  []idem.Window // the window of every first page fetched
 }
 
 func newBillingAPI() *billingAPI { return &billingAPI{invoices: map[string]billing.Invoice{}} }
@@ -32,10 +30,6 @@ func (b *billingAPI) put(inv billing.Invoice) {
 func (b *billingAPI) Fetch(ctx context.Context, w idem.Window, page string) ([]billing.Invoice, string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.fetches++
-	if page == "" {
-		b.windows = append(b.windows, w)
-	}
 	var in []billing.Invoice
 	for _, inv := range b.invoices {
 		if !inv.UpdatedAt.Before(w.Since) && inv.UpdatedAt.Before(w.Until) {
@@ -55,23 +49,12 @@ func (b *billingAPI) Fetch(ctx context.Context, w idem.Window, page string) ([]b
 	return in[start:end], next, nil
 }
 
-// lastWindow is the window of the last fetch of a first page.
-func (b *billingAPI) lastWindow() idem.Window {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.windows) == 0 {
-		return idem.Window{}
-	}
-	return b.windows[len(b.windows)-1]
-}
-
 // notifier stands in for an email provider that honours idempotency keys:
 // it counts every call, and applies each key once.
 type notifier struct {
 	mu      sync.Mutex
-	calls   map[string]int     // calls received per key
-	applied map[string]int     // emails actually sent per key
-	amounts map[string][]int64 // the invoice amount each call carried, per key
+	calls   map[string]int // calls received per key
+	applied map[string]int // emails actually sent per key
 	failing bool
 	failure error         // what a failing call returns; errProviderDown when nil
 	bounce  bool          // the address does not exist: a permanent failure
@@ -80,14 +63,7 @@ type notifier struct {
 }
 
 func newNotifier() *notifier {
-	return &notifier{calls: map[string]int{}, applied: map[string]int{}, amounts: map[string][]int64{}}
-}
-
-// amountsOf is the invoice amount of each call made with key, in order.
-func (n *notifier) amountsOf(key string) []int64 {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return slices.Clone(n.amounts[key])
+	return &notifier{calls: map[string]int{}, applied: map[string]int{}}
 }
 
 var (
@@ -100,7 +76,6 @@ var (
 func (n *notifier) NotifyNewInvoice(ctx context.Context, key string, inv billing.Invoice) error {
 	n.mu.Lock()
 	n.calls[key]++
-	n.amounts[key] = append(n.amounts[key], inv.AmountCents)
 	if n.bounce {
 		n.mu.Unlock()
 		return idem.Permanent(errNoMailbox)

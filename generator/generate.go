@@ -60,8 +60,14 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 		}
 	}
 	sqlcIn := map[string][]byte{"sqlc.yaml": sqlgen.SQLCConfig(p)}
-	for _, d := range p.Dialects {
-		if df := golang.DialectFile(p, d, opts.ImportPath); df != nil {
+	for _, d := range sqlgen.Dialects(p) {
+		if sqlgen.TestOnly(p, d) {
+			// The SQLite store the generated tests run on when the spec
+			// names no SQLite: for tests only, so a _test.go file.
+			if err := emit("idemgen_"+string(d)+"_test.go", golang.TestStoreFile(p, d, opts.ImportPath)); err != nil {
+				return nil, err
+			}
+		} else if df := golang.DialectFile(p, d, opts.ImportPath); df != nil {
 			if err := emit("idemgen_"+string(d)+".go", df); err != nil {
 				return nil, err
 			}
@@ -80,7 +86,7 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 			// migrations create them, and Migrate checks them. Read after
 			// the migrations, it replaces what they made of a table
 			// idemgen created before it was adopted.
-			sqlcIn[l.Migrations+"/zz_adopted_tables.sql"] = ddl
+			sqlcIn[sqlgen.MigrationsOf(p, d)+"/zz_adopted_tables.sql"] = ddl
 		}
 		if q := sqlgen.Queries(p, d); q != nil {
 			files[l.Queries] = q
@@ -102,10 +108,15 @@ func generate(ctx context.Context, f *spec.File, opts Options) (Files, error) {
 }
 
 // migrations returns a dialect's migration files, its schema snapshot and
-// its sum file. Emitted migrations are kept byte for byte (the sum proves
+// its sum file, or a test-only dialect's schema (sqlgen.TestOnly). Emitted migrations are kept byte for byte (the sum proves
 // it); when the spec's schema differs from the snapshot, the next migration
 // is added. See migrations.go.
 func migrations(existing fs.FS, f *spec.File, p *model.Package, d model.Dialect) (Files, error) {
+	if sqlgen.TestOnly(p, d) {
+		// A test database is always new: the schema is one migration,
+		// planned afresh (sqlgen.TestSchemaDir).
+		return Files{sqlgen.TestSchemaDir + "/" + migrationName(1): sqlgen.TestSchema(p, d)}, nil
+	}
 	dir := sqlgen.LayoutOf(d).Migrations
 	st, err := readMigrations(existing, dir)
 	if err != nil {

@@ -24,3 +24,34 @@ func PauseEffect(d time.Duration, err error) error { return idemrt.PauseEffect(d
 func LiftGate(ctx context.Context, st Store, job, effect string) (bool, error) {
 	return idemrt.LiftGate(ctx, st, job, effect)
 }
+
+// LimitOverride is an effect's rate and concurrency set by hand at run
+// time (SetLimits); a zero Rate or Concurrency keeps the spec's.
+type LimitOverride = idemrt.LimitOverride
+
+// Rate is N provider calls per period (the spec's rate: 50/s, 600/m).
+type Rate = idemrt.Rate
+
+// SetLimits overrides the spec's rate and concurrency of job's effect,
+// fleet-wide, in the package's limits table (`idemgen ledger limit`):
+// every worker sharing the database follows within about a second, with
+// no restart. o.By says who set it; its Since is the database's now.
+func SetLimits(ctx context.Context, st Store, job, effect string, o LimitOverride) error {
+	return idemrt.SetLimits(ctx, st, job, effect, o)
+}
+
+// ResetLimits removes the override of job's effect (`idemgen ledger limit
+// -reset`): its limits are the spec's again. It reports whether there was
+// one.
+func ResetLimits(ctx context.Context, st Store, job, effect string) (bool, error) {
+	return idemrt.ResetLimits(ctx, st, job, effect)
+}
+
+// PauseByHand pauses job's effect for d fleet-wide (`idemgen ledger pause
+// JOB EFFECT -for D`), as PauseEffect from a provider does, even on an
+// effect without limits of its own (its workers see it within about a
+// second); LiftGate ends it early. by says who paused it. It returns the
+// pause's end on the database's clock.
+func PauseByHand(ctx context.Context, st Store, job, effect string, d time.Duration, by string) (time.Time, error) {
+	return idemrt.PauseByHand(ctx, st, job, effect, d, by)
+}

@@ -761,7 +761,7 @@ func (s *simulator) serve() (url string, stop func(), err error) {
 		return "", nil, err
 	}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }() // http.ErrServerClosed, once the returned func closes it
 	return "http://" + ln.Addr().String() + "/v1/calls", func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -174,14 +174,3 @@ func (r *uiResult) print(out io.Writer) {
 		fmt.Fprintf(out, "  %-42s %8s  %6d bytes  %s   %s\n", p.name, p.took.Round(time.Millisecond), p.bytes, verdict, p.path)
 	}
 }
-
-// slow lists the pages over uiTarget.
-func (r *uiResult) slow() []string {
-	var out []string
-	for _, p := range r.pages {
-		if p.took > uiTarget && !p.before {
-			out = append(out, fmt.Sprintf("%s took %s", p.name, p.took.Round(time.Millisecond)))
-		}
-	}
-	return out
-}

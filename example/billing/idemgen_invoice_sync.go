@@ -12,7 +12,6 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
-	"github.com/riverqueue/river"
 )
 
 // Invoice is one unit of work of the invoice_sync job.
@@ -185,33 +184,19 @@ func (j *InvoiceSync) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleInvoiceSync(ctx, int32(j.e.Job().Version), int32(limit))
 }
 
-// InvoiceSyncRunArgs is the periodic River job that calls InvoiceSync's Run every 1m0s,
-// one run at a time across workers.
-type InvoiceSyncRunArgs struct{}
-
-// Kind is the River job kind.
-func (InvoiceSyncRunArgs) Kind() string {
-	return "billing.invoice_sync.run"
-}
-
-// InsertOpts puts it on queue "billing".
-func (InvoiceSyncRunArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: "billing"}
-}
-
-// InvoiceSyncDrainArgs is the periodic River job that calls InvoiceSync's Drain, one at a time
-// across workers: the fleet performs the effects a worker that died still owed.
-type InvoiceSyncDrainArgs struct{}
-
-// Kind is the River job kind.
-func (InvoiceSyncDrainArgs) Kind() string {
-	return "billing.invoice_sync.drain"
-}
-
-// InsertOpts puts it on queue "billing".
-func (InvoiceSyncDrainArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: "billing"}
-}
-
 // invoiceSyncCrashPoints are the durable boundaries of the invoice_sync job, where the crash tests stop it.
-var invoiceSyncCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var invoiceSyncCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

@@ -12,10 +12,8 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemriver"
 	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 )
 
 // Payment is one unit of work of the payment_webhook job.
@@ -72,7 +70,8 @@ type PaymentWebhookEffects struct {
 	SendReceipt SendReceipt
 }
 
-// PaymentWebhook runs the payment_webhook job (version 1). Record payments handed in by the payment provider's webhook and send one receipt each.
+// PaymentWebhook runs the payment_webhook job (version 1). Record payments handed in by the payment
+// provider's webhook and send one receipt each.
 type PaymentWebhook struct {
 	e *idemrt.Engine[Payment]
 }
@@ -180,71 +179,16 @@ func (j *PaymentWebhook) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
 
-// PaymentWebhookArgs is the River job of one handed-in payment_webhook unit, kind "billing.payment_webhook".
-// River keeps it unique by Key, the unit's idempotency key, while it is queued,
-// running or completed.
-type PaymentWebhookArgs struct {
-	Key  string  `json:"key" river:"unique"`
-	Unit Payment `json:"unit"`
-}
-
-// Kind is the River job kind.
-func (PaymentWebhookArgs) Kind() string {
-	return "billing.payment_webhook"
-}
-
-// InsertOpts: queue "payments", unique by key, River's default attempts (the unit has no max_attempts).
-func (PaymentWebhookArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{
-		Queue:      "payments",
-		UniqueOpts: river.UniqueOpts{ByArgs: true},
-	}
-}
-
-// InsertTx enqueues one PaymentWebhookArgs per unit inside tx, the caller's transaction, so the units
-// are queued exactly when the caller's own rows commit. A copy of a queued, running or
-// completed unit is skipped; a copy with a different payload returns idem.ErrPayloadMismatch;
-// a unit whose key renders empty returns idem.ErrEmptyKey. Nothing is enqueued past an error.
-func (j *PaymentWebhook) InsertTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Payment) error {
-	return idemriver.InsertTx(ctx, client, tx, j.e, units, func(u Payment) PaymentWebhookArgs {
-		return PaymentWebhookArgs{
-			Key:  u.Key(),
-			Unit: u,
-		}
-	}, func(a PaymentWebhookArgs) Payment {
-		return a.Unit
-	})
-}
-
-// InsertManyTx enqueues the units as InsertTx does, in one River InsertManyTx statement
-// inside tx. Every key is checked first: an empty key returns idem.ErrEmptyKey, and a key
-// given twice is enqueued once (a copy with another payload returns idem.ErrPayloadMismatch).
-// A unit River already holds is skipped, or refused with idem.ErrPayloadMismatch after the
-// statement: on any error, roll tx back.
-func (j *PaymentWebhook) InsertManyTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Payment) error {
-	return idemriver.InsertManyTx(ctx, client, tx, j.e, units, func(u Payment) PaymentWebhookArgs {
-		return PaymentWebhookArgs{
-			Key:  u.Key(),
-			Unit: u,
-		}
-	}, func(a PaymentWebhookArgs) Payment {
-		return a.Unit
-	})
-}
-
-// PaymentWebhookDrainArgs is the periodic River job that calls PaymentWebhook's Drain, one at a time
-// across workers: the fleet performs the effects a worker that died still owed.
-type PaymentWebhookDrainArgs struct{}
-
-// Kind is the River job kind.
-func (PaymentWebhookDrainArgs) Kind() string {
-	return "billing.payment_webhook.drain"
-}
-
-// InsertOpts puts it on queue "payments".
-func (PaymentWebhookDrainArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: "payments"}
-}
-
 // paymentWebhookCrashPoints are the durable boundaries of the payment_webhook job, where the crash tests stop it.
-var paymentWebhookCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var paymentWebhookCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

@@ -6,10 +6,11 @@
 package billing
 
 import (
-	"fmt"
+	"context"
 	"time"
 
 	"github.com/idemgen/idemgen/idem/idemriver"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 )
 
@@ -29,47 +30,23 @@ func AddRiverWorkers(workers *river.Workers, jobs RiverJobs, drainEvery time.Dur
 	}
 	var periodic []*river.PeriodicJob
 	if j := jobs.InvoiceSync; j != nil {
-		if err := func() error {
-			w, err := idemriver.PeriodicWorker[Invoice, InvoiceSyncRunArgs](j.e, j.Run)
-			if err != nil {
-				return err
-			}
-			return river.AddWorkerSafely[InvoiceSyncRunArgs](workers, w)
-		}(); err != nil {
-			return nil, fmt.Errorf("job \"invoice_sync\": %w", err)
+		if err := idemriver.AddPeriodicWorker[Invoice, InvoiceSyncRunArgs](workers, j.e, j.Run); err != nil {
+			return nil, err
 		}
 		periodic = append(periodic, idemriver.Periodic(1*time.Minute, InvoiceSyncRunArgs{}))
-		if err := func() error {
-			w, err := idemriver.PeriodicWorker[Invoice, InvoiceSyncDrainArgs](j.e, j.Drain)
-			if err != nil {
-				return err
-			}
-			return river.AddWorkerSafely[InvoiceSyncDrainArgs](workers, w)
-		}(); err != nil {
-			return nil, fmt.Errorf("job \"invoice_sync\": %w", err)
+		if err := idemriver.AddPeriodicWorker[Invoice, InvoiceSyncDrainArgs](workers, j.e, j.Drain); err != nil {
+			return nil, err
 		}
 		periodic = append(periodic, idemriver.Periodic(drainEvery, InvoiceSyncDrainArgs{}))
 	}
 	if j := jobs.PaymentWebhook; j != nil {
-		if err := func() error {
-			w, err := idemriver.UnitWorker(j.e, func(a PaymentWebhookArgs) Payment {
-				return a.Unit
-			})
-			if err != nil {
-				return err
-			}
-			return river.AddWorkerSafely[PaymentWebhookArgs](workers, w)
-		}(); err != nil {
-			return nil, fmt.Errorf("job \"payment_webhook\": %w", err)
+		if err := idemriver.AddUnitWorker(workers, j.e, func(a PaymentWebhookArgs) Payment {
+			return a.Unit
+		}); err != nil {
+			return nil, err
 		}
-		if err := func() error {
-			w, err := idemriver.PeriodicWorker[Payment, PaymentWebhookDrainArgs](j.e, j.Drain)
-			if err != nil {
-				return err
-			}
-			return river.AddWorkerSafely[PaymentWebhookDrainArgs](workers, w)
-		}(); err != nil {
-			return nil, fmt.Errorf("job \"payment_webhook\": %w", err)
+		if err := idemriver.AddPeriodicWorker[Payment, PaymentWebhookDrainArgs](workers, j.e, j.Drain); err != nil {
+			return nil, err
 		}
 		periodic = append(periodic, idemriver.Periodic(drainEvery, PaymentWebhookDrainArgs{}))
 	}
@@ -83,4 +60,98 @@ func RiverQueues(maxWorkers int) map[string]river.QueueConfig {
 		"billing":  {MaxWorkers: maxWorkers},
 		"payments": {MaxWorkers: maxWorkers},
 	}
+}
+
+// InvoiceSyncRunArgs is the periodic River job that calls InvoiceSync's Run every 1m0s,
+// one run at a time across workers.
+type InvoiceSyncRunArgs struct{}
+
+// Kind is the River job kind.
+func (InvoiceSyncRunArgs) Kind() string {
+	return "billing.invoice_sync.run"
+}
+
+// InsertOpts puts it on queue "billing".
+func (InvoiceSyncRunArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: "billing"}
+}
+
+// InvoiceSyncDrainArgs is the periodic River job that calls InvoiceSync's Drain, one at a time
+// across workers: the fleet performs the effects a worker that died still owed.
+type InvoiceSyncDrainArgs struct{}
+
+// Kind is the River job kind.
+func (InvoiceSyncDrainArgs) Kind() string {
+	return "billing.invoice_sync.drain"
+}
+
+// InsertOpts puts it on queue "billing".
+func (InvoiceSyncDrainArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: "billing"}
+}
+
+// PaymentWebhookArgs is the River job of one handed-in payment_webhook unit, kind "billing.payment_webhook".
+// River keeps it unique by Key, the unit's idempotency key, while it is queued,
+// running or completed.
+type PaymentWebhookArgs struct {
+	Key  string  `json:"key" river:"unique"`
+	Unit Payment `json:"unit"`
+}
+
+// Kind is the River job kind.
+func (PaymentWebhookArgs) Kind() string {
+	return "billing.payment_webhook"
+}
+
+// InsertOpts: queue "payments", unique by key, River's default attempts (the unit has no max_attempts).
+func (PaymentWebhookArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		Queue:      "payments",
+		UniqueOpts: river.UniqueOpts{ByArgs: true},
+	}
+}
+
+// InsertTx enqueues one PaymentWebhookArgs per unit inside tx, the caller's transaction, so the units
+// are queued exactly when the caller's own rows commit. A copy of a queued, running or
+// completed unit is skipped; a copy with a different payload returns idem.ErrPayloadMismatch;
+// a unit whose key renders empty returns idem.ErrEmptyKey. Nothing is enqueued past an error.
+func (j *PaymentWebhook) InsertTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Payment) error {
+	return idemriver.InsertTx(ctx, client, tx, j.e, units, func(u Payment) PaymentWebhookArgs {
+		return PaymentWebhookArgs{
+			Key:  u.Key(),
+			Unit: u,
+		}
+	}, func(a PaymentWebhookArgs) Payment {
+		return a.Unit
+	})
+}
+
+// InsertManyTx enqueues the units as InsertTx does, in one River InsertManyTx statement
+// inside tx. Every key is checked first: an empty key returns idem.ErrEmptyKey, and a key
+// given twice is enqueued once (a copy with another payload returns idem.ErrPayloadMismatch).
+// A unit River already holds is skipped, or refused with idem.ErrPayloadMismatch after the
+// statement: on any error, roll tx back.
+func (j *PaymentWebhook) InsertManyTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Payment) error {
+	return idemriver.InsertManyTx(ctx, client, tx, j.e, units, func(u Payment) PaymentWebhookArgs {
+		return PaymentWebhookArgs{
+			Key:  u.Key(),
+			Unit: u,
+		}
+	}, func(a PaymentWebhookArgs) Payment {
+		return a.Unit
+	})
+}
+
+// PaymentWebhookDrainArgs is the periodic River job that calls PaymentWebhook's Drain, one at a time
+// across workers: the fleet performs the effects a worker that died still owed.
+type PaymentWebhookDrainArgs struct{}
+
+// Kind is the River job kind.
+func (PaymentWebhookDrainArgs) Kind() string {
+	return "billing.payment_webhook.drain"
+}
+
+// InsertOpts puts it on queue "payments".
+func (PaymentWebhookDrainArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: "payments"}
 }

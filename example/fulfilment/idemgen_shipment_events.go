@@ -68,7 +68,8 @@ type ShipmentEventsEffects struct {
 	NotifyCustomer NotifyCustomer
 }
 
-// ShipmentEvents runs the shipment_events job (version 1). Record shipment events from the courier's webhook and tell the customer once per event.
+// ShipmentEvents runs the shipment_events job (version 1). Record shipment events from the courier's
+// webhook and tell the customer once per event.
 type ShipmentEvents struct {
 	e *idemrt.Engine[ShipmentEvent]
 }
@@ -172,4 +173,15 @@ func (j *ShipmentEvents) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...
 }
 
 // shipmentEventsCrashPoints are the durable boundaries of the shipment_events job, where the crash tests stop it.
-var shipmentEventsCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var shipmentEventsCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

@@ -9,7 +9,6 @@ package crashsim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -62,11 +61,9 @@ type simBroker struct {
 	// onAck, when set, checks that a message may be acknowledged now (its
 	// unit's transaction committed); called without the lock.
 	onAck func(m *simMsg)
-	// dead reports whether an incarnation has died.
+	// dead reports whether an incarnation has died: its settlements are
+	// refused (a goroutine of a process that died sends none).
 	dead func(inc int) bool
-	// late lists settlements that reached the broker from a dead
-	// incarnation: a process that has died settles nothing.
-	late []string
 }
 
 func newSimBroker(msgs []*simMsg) *simBroker {
@@ -192,10 +189,7 @@ func (d *brokerDelivery) Message() idembroker.Message { return d.msg }
 // settle applies one settlement, unless the incarnation is dead.
 func (d *brokerDelivery) settle(how string, apply func(m *simMsg)) error {
 	if d.b.dead != nil && d.b.dead(d.inc) {
-		d.b.mu.Lock()
-		d.b.late = append(d.b.late, fmt.Sprintf("%s of message %s by incarnation %d after it died", how, d.msg.ID, d.inc))
-		d.b.mu.Unlock()
-		return errors.New("simulated: the process is gone")
+		return fmt.Errorf("simulated: %s of message %s: the process is gone", how, d.msg.ID)
 	}
 	d.b.mu.Lock()
 	defer d.b.mu.Unlock()

@@ -93,8 +93,9 @@ type Verbs[U any] struct {
 	Backfill func(ctx context.Context, w idem.Window) (idem.Report, error)
 	Purge    func(ctx context.Context) (int64, error)
 	Stale    func(ctx context.Context, limit int) ([]string, error)
-	// Consume runs the job's consumer on src until ctx ends (consume:).
-	Consume func(ctx context.Context, src idembroker.Source, opts ...idembroker.Option) error
+	// ConsumeFrom: a job with consume: runs as a consumer of a broker's
+	// source (nil for the others).
+	ConsumeFrom func(ctx context.Context, src idembroker.Source, opts ...idembroker.Option) error
 }
 
 // Effect is one effect as the spec declares it.

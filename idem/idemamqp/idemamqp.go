@@ -127,6 +127,12 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]idembroker.Delivery, err
 		}
 		out = append(out, s.delivery(m))
 	}
+	// amqp091-go hands deliveries over one at a time on an unbuffered
+	// channel: the rest of a batch is gathered for a moment (batchLinger)
+	// rather than taken only if already there, which made every batch one
+	// message.
+	linger := time.NewTimer(batchLinger)
+	defer linger.Stop()
 	for len(out) < max {
 		select {
 		case m, ok := <-s.msgs:
@@ -134,12 +140,18 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]idembroker.Delivery, err
 				return out, nil // these settle with errors; the broker redelivers them
 			}
 			out = append(out, s.delivery(m))
-		default:
+		case <-linger.C:
+			return out, nil
+		case <-ctx.Done():
 			return out, nil
 		}
 	}
 	return out, nil
 }
+
+// batchLinger is how long a fetch that has its first message waits for
+// more, up to the batch.
+const batchLinger = 5 * time.Millisecond
 
 // Close stops the retries waiting out their delay and closes the channel:
 // RabbitMQ requeues every message not acknowledged.

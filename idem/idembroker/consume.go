@@ -63,7 +63,7 @@ func WithRetryBackoff(initial, max time.Duration) Option {
 
 // WithKeepAlive sets how often each message of the batch in work is kept
 // alive with its broker (Delivery.InProgress; default 5s). Keep it well
-// under the broker's redelivery timer (JetStream AckWait).
+// under the broker's redelivery timer (JetStream `AckWait`).
 func WithKeepAlive(d time.Duration) Option { return func(o *options) { o.keepAlive = d } }
 
 // WithStopGrace bounds how long the consumer goes on with the batch in

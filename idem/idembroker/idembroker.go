@@ -52,15 +52,15 @@ type Delivery interface {
 	// Ack settles the message for good: never redelivered.
 	Ack(ctx context.Context) error
 	// Retry gives the message back for redelivery no sooner than delay
-	// (JetStream NakWithDelay; RabbitMQ reject with requeue once delay has
+	// (JetStream `NakWithDelay`; RabbitMQ reject with requeue once delay has
 	// passed; Kafka: fetched again in place).
 	Retry(ctx context.Context, delay time.Duration) error
 	// Dead settles a message that can never succeed, so that it never loops
-	// (JetStream Term; RabbitMQ reject without requeue, to the queue's
+	// (JetStream `Term`; RabbitMQ reject without requeue, to the queue's
 	// dead-letter exchange when it has one; Kafka: committed past).
 	Dead(ctx context.Context, reason error) error
 	// InProgress tells the broker the message is still being worked on
-	// (JetStream InProgress); a no-op where the broker has no such timer.
+	// (JetStream `InProgress`); a no-op where the broker has no such timer.
 	InProgress(ctx context.Context) error
 }
 

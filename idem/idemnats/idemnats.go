@@ -1,6 +1,6 @@
 // Package idemnats connects a generated consumer (idem/idembroker) to NATS
-// JetStream, on nats.go's jetstream package, and lets an effect publish to
-// a stream.
+// JetStream, on the jetstream package of github.com/nats-io/nats.go, and
+// lets an effect publish to a stream.
 //
 // What it promises, with idembroker.Consume:
 //

@@ -254,6 +254,10 @@ type Limit struct {
 	RatePer   time.Duration
 	NextStart *time.Time
 	Booked    int
+	// Override is set while the rate or concurrency is set by hand
+	// (idem.SetLimits): Concurrency and the rate are then the ones
+	// followed, the override's.
+	Override *OverrideStatus
 }
 
 // Limits reads the limits table: each rate- or concurrency-bound effect's
@@ -288,14 +292,33 @@ func (d *DB) Limits(ctx context.Context) ([]Limit, error) {
 		case slot < -1: // the gate (GateStatus)
 		case slot < 0: // the pacing row
 			l.NextStart = held.ptr()
-			if held.valid && held.t.After(now) && l.RateN > 0 && l.RatePer > 0 {
-				l.Booked = int(held.t.Sub(now) / (l.RatePer / time.Duration(l.RateN)))
-			}
 		case held.valid && held.t.After(now):
 			l.Held++
 		}
 	}
-	return out, wrapRead(d.t.Limits, rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, wrapRead(d.t.Limits, err)
+	}
+	err = d.eachOverride(ctx, "", "", func(job, effect string, o *OverrideStatus) {
+		for i := range out {
+			if l := &out[i]; l.Job == job && l.Effect == effect {
+				l.Override = o
+				if o.RateN > 0 {
+					l.RateN, l.RatePer = o.RateN, time.Duration(o.RatePer)
+				}
+				if o.Concurrency > 0 {
+					l.Concurrency = o.Concurrency
+				}
+			}
+		}
+	})
+	for i := range out {
+		l := &out[i]
+		if l.NextStart != nil && l.NextStart.After(now) && l.RateN > 0 && l.RatePer > 0 {
+			l.Booked = int(l.NextStart.Sub(now) / (l.RatePer / time.Duration(l.RateN)))
+		}
+	}
+	return out, err
 }
 
 // History returns everything kept under key, with payloads: what Show

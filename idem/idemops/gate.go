@@ -22,6 +22,9 @@ type GateStatus struct {
 	Reason   string     `json:"reason"`
 	Failures int        `json:"failures_in_a_row"`
 	Opens    int        `json:"opens_in_a_row"`
+	// By is who paused the effect by hand (idem.PauseByHand); "" for a
+	// pause of its provider and a circuit.
+	By string `json:"by,omitempty"`
 }
 
 // readGates sets each effect's Gate from the limits table's gate rows
@@ -51,10 +54,10 @@ func (d *DB) Gate(ctx context.Context, job, effect string) (*GateStatus, error) 
 // not "") that holds at now: a pause or cool-down not yet over, or a probe
 // in flight.
 func (d *DB) eachGate(ctx context.Context, now time.Time, job, effect string, f func(job, effect string, g *GateStatus)) error {
-	if d.t.Limits == "" || !d.hasColumns(ctx, d.t.Limits, "job, effect, slot, held_until, gate, failures, opens, since, reason") {
+	if !d.hasGateColumns(ctx) {
 		return nil
 	}
-	query := `SELECT job, effect, gate, held_until, since, reason, failures, opens FROM ` + d.t.Limits + ` WHERE slot = -2 AND gate IS NOT NULL`
+	query := `SELECT job, effect, gate, held_until, since, reason, failures, opens, owner FROM ` + d.t.Limits + ` WHERE slot = -2 AND gate IS NOT NULL`
 	var args []any
 	if job != "" {
 		query += ` AND job = ? AND effect = ?`
@@ -68,15 +71,19 @@ func (d *DB) eachGate(ctx context.Context, now time.Time, job, effect string, f 
 	for rows.Next() {
 		var job, effect, state string
 		var until, since dbTime
-		var reason sql.NullString
+		var reason, owner sql.NullString
 		var failures, opens int
-		if err := rows.Scan(&job, &effect, &state, &until, &since, &reason, &failures, &opens); err != nil {
+		if err := rows.Scan(&job, &effect, &state, &until, &since, &reason, &failures, &opens, &owner); err != nil {
 			return wrapRead(d.t.Limits, err)
 		}
 		if state != idemrt.GateProbe && (!until.valid || !until.t.After(now)) {
 			continue // a pause or cool-down over: the next call goes through (the probe, for a circuit)
 		}
-		f(job, effect, &GateStatus{State: state, Since: since.ptr(), Until: until.ptr(), Reason: reason.String, Failures: failures, Opens: opens})
+		g := &GateStatus{State: state, Since: since.ptr(), Until: until.ptr(), Reason: reason.String, Failures: failures, Opens: opens}
+		if state == idemrt.GatePaused {
+			g.By = owner.String // a provider's pause has no owner; one by hand has who
+		}
+		f(job, effect, g)
 	}
 	return wrapRead(d.t.Limits, rows.Err())
 }
@@ -91,6 +98,9 @@ func GateText(g *GateStatus) string {
 	}
 	switch g.State {
 	case idemrt.GatePaused:
+		if g.By != "" {
+			return fmt.Sprintf("paused by hand by %s since %s until %s", g.By, when(g.Since), when(g.Until))
+		}
 		return fmt.Sprintf("paused by its provider since %s until %s: %s", when(g.Since), when(g.Until), g.Reason)
 	case idemrt.GateProbe:
 		return fmt.Sprintf("circuit open since %s, its probe in flight (until %s at most): %s", when(g.Since), when(g.Until), g.Reason)

@@ -60,6 +60,39 @@ type Effect struct {
 	// Redacted lists what the spec's redact hides of the row (payload,
 	// result): Payload is then the JSON string "[redacted]", Result nil.
 	Redacted []string `json:"redacted,omitempty"`
+	// ProviderCalls says what the attempts tell of the calls the provider
+	// got with this key (providerCalls).
+	ProviderCalls string `json:"provider_calls"`
+}
+
+// providerCalls says what e's attempts tell of the calls its provider got
+// with its key. Each counted attempt called it at most once (one whose
+// worker stopped first made none); a provider's "not now" (RetryAfter)
+// is a call the ledger does not count. A done row with more than one
+// attempt and no failure on record was performed again after attempts
+// that left no answer (a worker stopped or lost its lease mid-call): the
+// provider may have got the key more than once, and the same key is what
+// lets it tell.
+func providerCalls(e Effect) string {
+	switch {
+	case e.Attempts == 0:
+		return "none counted"
+	case e.Attempts == 1 && e.State == EffectDone:
+		return "1: the provider answered the first attempt"
+	case e.Attempts == 1:
+		return "at most 1"
+	case e.State == EffectDone && e.LastError == nil:
+		return fmt.Sprintf("up to %d: a repeat; %s before the one that succeeded left no answer (a worker stopped or lost its lease mid-call), so the provider may have got this key %d times",
+			e.Attempts, attemptsText(e.Attempts-1), e.Attempts)
+	}
+	return fmt.Sprintf("at most %d, one per counted attempt", e.Attempts)
+}
+
+func attemptsText(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
 }
 
 // Redacted is what a redacted payload reads as (a JSON string), and a
@@ -373,6 +406,7 @@ func (d *DB) effects(ctx context.Context, where []string, args []any, limit int,
 				e.Redacted, e.Result = append(e.Redacted, "result"), nil
 			}
 		}
+		e.ProviderCalls = providerCalls(e)
 		out = append(out, e)
 	}
 	return out, rs.Err()

@@ -632,3 +632,51 @@ func (q Querier) LiftGate(ctx context.Context, job, effect string) (bool, error)
 	n, err := q.q.LiftGate(ctx, ledgerdb.LiftGateParams{Job: job, Effect: effect})
 	return n == 1, err
 }
+
+// The queries of steering by hand (idemrt.SteerQuerier).
+
+func (q Querier) SetLimitOverride(ctx context.Context, job, effect string, o idemrt.LimitOverride) error {
+	var per *string
+	if o.Rate.N > 0 {
+		s := o.Rate.Per.String()
+		per = &s
+	}
+	return q.q.SetLimitOverride(ctx, ledgerdb.SetLimitOverrideParams{Job: job, Effect: effect, SetBy: &o.By, Now: &o.Since,
+		RateN: o.Rate.N, Concurrency: o.Concurrency, RatePer: per})
+}
+
+func (q Querier) ClearLimitOverride(ctx context.Context, job, effect string) (bool, error) {
+	n, err := q.q.ClearLimitOverride(ctx, ledgerdb.ClearLimitOverrideParams{Job: job, Effect: effect})
+	return n == 1, err
+}
+
+func (q Querier) PauseGateByHand(ctx context.Context, job, effect string, now, until time.Time, by, reason string) error {
+	return q.q.PauseGateByHand(ctx, ledgerdb.PauseGateByHandParams{Job: job, Effect: effect, SetBy: &by, Until: &until, Now: &now, Reason: &reason})
+}
+
+func (q Querier) JobSteering(ctx context.Context, job string) (map[string]idemrt.Steering, error) {
+	rows, err := q.q.ListSteering(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]idemrt.Steering{}
+	for _, r := range rows {
+		s := out[r.Effect]
+		if r.Slot == idemrt.SteerSlotOverride {
+			o, err := idemrt.ReadOverride(r.Failures, idemrt.ValueOr(r.Reason), r.Opens, idemrt.ValueOr(r.Owner), idemrt.ValueOr(r.Since))
+			if err != nil {
+				return nil, err
+			}
+			s.Override = &o
+		} else {
+			s.Gate = &idemrt.EffectGate{State: idemrt.ValueOr(r.Gate), Until: idemrt.ValueOr(r.HeldUntil), Owner: idemrt.ValueOr(r.Owner),
+				Failures: r.Failures, Opens: r.Opens, Since: idemrt.ValueOr(r.Since), Reason: idemrt.ValueOr(r.Reason)}
+		}
+		out[r.Effect] = s
+	}
+	return out, nil
+}
+
+func (q Querier) ReleaseGateWaits(ctx context.Context, job, effect string, from, to time.Time) (int64, error) {
+	return q.q.ReleaseGateWaits(ctx, ledgerdb.ReleaseGateWaitsParams{Job: job, Effect: effect, WaitFrom: &from, WaitTo: &to})
+}

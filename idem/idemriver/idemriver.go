@@ -285,6 +285,34 @@ func PeriodicWorker[U any, A river.JobArgs](e *idemrt.Engine[U], call func(conte
 	return &periodicWorker[A]{pool: pool, log: e.Logger(), call: call}, nil
 }
 
+// AddUnitWorker adds UnitWorker(e, unitOf) to workers: the registration a
+// generated package's `AddRiverWorkers` makes for each job of handed-in
+// units.
+func AddUnitWorker[U any, A river.JobArgs](workers *river.Workers, e *idemrt.Engine[U], unitOf func(A) U) error {
+	w, err := UnitWorker(e, unitOf)
+	return addWorker(workers, e, w, err)
+}
+
+// AddPeriodicWorker adds PeriodicWorker(e, call) to workers: the
+// registration a generated package's `AddRiverWorkers` makes for each
+// job's periodic Run and Drain.
+func AddPeriodicWorker[U any, A river.JobArgs](workers *river.Workers, e *idemrt.Engine[U], call func(context.Context) (idem.Report, error)) error {
+	w, err := PeriodicWorker[U, A](e, call)
+	return addWorker(workers, e, w, err)
+}
+
+// addWorker adds w to workers unless making it failed (err, which names
+// the job already); River's refusal (a kind added twice) names it too.
+func addWorker[U any, A river.JobArgs](workers *river.Workers, e *idemrt.Engine[U], w river.Worker[A], err error) error {
+	if err != nil {
+		return err
+	}
+	if err := river.AddWorkerSafely(workers, w); err != nil {
+		return fmt.Errorf("job %q: %w", e.Job().Name, err)
+	}
+	return nil
+}
+
 // Periodic returns the periodic River job that enqueues args every every,
 // and once when a leader starts, so a fleet that restarts often still runs it.
 func Periodic(every time.Duration, args river.JobArgs) *river.PeriodicJob {

@@ -38,11 +38,13 @@ type ColumnShape struct {
 // CheckTables checks that each adopted table exists with the columns,
 // types and unique constraint its job needs, and that it has no NOT NULL
 // column without a default that the job would leave empty. It returns one
-// error naming every table's every problem, or nil. The generated Migrate
-// calls it after its migrations, so a service finds out at start-up, not
-// at its first write.
+// error naming every table's every problem, with the statements that fix
+// them where the dialect has one, or nil. Migrate calls it before its
+// migrations (from the schema they were planned from, adoptedShapes), so
+// that a refusal changes nothing; the generated Migrate calls it after
+// them too.
 func CheckTables(ctx context.Context, db *sql.DB, dialect goose.Dialect, tables []TableShape) error {
-	var problems []string
+	var problems, fixes []string
 	for _, t := range tables {
 		var got tableFacts
 		var err error
@@ -54,14 +56,20 @@ func CheckTables(ctx context.Context, db *sql.DB, dialect goose.Dialect, tables 
 		if err != nil {
 			return fmt.Errorf("check adopted table %s: %w", t.Name, err)
 		}
-		for _, p := range t.problems(got, dialect) {
+		ps, fs := t.problems(got, dialect)
+		for _, p := range ps {
 			problems = append(problems, fmt.Sprintf("job %s: adopted table %s: %s", t.Job, t.Name, p))
 		}
+		fixes = append(fixes, fs...)
 	}
 	if len(problems) == 0 {
 		return nil
 	}
-	return errors.New("the adopted destination tables (adopt: true) do not fit their jobs; change them with the service's own migrations:\n\t" + strings.Join(problems, "\n\t"))
+	msg := "the adopted destination tables (adopt: true) do not fit their jobs; change them with the service's own migrations:\n\t" + strings.Join(problems, "\n\t")
+	if len(fixes) > 0 {
+		msg += "\nthese statements make them fit, run as they are, on tables with rows too (one per line):\n" + strings.Join(fixes, "\n")
+	}
+	return errors.New(msg)
 }
 
 // tableFacts is a table as the database describes it; no columns: no table.
@@ -77,11 +85,33 @@ type columnFacts struct {
 	notNull, hasDefault bool
 }
 
-func (t TableShape) problems(got tableFacts, dialect goose.Dialect) []string {
+// problems says what the table lacks for its job, and the statements that
+// fix it: each one line ending in ";", which runs as it is on a table
+// with rows (a column added NOT NULL gets a default its existing rows
+// take). SQLite changes no column in place: a column's type, NOT NULL or
+// default there needs the table rebuilt, and has no statement.
+func (t TableShape) problems(got tableFacts, dialect goose.Dialect) (problems, fixes []string) {
+	pg := dialect == goose.DialectPostgres
 	if len(got.columns) == 0 {
-		return []string{"does not exist (the service's migrations must create it before Migrate runs)"}
+		var cols []string
+		for _, c := range t.Columns {
+			cols = append(cols, c.Name+" "+c.Type+c.constraints())
+		}
+		cols = append(cols, "UNIQUE ("+strings.Join(t.Unique, ", ")+")")
+		return []string{"does not exist (the service's migrations must create it before Migrate runs)"},
+			[]string{fmt.Sprintf("CREATE TABLE %s (%s);", t.Name, strings.Join(cols, ", "))}
 	}
-	var out []string
+	rebuild := func(what string) string {
+		if pg {
+			return what
+		}
+		return what + " (SQLite changes no column in place: rebuild the table)"
+	}
+	alter := func(col, change string) {
+		if pg {
+			fixes = append(fixes, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s %s;", t.Name, col, change))
+		}
+	}
 	byName := map[string]columnFacts{}
 	for _, c := range got.columns {
 		byName[c.name] = c
@@ -90,33 +120,92 @@ func (t TableShape) problems(got tableFacts, dialect goose.Dialect) []string {
 		c, ok := byName[want.Name]
 		switch {
 		case !ok:
-			null := " NOT NULL"
-			if want.Nullable {
-				null = ""
+			add := want.Name + " " + want.Type + want.constraints()
+			if !want.Nullable && want.Default == "" {
+				add += " DEFAULT " + zeroOf(dialect, want.Type) // for the rows the table has
 			}
-			def := ""
-			if want.Default != "" {
-				def = " DEFAULT " + want.Default
-			}
-			out = append(out, fmt.Sprintf("missing column %s (add %s %s%s%s)", want.Name, want.Name, want.Type, null, def))
+			problems = append(problems, fmt.Sprintf("missing column %s (add %s)", want.Name, add))
+			fixes = append(fixes, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s;", t.Name, add))
 		case !sameColumnType(dialect, c.typ, want.Type):
-			out = append(out, fmt.Sprintf("column %s is %s; the job writes and reads it as %s", want.Name, c.typ, want.Type))
+			problems = append(problems, rebuild(fmt.Sprintf("column %s is %s; the job writes and reads it as %s", want.Name, c.typ, want.Type)))
+			alter(want.Name, fmt.Sprintf("TYPE %s USING %s::%s", want.Type, want.Name, want.Type))
 		case want.Nullable && c.notNull:
-			out = append(out, fmt.Sprintf("column %s is NOT NULL, but its field is nullable and the job writes NULLs into it", want.Name))
+			problems = append(problems, rebuild(fmt.Sprintf("column %s is NOT NULL, but its field is nullable and the job writes NULLs into it", want.Name)))
+			alter(want.Name, "DROP NOT NULL")
 		case want.Default != "" && !c.hasDefault:
-			out = append(out, fmt.Sprintf("column %s has no default; the job's inserts leave it to DEFAULT %s", want.Name, want.Default))
+			problems = append(problems, rebuild(fmt.Sprintf("column %s has no default; the job's inserts leave it to DEFAULT %s", want.Name, want.Default)))
+			alter(want.Name, "SET DEFAULT "+want.Default)
 		}
 	}
 	for _, c := range got.columns {
 		if c.notNull && !c.hasDefault && !slices.ContainsFunc(t.Columns, func(w ColumnShape) bool { return w.Name == c.name }) {
-			out = append(out, fmt.Sprintf("column %s is NOT NULL without a default, and the job does not write it, so every insert would fail (give it a default, or make it a unit field)", c.name))
+			problems = append(problems, rebuild(fmt.Sprintf("column %s is NOT NULL without a default, and the job does not write it, so every insert would fail (give it a default, or make it a unit field)", c.name)))
+			if zero := pgZero(c.typ); zero != "" {
+				alter(c.name, "SET DEFAULT "+zero)
+			} else {
+				alter(c.name, "DROP NOT NULL")
+			}
 		}
 	}
 	want := slices.Sorted(slices.Values(t.Unique))
 	if !slices.ContainsFunc(got.uniques, func(cols []string) bool { return slices.Equal(slices.Sorted(slices.Values(cols)), want) }) {
-		out = append(out, fmt.Sprintf("no unique constraint or unique index on exactly (%s), which the job's writes name in ON CONFLICT (add CONSTRAINT %s_unique UNIQUE (%s))", strings.Join(t.Unique, ", "), t.Name, strings.Join(t.Unique, ", ")))
+		problems = append(problems, fmt.Sprintf("no unique constraint or unique index on exactly (%s), which the job's writes name in ON CONFLICT (add one: %s_unique)", strings.Join(t.Unique, ", "), t.Name))
+		fixes = append(fixes, fmt.Sprintf("CREATE UNIQUE INDEX %s_unique ON %s (%s);", t.Name, t.Name, strings.Join(t.Unique, ", ")))
 	}
-	return out
+	return problems, fixes
+}
+
+// constraints is the column's NOT NULL and DEFAULT as idemgen would have
+// declared them.
+func (c ColumnShape) constraints() string {
+	s := ""
+	if !c.Nullable {
+		s = " NOT NULL"
+	}
+	if c.Default != "" {
+		s += " DEFAULT " + c.Default
+	}
+	return s
+}
+
+// zeroOf is the default a NOT NULL column of type typ is added with to a
+// table that has rows: the zero of the type the job writes (the rows are
+// the service's own; the job sets the column on every row it writes).
+func zeroOf(dialect goose.Dialect, typ string) string {
+	if dialect == goose.DialectPostgres {
+		if z := pgZero(typ); z != "" {
+			return z
+		}
+		return "''"
+	}
+	switch sqliteAffinity(typ) {
+	case "TEXT":
+		return "''"
+	case "BLOB":
+		return "x''"
+	}
+	return "0"
+}
+
+// pgZero is the zero of a PostgreSQL type as a default's literal, or ""
+// for a type it does not know.
+func pgZero(typ string) string {
+	t := strings.ToLower(typ)
+	switch {
+	case t == "text", strings.HasPrefix(t, "character"), t == "bytea":
+		return "''"
+	case t == "integer", t == "bigint", t == "smallint", t == "double precision", t == "real", strings.HasPrefix(t, "numeric"):
+		return "0"
+	case t == "boolean":
+		return "false"
+	case t == "timestamptz", strings.HasPrefix(t, "timestamp"):
+		return "'1970-01-01 00:00:00+00'"
+	case t == "jsonb", t == "json":
+		return "'null'"
+	case t == "uuid":
+		return "'00000000-0000-0000-0000-000000000000'"
+	}
+	return ""
 }
 
 // sameColumnType reports whether a column declared as got stores what

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -17,8 +18,11 @@ type Engine[U any] struct {
 	// engine at once (WithEffectConcurrency).
 	slots chan struct{}
 	// limits are the fleet-wide bounds of the effects that have any
-	// (limits.go), by effect name.
-	limits map[string]*fleetLimit
+	// (limits.go), by effect name; an effect steered by hand (steer.go)
+	// joins them, under limitsMu.
+	limitsMu sync.Mutex
+	limits   map[string]*fleetLimit
+	steer    steerCache
 }
 
 // NewEngine is what every generated job constructor calls. It refuses

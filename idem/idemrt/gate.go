@@ -151,12 +151,23 @@ type GateQuerier interface {
 
 // LiftGate lifts the pause of job's effect, or closes its circuit, by
 // hand (`idemgen ledger lift JOB EFFECT`): calls start again at once, and
-// the circuit counts failures from none. It reports whether the gate was
-// paused, open or counting failures; the provider's last answer is kept.
+// the circuit counts failures from none. The owed rows that gave their
+// claim back at the gate, waiting for its end, are owed again at once
+// too. It reports whether the gate was paused, open or counting failures;
+// the provider's last answer is kept.
 func LiftGate(ctx context.Context, st Store, job, effect string) (bool, error) {
 	var lifted bool
 	err := st.InTx(ctx, func(q Querier) (err error) {
-		lifted, err = q.LiftGate(ctx, job, effect)
+		g, found, err := q.Gate(ctx, job, effect)
+		if err != nil {
+			return err
+		}
+		if lifted, err = q.LiftGate(ctx, job, effect); err != nil || !lifted || !found || g.Until.IsZero() {
+			return err
+		}
+		// A row that met the gate waits until its end as the worker read
+		// it, released a moment later: a little after Until.
+		_, err = q.ReleaseGateWaits(ctx, job, effect, g.Until.Add(-time.Second), g.Until.Add(gateWaitSlack))
 		return err
 	})
 	if err != nil {
@@ -187,6 +198,12 @@ func (e *Engine[U]) gateEvent(ctx context.Context, effect, state string, until t
 // a longer wait gives the claim back, not counted, with the gate's end as
 // the row's next attempt time, so no claim is held through a pause.
 const gatePatience = 250 * time.Millisecond
+
+// gateWaitSlack bounds how long after its gate's end a row that met the
+// gate has its next attempt (the time between the worker's reads of the
+// gate and of the clock at the row's release), for LiftGate to find it.
+// A row whose own backoff ends in that slack goes at the lift too.
+const gateWaitSlack = 5 * time.Second
 
 // probeRecheck is how soon a row that met the probe in flight is tried
 // again: the probe's outcome decides, not its lease.

@@ -24,7 +24,9 @@ import (
 // A call that cannot get its slot or start in the first half of its lease
 // gives its claim back without counting an attempt, as the provider's
 // RetryAfter does: the effect waits (ErrWaiting) and a later run or drain
-// performs it. An effect without limits costs nothing: no row, no query.
+// performs it. An effect without limits has no row and no query of its
+// own; its engine reads the job's steering by hand (steer.go) at most once
+// a second, which may give it limits.
 
 // Rate is N provider calls per period (spec rate: 50/s, 600/m, 1000/h).
 type Rate struct {
@@ -56,21 +58,47 @@ func errNoRoom(what string, wait time.Duration) error {
 	return RetryAfter(wait, fmt.Errorf("%s across workers has no room before the lease ends; called again in %s", what, wait.Round(time.Millisecond)))
 }
 
-// fleetLimit is one effect's limits as an engine keeps them.
+// fleetLimit is one effect's limits as an engine keeps them: the spec's,
+// and the ones it follows now (the spec's with an override set by hand,
+// steer.go).
 type fleetLimit struct {
 	job, effect string
-	rate        Rate
-	concurrency int32
 	circuit     Circuit
-	// local bounds this process's calls that hold or seek a slot: more
-	// than the fleet's slots would only poll.
-	local chan struct{}
-	// rowsMu guards rows: the limits table has this effect's rows. A
-	// failed attempt to add them is tried again by the next call.
-	rowsMu sync.Mutex
-	rows   bool
+	specRate    Rate
+	specConc    int32
+	// mu guards the limits followed now and the rows the table is known to
+	// have, never a round trip.
+	mu  sync.Mutex
+	now limitsNow
+	// rowsRate, rowsGate, rowsSlots: the limits table has the effect's
+	// pacing row, gate row and call slots 0..rowsSlots-1. A failed attempt to add
+	// them is tried again by the next call.
+	rowsRate, rowsGate bool
+	rowsSlots          int32
 	// calls numbers the engine's calls, so each slot holder is distinct.
 	calls atomic.Uint64
+}
+
+// limitsNow is an effect's rate and concurrency as a call follows them.
+type limitsNow struct {
+	rate        Rate
+	concurrency int32
+	// local bounds this process's calls that hold or seek a slot: more
+	// than the fleet's slots would only poll. A change of concurrency
+	// makes a new one; a call gives its place back to the one it took.
+	local chan struct{}
+}
+
+func newFleetLimit(job, effect string, rate Rate, concurrency int32, circuit Circuit) *fleetLimit {
+	if rate.N <= 0 || rate.Per <= 0 {
+		rate = Rate{}
+	}
+	l := &fleetLimit{job: job, effect: effect, circuit: circuit, specRate: rate, specConc: max(concurrency, 0)}
+	l.now = limitsNow{rate: l.specRate, concurrency: l.specConc}
+	if l.specConc > 0 {
+		l.now.local = make(chan struct{}, l.specConc)
+	}
+	return l
 }
 
 // newFleetLimits returns the limits of def's effects that have any.
@@ -83,16 +111,38 @@ func newFleetLimits[U any](def *Job[U]) map[string]*fleetLimit {
 		if out == nil {
 			out = map[string]*fleetLimit{}
 		}
-		l := &fleetLimit{job: def.Name, effect: fx.Name, concurrency: fx.Concurrency, circuit: fx.Circuit}
-		if fx.Rate.N > 0 && fx.Rate.Per > 0 {
-			l.rate = fx.Rate
-		}
-		if fx.Concurrency > 0 {
-			l.local = make(chan struct{}, fx.Concurrency)
-		}
-		out[fx.Name] = l
+		out[fx.Name] = newFleetLimit(def.Name, fx.Name, fx.Rate, fx.Concurrency, fx.Circuit)
 	}
 	return out
+}
+
+// follow makes the override o (nil: none) the limits calls follow from
+// now on.
+func (l *fleetLimit) follow(o *LimitOverride) {
+	rate, conc := l.specRate, l.specConc
+	if o != nil && o.Rate.N > 0 && o.Rate.Per > 0 {
+		rate = o.Rate
+	}
+	if o != nil && o.Concurrency > 0 {
+		conc = o.Concurrency
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.now.rate = rate
+	if conc != l.now.concurrency {
+		l.now.concurrency = conc
+		l.now.local = nil
+		if conc > 0 {
+			l.now.local = make(chan struct{}, conc)
+		}
+	}
+}
+
+// current is the limits a call follows.
+func (l *fleetLimit) current() limitsNow {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.now
 }
 
 // admit waits until the effect's limits let key's call start, and returns
@@ -102,22 +152,23 @@ func newFleetLimits[U any](def *Job[U]) map[string]*fleetLimit {
 // of the lease that ends at leaseUntil passes first, or with the gate's
 // "not now".
 func (e *Engine[U]) admit(ctx context.Context, fx Effect[U], key string, leaseUntil time.Time) (free func(), gate gateTicket, err error) {
-	l := e.limits[fx.Name]
-	if l == nil {
-		return func() {}, gate, nil
+	l, err := e.limitOf(ctx, fx)
+	if l == nil || err != nil {
+		return func() {}, gate, err
 	}
+	cur := l.current()
 	q := e.st.Auto()
-	if err := l.ensureRows(ctx, q); err != nil {
+	if err := l.ensureRows(ctx, q, cur); err != nil {
 		return nil, gate, fmt.Errorf("limits of effect %q: %w", fx.Name, err)
 	}
 	deadline := leaseUntil.Add(-fx.Lease / 2)
 	free = func() {}
-	if l.concurrency > 0 {
-		if free, err = e.takeSlot(ctx, l, q, leaseUntil, deadline); err != nil {
+	if cur.concurrency > 0 {
+		if free, err = e.takeSlot(ctx, l, cur, q, leaseUntil, deadline); err != nil {
 			return nil, gate, err
 		}
 	}
-	if l.rate.N > 0 {
+	if cur.rate.N > 0 {
 		if err := e.takeStart(ctx, l, q, deadline); err != nil {
 			free()
 			return nil, gate, err
@@ -130,45 +181,47 @@ func (e *Engine[U]) admit(ctx context.Context, fx Effect[U], key string, leaseUn
 	return free, gate, nil
 }
 
-// ensureRows adds the effect's rows to the limits table, once per engine.
-// The mutex guards the flag only, never a round trip: callers that meet
-// it unset both add the rows, which adding twice leaves as they are.
-func (l *fleetLimit) ensureRows(ctx context.Context, q Querier) error {
-	l.rowsMu.Lock()
-	done := l.rows
-	l.rowsMu.Unlock()
-	if done {
-		return nil
-	}
-	if l.rate.N > 0 {
+// ensureRows adds the rows the effect's limits cur need to the limits
+// table, once per engine and limits. The mutex guards the flags only,
+// never a round trip: callers that meet them unset both add the rows,
+// which adding twice leaves as they are.
+func (l *fleetLimit) ensureRows(ctx context.Context, q Querier, cur limitsNow) error {
+	l.mu.Lock()
+	needRate, needGate, haveSlots := cur.rate.N > 0 && !l.rowsRate, !l.rowsGate, l.rowsSlots
+	l.mu.Unlock()
+	if needRate {
 		if err := q.EnsureLimitSlot(ctx, l.job, l.effect, -1, time.Unix(0, 0).UTC()); err != nil {
 			return err
 		}
 	}
-	// The gate (slot -2), closed.
-	if err := q.EnsureLimitSlot(ctx, l.job, l.effect, -2, time.Time{}); err != nil {
-		return err
+	if needGate {
+		// The gate (slot -2), closed.
+		if err := q.EnsureLimitSlot(ctx, l.job, l.effect, -2, time.Time{}); err != nil {
+			return err
+		}
 	}
-	for slot := range l.concurrency {
+	for slot := haveSlots; slot < cur.concurrency; slot++ {
 		if err := q.EnsureLimitSlot(ctx, l.job, l.effect, slot, time.Time{}); err != nil {
 			return err
 		}
 	}
-	l.rowsMu.Lock()
-	l.rows = true
-	l.rowsMu.Unlock()
+	l.mu.Lock()
+	l.rowsRate = l.rowsRate || needRate
+	l.rowsGate = true
+	l.rowsSlots = max(l.rowsSlots, cur.concurrency)
+	l.mu.Unlock()
 	return nil
 }
 
 // takeSlot holds one of the effect's call slots until leaseUntil, polling
 // while every one is held.
-func (e *Engine[U]) takeSlot(ctx context.Context, l *fleetLimit, q Querier, leaseUntil, deadline time.Time) (func(), error) {
-	noRoom := errNoRoom(fmt.Sprintf("concurrency %d", l.concurrency), time.Second)
+func (e *Engine[U]) takeSlot(ctx context.Context, l *fleetLimit, cur limitsNow, q Querier, leaseUntil, deadline time.Time) (func(), error) {
+	noRoom := errNoRoom(fmt.Sprintf("concurrency %d", cur.concurrency), time.Second)
 	began := time.Now() // the wait is bounded in real time too, should the lease clock stand still
 	wait := time.NewTimer(leaseUntil.Sub(deadline))
 	defer wait.Stop()
 	select {
-	case l.local <- struct{}{}:
+	case cur.local <- struct{}{}:
 	case <-wait.C:
 		return nil, noRoom
 	case <-ctx.Done():
@@ -179,27 +232,34 @@ func (e *Engine[U]) takeSlot(ctx context.Context, l *fleetLimit, q Querier, leas
 	for {
 		now, err := e.leaseNow(ctx, nil)
 		if err != nil {
-			<-l.local
+			<-cur.local
 			return nil, err
 		}
-		slot, ok, err := q.TakeSlot(ctx, l.job, l.effect, l.concurrency, owner, now, leaseUntil)
+		// A concurrency lowered by hand meanwhile is followed at once; a
+		// raised one from the next call on (its new slots added then).
+		e.followSteering(ctx, l)
+		slots := cur.concurrency
+		if now := l.current().concurrency; now > 0 {
+			slots = min(slots, now)
+		}
+		slot, ok, err := q.TakeSlot(ctx, l.job, l.effect, slots, owner, now, leaseUntil)
 		if err != nil {
-			<-l.local
+			<-cur.local
 			return nil, fmt.Errorf("take a call slot: %w", err)
 		}
 		if ok {
 			return func() {
 				// Freed even when the run was cancelled: the call is over.
 				_ = q.FreeSlot(context.WithoutCancel(ctx), l.job, l.effect, slot, owner)
-				<-l.local
+				<-cur.local
 			}, nil
 		}
 		if !now.Add(poll).Before(deadline) || time.Since(began) > leaseUntil.Sub(deadline) {
-			<-l.local
+			<-cur.local
 			return nil, noRoom
 		}
 		if err := e.pollSlot(ctx, l.effect, time.Since(began), poll, noRoom); err != nil {
-			<-l.local
+			<-cur.local
 			return nil, err
 		}
 		poll = min(2*poll, 250*time.Millisecond)
@@ -207,8 +267,15 @@ func (e *Engine[U]) takeSlot(ctx context.Context, l *fleetLimit, q Querier, leas
 }
 
 // takeStart takes the effect's next call start and waits for it.
+// The rate is read again at each try, so that a call that waits for its
+// start while the rate is changed by hand follows the change.
 func (e *Engine[U]) takeStart(ctx context.Context, l *fleetLimit, q Querier, deadline time.Time) error {
 	for {
+		e.followSteering(ctx, l)
+		rate := l.current().rate
+		if rate.N <= 0 {
+			return nil // the rate set by hand is gone, and the spec has none
+		}
 		now, err := e.leaseNow(ctx, nil)
 		if err != nil {
 			return err
@@ -222,9 +289,9 @@ func (e *Engine[U]) takeStart(ctx context.Context, l *fleetLimit, q Querier, dea
 			start = seen
 		}
 		if start.After(deadline) {
-			return errNoRoom(fmt.Sprintf("rate %d/%s", l.rate.N, l.rate.Per), start.Sub(now))
+			return errNoRoom(fmt.Sprintf("rate %d/%s", rate.N, rate.Per), start.Sub(now))
 		}
-		moved, err := q.MovePace(ctx, l.job, l.effect, seen, start.Add(l.rate.spacing()))
+		moved, err := q.MovePace(ctx, l.job, l.effect, seen, start.Add(rate.spacing()))
 		if err != nil {
 			return fmt.Errorf("take a start under the rate: %w", err)
 		}

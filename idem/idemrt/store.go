@@ -102,6 +102,7 @@ type Querier interface {
 	RecoveryQuerier
 	LimitQuerier
 	GateQuerier
+	SteerQuerier
 }
 
 type ProgressRow struct {

@@ -636,3 +636,54 @@ func (q Querier) LiftGate(ctx context.Context, job, effect string) (bool, error)
 	n, err := q.q.LiftGate(ctx, ledgerdb.LiftGateParams{Job: job, Effect: effect})
 	return n == 1, err
 }
+
+// The queries of steering by hand (idemrt.SteerQuerier).
+
+func (q Querier) SetLimitOverride(ctx context.Context, job, effect string, o idemrt.LimitOverride) error {
+	var per sql.NullString
+	if o.Rate.N > 0 {
+		per = nullText(o.Rate.Per.String())
+	}
+	return q.q.SetLimitOverride(ctx, ledgerdb.SetLimitOverrideParams{Job: job, Effect: effect, SetBy: nullText(o.By), Now: nullTime(o.Since),
+		RateN: int64(o.Rate.N), Concurrency: int64(o.Concurrency), RatePer: per})
+}
+
+func (q Querier) ClearLimitOverride(ctx context.Context, job, effect string) (bool, error) {
+	n, err := q.q.ClearLimitOverride(ctx, ledgerdb.ClearLimitOverrideParams{Job: job, Effect: effect})
+	return n == 1, err
+}
+
+func (q Querier) PauseGateByHand(ctx context.Context, job, effect string, now, until time.Time, by, reason string) error {
+	return q.q.PauseGateByHand(ctx, ledgerdb.PauseGateByHandParams{Job: job, Effect: effect, SetBy: nullText(by), Until: nullTime(until), Now: nullTime(now), Reason: nullText(reason)})
+}
+
+func (q Querier) JobSteering(ctx context.Context, job string) (map[string]idemrt.Steering, error) {
+	rows, err := q.q.ListSteering(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]idemrt.Steering{}
+	for _, r := range rows {
+		s := out[r.Effect]
+		since := idemrt.ValueOr(idemrt.ReadNullTime(r.Since, &err))
+		if r.Slot == idemrt.SteerSlotOverride {
+			o, oerr := idemrt.ReadOverride(int32(r.Failures), r.Reason.String, int32(r.Opens), r.Owner.String, since)
+			if oerr != nil {
+				return nil, oerr
+			}
+			s.Override = &o
+		} else {
+			s.Gate = &idemrt.EffectGate{State: r.Gate.String, Until: idemrt.ValueOr(idemrt.ReadNullTime(r.HeldUntil, &err)), Owner: r.Owner.String,
+				Failures: int32(r.Failures), Opens: int32(r.Opens), Since: since, Reason: r.Reason.String}
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[r.Effect] = s
+	}
+	return out, nil
+}
+
+func (q Querier) ReleaseGateWaits(ctx context.Context, job, effect string, from, to time.Time) (int64, error) {
+	return q.q.ReleaseGateWaits(ctx, ledgerdb.ReleaseGateWaitsParams{Job: job, Effect: effect, WaitFrom: nullTime(from), WaitTo: nullTime(to)})
+}

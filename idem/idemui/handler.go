@@ -3,8 +3,9 @@
 // done and failed per minute, the parked work and any key's history, each
 // effect's pause or open circuit, and, unless it is read-only, puts parked
 // work back (idem.Retry, idem.RetryParked), forgets a key (idem.Forget) or
-// lifts an effect's pause or closes its circuit (idem.LiftGate), the
-// runtime's one implementation of each.
+// lifts an effect's pause or closes its circuit (idem.LiftGate), and
+// steers an effect by hand: its rate and concurrency (idem.SetLimits) or a
+// pause (idem.PauseByHand), the runtime's one implementation of each.
 //
 // A service mounts it under its own path and behind its own
 // authentication:
@@ -48,15 +49,24 @@ const (
 	ActionRetryParked = "retry-parked" // idem.RetryParked: put back every parked effect and unit of a job
 	ActionForget      = "forget"       // idem.Forget: forget a key on purpose
 	ActionLift        = "lift"         // idem.LiftGate: lift an effect's pause or close its circuit
+	ActionLimit       = "limit"        // idem.SetLimits, idem.ResetLimits: an effect's rate and concurrency by hand
+	ActionPause       = "pause"        // idem.PauseByHand: pause an effect fleet-wide
 )
 
 // Action is what a person asks the handler to do, as Options.Authorize
 // sees it before anything is done.
 type Action struct {
-	Kind   string // ActionRetry, ActionRetryParked, ActionForget or ActionLift
+	Kind   string // one of the Action constants
 	Job    string // "" for every job (ActionRetry, ActionForget)
-	Key    string // "" for ActionRetryParked and ActionLift
-	Effect string // the effect whose gate ActionLift lifts; "" otherwise
+	Key    string // "" for ActionRetryParked, ActionLift, ActionLimit and ActionPause
+	Effect string // the effect ActionLift, ActionLimit or ActionPause is about; "" otherwise
+	// ActionLimit: the rate (N/s, N/m, N/h) and concurrency to set ("" and
+	// 0 keep the spec's), or Reset to go back to the spec's.
+	Rate        string
+	Concurrency int
+	Reset       bool
+	// ActionPause: how long the effect stays paused.
+	For time.Duration
 }
 
 // Options configure a handler.
@@ -109,6 +119,7 @@ var templateFS embed.FS
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"stamp":      stamp,
 	"gateState":  gateState,
+	"rateText":   idemops.RateText,
 	"parkedIn":   parkedIn,
 	"ago":        ago,
 	"plural":     plural,
@@ -116,6 +127,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"owedMore":   func(m *idemops.More) bool { return m != nil && m.Owed },
 	"parkedMore": func(m *idemops.More) bool { return m != nil && m.Parked },
 	"doneMore":   func(m *idemops.More) bool { return m != nil && m.Done },
+	"againMore":  func(m *idemops.More) bool { return m != nil && m.Again },
 	"duration":   func(d time.Duration) string { return d.String() },
 	"secs":       func(s idemops.Seconds) string { return time.Duration(s).String() },
 	"deref":      func(s *string) string { return idemrt.ValueOr(s) },
@@ -360,6 +372,7 @@ type confirmation struct {
 	History *history            // ActionRetry, ActionForget
 	Parked  *idemops.Rows       // ActionRetryParked: the first page of what it puts back
 	Gate    *idemops.GateStatus // ActionLift: the pause or open circuit it lifts, read now
+	Steer   *steerForm          // ActionLimit, ActionPause: the effect's limits and gate now, and the form
 	Refusal []string            // why the action will be refused, read now
 }
 
@@ -380,6 +393,8 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 		if err == nil && c.Gate == nil {
 			c.Refusal = append(c.Refusal, fmt.Sprintf("effect %s of job %s is neither paused nor its circuit open now: there is nothing to lift", a.Effect, a.Job))
 		}
+	case ActionLimit, ActionPause:
+		c.Steer, c.Refusal, err = h.steerConfirm(r, a)
 	default:
 		c.History, err = h.readHistory(r, a.Key)
 		if err == nil {
@@ -423,9 +438,10 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	attrs := []any{"action", a.Kind, "job", a.Job, "key", a.Key, "remote", r.RemoteAddr}
-	if a.Kind == ActionLift {
+	if a.Effect != "" {
 		attrs = append(attrs, "effect", a.Effect)
 	}
+	attrs = append(attrs, steerAttrs(a)...)
 	who, err := h.opts.Authorize(r, a)
 	if err != nil {
 		h.log.Warn("idemui: action refused: not authorized", append(attrs, "err", err)...)
@@ -434,7 +450,7 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 	}
 	attrs = append(attrs, "who", who)
 	var changes []idem.Change
-	lifted := false
+	lifted, steered := false, ""
 	switch a.Kind {
 	case ActionRetry:
 		changes, err = h.db.Retry(r.Context(), a.Key, a.Job)
@@ -444,6 +460,8 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 		changes, err = h.db.Reset(r.Context(), a.Key, a.Job, false)
 	case ActionLift:
 		lifted, err = h.db.LiftGate(r.Context(), a.Job, a.Effect)
+	case ActionLimit, ActionPause:
+		steered, err = h.steer(r, a, who)
 	}
 	if err != nil {
 		status := http.StatusInternalServerError
@@ -462,6 +480,8 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case a.Kind == ActionLift && lifted:
 		h.log.Info("idemui: lift: the effect's pause lifted or its circuit closed", attrs...)
+	case steered != "":
+		h.log.Info("idemui: "+a.Kind+": "+steered, attrs...)
 	case len(changes) == 0:
 		h.log.Info("idemui: "+a.Kind+": nothing to change", attrs...)
 	}
@@ -470,23 +490,20 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 		Who     string
 		Changes []idem.Change
 		Lifted  bool
-	}{a, who, changes, lifted})
+		Steered string
+	}{a, who, changes, lifted, steered})
 }
 
 // actionOf reads an action from a query or form.
 func actionOf(v url.Values) (Action, error) {
 	a := Action{Kind: v.Get("action"), Job: v.Get("job"), Key: v.Get("key")}
-	if a.Kind != ActionLift {
-		if a.Kind == ActionRetryParked {
-			a.Key = ""
-		}
-		return a, keyAction(a)
+	switch a.Kind {
+	case ActionLift, ActionLimit, ActionPause:
+		return effectAction(v, a)
+	case ActionRetryParked:
+		a.Key = ""
 	}
-	a.Effect, a.Key = v.Get("effect"), ""
-	if a.Job == "" || a.Effect == "" {
-		return a, errors.New("lift needs a job and an effect")
-	}
-	return a, nil
+	return a, keyAction(a)
 }
 
 // keyAction checks an action on keys or parked work.
@@ -501,7 +518,7 @@ func keyAction(a Action) error {
 			return errors.New("retry-parked needs a job")
 		}
 	default:
-		return fmt.Errorf("unknown action %q: %s, %s, %s or %s", a.Kind, ActionRetry, ActionRetryParked, ActionForget, ActionLift)
+		return fmt.Errorf("unknown action %q: %s", a.Kind, strings.Join([]string{ActionRetry, ActionRetryParked, ActionForget, ActionLift, ActionLimit, ActionPause}, ", "))
 	}
 	return nil
 }

@@ -12,10 +12,8 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemriver"
 	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 )
 
 // Call is one unit of work of the call_job job.
@@ -67,7 +65,9 @@ type CallJobEffects struct {
 	CallProvider CallProvider
 }
 
-// CallJob runs the call_job job (version 1). Call a rate-limited provider once per handed-in unit (the -providers measurement): reserved with ProcessTx, performed by Drain; on River, one River job per unit (the river measurement).
+// CallJob runs the call_job job (version 1). Call a rate-limited provider once per handed-in unit (the
+// -providers measurement): reserved with ProcessTx, performed by Drain; on River, one River job per
+// unit (the river measurement).
 type CallJob struct {
 	e *idemrt.Engine[Call]
 }
@@ -158,71 +158,16 @@ func (j *CallJob) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...Call) (
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
 
-// CallJobArgs is the River job of one handed-in call_job unit, kind "benchjobs.call_job".
-// River keeps it unique by Key, the unit's idempotency key, while it is queued,
-// running or completed.
-type CallJobArgs struct {
-	Key  string `json:"key" river:"unique"`
-	Unit Call   `json:"unit"`
-}
-
-// Kind is the River job kind.
-func (CallJobArgs) Kind() string {
-	return "benchjobs.call_job"
-}
-
-// InsertOpts: queue "benchjobs", unique by key, River's default attempts (the unit has no max_attempts).
-func (CallJobArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{
-		Queue:      "benchjobs",
-		UniqueOpts: river.UniqueOpts{ByArgs: true},
-	}
-}
-
-// InsertTx enqueues one CallJobArgs per unit inside tx, the caller's transaction, so the units
-// are queued exactly when the caller's own rows commit. A copy of a queued, running or
-// completed unit is skipped; a copy with a different payload returns idem.ErrPayloadMismatch;
-// a unit whose key renders empty returns idem.ErrEmptyKey. Nothing is enqueued past an error.
-func (j *CallJob) InsertTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Call) error {
-	return idemriver.InsertTx(ctx, client, tx, j.e, units, func(u Call) CallJobArgs {
-		return CallJobArgs{
-			Key:  u.Key(),
-			Unit: u,
-		}
-	}, func(a CallJobArgs) Call {
-		return a.Unit
-	})
-}
-
-// InsertManyTx enqueues the units as InsertTx does, in one River InsertManyTx statement
-// inside tx. Every key is checked first: an empty key returns idem.ErrEmptyKey, and a key
-// given twice is enqueued once (a copy with another payload returns idem.ErrPayloadMismatch).
-// A unit River already holds is skipped, or refused with idem.ErrPayloadMismatch after the
-// statement: on any error, roll tx back.
-func (j *CallJob) InsertManyTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Call) error {
-	return idemriver.InsertManyTx(ctx, client, tx, j.e, units, func(u Call) CallJobArgs {
-		return CallJobArgs{
-			Key:  u.Key(),
-			Unit: u,
-		}
-	}, func(a CallJobArgs) Call {
-		return a.Unit
-	})
-}
-
-// CallJobDrainArgs is the periodic River job that calls CallJob's Drain, one at a time
-// across workers: the fleet performs the effects a worker that died still owed.
-type CallJobDrainArgs struct{}
-
-// Kind is the River job kind.
-func (CallJobDrainArgs) Kind() string {
-	return "benchjobs.call_job.drain"
-}
-
-// InsertOpts puts it on queue "benchjobs".
-func (CallJobDrainArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: "benchjobs"}
-}
-
 // callJobCrashPoints are the durable boundaries of the call_job job, where the crash tests stop it.
-var callJobCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var callJobCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

@@ -144,4 +144,14 @@ func (j *CopyJob) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // copyJobCrashPoints are the durable boundaries of the copy_job job, where the crash tests stop it.
-var copyJobCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var copyJobCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

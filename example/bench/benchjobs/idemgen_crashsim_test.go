@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -91,14 +92,14 @@ func TestCrashSimCopyJob(t *testing.T) {
 			return NewSQLiteStore(db)
 		}), job)
 	})
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
 	t.Run("postgres", func(t *testing.T) {
-		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+		crashsim.Run(t, crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
-		})
-		if env == nil {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		crashsim.Run(t, env, job)
+		}), job)
 	})
 }
 
@@ -140,10 +141,12 @@ func TestCrashSimFxJob(t *testing.T) {
 		},
 		Name: "fx_job",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[FxRow], error) {
-			j, err := NewFxJob(&Store{st: st}, src.(*crashsim.WindowSource[FxRow]), FxJobEffects{Announce: AnnounceFunc(func(ctx context.Context, key string, unit FxRow) error {
-				_, err := fx.Call(ctx, "announce", key)
-				return err
-			})}, opts...)
+			j, err := NewFxJob(&Store{st: st}, src.(*crashsim.WindowSource[FxRow]), FxJobEffects{
+				Announce: AnnounceFunc(func(ctx context.Context, key string, unit FxRow) error {
+					_, err := fx.Call(ctx, "announce", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[FxRow]{}, err
 			}
@@ -188,14 +191,14 @@ func TestCrashSimFxJob(t *testing.T) {
 			return NewSQLiteStore(db)
 		}), job)
 	})
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
 	t.Run("postgres", func(t *testing.T) {
-		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+		crashsim.Run(t, crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
-		})
-		if env == nil {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		crashsim.Run(t, env, job)
+		}), job)
 	})
 }
 
@@ -237,10 +240,12 @@ func TestCrashSimCallJob(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "call_job",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Call], error) {
-			j, err := NewCallJob(&Store{st: st}, CallJobEffects{CallProvider: CallProviderFunc(func(ctx context.Context, key string, unit Call) error {
-				_, err := fx.Call(ctx, "call_provider", key)
-				return err
-			})}, opts...)
+			j, err := NewCallJob(&Store{st: st}, CallJobEffects{
+				CallProvider: CallProviderFunc(func(ctx context.Context, key string, unit Call) error {
+					_, err := fx.Call(ctx, "call_provider", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Call]{}, err
 			}
@@ -272,14 +277,14 @@ func TestCrashSimCallJob(t *testing.T) {
 			return NewSQLiteStore(db)
 		}), job)
 	})
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
 	t.Run("postgres", func(t *testing.T) {
-		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+		crashsim.Run(t, crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
-		})
-		if env == nil {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		crashsim.Run(t, env, job)
+		}), job)
 	})
 }
 
@@ -288,6 +293,7 @@ func TestCrashSimCallJob(t *testing.T) {
 // scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimOrderConsumer(t *testing.T) {
 	job := &crashsim.Job[Order]{
+		Broker: "nats",
 		Effects: []crashsim.Effect{{
 			KeepResult:  false,
 			Key:         "bench:charge:v{version}:{order_id}",
@@ -335,14 +341,14 @@ func TestCrashSimOrderConsumer(t *testing.T) {
 		Name:       "order_consumer",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Order], error) {
 			j, err := NewOrderConsumer(&Store{st: st}, OrderConsumerEffects{
-				AnnounceOrder: simPublisher{
-					effect: "announce_order",
-					fx:     fx,
-				},
 				Charge: ChargeFunc(func(ctx context.Context, key string, unit Order) error {
 					_, err := fx.Call(ctx, "charge", key)
 					return err
 				}),
+				AnnounceOrder: simPublisher{
+					effect: "announce_order",
+					fx:     fx,
+				},
 			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Order]{}, err
@@ -381,14 +387,14 @@ func TestCrashSimOrderConsumer(t *testing.T) {
 			return NewSQLiteStore(db)
 		}), job)
 	})
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
 	t.Run("postgres", func(t *testing.T) {
-		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+		crashsim.Run(t, crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
-		})
-		if env == nil {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		crashsim.Run(t, env, job)
+		}), job)
 	})
 }
 

@@ -182,4 +182,18 @@ func (j *FxJob) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // fxJobCrashPoints are the durable boundaries of the fx_job job, where the crash tests stop it.
-var fxJobCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var fxJobCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

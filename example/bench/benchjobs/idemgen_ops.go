@@ -32,7 +32,8 @@ func OpsPackage() *idemops.Package {
 			Name:   "fx_job",
 			Source: "watermark",
 		}, {
-			Doc: "Call a rate-limited provider once per handed-in unit (the -providers measurement): reserved with ProcessTx, performed by Drain; on River, one River job per unit (the river measurement).",
+			Doc: "Call a rate-limited provider once per handed-in unit (the -providers measurement): reserved with " +
+				"ProcessTx, performed by Drain; on River, one River job per unit (the river measurement).",
 			Effects: []*idemops.EffectSpec{{
 				Lease:       2 * time.Minute,
 				MaxAttempts: 20,
@@ -44,7 +45,9 @@ func OpsPackage() *idemops.Package {
 			Name:   "call_job",
 			Source: "none",
 		}, {
-			Doc: "Apply orders that arrive from a broker, at least once, charge each once and announce it on NATS (the -only consumers measurement): its generated ConsumeFrom runs over the JetStream, RabbitMQ and Kafka adapters' sources alike.",
+			Doc: "Apply orders that arrive from a broker, at least once, charge each once and announce it on NATS " +
+				"(the -only consumers measurement): its generated ConsumeFrom runs over the JetStream, RabbitMQ and " +
+				"Kafka adapters' sources alike.",
 			Effects: []*idemops.EffectSpec{{
 				Lease:       3 * time.Second,
 				MaxAttempts: 20,

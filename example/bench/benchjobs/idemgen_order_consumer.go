@@ -10,7 +10,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -81,7 +80,9 @@ type OrderConsumerEffects struct {
 	AnnounceOrder idembroker.Publisher
 }
 
-// OrderConsumer runs the order_consumer job (version 1). Apply orders that arrive from a broker, at least once, charge each once and announce it on NATS (the -only consumers measurement): its generated ConsumeFrom runs over the JetStream, RabbitMQ and Kafka adapters' sources alike.
+// OrderConsumer runs the order_consumer job (version 1). Apply orders that arrive from a broker, at
+// least once, charge each once and announce it on NATS (the -only consumers measurement): its
+// generated ConsumeFrom runs over the JetStream, RabbitMQ and Kafka adapters' sources alike.
 type OrderConsumer struct {
 	e *idemrt.Engine[Order]
 }
@@ -245,17 +246,29 @@ func (j *OrderConsumer) ConsumeFrom(ctx context.Context, src idembroker.Source, 
 
 // Consume runs the order_consumer job as a consumer of the JetStream durable
 // consumer "bench_orders" on subject "bench.orders",
-// until ctx ends, as ConsumeFrom does, and then closes its subscription.
+// until ctx ends, as ConsumeFrom does (which closes the subscription when it returns).
 func (j *OrderConsumer) Consume(ctx context.Context, js jetstream.JetStream, opts ...idembroker.Option) error {
 	src, err := idemnats.NewSource(ctx, js, idemnats.SourceConfig{
+		AckWait: 10 * time.Second,
 		Durable: "bench_orders",
 		Subject: "bench.orders",
 	})
 	if err != nil {
 		return fmt.Errorf("job \"order_consumer\": %w", err)
 	}
-	return errors.Join(j.ConsumeFrom(ctx, src, opts...), src.Close())
+	return j.ConsumeFrom(ctx, src, opts...)
 }
 
 // orderConsumerCrashPoints are the durable boundaries of the order_consumer job, where the crash tests stop it.
-var orderConsumerCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var orderConsumerCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

@@ -6,10 +6,11 @@
 package benchjobs
 
 import (
-	"fmt"
+	"context"
 	"time"
 
 	"github.com/idemgen/idemgen/idem/idemriver"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 )
 
@@ -28,25 +29,13 @@ func AddRiverWorkers(workers *river.Workers, jobs RiverJobs, drainEvery time.Dur
 	}
 	var periodic []*river.PeriodicJob
 	if j := jobs.CallJob; j != nil {
-		if err := func() error {
-			w, err := idemriver.UnitWorker(j.e, func(a CallJobArgs) Call {
-				return a.Unit
-			})
-			if err != nil {
-				return err
-			}
-			return river.AddWorkerSafely[CallJobArgs](workers, w)
-		}(); err != nil {
-			return nil, fmt.Errorf("job \"call_job\": %w", err)
+		if err := idemriver.AddUnitWorker(workers, j.e, func(a CallJobArgs) Call {
+			return a.Unit
+		}); err != nil {
+			return nil, err
 		}
-		if err := func() error {
-			w, err := idemriver.PeriodicWorker[Call, CallJobDrainArgs](j.e, j.Drain)
-			if err != nil {
-				return err
-			}
-			return river.AddWorkerSafely[CallJobDrainArgs](workers, w)
-		}(); err != nil {
-			return nil, fmt.Errorf("job \"call_job\": %w", err)
+		if err := idemriver.AddPeriodicWorker[Call, CallJobDrainArgs](workers, j.e, j.Drain); err != nil {
+			return nil, err
 		}
 		periodic = append(periodic, idemriver.Periodic(drainEvery, CallJobDrainArgs{}))
 	}
@@ -57,4 +46,70 @@ func AddRiverWorkers(workers *river.Workers, jobs RiverJobs, drainEvery time.Dur
 // maxWorkers workers.
 func RiverQueues(maxWorkers int) map[string]river.QueueConfig {
 	return map[string]river.QueueConfig{"benchjobs": {MaxWorkers: maxWorkers}}
+}
+
+// CallJobArgs is the River job of one handed-in call_job unit, kind "benchjobs.call_job".
+// River keeps it unique by Key, the unit's idempotency key, while it is queued,
+// running or completed.
+type CallJobArgs struct {
+	Key  string `json:"key" river:"unique"`
+	Unit Call   `json:"unit"`
+}
+
+// Kind is the River job kind.
+func (CallJobArgs) Kind() string {
+	return "benchjobs.call_job"
+}
+
+// InsertOpts: queue "benchjobs", unique by key, River's default attempts (the unit has no max_attempts).
+func (CallJobArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		Queue:      "benchjobs",
+		UniqueOpts: river.UniqueOpts{ByArgs: true},
+	}
+}
+
+// InsertTx enqueues one CallJobArgs per unit inside tx, the caller's transaction, so the units
+// are queued exactly when the caller's own rows commit. A copy of a queued, running or
+// completed unit is skipped; a copy with a different payload returns idem.ErrPayloadMismatch;
+// a unit whose key renders empty returns idem.ErrEmptyKey. Nothing is enqueued past an error.
+func (j *CallJob) InsertTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Call) error {
+	return idemriver.InsertTx(ctx, client, tx, j.e, units, func(u Call) CallJobArgs {
+		return CallJobArgs{
+			Key:  u.Key(),
+			Unit: u,
+		}
+	}, func(a CallJobArgs) Call {
+		return a.Unit
+	})
+}
+
+// InsertManyTx enqueues the units as InsertTx does, in one River InsertManyTx statement
+// inside tx. Every key is checked first: an empty key returns idem.ErrEmptyKey, and a key
+// given twice is enqueued once (a copy with another payload returns idem.ErrPayloadMismatch).
+// A unit River already holds is skipped, or refused with idem.ErrPayloadMismatch after the
+// statement: on any error, roll tx back.
+func (j *CallJob) InsertManyTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Call) error {
+	return idemriver.InsertManyTx(ctx, client, tx, j.e, units, func(u Call) CallJobArgs {
+		return CallJobArgs{
+			Key:  u.Key(),
+			Unit: u,
+		}
+	}, func(a CallJobArgs) Call {
+		return a.Unit
+	})
+}
+
+// CallJobDrainArgs is the periodic River job that calls CallJob's Drain, one at a time
+// across workers: the fleet performs the effects a worker that died still owed.
+type CallJobDrainArgs struct{}
+
+// Kind is the River job kind.
+func (CallJobDrainArgs) Kind() string {
+	return "benchjobs.call_job.drain"
+}
+
+// InsertOpts puts it on queue "benchjobs".
+func (CallJobDrainArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: "benchjobs"}
 }

@@ -7,6 +7,8 @@ package soakpay
 
 import (
 	"context"
+	"database/sql"
+	"os"
 	"testing"
 	"time"
 
@@ -45,10 +47,12 @@ func TestCrashSimPaymentJob(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "payment",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Payment], error) {
-			j, err := NewPaymentJob(&Store{st: st}, PaymentJobEffects{Receipt: ReceiptFunc(func(ctx context.Context, key string, unit Payment) error {
-				_, err := fx.Call(ctx, "receipt", key)
-				return err
-			})}, opts...)
+			j, err := NewPaymentJob(&Store{st: st}, PaymentJobEffects{
+				Receipt: ReceiptFunc(func(ctx context.Context, key string, unit Payment) error {
+					_, err := fx.Call(ctx, "receipt", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Payment]{}, err
 			}
@@ -79,13 +83,18 @@ func TestCrashSimPaymentJob(t *testing.T) {
 		},
 		Version: 1,
 	}
+	t.Run("sqlite", func(t *testing.T) {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
+			return NewSQLiteStore(db)
+		}), job)
+	})
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
 	t.Run("postgres", func(t *testing.T) {
-		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+		crashsim.Run(t, crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
-		})
-		if env == nil {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		crashsim.Run(t, env, job)
+		}), job)
 	})
 }

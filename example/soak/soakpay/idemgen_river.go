@@ -6,10 +6,11 @@
 package soakpay
 
 import (
-	"fmt"
+	"context"
 	"time"
 
 	"github.com/idemgen/idemgen/idem/idemriver"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 )
 
@@ -28,25 +29,13 @@ func AddRiverWorkers(workers *river.Workers, jobs RiverJobs, drainEvery time.Dur
 	}
 	var periodic []*river.PeriodicJob
 	if j := jobs.PaymentJob; j != nil {
-		if err := func() error {
-			w, err := idemriver.UnitWorker(j.e, func(a PaymentJobArgs) Payment {
-				return a.Unit
-			})
-			if err != nil {
-				return err
-			}
-			return river.AddWorkerSafely[PaymentJobArgs](workers, w)
-		}(); err != nil {
-			return nil, fmt.Errorf("job \"payment\": %w", err)
+		if err := idemriver.AddUnitWorker(workers, j.e, func(a PaymentJobArgs) Payment {
+			return a.Unit
+		}); err != nil {
+			return nil, err
 		}
-		if err := func() error {
-			w, err := idemriver.PeriodicWorker[Payment, PaymentJobDrainArgs](j.e, j.Drain)
-			if err != nil {
-				return err
-			}
-			return river.AddWorkerSafely[PaymentJobDrainArgs](workers, w)
-		}(); err != nil {
-			return nil, fmt.Errorf("job \"payment\": %w", err)
+		if err := idemriver.AddPeriodicWorker[Payment, PaymentJobDrainArgs](workers, j.e, j.Drain); err != nil {
+			return nil, err
 		}
 		periodic = append(periodic, idemriver.Periodic(drainEvery, PaymentJobDrainArgs{}))
 	}
@@ -57,4 +46,70 @@ func AddRiverWorkers(workers *river.Workers, jobs RiverJobs, drainEvery time.Dur
 // maxWorkers workers.
 func RiverQueues(maxWorkers int) map[string]river.QueueConfig {
 	return map[string]river.QueueConfig{"soak": {MaxWorkers: maxWorkers}}
+}
+
+// PaymentJobArgs is the River job of one handed-in payment unit, kind "soakpay.payment".
+// River keeps it unique by Key, the unit's idempotency key, while it is queued,
+// running or completed.
+type PaymentJobArgs struct {
+	Key  string  `json:"key" river:"unique"`
+	Unit Payment `json:"unit"`
+}
+
+// Kind is the River job kind.
+func (PaymentJobArgs) Kind() string {
+	return "soakpay.payment"
+}
+
+// InsertOpts: queue "soak", unique by key, River's default attempts (the unit has no max_attempts).
+func (PaymentJobArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		Queue:      "soak",
+		UniqueOpts: river.UniqueOpts{ByArgs: true},
+	}
+}
+
+// InsertTx enqueues one PaymentJobArgs per unit inside tx, the caller's transaction, so the units
+// are queued exactly when the caller's own rows commit. A copy of a queued, running or
+// completed unit is skipped; a copy with a different payload returns idem.ErrPayloadMismatch;
+// a unit whose key renders empty returns idem.ErrEmptyKey. Nothing is enqueued past an error.
+func (j *PaymentJob) InsertTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Payment) error {
+	return idemriver.InsertTx(ctx, client, tx, j.e, units, func(u Payment) PaymentJobArgs {
+		return PaymentJobArgs{
+			Key:  u.Key(),
+			Unit: u,
+		}
+	}, func(a PaymentJobArgs) Payment {
+		return a.Unit
+	})
+}
+
+// InsertManyTx enqueues the units as InsertTx does, in one River InsertManyTx statement
+// inside tx. Every key is checked first: an empty key returns idem.ErrEmptyKey, and a key
+// given twice is enqueued once (a copy with another payload returns idem.ErrPayloadMismatch).
+// A unit River already holds is skipped, or refused with idem.ErrPayloadMismatch after the
+// statement: on any error, roll tx back.
+func (j *PaymentJob) InsertManyTx(ctx context.Context, client *idemriver.Client, tx pgx.Tx, units ...Payment) error {
+	return idemriver.InsertManyTx(ctx, client, tx, j.e, units, func(u Payment) PaymentJobArgs {
+		return PaymentJobArgs{
+			Key:  u.Key(),
+			Unit: u,
+		}
+	}, func(a PaymentJobArgs) Payment {
+		return a.Unit
+	})
+}
+
+// PaymentJobDrainArgs is the periodic River job that calls PaymentJob's Drain, one at a time
+// across workers: the fleet performs the effects a worker that died still owed.
+type PaymentJobDrainArgs struct{}
+
+// Kind is the River job kind.
+func (PaymentJobDrainArgs) Kind() string {
+	return "soakpay.payment.drain"
+}
+
+// InsertOpts puts it on queue "soak".
+func (PaymentJobDrainArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: "soak"}
 }

@@ -95,7 +95,8 @@ type OrderSyncEffects struct {
 	SendReceipt SendReceipt
 }
 
-// OrderSync runs the order_sync job (version 1). Copy orders from the shop's database; charge each new order once and send its receipt once.
+// OrderSync runs the order_sync job (version 1). Copy orders from the shop's database; charge each new
+// order once and send its receipt once.
 type OrderSync struct {
 	e   *idemrt.Engine[Order]
 	src OrderSyncSource
@@ -227,4 +228,18 @@ func (j *OrderSync) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // orderSyncCrashPoints are the durable boundaries of the order_sync job, where the crash tests stop it.
-var orderSyncCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var orderSyncCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

@@ -28,9 +28,9 @@ func adoptedStandIn(f *jen.File, p *model.Package) {
 	if !hasAdopted(p) {
 		return
 	}
-	for _, d := range p.Dialects {
+	for _, d := range sqlgen.Dialects(p) {
 		f.Commentf("%s stands in for the service's migrations of its adopted tables.", adoptedDDLConst(d))
-		f.Const().Id(adoptedDDLConst(d)).Op("=").Lit(string(sqlgen.AdoptedTables(p, d)))
+		f.Const().Id(adoptedDDLConst(d)).Op("=").Add(rawLit(string(sqlgen.AdoptedTables(p, d))))
 	}
 	f.Comment("withAdoptedTables has Migrate create the adopted tables first, as the service's own")
 	f.Comment("migrations would, before it checks them.")

@@ -170,8 +170,11 @@ func brokerConsume(f *jen.File, j *model.Job) {
 		f.ImportName(jetstreamPkg, "jetstream")
 		f.ImportName(idemnatsPkg, "idemnats")
 		client = jen.Id("js").Qual(jetstreamPkg, "JetStream")
-		source = jen.Qual(idemnatsPkg, "NewSource").Call(jen.Id("ctx"), jen.Id("js"), jen.Qual(idemnatsPkg, "SourceConfig").Values(jen.Dict{
-			jen.Id("Subject"): jen.Lit(c.From), jen.Id("Durable"): jen.Lit(c.Group)}))
+		cfg := jen.Dict{jen.Id("Subject"): jen.Lit(c.From), jen.Id("Durable"): jen.Lit(c.Group)}
+		if c.AckWait > 0 {
+			cfg[jen.Id("AckWait")] = durationLit(c.AckWait)
+		}
+		source = jen.Qual(idemnatsPkg, "NewSource").Call(jen.Id("ctx"), jen.Id("js"), jen.Qual(idemnatsPkg, "SourceConfig").Values(cfg))
 		doc = fmt.Sprintf("the JetStream durable\nconsumer %q on subject %q", c.Group, c.From)
 	case model.RabbitMQ:
 		f.ImportAlias(amqpPkg, "amqp")
@@ -190,12 +193,10 @@ func brokerConsume(f *jen.File, j *model.Job) {
 	default:
 		return
 	}
-	docLines(f, fmt.Sprintf("Consume runs the %s job as a consumer of %s,\nuntil ctx ends, as ConsumeFrom does, and then closes its subscription.", j.Name, doc))
+	docLines(f, fmt.Sprintf("Consume runs the %s job as a consumer of %s,\nuntil ctx ends, as ConsumeFrom does (which closes the subscription when it returns).", j.Name, doc))
 	f.Func().Add(recv(j)).Id("Consume").Params(jen.Id("ctx").Add(Context()), client, jen.Id("opts").Op("...").Add(brk("Option"))).Error().Block(
 		jen.List(jen.Id("src"), jen.Err()).Op(":=").Add(source),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(Errorf().Call(jen.Lit(fmt.Sprintf("job %q: %%w", j.Name)), jen.Err()))),
-		jen.Return(jen.Qual("errors", "Join").Call(
-			jen.Id("j").Dot("ConsumeFrom").Call(jen.Id("ctx"), jen.Id("src"), jen.Id("opts").Op("...")),
-			jen.Id("src").Dot("Close").Call())),
+		jen.Return(jen.Id("j").Dot("ConsumeFrom").Call(jen.Id("ctx"), jen.Id("src"), jen.Id("opts").Op("..."))),
 	)
 }

@@ -28,8 +28,7 @@ func JobFile(p *model.Package, j *model.Job) *jen.File {
 	jobType(f, j)
 	jobConstructor(f, j)
 	jobVerbs(f, j)
-	processTxVerbs(f, p, j)
-	riverJob(f, j)
+	processTxVerbs(f, p, j) // a River job's args and InsertTx are in the River file (RiverFile)
 	consumer(f, j)
 	crashPoints(f, j)
 	return f
@@ -404,9 +403,9 @@ func crashPoints(f *jen.File, j *model.Job) {
 		points = append(points, "PointProgressBefore", "PointProgressAfter")
 	}
 	f.Commentf("%sCrashPoints are the durable boundaries of the %s job, where the crash tests stop it.", j.Lower(), j.Name)
-	f.Var().Id(j.Lower() + "CrashPoints").Op("=").Index().Add(rt("CrashPoint")).ValuesFunc(func(g *jen.Group) {
-		for _, p := range points {
-			g.Add(rt(p))
-		}
-	})
+	var items []jen.Code
+	for _, p := range points {
+		items = append(items, rt(p))
+	}
+	f.Var().Id(j.Lower() + "CrashPoints").Op("=").Index().Add(rt("CrashPoint")).Add(multiValues(items...))
 }

@@ -29,7 +29,7 @@ func OpsFile(p *model.Package) *jen.File {
 	for _, j := range p.Jobs {
 		job := jen.Dict{jen.Id("Name"): jen.Lit(j.Name), jen.Id("Source"): jen.Lit(string(j.Source))}
 		if j.Doc != "" {
-			job[jen.Id("Doc")] = jen.Lit(j.Doc)
+			job[jen.Id("Doc")] = textLit(j.Doc)
 		}
 		if j.Unit != nil && j.Unit.MaxAttempts > 0 {
 			job[jen.Id("UnitMaxAttempts")] = jen.Lit(j.Unit.MaxAttempts)

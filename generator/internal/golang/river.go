@@ -21,8 +21,9 @@ func unitArgsName(j *model.Job) string  { return j.GoName + "Args" }
 func runArgsName(j *model.Job) string   { return j.GoName + "RunArgs" }
 func drainArgsName(j *model.Job) string { return j.GoName + "DrainArgs" }
 
-// riverJob emits a River job's args types, the job's InsertTx and
-// InsertManyTx (handed-in units) and nothing else: the workers are the runtime's
+// riverJob emits, into the River file (so that a job's own file imports no
+// River), a River job's args types, the job's InsertTx and InsertManyTx
+// (handed-in units) and nothing else: the workers are the runtime's
 // (idem/idemriver), registered by AddRiverWorkers.
 //
 //	// PaymentWebhookArgs is the River job of one handed-in payment_webhook unit.
@@ -118,7 +119,8 @@ func periodicArgs(f *jen.File, name, kind, queue, doc, doc2 string) {
 		jen.Return(rv("InsertOpts").Values(jen.Dict{jen.Id("Queue"): jen.Lit(queue)})))
 }
 
-// RiverFile emits the package's River registration, when any job has river:.
+// RiverFile emits the package's River registration, when any job has river:,
+// and each such job's River args types and insert verbs (riverJob).
 //
 //	type RiverJobs struct { InvoiceSync *InvoiceSync; PaymentWebhook *PaymentWebhook }
 //	func AddRiverWorkers(workers *river.Workers, jobs RiverJobs, drainEvery time.Duration) ([]*river.PeriodicJob, error)
@@ -153,19 +155,19 @@ func RiverFile(p *model.Package) *jen.File {
 		g.If(jen.Id("drainEvery").Op("<=").Lit(0)).Block(jen.Id("drainEvery").Op("=").Add(irv("DefaultDrainEvery")))
 		g.Var().Id("periodic").Index().Op("*").Add(rv("PeriodicJob"))
 		for _, j := range jobs {
-			add := func(args string, worker *jen.Statement) *jen.Statement {
-				return jen.If(jen.Err().Op(":=").Add(addWorker(args, worker)), jen.Err().Op("!=").Nil()).Block(
-					jen.Return(jen.Nil(), Errorf().Call(jen.Lit(fmt.Sprintf("job %q: %%w", j.Name)), jen.Err())))
+			add := func(worker *jen.Statement) *jen.Statement {
+				return jen.If(jen.Err().Op(":=").Add(worker), jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err()))
 			}
+			e := jen.Id("j").Dot("e")
 			g.If(jen.Id("j").Op(":=").Id("jobs").Dot(j.GoName), jen.Id("j").Op("!=").Nil()).BlockFunc(func(g *jen.Group) {
 				if j.Source == model.SourceNone {
-					g.Add(add(unitArgsName(j), irv("UnitWorker").Call(jen.Id("j").Dot("e"),
+					g.Add(add(irv("AddUnitWorker").Call(jen.Id("workers"), e.Clone(),
 						jen.Func().Params(jen.Id("a").Id(unitArgsName(j))).Id(j.Unit.GoName).Block(jen.Return(jen.Id("a").Dot("Unit"))))))
 				} else {
-					g.Add(add(runArgsName(j), irv("PeriodicWorker").Types(jen.Id(j.Unit.GoName), jen.Id(runArgsName(j))).Call(jen.Id("j").Dot("e"), jen.Id("j").Dot("Run"))))
+					g.Add(add(irv("AddPeriodicWorker").Types(jen.Id(j.Unit.GoName), jen.Id(runArgsName(j))).Call(jen.Id("workers"), e.Clone(), jen.Id("j").Dot("Run"))))
 					g.Id("periodic").Op("=").Append(jen.Id("periodic"), irv("Periodic").Call(durationLit(j.River.Every), jen.Id(runArgsName(j)).Values()))
 				}
-				g.Add(add(drainArgsName(j), irv("PeriodicWorker").Types(jen.Id(j.Unit.GoName), jen.Id(drainArgsName(j))).Call(jen.Id("j").Dot("e"), jen.Id("j").Dot("Drain"))))
+				g.Add(add(irv("AddPeriodicWorker").Types(jen.Id(j.Unit.GoName), jen.Id(drainArgsName(j))).Call(jen.Id("workers"), e.Clone(), jen.Id("j").Dot("Drain"))))
 				g.Id("periodic").Op("=").Append(jen.Id("periodic"), irv("Periodic").Call(jen.Id("drainEvery"), jen.Id(drainArgsName(j)).Values()))
 			})
 		}
@@ -179,17 +181,8 @@ func RiverFile(p *model.Package) *jen.File {
 				d[jen.Lit(q)] = jen.Values(jen.Dict{jen.Id("MaxWorkers"): jen.Id("maxWorkers")})
 			}
 		}))))
+	for _, j := range jobs {
+		riverJob(f, j)
+	}
 	return f
-}
-
-// addWorker is river.AddWorkerSafely(workers, w) for a worker constructor
-// that may fail:
-//
-//	func() error { w, err := idemriver.UnitWorker(...); if err != nil { return err }; return river.AddWorkerSafely(workers, w) }()
-func addWorker(args string, worker *jen.Statement) *jen.Statement {
-	return jen.Func().Params().Error().Block(
-		jen.List(jen.Id("w"), jen.Err()).Op(":=").Add(worker),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
-		jen.Return(rv("AddWorkerSafely").Types(jen.Id(args)).Call(jen.Id("workers"), jen.Id("w"))),
-	).Call()
 }

@@ -141,7 +141,7 @@ func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
 	if sqlgen.HasQueries(p) {
 		querier = jen.Id(querierOf(d).constructor)
 	}
-	sub := jen.List(jen.Id("sub"), jen.Id("err")).Op(":=").Qual("io/fs", "Sub").Call(jen.Id("migrationsFS"), jen.Lit(sqlgen.LayoutOf(d).Migrations))
+	sub := jen.List(jen.Id("sub"), jen.Id("err")).Op(":=").Qual("io/fs", "Sub").Call(jen.Id(migrationsVar(p, d)), jen.Lit(sqlgen.MigrationsOf(p, d)))
 	check := jen.If(jen.Id("err").Op("!=").Nil()).Block(jen.Return(jen.Id("err")))
 	table := jen.Lit(p.Tables.Migrations)
 	migrate := func(db *jen.Statement, dialect string) []jen.Code {
@@ -173,8 +173,15 @@ func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
 		)
 		return
 	}
-	f.Comment("NewSQLiteStore returns a Store over a database/sql SQLite handle (any driver;")
-	f.Comment("the example and tests use github.com/ncruces/go-sqlite3, which is pure Go).")
+	if sqlgen.TestOnly(p, d) {
+		f.Comment("NewSQLiteStore returns a Store over a database/sql SQLite handle, for this package's")
+		f.Commentf("tests only: its dialects are %s, but the generated tests run on an embedded SQLite", dialectList(p))
+		f.Comment("whatever they are. Its file's _test.go name keeps it, and the SQLite runtime, out of")
+		f.Comment("every build but go test's.")
+	} else {
+		f.Comment("NewSQLiteStore returns a Store over a database/sql SQLite handle (any driver;")
+		f.Comment("the example and tests use github.com/ncruces/go-sqlite3, which is pure Go).")
+	}
 	f.Func().Id("NewSQLiteStore").Params(jen.Id("db").Op("*").Add(SQLDB())).Op("*").Id("Store").Block(
 		jen.Return(jen.Id("newStore").Call(
 			jen.Qual(idemSQLite, "NewStore").Call(jen.Id("db"), jen.Id("ledgerTables"), querier),
@@ -183,6 +190,51 @@ func storeConstructor(f *jen.File, p *model.Package, d model.Dialect) {
 			),
 		)),
 	)
+}
+
+// migrationsVar is the embedded file system that holds the migrations of
+// the package's store for d: migrationsFS, or, for a test-only dialect,
+// the test schema that TestStoreFile embeds.
+func migrationsVar(p *model.Package, d model.Dialect) string {
+	if sqlgen.TestOnly(p, d) {
+		return "testSchemaFS"
+	}
+	return "migrationsFS"
+}
+
+// dialectList is the spec's dialects as it writes them: [postgres].
+func dialectList(p *model.Package) string {
+	var ds []string
+	for _, d := range p.Dialects {
+		ds = append(ds, string(d))
+	}
+	return "[" + strings.Join(ds, ", ") + "]"
+}
+
+// TestStoreFile emits the store of a test-only dialect (sqlgen.TestOnly),
+// for the package's _test.go files only: the querier DialectFile emits,
+// the test schema, embedded, and the store's constructor.
+//
+//	//go:embed internal/sqlitedb/schema
+//	var testSchemaFS embed.FS
+//
+//	func NewSQLiteStore(db *sql.DB) *Store { ... }
+func TestStoreFile(p *model.Package, d model.Dialect, importPath string) *jen.File {
+	f := DialectFile(p, d, importPath)
+	if f == nil {
+		f = newFile(p.Name)
+	}
+	f.Anon("embed")
+	f.Commentf("%s holds the schema the package's tests run on %s (%s).", migrationsVar(p, d), dialectName(d), sqlgen.MigrationsOf(p, d))
+	f.Comment("//go:embed " + sqlgen.MigrationsOf(p, d))
+	f.Var().Id(migrationsVar(p, d)).Qual("embed", "FS")
+	storeConstructor(f, p, d)
+	return f
+}
+
+// dialectName is how the docs name d.
+func dialectName(d model.Dialect) string {
+	return map[model.Dialect]string{model.Postgres: "PostgreSQL", model.SQLite: "SQLite"}[d]
 }
 
 func hasAdopted(p *model.Package) bool {
@@ -282,7 +334,7 @@ func DialectFile(p *model.Package, d model.Dialect, importPath string) *jen.File
 	if d == model.Postgres {
 		noRows = "PgNoRows"
 	}
-	f.Commentf("%s runs the package's queries on %s: the ledger's, which the runtime", dq.typ, map[model.Dialect]string{model.Postgres: "PostgreSQL", model.SQLite: "SQLite"}[d])
+	f.Commentf("%s runs the package's queries on %s: the ledger's, which the runtime", dq.typ, dialectName(d))
 	f.Commentf("owns, and the destinations', which sqlc compiled into %s.", sqlgen.LayoutOf(d).Out)
 	f.Type().Id(dq.typ).Struct(
 		jen.Qual(dq.runtime, "Querier"),

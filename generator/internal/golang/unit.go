@@ -117,11 +117,7 @@ func keyExpr(k model.Key, u *jen.Statement) *jen.Statement {
 	if len(parts) == 0 {
 		return jen.Lit("")
 	}
-	s := jen.Add(parts[0])
-	for _, p := range parts[1:] {
-		s = s.Op("+").Add(p)
-	}
-	return s
+	return sumLines(parts)
 }
 
 func escaped(s *jen.Statement, seps string) *jen.Statement {
@@ -191,7 +187,13 @@ func unitCanonical(f *jen.File, j *model.Job) {
 
 func docLines(f *jen.File, doc string) {
 	for _, line := range strings.Split(strings.TrimSpace(doc), "\n") {
-		f.Comment(line)
+		if len(line) <= maxLine {
+			f.Comment(line)
+			continue
+		}
+		for _, l := range wrapText(line, maxLine) {
+			f.Comment(l)
+		}
 	}
 }
 

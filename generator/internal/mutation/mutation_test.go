@@ -93,6 +93,9 @@ const (
 	pgStore     = "idem/idempg/store.go"
 	limitsFile  = "idem/idemrt/limits.go"
 	gateFile    = "idem/idemrt/gate.go"
+	// The broker consumer, and the settlement it follows.
+	consumeFile = "idem/idembroker/consume.go"
+	settleFile  = "idem/idemrt/settle.go"
 	// The River worker's groups.
 	riverGroupFile = "idem/idemriver/group.go"
 	// The ledger's queries, which the runtime owns.
@@ -111,7 +114,10 @@ const (
 	copyTest    = "TestCrashSimCopyJob"
 	callTest    = "TestCrashSimCallJob"
 	ackTest     = "TestCrashSimMessageAckJob"
-	rateTest    = "TestRateHoldsAcrossWorkers" // example/limits_test.go, on real clocks
+	// testdata/golden/brokers: consumers of a broker (the consumer families)
+	consumeTest     = "TestCrashSimSettlePayment"
+	consumeDestTest = "TestCrashSimRefundOrder"
+	rateTest        = "TestRateHoldsAcrossWorkers" // example/limits_test.go, on real clocks
 	// example/river_group_test.go, on a real River
 	riverOutcomesTest = "TestRiverGroupKeepsOutcomesPerJob"
 	riverCrashTest    = "TestRiverGroupCrash"
@@ -131,6 +137,7 @@ var targets = []mutantTarget{
 	{module: "testdata", pkg: "golden/staged", tests: []string{stageTest, pageTest, receiptTest}, mutants: stageMutants},
 	{module: ".", pkg: "example/bench/benchjobs", tests: []string{copyTest, callTest}, mutants: benchMutants},
 	{module: "testdata", pkg: "golden/none_nodest", tests: []string{ackTest}, mutants: ackMutants},
+	{module: "testdata", pkg: "golden/brokers", tests: []string{consumeTest, consumeDestTest}, mutants: consumerMutants},
 	{module: ".", pkg: "example", tests: []string{rateTest, riverOutcomesTest, riverCrashTest, riverWaitTest}, mutants: slices.Concat(rateMutants, riverMutants)},
 	{module: ".", pkg: "example/bench", tests: []string{writeAheadTest}, mutants: writeAheadMutants},
 	{module: "testdata", pkg: "golden/insert_once_ahead", tests: []string{csvTest, signupTest}, mutants: insertOnceAheadMutants},
@@ -239,6 +246,21 @@ var ackMutants = []mutant{
 	{name: "a batch with a new key takes every key as new", test: ackTest, db: "postgres", edits: edit(pgStore,
 		`if err != nil \|\| len\(fresh\) == len\(unitKeys\) \{`, "if err != nil || len(fresh) > 0 {")}, {name: "a key repeated within a batch is written in the same round", test: ackTest, edits: edit(batchFile,
 		`n := seen\[it\.key\]\n`, "n := 0\n")},
+}
+
+// consumerMutants are the broker consumer's classic bugs; the consumer
+// crash families (idem/crashsim/consume.go) must kill each.
+var consumerMutants = []mutant{
+	{name: "messages acknowledged when fetched, before their units commit", test: consumeDestTest, edits: edit(consumeFile,
+		`\tstopKeepAlive := c\.keepAlive\(work, msgs\)\n`, "\tfor _, m := range msgs {\n\t\t_ = m.d.Ack(work)\n\t}\n\tstopKeepAlive := c.keepAlive(work, msgs)\n")},
+	{name: "a message that can never succeed given back instead of settled dead (it loops)", test: consumeTest, edits: edit(consumeFile,
+		`\tcase idemrt\.SettleDead:\n\t\tc\.dead\(ctx, m, ur\.Key, ur\.Err\)`, "\tcase idemrt.SettleDead:\n\t\tc.retry(ctx, m, time.Millisecond)")},
+	{name: "a dead message settled without being parked", test: consumeTest, edits: edit(consumeFile,
+		`if err := c\.e\.ParkMessage\(ctx, key, raw, cause\); err != nil \{`, "if err := error(nil); err != nil && raw.ID == \"\" {")},
+	{name: "no drain: an owed effect acknowledged with its message is never performed", test: consumeTest, edits: edit(consumeFile,
+		`\tstopDrain := c\.startDrain\(ctx\)\n`, "\tstopDrain := func() {}\n")},
+	{name: "a unit that can never succeed (a mismatch, parked) acknowledged as applied", test: consumeDestTest, edits: edit(settleFile,
+		`\t\treturn SettleDead\n`, "\t\treturn SettleDone\n")},
 }
 
 var cursorMutants = []mutant{
@@ -566,7 +588,8 @@ var exampleMutants = []mutant{
 // from the seeded concurrent schedules.
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
-	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate", "held", "held-record", "pause", "circuit"}
+	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate", "held", "held-record", "pause", "circuit",
+	"consume", "consume-crash", "consume-ackloss", "consume-reorder", "consume-inflight", "consume-takeover"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated

@@ -27,7 +27,41 @@ func LayoutOf(d model.Dialect) Layout {
 	}
 }
 
-// SQLCConfig is sqlc.yaml for the package's dialects. Names follow
+// TestSchemaDir is where a package whose dialects lack sqlite keeps the
+// SQLite schema its tests run on: the whole schema in one goose migration,
+// rewritten at every generate (a test database is always new, so it needs
+// no history), beside the sqlc code compiled against it. Only _test.go
+// files use either, so no build of the package links them.
+const TestSchemaDir = "internal/sqlitedb/schema"
+
+// TestOnly reports whether the package has SQL for dialect d for its tests
+// only: generated tests always run on an embedded SQLite, whatever the
+// spec's dialects, so a package without sqlite among them gets a SQLite
+// store in its _test.go files.
+func TestOnly(p *model.Package, d model.Dialect) bool {
+	return d == model.SQLite && !p.Has(model.SQLite)
+}
+
+// Dialects are the dialects the package has SQL for: its own, then SQLite
+// for its tests when they lack it (TestOnly).
+func Dialects(p *model.Package) []model.Dialect {
+	if p.Has(model.SQLite) {
+		return p.Dialects
+	}
+	return append(slices.Clip(p.Dialects), model.SQLite)
+}
+
+// MigrationsOf is the directory of the migrations the package's store for
+// d applies, and sqlc compiles d's queries against: the dialect's
+// migrations, or TestSchemaDir for a test-only dialect.
+func MigrationsOf(p *model.Package, d model.Dialect) string {
+	if TestOnly(p, d) {
+		return TestSchemaDir
+	}
+	return LayoutOf(d).Migrations
+}
+
+// SQLCConfig is sqlc.yaml for the package's dialects (Dialects). Names follow
 // model.GoName (initialisms included) so Go code can predict sqlc's fields.
 // A package whose jobs have no destination has no queries of its own, and
 // no sqlc configuration.
@@ -37,9 +71,9 @@ func SQLCConfig(p *model.Package) []byte {
 	}
 	var b strings.Builder
 	b.WriteString("version: \"2\"\nsql:\n")
-	for _, d := range p.Dialects {
+	for _, d := range Dialects(p) {
 		l := LayoutOf(d)
-		writeSQLCGo(&b, d, l.Migrations, l.Queries, l.Out, l.GoPackage)
+		writeSQLCGo(&b, d, MigrationsOf(p, d), l.Queries, l.Out, l.GoPackage)
 		if d == model.SQLite {
 			writeSQLiteOverrides(&b, p)
 		}

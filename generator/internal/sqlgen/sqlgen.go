@@ -193,6 +193,15 @@ func InitialMigration(p *model.Package, d model.Dialect) []byte {
 	return initialMigration(SchemaOf(p, d))
 }
 
+// TestSchema is the one migration of a test-only dialect's schema
+// (TestOnly, TestSchemaDir): every table the package needs, as the spec
+// wants it now.
+func TestSchema(p *model.Package, d model.Dialect) []byte {
+	m := initialPlan(SchemaOf(p, d))
+	m.TestOnly = true
+	return render("migration.sql.tmpl", m)
+}
+
 // AdoptedTables is the CREATE TABLE IF NOT EXISTS of each destination the
 // service's own migrations own (destination adopt: true), or nil when there
 // is none: the shape idemgen needs and checks at Migrate, handed to sqlc as
@@ -240,9 +249,18 @@ type migration struct {
 	// NoTransaction has goose run the migration outside a transaction,
 	// statement by statement: what CREATE INDEX CONCURRENTLY needs.
 	NoTransaction bool
+	// TestOnly marks a test-only schema (TestSchema), which is rewritten
+	// rather than appended to.
+	TestOnly bool
 }
 
 func initialMigration(s Schema) []byte {
+	return render("migration.sql.tmpl", initialPlan(s))
+}
+
+// initialPlan creates every table of s but the adopted ones, which the
+// service's own migrations create.
+func initialPlan(s Schema) migration {
 	var m migration
 	var drops []string
 	for _, t := range s.Tables {
@@ -254,7 +272,7 @@ func initialMigration(s Schema) []byte {
 	}
 	slices.Reverse(drops)
 	m.Down = []string{strings.Join(drops, "\n")}
-	return render("migration.sql.tmpl", m)
+	return m
 }
 
 // Queries is the sqlc query file for a dialect: the queries of the jobs'

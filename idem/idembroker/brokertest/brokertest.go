@@ -91,7 +91,7 @@ func (p *Provider) Counts(key string) (calls, applied int) {
 	return p.calls[key], p.applied[key]
 }
 
-// appliedOnce fails t unless each key was applied exactly once.
+// AppliedOnce fails t unless each key was applied exactly once.
 func (p *Provider) AppliedOnce(t *testing.T, keys ...string) {
 	t.Helper()
 	for _, k := range keys {
@@ -152,7 +152,7 @@ const JobName = "orders"
 
 var ErrBroken = errors.New("violates check constraint orders_amount")
 
-// newEngine is the orders job over st: handed-in units keyed by id,
+// NewEngine is the orders job over st: handed-in units keyed by id,
 // parked after 3 failed writes, and one charge effect on p with lease.
 func NewEngine(t *testing.T, st idemrt.Store, p *Provider, lease time.Duration, opts ...idem.Option) *idemrt.Engine[Order] {
 	t.Helper()

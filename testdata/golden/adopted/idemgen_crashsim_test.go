@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -54,10 +55,12 @@ func TestCrashSimSignupSync(t *testing.T) {
 		},
 		Name: "signup_sync",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Signup], error) {
-			j, err := NewSignupSync(&Store{st: st}, src.(*crashsim.WindowSource[Signup]), SignupSyncEffects{Welcome: WelcomeFunc(func(ctx context.Context, key string, unit Signup) error {
-				_, err := fx.Call(ctx, "welcome", key)
-				return err
-			})}, opts...)
+			j, err := NewSignupSync(&Store{st: st}, src.(*crashsim.WindowSource[Signup]), SignupSyncEffects{
+				Welcome: WelcomeFunc(func(ctx context.Context, key string, unit Signup) error {
+					_, err := fx.Call(ctx, "welcome", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Signup]{}, err
 			}
@@ -107,25 +110,45 @@ func TestCrashSimSignupSync(t *testing.T) {
 			})
 		}), job)
 	})
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
 	t.Run("postgres", func(t *testing.T) {
-		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+		crashsim.Run(t, crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return withAdoptedTables(NewPostgresStore(pool), func(ctx context.Context) error {
 				_, err := pool.Exec(ctx, adoptedPostgresDDL)
 				return err
 			})
-		})
-		if env == nil {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		crashsim.Run(t, env, job)
+		}), job)
 	})
 }
 
 // adoptedPostgresDDL stands in for the service's migrations of its adopted tables.
-const adoptedPostgresDDL = "CREATE TABLE IF NOT EXISTS signups (\n    email text NOT NULL,\n    locale text,\n    signed_up_at timestamptz NOT NULL,\n    idemgen_key text NOT NULL,\n    idemgen_job_version integer NOT NULL,\n    idemgen_rev bigint NOT NULL DEFAULT 1,\n    idemgen_write text NOT NULL DEFAULT 'inserted',\n    CONSTRAINT signups_unique UNIQUE (email)\n);\n"
+const adoptedPostgresDDL = `CREATE TABLE IF NOT EXISTS signups (
+    email text NOT NULL,
+    locale text,
+    signed_up_at timestamptz NOT NULL,
+    idemgen_key text NOT NULL,
+    idemgen_job_version integer NOT NULL,
+    idemgen_rev bigint NOT NULL DEFAULT 1,
+    idemgen_write text NOT NULL DEFAULT 'inserted',
+    CONSTRAINT signups_unique UNIQUE (email)
+);
+`
 
 // adoptedSQLiteDDL stands in for the service's migrations of its adopted tables.
-const adoptedSQLiteDDL = "CREATE TABLE IF NOT EXISTS signups (\n    email TEXT NOT NULL,\n    locale TEXT,\n    signed_up_at TEXT NOT NULL,\n    idemgen_key TEXT NOT NULL,\n    idemgen_job_version INTEGER NOT NULL,\n    idemgen_rev INTEGER NOT NULL DEFAULT 1,\n    idemgen_write TEXT NOT NULL DEFAULT 'inserted',\n    CONSTRAINT signups_unique UNIQUE (email)\n);\n"
+const adoptedSQLiteDDL = `CREATE TABLE IF NOT EXISTS signups (
+    email TEXT NOT NULL,
+    locale TEXT,
+    signed_up_at TEXT NOT NULL,
+    idemgen_key TEXT NOT NULL,
+    idemgen_job_version INTEGER NOT NULL,
+    idemgen_rev INTEGER NOT NULL DEFAULT 1,
+    idemgen_write TEXT NOT NULL DEFAULT 'inserted',
+    CONSTRAINT signups_unique UNIQUE (email)
+);
+`
 
 // withAdoptedTables has Migrate create the adopted tables first, as the service's own
 // migrations would, before it checks them.

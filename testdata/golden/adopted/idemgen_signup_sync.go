@@ -72,7 +72,8 @@ type SignupSyncEffects struct {
 	Welcome Welcome
 }
 
-// SignupSync runs the signup_sync job (version 1). Copy sign-ups into a table the service's own migrations created long before idemgen.
+// SignupSync runs the signup_sync job (version 1). Copy sign-ups into a table the service's own
+// migrations created long before idemgen.
 type SignupSync struct {
 	e   *idemrt.Engine[Signup]
 	src SignupSyncSource
@@ -180,4 +181,18 @@ func (j *SignupSync) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // signupSyncCrashPoints are the durable boundaries of the signup_sync job, where the crash tests stop it.
-var signupSyncCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var signupSyncCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

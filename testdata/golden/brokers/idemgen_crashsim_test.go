@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 // scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimSettlePayment(t *testing.T) {
 	job := &crashsim.Job[Payment]{
+		Broker: "nats",
 		Effects: []crashsim.Effect{{
 			KeepResult:  false,
 			Key:         "capture:v{version}:{payment_id}",
@@ -65,16 +67,26 @@ func TestCrashSimSettlePayment(t *testing.T) {
 			Nullable: true,
 			Type:     "float64",
 		}},
-		HasDest:    false,
+		HasDest: false,
+		Headers: map[string]string{
+			"attempt":    "X-Attempt",
+			"captured":   "X-Captured",
+			"event_id":   "Nats-Msg-Id",
+			"fee":        "X-Fee",
+			"settled_at": "X-Settled-At",
+			"trace_id":   "X-Trace-Id",
+		},
 		InsertOnce: false,
 		Key:        "payment:{payment_id}",
 		Lease:      5 * time.Minute,
 		Name:       "settle_payment",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Payment], error) {
-			j, err := NewSettlePayment(&Store{st: st}, SettlePaymentEffects{CapturePayment: CapturePaymentFunc(func(ctx context.Context, key string, unit Payment) error {
-				_, err := fx.Call(ctx, "capture_payment", key)
-				return err
-			})}, opts...)
+			j, err := NewSettlePayment(&Store{st: st}, SettlePaymentEffects{
+				CapturePayment: CapturePaymentFunc(func(ctx context.Context, key string, unit Payment) error {
+					_, err := fx.Call(ctx, "capture_payment", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Payment]{}, err
 			}
@@ -125,14 +137,14 @@ func TestCrashSimSettlePayment(t *testing.T) {
 			return NewSQLiteStore(db)
 		}), job)
 	})
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
 	t.Run("postgres", func(t *testing.T) {
-		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+		crashsim.Run(t, crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
-		})
-		if env == nil {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		crashsim.Run(t, env, job)
+		}), job)
 	})
 }
 
@@ -141,6 +153,7 @@ func TestCrashSimSettlePayment(t *testing.T) {
 // scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimRefundOrder(t *testing.T) {
 	job := &crashsim.Job[Refund]{
+		Broker: "rabbitmq",
 		Effects: []crashsim.Effect{{
 			KeepResult:  false,
 			Key:         "refund-send:{refund_id}",
@@ -168,10 +181,12 @@ func TestCrashSimRefundOrder(t *testing.T) {
 		Lease:      5 * time.Minute,
 		Name:       "refund_order",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Refund], error) {
-			j, err := NewRefundOrder(&Store{st: st}, RefundOrderEffects{SendRefund: SendRefundFunc(func(ctx context.Context, key string, unit Refund) error {
-				_, err := fx.Call(ctx, "send_refund", key)
-				return err
-			})}, opts...)
+			j, err := NewRefundOrder(&Store{st: st}, RefundOrderEffects{
+				SendRefund: SendRefundFunc(func(ctx context.Context, key string, unit Refund) error {
+					_, err := fx.Call(ctx, "send_refund", key)
+					return err
+				}),
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[Refund]{}, err
 			}
@@ -209,14 +224,14 @@ func TestCrashSimRefundOrder(t *testing.T) {
 			return NewSQLiteStore(db)
 		}), job)
 	})
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
 	t.Run("postgres", func(t *testing.T) {
-		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+		crashsim.Run(t, crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
-		})
-		if env == nil {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		crashsim.Run(t, env, job)
+		}), job)
 	})
 }
 
@@ -225,6 +240,7 @@ func TestCrashSimRefundOrder(t *testing.T) {
 // scenario family that proves each one (the harness is idem/crashsim).
 func TestCrashSimOrderEvents(t *testing.T) {
 	job := &crashsim.Job[OrderEvent]{
+		Broker: "kafka",
 		Effects: []crashsim.Effect{{
 			KeepResult:  true,
 			Key:         "announce:{order_id}:{status}",
@@ -248,15 +264,18 @@ func TestCrashSimOrderEvents(t *testing.T) {
 			Type: "time",
 		}},
 		HasDest:    false,
+		Headers:    map[string]string{"status": "order-status"},
 		InsertOnce: false,
 		Key:        "order:{order_id}:{status}",
 		Lease:      5 * time.Minute,
 		Name:       "order_events",
 		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[OrderEvent], error) {
-			j, err := NewOrderEvents(&Store{st: st}, OrderEventsEffects{AnnounceOrder: simPublisher{
-				effect: "announce_order",
-				fx:     fx,
-			}}, opts...)
+			j, err := NewOrderEvents(&Store{st: st}, OrderEventsEffects{
+				AnnounceOrder: simPublisher{
+					effect: "announce_order",
+					fx:     fx,
+				},
+			}, opts...)
 			if err != nil {
 				return crashsim.Verbs[OrderEvent]{}, err
 			}
@@ -290,14 +309,14 @@ func TestCrashSimOrderEvents(t *testing.T) {
 			return NewSQLiteStore(db)
 		}), job)
 	})
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
 	t.Run("postgres", func(t *testing.T) {
-		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+		crashsim.Run(t, crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
-		})
-		if env == nil {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		crashsim.Run(t, env, job)
+		}), job)
 	})
 }
 

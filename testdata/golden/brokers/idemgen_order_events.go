@@ -10,7 +10,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -184,7 +183,7 @@ func (j *OrderEvents) ConsumeFrom(ctx context.Context, src idembroker.Source, op
 // Consume runs the order_events job as a consumer of the Kafka topic
 // "orders.v1" in consumer group "ledger-orders", on a franz-go client made with the
 // options kafka (seed brokers, TLS, ...),
-// until ctx ends, as ConsumeFrom does, and then closes its subscription.
+// until ctx ends, as ConsumeFrom does (which closes the subscription when it returns).
 func (j *OrderEvents) Consume(ctx context.Context, kafka []kgo.Opt, opts ...idembroker.Option) error {
 	src, err := idemkafka.NewSource(ctx, idemkafka.SourceConfig{
 		Group: "ledger-orders",
@@ -193,8 +192,19 @@ func (j *OrderEvents) Consume(ctx context.Context, kafka []kgo.Opt, opts ...idem
 	if err != nil {
 		return fmt.Errorf("job \"order_events\": %w", err)
 	}
-	return errors.Join(j.ConsumeFrom(ctx, src, opts...), src.Close())
+	return j.ConsumeFrom(ctx, src, opts...)
 }
 
 // orderEventsCrashPoints are the durable boundaries of the order_events job, where the crash tests stop it.
-var orderEventsCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var orderEventsCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -205,7 +204,7 @@ func (j *RefundOrder) ConsumeFrom(ctx context.Context, src idembroker.Source, op
 
 // Consume runs the refund_order job as a consumer of the RabbitMQ queue
 // "refunds", as consumer "ledger-refunds", on a channel of conn,
-// until ctx ends, as ConsumeFrom does, and then closes its subscription.
+// until ctx ends, as ConsumeFrom does (which closes the subscription when it returns).
 func (j *RefundOrder) Consume(ctx context.Context, conn *amqp.Connection, opts ...idembroker.Option) error {
 	src, err := idemamqp.NewSource(ctx, conn, idemamqp.SourceConfig{
 		ConsumerTag: "ledger-refunds",
@@ -214,8 +213,19 @@ func (j *RefundOrder) Consume(ctx context.Context, conn *amqp.Connection, opts .
 	if err != nil {
 		return fmt.Errorf("job \"refund_order\": %w", err)
 	}
-	return errors.Join(j.ConsumeFrom(ctx, src, opts...), src.Close())
+	return j.ConsumeFrom(ctx, src, opts...)
 }
 
 // refundOrderCrashPoints are the durable boundaries of the refund_order job, where the crash tests stop it.
-var refundOrderCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var refundOrderCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

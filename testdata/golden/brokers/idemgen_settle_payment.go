@@ -10,7 +10,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -83,7 +82,8 @@ type SettlePaymentEffects struct {
 	CapturePayment CapturePayment
 }
 
-// SettlePayment runs the settle_payment job (version 1). Settle payments announced on JetStream, once each.
+// SettlePayment runs the settle_payment job (version 1). Settle payments announced on JetStream, once
+// each.
 type SettlePayment struct {
 	e *idemrt.Engine[Payment]
 }
@@ -252,17 +252,29 @@ func (j *SettlePayment) ConsumeFrom(ctx context.Context, src idembroker.Source, 
 
 // Consume runs the settle_payment job as a consumer of the JetStream durable
 // consumer "ledgerfeed" on subject "payments.settled",
-// until ctx ends, as ConsumeFrom does, and then closes its subscription.
+// until ctx ends, as ConsumeFrom does (which closes the subscription when it returns).
 func (j *SettlePayment) Consume(ctx context.Context, js jetstream.JetStream, opts ...idembroker.Option) error {
 	src, err := idemnats.NewSource(ctx, js, idemnats.SourceConfig{
+		AckWait: 2 * time.Minute,
 		Durable: "ledgerfeed",
 		Subject: "payments.settled",
 	})
 	if err != nil {
 		return fmt.Errorf("job \"settle_payment\": %w", err)
 	}
-	return errors.Join(j.ConsumeFrom(ctx, src, opts...), src.Close())
+	return j.ConsumeFrom(ctx, src, opts...)
 }
 
 // settlePaymentCrashPoints are the durable boundaries of the settle_payment job, where the crash tests stop it.
-var settlePaymentCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var settlePaymentCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

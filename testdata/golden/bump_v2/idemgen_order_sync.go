@@ -218,4 +218,18 @@ func (j *OrderSync) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // orderSyncCrashPoints are the durable boundaries of the order_sync job, where the crash tests stop it.
-var orderSyncCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var orderSyncCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

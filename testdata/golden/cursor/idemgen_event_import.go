@@ -163,4 +163,18 @@ func (j *EventImport) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // eventImportCrashPoints are the durable boundaries of the event_import job, where the crash tests stop it.
-var eventImportCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var eventImportCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

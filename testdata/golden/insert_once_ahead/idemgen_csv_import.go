@@ -49,7 +49,8 @@ type CsvImportSource interface {
 // CsvImportEffects holds the providers of the csv_import job's effects; all are required.
 type CsvImportEffects struct{}
 
-// CsvImport runs the csv_import job (version 1). Import CSV rows, keyed by file and row, each written once.
+// CsvImport runs the csv_import job (version 1). Import CSV rows, keyed by file and row, each written
+// once.
 type CsvImport struct {
 	e   *idemrt.Engine[CsvRow]
 	src CsvImportSource
@@ -128,4 +129,14 @@ func (j *CsvImport) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // csvImportCrashPoints are the durable boundaries of the csv_import job, where the crash tests stop it.
-var csvImportCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var csvImportCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

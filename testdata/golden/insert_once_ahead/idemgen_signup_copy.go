@@ -50,7 +50,8 @@ type SignupCopySource interface {
 // SignupCopyEffects holds the providers of the signup_copy job's effects; all are required.
 type SignupCopyEffects struct{}
 
-// SignupCopy runs the signup_copy job (version 1). Copy sign-ups by time window; the first version of each stays.
+// SignupCopy runs the signup_copy job (version 1). Copy sign-ups by time window; the first version of
+// each stays.
 type SignupCopy struct {
 	e   *idemrt.Engine[Signup]
 	src SignupCopySource
@@ -144,4 +145,14 @@ func (j *SignupCopy) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // signupCopyCrashPoints are the durable boundaries of the signup_copy job, where the crash tests stop it.
-var signupCopyCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var signupCopyCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

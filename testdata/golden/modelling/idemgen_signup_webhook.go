@@ -42,7 +42,8 @@ func (u SignupEvent) canonical() SignupEvent {
 // SignupWebhookEffects holds the providers of the signup_webhook job's effects; all are required.
 type SignupWebhookEffects struct{}
 
-// SignupWebhook runs the signup_webhook job (version 1). Record each sign-up event the identity provider sends, once per event.
+// SignupWebhook runs the signup_webhook job (version 1). Record each sign-up event the identity
+// provider sends, once per event.
 type SignupWebhook struct {
 	e *idemrt.Engine[SignupEvent]
 }
@@ -130,4 +131,11 @@ func (j *SignupWebhook) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...S
 }
 
 // signupWebhookCrashPoints are the durable boundaries of the signup_webhook job, where the crash tests stop it.
-var signupWebhookCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit}
+var signupWebhookCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+}

@@ -65,7 +65,8 @@ type UserWelcomeEffects struct {
 	Welcome Welcome
 }
 
-// UserWelcome runs the user_welcome job (version 1). Welcome each user once, however many sign-up events name them.
+// UserWelcome runs the user_welcome job (version 1). Welcome each user once, however many sign-up
+// events name them.
 type UserWelcome struct {
 	e *idemrt.Engine[NewUser]
 }
@@ -168,4 +169,15 @@ func (j *UserWelcome) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...New
 }
 
 // userWelcomeCrashPoints are the durable boundaries of the user_welcome job, where the crash tests stop it.
-var userWelcomeCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var userWelcomeCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

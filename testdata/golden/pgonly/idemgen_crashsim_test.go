@@ -7,6 +7,8 @@ package pgonly
 
 import (
 	"context"
+	"database/sql"
+	"os"
 	"testing"
 	"time"
 
@@ -57,13 +59,18 @@ func TestCrashSimDeviceRegister(t *testing.T) {
 		},
 		Version: 1,
 	}
+	t.Run("sqlite", func(t *testing.T) {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
+			return NewSQLiteStore(db)
+		}), job)
+	})
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
 	t.Run("postgres", func(t *testing.T) {
-		env := crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+		crashsim.Run(t, crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
 			return NewPostgresStore(pool)
-		})
-		if env == nil {
-			t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
-		}
-		crashsim.Run(t, env, job)
+		}), job)
 	})
 }

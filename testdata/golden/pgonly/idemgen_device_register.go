@@ -113,4 +113,11 @@ func (j *DeviceRegister) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Devi
 }
 
 // deviceRegisterCrashPoints are the durable boundaries of the device_register job, where the crash tests stop it.
-var deviceRegisterCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit}
+var deviceRegisterCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+}

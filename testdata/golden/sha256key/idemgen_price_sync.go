@@ -69,7 +69,8 @@ func (fn PublishChangeFunc) PublishChange(ctx context.Context, key string, unit 
 
 // PublishChangeKey returns the publish_change effect key for u, "publish:v{version}:{sha256(sku,region)}:{rev}" (version 1).
 func PublishChangeKey(u Price) string {
-	return "publish:v1:" + idemrt.KeySHA256(u.Sku, u.Region) + ":" + idemrt.KeyEscape(idemrt.KeyInt(u.Rev), ":")
+	return "publish:v1:" + idemrt.KeySHA256(u.Sku, u.Region) + ":" +
+		idemrt.KeyEscape(idemrt.KeyInt(u.Rev), ":")
 }
 
 // TouchIndex performs the touch_index effect of the price_sync job. key is the effect's
@@ -220,4 +221,18 @@ func (j *PriceSync) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // priceSyncCrashPoints are the durable boundaries of the price_sync job, where the crash tests stop it.
-var priceSyncCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var priceSyncCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

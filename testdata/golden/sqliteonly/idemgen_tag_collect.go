@@ -125,4 +125,14 @@ func (j *TagCollect) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // tagCollectCrashPoints are the durable boundaries of the tag_collect job, where the crash tests stop it.
-var tagCollectCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var tagCollectCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

@@ -73,7 +73,8 @@ type LedgerImportEffects struct {
 	AnnounceEntry AnnounceEntry
 }
 
-// LedgerImport runs the ledger_import job (version 1). Import ledger entries a window at a time; readers never see half a window.
+// LedgerImport runs the ledger_import job (version 1). Import ledger entries a window at a time;
+// readers never see half a window.
 type LedgerImport struct {
 	e   *idemrt.Engine[Entry]
 	src LedgerImportSource
@@ -183,4 +184,18 @@ func (j *LedgerImport) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // ledgerImportCrashPoints are the durable boundaries of the ledger_import job, where the crash tests stop it.
-var ledgerImportCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var ledgerImportCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

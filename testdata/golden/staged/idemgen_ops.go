@@ -39,7 +39,8 @@ func OpsPackage() *idemops.Package {
 			Name:   "page_import",
 			Source: "cursor",
 		}, {
-			Doc: "Take receipts a caller hands in; each call's batch is published whole, and a receipt sent again with other data is answered as a mismatch without holding back the rest.",
+			Doc: "Take receipts a caller hands in; each call's batch is published whole, and a receipt sent again " +
+				"with other data is answered as a mismatch without holding back the rest.",
 			Effects: []*idemops.EffectSpec{{
 				Lease:       5 * time.Minute,
 				MaxAttempts: 5,

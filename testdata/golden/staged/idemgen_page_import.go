@@ -68,7 +68,8 @@ type PageImportEffects struct {
 	IndexChange IndexChange
 }
 
-// PageImport runs the page_import job (version 1). Import a change feed page by page, each page published whole with its cursor.
+// PageImport runs the page_import job (version 1). Import a change feed page by page, each page
+// published whole with its cursor.
 type PageImport struct {
 	e   *idemrt.Engine[Change]
 	src PageImportSource
@@ -163,4 +164,18 @@ func (j *PageImport) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // pageImportCrashPoints are the durable boundaries of the page_import job, where the crash tests stop it.
-var pageImportCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var pageImportCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

@@ -66,7 +66,9 @@ type ReceiptIntakeEffects struct {
 	FileReceipt FileReceipt
 }
 
-// ReceiptIntake runs the receipt_intake job (version 1). Take receipts a caller hands in; each call's batch is published whole, and a receipt sent again with other data is answered as a mismatch without holding back the rest.
+// ReceiptIntake runs the receipt_intake job (version 1). Take receipts a caller hands in; each call's
+// batch is published whole, and a receipt sent again with other data is answered as a mismatch without
+// holding back the rest.
 type ReceiptIntake struct {
 	e *idemrt.Engine[Receipt]
 }
@@ -168,4 +170,15 @@ func (j *ReceiptIntake) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...R
 }
 
 // receiptIntakeCrashPoints are the durable boundaries of the receipt_intake job, where the crash tests stop it.
-var receiptIntakeCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var receiptIntakeCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

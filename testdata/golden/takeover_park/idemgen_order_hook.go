@@ -91,7 +91,8 @@ type OrderHookJobEffects struct {
 	AuditOrder AuditOrder
 }
 
-// OrderHookJob runs the order_hook job (version 1). Record each order webhook once and notify the shop.
+// OrderHookJob runs the order_hook job (version 1). Record each order webhook once and notify the
+// shop.
 type OrderHookJob struct {
 	e *idemrt.Engine[OrderHook]
 }
@@ -209,4 +210,15 @@ func (j *OrderHookJob) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...Or
 }
 
 // orderHookJobCrashPoints are the durable boundaries of the order_hook job, where the crash tests stop it.
-var orderHookJobCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var orderHookJobCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

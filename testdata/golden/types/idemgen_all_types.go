@@ -72,7 +72,8 @@ type AllTypesSource interface {
 // AllTypesEffects holds the providers of the all_types job's effects; all are required.
 type AllTypesEffects struct{}
 
-// AllTypes runs the all_types job (version 1). Copy records with one column of every type, each also nullable.
+// AllTypes runs the all_types job (version 1). Copy records with one column of every type, each also
+// nullable.
 type AllTypes struct {
 	e   *idemrt.Engine[Record]
 	src AllTypesSource
@@ -165,4 +166,14 @@ func (j *AllTypes) Stale(ctx context.Context, limit int) ([]string, error) {
 }
 
 // allTypesCrashPoints are the durable boundaries of the all_types job, where the crash tests stop it.
-var allTypesCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointProgressBefore, idemrt.PointProgressAfter}
+var allTypesCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointProgressBefore,
+	idemrt.PointProgressAfter,
+}

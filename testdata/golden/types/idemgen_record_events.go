@@ -89,7 +89,8 @@ type RecordEventsEffects struct {
 	Announce Announce
 }
 
-// RecordEvents runs the record_events job (version 1). Record handed-in records of every type once each, and announce each.
+// RecordEvents runs the record_events job (version 1). Record handed-in records of every type once
+// each, and announce each.
 type RecordEvents struct {
 	e *idemrt.Engine[RecordEvent]
 }
@@ -193,4 +194,15 @@ func (j *RecordEvents) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...Re
 }
 
 // recordEventsCrashPoints are the durable boundaries of the record_events job, where the crash tests stop it.
-var recordEventsCrashPoints = []idemrt.CrashPoint{idemrt.PointRunStart, idemrt.PointBatchBegin, idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit, idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectBeforeCall, idemrt.PointEffectAfterCall, idemrt.PointEffectRecorded}
+var recordEventsCrashPoints = []idemrt.CrashPoint{
+	idemrt.PointRunStart,
+	idemrt.PointBatchBegin,
+	idemrt.PointUnitStart,
+	idemrt.PointBatchWritten,
+	idemrt.PointUnitBeforeCommit,
+	idemrt.PointUnitAfterCommit,
+	idemrt.PointEffectClaimed,
+	idemrt.PointEffectBeforeCall,
+	idemrt.PointEffectAfterCall,
+	idemrt.PointEffectRecorded,
+}

@@ -9,10 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/idemgen/idemgen/generator"
 )
@@ -71,7 +71,7 @@ func commands() []command {
 		{"init", "[dir]", "writes a commented starter idemgen.yaml and a generate.go with its\n//go:generate line into dir (default .); never overwrites a file", runInit, false},
 		{"version", "", "prints idemgen's version", runVersion, false},
 		{"status", "-db URL [-f idemgen.yaml] [-json]", statusAbout, runStatus, false},
-		{"ledger", "-db URL [-f idemgen.yaml] list|show|retry|reset|lift [flags] [KEY]", ledgerAbout, runLedger, true},
+		{"ledger", "-db URL [-f idemgen.yaml] list|show|retry|reset|lift|limit|pause [flags] [KEY | JOB EFFECT]", ledgerAbout, runLedger, true},
 		{"ui", "-db URL [-f idemgen.yaml] [-addr 127.0.0.1:8080] [-allow-actions] [-allow-remote] [-redact]", uiAbout, runUI, false},
 	}
 }
@@ -83,7 +83,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if generator.IsSQLCChild() {
 		return generator.SQLCMain(args)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM (a supervisor's stop) ends a verb as an interrupt does, and
+	// with it the children it started (the database child, sqlc, go).
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 	e := Env{Ctx: ctx, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 
@@ -141,6 +143,12 @@ type Options struct {
 	Force     bool   // -force
 	AllParked bool   // -all-parked
 	Errors    bool   // -errors
+	// ledger limit and pause
+	Rate        string        // -rate
+	Concurrency int           // -concurrency
+	Reset       bool          // -reset
+	For         time.Duration // -for
+	By          string        // -by
 	// ui
 	Addr         string          // -addr
 	AllowActions bool            // -allow-actions
@@ -184,6 +192,11 @@ func (c command) flags(out io.Writer, o *Options) *flag.FlagSet {
 		fs.BoolVar(&o.Errors, "errors", false, "list: also show a done row's last error, from an attempt before it was done, marked history")
 		fs.BoolVar(&o.Force, "force", false, "reset: remove the rows; without it reset prints what it would remove and exits 1")
 		fs.BoolVar(&o.AllParked, "all-parked", false, "retry: every parked effect and unit (of -job, or of every job of the spec)")
+		fs.StringVar(&o.Rate, "rate", "", "limit: at most `N/period` provider calls across the fleet (20/s, 600/m, 1000/h)")
+		fs.IntVar(&o.Concurrency, "concurrency", 0, "limit: at most `n` provider calls at once across the fleet")
+		fs.BoolVar(&o.Reset, "reset", false, "limit: go back to the spec's rate and concurrency")
+		fs.DurationVar(&o.For, "for", 0, "pause: how long the effect stays paused (`duration`: 30m, 2h)")
+		fs.StringVar(&o.By, "by", "", "limit, pause: who does it, logged and shown by status (default: $USER)")
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: idemgen %s %s\n\n%s\n", c.name, c.args, indent(c.about))

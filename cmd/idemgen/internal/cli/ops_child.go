@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/idemgen/idemgen/generator"
@@ -83,28 +85,31 @@ func runOpsChild(e Env, verb string, args []string, maxArgs int) int {
 			return ExitUsage
 		}
 	}
+	// The signals that stop this process stop the child too: an
+	// interrupt or a SIGTERM (a supervisor's stop) is passed on as it
+	// came, and the child rolls back and ends, as status and ledger do in
+	// process; if it has not ended 10 s later, it is killed. A parent
+	// killed outright takes the child with it where the system can
+	// (diesWithParent: Linux's parent-death signal).
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, stopSignals...)
+	defer signal.Stop(stop)
 	cmd := exec.Command(exe, append([]string{verb}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.Stdin, e.Stdout, e.Stderr
+	diesWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(e.Stderr, "idemgen %s: %v\n", verb, err)
 		return ExitUsage
 	}
-	// An interrupt of this process reaches the child as one: it rolls
-	// back and ends, as status and ledger do in process. If it has not
-	// ended 10 s later, it is killed.
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var err error
 	select {
 	case err = <-done:
+	case sig := <-stop:
+		err = stopChild(cmd, sig, done)
 	case <-e.Ctx.Done():
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case err = <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			err = <-done
-		}
+		err = stopChild(cmd, os.Interrupt, done)
 	}
 	var exit *exec.ExitError
 	switch {
@@ -115,5 +120,21 @@ func runOpsChild(e Env, verb string, args []string, maxArgs int) int {
 	default:
 		fmt.Fprintf(e.Stderr, "idemgen %s: the database child %s: %v\n", verb, strings.TrimSpace(exe), err)
 		return ExitFail
+	}
+}
+
+// stopSignals are the signals that stop idemgen, and its children with it.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+
+// stopChild passes sig on to the child and waits for it to end, killing it
+// if it has not after 10 s; it returns what Wait did.
+func stopChild(cmd *exec.Cmd, sig os.Signal, done <-chan error) error {
+	_ = cmd.Process.Signal(sig)
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		return <-done
 	}
 }

@@ -71,6 +71,18 @@ and handed-in key records (one per handed-in unit key).
         lifts the effect's pause (its provider's idem.PauseEffect) or
         closes its circuit by hand: calls start again at once, and the
         circuit counts failures from none; status shows either
+  limit [-rate N/period] [-concurrency N] [-by NAME] JOB EFFECT
+  limit -reset JOB EFFECT
+        overrides the spec's rate and concurrency of the effect on every
+        worker sharing the database, with no restart: each follows within
+        about a second. What is not given stays the spec's; -reset goes
+        back to the spec's values. Status shows the override, who set it
+        (-by, default $USER) and since when
+  pause -for DURATION [-by NAME] JOB EFFECT
+        pauses the effect on every worker, as its provider's
+        idem.PauseEffect does: no call starts before DURATION has passed
+        and no waiting row counts an attempt; lift ends it early. Status
+        shows who paused it and until when
 
 An effect that a worker holds under a live lease is never retried or reset
 out from under it. Each retry or reset is one transaction, logged to

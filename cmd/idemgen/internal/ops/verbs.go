@@ -9,6 +9,7 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/user"
 	"slices"
 	"strings"
@@ -27,6 +29,7 @@ import (
 
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/cli"
 	"github.com/idemgen/idemgen/generator"
+	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemops"
 	"github.com/idemgen/idemgen/idem/idemui"
 )
@@ -117,6 +120,9 @@ func printStatus(w io.Writer, st *idemops.Status) {
 			if es.Gate != nil {
 				fmt.Fprintf(w, "    %s\n", idemops.GateText(es.Gate))
 			}
+			if es.Override != nil {
+				fmt.Fprintf(w, "    %s\n", es.Override.Text())
+			}
 		}
 		fmt.Fprintf(w, "  units: failing %d, parked %d, put back for retry %d\n", js.Units.Failing, js.Units.Parked, js.Units.Retry)
 	}
@@ -181,7 +187,12 @@ var ledgerFlags = map[string][]string{
 	"retry": {"job", "all-parked"},
 	"reset": {"job", "force"},
 	"lift":  {},
+	"limit": {"rate", "concurrency", "reset", "by"},
+	"pause": {"for", "by"},
 }
+
+// subcommands names the ledger's subcommands, for usage errors.
+const subcommands = "list, show, retry, reset, lift, limit or pause"
 
 func Ledger(e cli.Env, args []string) int {
 	var o cli.Options
@@ -195,12 +206,12 @@ func Ledger(e cli.Env, args []string) int {
 		return cli.ExitUsage
 	}
 	if len(args) == 0 {
-		return usage("missing subcommand: list, show, retry, reset or lift")
+		return usage("missing subcommand: %s", subcommands)
 	}
 	sub, args := args[0], args[1:]
 	allowed, ok := ledgerFlags[sub]
 	if !ok {
-		return usage("unknown subcommand %q: list, show, retry, reset or lift", sub)
+		return usage("unknown subcommand %q: %s", sub, subcommands)
 	}
 	for name := range o.Set {
 		if name != "db" && name != "f" && !slices.Contains(allowed, name) {
@@ -214,7 +225,15 @@ func Ledger(e cli.Env, args []string) int {
 	switch {
 	case sub == "lift" && len(args) != 2:
 		return usage("lift takes JOB EFFECT: the effect whose pause to lift or circuit to close")
-	case sub == "lift":
+	case (sub == "limit" || sub == "pause") && len(args) != 2:
+		return usage("%s takes JOB EFFECT: the effect whose limits to set", sub)
+	case sub == "limit" && o.Reset == (o.Set["rate"] || o.Set["concurrency"]):
+		return usage("limit takes -rate N/period, -concurrency N or both, or -reset alone")
+	case sub == "limit" && o.Set["concurrency"] && o.Concurrency <= 0:
+		return usage("limit: -concurrency %d: want a positive number of calls at once", o.Concurrency)
+	case sub == "pause" && o.For <= 0:
+		return usage("pause takes -for DURATION, a positive one (30m, 2h)")
+	case sub == "lift" || sub == "limit" || sub == "pause":
 	case !wantKey && len(args) > 0:
 		return usage("%s: unexpected argument %q", sub, args[0])
 	case wantKey && len(args) != 1:
@@ -237,6 +256,10 @@ func Ledger(e cli.Env, args []string) int {
 		return ledgerRetry(e, db, pkg, &o, args)
 	case "lift":
 		return ledgerLift(e, db, args[0], args[1])
+	case "limit":
+		return ledgerLimit(e, db, &o, args[0], args[1])
+	case "pause":
+		return ledgerPause(e, db, &o, args[0], args[1])
 	default:
 		return ledgerReset(e, db, &o, args[0])
 	}
@@ -349,6 +372,7 @@ func ledgerShow(e cli.Env, db *idemops.DB, o *cli.Options, key string) int {
 		field("unit", "%s", r.UnitKey)
 		field("state", "%s", effectStateText(r, now))
 		field("attempts", "%s", attempts(r.Attempts, r.MaxAttempts, " of "))
+		field("calls", "%s", r.ProviderCalls)
 		if r.LeaseOwner != nil || r.LeaseUntil != nil {
 			field("lease", "%s until %s", deref(r.LeaseOwner), timeText(r.LeaseUntil))
 		}
@@ -496,6 +520,69 @@ func ledgerLift(e cli.Env, db *idemops.DB, job, effect string) int {
 	}
 	fmt.Fprintf(e.Stdout, "lifted: effect %s of job %s calls its provider again from the next run or drain\n", effect, job)
 	return cli.ExitOK
+}
+
+// ledgerLimit overrides an effect's rate and concurrency by hand, or
+// puts the spec's back (-reset).
+func ledgerLimit(e cli.Env, db *idemops.DB, o *cli.Options, job, effect string) int {
+	by := whoSteers(o)
+	if o.Reset {
+		had, err := db.ResetLimits(e.Ctx, job, effect, by)
+		if err != nil {
+			return ledgerErr(e, "limit", err)
+		}
+		if !had {
+			fmt.Fprintf(e.Stdout, "effect %s of job %s has no limits set by hand: its limits are the spec's\n", effect, job)
+			return cli.ExitOK
+		}
+		fmt.Fprintf(e.Stdout, "reset: effect %s of job %s follows the spec's limits again (every worker within about a second)\n", effect, job)
+		return cli.ExitOK
+	}
+	var over idem.LimitOverride
+	if o.Rate != "" {
+		rate, err := idemops.ParseRate(o.Rate)
+		if err != nil {
+			fmt.Fprintf(e.Stderr, "idemgen ledger limit: -rate: %v\n", err)
+			return cli.ExitUsage
+		}
+		over.Rate = rate
+	}
+	over.Concurrency, over.By = int32(o.Concurrency), by
+	if err := db.SetLimits(e.Ctx, job, effect, over); err != nil {
+		return ledgerErr(e, "limit", err)
+	}
+	got, err := db.Override(e.Ctx, job, effect)
+	if err != nil || got == nil {
+		return ledgerErr(e, "limit", cmp.Or(err, errors.New("the override is not there after it was set")))
+	}
+	fmt.Fprintf(e.Stdout, "%s; every worker follows within about a second\n", got.Text())
+	return cli.ExitOK
+}
+
+// ledgerPause pauses an effect by hand, fleet-wide.
+func ledgerPause(e cli.Env, db *idemops.DB, o *cli.Options, job, effect string) int {
+	until, err := db.PauseByHand(e.Ctx, job, effect, o.For, whoSteers(o))
+	if err != nil {
+		return ledgerErr(e, "pause", err)
+	}
+	fmt.Fprintf(e.Stdout, "paused: no worker calls effect %s of job %s before %s; 'idemgen ledger lift %s %s' ends it early\n",
+		effect, job, stamp(until), job, effect)
+	return cli.ExitOK
+}
+
+// whoSteers is who limits, pauses or lifts an effect: -by, or the local
+// user ($USER, then the account's name).
+func whoSteers(o *cli.Options) string {
+	if o.By != "" {
+		return o.By
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return "unknown"
 }
 
 func ledgerReset(e cli.Env, db *idemops.DB, o *cli.Options, key string) int {

@@ -352,3 +352,45 @@ WHERE job = @job AND effect = @effect AND slot = -2 AND failures > 0;
 -- idemgen ledger lift). The provider's last answer stays, for history.
 UPDATE idem_limits SET gate = NULL, owner = NULL, held_until = NULL, failures = 0, opens = 0, since = NULL
 WHERE job = @job AND effect = @effect AND slot = -2 AND (gate IS NOT NULL OR failures > 0);
+
+-- name: ReleaseGateWaits :execrows
+-- After a lift by hand: the effect's owed rows that gave their claim back
+-- at the gate wait for its end, their next attempt set to it (read a
+-- moment before the release: between @wait_from and @wait_to). They are owed again
+-- at once; a row backing off on its own keeps its time.
+UPDATE idem_ledger SET next_attempt_at = NULL
+WHERE job = @job AND state = 'pending' AND effect = @effect
+    AND next_attempt_at >= @wait_from AND next_attempt_at <= @wait_to;
+
+-- Steering by hand (idem/idemrt/steer.go): the person on call overrides an
+-- effect's rate and concurrency at run time, fleet-wide, in the effect's
+-- override row (slot -3): gate 'override'; failures holds the rate's calls
+-- and reason its period as Go writes a duration ("1s"), 0 and NULL keeping
+-- the spec's rate; opens holds the concurrency, 0 keeping the spec's;
+-- owner is who set it and since when (the database's clock). A pause by
+-- hand is the gate row (slot -2) paused with its owner set: a provider's
+-- pause (PauseGate) has none.
+
+-- name: SetLimitOverride :exec
+INSERT INTO idem_limits (job, effect, slot, gate, owner, since, failures, opens, reason)
+VALUES (@job, @effect, -3, 'override', @set_by, @now, @rate_n, @concurrency, @rate_per)
+ON CONFLICT (job, effect, slot) DO UPDATE SET gate = 'override', owner = excluded.owner,
+    since = excluded.since, failures = excluded.failures, opens = excluded.opens, reason = excluded.reason;
+
+-- name: ClearLimitOverride :execrows
+DELETE FROM idem_limits WHERE job = @job AND effect = @effect AND slot = -3;
+
+-- name: PauseGateByHand :exec
+-- Pauses the effect until @until whatever its gate held (an open
+-- circuit's count starts again after the pause).
+INSERT INTO idem_limits (job, effect, slot, gate, owner, held_until, since, failures, opens, reason)
+VALUES (@job, @effect, -2, 'paused', @set_by, @until, @now, 0, 0, @reason)
+ON CONFLICT (job, effect, slot) DO UPDATE SET gate = 'paused', owner = excluded.owner,
+    held_until = excluded.held_until, since = excluded.since, failures = 0, opens = 0, reason = excluded.reason;
+
+-- name: ListSteering :many
+-- A job's overrides and gates that hold something, which every worker
+-- re-reads every second or so (slots -3 and -2).
+SELECT effect, slot, gate, held_until, owner, failures, opens, since, reason FROM idem_limits
+WHERE job = @job AND slot IN (-3, -2) AND gate IS NOT NULL
+ORDER BY effect, slot;

@@ -42,6 +42,23 @@ func (q *Queries) ClaimEffect(ctx context.Context, arg ClaimEffectParams) (int64
 	return result.RowsAffected()
 }
 
+const clearLimitOverride = `-- name: ClearLimitOverride :execrows
+DELETE FROM idem_limits WHERE job = ?1 AND effect = ?2 AND slot = -3
+`
+
+type ClearLimitOverrideParams struct {
+	Job    string
+	Effect string
+}
+
+func (q *Queries) ClearLimitOverride(ctx context.Context, arg ClearLimitOverrideParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, clearLimitOverride, arg.Job, arg.Effect)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const clearUnitFailure = `-- name: ClearUnitFailure :execrows
 DELETE FROM idem_parked WHERE job = ?1 AND unit_key = ?2
 `
@@ -524,6 +541,59 @@ func (q *Queries) LiftGate(ctx context.Context, arg LiftGateParams) (int64, erro
 	return result.RowsAffected()
 }
 
+const listSteering = `-- name: ListSteering :many
+SELECT effect, slot, gate, held_until, owner, failures, opens, since, reason FROM idem_limits
+WHERE job = ?1 AND slot IN (-3, -2) AND gate IS NOT NULL
+ORDER BY effect, slot
+`
+
+type ListSteeringRow struct {
+	Effect    string
+	Slot      int64
+	Gate      sql.NullString
+	HeldUntil sql.NullString
+	Owner     sql.NullString
+	Failures  int64
+	Opens     int64
+	Since     sql.NullString
+	Reason    sql.NullString
+}
+
+// A job's overrides and gates that hold something, which every worker
+// re-reads every second or so (slots -3 and -2).
+func (q *Queries) ListSteering(ctx context.Context, job string) ([]ListSteeringRow, error) {
+	rows, err := q.db.QueryContext(ctx, listSteering, job)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListSteeringRow
+	for rows.Next() {
+		var i ListSteeringRow
+		if err := rows.Scan(
+			&i.Effect,
+			&i.Slot,
+			&i.Gate,
+			&i.HeldUntil,
+			&i.Owner,
+			&i.Failures,
+			&i.Opens,
+			&i.Since,
+			&i.Reason,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listUnitFailures = `-- name: ListUnitFailures :many
 SELECT job, unit_key, payload, attempts, last_error, state, mark, job_version, first_failed_at, updated_at
 FROM idem_parked ORDER BY job, unit_key
@@ -906,6 +976,36 @@ func (q *Queries) PauseGate(ctx context.Context, arg PauseGateParams) error {
 	return err
 }
 
+const pauseGateByHand = `-- name: PauseGateByHand :exec
+INSERT INTO idem_limits (job, effect, slot, gate, owner, held_until, since, failures, opens, reason)
+VALUES (?1, ?2, -2, 'paused', ?3, ?4, ?5, 0, 0, ?6)
+ON CONFLICT (job, effect, slot) DO UPDATE SET gate = 'paused', owner = excluded.owner,
+    held_until = excluded.held_until, since = excluded.since, failures = 0, opens = 0, reason = excluded.reason
+`
+
+type PauseGateByHandParams struct {
+	Job    string
+	Effect string
+	SetBy  sql.NullString
+	Until  sql.NullString
+	Now    sql.NullString
+	Reason sql.NullString
+}
+
+// Pauses the effect until @until whatever its gate held (an open
+// circuit's count starts again after the pause).
+func (q *Queries) PauseGateByHand(ctx context.Context, arg PauseGateByHandParams) error {
+	_, err := q.db.ExecContext(ctx, pauseGateByHand,
+		arg.Job,
+		arg.Effect,
+		arg.SetBy,
+		arg.Until,
+		arg.Now,
+		arg.Reason,
+	)
+	return err
+}
+
 const pendingEffects = `-- name: PendingEffects :many
 SELECT effect_key, effect, unit_key, payload FROM idem_ledger
 WHERE job = ?1 AND state = 'pending' AND (lease_until IS NULL OR lease_until < ?2)
@@ -1112,6 +1212,36 @@ func (q *Queries) ReleaseEffect(ctx context.Context, arg ReleaseEffectParams) (R
 	var i ReleaseEffectRow
 	err := row.Scan(&i.State, &i.Attempts)
 	return i, err
+}
+
+const releaseGateWaits = `-- name: ReleaseGateWaits :execrows
+UPDATE idem_ledger SET next_attempt_at = NULL
+WHERE job = ?1 AND state = 'pending' AND effect = ?2
+    AND next_attempt_at >= ?3 AND next_attempt_at <= ?4
+`
+
+type ReleaseGateWaitsParams struct {
+	Job      string
+	Effect   string
+	WaitFrom sql.NullString
+	WaitTo   sql.NullString
+}
+
+// After a lift by hand: the effect's owed rows that gave their claim back
+// at the gate wait for its end, their next attempt set to it (read a
+// moment before the release: between @wait_from and @wait_to). They are owed again
+// at once; a row backing off on its own keeps its time.
+func (q *Queries) ReleaseGateWaits(ctx context.Context, arg ReleaseGateWaitsParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, releaseGateWaits,
+		arg.Job,
+		arg.Effect,
+		arg.WaitFrom,
+		arg.WaitTo,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const reopenGate = `-- name: ReopenGate :execrows
@@ -1439,6 +1569,45 @@ func (q *Queries) SeenHash(ctx context.Context, arg SeenHashParams) ([]byte, err
 	var payload_hash []byte
 	err := row.Scan(&payload_hash)
 	return payload_hash, err
+}
+
+const setLimitOverride = `-- name: SetLimitOverride :exec
+
+INSERT INTO idem_limits (job, effect, slot, gate, owner, since, failures, opens, reason)
+VALUES (?1, ?2, -3, 'override', ?3, ?4, ?5, ?6, ?7)
+ON CONFLICT (job, effect, slot) DO UPDATE SET gate = 'override', owner = excluded.owner,
+    since = excluded.since, failures = excluded.failures, opens = excluded.opens, reason = excluded.reason
+`
+
+type SetLimitOverrideParams struct {
+	Job         string
+	Effect      string
+	SetBy       sql.NullString
+	Now         sql.NullString
+	RateN       int64
+	Concurrency int64
+	RatePer     sql.NullString
+}
+
+// Steering by hand (idem/idemrt/steer.go): the person on call overrides an
+// effect's rate and concurrency at run time, fleet-wide, in the effect's
+// override row (slot -3): gate 'override'; failures holds the rate's calls
+// and reason its period as Go writes a duration ("1s"), 0 and NULL keeping
+// the spec's rate; opens holds the concurrency, 0 keeping the spec's;
+// owner is who set it and since when (the database's clock). A pause by
+// hand is the gate row (slot -2) paused with its owner set: a provider's
+// pause (PauseGate) has none.
+func (q *Queries) SetLimitOverride(ctx context.Context, arg SetLimitOverrideParams) error {
+	_, err := q.db.ExecContext(ctx, setLimitOverride,
+		arg.Job,
+		arg.Effect,
+		arg.SetBy,
+		arg.Now,
+		arg.RateN,
+		arg.Concurrency,
+		arg.RatePer,
+	)
+	return err
 }
 
 const settleUnitFailure = `-- name: SettleUnitFailure :one

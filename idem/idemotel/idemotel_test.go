@@ -1,4 +1,4 @@
-package main
+package idemotel_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemotel"
+	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
 // Both jobs of the package, under one idemotel.Option, through runs with
@@ -28,7 +29,7 @@ import (
 // parked unit: every counter, the histogram's counts, the gauge read from
 // the database and the span tree are checked against what those runs did.
 func TestOpenTelemetry(t *testing.T) {
-	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+	eachDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
 		ctx := context.Background()
 		reader := sdkmetric.NewManualReader()
 		spans := tracetest.NewSpanRecorder()
@@ -39,14 +40,18 @@ func TestOpenTelemetry(t *testing.T) {
 		// and deduped in runs 2 and 3; the database refuses inv-2, which
 		// fails runs 1 and 2 and is parked by run 3 (max_attempts 3).
 		f := newFixture()
-		poisoned(t, f, db)
-		invoices, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
+		db(t, refusePoisonSQLite, refusePoisonPostgres)
+		f.invoice("inv-1", "cus", 100, f.base.Add(-3*time.Minute))
+		f.invoice("inv-2", "poison", 200, f.base.Add(-2*time.Minute))
+		f.invoice("inv-3", "cus", 300, f.base.Add(-time.Minute))
+		invoices, err := billing.NewInvoiceSync(st, f.src, billing.InvoiceSyncEffects{NotifyNewInvoice: mailer{}},
 			idem.WithClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)), otelOpt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for run := 1; run <= 3; run++ {
-			runJob(t, invoices)
+			rep, err := invoices.Run(ctx)
+			checkFailures(t, "run", rep, err, false)
 			f.clk.advance(runGap)
 		}
 
@@ -68,14 +73,18 @@ func TestOpenTelemetry(t *testing.T) {
 			}
 			return []byte("rcpt-" + p.EventID), nil
 		})
-		hook := newHook(t, st, f, provider, otelOpt)
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: provider},
+			idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), otelOpt)
+		if err != nil {
+			t.Fatal(err)
+		}
 		changed := payment(f, "evt_1", 500)
 		changed.AmountCents++
 		for _, p := range []billing.Payment{payment(f, "evt_1", 500), payment(f, "evt_1", 500), changed, payment(f, "evt_2", 700), payment(f, "evt_3", 900)} {
 			rep, err := hook.Process(ctx, p)
 			checkFailures(t, "process "+p.EventID, rep, err, true)
 		}
-		f.clk.advance(time.Minute) // past evt_2's backoff (newHook's leases run on this clock)
+		f.clk.advance(time.Minute) // past evt_2's backoff (the hook's leases run on this clock)
 		rep, err := hook.Drain(ctx)
 		checkFailures(t, "drain", rep, err, false)
 		if rep.EffectsFailed != 1 {
@@ -293,8 +302,69 @@ func renderAttrs(attrs []attribute.KeyValue) string {
 		if !ok || strings.HasPrefix(k, "report.") && a.Value.AsInt64() == 0 {
 			continue
 		}
-		parts = append(parts, k+"="+a.Value.Emit())
+		parts = append(parts, k+"="+a.Value.String())
 	}
 	slices.Sort(parts)
 	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// The provider pauses its whole effect on the first call (idem.PauseEffect):
+// that call's span, and the span of every call that meets the pause, carry
+// the gate's state and end as attributes and an idemgen.gate event with
+// the provider's answer; no call after the first reaches the provider.
+func TestOpenTelemetryGate(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *billing.Store, _ rawDB) {
+		spans := tracetest.NewSpanRecorder()
+		otelOpt := idemotel.Option(sdkmetric.NewMeterProvider(), sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
+		f := newFixture()
+		for i, id := range []string{"inv-1", "inv-2", "inv-3"} {
+			f.invoice(id, "cus", 100, f.base.Add(time.Duration(i)*time.Minute))
+		}
+		f.clk.advance(runGap)
+		calls := 0
+		notify := billing.NotifyNewInvoiceFunc(func(ctx context.Context, key string, inv billing.Invoice) error {
+			calls++
+			return idem.PauseEffect(time.Hour, errors.New("429 the mail account is throttled"))
+		})
+		circuit := idemrt.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
+			j.Effects[0].Circuit = idemrt.Circuit{Failures: 5, CoolDown: time.Minute} // a gate, for the pause
+		})
+		j, err := billing.NewInvoiceSync(st, f.src, billing.InvoiceSyncEffects{NotifyNewInvoice: notify},
+			idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)),
+			idem.WithEffectConcurrency(1), circuit, otelOpt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, _ := j.Run(context.Background())
+		if calls != 1 || rep.EffectsWaiting != 3 || rep.EffectsParked != 0 {
+			t.Fatalf("%s after %d calls; want one call, the three effects waiting", rep, calls)
+		}
+		gated, events := 0, 0
+		for _, s := range spans.Ended() {
+			if attrOf(s.Attributes(), "idemgen.gate.state") != "paused" {
+				continue
+			}
+			gated++
+			if attrOf(s.Attributes(), "idemgen.gate.until") != f.clk.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano) {
+				t.Errorf("span %s: gate until %q, want an hour on", s.Name(), attrOf(s.Attributes(), "idemgen.gate.until"))
+			}
+			for _, e := range s.Events() {
+				if e.Name == "idemgen.gate" && attrOf(e.Attributes, "idemgen.gate.reason") != "" {
+					events++
+				}
+			}
+		}
+		if gated != 3 || events != 3 {
+			t.Errorf("%d call spans carry the pause, %d idemgen.gate events with the answer; want 3 and 3", gated, events)
+		}
+	})
+}
+
+func attrOf(attrs []attribute.KeyValue, key string) string {
+	for _, a := range attrs {
+		if string(a.Key) == key {
+			return a.Value.String()
+		}
+	}
+	return ""
 }

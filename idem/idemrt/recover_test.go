@@ -1,4 +1,4 @@
-package main
+package idemrt_test
 
 import (
 	"context"
