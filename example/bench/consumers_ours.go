@@ -310,7 +310,7 @@ func runSoak(ctx context.Context, d *database, cfg *config, broker, addr string)
 		}
 		run.children++
 		if err := awaitProgress(ctx, sp, c, run.orders); err != nil {
-			c.kill()
+			_ = c.kill() // the error at hand says more
 			return run, fmt.Errorf("consumer %d: %w", run.children, err)
 		}
 		select {
@@ -318,11 +318,11 @@ func runSoak(ctx context.Context, d *database, cfg *config, broker, addr string)
 		case err := <-c.exited:
 			return run, fmt.Errorf("consumer %d exited before its kill: %v\n%s", run.children, err, c.stderr())
 		case <-ctx.Done():
-			c.kill()
+			_ = c.kill() // the error at hand says more
 			return run, fmt.Errorf("consumer %d: %w", run.children, ctx.Err())
 		}
 		if o, err = readOwed(ctx, sp, l, run.msgs, run.orders); err != nil {
-			c.kill()
+			_ = c.kill() // the error at hand says more
 			return run, err
 		}
 		if o.nothing(run.orders) {
@@ -349,7 +349,7 @@ func runSoak(ctx context.Context, d *database, cfg *config, broker, addr string)
 	wait:
 		for {
 			if o, err = readOwed(ctx, sp, l, run.msgs, run.orders); err != nil && ctx.Err() == nil {
-				c.kill()
+				_ = c.kill() // the error at hand says more
 				return run, err
 			}
 			if o.nothing(run.orders) {
@@ -364,7 +364,7 @@ func runSoak(ctx context.Context, d *database, cfg *config, broker, addr string)
 			}
 		}
 		if ctx.Err() != nil {
-			c.kill()
+			_ = c.kill() // the deadline: the line reports what is owed
 			fmt.Fprintf(os.Stderr, "bench: consumers/%s soak: still owed at its deadline; the last consumer's log:\n%s\n", broker, c.stderr())
 		} else if err := c.stop(); err != nil {
 			return run, err
@@ -506,7 +506,7 @@ func startConsumer(ctx context.Context, cfg *config, spec consumerChildSpec) (*c
 	case err := <-c.exited:
 		return nil, fmt.Errorf("a consumer exited before it was ready: %v\n%s", err, c.stderr())
 	case <-time.After(30 * time.Second):
-		c.kill()
+		_ = c.kill() // the error at hand says more
 		return nil, fmt.Errorf("a consumer was not ready within 30 s\n%s", c.stderr())
 	}
 }
@@ -517,7 +517,8 @@ func (c *consumerProc) kill() error {
 		return fmt.Errorf("kill a consumer: %w", err)
 	}
 	select {
-	case <-c.exited:
+	case err := <-c.exited:
+		_ = err // "signal: killed", as it should
 		return nil
 	case <-time.After(10 * time.Second):
 		return errors.New("a killed consumer was still there after 10 s")
@@ -535,7 +536,7 @@ func (c *consumerProc) stop() error {
 		}
 		return nil
 	case <-time.After(45 * time.Second):
-		c.kill()
+		_ = c.kill() // the error at hand says more
 		return fmt.Errorf("a consumer did not stop within 45 s\n%s", c.stderr())
 	}
 }
