@@ -6,6 +6,7 @@
 //	go run ./example/bench -mem                  # also peak memory at 100,000 and 1,000,000 units
 //	go run ./example/bench -db postgres://... -only providers   # effects against a throttling provider (providers.go)
 //	go run ./example/bench -db postgres://... -only river       # River with a no-op worker beside the generated worker (river.go)
+//	go run ./example/bench -db postgres://... -only consumers   # the generated broker consumer: a SIGKILL soak and throughput per broker (consumers.go)
 //	go run ./example/bench -only coldbuild                      # the first go tool idemgen generate of a new module, empty build cache (coldbuild.go)
 //	go run ./example/bench -only crashsim                       # the crash matrices' seconds per job, before and after issue 39 (crashsim.go)
 //
@@ -98,6 +99,20 @@ type config struct {
 	riverN, riverWorkers int
 	riverDeadline        time.Duration
 
+	// The -consumers measurement (consumers.go): the brokers, the soak's
+	// messages and kills, each throughput run's messages, the charge
+	// provider's latency, and the most one run may take.
+	consumers        bool
+	consumerBrokers  []string
+	consumerN        int
+	consumerKills    int
+	consumerRateN    int
+	consumerLatency  time.Duration
+	consumerDeadline time.Duration
+	// consumerChild is the hidden mode of a soak's consumer process: its
+	// consumerChildSpec as JSON (consumers_ours.go).
+	consumerChild string
+
 	// childCopyJob is the hidden mode of the peak-memory runs: run
 	// copy_job over this many units and exit (mem.go).
 	childCopyJob int
@@ -135,7 +150,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.BoolVar(&cfg.historyKeep, "history-keep", false, "leave the -history measurement's filled schema (PostgreSQL) or file (SQLite) in place, for EXPLAIN; it prints its name")
 	fs.BoolVar(&cfg.kills, "kills", false, "-only crashsim: also run the mutation check (IDEMGEN_MUTATION=1, half an hour) and print the planted bugs each tier kills")
 	fs.BoolVar(&cfg.noGen, "no-gen", false, "skip the generation measurement (it builds idemgen and sqlc)")
-	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history,ui,river,coldbuild; crashsim runs alone); the ratios need all")
+	only := fs.String("only", "", "run only these measurements (comma-separated: copyjob,copy,fxjob,per_row_tx,handset,effects,mem,gen,providers,history,ui,river,consumers,coldbuild; crashsim runs alone); the ratios need all")
 	fs.BoolVar(&cfg.providers, "providers", false, "also measure effects against a provider simulator that serves -provider-rate calls/s and answers 429 above it (PostgreSQL; -only providers runs it alone)")
 	fs.IntVar(&cfg.providerRate, "provider-rate", 200, "R: calls per second the simulated provider serves")
 	fs.IntVar(&cfg.providerClientRate, "provider-client-rate", -1, "the effect's rate in the workers, calls/s across the fleet (-1: R; 0: no rate)")
@@ -152,6 +167,14 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&cfg.riverN, "river-n", 20000, "units of each run of the river measurement")
 	fs.IntVar(&cfg.riverWorkers, "river-workers", 1000, "River workers (MaxWorkers) of the river measurement's queue, both sides (a group of the generated worker holds at most as many jobs as are being worked)")
 	fs.DurationVar(&cfg.riverDeadline, "river-deadline", 10*time.Minute, "the most the river measurement may take")
+	fs.BoolVar(&cfg.consumers, "consumers", false, "also measure the generated broker consumer: a SIGKILL soak and throughput against a hand-written idempotent consumer, per broker (PostgreSQL; -only consumers runs it alone)")
+	brokersFlag := fs.String("consumer-brokers", strings.Join(consumerBrokers, ","), "brokers of the consumers measurement (comma-separated: nats,rabbitmq,kafka; Kafka is an in-process kfake cluster)")
+	fs.IntVar(&cfg.consumerN, "consumer-n", 2000, "messages of each consumers soak (a tenth of them second copies of earlier orders)")
+	fs.IntVar(&cfg.consumerKills, "consumer-kills", 3, "SIGKILLs of the consumer process in each consumers soak")
+	fs.IntVar(&cfg.consumerRateN, "consumer-rate-n", 1000, "messages of each consumers throughput run (ours, hand-written, bare)")
+	fs.DurationVar(&cfg.consumerLatency, "consumer-latency", 5*time.Millisecond, "how long the consumers measurement's charge provider takes over a call it applies")
+	fs.DurationVar(&cfg.consumerDeadline, "consumer-deadline", 90*time.Second, "the most one consumers run (a soak, a throughput run) may take")
+	fs.StringVar(&cfg.consumerChild, consumerChildFlag, "", "internal: a consumers soak's consumer process")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of each measurement to PREFIX.<measurement>.pprof")
 	fs.IntVar(&cfg.childCopyJob, childFlag, 0, "internal: peak-memory child mode")
 	fs.IntVar(&cfg.worker, workerFlag, 0, "internal: provider worker mode")
@@ -169,6 +192,14 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	for f := range strings.SplitSeq(*only, ",") {
 		if f = strings.TrimSpace(f); f != "" {
 			cfg.only = append(cfg.only, f)
+		}
+	}
+	for f := range strings.SplitSeq(*brokersFlag, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			if !slices.Contains(consumerBrokers, f) {
+				return nil, fmt.Errorf("-consumer-brokers: %q is not one of %s", f, strings.Join(consumerBrokers, ", "))
+			}
+			cfg.consumerBrokers = append(cfg.consumerBrokers, f)
 		}
 	}
 	for f := range strings.SplitSeq(*memRows, ",") {
@@ -202,6 +233,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, errors.New("-provider-duration must be longer than -outage (or -throttle)")
 	case cfg.history < 0, cfg.uiRows < 0:
 		return nil, errors.New("-history and -ui must not be negative")
+	case cfg.consumerN < 10, cfg.consumerRateN < 10, cfg.consumerKills < 0, cfg.consumerLatency < 0, cfg.consumerDeadline <= 0:
+		return nil, errors.New("-consumer-n and -consumer-rate-n must be at least 10, -consumer-kills and -consumer-latency not negative, -consumer-deadline positive")
 	case cfg.riverN <= 0, cfg.riverWorkers <= 0, cfg.riverDeadline <= 0:
 		return nil, errors.New("-river-n, -river-workers and -river-deadline must be positive")
 	case cfg.rows <= 0, cfg.batch <= 0, cfg.concurrency <= 0, cfg.effectsN <= 0, cfg.genRuns <= 0, cfg.genJobs <= 0:
@@ -246,6 +279,8 @@ type results struct {
 	ui                                           *uiResult
 	river                                        *riverResult
 	riverSkipped                                 bool // asked for on SQLite
+	consumers                                    *consumersResult
+	consumersSkipped                             bool // asked for on SQLite
 	coldBuild                                    *coldBuild
 }
 
@@ -277,6 +312,9 @@ func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
 	}
 	if cfg.worker > 0 {
 		return nil, providerWorker(ctx, cfg, out)
+	}
+	if cfg.consumerChild != "" {
+		return nil, consumerChild(ctx, cfg, out)
 	}
 	if slices.Equal(cfg.only, []string{"crashsim"}) {
 		return nil, measureCrashSim(ctx, cfg, out) // crashsim.go
@@ -350,6 +388,19 @@ func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
 				return nil
 			}
 			res.river, err = measureRiver(ctx, d, cfg)
+			return err
+		}})
+	}
+	if cfg.consumers || slices.Contains(cfg.only, "consumers") {
+		steps = append(steps, struct {
+			name string
+			fn   func() error
+		}{"consumers", func() (err error) {
+			if !d.postgres() {
+				res.consumersSkipped = true // the consumer processes share one PostgreSQL
+				return nil
+			}
+			res.consumers, err = measureConsumers(ctx, d, cfg)
 			return err
 		}})
 	}
@@ -517,6 +568,11 @@ func (r *results) print(out io.Writer, cfg *config) {
 	} else if r.riverSkipped {
 		fmt.Fprintln(out, "\nriver: skipped: River runs on PostgreSQL (-db)")
 	}
+	if r.consumers != nil {
+		r.consumers.print(out)
+	} else if r.consumersSkipped {
+		fmt.Fprintln(out, "\nconsumers: skipped: the consumer processes share one PostgreSQL (-db)")
+	}
 	if r.coldBuild != nil {
 		r.coldBuild.print(out)
 	}
@@ -542,6 +598,11 @@ func (r *results) print(out io.Writer, cfg *config) {
 		riverRatio = r.river.ratio()
 	}
 	parts = append(parts, "river/bare="+formatRatio(riverRatio))
+	if r.consumers != nil {
+		for _, l := range r.consumers.lines {
+			parts = append(parts, fmt.Sprintf("consumers_%s/handwritten=%s", l.broker, formatRatio(l.ratio())))
+		}
+	}
 	if r.coldBuild != nil {
 		parts = append(parts, fmt.Sprintf("coldbuild_s=%s", formatRatio(r.coldBuild.wall.Seconds())))
 	}

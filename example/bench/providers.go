@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -633,27 +634,34 @@ type httpProvider struct {
 }
 
 func (p *httpProvider) CallProvider(ctx context.Context, key string, u benchjobs.Call) error {
-	body, err := json.Marshal(u)
-	if err != nil {
-		return idem.Permanent(err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
-	if err != nil {
-		return idem.Permanent(err)
-	}
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return err // the network: a failed attempt, tried again after the backoff with the same key
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-	err = providerError(resp.StatusCode, resp.Header, msg)
-	if wait, ok := retryAfter(resp.Header); ok && p.pause && errors.Is(err, idem.ErrRetryAfter) {
+	h, err := postIdempotent(ctx, p.client, p.url, key, u)
+	if wait, ok := retryAfter(h); ok && p.pause && errors.Is(err, idem.ErrRetryAfter) {
 		return idem.PauseEffect(wait, errors.Unwrap(err))
 	}
 	return err
+}
+
+// postIdempotent posts u as JSON to url with key as its Idempotency-Key
+// and maps the answer (providerError); it returns the answer's headers
+// (nil when none came).
+func postIdempotent(ctx context.Context, client *http.Client, url, key string, u any) (http.Header, error) {
+	body, err := json.Marshal(u)
+	if err != nil {
+		return nil, idem.Permanent(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, idem.Permanent(err)
+	}
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err // the network: a failed attempt, tried again after the backoff with the same key
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	return resp.Header, providerError(resp.StatusCode, resp.Header, msg)
 }
 
 // providerError maps an HTTP answer, Stripe-style:
@@ -726,6 +734,7 @@ type simulator struct {
 	appliedAt []int
 	inFlight  map[string]bool
 	applied   map[string]int // applied calls per idempotency key
+	keyCalls  map[string]int // calls per idempotency key, answered or not
 	c         simCounts
 }
 
@@ -742,7 +751,7 @@ type simCounts struct {
 
 func newSimulator(rate float64, burst int, latency time.Duration) *simulator {
 	return &simulator{rate: rate, burst: float64(burst), tokens: float64(burst), last: time.Now(), latency: latency,
-		inFlight: map[string]bool{}, applied: map[string]int{}}
+		inFlight: map[string]bool{}, applied: map[string]int{}, keyCalls: map[string]int{}}
 }
 
 // serve listens on a loopback port; stop shuts the server down.
@@ -836,6 +845,13 @@ func (s *simulator) appliedCounts() map[string]int {
 	return out
 }
 
+// callCounts is the calls per idempotency key, answered or not.
+func (s *simulator) callCounts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.keyCalls)
+}
+
 // take takes a token at now, or says how long until one is there.
 func (s *simulator) take(now time.Time) time.Duration {
 	s.tokens = min(s.burst, s.tokens+now.Sub(s.last).Seconds()*s.rate)
@@ -853,6 +869,7 @@ func (s *simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	s.mu.Lock()
 	s.c.calls++
+	s.keyCalls[key]++
 	switch {
 	case key == "" || r.Method != http.MethodPost:
 		s.c.bad++

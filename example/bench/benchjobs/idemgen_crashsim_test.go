@@ -287,3 +287,125 @@ func TestCrashSimCallJob(t *testing.T) {
 		}), job)
 	})
 }
+
+// TestCrashSimOrderConsumer crashes the order_consumer job at every durable boundary, restarts it and checks
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
+func TestCrashSimOrderConsumer(t *testing.T) {
+	job := &crashsim.Job[Order]{
+		Broker: "nats",
+		Effects: []crashsim.Effect{{
+			KeepResult:  false,
+			Key:         "bench:charge:v{version}:{order_id}",
+			Lease:       3 * time.Second,
+			MaxAttempts: 20,
+			Name:        "charge",
+			Retention:   720 * time.Hour,
+			Retry: idemrt.Backoff{
+				Initial: 200 * time.Millisecond,
+				Max:     2 * time.Second,
+			},
+			Timeout: 2 * time.Second,
+			Version: 1,
+			When:    idemrt.WhenInserted,
+		}, {
+			KeepResult:  true,
+			Key:         "bench:announce-order:v{version}:{order_id}",
+			Lease:       3 * time.Second,
+			MaxAttempts: 20,
+			Name:        "announce_order",
+			Retention:   720 * time.Hour,
+			Retry: idemrt.Backoff{
+				Initial: 200 * time.Millisecond,
+				Max:     2 * time.Second,
+			},
+			Timeout: 2 * time.Second,
+			Version: 1,
+			When:    idemrt.WhenInserted,
+		}},
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "order_id",
+			Type:  "string",
+		}, {
+			Name: "customer",
+			Type: "string",
+		}, {
+			Name: "amount_cents",
+			Type: "int64",
+		}},
+		HasDest:    true,
+		InsertOnce: true,
+		Key:        "bench:order:{order_id}",
+		Lease:      5 * time.Minute,
+		Name:       "order_consumer",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Order], error) {
+			j, err := NewOrderConsumer(&Store{st: st}, OrderConsumerEffects{
+				Charge: ChargeFunc(func(ctx context.Context, key string, unit Order) error {
+					_, err := fx.Call(ctx, "charge", key)
+					return err
+				}),
+				AnnounceOrder: simPublisher{
+					effect: "announce_order",
+					fx:     fx,
+				},
+			}, opts...)
+			if err != nil {
+				return crashsim.Verbs[Order]{}, err
+			}
+			return crashsim.Verbs[Order]{
+				ConsumeFrom: j.ConsumeFrom,
+				Drain:       j.Drain,
+				Process:     j.Process,
+				Purge:       j.Purge,
+				Stale:       j.Stale,
+			}, nil
+		},
+		Points: orderConsumerCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Order, error) {
+			return st.Auto().(destQuerier).listOrderConsumer(ctx)
+		},
+		Source: "none",
+		Stage:  false,
+		Tables: ledgerTables,
+		Unit: func(id, rev int) Order {
+			var u Order
+			// Units 5 and 6 share every value outside the key.
+			vid := id
+			if id == 6 {
+				vid = 5
+			}
+			u.OrderID = crashsim.KeyText("bench:order:{order_id}", "order_id", id)
+			u.Customer = fmt.Sprintf("customer-%d.%d", vid, rev)
+			u.AmountCents = int64((vid*100 + rev))
+			return u
+		},
+		Version: 1,
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
+			return NewSQLiteStore(db)
+		}), job)
+	})
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
+	t.Run("postgres", func(t *testing.T) {
+		crashsim.Run(t, crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+			return NewPostgresStore(pool)
+		}), job)
+	})
+}
+
+// simPublisher stands in for the broker of the publishing effects: each publish is
+// a call of the simulation's fake provider, which counts it.
+type simPublisher struct {
+	fx     *crashsim.Provider
+	effect string
+}
+
+// Publish calls the fake provider under the effect key.
+func (p simPublisher) Publish(ctx context.Context, to, key string, body []byte) ([]byte, error) {
+	return p.fx.Call(ctx, p.effect, key)
+}

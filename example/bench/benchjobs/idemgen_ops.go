@@ -44,6 +44,23 @@ func OpsPackage() *idemops.Package {
 			}},
 			Name:   "call_job",
 			Source: "none",
+		}, {
+			Doc: "Apply orders that arrive from a broker, at least once, charge each once and announce it on NATS " +
+				"(the -only consumers measurement): its generated ConsumeFrom runs over the JetStream, RabbitMQ and " +
+				"Kafka adapters' sources alike.",
+			Effects: []*idemops.EffectSpec{{
+				Lease:       3 * time.Second,
+				MaxAttempts: 20,
+				Name:        "charge",
+				Version:     1,
+			}, {
+				Lease:       3 * time.Second,
+				MaxAttempts: 20,
+				Name:        "announce_order",
+				Version:     1,
+			}},
+			Name:   "order_consumer",
+			Source: "none",
 		}},
 		Name:   "benchjobs",
 		Tables: ledgerTables,

@@ -178,3 +178,87 @@ func (q pgQuerier) staleFxJob(ctx context.Context, v, limit int32) ([]string, er
 		RowLimit:          limit,
 	})
 }
+
+// writeOrderConsumer upserts u into orders (insert_once).
+func (q pgQuerier) writeOrderConsumer(ctx context.Context, u Order, key string, v int32) (idem.Outcome, error) {
+	p := pgdb.WriteOrderConsumerParams{
+		AmountCents:       u.AmountCents,
+		Customer:          u.Customer,
+		IdemgenJobVersion: v,
+		IdemgenKey:        key,
+		OrderID:           u.OrderID,
+	}
+	w, err := q.q.WriteOrderConsumer(ctx, p)
+	// No row back means the conflict clause wrote nothing.
+	if idemrt.PgNoRows(err) {
+		return idem.OutcomeDeduped, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return idem.Outcome(w), nil
+}
+
+// writeOrderConsumerBatch upserts units with distinct keys into orders in one statement.
+func (q pgQuerier) writeOrderConsumerBatch(ctx context.Context, us []Order, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteOrderConsumerBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.OrderID = append(p.OrderID, u.OrderID)
+		p.Customer = append(p.Customer, u.Customer)
+		p.AmountCents = append(p.AmountCents, u.AmountCents)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+		return q.q.InsertOrderConsumerBatch(ctx, pgdb.InsertOrderConsumerBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
+	}
+	rs, err := q.q.WriteOrderConsumerBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeDeduped), nil
+}
+
+// holdsOrderConsumer reports whether the orders row under u's key holds exactly u's data.
+func (q pgQuerier) holdsOrderConsumer(ctx context.Context, u Order) (bool, error) {
+	n, err := q.q.HoldsOrderConsumer(ctx, pgdb.HoldsOrderConsumerParams{
+		AmountCents: u.AmountCents,
+		Customer:    u.Customer,
+		OrderID:     u.OrderID,
+	})
+	return n == 1, err
+}
+
+// listOrderConsumer reads every orders row back as units.
+func (q pgQuerier) listOrderConsumer(ctx context.Context) ([]Order, error) {
+	rs, err := q.q.ListOrderConsumer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Order, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, Order{
+			AmountCents: r.AmountCents,
+			Customer:    r.Customer,
+			OrderID:     r.OrderID,
+		})
+	}
+	return out, err
+}
+
+// staleOrderConsumer lists keys of rows written by a job version older than v.
+func (q pgQuerier) staleOrderConsumer(ctx context.Context, v, limit int32) ([]string, error) {
+	return q.q.StaleOrderConsumer(ctx, pgdb.StaleOrderConsumerParams{
+		IdemgenJobVersion: v,
+		RowLimit:          limit,
+	})
+}

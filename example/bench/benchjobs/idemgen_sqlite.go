@@ -142,3 +142,63 @@ func (q sqliteQuerier) staleFxJob(ctx context.Context, v, limit int32) ([]string
 		RowLimit:          int64(limit),
 	})
 }
+
+// writeOrderConsumer upserts u into orders (insert_once).
+func (q sqliteQuerier) writeOrderConsumer(ctx context.Context, u Order, key string, v int32) (idem.Outcome, error) {
+	p := sqlitedb.WriteOrderConsumerParams{
+		AmountCents:       u.AmountCents,
+		Customer:          u.Customer,
+		IdemgenJobVersion: int64(v),
+		IdemgenKey:        key,
+		OrderID:           u.OrderID,
+	}
+	n, err := q.q.InsertOrderConsumer(ctx, sqlitedb.InsertOrderConsumerParams(p))
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	// The row was there: insert_once leaves it.
+	return idem.OutcomeDeduped, nil
+}
+
+// writeOrderConsumerBatch has no single statement on SQLite: the engine calls writeOrderConsumer per unit.
+func (q sqliteQuerier) writeOrderConsumerBatch(ctx context.Context, us []Order, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
+// holdsOrderConsumer reports whether the orders row under u's key holds exactly u's data.
+func (q sqliteQuerier) holdsOrderConsumer(ctx context.Context, u Order) (bool, error) {
+	n, err := q.q.HoldsOrderConsumer(ctx, sqlitedb.HoldsOrderConsumerParams{
+		AmountCents: u.AmountCents,
+		Customer:    u.Customer,
+		OrderID:     u.OrderID,
+	})
+	return n == 1, err
+}
+
+// listOrderConsumer reads every orders row back as units.
+func (q sqliteQuerier) listOrderConsumer(ctx context.Context) ([]Order, error) {
+	rs, err := q.q.ListOrderConsumer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Order, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, Order{
+			AmountCents: r.AmountCents,
+			Customer:    r.Customer,
+			OrderID:     r.OrderID,
+		})
+	}
+	return out, err
+}
+
+// staleOrderConsumer lists keys of rows written by a job version older than v.
+func (q sqliteQuerier) staleOrderConsumer(ctx context.Context, v, limit int32) ([]string, error) {
+	return q.q.StaleOrderConsumer(ctx, sqlitedb.StaleOrderConsumerParams{
+		IdemgenJobVersion: int64(v),
+		RowLimit:          int64(limit),
+	})
+}

@@ -64,6 +64,11 @@ type destQuerier interface {
 	writeFxJobBatch(context.Context, []FxRow, []string, int32) ([]idem.Outcome, error)
 	listFxJob(context.Context) ([]FxRow, error)
 	staleFxJob(context.Context, int32, int32) ([]string, error)
+	writeOrderConsumer(context.Context, Order, string, int32) (idem.Outcome, error)
+	writeOrderConsumerBatch(context.Context, []Order, []string, int32) ([]idem.Outcome, error)
+	holdsOrderConsumer(context.Context, Order) (bool, error)
+	listOrderConsumer(context.Context) ([]Order, error)
+	staleOrderConsumer(context.Context, int32, int32) ([]string, error)
 }
 
 //go:embed migrations

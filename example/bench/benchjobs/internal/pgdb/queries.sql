@@ -92,3 +92,38 @@ SELECT id, account, amount, updated_at FROM fx_rows ORDER BY id;
 -- Rows last computed by an older job version, to find and recompute them.
 SELECT idemgen_key FROM fx_rows WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
 
+-- name: WriteOrderConsumer :one
+INSERT INTO orders AS d (order_id, customer, amount_cents, idemgen_key, idemgen_job_version)
+VALUES (@order_id, @customer, @amount_cents, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (order_id) DO NOTHING
+RETURNING idemgen_write;
+
+-- name: WriteOrderConsumerBatch :many
+-- WriteOrderConsumer for a batch of distinct keys in one statement.
+INSERT INTO orders AS d (order_id, customer, amount_cents, idemgen_key, idemgen_job_version)
+SELECT b.order_id, b.customer, b.amount_cents, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@order_id::text[]) AS order_id, unnest(@customer::text[]) AS customer, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@idemgen_key::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (order_id) DO NOTHING
+RETURNING idemgen_key, idemgen_write;
+
+-- name: InsertOrderConsumerBatch :exec
+-- WriteOrderConsumerBatch's first try (idemrt.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO orders (order_id, customer, amount_cents, idemgen_key, idemgen_job_version)
+SELECT b.order_id, b.customer, b.amount_cents, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@order_id::text[]) AS order_id, unnest(@customer::text[]) AS customer, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
+-- name: HoldsOrderConsumer :one
+-- Whether the row under the unit's key holds exactly the unit's data: a
+-- handed-in key seen again after its records were purged acts as new only
+-- on data the destination holds.
+SELECT count(*) FROM orders AS d WHERE d.order_id = @order_id AND d.customer = @customer AND d.amount_cents = @amount_cents;
+
+-- name: ListOrderConsumer :many
+SELECT order_id, customer, amount_cents FROM orders ORDER BY order_id;
+
+-- name: StaleOrderConsumer :many
+-- Rows last computed by an older job version, to find and recompute them.
+SELECT idemgen_key FROM orders WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
+

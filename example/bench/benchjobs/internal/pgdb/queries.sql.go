@@ -10,6 +10,26 @@ import (
 	"time"
 )
 
+const holdsOrderConsumer = `-- name: HoldsOrderConsumer :one
+SELECT count(*) FROM orders AS d WHERE d.order_id = $1 AND d.customer = $2 AND d.amount_cents = $3
+`
+
+type HoldsOrderConsumerParams struct {
+	OrderID     string
+	Customer    string
+	AmountCents int64
+}
+
+// Whether the row under the unit's key holds exactly the unit's data: a
+// handed-in key seen again after its records were purged acts as new only
+// on data the destination holds.
+func (q *Queries) HoldsOrderConsumer(ctx context.Context, arg HoldsOrderConsumerParams) (int64, error) {
+	row := q.db.QueryRow(ctx, holdsOrderConsumer, arg.OrderID, arg.Customer, arg.AmountCents)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const insertCopyJobBatch = `-- name: InsertCopyJobBatch :exec
 INSERT INTO copy_rows (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
 SELECT b.id, b.account, b.amount, b.updated_at, b.idemgen_key, $1::integer
@@ -63,6 +83,33 @@ func (q *Queries) InsertFxJobBatch(ctx context.Context, arg InsertFxJobBatchPara
 		arg.Account,
 		arg.Amount,
 		arg.UpdatedAt,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
+const insertOrderConsumerBatch = `-- name: InsertOrderConsumerBatch :exec
+INSERT INTO orders (order_id, customer, amount_cents, idemgen_key, idemgen_job_version)
+SELECT b.order_id, b.customer, b.amount_cents, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS order_id, unnest($3::text[]) AS customer, unnest($4::bigint[]) AS amount_cents, unnest($5::text[]) AS idemgen_key) AS b
+`
+
+type InsertOrderConsumerBatchParams struct {
+	IdemgenJobVersion int32
+	OrderID           []string
+	Customer          []string
+	AmountCents       []int64
+	IdemgenKey        []string
+}
+
+// WriteOrderConsumerBatch's first try (idemrt.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertOrderConsumerBatch(ctx context.Context, arg InsertOrderConsumerBatchParams) error {
+	_, err := q.db.Exec(ctx, insertOrderConsumerBatch,
+		arg.IdemgenJobVersion,
+		arg.OrderID,
+		arg.Customer,
+		arg.AmountCents,
 		arg.IdemgenKey,
 	)
 	return err
@@ -140,6 +187,36 @@ func (q *Queries) ListFxJob(ctx context.Context) ([]ListFxJobRow, error) {
 	return items, nil
 }
 
+const listOrderConsumer = `-- name: ListOrderConsumer :many
+SELECT order_id, customer, amount_cents FROM orders ORDER BY order_id
+`
+
+type ListOrderConsumerRow struct {
+	OrderID     string
+	Customer    string
+	AmountCents int64
+}
+
+func (q *Queries) ListOrderConsumer(ctx context.Context) ([]ListOrderConsumerRow, error) {
+	rows, err := q.db.Query(ctx, listOrderConsumer)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListOrderConsumerRow
+	for rows.Next() {
+		var i ListOrderConsumerRow
+		if err := rows.Scan(&i.OrderID, &i.Customer, &i.AmountCents); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const staleCopyJob = `-- name: StaleCopyJob :many
 SELECT idemgen_key FROM copy_rows WHERE idemgen_job_version < $1 ORDER BY idemgen_key LIMIT $2
 `
@@ -182,6 +259,36 @@ type StaleFxJobParams struct {
 // Rows last computed by an older job version, to find and recompute them.
 func (q *Queries) StaleFxJob(ctx context.Context, arg StaleFxJobParams) ([]string, error) {
 	rows, err := q.db.Query(ctx, staleFxJob, arg.IdemgenJobVersion, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var idemgen_key string
+		if err := rows.Scan(&idemgen_key); err != nil {
+			return nil, err
+		}
+		items = append(items, idemgen_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const staleOrderConsumer = `-- name: StaleOrderConsumer :many
+SELECT idemgen_key FROM orders WHERE idemgen_job_version < $1 ORDER BY idemgen_key LIMIT $2
+`
+
+type StaleOrderConsumerParams struct {
+	IdemgenJobVersion int32
+	RowLimit          int32
+}
+
+// Rows last computed by an older job version, to find and recompute them.
+func (q *Queries) StaleOrderConsumer(ctx context.Context, arg StaleOrderConsumerParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, staleOrderConsumer, arg.IdemgenJobVersion, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -383,6 +490,83 @@ func (q *Queries) WriteFxJobBatch(ctx context.Context, arg WriteFxJobBatchParams
 	var items []WriteFxJobBatchRow
 	for rows.Next() {
 		var i WriteFxJobBatchRow
+		if err := rows.Scan(&i.IdemgenKey, &i.IdemgenWrite); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const writeOrderConsumer = `-- name: WriteOrderConsumer :one
+INSERT INTO orders AS d (order_id, customer, amount_cents, idemgen_key, idemgen_job_version)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (order_id) DO NOTHING
+RETURNING idemgen_write
+`
+
+type WriteOrderConsumerParams struct {
+	OrderID           string
+	Customer          string
+	AmountCents       int64
+	IdemgenKey        string
+	IdemgenJobVersion int32
+}
+
+func (q *Queries) WriteOrderConsumer(ctx context.Context, arg WriteOrderConsumerParams) (string, error) {
+	row := q.db.QueryRow(ctx, writeOrderConsumer,
+		arg.OrderID,
+		arg.Customer,
+		arg.AmountCents,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	var idemgen_write string
+	err := row.Scan(&idemgen_write)
+	return idemgen_write, err
+}
+
+const writeOrderConsumerBatch = `-- name: WriteOrderConsumerBatch :many
+INSERT INTO orders AS d (order_id, customer, amount_cents, idemgen_key, idemgen_job_version)
+SELECT b.order_id, b.customer, b.amount_cents, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS order_id, unnest($3::text[]) AS customer, unnest($4::bigint[]) AS amount_cents, unnest($5::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (order_id) DO NOTHING
+RETURNING idemgen_key, idemgen_write
+`
+
+type WriteOrderConsumerBatchParams struct {
+	IdemgenJobVersion int32
+	OrderID           []string
+	Customer          []string
+	AmountCents       []int64
+	IdemgenKey        []string
+}
+
+type WriteOrderConsumerBatchRow struct {
+	IdemgenKey   string
+	IdemgenWrite string
+}
+
+// WriteOrderConsumer for a batch of distinct keys in one statement.
+func (q *Queries) WriteOrderConsumerBatch(ctx context.Context, arg WriteOrderConsumerBatchParams) ([]WriteOrderConsumerBatchRow, error) {
+	rows, err := q.db.Query(ctx, writeOrderConsumerBatch,
+		arg.IdemgenJobVersion,
+		arg.OrderID,
+		arg.Customer,
+		arg.AmountCents,
+		arg.IdemgenKey,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WriteOrderConsumerBatchRow
+	for rows.Next() {
+		var i WriteOrderConsumerBatchRow
 		if err := rows.Scan(&i.IdemgenKey, &i.IdemgenWrite); err != nil {
 			return nil, err
 		}

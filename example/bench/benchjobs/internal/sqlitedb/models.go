@@ -95,3 +95,13 @@ type FxRow struct {
 	IdemgenRev        int64
 	IdemgenWrite      string
 }
+
+type Order struct {
+	OrderID           string
+	Customer          string
+	AmountCents       int64
+	IdemgenKey        string
+	IdemgenJobVersion int64
+	IdemgenRev        int64
+	IdemgenWrite      string
+}

@@ -9,6 +9,26 @@ import (
 	"context"
 )
 
+const holdsOrderConsumer = `-- name: HoldsOrderConsumer :one
+SELECT count(*) FROM orders AS d WHERE d.order_id = ?1 AND d.customer = ?2 AND d.amount_cents = ?3
+`
+
+type HoldsOrderConsumerParams struct {
+	OrderID     string
+	Customer    string
+	AmountCents int64
+}
+
+// Whether the row under the unit's key holds exactly the unit's data: a
+// handed-in key seen again after its records were purged acts as new only
+// on data the destination holds.
+func (q *Queries) HoldsOrderConsumer(ctx context.Context, arg HoldsOrderConsumerParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, holdsOrderConsumer, arg.OrderID, arg.Customer, arg.AmountCents)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const insertCopyJob = `-- name: InsertCopyJob :execrows
 INSERT INTO copy_rows (id, account, amount, updated_at, idemgen_key, idemgen_job_version)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -64,6 +84,36 @@ func (q *Queries) InsertFxJob(ctx context.Context, arg InsertFxJobParams) (int64
 		arg.Account,
 		arg.Amount,
 		arg.UpdatedAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const insertOrderConsumer = `-- name: InsertOrderConsumer :execrows
+INSERT INTO orders (order_id, customer, amount_cents, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (order_id) DO NOTHING
+`
+
+type InsertOrderConsumerParams struct {
+	OrderID           string
+	Customer          string
+	AmountCents       int64
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteOrderConsumer's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertOrderConsumer(ctx context.Context, arg InsertOrderConsumerParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertOrderConsumer,
+		arg.OrderID,
+		arg.Customer,
+		arg.AmountCents,
 		arg.IdemgenKey,
 		arg.IdemgenJobVersion,
 	)
@@ -151,6 +201,39 @@ func (q *Queries) ListFxJob(ctx context.Context) ([]ListFxJobRow, error) {
 	return items, nil
 }
 
+const listOrderConsumer = `-- name: ListOrderConsumer :many
+SELECT order_id, customer, amount_cents FROM orders ORDER BY order_id
+`
+
+type ListOrderConsumerRow struct {
+	OrderID     string
+	Customer    string
+	AmountCents int64
+}
+
+func (q *Queries) ListOrderConsumer(ctx context.Context) ([]ListOrderConsumerRow, error) {
+	rows, err := q.db.QueryContext(ctx, listOrderConsumer)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListOrderConsumerRow
+	for rows.Next() {
+		var i ListOrderConsumerRow
+		if err := rows.Scan(&i.OrderID, &i.Customer, &i.AmountCents); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const staleCopyJob = `-- name: StaleCopyJob :many
 SELECT idemgen_key FROM copy_rows WHERE idemgen_job_version < ?1 ORDER BY idemgen_key LIMIT ?2
 `
@@ -196,6 +279,39 @@ type StaleFxJobParams struct {
 // Rows last computed by an older job version, to find and recompute them.
 func (q *Queries) StaleFxJob(ctx context.Context, arg StaleFxJobParams) ([]string, error) {
 	rows, err := q.db.QueryContext(ctx, staleFxJob, arg.IdemgenJobVersion, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var idemgen_key string
+		if err := rows.Scan(&idemgen_key); err != nil {
+			return nil, err
+		}
+		items = append(items, idemgen_key)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const staleOrderConsumer = `-- name: StaleOrderConsumer :many
+SELECT idemgen_key FROM orders WHERE idemgen_job_version < ?1 ORDER BY idemgen_key LIMIT ?2
+`
+
+type StaleOrderConsumerParams struct {
+	IdemgenJobVersion int64
+	RowLimit          int64
+}
+
+// Rows last computed by an older job version, to find and recompute them.
+func (q *Queries) StaleOrderConsumer(ctx context.Context, arg StaleOrderConsumerParams) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, staleOrderConsumer, arg.IdemgenJobVersion, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -285,6 +401,34 @@ func (q *Queries) WriteFxJob(ctx context.Context, arg WriteFxJobParams) (string,
 		arg.Account,
 		arg.Amount,
 		arg.UpdatedAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	var idemgen_write string
+	err := row.Scan(&idemgen_write)
+	return idemgen_write, err
+}
+
+const writeOrderConsumer = `-- name: WriteOrderConsumer :one
+INSERT INTO orders AS d (order_id, customer, amount_cents, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (order_id) DO NOTHING
+RETURNING idemgen_write
+`
+
+type WriteOrderConsumerParams struct {
+	OrderID           string
+	Customer          string
+	AmountCents       int64
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+func (q *Queries) WriteOrderConsumer(ctx context.Context, arg WriteOrderConsumerParams) (string, error) {
+	row := q.db.QueryRowContext(ctx, writeOrderConsumer,
+		arg.OrderID,
+		arg.Customer,
+		arg.AmountCents,
 		arg.IdemgenKey,
 		arg.IdemgenJobVersion,
 	)
