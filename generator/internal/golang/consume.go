@@ -143,7 +143,7 @@ func consumeFrom(f *jen.File, j *model.Job) {
 	f.Comment("transaction committed: acknowledged when the unit is done or its effects are owed (the")
 	f.Comment("consumer performs them, and a dead consumer's once their lease ran out), given back for")
 	f.Comment("redelivery after a failed write, parked once and settled when it can never succeed.")
-	f.Comment("It returns nil when ctx ended and what it fetched was settled. It does not close src.")
+	f.Comment("It returns nil when ctx ended and what it fetched was settled. It closes src when it returns.")
 	f.Func().Add(recv(j)).Id("ConsumeFrom").Params(jen.Id("ctx").Add(Context()), jen.Id("src").Add(brk("Source")), jen.Id("opts").Op("...").Add(brk("Option"))).Error().Block(
 		jen.Return(brk("Consume").Call(jen.Id("ctx"), jen.Id("j").Dot("e"), jen.Id("src"), jen.Id(decodeName(j)), brk("Config").Values(cfg), jen.Id("opts").Op("..."))),
 	)

@@ -192,7 +192,7 @@ func decodeRefundOrder(m idembroker.Message) (Refund, error) {
 // transaction committed: acknowledged when the unit is done or its effects are owed (the
 // consumer performs them, and a dead consumer's once their lease ran out), given back for
 // redelivery after a failed write, parked once and settled when it can never succeed.
-// It returns nil when ctx ended and what it fetched was settled. It does not close src.
+// It returns nil when ctx ended and what it fetched was settled. It closes src when it returns.
 func (j *RefundOrder) ConsumeFrom(ctx context.Context, src idembroker.Source, opts ...idembroker.Option) error {
 	return idembroker.Consume(ctx, j.e, src, decodeRefundOrder, idembroker.Config{
 		Broker: "rabbitmq",
