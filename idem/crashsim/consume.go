@@ -65,6 +65,7 @@ type consumeRun[U any] struct {
 	mu      sync.Mutex
 	clock   time.Time
 	hits    int
+	trace   []simHit // every hit, in order: the discovery run's plans the crashes
 	crashAt int
 	crashes int
 	// called and recorded are the effect keys each incarnation called the
@@ -124,35 +125,51 @@ func runConsumer[U any](t *testing.T, env Env, job *Job[U]) {
 	failed := 0
 	broken := map[string]bool{}
 	var scenarios []consumeScenario
+	d := consumeDiscovery{trace: discovery.trace, good: good, full: os.Getenv("IDEMGEN_CRASHSIM_FULL") != ""}
 	for _, f := range consumerFamilies[U]() {
-		plan := f.plan(consumeDiscovery{hits: discovery.hits, good: good})
+		plan := f.plan(d)
 		if testing.Short() {
 			plan = f.sample(plan)
 		}
 		scenarios = append(scenarios, plan...)
 	}
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		played int
+	)
 	for _, sc := range scenarios {
 		if only != "" && only != sc.String() && only != "family:"+sc.family {
 			continue
 		}
-		r := newConsumeRun(t, job, env.fresh(t), sc)
-		v := r.play()
-		r.db.close()
-		if len(v) > 0 {
+		played++
+		wg.Add(1)
+		simSlots <- struct{}{} // as many at once as the other families play
+		go func() {
+			defer func() { <-simSlots; wg.Done() }()
+			r := newConsumeRun(t, job, env.fresh(t), sc)
+			v := r.play()
+			r.db.close()
+			if len(v) == 0 {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
 			failed++
 			broken[sc.family] = true
 			if failed <= 5 {
 				t.Errorf("crashsim %s %s: scenario %q broke invariants:\n  %s\nreplay: IDEMGEN_CRASHSIM_SCENARIO=%q go test -run '%s' .",
 					job.Name, env.name(), sc, strings.Join(v, "\n  "), sc.String(), t.Name())
 			}
-		}
+		}()
 	}
+	wg.Wait()
 	if failed > 0 {
-		t.Errorf("crashsim %s %s: %d of %d consumer scenarios broke invariants (families: %s)", job.Name, env.name(), failed, len(scenarios),
+		t.Errorf("crashsim %s %s: %d of %d consumer scenarios broke invariants (families: %s)", job.Name, env.name(), failed, played,
 			strings.Join(slices.Sorted(maps.Keys(broken)), ", "))
 		return
 	}
-	t.Logf("crashsim %s %s: %d consumer scenarios (%d hits in the discovery run), all invariants held", job.Name, env.name(), len(scenarios), discovery.hits)
+	t.Logf("crashsim %s %s: %d consumer scenarios (%d hits in the discovery run), all invariants held", job.Name, env.name(), played, discovery.hits)
 }
 
 func newConsumeRun[U any](t testing.TB, job *Job[U], db simDB, sc consumeScenario) *consumeRun[U] {
@@ -192,6 +209,7 @@ func (r *consumeRun[U]) hook(inc int, crashed chan struct{}) idemrt.CrashHook {
 		r.mu.Lock()
 		n := r.hits
 		r.hits++
+		r.trace = append(r.trace, simHit{p: p, detail: detail, inc: inc})
 		switch p {
 		case idemrt.PointEffectAfterCall:
 			mark(r.called, inc, detail)

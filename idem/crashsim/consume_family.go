@@ -34,10 +34,12 @@ type consumer[U any] interface {
 }
 
 // consumeDiscovery is what a consumer family plans over: the hits of the
-// fault-free run, and the fixture's messages that carry a unit as sent.
+// fault-free run, the fixture's messages that carry a unit as sent, and
+// whether every crash site is asked for (IDEMGEN_CRASHSIM_FULL).
 type consumeDiscovery struct {
-	hits int
-	good []int
+	trace []simHit
+	good  []int
+	full  bool
 }
 
 // consumerFamilies is every consumer family, in the order of the table.
@@ -102,12 +104,14 @@ type consumeCrashFamily[U any] struct{ baseConsumer[U] }
 
 func (*consumeCrashFamily[U]) about() familyAbout {
 	return familyAbout{name: "consume-crash", guarantees: []int{1, 2, 3, 8},
-		what: "the consumer dies at every hit of its first run (its sessions killed, what it held delivered again), and a new consumer converges"}
+		what: "the consumer dies at every named point and durable SQL boundary of its first run (its sessions killed, what it held delivered again), and a new consumer converges"}
 }
 
+// plan crashes at the crash family's sites: every named point and the
+// boundaries that leave new state.
 func (f *consumeCrashFamily[U]) plan(d consumeDiscovery) []consumeScenario {
 	var out []consumeScenario
-	for k := range d.hits {
+	for _, k := range simCrashSites(d.trace, d.full) {
 		out = append(out, consumeScenario{f.about().name, k})
 	}
 	return out
