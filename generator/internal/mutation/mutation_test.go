@@ -93,6 +93,9 @@ const (
 	pgStore     = "idem/idempg/store.go"
 	limitsFile  = "idem/idemrt/limits.go"
 	gateFile    = "idem/idemrt/gate.go"
+	// The batch transaction's statements, and the staged writes.
+	batchWriteFile = "idem/idemrt/batchwrite.go"
+	stagedFile     = "idem/idemrt/staged.go"
 	// The broker consumer, and the settlement it follows.
 	consumeFile = "idem/idembroker/consume.go"
 	settleFile  = "idem/idemrt/settle.go"
@@ -244,7 +247,7 @@ var ackMutants = []mutant{
 	{name: "a batch stops recording its keys after its first new one", test: ackTest, edits: edit(sqliteStore,
 		`FirstSeen: idemrt\.SQLiteTime\(now\)\}\)\n\t\tif err == nil \{\n\t\t\tcontinue`, "FirstSeen: idemrt.SQLiteTime(now)})\n\t\tif err == nil {\n\t\t\tbreak")},
 	{name: "a batch with a new key takes every key as new", test: ackTest, db: "postgres", edits: edit(pgStore,
-		`if err != nil \|\| len\(fresh\) == len\(unitKeys\) \{`, "if err != nil || len(fresh) > 0 {")}, {name: "a key repeated within a batch is written in the same round", test: ackTest, edits: edit(batchFile,
+		`if err != nil \|\| len\(fresh\) == len\(unitKeys\) \{`, "if err != nil || len(fresh) > 0 {")}, {name: "a key repeated within a batch is written in the same round", test: ackTest, edits: edit(batchWriteFile,
 		`n := seen\[it\.key\]\n`, "n := 0\n")},
 }
 
@@ -291,21 +294,21 @@ var priceMutants = []mutant{
 }
 
 var stageMutants = []mutant{
-	{name: "staged progress saved outside the window's transaction", test: stageTest, edits: edit(batchFile,
+	{name: "staged progress saved outside the window's transaction", test: stageTest, edits: edit(stagedFile,
 		`if err := e\.saveMark\(ctx, q, w\.Until\); err != nil \{`, "if err := e.saveMark(ctx, e.st.Auto(), w.Until); err != nil {")},
-	{name: "staged window committed page by page", test: stageTest, edits: edit(batchFile,
+	{name: "staged window committed page by page", test: stageTest, edits: edit(stagedFile,
 		`\n\t\t\tfor chunk := range slices\.Chunk\(live, e\.opt\.batchSize\) \{\n\t\t\t\tif err := e\.writeBatch\(ctx, q, chunk, false\); err != nil \{`,
 		"\n\t\t\tfor chunk := range slices.Chunk(live, 1) {\n\t\t\t\tif err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, chunk, false) }); err != nil {")},
 	// Killed by held: worker B's window transaction waits out its bound
 	// before fetching a unit, and the run answers nothing at all.
-	{name: "a staged window that failed before its first unit returns no error", test: stageTest, edits: edit(batchFile,
+	{name: "a staged window that failed before its first unit returns no error", test: stageTest, edits: edit(stagedFile,
 		`if seen == 0 \{`, "if false {")},
-	{name: "staged page's cursor saved outside its transaction", test: pageTest, edits: edit(batchFile,
+	{name: "staged page's cursor saved outside its transaction", test: pageTest, edits: edit(stagedFile,
 		`if err := save\(q\); err != nil \{`, "if err := save(e.st.Auto()); err != nil {")},
 	// Killed by repeat-batches: a handed-in batch repeating a key with
 	// other data is held back whole, call after call, instead of
 	// answering that one unit as a mismatch.
-	{name: "a staged batch with a mismatch is not published", test: receiptTest, edits: edit(batchFile,
+	{name: "a staged batch with a mismatch is not published", test: receiptTest, edits: edit(stagedFile,
 		`\t\t\tif err := e\.writeBatch\(ctx, q, chunk, false\); err != nil \{\n\t\t\t\treturn err\n\t\t\t\}\n`,
 		"\t\t\tif err := e.writeBatch(ctx, q, chunk, false); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t\tfor _, it := range chunk {\n\t\t\t\tif it.err != nil {\n\t\t\t\t\treturn \u0026unitFault[U]{it, it.err}\n\t\t\t\t}\n\t\t\t}\n")},
 }
@@ -389,7 +392,7 @@ var exampleMutants = []mutant{
 	// transaction that reads the database clock on a second connection
 	// of its own pool waits for one that transactions blocked on its row
 	// locks hold (the pool deadlock).
-	{name: "the database clock read on the pool inside a write transaction", test: hookTest, db: "postgres", edits: edit(batchFile,
+	{name: "the database clock read on the pool inside a write transaction", test: hookTest, db: "postgres", edits: edit(batchWriteFile,
 		`at, clockErr = e\.leaseNow\(ctx, q\)`, "at, clockErr = e.leaseNow(ctx, nil)")},
 	// The crash harness itself: a request lost between a worker and its
 	// server session (the symptom of the old session hand-off) must make
@@ -441,18 +444,18 @@ var exampleMutants = []mutant{
 	{name: "reservations outside the batch's transaction", test: syncTest, edits: []mutantEdit{
 		// Reservations are collected during the write (leased or not) and inserted after the commit.
 		{file: engineFile, old: `type Engine\[U any\] struct \{`, new: "type Engine[U any] struct {\n\towed []Reservations"},
-		{file: batchFile, old: `if err := q\.Reserve\(ctx, r, now\); err != nil \{`,
+		{file: batchWriteFile, old: `if err := q\.Reserve\(ctx, r, now\); err != nil \{`,
 			new: "e.owed = append(e.owed, r)\n\t\tif err := error(nil); err != nil {"},
-		{file: batchFile, old: `leased, err := q\.ReserveLeased\(ctx, r, now, e\.opt\.owner, until\)`,
+		{file: batchWriteFile, old: `leased, err := q\.ReserveLeased\(ctx, r, now, e\.opt\.owner, until\)`,
 			new: "e.owed = append(e.owed, r)\n\t\tleased, err := map[string]bool{}, error(nil)"},
 		{file: batchFile, old: `\t\tfor _, it := range items \{\n\t\t\te\.settle\(it, rep\)\n\t\t\}`,
 			new: "\t\tfor _, r := range e.owed {\n\t\t\t_ = e.st.Auto().Reserve(ctx, r, e.opt.now())\n\t\t}\n\t\te.owed = nil\n\t\tfor _, it := range items {\n\t\t\te.settle(it, rep)\n\t\t}"}}},
 	{name: "reservations committed on their own right after the batch's commit", test: syncTest, edits: []mutantEdit{
 		// No named point lies between the two commits: only the SQL boundaries do.
 		{file: engineFile, old: `type Engine\[U any\] struct \{`, new: "type Engine[U any] struct {\n\towed []Reservations"},
-		{file: batchFile, old: `if err := q\.Reserve\(ctx, r, now\); err != nil \{`,
+		{file: batchWriteFile, old: `if err := q\.Reserve\(ctx, r, now\); err != nil \{`,
 			new: "e.owed = append(e.owed, r)\n\t\tif err := error(nil); err != nil {"},
-		{file: batchFile, old: `leased, err := q\.ReserveLeased\(ctx, r, now, e\.opt\.owner, until\)`,
+		{file: batchWriteFile, old: `leased, err := q\.ReserveLeased\(ctx, r, now, e\.opt\.owner, until\)`,
 			new: "e.owed = append(e.owed, r)\n\t\tleased, err := map[string]bool{}, error(nil)"},
 		{file: batchFile, old: `err := e\.st\.InTx\(ctx, func\(q Querier\) error \{ return e\.writeBatch\(ctx, q, items, true\) \}\)\n`,
 			new: "err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, items, true) })\n\tfor _, r := range e.owed {\n\t\t_ = e.st.Auto().Reserve(ctx, r, e.opt.now())\n\t}\n\te.owed = nil\n"}}},
@@ -460,7 +463,7 @@ var exampleMutants = []mutant{
 		`e\.commit\(ctx, items, rep\) // the others, without it`, "// the others are dropped")},
 	{name: "a batch that fails is halved but its second half dropped", test: syncTest, edits: edit(batchFile,
 		`\t\te\.commit\(ctx, items\[half:\], rep\)\n`, "")},
-	{name: "outcomes mis-assigned within a batch", test: syncTest, edits: edit(batchFile,
+	{name: "outcomes mis-assigned within a batch", test: syncTest, edits: edit(batchWriteFile,
 		`\t\tit\.outcome = o\n`, "\t\tlast := items[len(items)-1]\n\t\tlast.outcome, it.outcome = o, last.outcome\n")},
 	{name: "outcomes mis-assigned within a batch (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgFile,
 		`if w, ok := written\[k\]; ok \{`, "if w, ok := written[keys[(i+1)%len(keys)]]; ok && k != \"\" {")},
@@ -514,7 +517,7 @@ var exampleMutants = []mutant{
 		`since = p\.Watermark\.Add\(-overlap\)`, "since = p.Watermark")},
 	{name: "an effect version bump owes nothing", test: syncTest, edits: edit(sqliteLedger,
 		`AND unit_key = \?3 AND effect_version < \?4`, "AND unit_key = ?3 AND effect_version < ?4 AND 0")},
-	{name: "same key, different payload silently deduped", test: hookTest, edits: edit(batchFile,
+	{name: "same key, different payload silently deduped", test: hookTest, edits: edit(batchWriteFile,
 		`case !bytes\.Equal\(prev, it\.hash\):`, "case false && !bytes.Equal(prev, it.hash):")},
 	{name: "payload hash over only part of the unit", test: hookTest, edits: edit(batchFile,
 		`sum := sha256\.Sum256\(p\)`, "sum := sha256.Sum256(p[:len(p)/2])")},
@@ -567,7 +570,7 @@ var exampleMutants = []mutant{
 		`r\.write\(context\.WithoutCancel\(ctx\), keys, results\)`, "r.write(ctx, keys, results)")},
 	{name: "leases judged on the worker's clock", test: syncTest, edits: edit(dbclockFile,
 		`now = e\.opt\.leaseClock\(\)`, "now = e.opt.now()")},
-	{name: "an update decides a when-inserted effect again", test: syncTest, edits: edit(batchFile,
+	{name: "an update decides a when-inserted effect again", test: syncTest, edits: edit(batchWriteFile,
 		`case fx\.When\.Matches\(decideAs\):`, "case fx.When.Matches(decideAs) || fx.When == WhenInserted && it.outcome == OutcomeUpdated:")},
 	// Killed by stall-takeover: a call past its timeout is abandoned, its
 	// lease given back while the provider still works on it.
@@ -576,7 +579,7 @@ var exampleMutants = []mutant{
 		"type answer struct {\n\t\tb []byte\n\t\te error\n\t}\n\tch := make(chan answer, 1)\n\tgo func() { b, e := fx.Call(callCtx, key, u); ch <- answer{b, e} }()\n\tvar result []byte\n\tvar err error\n\tselect {\n\tcase a := <-ch:\n\t\tresult, err = a.b, a.e\n\tcase <-callCtx.Done():\n\t\terr = callCtx.Err()\n\t}")},
 	// Killed by purge-pending: an insert_once key redelivered changed after
 	// its records were purged must be a mismatch, not a new call.
-	{name: "a replay after retention is not compared with its row", test: hookTest, edits: edit(batchFile,
+	{name: "a replay after retention is not compared with its row", test: hookTest, edits: edit(batchWriteFile,
 		`if e\.def\.Holds == nil \{`, "if true || e.def.Holds == nil {")},
 	{name: "the replay comparison skips a field", test: hookTest, edits: edit(sqliteSQL,
 		` AND d\.amount_cents = \?3`, "")},
