@@ -58,9 +58,16 @@ type Fixture struct {
 	Base   time.Time // the clock's start; invoice times are set from it
 }
 
-// NewFixture is a fixture whose clock starts at base and whose billing
+// NewFixture is a fixture whose clock starts at a fixed time,
+// 2026-11-22 09:00 UTC, and whose billing service serves two invoices a
+// page (so three invoices take two pages).
+func NewFixture() *Fixture {
+	return newFixture(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC), 2)
+}
+
+// newFixture is a fixture whose clock starts at base and whose billing
 // service serves pageSize invoices a page (a whole window when 0).
-func NewFixture(base time.Time, pageSize int) *Fixture {
+func newFixture(base time.Time, pageSize int) *Fixture {
 	return &Fixture{Clock: NewClock(base), Source: NewInvoices(pageSize), Mailer: NewMailer(), Base: base}
 }
 

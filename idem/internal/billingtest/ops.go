@@ -31,7 +31,7 @@ func EachOpsDB(t *testing.T, fn func(t *testing.T, db OpsDB)) {
 // half an hour behind the wall clock (the operations view reads recent
 // activity), and its billing service serves a window in one page.
 func NewOpsFixture() *Fixture {
-	return NewFixture(time.Now().UTC().Truncate(time.Minute).Add(-30*time.Minute), 0)
+	return newFixture(time.Now().UTC().Truncate(time.Minute).Add(-30*time.Minute), 0)
 }
 
 // The effect keys of the operations scenario's invoices (notify_new_invoice, v2).
