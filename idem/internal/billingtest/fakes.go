@@ -129,6 +129,13 @@ func (m *Mailer) NotifyNewInvoice(_ context.Context, key string, inv billing.Inv
 	return nil
 }
 
+// SetHang sets Hang while calls may be in flight (under the mailer's lock).
+func (m *Mailer) SetHang(hang chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Hang = hang
+}
+
 // CallsOf is the number of calls made with key.
 func (m *Mailer) CallsOf(key string) int {
 	m.mu.Lock()
