@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemops"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
 // effectStatus is job's status of effect.
@@ -34,9 +35,9 @@ func effectStatus(t *testing.T, s *idemops.Status, job, effect string) idemops.E
 // Status counts the scenario's rows as the runs left them, and calls the
 // package unhealthy while something is parked.
 func TestStatusCountsWhatTheRunsLeft(t *testing.T) {
-	eachOpsDB(t, func(t *testing.T, db opsDB) {
-		opsScenario(t, db)
-		s, err := db.ops.Status(t.Context())
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		billingtest.OpsScenario(t, db)
+		s, err := db.Ops.Status(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +65,7 @@ func TestStatusCountsWhatTheRunsLeft(t *testing.T) {
 			}
 		}
 		// Counting up to a limit of one shows each count as a lower bound.
-		limited, err := db.ops.StatusUpTo(t.Context(), 1)
+		limited, err := db.Ops.StatusUpTo(t.Context(), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,20 +78,20 @@ func TestStatusCountsWhatTheRunsLeft(t *testing.T) {
 // List selects by state and key prefix, and pages with a cursor that
 // neither repeats nor skips a row.
 func TestListFiltersAndPages(t *testing.T) {
-	eachOpsDB(t, func(t *testing.T, db opsDB) {
-		opsScenario(t, db)
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		billingtest.OpsScenario(t, db)
 		ctx := t.Context()
-		parked, err := db.ops.List(ctx, idemops.Filter{State: idem.StateParked})
+		parked, err := db.Ops.List(ctx, idemops.Filter{State: idem.StateParked})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(parked.Effects) != 1 || parked.Effects[0].Key != parkedKey || len(parked.Units) != 0 {
+		if len(parked.Effects) != 1 || parked.Effects[0].Key != billingtest.ParkedKey || len(parked.Units) != 0 {
 			t.Fatalf("parked: %+v", parked)
 		}
 		var keys []string
 		pages := 0
 		for f := (idemops.Filter{Prefix: "notify:new-invoice:v2:", Limit: 1}); ; pages++ {
-			rows, err := db.ops.List(ctx, f)
+			rows, err := db.Ops.List(ctx, f)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,10 +103,10 @@ func TestListFiltersAndPages(t *testing.T) {
 			}
 			f.After = rows.Next
 		}
-		if want := []string{parkedKey, doneKey, leasedKey}; !slices.Equal(keys, want) {
+		if want := []string{billingtest.ParkedKey, billingtest.DoneKey, billingtest.LeasedKey}; !slices.Equal(keys, want) {
 			t.Fatalf("paged keys %q, want %q", keys, want)
 		}
-		none, err := db.ops.List(ctx, idemops.Filter{Job: "payment_webhook"})
+		none, err := db.Ops.List(ctx, idemops.Filter{Job: "payment_webhook"})
 		if err != nil || !none.Empty() {
 			t.Fatalf("payment_webhook's rows: %+v, %v; want none", none, err)
 		}
@@ -115,23 +116,23 @@ func TestListFiltersAndPages(t *testing.T) {
 // Show finds the row under an effect key with its payload and why it is
 // parked; History finds a unit's effects from its unit key.
 func TestShowAndHistory(t *testing.T) {
-	eachOpsDB(t, func(t *testing.T, db opsDB) {
-		opsScenario(t, db)
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		billingtest.OpsScenario(t, db)
 		ctx := t.Context()
-		rows, err := db.ops.Show(ctx, parkedKey, "")
+		rows, err := db.Ops.Show(ctx, billingtest.ParkedKey, "")
 		if err != nil || len(rows.Effects) != 1 {
-			t.Fatalf("show %s: %+v, %v", parkedKey, rows, err)
+			t.Fatalf("show %s: %+v, %v", billingtest.ParkedKey, rows, err)
 		}
 		e := rows.Effects[0]
 		if e.State != idem.StateParked || e.Attempts != 1 || e.ParkedReason == nil || *e.ParkedReason != "permanent" ||
-			e.LastError == nil || !strings.Contains(*e.LastError, errNoMailbox.Error()) || !strings.Contains(string(e.Payload), "inv-1") {
-			t.Fatalf("show %s: %+v", parkedKey, e)
+			e.LastError == nil || !strings.Contains(*e.LastError, billingtest.ErrNoMailbox.Error()) || !strings.Contains(string(e.Payload), "inv-1") {
+			t.Fatalf("show %s: %+v", billingtest.ParkedKey, e)
 		}
-		hist, err := db.ops.History(ctx, "billing:invoice:inv-2")
-		if err != nil || len(hist.Effects) != 1 || hist.Effects[0].Key != doneKey || hist.Effects[0].DoneAt == nil {
+		hist, err := db.Ops.History(ctx, "billing:invoice:inv-2")
+		if err != nil || len(hist.Effects) != 1 || hist.Effects[0].Key != billingtest.DoneKey || hist.Effects[0].DoneAt == nil {
 			t.Fatalf("history of inv-2: %+v, %v", hist, err)
 		}
-		if rows, err := db.ops.Show(ctx, "no-such-key", ""); err != nil || !rows.Empty() {
+		if rows, err := db.Ops.Show(ctx, "no-such-key", ""); err != nil || !rows.Empty() {
 			t.Fatalf("show of an unknown key: %+v, %v", rows, err)
 		}
 	})
@@ -141,30 +142,30 @@ func TestShowAndHistory(t *testing.T) {
 // once; a second retry finds nothing parked, and a retry of an effect
 // under a live lease is refused with the row left as it was.
 func TestRetryPutsBackOnce(t *testing.T) {
-	eachOpsDB(t, func(t *testing.T, db opsDB) {
-		f, j := opsScenario(t, db)
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		f, j := billingtest.OpsScenario(t, db)
 		ctx := t.Context()
-		changes, err := db.ops.Retry(ctx, parkedKey, "")
-		if err != nil || len(changes) != 1 || changes[0].Key != parkedKey || changes[0].State != idem.StateParked {
+		changes, err := db.Ops.Retry(ctx, billingtest.ParkedKey, "")
+		if err != nil || len(changes) != 1 || changes[0].Key != billingtest.ParkedKey || changes[0].State != idem.StateParked {
 			t.Fatalf("retry: %+v, %v", changes, err)
 		}
-		f.clk.advance(time.Minute)
-		run(t, j)
-		run(t, j)
-		if calls := f.mail.callsOf(parkedKey); calls != 2 {
-			t.Fatalf("provider calls of %s: %d, want the bounce and one more", parkedKey, calls)
+		f.Clock.Advance(time.Minute)
+		billingtest.Run(t, j)
+		billingtest.Run(t, j)
+		if calls := f.Mailer.CallsOf(billingtest.ParkedKey); calls != 2 {
+			t.Fatalf("provider calls of %s: %d, want the bounce and one more", billingtest.ParkedKey, calls)
 		}
-		if e := ledgerEntry(t, db.store, parkedKey); e.State != idem.StateDone {
+		if e := billingtest.LedgerEntry(t, db.Store, billingtest.ParkedKey); e.State != idem.StateDone {
 			t.Fatalf("after the retry and a run: %+v", e)
 		}
-		if changes, err := db.ops.Retry(ctx, parkedKey, ""); err == nil {
+		if changes, err := db.Ops.Retry(ctx, billingtest.ParkedKey, ""); err == nil {
 			t.Fatalf("a second retry changed %+v", changes)
 		}
 		var refused *idemops.RefusedError
-		if _, err := db.ops.Retry(ctx, leasedKey, ""); !errors.As(err, &refused) || !strings.Contains(err.Error(), "worker-7") {
+		if _, err := db.Ops.Retry(ctx, billingtest.LeasedKey, ""); !errors.As(err, &refused) || !strings.Contains(err.Error(), "worker-7") {
 			t.Fatalf("retry of a leased effect: %v; want a refusal naming worker-7", err)
 		}
-		if e := ledgerEntry(t, db.store, leasedKey); e.State != idem.StatePending || e.LeaseOwner != "worker-7" {
+		if e := billingtest.LedgerEntry(t, db.Store, billingtest.LeasedKey); e.State != idem.StatePending || e.LeaseOwner != "worker-7" {
 			t.Fatalf("leased row after a refused retry: %+v", e)
 		}
 	})
@@ -172,13 +173,13 @@ func TestRetryPutsBackOnce(t *testing.T) {
 
 // RetryAllParked puts back every parked effect of a job and nothing else.
 func TestRetryAllParked(t *testing.T) {
-	eachOpsDB(t, func(t *testing.T, db opsDB) {
-		opsScenario(t, db)
-		changes, err := db.ops.RetryAllParked(t.Context(), "invoice_sync")
-		if err != nil || len(changes) != 1 || changes[0].Key != parkedKey {
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		billingtest.OpsScenario(t, db)
+		changes, err := db.Ops.RetryAllParked(t.Context(), "invoice_sync")
+		if err != nil || len(changes) != 1 || changes[0].Key != billingtest.ParkedKey {
 			t.Fatalf("retry all parked: %+v, %v", changes, err)
 		}
-		if e := ledgerEntry(t, db.store, leasedKey); e.LeaseOwner != "worker-7" {
+		if e := billingtest.LedgerEntry(t, db.Store, billingtest.LeasedKey); e.LeaseOwner != "worker-7" {
 			t.Fatalf("the leased row was touched: %+v", e)
 		}
 	})
@@ -187,20 +188,20 @@ func TestRetryAllParked(t *testing.T) {
 // A dry-run reset says what it would remove and writes nothing; the reset
 // itself removes the row.
 func TestResetDryRunWritesNothing(t *testing.T) {
-	eachOpsDB(t, func(t *testing.T, db opsDB) {
-		opsScenario(t, db)
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		billingtest.OpsScenario(t, db)
 		ctx := t.Context()
-		changes, err := db.ops.Reset(ctx, doneKey, "", true)
-		if err != nil || len(changes) != 1 || changes[0].Key != doneKey {
+		changes, err := db.Ops.Reset(ctx, billingtest.DoneKey, "", true)
+		if err != nil || len(changes) != 1 || changes[0].Key != billingtest.DoneKey {
 			t.Fatalf("dry run: %+v, %v", changes, err)
 		}
-		if e := ledgerEntry(t, db.store, doneKey); e.State != idem.StateDone {
+		if e := billingtest.LedgerEntry(t, db.Store, billingtest.DoneKey); e.State != idem.StateDone {
 			t.Fatalf("a dry run changed the row: %+v", e)
 		}
-		if _, err := db.ops.Reset(ctx, doneKey, "", false); err != nil {
+		if _, err := db.Ops.Reset(ctx, billingtest.DoneKey, "", false); err != nil {
 			t.Fatal(err)
 		}
-		if rows, err := db.ops.Show(ctx, doneKey, ""); err != nil || !rows.Empty() {
+		if rows, err := db.Ops.Show(ctx, billingtest.DoneKey, ""); err != nil || !rows.Empty() {
 			t.Fatalf("after the reset: %+v, %v", rows, err)
 		}
 	})
@@ -208,9 +209,9 @@ func TestResetDryRunWritesNothing(t *testing.T) {
 
 // The activity window counts the done send and the bounce.
 func TestActivityCountsTheRuns(t *testing.T) {
-	eachOpsDB(t, func(t *testing.T, db opsDB) {
-		opsScenario(t, db)
-		a, err := db.ops.Activity(t.Context(), time.Hour)
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		billingtest.OpsScenario(t, db)
+		a, err := db.Ops.Activity(t.Context(), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,32 +223,32 @@ func TestActivityCountsTheRuns(t *testing.T) {
 
 // A provider's pause shows as the effect's gate until it is lifted.
 func TestGateShowsAPauseUntilLifted(t *testing.T) {
-	eachOpsDB(t, func(t *testing.T, db opsDB) {
-		f := newFixture()
-		db.ops.SetClock(f.clk.Now)
-		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		f := billingtest.NewOpsFixture()
+		db.Ops.SetClock(f.Clock.Now)
+		f.Invoice("inv-1", 100, f.Base.Add(-time.Minute))
 		notify := billing.NotifyNewInvoiceFunc(func(context.Context, string, billing.Invoice) error {
 			return idem.PauseEffect(time.Hour, errors.New("429 the mail account is throttled"))
 		})
 		circuit := idemrt.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
 			j.Effects[0].Circuit = idemrt.Circuit{Failures: 5, CoolDown: time.Minute} // a gate, for the pause
 		})
-		j, err := billing.NewInvoiceSync(db.store, f.src, billing.InvoiceSyncEffects{NotifyNewInvoice: notify},
-			append(f.options(), idem.WithStart(f.base.Add(-24*time.Hour)), circuit)...)
+		j, err := billing.NewInvoiceSync(db.Store, f.Source, billing.InvoiceSyncEffects{NotifyNewInvoice: notify},
+			append(f.Options(), idem.WithStart(f.Base.Add(-24*time.Hour)), circuit)...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		run(t, j)
+		billingtest.Run(t, j)
 		ctx := t.Context()
-		g, err := db.ops.Gate(ctx, "invoice_sync", "notify_new_invoice")
+		g, err := db.Ops.Gate(ctx, "invoice_sync", "notify_new_invoice")
 		if err != nil || g == nil || g.State != "paused" || !strings.Contains(g.Reason, "throttled") ||
-			g.Until == nil || !g.Until.Equal(f.clk.Now().Add(time.Hour)) {
+			g.Until == nil || !g.Until.Equal(f.Clock.Now().Add(time.Hour)) {
 			t.Fatalf("gate: %+v, %v; want paused for an hour with the provider's answer", g, err)
 		}
-		if lifted, err := db.ops.LiftGate(ctx, "invoice_sync", "notify_new_invoice"); err != nil || !lifted {
+		if lifted, err := db.Ops.LiftGate(ctx, "invoice_sync", "notify_new_invoice"); err != nil || !lifted {
 			t.Fatalf("lift: %v, %v", lifted, err)
 		}
-		if g, err := db.ops.Gate(ctx, "invoice_sync", "notify_new_invoice"); err != nil || g != nil {
+		if g, err := db.Ops.Gate(ctx, "invoice_sync", "notify_new_invoice"); err != nil || g != nil {
 			t.Fatalf("gate after the lift: %+v, %v", g, err)
 		}
 	})

@@ -22,6 +22,7 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemotel"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
 // Both jobs of the package, under one idemotel.Option, through runs with
@@ -29,7 +30,8 @@ import (
 // parked unit: every counter, the histogram's counts, the gauge read from
 // the database and the span tree are checked against what those runs did.
 func TestOpenTelemetry(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
 		reader := sdkmetric.NewManualReader()
 		spans := tracetest.NewSpanRecorder()
@@ -39,20 +41,20 @@ func TestOpenTelemetry(t *testing.T) {
 		// invoice_sync: inv-1 and inv-3 are inserted and notified in run 1
 		// and deduped in runs 2 and 3; the database refuses inv-2, which
 		// fails runs 1 and 2 and is parked by run 3 (max_attempts 3).
-		f := newFixture()
-		db(t, refusePoisonSQLite, refusePoisonPostgres)
-		f.invoice("inv-1", "cus", 100, f.base.Add(-3*time.Minute))
-		f.invoice("inv-2", "poison", 200, f.base.Add(-2*time.Minute))
-		f.invoice("inv-3", "cus", 300, f.base.Add(-time.Minute))
-		invoices, err := billing.NewInvoiceSync(st, f.src, billing.InvoiceSyncEffects{NotifyNewInvoice: mailer{}},
-			idem.WithClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)), otelOpt)
+		f := billingtest.NewFixture()
+		db.Exec(t, billingtest.RefusePoisonSQLite, billingtest.RefusePoisonPostgres)
+		f.Invoice("inv-1", 100, f.Base.Add(-3*time.Minute))
+		f.CustomerInvoice("inv-2", "poison", 200, f.Base.Add(-2*time.Minute))
+		f.Invoice("inv-3", 300, f.Base.Add(-time.Minute))
+		invoices, err := billing.NewInvoiceSync(st, f.Source, billing.InvoiceSyncEffects{NotifyNewInvoice: billingtest.NewMailer()},
+			idem.WithClock(f.Clock.Now), idem.WithLogger(quiet), idem.WithStart(f.Base.Add(-24*time.Hour)), otelOpt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for run := 1; run <= 3; run++ {
 			rep, err := invoices.Run(ctx)
-			checkFailures(t, "run", rep, err, false)
-			f.clk.advance(runGap)
+			billingtest.CheckFailures(t, "run", rep, err, false)
+			f.Clock.Advance(billingtest.RunGap)
 		}
 
 		// payment_webhook: evt_1 is sent, then redelivered (deduped), then
@@ -69,24 +71,24 @@ func TestOpenTelemetry(t *testing.T) {
 			case "evt_2":
 				return nil, errors.New("mail server down")
 			case "evt_3":
-				return nil, idem.Permanent(errDeclined)
+				return nil, idem.Permanent(billingtest.ErrDeclined)
 			}
 			return []byte("rcpt-" + p.EventID), nil
 		})
 		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: provider},
-			idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), otelOpt)
+			idem.WithClock(f.Clock.Now), idemrt.WithLeaseClock(f.Clock.Now), idem.WithLogger(quiet), otelOpt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		changed := payment(f, "evt_1", 500)
+		changed := f.Payment("evt_1", 500)
 		changed.AmountCents++
-		for _, p := range []billing.Payment{payment(f, "evt_1", 500), payment(f, "evt_1", 500), changed, payment(f, "evt_2", 700), payment(f, "evt_3", 900)} {
+		for _, p := range []billing.Payment{f.Payment("evt_1", 500), f.Payment("evt_1", 500), changed, f.Payment("evt_2", 700), f.Payment("evt_3", 900)} {
 			rep, err := hook.Process(ctx, p)
-			checkFailures(t, "process "+p.EventID, rep, err, true)
+			billingtest.CheckFailures(t, "process "+p.EventID, rep, err, true)
 		}
-		f.clk.advance(time.Minute) // past evt_2's backoff (the hook's leases run on this clock)
+		f.Clock.Advance(time.Minute) // past evt_2's backoff (the hook's leases run on this clock)
 		rep, err := hook.Drain(ctx)
-		checkFailures(t, "drain", rep, err, false)
+		billingtest.CheckFailures(t, "drain", rep, err, false)
 		if rep.EffectsFailed != 1 {
 			t.Fatalf("drain: %s, want evt_2's receipt failed again", rep)
 		}
@@ -313,14 +315,15 @@ func renderAttrs(attrs []attribute.KeyValue) string {
 // the gate's state and end as attributes and an idemgen.gate event with
 // the provider's answer; no call after the first reaches the provider.
 func TestOpenTelemetryGate(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store, _ rawDB) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		spans := tracetest.NewSpanRecorder()
 		otelOpt := idemotel.Option(sdkmetric.NewMeterProvider(), sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
-		f := newFixture()
+		f := billingtest.NewFixture()
 		for i, id := range []string{"inv-1", "inv-2", "inv-3"} {
-			f.invoice(id, "cus", 100, f.base.Add(time.Duration(i)*time.Minute))
+			f.Invoice(id, 100, f.Base.Add(time.Duration(i)*time.Minute))
 		}
-		f.clk.advance(runGap)
+		f.Clock.Advance(billingtest.RunGap)
 		calls := 0
 		notify := billing.NotifyNewInvoiceFunc(func(ctx context.Context, key string, inv billing.Invoice) error {
 			calls++
@@ -329,8 +332,8 @@ func TestOpenTelemetryGate(t *testing.T) {
 		circuit := idemrt.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
 			j.Effects[0].Circuit = idemrt.Circuit{Failures: 5, CoolDown: time.Minute} // a gate, for the pause
 		})
-		j, err := billing.NewInvoiceSync(st, f.src, billing.InvoiceSyncEffects{NotifyNewInvoice: notify},
-			idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)),
+		j, err := billing.NewInvoiceSync(st, f.Source, billing.InvoiceSyncEffects{NotifyNewInvoice: notify},
+			idem.WithClock(f.Clock.Now), idemrt.WithLeaseClock(f.Clock.Now), idem.WithLogger(quiet), idem.WithStart(f.Base.Add(-24*time.Hour)),
 			idem.WithEffectConcurrency(1), circuit, otelOpt)
 		if err != nil {
 			t.Fatal(err)
@@ -345,7 +348,7 @@ func TestOpenTelemetryGate(t *testing.T) {
 				continue
 			}
 			gated++
-			if attrOf(s.Attributes(), "idemgen.gate.until") != f.clk.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano) {
+			if attrOf(s.Attributes(), "idemgen.gate.until") != f.Clock.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano) {
 				t.Errorf("span %s: gate until %q, want an hour on", s.Name(), attrOf(s.Attributes(), "idemgen.gate.until"))
 			}
 			for _, e := range s.Events() {

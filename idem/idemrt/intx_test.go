@@ -10,6 +10,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemtest"
+	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
 // callerDB is the test's own handle on the store's database, as a web
@@ -38,7 +39,7 @@ func eachCallerDB(t *testing.T, fn func(t *testing.T, db callerDB)) {
 	ctx := context.Background()
 	t.Run("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "test.db")
-		st, closeDB, err := openSQLite(ctx, path)
+		st, closeDB, err := billingtest.OpenSQLite(ctx, path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func eachCallerDB(t *testing.T, fn func(t *testing.T, db callerDB)) {
 				return n
 			},
 			open: func(t *testing.T) *billing.Store {
-				st, closeDB, err := openSQLite(ctx, path)
+				st, closeDB, err := billingtest.OpenSQLite(ctx, path)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -86,7 +87,7 @@ func eachCallerDB(t *testing.T, fn func(t *testing.T, db callerDB)) {
 	t.Run("postgres", func(t *testing.T) {
 		pg := idemtest.OpenPostgres(t)
 		schema := pg.NewSchema(t)
-		st, pool, err := openPostgresConfig(ctx, pg.Config(schema))
+		st, pool, err := billingtest.OpenPostgres(ctx, pg.Config(schema))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +116,7 @@ func eachCallerDB(t *testing.T, fn func(t *testing.T, db callerDB)) {
 				return n
 			},
 			open: func(t *testing.T) *billing.Store {
-				st, p, err := openPostgresConfig(ctx, pg.Config(schema))
+				st, p, err := billingtest.OpenPostgres(ctx, pg.Config(schema))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -131,9 +132,9 @@ func eachCallerDB(t *testing.T, fn func(t *testing.T, db callerDB)) {
 // is owed; committed, both are there and Drain sends the receipt once.
 func TestProcessTxCommitsOrRollsBackWithTheCaller(t *testing.T) {
 	eachCallerDB(t, func(t *testing.T, db callerDB) {
-		f, ctx := newFixture(), context.Background()
-		rc := newReceipts()
-		hook := newHook(t, db.store, f, rc)
+		f, ctx := billingtest.NewFixture(), context.Background()
+		rc := billingtest.NewReceipts()
+		hook := f.Hook(t, db.store, rc)
 		setup := db.begin(t)
 		if err := setup.exec("CREATE TABLE orders (id TEXT PRIMARY KEY)"); err != nil {
 			t.Fatal(err)
@@ -146,7 +147,7 @@ func TestProcessTxCommitsOrRollsBackWithTheCaller(t *testing.T) {
 		}
 
 		// Rolled back: the caller's row, the unit and its reservation all go.
-		lost := payment(f, "evt_rb", 100)
+		lost := f.Payment("evt_rb", 100)
 		tx := db.begin(t)
 		if err := tx.exec("INSERT INTO orders (id) VALUES ('ord-rb')"); err != nil {
 			t.Fatal(err)
@@ -165,12 +166,12 @@ func TestProcessTxCommitsOrRollsBackWithTheCaller(t *testing.T) {
 		if n := owed(); n != 0 {
 			t.Fatalf("rolled back: %d effects owed", n)
 		}
-		if rep, err := hook.Drain(ctx); err != nil || rep.EffectsDone != 0 || len(rc.calls) != 0 {
-			t.Fatalf("drain after rollback: %s, %v, calls %v", rep, err, rc.calls)
+		if rep, err := hook.Drain(ctx); err != nil || rep.EffectsDone != 0 || len(rc.Calls) != 0 {
+			t.Fatalf("drain after rollback: %s, %v, calls %v", rep, err, rc.Calls)
 		}
 
 		// Committed: both rows, one owed receipt, which Drain sends once.
-		kept := payment(f, "evt_ok", 200)
+		kept := f.Payment("evt_ok", 200)
 		tx = db.begin(t)
 		if err := tx.exec("INSERT INTO orders (id) VALUES ('ord-ok')"); err != nil {
 			t.Fatal(err)
@@ -178,8 +179,8 @@ func TestProcessTxCommitsOrRollsBackWithTheCaller(t *testing.T) {
 		if rep, err := tx.process(hook, kept); err != nil || rep.Inserted != 1 {
 			t.Fatalf("process in tx: %s, %v", rep, err)
 		}
-		if len(rc.calls) != 0 {
-			t.Fatalf("provider called before the caller committed: %v", rc.calls)
+		if len(rc.Calls) != 0 {
+			t.Fatalf("provider called before the caller committed: %v", rc.Calls)
 		}
 		if err := tx.commit(); err != nil {
 			t.Fatal(err)
@@ -195,8 +196,8 @@ func TestProcessTxCommitsOrRollsBackWithTheCaller(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if n := rc.calls[billing.SendReceiptKey(kept)]; n != 1 || len(rc.calls) != 1 {
-			t.Fatalf("receipts after two drains: %v; want one for %s", rc.calls, kept.EventID)
+		if n := rc.Calls[billing.SendReceiptKey(kept)]; n != 1 || len(rc.Calls) != 1 {
+			t.Fatalf("receipts after two drains: %v; want one for %s", rc.Calls, kept.EventID)
 		}
 		if n := owed(); n != 0 {
 			t.Fatalf("after drain: %d effects owed", n)

@@ -11,33 +11,18 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
-
-// The database refuses invoices of customer "poison" (a constraint the
-// source does not know about), so their writes fail on every attempt.
-const (
-	refusePoisonSQLite = `CREATE TRIGGER refuse_poison BEFORE INSERT ON invoices WHEN NEW.customer_id = 'poison'
-		BEGIN SELECT RAISE(ABORT, 'poison invoice refused'); END`
-	refusePoisonPostgres = `CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN IF NEW.customer_id = 'poison' THEN RAISE EXCEPTION 'poison invoice refused'; END IF; RETURN NEW; END $$;
-		CREATE TRIGGER refuse_poison BEFORE INSERT ON invoices FOR EACH ROW EXECUTE FUNCTION refuse_poison()`
-	acceptPoisonSQLite   = `DROP TRIGGER refuse_poison`
-	acceptPoisonPostgres = `DROP TRIGGER refuse_poison ON invoices`
-)
-
-// runGap separates runs: twice the overlap, so only a watermark held at a
-// failed unit makes a run fetch that unit again.
-const runGap = 20 * time.Minute
 
 // poisoned serves inv-1, inv-2 and inv-3 and makes the database refuse inv-2.
-func poisoned(t *testing.T, f *fixture, db rawDB) billing.Invoice {
+func poisoned(t *testing.T, f *billingtest.Fixture, db billingtest.DB) billing.Invoice {
 	t.Helper()
-	db(t, refusePoisonSQLite, refusePoisonPostgres)
-	f.invoice("inv-1", 100, f.base.Add(-3*time.Minute))
-	poison := f.invoice("inv-2", 200, f.base.Add(-2*time.Minute))
+	db.Exec(t, billingtest.RefusePoisonSQLite, billingtest.RefusePoisonPostgres)
+	f.Invoice("inv-1", 100, f.Base.Add(-3*time.Minute))
+	poison := f.Invoice("inv-2", 200, f.Base.Add(-2*time.Minute))
 	poison.CustomerID = "poison"
-	f.api.put(poison)
-	f.invoice("inv-3", 300, f.base.Add(-time.Minute))
+	f.Source.Put(poison)
+	f.Invoice("inv-3", 300, f.Base.Add(-time.Minute))
 	return poison
 }
 
@@ -53,13 +38,13 @@ func parkedUnits(t *testing.T, st *billing.Store) []idem.ParkedUnit {
 // parkedPoison serves inv-1 to inv-3 and runs the job until the database's
 // refusals of inv-2 have parked it (max_attempts is 3), checking that the
 // failing runs hold the watermark at it.
-func parkedPoison(t *testing.T, st *billing.Store, db rawDB) (*fixture, *billing.InvoiceSync, billing.Invoice) {
+func parkedPoison(t *testing.T, st *billing.Store, db billingtest.DB) (*billingtest.Fixture, *billing.InvoiceSync, billing.Invoice) {
 	t.Helper()
-	f := newFixture()
+	f := billingtest.NewFixture()
 	poison := poisoned(t, f, db)
-	j := f.job(t, st)
+	j := f.Job(t, st)
 	for run := 1; run <= 3; run++ {
-		rep := runJob(t, j)
+		rep := billingtest.RunChecked(t, j)
 		wantParked, wantNew := 0, 0
 		if run == 1 {
 			wantNew = 2
@@ -70,10 +55,10 @@ func parkedPoison(t *testing.T, st *billing.Store, db rawDB) (*fixture, *billing
 		if rep.Failed != 1 || rep.Parked != wantParked || rep.Inserted != wantNew || rep.EffectsDone != wantNew {
 			t.Fatalf("run %d: %s", run, rep)
 		}
-		if since := f.api.lastWindow().Since; run > 1 && !since.Equal(poison.UpdatedAt.Add(-10*time.Minute)) {
+		if since := f.Source.LastWindow().Since; run > 1 && !since.Equal(poison.UpdatedAt.Add(-10*time.Minute)) {
 			t.Fatalf("run %d fetched from %s; a failing unit must hold the watermark at itself (%s minus the overlap)", run, since, poison.UpdatedAt)
 		}
-		f.clk.advance(runGap)
+		f.Clock.Advance(billingtest.RunGap)
 	}
 	return f, j, poison
 }
@@ -83,7 +68,8 @@ func parkedPoison(t *testing.T, st *billing.Store, db rawDB) (*fixture, *billing
 // Fetched again with the same payload it is skipped, not attempted; once
 // upstream fixes it (a new payload) it is written, and its row goes.
 func TestPoisonUnitIsParkedAndPassed(t *testing.T) {
-	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
 		f, j, poison := parkedPoison(t, st, db)
 
@@ -103,8 +89,8 @@ func TestPoisonUnitIsParkedAndPassed(t *testing.T) {
 		}
 
 		// The watermark passed it: this run's window starts after it.
-		if rep := runJob(t, j); rep.Seen != 0 || f.api.lastWindow().Since.Before(poison.UpdatedAt) {
-			t.Fatalf("run after parking: %s, window %+v", rep, f.api.lastWindow())
+		if rep := billingtest.RunChecked(t, j); rep.Seen != 0 || f.Source.LastWindow().Since.Before(poison.UpdatedAt) {
+			t.Fatalf("run after parking: %s, window %+v", rep, f.Source.LastWindow())
 		}
 		got := rows(t, j)
 		if _, ok := got["inv-2"]; ok || len(got) != 2 {
@@ -113,8 +99,8 @@ func TestPoisonUnitIsParkedAndPassed(t *testing.T) {
 
 		// Fetched again with the same payload it is skipped: not attempted
 		// (the trigger would have failed it a fourth time), but reported.
-		rep, err := j.Backfill(ctx, idem.Window{Since: f.base.Add(-time.Hour), Until: f.base})
-		checkFailures(t, "backfill over the parked unit", rep, err, false)
+		rep, err := j.Backfill(ctx, idem.Window{Since: f.Base.Add(-time.Hour), Until: f.Base})
+		billingtest.CheckFailures(t, "backfill over the parked unit", rep, err, false)
 		if !errors.Is(err, idem.ErrParked) || rep.Seen != 3 || rep.Unchanged != 2 || rep.Parked != 1 || rep.Failed != 1 {
 			t.Fatalf("backfill over the parked unit: %s, %v", rep, err)
 		}
@@ -125,10 +111,10 @@ func TestPoisonUnitIsParkedAndPassed(t *testing.T) {
 		// Upstream fixes the invoice: a new payload is attempted, and written.
 		fixed := poison
 		fixed.CustomerID = "cus"
-		fixed.UpdatedAt = f.clk.Now()
-		f.api.put(fixed)
-		f.clk.advance(runGap)
-		if rep := runJob(t, j); rep.Inserted != 1 || rep.Failed != 0 || rep.Parked != 0 || rep.EffectsDone != 1 {
+		fixed.UpdatedAt = f.Clock.Now()
+		f.Source.Put(fixed)
+		f.Clock.Advance(billingtest.RunGap)
+		if rep := billingtest.RunChecked(t, j); rep.Inserted != 1 || rep.Failed != 0 || rep.Parked != 0 || rep.EffectsDone != 1 {
 			t.Fatalf("run with the fixed invoice: %s", rep)
 		}
 		if units := parkedUnits(t, st); len(units) != 0 {
@@ -137,7 +123,7 @@ func TestPoisonUnitIsParkedAndPassed(t *testing.T) {
 		if got := rows(t, j)["inv-2"].CustomerID; got != "cus" {
 			t.Fatalf("inv-2 customer %q, want the fixed one", got)
 		}
-		if calls, applied := f.mail.totals(); calls != 3 || applied != 3 {
+		if calls, applied := f.Mailer.Totals(); calls != 3 || applied != 3 {
 			t.Fatalf("notifier saw %d calls, %d applied; want one per invoice", calls, applied)
 		}
 	})
@@ -147,7 +133,8 @@ func TestPoisonUnitIsParkedAndPassed(t *testing.T) {
 // payload, counting attempts from 0, until the write succeeds and its row
 // goes with it.
 func TestRetryPutsAParkedUnitBack(t *testing.T) {
-	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
 		f, j, _ := parkedPoison(t, st, db)
 
@@ -161,15 +148,15 @@ func TestRetryPutsAParkedUnitBack(t *testing.T) {
 			t.Fatalf("after RetryParked: %+v", units)
 		}
 		// Still refused: one attempt more, and it stays put back for the next Run.
-		if rep := runJob(t, j); rep.Seen != 1 || rep.Failed != 1 || rep.Parked != 0 {
+		if rep := billingtest.RunChecked(t, j); rep.Seen != 1 || rep.Failed != 1 || rep.Parked != 0 {
 			t.Fatalf("retry still refused: %s", rep)
 		}
 		if units := parkedUnits(t, st); len(units) != 1 || units[0].State != "retry" || units[0].Attempts != 1 {
 			t.Fatalf("after a failed retry: %+v", units)
 		}
-		db(t, acceptPoisonSQLite, acceptPoisonPostgres)
-		f.clk.advance(runGap)
-		if rep := runJob(t, j); rep.Seen != 1 || rep.Inserted != 1 || rep.Failed != 0 || rep.EffectsDone != 1 {
+		db.Exec(t, billingtest.AcceptPoisonSQLite, billingtest.AcceptPoisonPostgres)
+		f.Clock.Advance(billingtest.RunGap)
+		if rep := billingtest.RunChecked(t, j); rep.Seen != 1 || rep.Inserted != 1 || rep.Failed != 0 || rep.EffectsDone != 1 {
 			t.Fatalf("retry after the fix: %s", rep)
 		}
 		if units := parkedUnits(t, st); len(units) != 0 {
@@ -178,11 +165,11 @@ func TestRetryPutsAParkedUnitBack(t *testing.T) {
 		if got := rows(t, j)["inv-2"]; got.CustomerID != "poison" || got.AmountCents != 200 {
 			t.Fatalf("inv-2 %+v, want the stored payload", got)
 		}
-		f.clk.advance(runGap)
-		if rep := runJob(t, j); rep.Seen != 0 {
+		f.Clock.Advance(billingtest.RunGap)
+		if rep := billingtest.RunChecked(t, j); rep.Seen != 0 {
 			t.Fatalf("run after the retry: %s", rep)
 		}
-		if calls, _ := f.mail.totals(); calls != 3 {
+		if calls, _ := f.Mailer.Totals(); calls != 3 {
 			t.Fatalf("notifier saw %d calls, want one per invoice", calls)
 		}
 	})
@@ -191,29 +178,30 @@ func TestRetryPutsAParkedUnitBack(t *testing.T) {
 // A unit that fails twice, under its max_attempts, and is then written
 // leaves no row behind; the watermark moves on.
 func TestUnitFailingTwiceThenWrittenLeavesNoRow(t *testing.T) {
-	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
-		f := newFixture()
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f := billingtest.NewFixture()
 		poison := poisoned(t, f, db)
-		j := f.job(t, st)
+		j := f.Job(t, st)
 		for run := 1; run <= 2; run++ {
-			if rep := runJob(t, j); rep.Failed != 1 || rep.Parked != 0 {
+			if rep := billingtest.RunChecked(t, j); rep.Failed != 1 || rep.Parked != 0 {
 				t.Fatalf("run %d: %s", run, rep)
 			}
-			f.clk.advance(runGap)
+			f.Clock.Advance(billingtest.RunGap)
 		}
 		if units := parkedUnits(t, st); len(units) != 1 || units[0].State != "failing" || units[0].Attempts != 2 {
 			t.Fatalf("after two failures: %+v", units)
 		}
-		db(t, acceptPoisonSQLite, acceptPoisonPostgres)
-		if rep := runJob(t, j); rep.Inserted != 1 || rep.Failed != 0 || rep.EffectsDone != 1 {
+		db.Exec(t, billingtest.AcceptPoisonSQLite, billingtest.AcceptPoisonPostgres)
+		if rep := billingtest.RunChecked(t, j); rep.Inserted != 1 || rep.Failed != 0 || rep.EffectsDone != 1 {
 			t.Fatalf("run after the fix: %s", rep)
 		}
 		if units := parkedUnits(t, st); len(units) != 0 {
 			t.Fatalf("the written unit's row is left: %+v", units)
 		}
-		f.clk.advance(runGap)
-		if rep := runJob(t, j); rep.Seen != 0 || f.api.lastWindow().Since.Before(poison.UpdatedAt) {
-			t.Fatalf("the watermark did not move on: %s, window %+v", rep, f.api.lastWindow())
+		f.Clock.Advance(billingtest.RunGap)
+		if rep := billingtest.RunChecked(t, j); rep.Seen != 0 || f.Source.LastWindow().Since.Before(poison.UpdatedAt) {
+			t.Fatalf("the watermark did not move on: %s, window %+v", rep, f.Source.LastWindow())
 		}
 	})
 }
@@ -221,20 +209,21 @@ func TestUnitFailingTwiceThenWrittenLeavesNoRow(t *testing.T) {
 // Handed-in units without max_attempts stay failing, however often they
 // fail; a person's Retry makes Drain write them from the stored payload.
 func TestWebhookFailureRetriedByDrain(t *testing.T) {
-	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		db(t, `CREATE TRIGGER refuse_payment BEFORE INSERT ON payments WHEN NEW.invoice_id = 'gone'
+		db.Exec(t, `CREATE TRIGGER refuse_payment BEFORE INSERT ON payments WHEN NEW.invoice_id = 'gone'
 			BEGIN SELECT RAISE(ABORT, 'invoice gone'); END`,
 			`CREATE FUNCTION refuse_payment() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN IF NEW.invoice_id = 'gone' THEN RAISE EXCEPTION 'invoice gone'; END IF; RETURN NEW; END $$;
 			CREATE TRIGGER refuse_payment BEFORE INSERT ON payments FOR EACH ROW EXECUTE FUNCTION refuse_payment()`)
-		f := newFixture()
-		rc := newReceipts()
-		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(f.clk.Now), idem.WithLogger(quiet))
+		f := billingtest.NewFixture()
+		rc := billingtest.NewReceipts()
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(f.Clock.Now), idem.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := billing.Payment{EventID: "evt_9", InvoiceID: "gone", AmountCents: 900, PaidAt: f.base}
+		p := billing.Payment{EventID: "evt_9", InvoiceID: "gone", AmountCents: 900, PaidAt: f.Base}
 		for try := 1; try <= 4; try++ {
 			rep, _ := hook.Process(ctx, p)
 			if rep.Failed != 1 || rep.Parked != 0 || rep.Units[0].Outcome != idem.OutcomeFailed {
@@ -247,7 +236,7 @@ func TestWebhookFailureRetriedByDrain(t *testing.T) {
 		if rep, err := hook.Drain(ctx); err != nil || rep.Seen != 0 {
 			t.Fatalf("Drain wrote a unit nobody put back: %s, %v", rep, err)
 		}
-		db(t, `DROP TRIGGER refuse_payment`, `DROP TRIGGER refuse_payment ON payments`)
+		db.Exec(t, `DROP TRIGGER refuse_payment`, `DROP TRIGGER refuse_payment ON payments`)
 		if changes, err := st.Retry(ctx, "payment_webhook", p.Key()); len(changes) != 1 || err != nil {
 			t.Fatalf("Retry: %+v, %v", changes, err)
 		}
@@ -257,8 +246,8 @@ func TestWebhookFailureRetriedByDrain(t *testing.T) {
 		if units := parkedUnits(t, st); len(units) != 0 {
 			t.Fatalf("the written unit's row is left: %+v", units)
 		}
-		if rep, _ := hook.Process(ctx, p); rep.Deduped != 1 || rc.calls[billing.SendReceiptKey(p)] != 1 {
-			t.Fatalf("redelivery after the retry: %s, %d receipts", rep, rc.calls[billing.SendReceiptKey(p)])
+		if rep, _ := hook.Process(ctx, p); rep.Deduped != 1 || rc.Calls[billing.SendReceiptKey(p)] != 1 {
+			t.Fatalf("redelivery after the retry: %s, %d receipts", rep, rc.Calls[billing.SendReceiptKey(p)])
 		}
 	})
 }
@@ -266,13 +255,14 @@ func TestWebhookFailureRetriedByDrain(t *testing.T) {
 // A provider that calls its failure permanent parks the effect after one
 // call; no later run, drain or replay calls it again.
 func TestPermanentEffectFailureParksAtOnce(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		f := newFixture()
-		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
-		f.mail.bounce = true
-		j := f.job(t, st)
-		if rep := runJob(t, j); rep.Inserted != 1 || rep.EffectsParked != 1 || rep.EffectsFailed != 1 {
+		f := billingtest.NewFixture()
+		f.Invoice("inv-1", 100, f.Base.Add(-time.Minute))
+		f.Mailer.Bounce = true
+		j := f.Job(t, st)
+		if rep := billingtest.RunChecked(t, j); rep.Inserted != 1 || rep.EffectsParked != 1 || rep.EffectsFailed != 1 {
 			t.Fatalf("first run: %s", rep)
 		}
 		entries, err := st.Ledger(ctx)
@@ -281,20 +271,20 @@ func TestPermanentEffectFailureParksAtOnce(t *testing.T) {
 			!entries[0].Permanent || entries[0].ParkedReason != "permanent" {
 			t.Fatalf("ledger %+v, %v; want failed after one attempt, permanently", entries, err)
 		}
-		f.mail.bounce = false // it would succeed now, but a permanent failure is not retried
-		f.clk.advance(time.Minute)
-		if rep := runJob(t, j); rep.EffectsDone != 0 {
+		f.Mailer.Bounce = false // it would succeed now, but a permanent failure is not retried
+		f.Clock.Advance(time.Minute)
+		if rep := billingtest.RunChecked(t, j); rep.EffectsDone != 0 {
 			t.Fatalf("next run: %s", rep)
 		}
 		if rep, err := j.Drain(ctx); err != nil || rep.EffectsDone != 0 {
 			t.Fatalf("drain: %s, %v", rep, err)
 		}
-		rep, err := j.Backfill(ctx, idem.Window{Since: f.base.Add(-time.Hour), Until: f.base})
-		checkFailures(t, "replay", rep, err, false)
+		rep, err := j.Backfill(ctx, idem.Window{Since: f.Base.Add(-time.Hour), Until: f.Base})
+		billingtest.CheckFailures(t, "replay", rep, err, false)
 		if !errors.Is(err, idem.ErrEffectParked) || !errors.Is(err, idem.ErrPermanent) || rep.EffectsParked != 1 || rep.EffectsDone != 0 {
 			t.Fatalf("replay: %s, %v; want the effect reported parked, permanently", rep, err)
 		}
-		if calls, _ := f.mail.totals(); calls != 1 {
+		if calls, _ := f.Mailer.Totals(); calls != 1 {
 			t.Fatalf("provider called %d times, want once", calls)
 		}
 	})
@@ -305,33 +295,34 @@ func TestPermanentEffectFailureParksAtOnce(t *testing.T) {
 // window, meets it (EffectsParked); a run after the window does not, and
 // still counts it, until a person puts it back.
 func TestParkedEffectInEveryReportsBacklog(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		f := newFixture()
-		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
-		f.mail.bounce = true
-		j := f.job(t, st)
+		f := billingtest.NewFixture()
+		f.Invoice("inv-1", 100, f.Base.Add(-time.Minute))
+		f.Mailer.Bounce = true
+		j := f.Job(t, st)
 		parkedBacklog := func(call string, rep idem.Report, parked int64) {
 			t.Helper()
 			if rep.Backlog == nil || rep.Backlog.ParkedEffects != parked || rep.Backlog.OwedEffects != 0 {
 				t.Fatalf("%s: %s; want the backlog to count %d parked effects", call, rep, parked)
 			}
 		}
-		rep := runJob(t, j)
+		rep := billingtest.RunChecked(t, j)
 		if rep.EffectsParked != 1 {
 			t.Fatalf("first run: %s", rep)
 		}
 		parkedBacklog("first run", rep, 1)
-		f.mail.bounce = false
+		f.Mailer.Bounce = false
 		// A newer invoice moves the watermark past inv-1 and its overlap:
 		// the run after it does not read inv-1 again.
-		f.clk.advance(runGap)
-		f.invoice("inv-2", 200, f.base.Add(runGap-time.Minute))
-		if rep := runJob(t, j); rep.EffectsParked != 1 || rep.EffectsDone != 1 {
+		f.Clock.Advance(billingtest.RunGap)
+		f.Invoice("inv-2", 200, f.Base.Add(billingtest.RunGap-time.Minute))
+		if rep := billingtest.RunChecked(t, j); rep.EffectsParked != 1 || rep.EffectsDone != 1 {
 			t.Fatalf("run reading inv-2: %s", rep)
 		}
-		f.clk.advance(runGap)
-		rep = runJob(t, j)
+		f.Clock.Advance(billingtest.RunGap)
+		rep = billingtest.RunChecked(t, j)
 		if rep.Seen != 1 || rep.EffectsParked != 0 {
 			t.Fatalf("run after the overlap: %s; want inv-1 not read again", rep)
 		}
@@ -344,7 +335,7 @@ func TestParkedEffectInEveryReportsBacklog(t *testing.T) {
 		if changes, err := st.RetryParked(ctx, "invoice_sync"); err != nil || len(changes) != 1 || changes[0].State != idem.StateParked {
 			t.Fatalf("RetryParked: %+v, %v", changes, err)
 		}
-		rep = runJob(t, j)
+		rep = billingtest.RunChecked(t, j)
 		if rep.EffectsDone != 1 {
 			t.Fatalf("run after the retry: %s", rep)
 		}
@@ -358,24 +349,25 @@ func TestParkedEffectInEveryReportsBacklog(t *testing.T) {
 // The same on handed-in units: the replayed Process reports the effect
 // parked, with the provider's permanent error, and calls nothing.
 func TestPermanentEffectFailureOnProcessReplay(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		f := newFixture()
-		rc := newReceipts()
-		rc.decline = true
-		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(f.clk.Now), idem.WithLogger(quiet))
+		f := billingtest.NewFixture()
+		rc := billingtest.NewReceipts()
+		rc.Decline = true
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(f.Clock.Now), idem.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := billing.Payment{EventID: "evt_1", InvoiceID: "inv-1", AmountCents: 500, PaidAt: f.base}
+		p := billing.Payment{EventID: "evt_1", InvoiceID: "inv-1", AmountCents: 500, PaidAt: f.Base}
 		first, _ := hook.Process(ctx, p)
 		if first.Inserted != 1 || first.EffectsParked != 1 {
 			t.Fatalf("first: %s", first)
 		}
-		if er := first.Units[0].Effects[0]; er.Outcome != idem.EffectParked || !errors.Is(er.Err, idem.ErrPermanent) || !errors.Is(er.Err, errDeclined) {
+		if er := first.Units[0].Effects[0]; er.Outcome != idem.EffectParked || !errors.Is(er.Err, idem.ErrPermanent) || !errors.Is(er.Err, billingtest.ErrDeclined) {
 			t.Fatalf("first effect %+v, want parked with the provider's permanent error", er)
 		}
-		rc.decline = false
+		rc.Decline = false
 		again, _ := hook.Process(ctx, p)
 		if again.Deduped != 1 || again.EffectsParked != 1 || again.Units[0].Effects[0].Outcome != idem.EffectParked {
 			t.Fatalf("replay: %s %+v", again, again.Units)
@@ -390,7 +382,7 @@ func TestPermanentEffectFailureOnProcessReplay(t *testing.T) {
 		if rep, err := hook.Drain(ctx); err != nil || rep.EffectsDone != 0 {
 			t.Fatalf("drain: %s, %v", rep, err)
 		}
-		if n := rc.calls[billing.SendReceiptKey(p)]; n != 1 {
+		if n := rc.Calls[billing.SendReceiptKey(p)]; n != 1 {
 			t.Fatalf("receipt provider called %d times, want once", n)
 		}
 	})
@@ -400,16 +392,17 @@ func TestPermanentEffectFailureOnProcessReplay(t *testing.T) {
 // a transient failure whose text merely starts like a permanent one parks
 // after max_attempts, says so, and replays as parked but not permanent.
 func TestParkedEffectSaysWhyInItsColumns(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		f := newFixture()
-		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
-		f.mail.failing = true
-		f.mail.failure = errors.New("permanent: looking, but a timeout")
-		j := f.job(t, st)
+		f := billingtest.NewFixture()
+		f.Invoice("inv-1", 100, f.Base.Add(-time.Minute))
+		f.Mailer.Failing = true
+		f.Mailer.Failure = errors.New("permanent: looking, but a timeout")
+		j := f.Job(t, st)
 		for run := 1; run <= 5; run++ { // notify_new_invoice has max_attempts: 5
-			runJob(t, j)
-			f.clk.advance(10 * time.Minute) // past the lease
+			billingtest.RunChecked(t, j)
+			f.Clock.Advance(10 * time.Minute) // past the lease
 		}
 		entries, err := st.Ledger(ctx)
 		if err != nil || len(entries) != 1 {
@@ -419,15 +412,15 @@ func TestParkedEffectSaysWhyInItsColumns(t *testing.T) {
 			e.LastError != "permanent: looking, but a timeout" {
 			t.Fatalf("ledger row %+v; want failed after 5 attempts, for max_attempts, not permanent, with the provider's text", e)
 		}
-		rep, err := j.Backfill(ctx, idem.Window{Since: f.base.Add(-time.Hour), Until: f.base})
-		checkFailures(t, "replay", rep, err, false)
+		rep, err := j.Backfill(ctx, idem.Window{Since: f.Base.Add(-time.Hour), Until: f.Base})
+		billingtest.CheckFailures(t, "replay", rep, err, false)
 		if !errors.Is(err, idem.ErrEffectParked) || errors.Is(err, idem.ErrPermanent) || rep.EffectsParked != 1 {
 			t.Fatalf("replay: %s, %v; want parked, not permanent", rep, err)
 		}
 		if !strings.Contains(err.Error(), "permanent: looking, but a timeout") {
 			t.Fatalf("replay %v lost the provider's text", err)
 		}
-		if calls, _ := f.mail.totals(); calls != 5 {
+		if calls, _ := f.Mailer.Totals(); calls != 5 {
 			t.Fatalf("provider called %d times, want 5", calls)
 		}
 	})
@@ -437,21 +430,22 @@ func TestParkedEffectSaysWhyInItsColumns(t *testing.T) {
 // parked_reason columns (both at their defaults after the migration) said
 // so only in its text; it still replays as permanent.
 func TestEffectParkedBeforeTheReasonColumnsStaysPermanent(t *testing.T) {
-	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		f := newFixture()
-		rc := newReceipts()
-		rc.decline = true
-		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(f.clk.Now), idem.WithLogger(quiet))
+		f := billingtest.NewFixture()
+		rc := billingtest.NewReceipts()
+		rc.Decline = true
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(f.Clock.Now), idem.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := billing.Payment{EventID: "evt_1", InvoiceID: "inv-1", AmountCents: 500, PaidAt: f.base}
+		p := billing.Payment{EventID: "evt_1", InvoiceID: "inv-1", AmountCents: 500, PaidAt: f.Base}
 		if first, _ := hook.Process(ctx, p); first.EffectsParked != 1 {
 			t.Fatalf("first: %s", first)
 		}
 		const legacy = `UPDATE billing_idem_ledger SET permanent = false, parked_reason = NULL`
-		db(t, legacy, legacy)
+		db.Exec(t, legacy, legacy)
 		again, err := hook.Process(ctx, p)
 		if er := again.Units[0].Effects[0]; er.Outcome != idem.EffectParked || !errors.Is(er.Err, idem.ErrPermanent) {
 			t.Fatalf("replay of a row parked the old way: %+v, %v; want parked, permanent", er, err)
@@ -465,32 +459,33 @@ func TestEffectParkedBeforeTheReasonColumnsStaysPermanent(t *testing.T) {
 // the row, but a person's Retry still sends the amount the effect was
 // reserved with; the fix reaches the provider only under a new key.
 func TestRetryResendsThePayloadStoredAtReservation(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		f := newFixture()
-		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
-		f.mail.bounce = true
-		j := f.job(t, st)
-		if rep := runJob(t, j); rep.Inserted != 1 || rep.EffectsParked != 1 {
+		f := billingtest.NewFixture()
+		f.Invoice("inv-1", 100, f.Base.Add(-time.Minute))
+		f.Mailer.Bounce = true
+		j := f.Job(t, st)
+		if rep := billingtest.RunChecked(t, j); rep.Inserted != 1 || rep.EffectsParked != 1 {
 			t.Fatalf("first run: %s", rep)
 		}
 		const key = "notify:new-invoice:v2:inv-1"
-		f.invoice("inv-1", 150, f.base.Add(30*time.Second))
-		f.clk.advance(time.Minute)
-		if rep := runJob(t, j); rep.Updated != 1 || rep.EffectsDone != 0 {
+		f.Invoice("inv-1", 150, f.Base.Add(30*time.Second))
+		f.Clock.Advance(time.Minute)
+		if rep := billingtest.RunChecked(t, j); rep.Updated != 1 || rep.EffectsDone != 0 {
 			t.Fatalf("run with the fixed invoice: %s", rep)
 		}
 		if got := rows(t, j)["inv-1"].AmountCents; got != 150 {
 			t.Fatalf("row amount %d, want the fix", got)
 		}
-		f.mail.bounce = false
+		f.Mailer.Bounce = false
 		if _, err := st.Retry(ctx, "invoice_sync", key); err != nil {
 			t.Fatal(err)
 		}
 		if rep, err := j.Drain(ctx); err != nil || rep.EffectsDone != 1 {
 			t.Fatalf("drain after retry: %s, %v", rep, err)
 		}
-		if got := f.mail.amountsOf(key); !slices.Equal(got, []int64{100, 100}) {
+		if got := f.Mailer.AmountsOf(key); !slices.Equal(got, []int64{100, 100}) {
 			t.Fatalf("amounts sent under %s: %v, want the stored 100 twice", key, got)
 		}
 	})
@@ -500,16 +495,17 @@ func TestRetryResendsThePayloadStoredAtReservation(t *testing.T) {
 // once per run that reads it; still refused, it is parked again at once,
 // now with the new payload, and the next run with that payload skips it.
 func TestParkedUnitWithANewPayloadIsTriedOncePerRun(t *testing.T) {
-	eachRawDB(t, func(t *testing.T, st *billing.Store, db rawDB) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
 		f, j, poison := parkedPoison(t, st, db)
 		changed := poison
 		changed.AmountCents = 999 // still customer poison: still refused
-		changed.UpdatedAt = f.clk.Now()
-		f.api.put(changed)
-		f.clk.advance(runGap)
+		changed.UpdatedAt = f.Clock.Now()
+		f.Source.Put(changed)
+		f.Clock.Advance(billingtest.RunGap)
 		rep, err := j.Run(ctx)
-		checkFailures(t, "run with the new payload", rep, err, false)
+		billingtest.CheckFailures(t, "run with the new payload", rep, err, false)
 		if rep.Failed != 1 || rep.Parked != 1 || rep.Inserted != 0 {
 			t.Fatalf("run with the new payload: %s", rep)
 		}
@@ -520,8 +516,8 @@ func TestParkedUnitWithANewPayloadIsTriedOncePerRun(t *testing.T) {
 		}
 		attempts := units[0].Attempts
 		// The same payload again: skipped, not attempted.
-		rep, err = j.Backfill(ctx, idem.Window{Since: f.base.Add(-time.Hour), Until: f.clk.Now()})
-		checkFailures(t, "backfill", rep, err, false)
+		rep, err = j.Backfill(ctx, idem.Window{Since: f.Base.Add(-time.Hour), Until: f.Clock.Now()})
+		billingtest.CheckFailures(t, "backfill", rep, err, false)
 		if units := parkedUnits(t, st); len(units) != 1 || units[0].Attempts != attempts {
 			t.Fatalf("the unit parked with this payload was attempted again: %+v", units)
 		}

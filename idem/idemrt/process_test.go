@@ -14,24 +14,11 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
 // The handed-in API as a payment endpoint meets it: everything that did not
 // end applied or deduped comes back through err, not only the report.
-
-func newHook(t *testing.T, st *billing.Store, f *fixture, provider billing.SendReceipt, opts ...idem.Option) *billing.PaymentWebhook {
-	t.Helper()
-	opts = append([]idem.Option{idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet)}, opts...)
-	hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: provider}, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hook
-}
-
-func payment(f *fixture, id string, cents int64) billing.Payment {
-	return billing.Payment{EventID: id, InvoiceID: "inv-" + id, AmountCents: cents, PaidAt: f.base}
-}
 
 // failures returns err's *idem.FailuresError, failing the test without one.
 func failures(t *testing.T, err error) *idem.FailuresError {
@@ -44,17 +31,18 @@ func failures(t *testing.T, err error) *idem.FailuresError {
 }
 
 func TestProcessReturnsMismatchThroughErr(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f, rc, ctx := newFixture(), newReceipts(), context.Background()
-		hook := newHook(t, st, f, rc)
-		p := payment(f, "evt_1", 500)
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f, rc, ctx := billingtest.NewFixture(), billingtest.NewReceipts(), context.Background()
+		hook := f.Hook(t, st, rc)
+		p := f.Payment("evt_1", 500)
 		if _, err := hook.Process(ctx, p); err != nil {
 			t.Fatalf("first delivery: %v", err)
 		}
 		changed := p
 		changed.AmountCents = 501
 		rep, err := hook.Process(ctx, changed)
-		checkFailures(t, "changed payload", rep, err, true)
+		billingtest.CheckFailures(t, "changed payload", rep, err, true)
 		if !errors.Is(err, idem.ErrPayloadMismatch) {
 			t.Fatalf("err = %v, want ErrPayloadMismatch", err)
 		}
@@ -65,14 +53,15 @@ func TestProcessReturnsMismatchThroughErr(t *testing.T) {
 }
 
 func TestProcessReturnsFailedAndParkedEffectsThroughErr(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f, ctx := newFixture(), context.Background()
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f, ctx := billingtest.NewFixture(), context.Background()
 		flaky := billing.SendReceiptFunc(func(context.Context, string, billing.Payment) ([]byte, error) {
 			return nil, errors.New("mail server down")
 		})
-		p := payment(f, "evt_2", 700)
-		rep, err := newHook(t, st, f, flaky).Process(ctx, p)
-		checkFailures(t, "failing provider", rep, err, true)
+		p := f.Payment("evt_2", 700)
+		rep, err := f.Hook(t, st, flaky).Process(ctx, p)
+		billingtest.CheckFailures(t, "failing provider", rep, err, true)
 		if !errors.Is(err, idem.ErrEffectFailed) || errors.Is(err, idem.ErrEffectParked) {
 			t.Fatalf("err = %v, want ErrEffectFailed (retried later), not parked", err)
 		}
@@ -80,35 +69,36 @@ func TestProcessReturnsFailedAndParkedEffectsThroughErr(t *testing.T) {
 			t.Fatalf("failure %+v, want the send_receipt effect key", fe.Failures[0])
 		}
 
-		rc := newReceipts()
-		rc.decline = true
-		q := payment(f, "evt_3", 800)
-		rep, err = newHook(t, st, f, rc).Process(ctx, q)
-		checkFailures(t, "declined", rep, err, true)
-		if !errors.Is(err, idem.ErrEffectParked) || !errors.Is(err, idem.ErrPermanent) || !errors.Is(err, errDeclined) {
+		rc := billingtest.NewReceipts()
+		rc.Decline = true
+		q := f.Payment("evt_3", 800)
+		rep, err = f.Hook(t, st, rc).Process(ctx, q)
+		billingtest.CheckFailures(t, "declined", rep, err, true)
+		if !errors.Is(err, idem.ErrEffectParked) || !errors.Is(err, idem.ErrPermanent) || !errors.Is(err, billingtest.ErrDeclined) {
 			t.Fatalf("err = %v, want a parked, permanent decline", err)
 		}
 		// A replay reports the parked effect again without calling the provider.
-		rep, err = newHook(t, st, f, rc).Process(ctx, q)
-		checkFailures(t, "declined replay", rep, err, true)
-		if !errors.Is(err, idem.ErrEffectParked) || !errors.Is(err, idem.ErrPermanent) || rc.calls[billing.SendReceiptKey(q)] != 1 {
-			t.Fatalf("replay: %v, %d calls; want parked, permanent, one call", err, rc.calls[billing.SendReceiptKey(q)])
+		rep, err = f.Hook(t, st, rc).Process(ctx, q)
+		billingtest.CheckFailures(t, "declined replay", rep, err, true)
+		if !errors.Is(err, idem.ErrEffectParked) || !errors.Is(err, idem.ErrPermanent) || rc.Calls[billing.SendReceiptKey(q)] != 1 {
+			t.Fatalf("replay: %v, %d calls; want parked, permanent, one call", err, rc.Calls[billing.SendReceiptKey(q)])
 		}
 	})
 }
 
 // An effect another worker holds is not a success: Process says busy.
 func TestProcessReturnsBusyThroughErr(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f, ctx := newFixture(), context.Background()
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f, ctx := billingtest.NewFixture(), context.Background()
 		entered, release := make(chan struct{}), make(chan struct{})
 		slow := billing.SendReceiptFunc(func(context.Context, string, billing.Payment) ([]byte, error) {
 			close(entered)
 			<-release
 			return []byte("slow"), nil
 		})
-		p := payment(f, "evt_4", 900)
-		a, b := newHook(t, st, f, slow, idem.WithOwner("worker-a")), newHook(t, st, f, newReceipts(), idem.WithOwner("worker-b"))
+		p := f.Payment("evt_4", 900)
+		a, b := f.Hook(t, st, slow, idem.WithOwner("worker-a")), f.Hook(t, st, billingtest.NewReceipts(), idem.WithOwner("worker-b"))
 		done := make(chan error, 1)
 		go func() {
 			_, err := a.Process(ctx, p)
@@ -117,7 +107,7 @@ func TestProcessReturnsBusyThroughErr(t *testing.T) {
 		<-entered
 		rep, err := b.Process(ctx, p)
 		close(release)
-		checkFailures(t, "while another worker calls the provider", rep, err, true)
+		billingtest.CheckFailures(t, "while another worker calls the provider", rep, err, true)
 		if !errors.Is(err, idem.ErrBusy) || rep.Deduped != 1 || rep.EffectsBusy != 1 {
 			t.Fatalf("%s, %v; want the unit deduped and its effect busy", rep, err)
 		}
@@ -130,11 +120,12 @@ func TestProcessReturnsBusyThroughErr(t *testing.T) {
 // A unit whose key placeholder is empty is refused before anything is
 // written or charged: "payments:event:" would be every such payment's key.
 func TestProcessRefusesAnEmptyKey(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f, rc, ctx := newFixture(), newReceipts(), context.Background()
-		hook := newHook(t, st, f, rc)
-		rep, err := hook.Process(ctx, payment(f, "", 100), payment(f, "evt_5", 200))
-		checkFailures(t, "empty key", rep, err, true)
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f, rc, ctx := billingtest.NewFixture(), billingtest.NewReceipts(), context.Background()
+		hook := f.Hook(t, st, rc)
+		rep, err := hook.Process(ctx, f.Payment("", 100), f.Payment("evt_5", 200))
+		billingtest.CheckFailures(t, "empty key", rep, err, true)
 		if !errors.Is(err, idem.ErrEmptyKey) || rep.Inserted != 1 || rep.Failed != 1 {
 			t.Fatalf("%s, %v; want the empty key refused and its neighbour inserted", rep, err)
 		}
@@ -145,18 +136,19 @@ func TestProcessRefusesAnEmptyKey(t *testing.T) {
 		if err != nil || len(rows) != 1 || rows[0].EventID != "evt_5" {
 			t.Fatalf("rows %+v, %v; want evt_5 alone", rows, err)
 		}
-		if len(rc.calls) != 1 {
-			t.Fatalf("provider calls %v, want evt_5's alone", rc.calls)
+		if len(rc.Calls) != 1 {
+			t.Fatalf("provider calls %v, want evt_5's alone", rc.Calls)
 		}
 	})
 }
 
 // Every copy of a key returns the kept result, also a repeat in one call.
 func TestDuplicateInOneCallReturnsTheKeptResult(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f, rc, ctx := newFixture(), newReceipts(), context.Background()
-		p := payment(f, "evt_6", 300)
-		rep, err := newHook(t, st, f, rc).Process(ctx, p, p)
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f, rc, ctx := billingtest.NewFixture(), billingtest.NewReceipts(), context.Background()
+		p := f.Payment("evt_6", 300)
+		rep, err := f.Hook(t, st, rc).Process(ctx, p, p)
 		if err != nil || rep.Inserted != 1 || rep.Deduped != 1 || len(rep.Units) != 2 {
 			t.Fatalf("%s, %v", rep, err)
 		}
@@ -165,8 +157,8 @@ func TestDuplicateInOneCallReturnsTheKeptResult(t *testing.T) {
 				t.Fatalf("copy %d: effects %+v, want the kept receipt", i, ur.Effects)
 			}
 		}
-		if rc.calls[billing.SendReceiptKey(p)] != 1 {
-			t.Fatalf("provider calls %v, want one", rc.calls)
+		if rc.Calls[billing.SendReceiptKey(p)] != 1 {
+			t.Fatalf("provider calls %v, want one", rc.Calls)
 		}
 	})
 }
@@ -174,31 +166,32 @@ func TestDuplicateInOneCallReturnsTheKeptResult(t *testing.T) {
 // A worker whose lease ran out while it called the provider reports what
 // the ledger kept (the result of the worker that took over), not its own.
 func TestLateWorkerReportsTheLedgersOutcome(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f, ctx := newFixture(), context.Background()
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f, ctx := billingtest.NewFixture(), context.Background()
 		entered, release := make(chan struct{}), make(chan struct{})
 		stalled := billing.SendReceiptFunc(func(context.Context, string, billing.Payment) ([]byte, error) {
 			close(entered)
 			<-release
 			return []byte("late"), nil
 		})
-		p := payment(f, "evt_7", 400)
+		p := f.Payment("evt_7", 400)
 		type result struct {
 			rep idem.Report
 			err error
 		}
 		done := make(chan result, 1)
-		late := newHook(t, st, f, stalled, idem.WithOwner("stalled"))
+		late := f.Hook(t, st, stalled, idem.WithOwner("stalled"))
 		go func() {
 			rep, err := late.Process(ctx, p)
 			done <- result{rep, err}
 		}()
 		<-entered
-		f.clk.advance(3 * time.Minute) // past send_receipt's 2m lease
+		f.Clock.Advance(3 * time.Minute) // past send_receipt's 2m lease
 		taker := billing.SendReceiptFunc(func(context.Context, string, billing.Payment) ([]byte, error) {
 			return []byte("taken-over"), nil
 		})
-		if rep, err := newHook(t, st, f, taker, idem.WithOwner("taker")).Drain(ctx); err != nil || rep.EffectsDone != 1 {
+		if rep, err := f.Hook(t, st, taker, idem.WithOwner("taker")).Drain(ctx); err != nil || rep.EffectsDone != 1 {
 			t.Fatalf("take over: %s, %v", rep, err)
 		}
 		close(release)
@@ -227,7 +220,7 @@ func TestSQLiteWithoutBusyTimeoutServesConcurrentCallers(t *testing.T) {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f, rc := newFixture(), newReceipts()
+	f, rc := billingtest.NewFixture(), billingtest.NewReceipts()
 	const callers, each = 8, 10
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)
@@ -236,14 +229,14 @@ func TestSQLiteWithoutBusyTimeoutServesConcurrentCallers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc},
-				idem.WithClock(f.clk.Now), idem.WithLogger(quiet), idem.WithOwner(fmt.Sprintf("caller-%d", c)))
+				idem.WithClock(f.Clock.Now), idem.WithLogger(quiet), idem.WithOwner(fmt.Sprintf("caller-%d", c)))
 			if err != nil {
 				errs <- err
 				return
 			}
 			for i := range each {
 				// Callers overlap on half their keys, as redelivered webhooks do.
-				if _, err := hook.Process(ctx, payment(f, fmt.Sprintf("evt_%d", (c%2)*each+i), 100)); err != nil && !errors.Is(err, idem.ErrBusy) {
+				if _, err := hook.Process(ctx, f.Payment(fmt.Sprintf("evt_%d", (c%2)*each+i), 100)); err != nil && !errors.Is(err, idem.ErrBusy) {
 					errs <- err
 					return
 				}
@@ -255,7 +248,7 @@ func TestSQLiteWithoutBusyTimeoutServesConcurrentCallers(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("concurrent caller: %v", err)
 	}
-	hook := newHook(t, st, f, rc)
+	hook := f.Hook(t, st, rc)
 	if _, err := hook.Drain(ctx); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
@@ -263,7 +256,7 @@ func TestSQLiteWithoutBusyTimeoutServesConcurrentCallers(t *testing.T) {
 	if err != nil || len(rows) != 2*each {
 		t.Fatalf("%d rows, %v; want %d", len(rows), err, 2*each)
 	}
-	for key, n := range rc.calls {
+	for key, n := range rc.Calls {
 		if n != 1 {
 			t.Fatalf("%s sent %d times", key, n)
 		}
@@ -293,9 +286,9 @@ func readsWaitForAWriter(t *testing.T, idle int) {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f, rc := newFixture(), newReceipts()
-	hook := newHook(t, st, f, rc)
-	if _, err := hook.Process(ctx, payment(f, "evt_read", 100)); err != nil {
+	f, rc := billingtest.NewFixture(), billingtest.NewReceipts()
+	hook := f.Hook(t, st, rc)
+	if _, err := hook.Process(ctx, f.Payment("evt_read", 100)); err != nil {
 		t.Fatal(err)
 	}
 	// Another process's writer holds the database exclusively for a while
@@ -364,9 +357,9 @@ func TestSQLiteReadTransactionTakesNoWriteLock(t *testing.T) {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f, rc := newFixture(), newReceipts()
-	p := payment(f, "evt_wal", 100)
-	if _, err := newHook(t, st, f, rc).Process(ctx, p); err != nil {
+	f, rc := billingtest.NewFixture(), billingtest.NewReceipts()
+	p := f.Payment("evt_wal", 100)
+	if _, err := f.Hook(t, st, rc).Process(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	writer, err := open().Conn(ctx)
@@ -407,14 +400,15 @@ func TestSQLiteReadTransactionTakesNoWriteLock(t *testing.T) {
 // mismatch even then, since its insert_once row is still there: the answer,
 // the receipt and the row never disagree.
 func TestReplayAfterRetentionIsProcessedAsNew(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f, rc, ctx := newFixture(), newReceipts(), context.Background()
-		hook := newHook(t, st, f, rc)
-		p := payment(f, "evt_8", 600)
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f, rc, ctx := billingtest.NewFixture(), billingtest.NewReceipts(), context.Background()
+		hook := f.Hook(t, st, rc)
+		p := f.Payment("evt_8", 600)
 		if _, err := hook.Process(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		f.clk.advance(719 * time.Hour) // inside send_receipt's 720h
+		f.Clock.Advance(719 * time.Hour) // inside send_receipt's 720h
 		if n, err := hook.Purge(ctx); err != nil || n != 0 {
 			t.Fatalf("purge inside retention removed %d, %v", n, err)
 		}
@@ -422,11 +416,11 @@ func TestReplayAfterRetentionIsProcessedAsNew(t *testing.T) {
 		if err != nil || rep.Deduped != 1 || string(rep.Units[0].Effects[0].Result) != "rcpt-evt_8" {
 			t.Fatalf("replay inside retention: %s %+v, %v", rep, rep.Units, err)
 		}
-		f.clk.advance(2 * time.Hour)
+		f.Clock.Advance(2 * time.Hour)
 		if n, err := hook.Purge(ctx); err != nil || n != 2 {
 			t.Fatalf("purge after retention removed %d, %v; want the ledger row and the key record", n, err)
 		}
-		receipts := func() int { return rc.calls[billing.SendReceiptKey(p)] }
+		receipts := func() int { return rc.Calls[billing.SendReceiptKey(p)] }
 		// Forgotten, but the row is there: other data is a mismatch, every time.
 		changed := p
 		changed.AmountCents = 601
@@ -452,13 +446,14 @@ func TestReplayAfterRetentionIsProcessedAsNew(t *testing.T) {
 
 // Options that mean nothing for a job's source are refused, not ignored.
 func TestOptionsThatMeanNothingAreRefused(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f := newFixture()
-		_, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: newReceipts()}, idem.WithStart(f.base))
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f := billingtest.NewFixture()
+		_, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: billingtest.NewReceipts()}, idem.WithStart(f.Base))
 		if err == nil {
 			t.Fatal("WithStart on a job of handed-in units was accepted")
 		}
-		_, err = billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: newReceipts()}, idem.WithMaxPages(3))
+		_, err = billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: billingtest.NewReceipts()}, idem.WithMaxPages(3))
 		if err == nil {
 			t.Fatal("WithMaxPages on a job of handed-in units was accepted")
 		}
@@ -470,8 +465,9 @@ func TestOptionsThatMeanNothingAreRefused(t *testing.T) {
 // (a web handler's concurrent requests, River workers sharing the job),
 // not per call.
 func TestEffectConcurrencyBoundsEveryCallOfAJob(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f, ctx := newFixture(), context.Background()
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f, ctx := billingtest.NewFixture(), context.Background()
 		var (
 			mu            sync.Mutex
 			inFlight, top int
@@ -488,13 +484,13 @@ func TestEffectConcurrencyBoundsEveryCallOfAJob(t *testing.T) {
 			return []byte("ok"), nil
 		})
 		const bound = 2
-		hook := newHook(t, st, f, slow, idem.WithEffectConcurrency(bound))
+		hook := f.Hook(t, st, slow, idem.WithEffectConcurrency(bound))
 		var wg sync.WaitGroup
 		for c := range 4 {
 			wg.Go(func() {
 				var batch []billing.Payment
 				for i := range 4 {
-					batch = append(batch, payment(f, fmt.Sprintf("evt_%d_%d", c, i), 100))
+					batch = append(batch, f.Payment(fmt.Sprintf("evt_%d_%d", c, i), 100))
 				}
 				if _, err := hook.Process(ctx, batch...); err != nil {
 					t.Errorf("call %d: %v", c, err)

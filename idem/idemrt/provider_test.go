@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
 // The receipt provider of these tests counts its calls and the calls in
@@ -49,9 +50,10 @@ func effectOf(t *testing.T, rep idem.Report) idem.EffectResult {
 // it named, however often the payment is redelivered, and the receipt is
 // sent once it answers.
 func TestRetryAfterWaitsAndBurnsNoAttempt(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		f := newFixture()
+		f := billingtest.NewFixture()
 		const throttles = 5 // send_receipt has max_attempts: 3
 		rc := &countingReceipts{answer: func(_ context.Context, n int32) error {
 			if n <= throttles {
@@ -59,22 +61,22 @@ func TestRetryAfterWaitsAndBurnsNoAttempt(t *testing.T) {
 			}
 			return nil
 		}}
-		hook := newHook(t, st, f, rc)
-		p := payment(f, "evt_1", 500)
+		hook := f.Hook(t, st, rc)
+		p := f.Payment("evt_1", 500)
 		rep, err := hook.Process(ctx, p)
 		if er := effectOf(t, rep); er.Outcome != idem.EffectWaiting || rep.EffectsWaiting != 1 ||
 			!errors.Is(err, idem.ErrWaiting) || !errors.Is(err, idem.ErrRetryAfter) {
 			t.Fatalf("first delivery: %s %+v, %v; want the receipt waiting, the provider's RetryAfter in err", rep, er, err)
 		}
 		for i := 0; i < 3; i++ { // redeliveries within the two minutes
-			f.clk.advance(30 * time.Second)
+			f.Clock.Advance(30 * time.Second)
 			rep, err := hook.Process(ctx, p)
 			if er := effectOf(t, rep); er.Outcome != idem.EffectWaiting || !errors.Is(err, idem.ErrWaiting) || rc.calls.Load() != 1 {
 				t.Fatalf("redelivery %d before the time named: %+v, %v, %d calls; want waiting and no call", i, er, err, rc.calls.Load())
 			}
 		}
 		for want := int32(2); want <= throttles+1; want++ {
-			f.clk.advance(2*time.Minute + time.Second)
+			f.Clock.Advance(2*time.Minute + time.Second)
 			if _, err := hook.Drain(ctx); err != nil && want > throttles {
 				t.Fatalf("drain %d: %v", want, err)
 			}
@@ -93,9 +95,10 @@ func TestRetryAfterWaitsAndBurnsNoAttempt(t *testing.T) {
 // failed attempt; the effect waits out its backoff (retry), then the same
 // key is sent again, and never are two calls of it in flight.
 func TestEffectTimeoutRetriesLaterWithTheSameKey(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		f := newFixture()
+		f := billingtest.NewFixture()
 		var keys sync.Map
 		rc := &countingReceipts{answer: func(ctx context.Context, n int32) error {
 			if n == 1 {
@@ -112,8 +115,8 @@ func TestEffectTimeoutRetriesLaterWithTheSameKey(t *testing.T) {
 				return call(ctx, key, u)
 			}
 		})
-		hook := newHook(t, st, f, rc, short)
-		p := payment(f, "evt_1", 500)
+		hook := f.Hook(t, st, rc, short)
+		p := f.Payment("evt_1", 500)
 		rep, err := hook.Process(ctx, p)
 		if er := effectOf(t, rep); er.Outcome != idem.EffectFailed || !errors.Is(err, idem.ErrCallTimeout) || !errors.Is(err, idem.ErrEffectFailed) {
 			t.Fatalf("first delivery: %+v, %v; want failed with ErrCallTimeout", er, err)
@@ -122,7 +125,7 @@ func TestEffectTimeoutRetriesLaterWithTheSameKey(t *testing.T) {
 		if er := effectOf(t, rep); er.Outcome != idem.EffectWaiting || !errors.Is(err, idem.ErrWaiting) || rc.calls.Load() != 1 {
 			t.Fatalf("redelivery within the backoff: %+v, %v, %d calls; want waiting, no call", er, err, rc.calls.Load())
 		}
-		f.clk.advance(31 * time.Second) // retry.initial is 30s (drawn in 15s..30s)
+		f.Clock.Advance(31 * time.Second) // retry.initial is 30s (drawn in 15s..30s)
 		rep, err = hook.Process(ctx, p)
 		if er := effectOf(t, rep); er.Outcome != idem.EffectDone || err != nil || string(er.Result) != "rcpt-evt_1" {
 			t.Fatalf("redelivery after the backoff: %+v, %v; want the receipt sent", er, err)
@@ -142,18 +145,19 @@ func TestEffectTimeoutRetriesLaterWithTheSameKey(t *testing.T) {
 // A failed effect is not tried again before its backoff: a Drain right
 // after the failure calls nothing, and the row shows when it will be.
 func TestFailedEffectBacksOff(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		f := newFixture()
+		f := billingtest.NewFixture()
 		rc := &countingReceipts{answer: func(_ context.Context, n int32) error {
 			if n == 1 {
 				return errors.New("503 Service Unavailable")
 			}
 			return nil
 		}}
-		hook := newHook(t, st, f, rc)
-		failedAt := f.clk.Now()
-		if rep, _ := hook.Process(ctx, payment(f, "evt_1", 500)); rep.EffectsFailed != 1 {
+		hook := f.Hook(t, st, rc)
+		failedAt := f.Clock.Now()
+		if rep, _ := hook.Process(ctx, f.Payment("evt_1", 500)); rep.EffectsFailed != 1 {
 			t.Fatalf("first delivery: %s", rep)
 		}
 		entries, _ := st.Ledger(ctx)
@@ -167,7 +171,7 @@ func TestFailedEffectBacksOff(t *testing.T) {
 		if rep, err := hook.Drain(ctx); err != nil || rep.EffectsDone != 0 || rc.calls.Load() != 1 {
 			t.Fatalf("drain within the backoff: %s, %v, %d calls; want nothing", rep, err, rc.calls.Load())
 		}
-		f.clk.advance(31 * time.Second)
+		f.Clock.Advance(31 * time.Second)
 		if rep, err := hook.Drain(ctx); err != nil || rep.EffectsDone != 1 || rc.calls.Load() != 2 {
 			t.Fatalf("drain after the backoff: %s, %v, %d calls", rep, err, rc.calls.Load())
 		}

@@ -8,23 +8,25 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
 // Listings page on the ledger's key, and Purge deletes in batches (of 4
 // here) until none is left, stopping at once under a cancelled context.
 func TestLedgerPagesAndPurgeInBatches(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		f := newFixture()
+		f := billingtest.NewFixture()
 		for i := range 25 {
-			f.invoice(fmt.Sprintf("inv-%02d", i), 1, f.base.Add(-time.Minute))
+			f.Invoice(fmt.Sprintf("inv-%02d", i), 1, f.Base.Add(-time.Minute))
 		}
-		j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
-			idem.WithClock(f.clk.Now), idem.WithLogger(quiet), idem.WithPurgeBatch(4))
+		j, err := billing.NewInvoiceSync(st, f.Source, billing.InvoiceSyncEffects{NotifyNewInvoice: f.Mailer},
+			idem.WithClock(f.Clock.Now), idem.WithLogger(quiet), idem.WithPurgeBatch(4))
 		if err != nil {
 			t.Fatal(err)
 		}
-		runJob(t, j)
+		billingtest.RunChecked(t, j)
 		all, err := st.Ledger(ctx)
 		if err != nil || len(all) <= 10 {
 			t.Fatalf("Ledger: %d rows, %v; want more than a page of 10", len(all), err)
@@ -54,7 +56,7 @@ func TestLedgerPagesAndPurgeInBatches(t *testing.T) {
 			t.Fatal("LedgerPage with limit 0 succeeded")
 		}
 
-		f.clk.advance(730 * time.Hour) // past the effect's 720h retention
+		f.Clock.Advance(730 * time.Hour) // past the effect's 720h retention
 		cancelled, cancel := context.WithCancel(ctx)
 		cancel()
 		if n, err := j.Purge(cancelled); err == nil || n != 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
 // Recovery from code: a parked effect put back with Store.Retry is
@@ -18,18 +19,19 @@ import (
 // removes the rest, after which a redelivery is processed as new. The CLI
 // runs the same code (cmd/idemgen's ledger tests).
 func TestStoreRetriesAndForgetsFromCode(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		f := newFixture()
-		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
-		f.mail.bounce = true
-		j := f.job(t, st)
-		if rep := runJob(t, j); rep.EffectsParked != 1 {
+		f := billingtest.NewFixture()
+		f.Invoice("inv-1", 100, f.Base.Add(-time.Minute))
+		f.Mailer.Bounce = true
+		j := f.Job(t, st)
+		if rep := billingtest.RunChecked(t, j); rep.EffectsParked != 1 {
 			t.Fatalf("first run: %s; want the notice parked", rep)
 		}
 		key := ledgerKey(t, st)
 
-		f.mail.bounce = false
+		f.Mailer.Bounce = false
 		changes, err := st.Retry(ctx, "", key)
 		if err != nil || len(changes) != 1 || changes[0] != (idem.Change{Kind: idem.KindEffect, Job: "invoice_sync", Effect: "notify_new_invoice", Key: key, State: idem.StateParked, Attempts: 1}) {
 			t.Fatalf("Retry: %+v, %v; want the parked effect put back", changes, err)
@@ -44,7 +46,7 @@ func TestStoreRetriesAndForgetsFromCode(t *testing.T) {
 		if rep, err := j.Drain(ctx); err != nil || rep.EffectsDone != 0 {
 			t.Fatalf("second drain: %s, %v", rep, err)
 		}
-		if calls, applied := f.mail.totals(); calls != 2 || applied != 1 {
+		if calls, applied := f.Mailer.Totals(); calls != 2 || applied != 1 {
 			t.Fatalf("provider: %d calls, %d applied; want the bounce and one notice", calls, applied)
 		}
 		if _, err := st.Retry(ctx, "invoice_sync", key); !isRefused(err, "not parked but done") {
@@ -79,12 +81,13 @@ func TestStoreRetriesAndForgetsFromCode(t *testing.T) {
 // owed again only when a write decides it again, which a backfill of the
 // unchanged unit does not (the notice is sent on insert).
 func TestStoreForgetRemovesOnlyTheRow(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
 		ctx := context.Background()
-		f := newFixture()
-		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
-		j := f.job(t, st)
-		if rep := runJob(t, j); rep.EffectsDone != 1 {
+		f := billingtest.NewFixture()
+		f.Invoice("inv-1", 100, f.Base.Add(-time.Minute))
+		j := f.Job(t, st)
+		if rep := billingtest.RunChecked(t, j); rep.EffectsDone != 1 {
 			t.Fatalf("first run: %s", rep)
 		}
 		key := ledgerKey(t, st)
@@ -95,10 +98,10 @@ func TestStoreForgetRemovesOnlyTheRow(t *testing.T) {
 		if entries, err := st.Ledger(ctx); err != nil || len(entries) != 0 {
 			t.Fatalf("ledger after Forget: %+v, %v", entries, err)
 		}
-		if _, err := j.Backfill(ctx, idem.Window{Since: f.base.Add(-time.Hour), Until: f.base}); err != nil {
+		if _, err := j.Backfill(ctx, idem.Window{Since: f.Base.Add(-time.Hour), Until: f.Base}); err != nil {
 			t.Fatalf("backfill: %v", err)
 		}
-		if calls, applied := f.mail.totals(); calls != 1 || applied != 1 {
+		if calls, applied := f.Mailer.Totals(); calls != 1 || applied != 1 {
 			t.Fatalf("provider: %d calls, %d applied; want no notice again: nothing decided it", calls, applied)
 		}
 		if entries, err := st.Ledger(ctx); err != nil || len(entries) != 0 {

@@ -15,22 +15,24 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
 func TestRerunChangesNothing(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f := newFixture()
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f := billingtest.NewFixture()
 		for i := 1; i <= 5; i++ {
-			f.invoice(fmt.Sprintf("inv-%d", i), 100, f.base.Add(-time.Duration(i)*time.Minute))
+			f.Invoice(fmt.Sprintf("inv-%d", i), 100, f.Base.Add(-time.Duration(i)*time.Minute))
 		}
-		j := f.job(t, st)
-		rep := runJob(t, j)
+		j := f.Job(t, st)
+		rep := billingtest.RunChecked(t, j)
 		if rep.Inserted != 5 || rep.EffectsDone != 5 {
 			t.Fatalf("first run: %s", rep)
 		}
 		// Re-run the same window, twice: no writes, no effects.
 		for range 2 {
-			rep, err := j.Backfill(context.Background(), idem.Window{Since: f.base.Add(-time.Hour), Until: f.base})
+			rep, err := j.Backfill(context.Background(), idem.Window{Since: f.Base.Add(-time.Hour), Until: f.Base})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,7 +40,7 @@ func TestRerunChangesNothing(t *testing.T) {
 				t.Fatalf("re-run: %s", rep)
 			}
 		}
-		if calls, applied := f.mail.totals(); calls != 5 || applied != 5 {
+		if calls, applied := f.Mailer.Totals(); calls != 5 || applied != 5 {
 			t.Fatalf("provider saw %d calls, %d applied; want 5, 5", calls, applied)
 		}
 		if got := len(rows(t, j)); got != 5 {
@@ -48,35 +50,37 @@ func TestRerunChangesNothing(t *testing.T) {
 }
 
 func TestWhenInsertedIgnoresUpdates(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f := newFixture()
-		f.invoice("inv-1", 100, f.base.Add(-2*time.Minute))
-		j := f.job(t, st)
-		runJob(t, j)
-		f.clk.advance(time.Minute)
-		f.invoice("inv-1", 250, f.base.Add(30*time.Second))
-		rep := runJob(t, j)
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f := billingtest.NewFixture()
+		f.Invoice("inv-1", 100, f.Base.Add(-2*time.Minute))
+		j := f.Job(t, st)
+		billingtest.RunChecked(t, j)
+		f.Clock.Advance(time.Minute)
+		f.Invoice("inv-1", 250, f.Base.Add(30*time.Second))
+		rep := billingtest.RunChecked(t, j)
 		if rep.Updated != 1 || rep.EffectsDone != 0 {
 			t.Fatalf("update run: %s", rep)
 		}
 		if got := rows(t, j)["inv-1"].AmountCents; got != 250 {
 			t.Fatalf("amount %d, want 250", got)
 		}
-		if calls, _ := f.mail.totals(); calls != 1 {
+		if calls, _ := f.Mailer.Totals(); calls != 1 {
 			t.Fatalf("provider calls %d, want 1", calls)
 		}
 	})
 }
 
 func TestNewerWinsRejectsOlderReplay(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f := newFixture()
-		f.invoice("inv-1", 300, f.base.Add(-time.Minute))
-		j := f.job(t, st)
-		runJob(t, j)
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f := billingtest.NewFixture()
+		f.Invoice("inv-1", 300, f.Base.Add(-time.Minute))
+		j := f.Job(t, st)
+		billingtest.RunChecked(t, j)
 		// The source now serves an older version (a replica lagging behind).
-		f.invoice("inv-1", 100, f.base.Add(-30*time.Minute))
-		rep, err := j.Backfill(context.Background(), idem.Window{Since: f.base.Add(-time.Hour), Until: f.base})
+		f.Invoice("inv-1", 100, f.Base.Add(-30*time.Minute))
+		rep, err := j.Backfill(context.Background(), idem.Window{Since: f.Base.Add(-time.Hour), Until: f.Base})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,55 +94,57 @@ func TestNewerWinsRejectsOlderReplay(t *testing.T) {
 }
 
 func TestWatermarkNeverMovesBackAndOverlapRefetches(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f := newFixture()
-		j := f.job(t, st)
-		runJob(t, j) // empty: the mark moves to now
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f := billingtest.NewFixture()
+		j := f.Job(t, st)
+		billingtest.RunChecked(t, j) // empty: the mark moves to now
 		// A late-arriving row, stamped inside the overlap, is still fetched.
-		f.clk.advance(time.Minute)
-		f.invoice("late", 1, f.base.Add(-5*time.Minute))
-		if rep := runJob(t, j); rep.Inserted != 1 {
+		f.Clock.Advance(time.Minute)
+		f.Invoice("late", 1, f.Base.Add(-5*time.Minute))
+		if rep := billingtest.RunChecked(t, j); rep.Inserted != 1 {
 			t.Fatalf("late row inside overlap not fetched: %s", rep)
 		}
 		// Outside the overlap it is not (the window is mark-10m..now).
-		f.clk.advance(time.Hour)
-		runJob(t, j)
-		f.invoice("too-late", 1, f.base.Add(-20*time.Minute))
-		if rep := runJob(t, j); rep.Seen != 0 {
+		f.Clock.Advance(time.Hour)
+		billingtest.RunChecked(t, j)
+		f.Invoice("too-late", 1, f.Base.Add(-20*time.Minute))
+		if rep := billingtest.RunChecked(t, j); rep.Seen != 0 {
 			t.Fatalf("window reached behind the overlap: %s", rep)
 		}
 	})
 }
 
 func TestEffectFailuresRetryThenPark(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f := newFixture()
-		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
-		f.invoice("inv-2", 100, f.base.Add(-2*time.Minute))
-		f.mail.failing = true
-		j := f.job(t, st)
-		rep := runJob(t, j)
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f := billingtest.NewFixture()
+		f.Invoice("inv-1", 100, f.Base.Add(-time.Minute))
+		f.Invoice("inv-2", 100, f.Base.Add(-2*time.Minute))
+		f.Mailer.Failing = true
+		j := f.Job(t, st)
+		rep := billingtest.RunChecked(t, j)
 		// The failing effect does not stop or undo the units.
 		if rep.Inserted != 2 || rep.EffectsFailed != 2 {
 			t.Fatalf("first run: %s", rep)
 		}
 		for i := 2; i <= 5; i++ { // max_attempts is 5
-			f.clk.advance(time.Minute)
-			rep = runJob(t, j)
+			f.Clock.Advance(time.Minute)
+			rep = billingtest.RunChecked(t, j)
 		}
 		if rep.EffectsParked != 2 {
 			t.Fatalf("after 5 attempts: %s", rep)
 		}
 		// A plain error is retried once per run, up to max_attempts, and no more.
-		if calls, _ := f.mail.totals(); calls != 10 {
+		if calls, _ := f.Mailer.Totals(); calls != 10 {
 			t.Fatalf("provider saw %d calls, want 5 per invoice", calls)
 		}
-		f.mail.failing = false
-		f.clk.advance(time.Minute)
-		if rep = runJob(t, j); rep.EffectsDone != 0 {
+		f.Mailer.Failing = false
+		f.Clock.Advance(time.Minute)
+		if rep = billingtest.RunChecked(t, j); rep.EffectsDone != 0 {
 			t.Fatalf("parked effect was retried: %s", rep)
 		}
-		if calls, _ := f.mail.totals(); calls != 10 {
+		if calls, _ := f.Mailer.Totals(); calls != 10 {
 			t.Fatalf("a parked effect was called again: %d calls", calls)
 		}
 		entries, err := st.Ledger(context.Background())
@@ -154,37 +160,36 @@ func TestEffectFailuresRetryThenPark(t *testing.T) {
 }
 
 func TestLeaseTakeover(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f := newFixture()
-		f.invoice("inv-1", 100, f.base.Add(-time.Minute))
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f := billingtest.NewFixture()
+		f.Invoice("inv-1", 100, f.Base.Add(-time.Minute))
 		hang := make(chan struct{})
-		f.mail.hang = hang
-		a := f.job(t, st)
+		f.Mailer.Hang = hang
+		a := f.Job(t, st)
 		done := make(chan idem.Report)
 		go func() { rep, _ := a.Run(context.Background()); done <- rep }()
 		// Wait until A's provider call is in flight (it applied, then hangs).
 		for {
-			if calls, _ := f.mail.totals(); calls == 1 {
+			if calls, _ := f.Mailer.Totals(); calls == 1 {
 				break
 			}
 			time.Sleep(time.Millisecond)
 		}
 		// Within the lease, another worker leaves the reservation alone.
-		b := f.job(t, st)
-		f.mail.mu.Lock()
-		f.mail.hang = nil
-		f.mail.mu.Unlock()
+		b := f.Job(t, st)
+		f.Mailer.SetHang(nil)
 		if rep, err := b.Drain(context.Background()); err != nil || rep.EffectsDone != 0 {
 			t.Fatalf("drain within lease: %s, %v", rep, err)
 		}
 		// After the lease (5m) another worker takes over and performs it with the same key.
-		f.clk.advance(6 * time.Minute)
+		f.Clock.Advance(6 * time.Minute)
 		if rep, err := b.Drain(context.Background()); err != nil || rep.EffectsDone != 1 {
 			t.Fatalf("takeover: %s, %v", rep, err)
 		}
 		close(hang)
 		<-done
-		calls, applied := f.mail.totals()
+		calls, applied := f.Mailer.Totals()
 		if calls != 2 || applied != 1 {
 			t.Fatalf("calls=%d applied=%d, want 2 calls with one key, 1 applied", calls, applied)
 		}
@@ -196,16 +201,17 @@ func TestLeaseTakeover(t *testing.T) {
 }
 
 func TestPurgeDeletesOnlyExpiredDoneRows(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f := newFixture()
-		f.invoice("done-early", 1, f.base.Add(-time.Minute))
-		j := f.job(t, st)
-		runJob(t, j)
-		f.clk.advance(700 * time.Hour)
-		f.mail.failing = true
-		f.invoice("pending", 1, f.clk.Now().Add(-time.Minute))
-		runJob(t, j)
-		f.clk.advance(30 * time.Hour) // done-early is now 730h old; retention is 720h
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f := billingtest.NewFixture()
+		f.Invoice("done-early", 1, f.Base.Add(-time.Minute))
+		j := f.Job(t, st)
+		billingtest.RunChecked(t, j)
+		f.Clock.Advance(700 * time.Hour)
+		f.Mailer.Failing = true
+		f.Invoice("pending", 1, f.Clock.Now().Add(-time.Minute))
+		billingtest.RunChecked(t, j)
+		f.Clock.Advance(30 * time.Hour) // done-early is now 730h old; retention is 720h
 		n, err := j.Purge(context.Background())
 		if err != nil || n != 1 {
 			t.Fatalf("purged %d, %v; want 1", n, err)
@@ -218,8 +224,9 @@ func TestPurgeDeletesOnlyExpiredDoneRows(t *testing.T) {
 }
 
 func TestTimesRoundTripInAnyZone(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f := newFixture()
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f := billingtest.NewFixture()
 		zones := []string{"UTC", "America/Los_Angeles", "Asia/Kolkata", "Pacific/Chatham"}
 		want := map[string]billing.Invoice{}
 		for i, z := range zones {
@@ -227,11 +234,11 @@ func TestTimesRoundTripInAnyZone(t *testing.T) {
 			if err != nil {
 				t.Skip(err)
 			}
-			at := f.base.Add(-time.Duration(i+1)*time.Minute + 123456789*time.Nanosecond/1000*1000).In(loc)
-			want[z] = f.invoice(z, int64(i), at)
+			at := f.Base.Add(-time.Duration(i+1)*time.Minute + 123456789*time.Nanosecond/1000*1000).In(loc)
+			want[z] = f.Invoice(z, int64(i), at)
 		}
-		j := f.job(t, st)
-		runJob(t, j)
+		j := f.Job(t, st)
+		billingtest.RunChecked(t, j)
 		got := rows(t, j)
 		for z, w := range want {
 			g := got[z]
@@ -240,22 +247,23 @@ func TestTimesRoundTripInAnyZone(t *testing.T) {
 			}
 		}
 		// Re-running with the same instants in other zones changes nothing.
-		if rep := runJob(t, j); rep.Updated != 0 {
+		if rep := billingtest.RunChecked(t, j); rep.Updated != 0 {
 			t.Fatalf("zone-only difference counted as change: %s", rep)
 		}
 	})
 }
 
 func TestWebhookInsertOnceDedupeAndMismatch(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f := newFixture()
-		rc := newReceipts()
-		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(f.clk.Now), idem.WithLogger(quiet))
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f := billingtest.NewFixture()
+		rc := billingtest.NewReceipts()
+		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: rc}, idem.WithClock(f.Clock.Now), idem.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
 		note := "first"
-		p := billing.Payment{EventID: "evt_1", InvoiceID: "inv-1", AmountCents: 500, PaidAt: f.base, Note: &note}
+		p := billing.Payment{EventID: "evt_1", InvoiceID: "inv-1", AmountCents: 500, PaidAt: f.Base, Note: &note}
 		ctx := context.Background()
 		first, _ := hook.Process(ctx, p)
 		again, _ := hook.Process(ctx, p)
@@ -271,7 +279,7 @@ func TestWebhookInsertOnceDedupeAndMismatch(t *testing.T) {
 		if !strings.Contains(bad.Units[0].Err.Error(), "different payload") {
 			t.Fatalf("mismatch error %v", bad.Units[0].Err)
 		}
-		if n := rc.calls[billing.SendReceiptKey(p)]; n != 1 {
+		if n := rc.Calls[billing.SendReceiptKey(p)]; n != 1 {
 			t.Fatalf("receipt sent %d times", n)
 		}
 	})
@@ -280,18 +288,18 @@ func TestWebhookInsertOnceDedupeAndMismatch(t *testing.T) {
 // Every log line about a unit carries the unit's key, and every line about
 // an effect its effect key, so one grep follows a unit through a run.
 func TestLogsCarryKeys(t *testing.T) {
-	st, closeDB, err := openSQLite(context.Background(), filepath.Join(t.TempDir(), "log.db"))
+	st, closeDB, err := billingtest.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "log.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeDB()
-	f := newFixture()
-	f.invoice("inv-1", 100, f.base.Add(-time.Minute))
-	f.invoice("inv-2", 200, f.base.Add(-2*time.Minute))
+	f := billingtest.NewFixture()
+	f.Invoice("inv-1", 100, f.Base.Add(-time.Minute))
+	f.Invoice("inv-2", 200, f.Base.Add(-2*time.Minute))
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
-		idem.WithClock(f.clk.Now), idem.WithLogger(log), idem.WithStart(f.base.Add(-time.Hour)))
+	j, err := billing.NewInvoiceSync(st, f.Source, billing.InvoiceSyncEffects{NotifyNewInvoice: f.Mailer},
+		idem.WithClock(f.Clock.Now), idem.WithLogger(log), idem.WithStart(f.Base.Add(-time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,25 +336,26 @@ func TestLogsCarryKeys(t *testing.T) {
 // are performed once by the next run after their leases, and none is
 // parked or called twice.
 func TestCanceledRunStartsNoNewCall(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *billing.Store) {
-		f := newFixture()
+	billingtest.EachDB(t, func(t *testing.T, db billingtest.DB) {
+		st := db.Store
+		f := billingtest.NewFixture()
 		for i := 1; i <= 3; i++ {
-			f.invoice(fmt.Sprintf("inv-%d", i), 100, f.base.Add(-time.Duration(i)*time.Minute))
+			f.Invoice(fmt.Sprintf("inv-%d", i), 100, f.Base.Add(-time.Duration(i)*time.Minute))
 		}
-		j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
-			idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)),
+		j, err := billing.NewInvoiceSync(st, f.Source, billing.InvoiceSyncEffects{NotifyNewInvoice: f.Mailer},
+			idem.WithClock(f.Clock.Now), idemrt.WithLeaseClock(f.Clock.Now), idem.WithLogger(quiet), idem.WithStart(f.Base.Add(-24*time.Hour)),
 			idem.WithEffectConcurrency(1))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		f.mail.onCall = cancel
+		f.Mailer.OnCall = cancel
 		rep, err := j.Run(ctx)
-		f.mail.onCall = nil
+		f.Mailer.OnCall = nil
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("run err = %v, want context.Canceled", err)
 		}
-		if calls, _ := f.mail.totals(); calls != 1 {
+		if calls, _ := f.Mailer.Totals(); calls != 1 {
 			t.Fatalf("provider saw %d calls after the run was canceled in the first; want 1 (report %s)", calls, rep)
 		}
 		// The API serves pages of two: the run stops after its first page.
@@ -354,12 +363,12 @@ func TestCanceledRunStartsNoNewCall(t *testing.T) {
 			t.Fatalf("canceled run: %s; want 2 inserted, 1 effect done, 1 not called (failed)", rep)
 		}
 
-		f.clk.advance(6 * time.Minute) // past the canceled run's leases (5m)
-		rep = runJob(t, j)
+		f.Clock.Advance(6 * time.Minute) // past the canceled run's leases (5m)
+		rep = billingtest.RunChecked(t, j)
 		if rep.EffectsDone != 2 || rep.EffectsParked != 0 {
 			t.Fatalf("next run: %s; want the owed effect and the third invoice's done", rep)
 		}
-		calls, applied := f.mail.totals()
+		calls, applied := f.Mailer.Totals()
 		if calls != 3 || applied != 3 {
 			t.Fatalf("provider saw %d calls, %d applied; want each invoice called once", calls, applied)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem/idemops"
 	"github.com/idemgen/idemgen/idem/idemui"
+	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
 // Counts that are true after a version bump: 1,500 notices done under v1
@@ -19,19 +20,19 @@ import (
 // lower bound, never a current version with none because the older one
 // spent the limit.
 func TestDoneCountsPerVersionAfterABump(t *testing.T) {
-	eachUIDB(t, func(t *testing.T, db uiDB) {
-		opsScenario(t, db) // notify_new_invoice v2: inv-1 parked, inv-2 done, inv-3 leased
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		billingtest.OpsScenario(t, db) // notify_new_invoice v2: inv-1 parked, inv-2 done, inv-3 leased
 		const cols = "job, effect, job_version, payload, state, attempts, result, last_error, created_at, updated_at, permanent, parked_reason"
 		copies := func(n int, suffix string, version int, doneAt string) string {
 			return `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ` + itoa(n) + `)
 INSERT INTO billing_idem_ledger (effect_key, unit_key, effect_version, done_at, ` + cols + `)
 SELECT effect_key || '` + suffix + `' || i, unit_key || '` + suffix + `' || i, ` + itoa(version) + `, ` + doneAt + `, ` + cols + `
-FROM billing_idem_ledger CROSS JOIN n WHERE effect_key = '` + doneKey + `'`
+FROM billing_idem_ledger CROSS JOIN n WHERE effect_key = '` + billingtest.DoneKey + `'`
 		}
-		db.exec(t, copies(1500, "-v1-", 1, "'2026-01-01T00:00:00.000000000Z'"), copies(1500, "-v1-", 1, "'2026-01-01'::timestamptz"))
-		db.exec(t, copies(49, "-v2-", 2, "done_at"), copies(49, "-v2-", 2, "done_at"))
+		db.Exec(t, copies(1500, "-v1-", 1, "'2026-01-01T00:00:00.000000000Z'"), copies(1500, "-v1-", 1, "'2026-01-01'::timestamptz"))
+		db.Exec(t, copies(49, "-v2-", 2, "done_at"), copies(49, "-v2-", 2, "done_at"))
 
-		st, err := db.ops.Status(t.Context())
+		st, err := db.Ops.Status(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +43,7 @@ FROM billing_idem_ledger CROSS JOIN n WHERE effect_key = '` + doneKey + `'`
 		}
 
 		page := func(limit int) (done, history string) {
-			h, err := idemui.New(db.ops, idemui.Options{ReadOnly: true, CountLimit: limit, Log: quiet})
+			h, err := idemui.New(db.Ops, idemui.Options{ReadOnly: true, CountLimit: limit, Log: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,22 +89,22 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // record was performed again: done after 2 attempts and no failure on
 // record. Its history says the provider may have got the key twice.
 func TestKeyHistoryShowsARepeatedCall(t *testing.T) {
-	eachUIDB(t, func(t *testing.T, db uiDB) {
-		opsScenario(t, db)
-		repeat := "UPDATE billing_idem_ledger SET attempts = 2, last_error = NULL WHERE effect_key = '" + doneKey + "'"
-		db.exec(t, repeat, repeat)
-		h, err := idemui.New(db.ops, idemui.Options{ReadOnly: true, Log: quiet})
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		billingtest.OpsScenario(t, db)
+		repeat := "UPDATE billing_idem_ledger SET attempts = 2, last_error = NULL WHERE effect_key = '" + billingtest.DoneKey + "'"
+		db.Exec(t, repeat, repeat)
+		h, err := idemui.New(db.Ops, idemui.Options{ReadOnly: true, Log: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
-		code, body := newBrowser(t, mount(t, h)).get("key?k=" + doneKey)
+		code, body := newBrowser(t, mount(t, h)).get("key?k=" + billingtest.DoneKey)
 		calls := regexp.MustCompile(`<td class="calls">([^<]*)</td>`).FindStringSubmatch(body)
 		if code != http.StatusOK || calls == nil || !strings.Contains(calls[1], "up to 2: a repeat") || !strings.Contains(calls[1], "may have got this key 2 times") {
 			t.Fatalf("key page: %d, calls %q\n%s", code, calls, body)
 		}
-		rows, err := db.ops.History(t.Context(), parkedKey) // parked at its first attempt, its error on record
+		rows, err := db.Ops.History(t.Context(), billingtest.ParkedKey) // parked at its first attempt, its error on record
 		if err != nil || len(rows.Effects) != 1 || rows.Effects[0].ProviderCalls != "at most 1" {
-			t.Fatalf("history of %s: %+v, %v", parkedKey, rows, err)
+			t.Fatalf("history of %s: %+v, %v", billingtest.ParkedKey, rows, err)
 		}
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemui"
+	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
 // browser is an HTTP client with cookies, as a browser keeps them.
@@ -118,10 +119,10 @@ type notOnCall struct{}
 func (*notOnCall) Error() string { return "only the incident lead may forget keys" }
 
 func TestOpsPageShowsAndRetries(t *testing.T) {
-	eachUIDB(t, func(t *testing.T, db uiDB) {
-		f, j := opsScenario(t, db)
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		f, j := billingtest.OpsScenario(t, db)
 		var logs logBuffer
-		h, err := idemui.New(db.ops, idemui.Options{Authorize: onCall, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		h, err := idemui.New(db.Ops, idemui.Options{Authorize: onCall, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +149,7 @@ func TestOpsPageShowsAndRetries(t *testing.T) {
 
 		// The parked page, searchable by key.
 		code, body = b.get("parked?q=" + url.QueryEscape("notify:new-invoice:v2:inv-1"))
-		if code != 200 || !strings.Contains(body, parkedKey) {
+		if code != 200 || !strings.Contains(body, billingtest.ParkedKey) {
 			t.Fatalf("parked page: %d\n%s", code, body)
 		}
 		// Its Retry link opens the confirmation of that key.
@@ -156,20 +157,20 @@ func TestOpsPageShowsAndRetries(t *testing.T) {
 		if link == nil {
 			t.Fatalf("no Retry link on the parked page:\n%s", body)
 		}
-		if code, body := b.get(strings.ReplaceAll(link[1], "&amp;", "&")); code != 200 || !strings.Contains(body, `name="key" value="`+parkedKey+`"`) {
+		if code, body := b.get(strings.ReplaceAll(link[1], "&amp;", "&")); code != 200 || !strings.Contains(body, `name="key" value="`+billingtest.ParkedKey+`"`) {
 			t.Fatalf("the Retry link's confirmation: %d\n%s", code, body)
 		}
 		if code, body := b.get("parked?q=nothing-here"); code != 200 || !strings.Contains(body, `id="none"`) {
 			t.Fatalf("parked page, no match: %d\n%s", code, body)
 		}
 		// A key's history: attempts, last error, the stored payload.
-		code, body = b.get("key?k=" + url.QueryEscape(parkedKey))
+		code, body = b.get("key?k=" + url.QueryEscape(billingtest.ParkedKey))
 		if code != 200 || !strings.Contains(body, "mailbox does not exist") || !strings.Contains(body, "inv-1") || !strings.Contains(body, "permanent") ||
 			!strings.Contains(body, "<td>notify_new_invoice, version 2 (job version 1)</td>") {
 			t.Fatalf("key page: %d\n%s", code, body)
 		}
 		// A unit's key shows its effects too.
-		if code, body := b.get("key?k=" + url.QueryEscape("billing:invoice:inv-2")); code != 200 || !strings.Contains(body, doneKey) {
+		if code, body := b.get("key?k=" + url.QueryEscape("billing:invoice:inv-2")); code != 200 || !strings.Contains(body, billingtest.DoneKey) {
 			t.Fatalf("unit key page: %d\n%s", code, body)
 		}
 		if code, _ := b.get("key?k=no-such-key"); code != http.StatusNotFound {
@@ -177,37 +178,37 @@ func TestOpsPageShowsAndRetries(t *testing.T) {
 		}
 
 		// No page writes on GET: the confirmation only shows.
-		form := b.confirmForm("action=retry&key=" + url.QueryEscape(parkedKey))
-		if e := ledgerEntry(t, db.store, parkedKey); e.State != idem.StateParked {
+		form := b.confirmForm("action=retry&key=" + url.QueryEscape(billingtest.ParkedKey))
+		if e := billingtest.LedgerEntry(t, db.Store, billingtest.ParkedKey); e.State != idem.StateParked {
 			t.Fatalf("after the confirmation page: %+v", e)
 		}
 		// An action without the form's token, or from another site, is refused.
-		noToken := url.Values{"action": {"retry"}, "key": {parkedKey}}
+		noToken := url.Values{"action": {"retry"}, "key": {billingtest.ParkedKey}}
 		if code, _ := b.post(noToken, nil); code != http.StatusForbidden {
 			t.Fatalf("no token: %d", code)
 		}
 		if code, _ := b.post(form, http.Header{"Sec-Fetch-Site": {"cross-site"}}); code != http.StatusForbidden {
 			t.Fatalf("cross-site: %d", code)
 		}
-		if e := ledgerEntry(t, db.store, parkedKey); e.State != idem.StateParked {
+		if e := billingtest.LedgerEntry(t, db.Store, billingtest.ParkedKey); e.State != idem.StateParked {
 			t.Fatalf("a refused action changed the row: %+v", e)
 		}
 
 		// The retry: the next run performs the effect once.
 		code, body = b.post(form, nil)
-		if code != http.StatusOK || !strings.Contains(body, parkedKey) || !strings.Contains(body, "by alice") {
+		if code != http.StatusOK || !strings.Contains(body, billingtest.ParkedKey) || !strings.Contains(body, "by alice") {
 			t.Fatalf("retry: %d\n%s", code, body)
 		}
-		if !strings.Contains(logs.String(), "who=alice") || !strings.Contains(logs.String(), "changed_key="+parkedKey) {
+		if !strings.Contains(logs.String(), "who=alice") || !strings.Contains(logs.String(), "changed_key="+billingtest.ParkedKey) {
 			t.Fatalf("the retry is not logged with who did it:\n%s", logs.String())
 		}
-		f.clk.advance(time.Minute)
-		run(t, j)
-		run(t, j)
-		if calls := f.mail.callsOf(parkedKey); calls != 2 {
-			t.Fatalf("provider calls of %s: %d, want the bounce and one more", parkedKey, calls)
+		f.Clock.Advance(time.Minute)
+		billingtest.Run(t, j)
+		billingtest.Run(t, j)
+		if calls := f.Mailer.CallsOf(billingtest.ParkedKey); calls != 2 {
+			t.Fatalf("provider calls of %s: %d, want the bounce and one more", billingtest.ParkedKey, calls)
 		}
-		if e := ledgerEntry(t, db.store, parkedKey); e.State != idem.StateDone {
+		if e := billingtest.LedgerEntry(t, db.Store, billingtest.ParkedKey); e.State != idem.StateDone {
 			t.Fatalf("after the retry and a run: %+v", e)
 		}
 		// Posting the same form again finds nothing parked: refused.
@@ -216,7 +217,7 @@ func TestOpsPageShowsAndRetries(t *testing.T) {
 		}
 
 		// Authorization: the hook refuses forgets.
-		form = b.confirmForm("action=forget&key=" + url.QueryEscape(doneKey))
+		form = b.confirmForm("action=forget&key=" + url.QueryEscape(billingtest.DoneKey))
 		if code, body := b.post(form, nil); code != http.StatusForbidden || !strings.Contains(body, "only the incident lead") {
 			t.Fatalf("unauthorized forget: %d\n%s", code, body)
 		}
@@ -226,54 +227,54 @@ func TestOpsPageShowsAndRetries(t *testing.T) {
 
 		// An effect under a live lease: the confirmation says so, and the
 		// retry is refused, the row left as it is.
-		code, body = b.get("confirm?action=retry&key=" + url.QueryEscape(leasedKey))
+		code, body = b.get("confirm?action=retry&key=" + url.QueryEscape(billingtest.LeasedKey))
 		if code != 200 || !strings.Contains(body, "leased by worker worker-7") {
 			t.Fatalf("leased confirmation: %d\n%s", code, body)
 		}
-		form = b.confirmForm("action=retry&key=" + url.QueryEscape(leasedKey))
+		form = b.confirmForm("action=retry&key=" + url.QueryEscape(billingtest.LeasedKey))
 		if code, body := b.post(form, nil); code != http.StatusConflict || !strings.Contains(body, "worker-7") {
 			t.Fatalf("retry of a leased effect: %d\n%s", code, body)
 		}
-		if e := ledgerEntry(t, db.store, leasedKey); e.State != idem.StatePending || e.LeaseOwner != "worker-7" {
+		if e := billingtest.LedgerEntry(t, db.Store, billingtest.LeasedKey); e.State != idem.StatePending || e.LeaseOwner != "worker-7" {
 			t.Fatalf("leased row after a refused retry: %+v", e)
 		}
 	})
 }
 
 func TestOpsPageReadOnlyAndRedacted(t *testing.T) {
-	eachUIDB(t, func(t *testing.T, db uiDB) {
-		opsScenario(t, db)
-		if _, err := idemui.New(db.ops, idemui.Options{}); err == nil {
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		billingtest.OpsScenario(t, db)
+		if _, err := idemui.New(db.Ops, idemui.Options{}); err == nil {
 			t.Fatal("a handler that takes actions without Authorize was made")
 		}
-		h, err := idemui.New(db.ops, idemui.Options{ReadOnly: true, Redact: idemui.RedactAll, Log: quiet})
+		h, err := idemui.New(db.Ops, idemui.Options{ReadOnly: true, Redact: idemui.RedactAll, Log: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
 		b := newBrowser(t, mount(t, h))
-		code, body := b.get("key?k=" + url.QueryEscape(parkedKey))
+		code, body := b.get("key?k=" + url.QueryEscape(billingtest.ParkedKey))
 		if code != 200 || strings.Contains(body, "inv-1&#34;") || strings.Contains(body, `"invoice_id"`) || !strings.Contains(body, "redacted") || strings.Contains(body, "Retry…") {
 			t.Fatalf("read-only, redacted key page: %d\n%s", code, body)
 		}
-		code, body = b.get("confirm?action=retry&key=" + url.QueryEscape(parkedKey))
+		code, body = b.get("confirm?action=retry&key=" + url.QueryEscape(billingtest.ParkedKey))
 		if code != 200 || tokenField.MatchString(body) || !strings.Contains(body, "read-only") {
 			t.Fatalf("read-only confirmation: %d\n%s", code, body)
 		}
 		// Even a well-formed post is refused.
-		if code, _ := b.post(url.Values{"action": {"retry"}, "key": {parkedKey}, "csrf": {"x"}}, nil); code != http.StatusForbidden {
+		if code, _ := b.post(url.Values{"action": {"retry"}, "key": {billingtest.ParkedKey}, "csrf": {"x"}}, nil); code != http.StatusForbidden {
 			t.Fatalf("read-only post: %d", code)
 		}
-		if e := ledgerEntry(t, db.store, parkedKey); e.State != idem.StateParked {
+		if e := billingtest.LedgerEntry(t, db.Store, billingtest.ParkedKey); e.State != idem.StateParked {
 			t.Fatalf("a read-only handler changed the row: %+v", e)
 		}
 	})
 }
 
 func TestOpsPageRetriesAJobsParkedWork(t *testing.T) {
-	eachUIDB(t, func(t *testing.T, db uiDB) {
-		f, j := opsScenario(t, db)
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		f, j := billingtest.OpsScenario(t, db)
 		var logs logBuffer
-		h, err := idemui.New(db.ops, idemui.Options{Authorize: onCall, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		h, err := idemui.New(db.Ops, idemui.Options{Authorize: onCall, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,16 +284,16 @@ func TestOpsPageRetriesAJobsParkedWork(t *testing.T) {
 		}
 		form := b.confirmForm("action=retry-parked&job=invoice_sync")
 		code, body := b.post(form, nil)
-		if code != http.StatusOK || !strings.Contains(body, parkedKey) || strings.Contains(body, leasedKey) {
+		if code != http.StatusOK || !strings.Contains(body, billingtest.ParkedKey) || strings.Contains(body, billingtest.LeasedKey) {
 			t.Fatalf("retry-parked: %d\n%s", code, body)
 		}
 		if !strings.Contains(logs.String(), "idemui: retry-parked") || !strings.Contains(logs.String(), "who=alice") {
 			t.Fatalf("not logged:\n%s", logs.String())
 		}
-		f.clk.advance(time.Minute)
-		run(t, j)
-		if calls := f.mail.callsOf(parkedKey); calls != 2 {
-			t.Fatalf("provider calls of %s: %d, want the bounce and one more", parkedKey, calls)
+		f.Clock.Advance(time.Minute)
+		billingtest.Run(t, j)
+		if calls := f.Mailer.CallsOf(billingtest.ParkedKey); calls != 2 {
+			t.Fatalf("provider calls of %s: %d, want the bounce and one more", billingtest.ParkedKey, calls)
 		}
 	})
 }
@@ -301,16 +302,16 @@ func TestOpsPageRetriesAJobsParkedWork(t *testing.T) {
 // state, so it answers at once on any ledger: past the limit a count
 // shows as a lower bound ("1+"), and below it as the number.
 func TestOpsPageCountsStopAtTheLimit(t *testing.T) {
-	eachUIDB(t, func(t *testing.T, db uiDB) {
-		opsScenario(t, db)
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		billingtest.OpsScenario(t, db)
 		// A second row beside the parked, the done and the owed one.
 		const cols = "job, effect, effect_version, job_version, unit_key, payload, state, attempts, lease_owner, lease_until, last_error, created_at, updated_at, done_at, permanent, parked_reason, next_attempt_at"
-		for _, key := range []string{parkedKey, doneKey, leasedKey} {
+		for _, key := range []string{billingtest.ParkedKey, billingtest.DoneKey, billingtest.LeasedKey} {
 			copyRow := "INSERT INTO billing_idem_ledger (effect_key, " + cols + ") SELECT effect_key || '-again', " + cols + " FROM billing_idem_ledger WHERE effect_key = '" + key + "'"
-			db.exec(t, copyRow, copyRow)
+			db.Exec(t, copyRow, copyRow)
 		}
 		cells := func(limit int) string {
-			h, err := idemui.New(db.ops, idemui.Options{ReadOnly: true, CountLimit: limit, Log: quiet})
+			h, err := idemui.New(db.Ops, idemui.Options{ReadOnly: true, CountLimit: limit, Log: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -350,14 +351,14 @@ func TestOpsPageCountsStopAtTheLimit(t *testing.T) {
 // result]): a payment's key page, and the idemops rows behind it and
 // their JSON, hold "[redacted]" in their place, with no handler option.
 func TestOpsPageRedactsWhatTheSpecSays(t *testing.T) {
-	eachUIDB(t, func(t *testing.T, db uiDB) {
-		f := newFixture()
-		hook := f.hook(t, db.store)
-		secret := billing.Payment{EventID: "evt_redact", InvoiceID: "inv-card-4242", AmountCents: 4242, PaidAt: f.base}
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
+		f := billingtest.NewOpsFixture()
+		hook := f.Hook(t, db.Store, billingtest.NewReceipts())
+		secret := billing.Payment{EventID: "evt_redact", InvoiceID: "inv-card-4242", AmountCents: 4242, PaidAt: f.Base}
 		if _, err := hook.Process(t.Context(), secret); err != nil {
 			t.Fatal(err)
 		}
-		h, err := idemui.New(db.ops, idemui.Options{ReadOnly: true, Log: quiet})
+		h, err := idemui.New(db.Ops, idemui.Options{ReadOnly: true, Log: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,7 +372,7 @@ func TestOpsPageRedactsWhatTheSpecSays(t *testing.T) {
 				t.Fatalf("the key page holds %q:\n%s", leak, body)
 			}
 		}
-		rows, err := db.ops.Show(t.Context(), key, "")
+		rows, err := db.Ops.Show(t.Context(), key, "")
 		if err != nil || len(rows.Effects) != 1 {
 			t.Fatalf("show: %v, %+v", err, rows)
 		}
@@ -380,8 +381,8 @@ func TestOpsPageRedactsWhatTheSpecSays(t *testing.T) {
 			t.Fatalf("show's row: payload %s, result %q, redacted %v", e.Payload, e.Result, e.Redacted)
 		}
 		// invoice_sync redacts nothing: its payloads are shown.
-		opsScenario(t, db)
-		if _, body := newBrowser(t, mount(t, h)).get("key?k=" + url.QueryEscape(parkedKey)); !strings.Contains(body, "inv-1") || strings.Contains(body, "[redacted]") {
+		billingtest.OpsScenario(t, db)
+		if _, body := newBrowser(t, mount(t, h)).get("key?k=" + url.QueryEscape(billingtest.ParkedKey)); !strings.Contains(body, "inv-1") || strings.Contains(body, "[redacted]") {
 			t.Fatalf("an effect the spec does not redact:\n%s", body)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/idem/idemui"
+	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
 // The operations page steers as the CLI does, behind the same confirmation,
@@ -16,10 +17,10 @@ import (
 // pauses notify_new_invoice, and puts the spec's limits back; the page and
 // status show who and since when.
 func TestOpsPageLimitsAndPauses(t *testing.T) {
-	eachUIDB(t, func(t *testing.T, db uiDB) {
+	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
 		ctx := context.Background()
 		var logs logBuffer
-		h, err := idemui.New(db.ops, idemui.Options{Authorize: onCall, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		h, err := idemui.New(db.Ops, idemui.Options{Authorize: onCall, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +42,7 @@ func TestOpsPageLimitsAndPauses(t *testing.T) {
 		if l := logs.String(); !strings.Contains(l, "idemui: limit") || !strings.Contains(l, "who=alice") || !strings.Contains(l, "rate=5/s") {
 			t.Fatalf("limit not logged with who and what:\n%s", l)
 		}
-		if o, err := db.ops.Override(ctx, "payment_webhook", "send_receipt"); err != nil || o == nil || o.By != "alice" || o.RateN != 5 || o.Concurrency != 2 {
+		if o, err := db.Ops.Override(ctx, "payment_webhook", "send_receipt"); err != nil || o == nil || o.By != "alice" || o.RateN != 5 || o.Concurrency != 2 {
 			t.Fatalf("override after the page's limit: %+v, %v", o, err)
 		}
 		if _, body := b.get(""); !strings.Contains(body, `data-override="send_receipt"`) || !strings.Contains(body, "rate 5/s (spec: none), concurrency 2 (spec: none)") {
@@ -53,7 +54,7 @@ func TestOpsPageLimitsAndPauses(t *testing.T) {
 		if code, body := b.post(form, nil); code != http.StatusOK || !strings.Contains(body, "Paused: no worker calls effect notify_new_invoice") {
 			t.Fatalf("pause: %d\n%s", code, body)
 		}
-		if g, err := db.ops.Gate(ctx, "invoice_sync", "notify_new_invoice"); err != nil || g == nil || g.State != "paused" || g.By != "alice" {
+		if g, err := db.Ops.Gate(ctx, "invoice_sync", "notify_new_invoice"); err != nil || g == nil || g.State != "paused" || g.By != "alice" {
 			t.Fatalf("gate after the page's pause: %+v, %v", g, err)
 		}
 		if _, body := b.get(""); !strings.Contains(body, `by hand by <span class="by">alice</span>`) {
@@ -65,7 +66,7 @@ func TestOpsPageLimitsAndPauses(t *testing.T) {
 		if code, body := b.post(form, nil); code != http.StatusOK || !strings.Contains(body, "follows the spec&#39;s limits again") {
 			t.Fatalf("reset: %d\n%s", code, body)
 		}
-		if o, err := db.ops.Override(ctx, "payment_webhook", "send_receipt"); err != nil || o != nil {
+		if o, err := db.Ops.Override(ctx, "payment_webhook", "send_receipt"); err != nil || o != nil {
 			t.Fatalf("override after reset: %+v, %v", o, err)
 		}
 	})
