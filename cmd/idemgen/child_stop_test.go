@@ -90,7 +90,8 @@ func TestDatabaseChildStopsWithIdemgen(t *testing.T) {
 				t.Fatal(err)
 			}
 			select {
-			case <-exited:
+			case err := <-exited:
+				t.Logf("idemgen ended on %s: %v", sig, err) // an error: killed by the signal, as it should be
 			case <-time.After(20 * time.Second):
 				t.Fatalf("idemgen did not end within 20s of %s", sig)
 			}

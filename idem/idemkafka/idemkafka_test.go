@@ -111,7 +111,11 @@ func consume(t *testing.T, e *idemrt.Engine[brokertest.Order], src idembroker.So
 		})
 		return err
 	}
-	t.Cleanup(func() { stop() })
+	t.Cleanup(func() {
+		if err := stop(); err != nil { // the test's own stop, if any, gave the same answer
+			t.Error(err)
+		}
+	})
 	return stop
 }
 

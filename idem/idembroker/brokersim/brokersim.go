@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,8 +136,10 @@ func (b *Broker) All() []Stats {
 }
 
 func seqOf(id string) int {
-	var n int
-	fmt.Sscanf(id, "sim/%d", &n)
+	n, err := strconv.Atoi(strings.TrimPrefix(id, "sim/"))
+	if err != nil {
+		return -1 // not one of this broker's ids: first
+	}
 	return n
 }
 

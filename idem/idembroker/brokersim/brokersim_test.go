@@ -114,7 +114,9 @@ func TestAckWait(t *testing.T) {
 	ds := fetch(t, src, 2)
 	deadline := time.Now().Add(600 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		ds[0].InProgress(context.Background())
+		if err := ds[0].InProgress(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	again := fetch(t, b.Source(), 2)

@@ -239,7 +239,11 @@ func Consuming(t *testing.T, e *idemrt.Engine[Order], src idembroker.Source, opt
 		})
 		return err
 	}
-	t.Cleanup(func() { stop() })
+	t.Cleanup(func() {
+		if err := stop(); err != nil { // the test's own stop, if any, gave the same answer
+			t.Error(err)
+		}
+	})
 	return stop
 }
 
