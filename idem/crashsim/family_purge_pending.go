@@ -2,6 +2,7 @@ package crashsim
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/idemgen/idemgen/idem/idemrt"
@@ -62,8 +63,12 @@ func (*purgePendingFamily[U]) exactCalls(simScenario) bool { return true }
 
 func (*purgePendingFamily[U]) purgesPastRetention() bool { return true }
 
-// afterCrash: the parked variant purges past retention once phase 1 begins.
-func (f *purgePendingFamily[U]) afterCrash(ctx context.Context, r *simRun[U], _ *simInc, _ int, _ simHit) {
+// afterCrash: a scenario planned at a hit purges past retention there;
+// the parked variant purges once phase 1 begins.
+func (f *purgePendingFamily[U]) afterCrash(ctx context.Context, r *simRun[U], _ *simInc, n int, h simHit) {
+	if n == r.sc.at {
+		r.purgeNow(ctx, fmt.Sprintf("at %s", h.p), true)
+	}
 	r.mu.Lock()
 	purge := r.sc.variant == "parked" && !f.purged && !r.clock.Before(phaseClock(1))
 	f.purged = f.purged || purge
