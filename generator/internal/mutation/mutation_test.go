@@ -120,7 +120,9 @@ const (
 	// testdata/golden/brokers: consumers of a broker (the consumer families)
 	consumeTest     = "TestCrashSimSettlePayment"
 	consumeDestTest = "TestCrashSimRefundOrder"
-	rateTest        = "TestRateHoldsAcrossWorkers" // example/limits_test.go, on real clocks
+	rateTest        = "TestRateHoldsAcrossWorkers"                // example/limits_test.go, on real clocks
+	steerTest       = "TestLimitOverrideIsFollowedByEveryWorker"  // example/steer_test.go, on real clocks
+	liftTest        = "TestPauseByHandHoldsAnEffectWithoutLimits" // example/steer_test.go, on real clocks
 	// example/river_group_test.go, on a real River
 	riverOutcomesTest = "TestRiverGroupKeepsOutcomesPerJob"
 	riverCrashTest    = "TestRiverGroupCrash"
@@ -141,7 +143,7 @@ var targets = []mutantTarget{
 	{module: ".", pkg: "example/bench/benchjobs", tests: []string{copyTest, callTest}, mutants: benchMutants},
 	{module: "testdata", pkg: "golden/none_nodest", tests: []string{ackTest}, mutants: ackMutants},
 	{module: "testdata", pkg: "golden/brokers", tests: []string{consumeTest, consumeDestTest}, mutants: consumerMutants},
-	{module: ".", pkg: "example", tests: []string{rateTest, riverOutcomesTest, riverCrashTest, riverWaitTest}, mutants: slices.Concat(rateMutants, riverMutants)},
+	{module: ".", pkg: "example", tests: []string{rateTest, steerTest, liftTest, riverOutcomesTest, riverCrashTest, riverWaitTest}, mutants: slices.Concat(rateMutants, riverMutants)},
 	{module: ".", pkg: "example/bench", tests: []string{writeAheadTest}, mutants: writeAheadMutants},
 	{module: "testdata", pkg: "golden/insert_once_ahead", tests: []string{csvTest, signupTest}, mutants: insertOnceAheadMutants},
 	{module: "testdata", pkg: "golden/takeover_park", tests: []string{orderHookTest}, mutants: takeoverParkMutants},
@@ -239,6 +241,11 @@ var rateMutants = []mutant{
 		`return sleep\(ctx, start\.Sub\(now\)\)`, "return nil")},
 	{name: "a rate's start taken by two workers at once", test: rateTest, realClock: true, db: "postgres", edits: edit(limitsFile,
 		`if moved \{`, "if moved || true {")},
+	// Steering by hand (ledger limit, ledger lift), on real clocks too.
+	{name: "a rate set by hand never followed", test: steerTest, realClock: true, edits: edit(limitsFile,
+		`if o != nil && o\.Rate\.N > 0 && o\.Rate\.Per > 0 \{`, "if false && o != nil {")},
+	{name: "a lift leaves the rows waiting out the pause waiting", test: liftTest, realClock: true, edits: edit(gateFile,
+		`err != nil \|\| !lifted \|\| !found \|\| g\.Until\.IsZero\(\) \{`, "err != nil || !lifted || !found || g.Until.IsZero() || true {")},
 }
 
 // Killed by repeat-batches (and the fixture's own mixed batches): a batch
