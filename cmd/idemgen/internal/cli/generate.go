@@ -19,7 +19,8 @@ import (
 // diagnostic, errors and warnings, sorted, with the file named by specPath
 // whichever verb and working directory. Check runs on whatever Parse read,
 // so one run reports every finding (Check says nothing about what Parse
-// refused). The code is ExitUsage when the file cannot be read,
+// refused); a spec without errors is also held against what the last
+// generate left in its output directory (generatedWarnings). The code is ExitUsage when the file cannot be read,
 // ExitFail on errors (and, with -strict, on warnings), ExitOK otherwise:
 // generate, diff and vet all decide by it, so they agree on what stops.
 func loadSpec(e Env, file string, o *Options) (*generator.Spec, int) {
@@ -34,6 +35,9 @@ func loadSpec(e Env, file string, o *Options) (*generator.Spec, int) {
 		return nil, ExitUsage
 	}
 	f, ds := generator.ParseSpec(specPath(file), data)
+	if !ds.HasErrors() {
+		ds = append(ds, generatedWarnings(file, f)...)
+	}
 	ds = ds.Sorted()
 	for _, d := range ds {
 		fmt.Fprintln(e.Stderr, d)
@@ -42,6 +46,27 @@ func loadSpec(e Env, file string, o *Options) (*generator.Spec, int) {
 		return f, ExitFail
 	}
 	return f, ExitOK
+}
+
+// generatedWarnings are the warnings about the spec against what the last
+// generate left in its output directory: a field gone from an adopted
+// destination (generator.AdoptedWarnings). The directory is read as out
+// names it, through a root; one that cannot be opened has nothing to say
+// (generate and diff check out itself, and say what is wrong with it).
+func generatedWarnings(file string, f *generator.Spec) generator.Diagnostics {
+	out := "."
+	if f.Out.Set {
+		out = f.Out.Value
+	}
+	if filepath.IsAbs(out) {
+		return nil
+	}
+	root, err := os.OpenRoot(filepath.Join(filepath.Dir(file), filepath.FromSlash(out)))
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	return generator.AdoptedWarnings(root.FS(), f)
 }
 
 // missingSpecHint says what to do about a spec file that does not exist:
