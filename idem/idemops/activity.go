@@ -266,20 +266,14 @@ func (d *DB) Limits(ctx context.Context) ([]Limit, error) {
 	if d.t.Limits == "" || !d.hasColumns(ctx, d.t.Limits, "job, effect, slot, held_until") {
 		return nil, nil
 	}
-	rows, err := d.query(ctx, `SELECT job, effect, slot, held_until FROM `+d.t.Limits+` ORDER BY job, effect, slot`)
+	rows, err := d.limitSlots(ctx)
 	if err != nil {
 		return nil, wrapRead(d.t.Limits, err)
 	}
-	defer rows.Close()
 	now := d.now()
 	var out []Limit
-	for rows.Next() {
-		var job, effect string
-		var slot int
-		var held dbTime
-		if err := rows.Scan(&job, &effect, &slot, &held); err != nil {
-			return nil, wrapRead(d.t.Limits, err)
-		}
+	for _, r := range rows {
+		job, effect, slot, held := r.job, r.effect, r.slot, r.heldUntil
 		if len(out) == 0 || out[len(out)-1].Job != job || out[len(out)-1].Effect != effect {
 			l := Limit{Job: job, Effect: effect}
 			if fx := d.effect(job, effect); fx != nil {
@@ -295,9 +289,6 @@ func (d *DB) Limits(ctx context.Context) ([]Limit, error) {
 		case held.valid && held.t.After(now):
 			l.Held++
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrapRead(d.t.Limits, err)
 	}
 	err = d.eachOverride(ctx, "", "", func(job, effect string, o *OverrideStatus) {
 		for i := range out {

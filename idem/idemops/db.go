@@ -9,7 +9,9 @@
 // code, so one idemgen binary serves every generated package. It opens no
 // database itself and links no driver: it is given a database/sql handle
 // and the runtime's Store over the same database. It reads with its own
-// queries; it writes only through the runtime's recovery (idem.Retry,
+// queries: the limits table's compiled by sqlc, as the stores' are
+// (internal/opspg, internal/opssqlite), over the package's table names;
+// the rest still written in Go. It writes only through the runtime's recovery (idem.Retry,
 // idem.RetryParked, idem.Forget), the code a generated Store's Retry,
 // RetryParked and Forget run: one transaction that locks the rows it
 // changes first, and never touches an effect a worker holds under a live
@@ -106,8 +108,10 @@ type DB struct {
 	dialect Dialect
 	pkg     *Package
 	t       idemrt.Tables
-	log     *slog.Logger
-	now     func() time.Time
+	// tables runs the sqlc-compiled reads on t (queries.go).
+	tables tableQueries
+	log    *slog.Logger
+	now    func() time.Time
 	// clockSet: SetClock replaced now, for recovery too (recoveryNow).
 	clockSet bool
 	// retryCols: the ledger has next_attempt_at and parked_reason (the
@@ -135,6 +139,10 @@ func New(ctx context.Context, db *sql.DB, st idem.Store, dialect Dialect, pkg *P
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &DB{db: db, st: st, dialect: dialect, pkg: pkg, t: pkg.Tables, log: log, now: time.Now}
+	d.tables = tableQueries{d: d, names: idemrt.NewTableNames(d.t)}
+	if _, err := d.tables.names.SQL(""); err != nil {
+		return nil, fmt.Errorf("package %s: %w", pkg.Name, err)
+	}
 	if err := d.checkTables(ctx); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package idemops
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -57,35 +56,21 @@ func (d *DB) eachGate(ctx context.Context, now time.Time, job, effect string, f 
 	if !d.hasGateColumns(ctx) {
 		return nil
 	}
-	query := `SELECT job, effect, gate, held_until, since, reason, failures, opens, owner FROM ` + d.t.Limits + ` WHERE slot = -2 AND gate IS NOT NULL`
-	var args []any
-	if job != "" {
-		query += ` AND job = ? AND effect = ?`
-		args = append(args, job, effect)
-	}
-	rows, err := d.query(ctx, d.q(query+` ORDER BY job, effect`), args...)
+	rows, err := d.gateRows(ctx, job, effect)
 	if err != nil {
 		return wrapRead(d.t.Limits, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var job, effect, state string
-		var until, since dbTime
-		var reason, owner sql.NullString
-		var failures, opens int
-		if err := rows.Scan(&job, &effect, &state, &until, &since, &reason, &failures, &opens, &owner); err != nil {
-			return wrapRead(d.t.Limits, err)
-		}
-		if state != idemrt.GateProbe && (!until.valid || !until.t.After(now)) {
+	for _, r := range rows {
+		if r.gate != idemrt.GateProbe && (!r.heldUntil.valid || !r.heldUntil.t.After(now)) {
 			continue // a pause or cool-down over: the next call goes through (the probe, for a circuit)
 		}
-		g := &GateStatus{State: state, Since: since.ptr(), Until: until.ptr(), Reason: reason.String, Failures: failures, Opens: opens}
-		if state == idemrt.GatePaused {
-			g.By = owner.String // a provider's pause has no owner; one by hand has who
+		g := &GateStatus{State: r.gate, Since: r.since.ptr(), Until: r.heldUntil.ptr(), Reason: r.reason, Failures: r.failures, Opens: r.opens}
+		if r.gate == idemrt.GatePaused {
+			g.By = r.owner // a provider's pause has no owner; one by hand has who
 		}
-		f(job, effect, g)
+		f(r.job, r.effect, g)
 	}
-	return wrapRead(d.t.Limits, rows.Err())
+	return nil
 }
 
 // GateText says in one line what an effect's gate holds, for status.

@@ -2,7 +2,6 @@ package idemops
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
 	"strconv"
@@ -106,33 +105,19 @@ func (d *DB) eachOverride(ctx context.Context, job, effect string, f func(job, e
 	if !d.hasGateColumns(ctx) {
 		return nil
 	}
-	query := fmt.Sprintf(`SELECT job, effect, failures, reason, opens, owner, since FROM %s WHERE slot = %d`, d.t.Limits, idemrt.SteerSlotOverride)
-	var args []any
-	if job != "" {
-		query += ` AND job = ? AND effect = ?`
-		args = append(args, job, effect)
-	}
-	rows, err := d.query(ctx, d.q(query+` ORDER BY job, effect`), args...)
+	rows, err := d.overrideRows(ctx, job, effect)
 	if err != nil {
 		return wrapRead(d.t.Limits, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var job, effect string
-		var rateN, conc int32
-		var per, by sql.NullString
-		var since dbTime
-		if err := rows.Scan(&job, &effect, &rateN, &per, &conc, &by, &since); err != nil {
-			return wrapRead(d.t.Limits, err)
-		}
-		o, err := idemrt.ReadOverride(rateN, per.String, conc, by.String, since.t)
+	for _, r := range rows {
+		o, err := idemrt.ReadOverride(int32(r.failures), r.reason, int32(r.opens), r.owner, r.since.t)
 		if err != nil {
 			return wrapRead(d.t.Limits, err)
 		}
-		f(job, effect, &OverrideStatus{RateN: int(o.Rate.N), RatePer: Seconds(o.Rate.Per), Concurrency: int(o.Concurrency),
-			By: o.By, Since: since.ptr(), Spec: d.effect(job, effect)})
+		f(r.job, r.effect, &OverrideStatus{RateN: int(o.Rate.N), RatePer: Seconds(o.Rate.Per), Concurrency: int(o.Concurrency),
+			By: o.By, Since: r.since.ptr(), Spec: d.effect(r.job, r.effect)})
 	}
-	return wrapRead(d.t.Limits, rows.Err())
+	return nil
 }
 
 // hasGateColumns reports whether the package has a limits table with the

@@ -1,0 +1,31 @@
+-- The operations reads of idemops, compiled by sqlc into typed Go
+-- (go test ./generator -run TestOpsQueries -update), against the schema
+-- every generated package migrates to. The table names are placeholders:
+-- idemops puts a package's own in their place as each statement runs
+-- (idemrt.TableNames).
+
+-- name: LimitSlots :many
+-- Every limits row: an effect's calls in flight (slots 0 and up), its
+-- pacing (-1), its gate (-2) and its override (-3).
+SELECT job, effect, slot, held_until FROM idem_limits ORDER BY job, effect, slot;
+
+-- name: Gates :many
+-- The gate rows that hold a pause, a circuit open or a probe.
+SELECT job, effect, gate, held_until, since, reason, failures, opens, owner FROM idem_limits
+WHERE slot = -2 AND gate IS NOT NULL ORDER BY job, effect;
+
+-- name: EffectGates :many
+-- Gates of one effect.
+SELECT job, effect, gate, held_until, since, reason, failures, opens, owner FROM idem_limits
+WHERE slot = -2 AND gate IS NOT NULL AND job = @job AND effect = @effect ORDER BY job, effect;
+
+-- name: Overrides :many
+-- The rows at slot (idemrt.SteerSlotOverride): an effect's rate and
+-- concurrency set by hand, in failures, reason and opens.
+SELECT job, effect, failures, reason, opens, owner, since FROM idem_limits
+WHERE slot = @slot ORDER BY job, effect;
+
+-- name: EffectOverrides :many
+-- Overrides of one effect.
+SELECT job, effect, failures, reason, opens, owner, since FROM idem_limits
+WHERE slot = @slot AND job = @job AND effect = @effect ORDER BY job, effect;
