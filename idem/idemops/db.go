@@ -9,9 +9,10 @@
 // code, so one idemgen binary serves every generated package. It opens no
 // database itself and links no driver: it is given a database/sql handle
 // and the runtime's Store over the same database. It reads with its own
-// queries: the limits table's compiled by sqlc, as the stores' are
-// (internal/opspg, internal/opssqlite), over the package's table names;
-// the rest still written in Go. It writes only through the runtime's recovery (idem.Retry,
+// queries, compiled by sqlc as the stores' are (internal/opspg,
+// internal/opssqlite) and run over the package's table names: the limits
+// table's, the progress table's and the parked table's counts so far; the
+// rest are still written in Go. It writes only through the runtime's recovery (idem.Retry,
 // idem.RetryParked, idem.Forget), the code a generated Store's Retry,
 // RetryParked and Forget run: one transaction that locks the rows it
 // changes first, and never touches an effect a worker holds under a live

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"math"
 
 	"github.com/idemgen/idemgen/idem/idemops/internal/opspg"
 	"github.com/idemgen/idemgen/idem/idemops/internal/opssqlite"
@@ -179,6 +180,87 @@ func (d *DB) overrideRows(ctx context.Context, job, effect string) ([]limitRow, 
 		}
 		out = append(out, limitRow{job: r.Job, effect: r.Effect, slot: idemrt.SteerSlotOverride, reason: r.Reason.String, owner: r.Owner.String,
 			since: since, failures: int(r.Failures), opens: int(r.Opens)})
+	}
+	return out, err
+}
+
+// progressRow is a row of the progress table.
+type progressRow struct {
+	job              string
+	watermark, saved dbTime
+	cursor           *string
+	position         int64
+	jobVersion       int
+}
+
+// progressRows reads every job's progress, in job order.
+func (d *DB) progressRows(ctx context.Context) ([]progressRow, error) {
+	var out []progressRow
+	if d.dialect == Postgres {
+		rows, err := opspg.New(d.tables).Progress(ctx)
+		for _, r := range rows {
+			out = append(out, progressRow{job: r.Job, watermark: pgTime(r.Watermark), saved: pgTime(sql.NullTime{Time: r.UpdatedAt, Valid: true}),
+				cursor: nullString(r.CursorToken), position: r.CursorPosition, jobVersion: int(r.JobVersion)})
+		}
+		return out, err
+	}
+	rows, err := opssqlite.New(d.tables).Progress(ctx)
+	for _, r := range rows {
+		mark, err1 := sqliteTime(r.Watermark)
+		saved, err2 := sqliteTime(sql.NullString{String: r.UpdatedAt, Valid: true})
+		if err1 != nil || err2 != nil {
+			return nil, cmp.Or(err1, err2)
+		}
+		out = append(out, progressRow{job: r.Job, watermark: mark, saved: saved,
+			cursor: nullString(r.CursorToken), position: r.CursorPosition, jobVersion: int(r.JobVersion)})
+	}
+	return out, err
+}
+
+func nullString(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	return &s.String
+}
+
+// unitState counts the parked table's rows of a job in a state.
+type unitState struct {
+	Job, State string
+	N          int64
+}
+
+// unitStates counts the parked table's rows by job and state.
+func (d *DB) unitStates(ctx context.Context) ([]unitState, error) {
+	var out []unitState
+	if d.dialect == Postgres {
+		rows, err := opspg.New(d.tables).UnitStates(ctx)
+		for _, r := range rows {
+			out = append(out, unitState(r))
+		}
+		return out, err
+	}
+	rows, err := opssqlite.New(d.tables).UnitStates(ctx)
+	for _, r := range rows {
+		out = append(out, unitState(r))
+	}
+	return out, err
+}
+
+// jobUnitStatesUpTo counts job's rows of the parked table by state, of the
+// first limit on its (job, unit_key) key.
+func (d *DB) jobUnitStatesUpTo(ctx context.Context, job string, limit int) ([]unitState, error) {
+	var out []unitState
+	if d.dialect == Postgres {
+		rows, err := opspg.New(d.tables).JobUnitStatesUpTo(ctx, opspg.JobUnitStatesUpToParams{Job: job, MaxRows: int32(min(limit, math.MaxInt32))})
+		for _, r := range rows {
+			out = append(out, unitState{Job: job, State: r.State, N: r.N})
+		}
+		return out, err
+	}
+	rows, err := opssqlite.New(d.tables).JobUnitStatesUpTo(ctx, opssqlite.JobUnitStatesUpToParams{Job: job, MaxRows: int64(limit)})
+	for _, r := range rows {
+		out = append(out, unitState{Job: job, State: r.State, N: r.N})
 	}
 	return out, err
 }

@@ -291,26 +291,14 @@ func count(n int, what string) string {
 }
 
 func (d *DB) readProgress(ctx context.Context, jobFor func(string) *JobStatus) error {
-	rows, err := d.query(ctx,
-		"SELECT job, watermark, cursor_token, cursor_position, job_version, updated_at FROM "+d.t.Progress+" ORDER BY job")
+	rows, err := d.progressRows(ctx)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Progress, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			job         string
-			mark, saved dbTime
-			cursor      *string
-			position    int64
-			jobVersion  int
-		)
-		if err := rows.Scan(&job, &mark, &cursor, &position, &jobVersion, &saved); err != nil {
-			return fmt.Errorf("read %s: %w", d.t.Progress, err)
-		}
-		jobFor(job).Progress = &Progress{Watermark: mark.ptr(), Cursor: cursor, Position: position, Saved: saved.t, JobVersion: jobVersion}
+	for _, r := range rows {
+		jobFor(r.job).Progress = &Progress{Watermark: r.watermark.ptr(), Cursor: r.cursor, Position: r.position, Saved: r.saved.t, JobVersion: r.jobVersion}
 	}
-	return rows.Err()
+	return nil
 }
 
 // ExactDoneLimit is the most done rows of one effect that Status counts
@@ -678,28 +666,26 @@ func earliest(a, b *time.Time) *time.Time {
 }
 
 func (d *DB) readUnits(ctx context.Context, jobFor func(string) *JobStatus) error {
-	rows, err := d.query(ctx, "SELECT job, state, count(*) FROM "+d.t.Parked+" GROUP BY job, state ORDER BY job, state")
+	rows, err := d.unitStates(ctx)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", d.t.Parked, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var job, state string
-		var n int
-		if err := rows.Scan(&job, &state, &n); err != nil {
-			return fmt.Errorf("read %s: %w", d.t.Parked, err)
-		}
-		u := &jobFor(job).Units
-		switch state {
-		case unitFailing:
-			u.Failing = n
-		case unitParked:
-			u.Parked = n
-		case unitRetry:
-			u.Retry = n
-		}
+	for _, r := range rows {
+		addUnits(&jobFor(r.Job).Units, r)
 	}
-	return rows.Err()
+	return nil
+}
+
+// addUnits sets the count of r's state in u.
+func addUnits(u *UnitStatus, r unitState) {
+	switch r.State {
+	case unitFailing:
+		u.Failing = int(r.N)
+	case unitParked:
+		u.Parked = int(r.N)
+	case unitRetry:
+		u.Retry = int(r.N)
+	}
 }
 
 // readUnitsUpTo is readUnits reading at most limit rows of each job's in
@@ -710,32 +696,15 @@ func (d *DB) readUnitsUpTo(ctx context.Context, jobFor func(string) *JobStatus, 
 		return err
 	}
 	for _, job := range jobs {
-		rows, err := d.query(ctx, d.q(`SELECT state, count(*) FROM (SELECT state FROM `+d.t.Parked+` WHERE job = ? ORDER BY unit_key LIMIT ?) AS u GROUP BY state ORDER BY state`), job, limit+1)
+		rows, err := d.jobUnitStatesUpTo(ctx, job, limit+1)
 		if err != nil {
 			return wrapRead(d.t.Parked, err)
 		}
 		u := &jobFor(job).Units
 		read := 0
-		for rows.Next() {
-			var state string
-			var n int
-			if err := rows.Scan(&state, &n); err != nil {
-				rows.Close()
-				return wrapRead(d.t.Parked, err)
-			}
-			read += n
-			switch state {
-			case unitFailing:
-				u.Failing = n
-			case unitParked:
-				u.Parked = n
-			case unitRetry:
-				u.Retry = n
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return wrapRead(d.t.Parked, err)
+		for _, r := range rows {
+			read += int(r.N)
+			addUnits(u, r)
 		}
 		u.More = read > limit // the counts may hold one row past the limit
 	}

@@ -29,3 +29,17 @@ WHERE slot = @slot ORDER BY job, effect;
 -- Overrides of one effect.
 SELECT job, effect, failures, reason, opens, owner, since FROM idem_limits
 WHERE slot = @slot AND job = @job AND effect = @effect ORDER BY job, effect;
+
+-- name: Progress :many
+-- Every job's progress.
+SELECT job, watermark, cursor_token, cursor_position, job_version, updated_at FROM idem_progress ORDER BY job;
+
+-- name: UnitStates :many
+-- The parked table's rows by job and state.
+SELECT job, state, count(*) AS n FROM idem_parked GROUP BY job, state ORDER BY job, state;
+
+-- name: JobUnitStatesUpTo :many
+-- One job's parked-table rows by state, of the first max_rows on its
+-- (job, unit_key) key.
+SELECT state, count(*) AS n FROM (SELECT state FROM idem_parked WHERE job = @job ORDER BY unit_key LIMIT @max_rows) AS u
+GROUP BY state ORDER BY state;

@@ -170,6 +170,46 @@ func (q *Queries) Gates(ctx context.Context) ([]GatesRow, error) {
 	return items, nil
 }
 
+const jobUnitStatesUpTo = `-- name: JobUnitStatesUpTo :many
+SELECT state, count(*) AS n FROM (SELECT state FROM idem_parked WHERE job = $1 ORDER BY unit_key LIMIT $2) AS u
+GROUP BY state ORDER BY state
+`
+
+type JobUnitStatesUpToParams struct {
+	Job     string
+	MaxRows int32
+}
+
+type JobUnitStatesUpToRow struct {
+	State string
+	N     int64
+}
+
+// One job's parked-table rows by state, of the first max_rows on its
+// (job, unit_key) key.
+func (q *Queries) JobUnitStatesUpTo(ctx context.Context, arg JobUnitStatesUpToParams) ([]JobUnitStatesUpToRow, error) {
+	rows, err := q.db.QueryContext(ctx, jobUnitStatesUpTo, arg.Job, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobUnitStatesUpToRow
+	for rows.Next() {
+		var i JobUnitStatesUpToRow
+		if err := rows.Scan(&i.State, &i.N); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const limitSlots = `-- name: LimitSlots :many
 SELECT job, effect, slot, held_until FROM idem_limits ORDER BY job, effect, slot
 `
@@ -246,6 +286,75 @@ func (q *Queries) Overrides(ctx context.Context, slot int32) ([]OverridesRow, er
 			&i.Owner,
 			&i.Since,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const progress = `-- name: Progress :many
+SELECT job, watermark, cursor_token, cursor_position, job_version, updated_at FROM idem_progress ORDER BY job
+`
+
+// Every job's progress.
+func (q *Queries) Progress(ctx context.Context) ([]IdemProgress, error) {
+	rows, err := q.db.QueryContext(ctx, progress)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []IdemProgress
+	for rows.Next() {
+		var i IdemProgress
+		if err := rows.Scan(
+			&i.Job,
+			&i.Watermark,
+			&i.CursorToken,
+			&i.CursorPosition,
+			&i.JobVersion,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const unitStates = `-- name: UnitStates :many
+SELECT job, state, count(*) AS n FROM idem_parked GROUP BY job, state ORDER BY job, state
+`
+
+type UnitStatesRow struct {
+	Job   string
+	State string
+	N     int64
+}
+
+// The parked table's rows by job and state.
+func (q *Queries) UnitStates(ctx context.Context) ([]UnitStatesRow, error) {
+	rows, err := q.db.QueryContext(ctx, unitStates)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UnitStatesRow
+	for rows.Next() {
+		var i UnitStatesRow
+		if err := rows.Scan(&i.Job, &i.State, &i.N); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
