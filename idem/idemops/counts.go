@@ -259,9 +259,7 @@ WHERE effect = ? AND`
 // in the spec, or for an effect the spec no longer has, the newest of
 // its parked rows'.
 func (d *DB) readParked(ctx context.Context, job, effect string, row func(job, effect string, version int) *versionRows) error {
-	var n int
-	err := d.queryRow(ctx, d.q(`SELECT count(*) FROM `+d.t.Ledger+` WHERE job = ? AND effect = ? AND state = '`+idemrt.StoredParked+`'`),
-		job, effect).Scan(&n)
+	n, err := d.parkedEffectRows(ctx, job, effect)
 	if err != nil || n == 0 {
 		return wrapRead(d.t.Ledger, err)
 	}
@@ -272,9 +270,7 @@ func (d *DB) readParked(ctx context.Context, job, effect string, row func(job, e
 		}
 	}
 	if version < 0 {
-		err := d.queryRow(ctx, d.q(`SELECT max(effect_version) FROM `+d.t.Ledger+` WHERE job = ? AND effect = ? AND state = '`+idemrt.StoredParked+`'`),
-			job, effect).Scan(&version)
-		if err != nil {
+		if version, err = d.parkedEffectNewestVersion(ctx, job, effect); err != nil {
 			return wrapRead(d.t.Ledger, err)
 		}
 	}

@@ -11,8 +11,8 @@
 // and the runtime's Store over the same database. It reads with its own
 // queries, compiled by sqlc as the stores' are (internal/opspg,
 // internal/opssqlite) and run over the package's table names: the limits
-// table's, the progress table's and the parked table's counts so far; the
-// rest are still written in Go. It writes only through the runtime's recovery (idem.Retry,
+// table's, the progress table's, the parked table's counts and an
+// effect's parked rows so far; the rest are still written in Go. It writes only through the runtime's recovery (idem.Retry,
 // idem.RetryParked, idem.Forget), the code a generated Store's Retry,
 // RetryParked and Forget run: one transaction that locks the rows it
 // changes first, and never touches an effect a worker holds under a live

@@ -264,3 +264,24 @@ func (d *DB) jobUnitStatesUpTo(ctx context.Context, job string, limit int) ([]un
 	}
 	return out, err
 }
+
+// parkedEffectRows counts job's effect's parked rows in the ledger.
+func (d *DB) parkedEffectRows(ctx context.Context, job, effect string) (int, error) {
+	if d.dialect == Postgres {
+		n, err := opspg.New(d.tables).ParkedEffectRows(ctx, opspg.ParkedEffectRowsParams{Job: job, Effect: effect})
+		return int(n), err
+	}
+	n, err := opssqlite.New(d.tables).ParkedEffectRows(ctx, opssqlite.ParkedEffectRowsParams{Job: job, Effect: effect})
+	return int(n), err
+}
+
+// parkedEffectNewestVersion is the newest version among job's effect's
+// parked rows, 0 when there is none.
+func (d *DB) parkedEffectNewestVersion(ctx context.Context, job, effect string) (int, error) {
+	if d.dialect == Postgres {
+		v, err := opspg.New(d.tables).ParkedEffectNewestVersion(ctx, opspg.ParkedEffectNewestVersionParams{Job: job, Effect: effect})
+		return int(v), err
+	}
+	v, err := opssqlite.New(d.tables).ParkedEffectNewestVersion(ctx, opssqlite.ParkedEffectNewestVersionParams{Job: job, Effect: effect})
+	return int(v), err
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemops"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
@@ -56,9 +57,11 @@ func TestLimitsReadTheLimitsRows(t *testing.T) {
 }
 
 // Status reads each job's progress row whole (a job the spec no longer
-// has too) and counts the parked table's units by state; StatusUpTo
+// has too), counts the parked table's units by state and an effect's
+// parked rows (of an effect the spec no longer has, under the newest
+// version they were parked under); StatusUpTo
 // counts the first of them on the table's key and says there are more.
-func TestStatusReadsProgressAndUnits(t *testing.T) {
+func TestStatusReadsProgressUnitsAndParked(t *testing.T) {
 	billingtest.EachOpsDB(t, func(t *testing.T, db billingtest.OpsDB) {
 		ctx := t.Context()
 		now := time.Now().UTC().Truncate(time.Second)
@@ -73,6 +76,11 @@ func TestStatusReadsProgressAndUnits(t *testing.T) {
 		for key, state := range map[string]string{"a": "failing", "b": "failing", "c": "parked", "d": "retry"} {
 			exec(`INSERT INTO %s (job, unit_key, payload, payload_hash, attempts, last_error, state, job_version, first_failed_at, updated_at)
 VALUES ('invoice_sync', '%s', '', '', 1, 'boom', '%s', 1, %s, %s)`, tables.Parked, key, state, at(-time.Hour), at(-time.Hour))
+		}
+		// An effect the spec no longer has, parked under two versions: counted under the newest.
+		for i, v := range []int{2, 4} {
+			exec(`INSERT INTO %s (effect_key, job, effect, effect_version, job_version, unit_key, payload, state, attempts, created_at, updated_at)
+VALUES ('gone:%d', 'invoice_sync', 'gone_notice', %d, 1, 'u%d', '', 'failed', 1, %s, %s)`, tables.Ledger, i, v, i, at(-time.Hour), at(-time.Hour))
 		}
 		job := func(s *idemops.Status, name string) *idemops.JobStatus {
 			for i := range s.Jobs {
@@ -98,6 +106,15 @@ VALUES ('invoice_sync', '%s', '', '', 1, 'boom', '%s', 1, %s, %s)`, tables.Parke
 		if u := job(s, "invoice_sync").Units; u != (idemops.UnitStatus{Failing: 2, Parked: 1, Retry: 1}) {
 			t.Errorf("units: %+v; want 2 failing, 1 parked, 1 put back", u)
 		}
+		var gone *idemops.EffectStatus
+		for i, e := range job(s, "invoice_sync").Effects {
+			if e.Effect == "gone_notice" {
+				gone = &job(s, "invoice_sync").Effects[i]
+			}
+		}
+		if gone == nil || gone.InSpec || gone.Version != 4 || gone.Parked != 2 {
+			t.Errorf("gone_notice: %+v; want 2 parked under version 4, its newest", gone)
+		}
 		s, err = db.Ops.StatusUpTo(ctx, 2)
 		if err != nil {
 			t.Fatal(err)
@@ -106,4 +123,12 @@ VALUES ('invoice_sync', '%s', '', '', 1, 'boom', '%s', 1, %s, %s)`, tables.Parke
 			t.Errorf("units up to 2: %+v; want the first three rows (a, b, c) counted, and more", u)
 		}
 	})
+}
+
+// The compiled queries (internal/opspg, internal/opssqlite) name a parked
+// ledger row by the state it is stored in, as the ledger's queries do.
+func TestQueriesKnowTheParkedState(t *testing.T) {
+	if idemrt.StoredParked != "failed" {
+		t.Fatalf("idemrt.StoredParked is %q; the queries in internal/opspg and internal/opssqlite say 'failed'", idemrt.StoredParked)
+	}
 }

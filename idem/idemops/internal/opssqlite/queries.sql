@@ -43,3 +43,13 @@ SELECT job, state, count(*) AS n FROM idem_parked GROUP BY job, state ORDER BY j
 -- (job, unit_key) key.
 SELECT state, count(*) AS n FROM (SELECT state FROM idem_parked WHERE job = @job ORDER BY unit_key LIMIT @max_rows) AS u
 GROUP BY state ORDER BY state;
+
+-- name: ParkedEffectRows :one
+-- An effect's parked rows (state 'failed', idemrt.StoredParked), counted on
+-- the (job, effect, state, done_at) index.
+SELECT count(*) FROM idem_ledger WHERE job = @job AND effect = @effect AND state = 'failed';
+
+-- name: ParkedEffectNewestVersion :one
+-- The newest version among an effect's parked rows; 0 when it has none.
+SELECT CAST(coalesce(max(effect_version), 0) AS integer) AS version FROM idem_ledger
+WHERE job = @job AND effect = @effect AND state = 'failed';

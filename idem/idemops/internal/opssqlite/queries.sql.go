@@ -299,6 +299,42 @@ func (q *Queries) Overrides(ctx context.Context, slot int64) ([]OverridesRow, er
 	return items, nil
 }
 
+const parkedEffectNewestVersion = `-- name: ParkedEffectNewestVersion :one
+SELECT CAST(coalesce(max(effect_version), 0) AS integer) AS version FROM idem_ledger
+WHERE job = ?1 AND effect = ?2 AND state = 'failed'
+`
+
+type ParkedEffectNewestVersionParams struct {
+	Job    string
+	Effect string
+}
+
+// The newest version among an effect's parked rows; 0 when it has none.
+func (q *Queries) ParkedEffectNewestVersion(ctx context.Context, arg ParkedEffectNewestVersionParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, parkedEffectNewestVersion, arg.Job, arg.Effect)
+	var version int64
+	err := row.Scan(&version)
+	return version, err
+}
+
+const parkedEffectRows = `-- name: ParkedEffectRows :one
+SELECT count(*) FROM idem_ledger WHERE job = ?1 AND effect = ?2 AND state = 'failed'
+`
+
+type ParkedEffectRowsParams struct {
+	Job    string
+	Effect string
+}
+
+// An effect's parked rows (state 'failed', idemrt.StoredParked), counted on
+// the (job, effect, state, done_at) index.
+func (q *Queries) ParkedEffectRows(ctx context.Context, arg ParkedEffectRowsParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, parkedEffectRows, arg.Job, arg.Effect)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const progress = `-- name: Progress :many
 SELECT job, watermark, cursor_token, cursor_position, job_version, updated_at FROM idem_progress ORDER BY job
 `
