@@ -10,10 +10,18 @@ import (
 
 type cancelFamily[U any] struct {
 	baseFamily[U]
-	// Under r.mu: each incarnation's run context's cancel, and the
-	// incarnations whose run was cancelled.
-	cancels   map[int]context.CancelFunc
-	cancelled map[int]bool
+	// Under r.mu: each incarnation's run context's cancel, the
+	// incarnations whose run was cancelled, and the calls whose run was
+	// cancelled when they reached their last check (effect.call.before).
+	cancels          map[int]context.CancelFunc
+	cancelled        map[int]bool
+	cancelledAtCheck map[incKey]bool
+}
+
+// incKey is a key one incarnation performs.
+type incKey struct {
+	inc int
+	key string
 }
 
 func (*cancelFamily[U]) about() familyAbout {
@@ -48,7 +56,7 @@ func (*cancelFamily[U]) plan(d *discovery[U]) []simScenario {
 }
 
 func (f *cancelFamily[U]) setup(*simRun[U]) {
-	f.cancels, f.cancelled = map[int]context.CancelFunc{}, map[int]bool{}
+	f.cancels, f.cancelled, f.cancelledAtCheck = map[int]context.CancelFunc{}, map[int]bool{}, map[incKey]bool{}
 }
 
 func (*cancelFamily[U]) exactCalls(simScenario) bool { return true }
@@ -62,21 +70,30 @@ func (f *cancelFamily[U]) runContext(r *simRun[U], ctx context.Context, inc *sim
 	return ctx
 }
 
-// afterCrash cancels the run's context at the scenario's hit; no call may
-// start after it.
+// afterCrash cancels the run's context at the scenario's hit. No call may
+// start after it: a call whose run was cancelled when it reached
+// effect.call.before, the engine's last look before the provider (a
+// cancel from another goroutine may land between any earlier look and
+// the call, and is not a fault), must not reach effect.call.after.
 func (f *cancelFamily[U]) afterCrash(ctx context.Context, r *simRun[U], inc *simInc, n int, h simHit) {
-	if h.p == idemrt.PointEffectBeforeCall && ctx.Err() != nil {
-		r.violate("cancel: at %s the provider is about to be called for %s, though the run was cancelled before", h.p, h.detail)
+	if n == r.sc.at {
+		r.mu.Lock()
+		cancel := f.cancels[inc.id]
+		f.cancelled[inc.id] = true
+		r.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
 	}
-	if n != r.sc.at {
-		return
-	}
+	call := incKey{inc.id, h.detail}
 	r.mu.Lock()
-	cancel := f.cancels[inc.id]
-	f.cancelled[inc.id] = true
+	calledAfterCancel := h.p == idemrt.PointEffectAfterCall && f.cancelledAtCheck[call]
+	if h.p == idemrt.PointEffectBeforeCall && ctx.Err() != nil {
+		f.cancelledAtCheck[call] = true
+	}
 	r.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if calledAfterCancel {
+		r.violate("cancel: the provider was called for %s, though the run was cancelled before the call's last check", h.detail)
 	}
 }
 

@@ -29,14 +29,9 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	if err := e.hit(ctx, PointEffectClaimed, key); err != nil {
 		return e.release(ctx, fx, key, err, log), nil
 	}
-	// A canceled run (a shutdown) starts no new call. Nothing is released
-	// (a release counts a failure, and could park an effect never called):
-	// the lease lapses as a crashed worker's would, and the next run after
-	// it performs the effect.
-	if err := ctx.Err(); err != nil {
-		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: not called, the run was canceled: %w", fx.Name, key, ErrEffectFailed, err)
-		log.Warn("idemgen: effect not called: the run was canceled; the next run after its lease performs it")
-		return er, nil
+	// A canceled run (a shutdown) starts no new call (notCalled).
+	if ctx.Err() != nil {
+		return notCalled(ctx, er, log), nil
 	}
 	// The effect's rate and concurrency across workers: wait for a slot
 	// and a start (or give the claim back, not counted, when none comes
@@ -44,8 +39,7 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	free, gate, err := e.admit(ctx, fx, key, leaseUntil)
 	if err != nil {
 		if ctx.Err() != nil {
-			er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: not called, the run was canceled: %w", fx.Name, key, ErrEffectFailed, ctx.Err())
-			return er, nil
+			return notCalled(ctx, er, log), nil
 		}
 		return e.release(ctx, fx, key, err, log), nil
 	}
@@ -59,6 +53,11 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 	}
 	if err := e.hit(ctx, PointEffectBeforeCall, key); err != nil {
 		return e.release(ctx, fx, key, err, log), nil
+	}
+	// The last look: the run may have been canceled while the call waited
+	// for its slot, its start or the lease's clock.
+	if ctx.Err() != nil {
+		return notCalled(ctx, er, log), nil
 	}
 	result, callErr := e.call(ctx, fx, key, u)
 	if err := e.hit(ctx, PointEffectAfterCall, key); err != nil && callErr == nil {
@@ -230,5 +229,15 @@ func (e *Engine[U]) release(ctx context.Context, fx Effect[U], key string, cause
 		return er
 	}
 	log.Warn("idemgen: effect failed; it will be retried", slog.Any("err", cause))
+	return er
+}
+
+// notCalled is the result of an effect a canceled run did not call. Its
+// claim is not released (a release counts a failure, and could park an
+// effect never called): the lease lapses as a crashed worker's would, and
+// the next run after it performs the effect.
+func notCalled(ctx context.Context, er EffectResult, log *slog.Logger) EffectResult {
+	er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: not called, the run was canceled: %w", er.Effect, er.Key, ErrEffectFailed, ctx.Err())
+	log.Warn("idemgen: effect not called: the run was canceled; the next run after its lease performs it")
 	return er
 }

@@ -571,8 +571,8 @@ var exampleMutants = []mutant{
 		`case OutcomeInserted:\n\t\tr\.Inserted\+\+`, "case OutcomeInserted:\n\t\tr.Updated++")},
 	// Killed by the cancel, skew and purge-pending families.
 	{name: "a cancelled run still starts provider calls", test: syncTest, edits: edit(performFile,
-		`if err := ctx\.Err\(\); err != nil \{\n\t\ter\.Outcome, er\.Err = EffectFailed, fmt\.Errorf\("effect %q key %q: %w: not called`,
-		"if err := ctx.Err(); false && err != nil {\n\t\ter.Outcome, er.Err = EffectFailed, fmt.Errorf(\"effect %q key %q: %w: not called")},
+		`if ctx\.Err\(\) != nil \{\n\t\treturn notCalled\(ctx, er, log\), nil\n\t\}\n\tresult, callErr`,
+		"if false && ctx.Err() != nil {\n\t\treturn notCalled(ctx, er, log), nil\n\t}\n\tresult, callErr")},
 	{name: "a call that ends after the cancel is not recorded", test: syncTest, edits: edit(effectsFile,
 		`r\.write\(context\.WithoutCancel\(ctx\), keys, results\)`, "r.write(ctx, keys, results)")},
 	{name: "leases judged on the worker's clock", test: syncTest, edits: edit(dbclockFile,
