@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 type cancelFamily[U any] struct {
@@ -31,8 +31,8 @@ func (*cancelFamily[U]) sample(all []simScenario) []simScenario { return sampleE
 // sample keeps the family's cost near a crash family's). Effect points
 // come first, for the -short sample.
 func (*cancelFamily[U]) plan(d *discovery[U]) []simScenario {
-	effectPoint := func(p idemrt.CrashPoint) bool {
-		return p == idemrt.PointEffectClaimed || p == idemrt.PointEffectBeforeCall || p == idemrt.PointEffectAfterCall || p == idemrt.PointEffectRecorded
+	effectPoint := func(p idemtest.CrashPoint) bool {
+		return p == idemtest.PointEffectClaimed || p == idemtest.PointEffectBeforeCall || p == idemtest.PointEffectAfterCall || p == idemtest.PointEffectRecorded
 	}
 	var effects, others []simScenario
 	for k, h := range d.trace {
@@ -65,7 +65,7 @@ func (f *cancelFamily[U]) runContext(r *simRun[U], ctx context.Context, inc *sim
 // afterCrash cancels the run's context at the scenario's hit; no call may
 // start after it.
 func (f *cancelFamily[U]) afterCrash(ctx context.Context, r *simRun[U], inc *simInc, n int, h simHit) {
-	if h.p == idemrt.PointEffectBeforeCall && ctx.Err() != nil {
+	if h.p == idemtest.PointEffectBeforeCall && ctx.Err() != nil {
 		r.violate("cancel: at %s the provider is about to be called for %s, though the run was cancelled before", h.p, h.detail)
 	}
 	if n != r.sc.at {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 type skewFamily[U any] struct {
@@ -30,7 +30,7 @@ func (*skewFamily[U]) plan(d *discovery[U]) []simScenario {
 	var plan []simScenario
 	for _, fx := range d.job.Effects {
 		k := slices.IndexFunc(d.trace[:d.firstPhase], func(h simHit) bool {
-			return h.p == idemrt.PointEffectClaimed && d.effectOf[h.detail] == fx.Name
+			return h.p == idemtest.PointEffectClaimed && d.effectOf[h.detail] == fx.Name
 		})
 		if k >= 0 {
 			for _, v := range []string{"ahead", "behind"} {

@@ -1,22 +1,3 @@
-// Package idemtest gives a test a PostgreSQL schema of its own on the
-// database that IDEMGEN_TEST_POSTGRES names, drops it when the test ends,
-// and drops the schemas that test processes killed before their cleanup
-// left behind. Every PostgreSQL test of idemgen uses it: the crash tests
-// idemgen generates (through idem/crashsim, so it lives in the runtime
-// module users already import), the generator's and the example's.
-//
-//	func TestOnPostgres(t *testing.T) {
-//		pg := idemtest.OpenPostgres(t) // skips t when IDEMGEN_TEST_POSTGRES is unset
-//		schema := pg.NewSchema(t)      // dropped when t ends
-//		pool, err := pgxpool.NewWithConfig(ctx, pg.Config(schema)) // search_path = schema
-//		if err != nil {
-//			t.Fatal(err)
-//		}
-//		t.Cleanup(pool.Close) // cleanups run last first: the pool closes before the drop
-//		...
-//	}
-//
-// For database/sql: stdlib.OpenDB(*pg.Config(schema).ConnConfig).
 package idemtest
 
 import (
