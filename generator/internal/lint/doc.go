@@ -20,4 +20,4 @@ package lint
 import "golang.org/x/tools/go/analysis"
 
 // Analyzers are idemgen's checks, in the order their help lists them.
-var Analyzers = []*analysis.Analyzer{EffectKey, EffectResult, UnitKey, ProcessResult}
+var Analyzers = []*analysis.Analyzer{EffectKey, EffectResult, UnitKey, ProcessResult, TestOnly}
