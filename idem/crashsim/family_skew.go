@@ -46,7 +46,7 @@ func (*skewFamily[U]) plan(d *discovery[U]) []simScenario {
 func (*skewFamily[U]) exactCalls(simScenario) bool { return true }
 
 // options: the job clock of an incarnation started now, the database's
-// (WithLeaseClock) moved by the skew.
+// (idemtest.WithLeaseClock) moved by the skew.
 func (f *skewFamily[U]) options(r *simRun[U]) []idem.Option {
 	r.mu.Lock()
 	skew := f.skew
