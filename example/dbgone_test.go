@@ -14,7 +14,6 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/example/internal/pgproxy"
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
@@ -27,15 +26,15 @@ import (
 // once, nothing owed.
 func TestRunThatLosesItsDatabase(t *testing.T) {
 	steps := []struct {
-		point idemrt.CrashPoint
+		point idemtest.CrashPoint
 		want  string // what the error must say failed before the run stopped
 	}{
-		{idemrt.PointBatchBegin, "write failed"},
-		{idemrt.PointBatchWritten, "write failed"},
-		{idemrt.PointUnitAfterCommit, `effect "notify_new_invoice"`},
-		{idemrt.PointEffectClaimed, `effect "notify_new_invoice"`},
-		{idemrt.PointEffectAfterCall, "record done"},
-		{idemrt.PointProgressBefore, "save watermark"},
+		{idemtest.PointBatchBegin, "write failed"},
+		{idemtest.PointBatchWritten, "write failed"},
+		{idemtest.PointUnitAfterCommit, `effect "notify_new_invoice"`},
+		{idemtest.PointEffectClaimed, `effect "notify_new_invoice"`},
+		{idemtest.PointEffectAfterCall, "record done"},
+		{idemtest.PointProgressBefore, "save watermark"},
 	}
 	for _, dialect := range []string{"sqlite", "postgres"} {
 		t.Run(dialect, func(t *testing.T) {
@@ -50,15 +49,15 @@ func TestRunThatLosesItsDatabase(t *testing.T) {
 					}
 					var once sync.Once
 					hit := false
-					hook := func(_ context.Context, p idemrt.CrashPoint, _ string) error {
+					hook := func(_ context.Context, p idemtest.CrashPoint, _ string) error {
 						if p == step.point {
 							once.Do(func() { hit = true; lose() })
 						}
 						return nil
 					}
 					j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
-						idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet),
-						idem.WithStart(f.base.Add(-24*time.Hour)), idem.WithBatchSize(2), idemrt.WithCrashHook(hook))
+						idem.WithClock(f.clk.Now), idemtest.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet),
+						idem.WithStart(f.base.Add(-24*time.Hour)), idem.WithBatchSize(2), idemtest.WithCrashHook(hook))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -83,7 +82,7 @@ func TestRunThatLosesItsDatabase(t *testing.T) {
 					// The next run, on a new connection.
 					st = open()
 					j, err = billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
-						idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(func() time.Time { return f.clk.Now().Add(10 * time.Minute) }),
+						idem.WithClock(f.clk.Now), idemtest.WithLeaseClock(func() time.Time { return f.clk.Now().Add(10 * time.Minute) }),
 						idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)), idem.WithBatchSize(2))
 					if err != nil {
 						t.Fatal(err)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
@@ -84,7 +83,7 @@ func newFixture() *fixture {
 func (f *fixture) job(t *testing.T, st *billing.Store) *billing.InvoiceSync {
 	t.Helper()
 	j, err := billing.NewInvoiceSync(st, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: f.mail},
-		idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)))
+		idem.WithClock(f.clk.Now), idemtest.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +145,7 @@ func rows(t *testing.T, j *billing.InvoiceSync) map[string]billing.Invoice {
 // newHook is the payment webhook job on the fixture's clock.
 func newHook(t *testing.T, st *billing.Store, f *fixture, provider billing.SendReceipt, opts ...idem.Option) *billing.PaymentWebhook {
 	t.Helper()
-	opts = append([]idem.Option{idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet)}, opts...)
+	opts = append([]idem.Option{idem.WithClock(f.clk.Now), idemtest.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet)}, opts...)
 	hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: provider}, opts...)
 	if err != nil {
 		t.Fatal(err)

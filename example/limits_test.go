@@ -13,6 +13,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // A receipt provider that keeps when each call started and how many were
@@ -51,7 +52,7 @@ func limitedWorkers(t *testing.T, st *billing.Store, p *pacedReceipts, n int, ed
 	for w := range workers {
 		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: p},
 			idem.WithLogger(quiet), idem.WithEffectConcurrency(8), idem.WithOwner(fmt.Sprintf("worker-%d", w)),
-			idemrt.WithJobEdit(func(j *idemrt.Job[billing.Payment]) { edit(&j.Effects[0]) }))
+			idemtest.WithJobEdit(func(j *idemrt.Job[billing.Payment]) { edit(&j.Effects[0]) }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +140,7 @@ func TestNoRoomWithinTheLeaseWaitsUncounted(t *testing.T) {
 		p := &pacedReceipts{hold: 300 * time.Millisecond}
 		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: p},
 			idem.WithLogger(quiet), idem.WithEffectConcurrency(2),
-			idemrt.WithJobEdit(func(j *idemrt.Job[billing.Payment]) {
+			idemtest.WithJobEdit(func(j *idemrt.Job[billing.Payment]) {
 				j.Effects[0].Concurrency, j.Effects[0].Lease = 1, 400*time.Millisecond
 			}))
 		if err != nil {

@@ -29,7 +29,8 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	//idemgen:allow-testonly the demo simulates a day: its leases expire on its clock (WithLeaseClock)
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 func main() {
@@ -130,7 +131,7 @@ func demo(ctx context.Context, store *billing.Store, log *slog.Logger, out io.Wr
 		// The demo simulates minutes passing, on the database too: leases,
 		// which run on the database's clock, expire on the simulated one.
 		return billing.NewInvoiceSync(store, api, billing.InvoiceSyncEffects{NotifyNewInvoice: mail},
-			append([]idem.Option{idem.WithClock(clk.Now), idemrt.WithLeaseClock(clk.Now), idem.WithLogger(log), idem.WithStart(base.Add(-24 * time.Hour))}, opts...)...)
+			append([]idem.Option{idem.WithClock(clk.Now), idemtest.WithLeaseClock(clk.Now), idem.WithLogger(log), idem.WithStart(base.Add(-24 * time.Hour))}, opts...)...)
 	}
 	job, err := newJob()
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // The River worker's transaction under crashes: worker A parks for good at
@@ -23,17 +23,17 @@ import (
 // repeat only after the call, with the same key), nothing owed.
 func TestRiverWorkerCrash(t *testing.T) {
 	for _, tc := range []struct {
-		point     idemrt.CrashPoint
+		point     idemtest.CrashPoint
 		committed bool // the unit's transaction committed before the crash
 		calls     int  // provider calls expected in all
 	}{
-		{idemrt.PointUnitStart, false, 1},
-		{idemrt.PointUnitBeforeCommit, false, 1},
-		{idemrt.PointUnitAfterCommit, true, 1},
-		{idemrt.PointEffectClaimed, true, 1},
-		{idemrt.PointEffectBeforeCall, true, 1},
-		{idemrt.PointEffectAfterCall, true, 2},
-		{idemrt.PointEffectRecorded, true, 1},
+		{idemtest.PointUnitStart, false, 1},
+		{idemtest.PointUnitBeforeCommit, false, 1},
+		{idemtest.PointUnitAfterCommit, true, 1},
+		{idemtest.PointEffectClaimed, true, 1},
+		{idemtest.PointEffectBeforeCall, true, 1},
+		{idemtest.PointEffectAfterCall, true, 2},
+		{idemtest.PointEffectRecorded, true, 1},
 	} {
 		t.Run(string(tc.point), func(t *testing.T) {
 			t.Parallel()
@@ -42,7 +42,7 @@ func TestRiverWorkerCrash(t *testing.T) {
 			prov := newKeyedProvider()
 			crashed := make(chan struct{})
 			var once sync.Once
-			hook := func(_ context.Context, p idemrt.CrashPoint, _ string) error {
+			hook := func(_ context.Context, p idemtest.CrashPoint, _ string) error {
 				if p != tc.point {
 					return nil
 				}
@@ -55,7 +55,7 @@ func TestRiverWorkerCrash(t *testing.T) {
 				return nil
 			}
 			nameA := "crash-a-" + db.schema
-			a, _ := db.workerTimed(t, nameA, prov, dying(fastRiver(nameA, quiet)), idemrt.WithCrashHook(hook))
+			a, _ := db.workerTimed(t, nameA, prov, dying(fastRiver(nameA, quiet)), idemtest.WithCrashHook(hook))
 			if err := a.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestRiverWorkerCrash(t *testing.T) {
 			// lease clock is three minutes on, past A's 2m lease: the
 			// database's time as it will be when B's drain finds it.
 			time.Sleep(fastRiver("", nil).RescueAfter + 200*time.Millisecond)
-			b, _ := db.worker(t, "crash-b-"+db.schema, prov, idemrt.WithLeaseClock(func() time.Time { return time.Now().Add(3 * time.Minute) }))
+			b, _ := db.worker(t, "crash-b-"+db.schema, prov, idemtest.WithLeaseClock(func() time.Time { return time.Now().Add(3 * time.Minute) }))
 			if err := b.Start(ctx); err != nil {
 				t.Fatal(err)
 			}

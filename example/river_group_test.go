@@ -18,6 +18,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // The River worker writes the jobs it has in hand in groups (idemriver's
@@ -184,7 +185,7 @@ func TestRiverGroupKeepsOutcomesPerJob(t *testing.T) {
 	var log lockedBuffer
 	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c, _ := db.workerTimed(t, "worker-1", prov, groupRiver("worker-1"), idem.WithLogger(logger),
-		idemrt.WithJobEdit(func(j *idemrt.Job[billing.Payment]) { j.MaxAttempts = 3 })) // parked at the third attempt
+		idemtest.WithJobEdit(func(j *idemrt.Job[billing.Payment]) { j.MaxAttempts = 3 })) // parked at the third attempt
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -251,8 +252,8 @@ func TestRiverGroupKeepsOutcomesPerJob(t *testing.T) {
 // The group's transaction under crashes. 20 payments are queued together
 // and worker A takes them in groups (how many in each is River's timing).
 // A crash point is hit for each unit
-// of the group: idemrt.PointUnitBeforeCommit twice (inside the engine's
-// write, then by the worker just before its commit), idemrt.PointUnitAfterCommit
+// of the group: idemtest.PointUnitBeforeCommit twice (inside the engine's
+// write, then by the worker just before its commit), idemtest.PointUnitAfterCommit
 // once, after it. At the at-th unit to hit the point (the nth hit of its
 // key), A crashes in one of two ways:
 //
@@ -277,18 +278,18 @@ func TestRiverGroupCrash(t *testing.T) {
 
 func riverGroupCrash(t *testing.T) {
 	for _, tc := range []struct {
-		point     idemrt.CrashPoint
+		point     idemtest.CrashPoint
 		nth, at   int
 		park      bool
 		committed bool // the group's transaction committed before the crash
 	}{
-		{idemrt.PointUnitBeforeCommit, 1, 5, true, false},
-		{idemrt.PointUnitBeforeCommit, 2, 1, true, false},
-		{idemrt.PointUnitBeforeCommit, 2, 5, true, false},
-		{idemrt.PointUnitAfterCommit, 1, 1, true, true},
-		{idemrt.PointUnitAfterCommit, 1, 5, true, true},
-		{idemrt.PointUnitBeforeCommit, 2, 5, false, false},
-		{idemrt.PointUnitAfterCommit, 1, 5, false, true},
+		{idemtest.PointUnitBeforeCommit, 1, 5, true, false},
+		{idemtest.PointUnitBeforeCommit, 2, 1, true, false},
+		{idemtest.PointUnitBeforeCommit, 2, 5, true, false},
+		{idemtest.PointUnitAfterCommit, 1, 1, true, true},
+		{idemtest.PointUnitAfterCommit, 1, 5, true, true},
+		{idemtest.PointUnitBeforeCommit, 2, 5, false, false},
+		{idemtest.PointUnitAfterCommit, 1, 5, false, true},
 	} {
 		mode := "error"
 		if tc.park {
@@ -304,7 +305,7 @@ func riverGroupCrash(t *testing.T) {
 			hits := map[string]int{} // the point's hits by key
 			var before []string      // the keys that hit it (for the nth time) up to the crash, in order
 			crashKey := ""
-			hook := func(_ context.Context, p idemrt.CrashPoint, key string) error {
+			hook := func(_ context.Context, p idemtest.CrashPoint, key string) error {
 				if p != tc.point {
 					return nil
 				}
@@ -332,7 +333,7 @@ func riverGroupCrash(t *testing.T) {
 			if tc.park {
 				tmA = dying(tmA)
 			}
-			a, _ := db.workerTimed(t, nameA, prov, tmA, idemrt.WithCrashHook(hook))
+			a, _ := db.workerTimed(t, nameA, prov, tmA, idemtest.WithCrashHook(hook))
 			t.Cleanup(func() {
 				stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
@@ -403,7 +404,7 @@ func riverGroupCrash(t *testing.T) {
 				// lease clock is three minutes on, past A's leases.
 				time.Sleep(groupRiver("").RescueAfter + 200*time.Millisecond)
 				b, _ := db.workerTimed(t, "group-crash-b-"+db.schema, prov, groupRiver("group-crash-b-"+db.schema),
-					idemrt.WithLeaseClock(func() time.Time { return time.Now().Add(3 * time.Minute) }))
+					idemtest.WithLeaseClock(func() time.Time { return time.Now().Add(3 * time.Minute) }))
 				if err := b.Start(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -449,9 +450,9 @@ func riverGroupCrash(t *testing.T) {
 // left; the hook sees it end). River retries the jobs, which then
 // complete: one payment each, one receipt each, within the test's bounds.
 //
-//   - before commit: the hook fails at idemrt.PointUnitBeforeCommit, so the
+//   - before commit: the hook fails at idemtest.PointUnitBeforeCommit, so the
 //     group's transaction rolls back and the retries write the units.
-//   - after commit: the hook returns at idemrt.PointUnitAfterCommit once
+//   - after commit: the hook returns at idemtest.PointUnitAfterCommit once
 //     the ctx has ended, so the group committed its units with their
 //     reservations leased to it and then has no ctx to call under. It
 //     gives the leases back: the retries find the units written and
@@ -462,24 +463,24 @@ func TestRiverGroupWaitIsBounded(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Run("before commit", func(t *testing.T) {
 			t.Parallel()
-			riverGroupWaitIsBounded(t, idemrt.PointUnitBeforeCommit, func(ctx context.Context) error { return ctx.Err() })
+			riverGroupWaitIsBounded(t, idemtest.PointUnitBeforeCommit, func(ctx context.Context) error { return ctx.Err() })
 		})
 		t.Run("after commit", func(t *testing.T) {
 			t.Parallel()
-			riverGroupWaitIsBounded(t, idemrt.PointUnitAfterCommit, func(context.Context) error { return nil })
+			riverGroupWaitIsBounded(t, idemtest.PointUnitAfterCommit, func(context.Context) error { return nil })
 		})
 	})
 }
 
 // riverGroupWaitIsBounded blocks the first hit of point until its ctx
 // ends, then returns what then says.
-func riverGroupWaitIsBounded(t *testing.T, point idemrt.CrashPoint, then func(ctx context.Context) error) {
+func riverGroupWaitIsBounded(t *testing.T, point idemtest.CrashPoint, then func(ctx context.Context) error) {
 	db := newRiverDB(t)
 	ctx := context.Background()
 	prov := newKeyedProvider()
 	var once sync.Once
 	groupCancelled := make(chan error, 1)
-	hook := func(ctx context.Context, p idemrt.CrashPoint, _ string) error {
+	hook := func(ctx context.Context, p idemtest.CrashPoint, _ string) error {
 		if p != point {
 			return nil
 		}
@@ -499,7 +500,7 @@ func riverGroupWaitIsBounded(t *testing.T, point idemrt.CrashPoint, then func(ct
 	}
 	tm := groupRiver("worker-1")
 	tm.JobTimeout = time.Second
-	c, _ := db.workerTimed(t, "worker-1", prov, tm, idemrt.WithCrashHook(hook))
+	c, _ := db.workerTimed(t, "worker-1", prov, tm, idemtest.WithCrashHook(hook))
 	units := queueGroupPayments(t, db, c, prov, 20)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)

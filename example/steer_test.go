@@ -130,7 +130,7 @@ func TestLimitOverrideIsFollowedByEveryWorker(t *testing.T) {
 		for w, st := range dbs.workers {
 			hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: countedReceipts{w, &mu, &starts}},
 				idem.WithLogger(quiet), idem.WithEffectConcurrency(8), idem.WithOwner(fmt.Sprintf("worker-%d", w)),
-				idemrt.WithJobEdit(func(j *idemrt.Job[billing.Payment]) { j.Effects[0].Rate = idemrt.Rate{N: 20, Per: time.Second} }))
+				idemtest.WithJobEdit(func(j *idemrt.Job[billing.Payment]) { j.Effects[0].Rate = idemrt.Rate{N: 20, Per: time.Second} }))
 			if err != nil {
 				t.Fatal(err)
 			}

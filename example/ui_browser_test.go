@@ -20,6 +20,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/idemgen/idemgen/idem/idemui"
 )
 
@@ -328,11 +329,11 @@ func pauseMail(t *testing.T, db uiDB, f *fixture) {
 		calls++
 		return idem.PauseEffect(time.Hour, errors.New(mailThrottled))
 	})
-	gated := idemrt.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
+	gated := idemtest.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
 		j.Effects[0].Circuit = idemrt.Circuit{Failures: 5, CoolDown: time.Minute} // a gate (the effect has no limits in the spec), for the pause
 	})
 	j, err := billing.NewInvoiceSync(db.store, f.api, billing.InvoiceSyncEffects{NotifyNewInvoice: notify},
-		idem.WithClock(f.clk.Now), idemrt.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)),
+		idem.WithClock(f.clk.Now), idemtest.WithLeaseClock(f.clk.Now), idem.WithLogger(quiet), idem.WithStart(f.base.Add(-24*time.Hour)),
 		idem.WithEffectConcurrency(1), gated)
 	if err != nil {
 		t.Fatal(err)

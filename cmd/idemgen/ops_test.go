@@ -26,6 +26,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // The status and ledger scripts (ops_*.txtar) read and repair a database
@@ -153,7 +154,7 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 	if *ago > 0 {
 		// Leases and next-attempt times too: the failure happened then.
 		then := func() time.Time { return time.Now().Add(-*ago) }
-		opts = append(opts, idem.WithClock(then), idemrt.WithLeaseClock(then))
+		opts = append(opts, idem.WithClock(then), idemtest.WithLeaseClock(then))
 	}
 	report := func(rep idem.Report, err error) {
 		ts.Logf("%s (err: %v)", rep, err)
@@ -185,7 +186,7 @@ func cmdBilling(ts *testscript.TestScript, neg bool, args []string) {
 		// -pause, a circuit.
 		edit := noBackoff[billing.Invoice](*backoff)
 		if *pauseIDs != "" {
-			edit = idemrt.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
+			edit = idemtest.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
 				for i := range j.Effects {
 					j.Effects[i].Circuit = idemrt.Circuit{Failures: 5, CoolDown: 30 * time.Second}
 				}
@@ -289,7 +290,7 @@ func openBilling(ts *testscript.TestScript, dsn string) (*billing.Store, rawDB, 
 // scripts count attempts run by run, and the backoff between them is
 // proven in idem/idemrt/provider_test.go and the crash simulations.
 func noBackoff[U any](keep bool) idem.Option {
-	return idemrt.WithJobEdit(func(j *idemrt.Job[U]) {
+	return idemtest.WithJobEdit(func(j *idemrt.Job[U]) {
 		if keep {
 			return
 		}

@@ -41,6 +41,8 @@ import (
 	"github.com/idemgen/idemgen/idem/idempg"
 	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemsqlite"
+	//idemgen:allow-testonly the benchmark sets its runs' limits on the spec's job (WithJobEdit)
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // The targets of issue 22, item 1.
@@ -630,7 +632,7 @@ func measureHistorySide(ctx context.Context, sp *space, cfg *config, historyN in
 			return nil
 		})},
 		idem.WithLogger(slog.New(slog.DiscardHandler)), idem.WithOwner("bench"), idem.WithObserver(watch),
-		idemrt.WithJobEdit(func(j *idemrt.Job[benchjobs.Call]) { j.Effects[0].Rate = idemrt.Rate{} }))
+		idemtest.WithJobEdit(func(j *idemrt.Job[benchjobs.Call]) { j.Effects[0].Rate = idemrt.Rate{} }))
 	if err != nil {
 		return side, nil, err
 	}

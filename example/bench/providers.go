@@ -43,6 +43,8 @@ import (
 	"github.com/idemgen/idemgen/example/bench/benchjobs"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	//idemgen:allow-testonly the benchmark sets its runs' limits on the spec's job (WithJobEdit)
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // The hidden flags of a provider worker child: it drains call_job on the
@@ -243,7 +245,7 @@ func measureProviderRun(ctx context.Context, d *database, cfg *config, workers i
 	// Reserve every unit's effect, in transactions of 10,000 units.
 	job, err := benchjobs.NewCallJob(sp.store, benchjobs.CallJobEffects{CallProvider: reservingProvider},
 		idem.WithLogger(slog.New(slog.DiscardHandler)), idem.WithOwner("bench-parent"),
-		idemrt.WithJobEdit(func(j *idemrt.Job[benchjobs.Call]) { run.maxAtt = int(j.Effects[0].MaxAttempts) })) // read, not changed
+		idemtest.WithJobEdit(func(j *idemrt.Job[benchjobs.Call]) { run.maxAtt = int(j.Effects[0].MaxAttempts) })) // read, not changed
 	if err != nil {
 		return run, err
 	}
@@ -547,7 +549,7 @@ func providerWorker(ctx context.Context, cfg *config, out io.Writer) error {
 		// perform a batch well within half the lease, when a call still
 		// waiting for its start under the rate gives its claim back.
 		idem.WithBatchSize(min(1000, max(10, 5*cfg.providerRate))),
-		idemrt.WithJobEdit(func(j *idemrt.Job[benchjobs.Call]) {
+		idemtest.WithJobEdit(func(j *idemrt.Job[benchjobs.Call]) {
 			j.Effects[0].Rate = rate
 			if cfg.workerGate {
 				j.Effects[0].Circuit = benchCircuit

@@ -34,6 +34,8 @@ import (
 	"github.com/idemgen/idemgen/example/bench/benchjobs"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	//idemgen:allow-testonly the benchmark sets its runs' limits on the spec's job (WithJobEdit)
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // riverTarget: the generated worker works at least 0.7 × plain River's jobs/s.
@@ -237,7 +239,7 @@ func (r *riverRun) measure(ctx context.Context, sp *space, cfg *config) error {
 		job, err = benchjobs.NewCallJob(sp.store, benchjobs.CallJobEffects{CallProvider: benchjobs.CallProviderFunc(provider.call)},
 			idem.WithLogger(discard), idem.WithOwner("bench-river"),
 			// The provider answers at once: no rate (the spec's is for -providers).
-			idemrt.WithJobEdit(func(j *idemrt.Job[benchjobs.Call]) { j.Effects[0].Rate = idemrt.Rate{} }))
+			idemtest.WithJobEdit(func(j *idemrt.Job[benchjobs.Call]) { j.Effects[0].Rate = idemrt.Rate{} }))
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/bench/benchjobs"
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // TestWriteAhead runs copy_job on PostgreSQL in batches of two, the first
@@ -60,28 +60,28 @@ func writeAhead(t *testing.T) {
 		if len(page) > 4 {
 			third = page[4].Key()
 		}
-		hook := func(ctx context.Context, p idemrt.CrashPoint, detail string) error {
+		hook := func(ctx context.Context, p idemtest.CrashPoint, detail string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case p == idemrt.PointUnitStart && detail == first && !held:
+			case p == idemtest.PointUnitStart && detail == first && !held:
 				held = true
 				events = append(events, "start 1")
 				mu.Unlock()
 				time.Sleep(hold) // the first batch's transaction is open, nothing written yet
 				mu.Lock()
-			case p == idemrt.PointUnitStart && detail == second:
+			case p == idemtest.PointUnitStart && detail == second:
 				events = append(events, "start 2")
-			case p == idemrt.PointUnitStart && detail == third:
+			case p == idemtest.PointUnitStart && detail == third:
 				events = append(events, "start 3")
-			case p == idemrt.PointUnitAfterCommit:
+			case p == idemtest.PointUnitAfterCommit:
 				events = append(events, "commit "+detail)
 			}
 			return nil
 		}
 		src := copySource{func(context.Context, idem.Window, string) ([]benchjobs.CopyRow, string, error) { return page, "", nil }}
 		job, err := benchjobs.NewCopyJob(sp.store, src, idem.WithLogger(slog.New(slog.DiscardHandler)), idem.WithStart(base.Add(-time.Minute)),
-			idem.WithBatchSize(2), idem.WithWriteAhead(true), idemrt.WithCrashHook(hook))
+			idem.WithBatchSize(2), idem.WithWriteAhead(true), idemtest.WithCrashHook(hook))
 		if err != nil {
 			t.Fatal(err)
 		}

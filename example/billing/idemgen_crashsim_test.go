@@ -16,8 +16,26 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// invoiceSyncCrashPoints are the durable boundaries of the invoice_sync job, where the crash tests stop it.
+var invoiceSyncCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
+	idemtest.PointProgressBefore,
+	idemtest.PointProgressAfter,
+}
 
 // TestCrashSimInvoiceSync crashes the invoice_sync job at every durable boundary, restarts it and checks
 // the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
@@ -121,6 +139,20 @@ func TestCrashSimInvoiceSync(t *testing.T) {
 			return NewPostgresStore(pool)
 		}), job)
 	})
+}
+
+// paymentWebhookCrashPoints are the durable boundaries of the payment_webhook job, where the crash tests stop it.
+var paymentWebhookCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
 }
 
 // TestCrashSimPaymentWebhook crashes the payment_webhook job at every durable boundary, restarts it and checks

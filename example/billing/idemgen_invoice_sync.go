@@ -183,20 +183,3 @@ func (j *InvoiceSync) Rows(ctx context.Context) ([]Invoice, error) {
 func (j *InvoiceSync) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleInvoiceSync(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// invoiceSyncCrashPoints are the durable boundaries of the invoice_sync job, where the crash tests stop it.
-var invoiceSyncCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

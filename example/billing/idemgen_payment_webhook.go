@@ -178,17 +178,3 @@ func (j *PaymentWebhook) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Paym
 func (j *PaymentWebhook) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...Payment) (idem.Report, error) {
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
-
-// paymentWebhookCrashPoints are the durable boundaries of the payment_webhook job, where the crash tests stop it.
-var paymentWebhookCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

@@ -171,17 +171,3 @@ func (j *ShipmentEvents) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Ship
 func (j *ShipmentEvents) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...ShipmentEvent) (idem.Report, error) {
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
-
-// shipmentEventsCrashPoints are the durable boundaries of the shipment_events job, where the crash tests stop it.
-var shipmentEventsCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

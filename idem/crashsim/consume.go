@@ -20,6 +20,7 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idembroker"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // famConsumer, as IDEMGEN_CRASHSIM_SCENARIO, plays every consumer family
@@ -201,8 +202,8 @@ type consumeInc struct {
 // hook is an incarnation's crash hook: it counts hits, notes the calls
 // made and recorded, dies at the scenario's crash hit, and lets the
 // family act at the hit.
-func (r *consumeRun[U]) hook(inc int, crashed chan struct{}) idemrt.CrashHook {
-	return func(ctx context.Context, p idemrt.CrashPoint, detail string) error {
+func (r *consumeRun[U]) hook(inc int, crashed chan struct{}) idemtest.CrashHook {
+	return func(ctx context.Context, p idemtest.CrashPoint, detail string) error {
 		if r.isDead(inc) {
 			select {} // the process is gone
 		}
@@ -211,9 +212,9 @@ func (r *consumeRun[U]) hook(inc int, crashed chan struct{}) idemrt.CrashHook {
 		r.hits++
 		r.trace = append(r.trace, simHit{p: p, detail: detail, inc: inc})
 		switch p {
-		case idemrt.PointEffectAfterCall:
+		case idemtest.PointEffectAfterCall:
 			mark(r.called, inc, detail)
-		case idemrt.PointEffectRecorded:
+		case idemtest.PointEffectRecorded:
 			mark(r.recorded, inc, detail)
 		}
 		crash := n == r.crashAt
@@ -259,9 +260,9 @@ func (r *consumeRun[U]) start() *consumeInc {
 	hook := r.hook(id, inc.crashed)
 	st, kill, closeInc := r.db.incarnation(r.t, hook)
 	inc.kill, inc.close = kill, closeInc
-	opts := []idem.Option{idem.WithClock(r.now), idemrt.WithLeaseClock(r.now), idem.WithLogger(simLogger),
-		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false), idemrt.WithCrashHook(hook), idem.WithOwner(simOwner(id)),
-		idemrt.WithJobEdit(consumeLimits[U])}
+	opts := []idem.Option{idem.WithClock(r.now), idemtest.WithLeaseClock(r.now), idem.WithLogger(simLogger),
+		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false), idemtest.WithCrashHook(hook), idem.WithOwner(simOwner(id)),
+		idemtest.WithJobEdit(consumeLimits[U])}
 	verbs, err := r.job.NewJob(st, nil, r.prov, opts...)
 	if err != nil {
 		r.t.Fatalf("new job: %v", err)

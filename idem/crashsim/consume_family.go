@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // consumer is one consumer family.
@@ -28,7 +28,7 @@ type consumer[U any] interface {
 	// hit to crash at, the family's own state).
 	setup(r *consumeRun[U])
 	// atHit runs at every hit of every consumer, after the crash check.
-	atHit(r *consumeRun[U], inc int, p idemrt.CrashPoint, detail string)
+	atHit(r *consumeRun[U], inc int, p idemtest.CrashPoint, detail string)
 	// play runs the consumers until the scenario converges.
 	play(r *consumeRun[U], deadline time.Time)
 }
@@ -84,11 +84,11 @@ func aboutTable(abouts []familyAbout) string {
 // run to the end one after another.
 type baseConsumer[U any] struct{}
 
-func (baseConsumer[U]) sample(all []consumeScenario) []consumeScenario       { return all }
-func (baseConsumer[U]) setup(*consumeRun[U])                                 {}
-func (baseConsumer[U]) atHit(*consumeRun[U], int, idemrt.CrashPoint, string) {}
-func (baseConsumer[U]) play(r *consumeRun[U], deadline time.Time)            { r.runToTheEnd(r.start(), deadline) }
-func onePlan(name string) []consumeScenario                                  { return []consumeScenario{{name, -1}} }
+func (baseConsumer[U]) sample(all []consumeScenario) []consumeScenario         { return all }
+func (baseConsumer[U]) setup(*consumeRun[U])                                   {}
+func (baseConsumer[U]) atHit(*consumeRun[U], int, idemtest.CrashPoint, string) {}
+func (baseConsumer[U]) play(r *consumeRun[U], deadline time.Time)              { r.runToTheEnd(r.start(), deadline) }
+func onePlan(name string) []consumeScenario                                    { return []consumeScenario{{name, -1}} }
 
 // consumeCleanFamily: no fault.
 type consumeCleanFamily[U any] struct{ baseConsumer[U] }
@@ -207,8 +207,8 @@ func (f *consumeHeldFamily[U]) setup(r *consumeRun[U]) {
 	r.batch = 1
 }
 
-func (f *consumeHeldFamily[U]) atHit(r *consumeRun[U], inc int, p idemrt.CrashPoint, detail string) {
-	if f.reached == nil || p != idemrt.PointEffectBeforeCall || detail != f.key {
+func (f *consumeHeldFamily[U]) atHit(r *consumeRun[U], inc int, p idemtest.CrashPoint, detail string) {
+	if f.reached == nil || p != idemtest.PointEffectBeforeCall || detail != f.key {
 		return
 	}
 	first := false

@@ -28,14 +28,15 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idembroker"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // Points the harness adds around every SQL statement a crashing worker
 // sends (sql.go); the detail says whether it is a COMMIT, a
 // statement in a transaction ("tx ...") or one on its own ("auto ...").
 const (
-	pointSQLBefore idemrt.CrashPoint = "sql.before"
-	pointSQLAfter  idemrt.CrashPoint = "sql.after"
+	pointSQLBefore idemtest.CrashPoint = "sql.before"
+	pointSQLAfter  idemtest.CrashPoint = "sql.after"
 )
 
 // Store is what the harness needs from the generated Store.
@@ -58,7 +59,7 @@ type simDB interface {
 	// incarnation opens a new "process": new connections, nothing shared,
 	// every statement reported to sqlHook. kill aborts its sessions as a
 	// dying process would; close releases a finished incarnation.
-	incarnation(t testing.TB, sqlHook idemrt.CrashHook) (st idem.Store, kill func(), close func())
+	incarnation(t testing.TB, sqlHook idemtest.CrashHook) (st idem.Store, kill func(), close func())
 	// diagnose describes the database's view of the scenario's sessions,
 	// for a stalled scenario's report.
 	diagnose(ctx context.Context) string
@@ -123,7 +124,7 @@ type Job[U any] struct {
 	Name       string
 	Source     string // watermark, cursor or none
 	Version    int32
-	Points     []idemrt.CrashPoint
+	Points     []idemtest.CrashPoint
 	Key        string // the unit key template
 	Fields     []Field
 	InsertOnce bool
@@ -278,7 +279,7 @@ func (s simScenario) String() string {
 
 // simHit is one crash point or SQL boundary met by an incarnation.
 type simHit struct {
-	p      idemrt.CrashPoint
+	p      idemtest.CrashPoint
 	detail string
 	inc    int
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // A family is one kind of scenario: what it plans over the discovery run,
@@ -168,18 +169,18 @@ func newDiscovery[U any](job *Job[U], clean *simRun[U], trace []simHit, full boo
 	d.calls = min(len(d.order), callsBefore(trace))
 	d.firstPhase = len(trace)
 	if job.Source != SourceNoneName {
-		if i := slices.IndexFunc(trace[1:], func(h simHit) bool { return h.p == idemrt.PointRunStart }); i >= 0 {
+		if i := slices.IndexFunc(trace[1:], func(h simHit) bool { return h.p == idemtest.PointRunStart }); i >= 0 {
 			d.firstPhase = i + 1
 		}
 	}
 	d.secondPhase = len(trace)
 	if job.Source != SourceNoneName && d.firstPhase+1 < len(trace) {
-		if i := slices.IndexFunc(trace[d.firstPhase+1:], func(h simHit) bool { return h.p == idemrt.PointRunStart }); i >= 0 {
+		if i := slices.IndexFunc(trace[d.firstPhase+1:], func(h simHit) bool { return h.p == idemtest.PointRunStart }); i >= 0 {
 			d.secondPhase = d.firstPhase + 1 + i
 		}
 	}
 	for k, h := range trace[:d.firstPhase] {
-		if h.p == idemrt.PointEffectBeforeCall {
+		if h.p == idemtest.PointEffectBeforeCall {
 			if _, ok := d.firstCall[d.effectOf[h.detail]]; !ok {
 				d.firstCall[d.effectOf[h.detail]] = k
 			}

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 type cancelFamily[U any] struct {
@@ -39,8 +39,8 @@ func (*cancelFamily[U]) sample(all []simScenario) []simScenario { return sampleE
 // sample keeps the family's cost near a crash family's). Effect points
 // come first, for the -short sample.
 func (*cancelFamily[U]) plan(d *discovery[U]) []simScenario {
-	effectPoint := func(p idemrt.CrashPoint) bool {
-		return p == idemrt.PointEffectClaimed || p == idemrt.PointEffectBeforeCall || p == idemrt.PointEffectAfterCall || p == idemrt.PointEffectRecorded
+	effectPoint := func(p idemtest.CrashPoint) bool {
+		return p == idemtest.PointEffectClaimed || p == idemtest.PointEffectBeforeCall || p == idemtest.PointEffectAfterCall || p == idemtest.PointEffectRecorded
 	}
 	var effects, others []simScenario
 	for k, h := range d.trace {
@@ -87,8 +87,8 @@ func (f *cancelFamily[U]) afterCrash(ctx context.Context, r *simRun[U], inc *sim
 	}
 	call := incKey{inc.id, h.detail}
 	r.mu.Lock()
-	calledAfterCancel := h.p == idemrt.PointEffectAfterCall && f.cancelledAtCheck[call]
-	if h.p == idemrt.PointEffectBeforeCall && ctx.Err() != nil {
+	calledAfterCancel := h.p == idemtest.PointEffectAfterCall && f.cancelledAtCheck[call]
+	if h.p == idemtest.PointEffectBeforeCall && ctx.Err() != nil {
 		f.cancelledAtCheck[call] = true
 	}
 	r.mu.Unlock()

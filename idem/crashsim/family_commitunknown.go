@@ -3,7 +3,7 @@ package crashsim
 import (
 	"errors"
 
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 type commitunknownFamily[U any] struct{ baseFamily[U] }
@@ -17,7 +17,7 @@ func (*commitunknownFamily[U]) about() familyAbout {
 func (*commitunknownFamily[U]) plan(d *discovery[U]) []simScenario {
 	var plan []simScenario
 	for k, h := range d.trace {
-		if h.p == idemrt.PointUnitAfterCommit || h.p == idemrt.PointProgressAfter {
+		if h.p == idemtest.PointUnitAfterCommit || h.p == idemtest.PointProgressAfter {
 			plan = append(plan, at("commitunknown", k))
 		}
 	}

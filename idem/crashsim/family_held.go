@@ -3,7 +3,7 @@ package crashsim
 import (
 	"time"
 
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // The held family: worker A stops inside its write transaction (at its
@@ -42,7 +42,7 @@ const (
 // written a unit.
 func (*heldFamily[U]) plan(d *discovery[U]) []simScenario {
 	for k, h := range d.trace[:d.firstPhase] {
-		if h.p == idemrt.PointUnitBeforeCommit && h.detail != "" { // a unit's write, not an empty window's
+		if h.p == idemtest.PointUnitBeforeCommit && h.detail != "" { // a unit's write, not an empty window's
 			sc := newScenario("held")
 			sc.at = k
 			return []simScenario{sc}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // The held-record family: worker A, under the held family's short wait
@@ -27,7 +27,7 @@ import (
 type heldRecordFamily[U any] struct {
 	baseFamily[U]
 	// watch, when set, sees every hit of every incarnation.
-	watch atomic.Pointer[func(inc int, p idemrt.CrashPoint, detail string)]
+	watch atomic.Pointer[func(inc int, p idemtest.CrashPoint, detail string)]
 }
 
 func (*heldRecordFamily[U]) about() familyAbout {
@@ -67,7 +67,7 @@ const simHeldRecordBound = 30 * time.Second
 // plan pauses A right after its first provider call.
 func (*heldRecordFamily[U]) plan(d *discovery[U]) []simScenario {
 	for k, h := range d.trace[:d.firstPhase] {
-		if h.p == idemrt.PointEffectAfterCall {
+		if h.p == idemtest.PointEffectAfterCall {
 			sc := newScenario("held-record")
 			sc.at = k
 			return []simScenario{sc}
@@ -148,7 +148,7 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 	r.mu.Unlock()
 	locked, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	hold := func(_ context.Context, p idemrt.CrashPoint, detail string) error {
+	hold := func(_ context.Context, p idemtest.CrashPoint, detail string) error {
 		if p == pointSQLAfter && strings.HasPrefix(detail, "tx ") {
 			once.Do(func() {
 				close(locked)
@@ -180,7 +180,7 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 	// in flight beside it, one just before): the hold runs from there.
 	began := make(chan struct{})
 	var first sync.Once
-	watch := func(inc int, p idemrt.CrashPoint, detail string) {
+	watch := func(inc int, p idemtest.CrashPoint, detail string) {
 		if inc == a.inc.id && p == pointSQLBefore && (detail == "BEGIN" || strings.HasPrefix(detail, "auto ")) {
 			first.Do(func() { close(began) })
 		}

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 type leasedFamily[U any] struct{ baseFamily[U] }
@@ -25,7 +25,7 @@ func (*leasedFamily[U]) about() familyAbout {
 func (*leasedFamily[U]) plan(d *discovery[U]) []simScenario {
 	var plan []simScenario
 	for k, h := range d.trace[:d.firstPhase] {
-		if h.p == idemrt.PointUnitAfterCommit && len(plan) < 3 {
+		if h.p == idemtest.PointUnitAfterCommit && len(plan) < 3 {
 			sc := at("leased", k)
 			sc.crashAt = []int{k}
 			plan = append(plan, sc)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 type purgePendingFamily[U any] struct {
@@ -42,7 +43,7 @@ func (*purgePendingFamily[U]) plan(d *discovery[U]) []simScenario {
 	}
 	for k, h := range d.trace[:d.firstPhase] {
 		switch h.p {
-		case idemrt.PointUnitAfterCommit, idemrt.PointEffectClaimed, idemrt.PointEffectAfterCall:
+		case idemtest.PointUnitAfterCommit, idemtest.PointEffectClaimed, idemtest.PointEffectAfterCall:
 			if !simInTx(d.job, h) {
 				plan = append(plan, at("purge-pending", k))
 			}

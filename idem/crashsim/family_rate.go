@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // The rate family: an effect's rate under two workers at once, each with
@@ -15,7 +16,7 @@ import (
 // first phase. Every other family runs without the rate (limits.go): the
 // simulation's clock stands still within a phase, and pacing on it would
 // only add real waits. Here each start the rate grants is waited for on
-// the simulated clock instead (idemrt.WithPaceWait), which moves to it, and
+// the simulated clock instead (idemtest.WithPaceWait), which moves to it, and
 // recorded: an effect's granted starts must all lie at least its spacing
 // (per / n) apart, whichever worker took them. A slip in the pacing row's
 // compare-and-set lets two workers take the same start; a worker that
@@ -69,7 +70,7 @@ func (*rateFamily[U]) limit(_ *simRun[U], fx *idemrt.Effect[U], spec idemrt.Effe
 // options: four calls at once, each granted start waited for on the
 // simulated clock.
 func (f *rateFamily[U]) options(r *simRun[U]) []idem.Option {
-	return []idem.Option{idem.WithEffectConcurrency(4), idemrt.WithPaceWait(func(ctx context.Context, effect string, start time.Time) error {
+	return []idem.Option{idem.WithEffectConcurrency(4), idemtest.WithPaceWait(func(ctx context.Context, effect string, start time.Time) error {
 		return f.paceWait(ctx, r, effect, start)
 	})}
 }
@@ -79,7 +80,7 @@ func hasRate[U any](job *Job[U]) bool {
 	return slices.ContainsFunc(job.Effects, func(fx Effect) bool { return fx.Rate.N > 0 })
 }
 
-// paceWait is the rate family's idemrt.WithPaceWait: it records the start
+// paceWait is the rate family's idemtest.WithPaceWait: it records the start
 // and moves the simulated clock to it.
 func (f *rateFamily[U]) paceWait(ctx context.Context, r *simRun[U], effect string, start time.Time) error {
 	r.mu.Lock()

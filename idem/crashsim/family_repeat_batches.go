@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 const famRepeatBatches = "repeat-batches"
@@ -147,7 +147,7 @@ func (f *repeatBatchesFamily[U]) checkCallHold(r *simRun[U]) {
 func (f *repeatBatchesFamily[U]) beforeCrash(_ context.Context, r *simRun[U], inc *simInc, hit simHit) error {
 	p, detail := hit.p, hit.detail
 	h := f.callHold
-	if h == nil || p != idemrt.PointEffectClaimed {
+	if h == nil || p != idemtest.PointEffectClaimed {
 		return nil
 	}
 	r.mu.Lock()

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 type skewFamily[U any] struct {
@@ -30,7 +30,7 @@ func (*skewFamily[U]) plan(d *discovery[U]) []simScenario {
 	var plan []simScenario
 	for _, fx := range d.job.Effects {
 		k := slices.IndexFunc(d.trace[:d.firstPhase], func(h simHit) bool {
-			return h.p == idemrt.PointEffectClaimed && d.effectOf[h.detail] == fx.Name
+			return h.p == idemtest.PointEffectClaimed && d.effectOf[h.detail] == fx.Name
 		})
 		if k >= 0 {
 			for _, v := range []string{"ahead", "behind"} {
@@ -46,7 +46,7 @@ func (*skewFamily[U]) plan(d *discovery[U]) []simScenario {
 func (*skewFamily[U]) exactCalls(simScenario) bool { return true }
 
 // options: the job clock of an incarnation started now, the database's
-// (WithLeaseClock) moved by the skew.
+// (idemtest.WithLeaseClock) moved by the skew.
 func (f *skewFamily[U]) options(r *simRun[U]) []idem.Option {
 	r.mu.Lock()
 	skew := f.skew

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // stmtfail's state, under r.mu: a batch's statement failed naming no
@@ -38,13 +38,13 @@ func (*stmtfailFamily[U]) about() familyAbout {
 func (*stmtfailFamily[U]) plan(d *discovery[U]) []simScenario {
 	var plan []simScenario
 	for k, h := range d.trace[:d.firstPhase] {
-		if h.p == idemrt.PointBatchWritten && len(plan) < 4 {
+		if h.p == idemtest.PointBatchWritten && len(plan) < 4 {
 			plan = append(plan, at("stmtfail", k))
 		}
 	}
 	trace := d.trace
-	if i := slices.IndexFunc(trace[1:], func(h simHit) bool { return h.p == idemrt.PointRunStart }); i >= 0 {
-		k := slices.IndexFunc(trace[i+1:], func(h simHit) bool { return h.p == idemrt.PointBatchWritten }) + i + 1
+	if i := slices.IndexFunc(trace[1:], func(h simHit) bool { return h.p == idemtest.PointRunStart }); i >= 0 {
+		k := slices.IndexFunc(trace[i+1:], func(h simHit) bool { return h.p == idemtest.PointBatchWritten }) + i + 1
 		if k > i && !slices.ContainsFunc(plan, func(sc simScenario) bool { return sc.at == k }) {
 			sc := at("stmtfail", k)
 			sc.variant = simRewrite
@@ -83,13 +83,13 @@ const simRewrite = "rewrite"
 func (s *stmtfailFamily[U]) faultAt(r *simRun[U], n int, h simHit) error {
 	p := h.p
 	switch p {
-	case idemrt.PointBatchBegin, idemrt.PointBatchStart, idemrt.PointRunStart:
+	case idemtest.PointBatchBegin, idemtest.PointBatchStart, idemtest.PointRunStart:
 		s.halving, s.units = false, 0
-	case idemrt.PointUnitStart:
+	case idemtest.PointUnitStart:
 		s.units++
-	case idemrt.PointUnitAfterCommit:
+	case idemtest.PointUnitAfterCommit:
 		s.units = 0
-	case idemrt.PointBatchWritten:
+	case idemtest.PointBatchWritten:
 		switch {
 		case n == r.sc.at:
 			// A lone unit's failure is its own: nothing to halve. A

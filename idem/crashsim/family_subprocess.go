@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 type subprocessFamily[U any] struct{ baseFamily[U] }
@@ -34,7 +34,7 @@ func (*subprocessFamily[U]) plan(d *discovery[U]) []simScenario {
 	for i := 0; i < 5; i++ {
 		exits = append(exits, i*phase0/5)
 	}
-	if k := slices.IndexFunc(d.trace[:phase0], func(h simHit) bool { return h.p == idemrt.PointUnitBeforeCommit }); k >= 0 {
+	if k := slices.IndexFunc(d.trace[:phase0], func(h simHit) bool { return h.p == idemtest.PointUnitBeforeCommit }); k >= 0 {
 		exits = append(exits, k)
 	}
 	var plan []simScenario

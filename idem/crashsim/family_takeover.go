@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 type takeoverFamily[U any] struct {
@@ -51,9 +51,9 @@ func (f *takeoverFamily[U]) playPhase(r *simRun[U], phase int) {
 		var pauseB func(n int, h simHit) bool
 		switch {
 		case strings.Contains(r.sc.variant, "b-paused"):
-			pauseB = func(n int, h simHit) bool { return h.p == idemrt.PointEffectAfterCall && h.detail == key }
+			pauseB = func(n int, h simHit) bool { return h.p == idemtest.PointEffectAfterCall && h.detail == key }
 		case strings.Contains(r.sc.variant, "b-before"):
-			pauseB = func(n int, h simHit) bool { return h.p == idemrt.PointEffectBeforeCall && h.detail == key }
+			pauseB = func(n int, h simHit) bool { return h.p == idemtest.PointEffectBeforeCall && h.detail == key }
 		}
 		b := r.start(phase, workDrain, pauseB)
 		bOut, bPaused := b.wait()

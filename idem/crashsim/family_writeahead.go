@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 const famWriteAhead = "writeahead"
@@ -112,11 +112,11 @@ func (f *writeaheadFamily[U]) beforeCrash(_ context.Context, r *simRun[U], inc *
 	hold := false
 	if l != nil {
 		switch p {
-		case idemrt.PointBatchAwait:
+		case idemtest.PointBatchAwait:
 			l.awaited = true
-		case idemrt.PointUnitAfterCommit:
+		case idemtest.PointUnitAfterCommit:
 			l.committed = l.held
-		case idemrt.PointUnitStart:
+		case idemtest.PointUnitStart:
 			hold, l.held = !l.held, true
 		}
 	}

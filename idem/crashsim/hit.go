@@ -12,19 +12,20 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // failPoint is where a unit's write is made to fail: inside its transaction.
-func (j *Job[U]) failPoint() idemrt.CrashPoint {
+func (j *Job[U]) failPoint() idemtest.CrashPoint {
 	if j.Stage {
-		return idemrt.PointUnitStart
+		return idemtest.PointUnitStart
 	}
-	return idemrt.PointUnitBeforeCommit
+	return idemtest.PointUnitBeforeCommit
 }
 
 // hook is every incarnation's crash hook: count, check, then crash, pause or fault.
-func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
-	return func(ctx context.Context, p idemrt.CrashPoint, detail string) error {
+func (r *simRun[U]) hook(inc *simInc) idemtest.CrashHook {
+	return func(ctx context.Context, p idemtest.CrashPoint, detail string) error {
 		if inc.dead.Load() {
 			select {} // the process is gone
 		}
@@ -67,7 +68,7 @@ func (r *simRun[U]) hook(inc *simInc) idemrt.CrashHook {
 		}
 		r.fam.afterCrash(ctx, r, inc, n, h)
 		if pause {
-			if p == idemrt.PointEffectBeforeCall || p == idemrt.PointEffectAfterCall {
+			if p == idemtest.PointEffectBeforeCall || p == idemtest.PointEffectAfterCall {
 				r.mu.Lock()
 				r.pausedKey = detail
 				r.mu.Unlock()
@@ -89,7 +90,7 @@ func (r *simRun[U]) parked(ctx context.Context, key string) bool {
 
 // checkAt checks the invariants that must hold at every point, on
 // committed state, while the job is stopped at p.
-func (r *simRun[U]) checkAt(ctx context.Context, p idemrt.CrashPoint, detail string) {
+func (r *simRun[U]) checkAt(ctx context.Context, p idemtest.CrashPoint, detail string) {
 	// Observations are serialised: two workers' reads must not interleave,
 	// or an older snapshot judged after a newer one looks like a regression.
 	r.checkMu.Lock()
@@ -103,7 +104,7 @@ func (r *simRun[U]) checkAt(ctx context.Context, p idemrt.CrashPoint, detail str
 	changed := r.changed
 	r.changed = 0
 	r.mu.Unlock()
-	if p == idemrt.PointEffectBeforeCall {
+	if p == idemtest.PointEffectBeforeCall {
 		entries, err := r.ledgerNow(ctx, obs, changed)
 		i := slices.IndexFunc(entries, func(e idem.LedgerEntry) bool { return e.Key == detail })
 		if err != nil || i < 0 || entries[i].State != idem.StatePending || entries[i].LeaseOwner == "" {
@@ -215,7 +216,7 @@ func (r *simRun[U]) worldMoved() {
 // but for late arrivals (the overlap exists for them) and a poison unit.
 // Applied is its current version under upsert; under insert_once the row
 // keeps the key's first written version, which may be any one delivered.
-func (r *simRun[U]) checkBehindMark(ctx context.Context, p idemrt.CrashPoint, mark time.Time) {
+func (r *simRun[U]) checkBehindMark(ctx context.Context, p idemtest.CrashPoint, mark time.Time) {
 	r.window.mu.Lock()
 	var behind []U
 	for k, u := range r.window.units {
@@ -250,7 +251,7 @@ func (r *simRun[U]) isPoison(u U) bool {
 
 // checkBehindCursor: every log entry before the stored cursor is applied
 // (the row holds one of the key's versions the log carries).
-func (r *simRun[U]) checkBehindCursor(ctx context.Context, p idemrt.CrashPoint, pos int) {
+func (r *simRun[U]) checkBehindCursor(ctx context.Context, p idemtest.CrashPoint, pos int) {
 	r.cursor.mu.Lock()
 	log := slices.Clone(r.cursor.log)
 	r.cursor.mu.Unlock()
@@ -261,7 +262,7 @@ func (r *simRun[U]) checkBehindCursor(ctx context.Context, p idemrt.CrashPoint, 
 	})
 }
 
-func (r *simRun[U]) checkApplied(ctx context.Context, p idemrt.CrashPoint, behind []U, acceptable func(U) []U) {
+func (r *simRun[U]) checkApplied(ctx context.Context, p idemtest.CrashPoint, behind []U, acceptable func(U) []U) {
 	if len(behind) == 0 {
 		return
 	}

@@ -86,7 +86,7 @@ func (r *simRun[U]) checkFleet() {
 
 // simSlotPatience is how long, in real time, a worker of the simulation
 // waits for a call slot under an effect's concurrency before it gives the
-// wait up as "no room" (idemrt.WithSlotWait). The simulated lease clock stands
+// wait up as "no room" (idemtest.WithSlotWait). The simulated lease clock stands
 // still meanwhile, so the engine's own bound, half the lease, ran out in
 // real time: a minute a wait, three waits a scenario of the takeover and
 // livelease families once a spec declared a concurrency. A slot is held
@@ -101,7 +101,7 @@ const simSlotPatience = time.Second
 // A running worker's slot is still freed well within it (one call).
 const simSlotPatienceBesidePaused = 250 * time.Millisecond
 
-// slotWait is the simulation's idemrt.WithSlotWait: it sleeps the poll,
+// slotWait is the simulation's idemtest.WithSlotWait: it sleeps the poll,
 // capped so that a freed slot is seen soon, and gives up after
 // simSlotPatience (simSlotPatienceBesidePaused while a worker is paused).
 func (r *simRun[U]) slotWait(ctx context.Context, effect string, waited, poll time.Duration) bool {

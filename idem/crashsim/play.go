@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // Source kind names, as in the spec.
@@ -44,13 +44,13 @@ func simInTx[U any](job *Job[U], h simHit) bool {
 	switch h.p {
 	case pointSQLBefore, pointSQLAfter:
 		return strings.HasPrefix(h.detail, "tx ") || (h.p == pointSQLBefore && h.detail == "COMMIT")
-	case idemrt.PointUnitStart, idemrt.PointBatchWritten, idemrt.PointUnitBeforeCommit:
+	case idemtest.PointUnitStart, idemtest.PointBatchWritten, idemtest.PointUnitBeforeCommit:
 		return true // a batch's units start and end inside its transaction
 	}
-	if job.Stage && job.Source == SourceWatermarkName && (h.p == idemrt.PointBatchStart || h.p == idemrt.PointBatchBegin) {
+	if job.Stage && job.Source == SourceWatermarkName && (h.p == idemtest.PointBatchStart || h.p == idemtest.PointBatchBegin) {
 		return true // a staged window is fetched and written inside its transaction
 	}
-	return job.Stage && (h.p == idemrt.PointProgressBefore || h.p == idemrt.PointProgressAfter)
+	return job.Stage && (h.p == idemtest.PointProgressBefore || h.p == idemtest.PointProgressAfter)
 }
 
 // simPhases is the fixture: six units in two pages, then one changed, one
@@ -152,7 +152,7 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 	if cw, ok := st.(interface{ ConcurrentWrites() int }); ok {
 		inc.writesAhead.Store(cw.ConcurrentWrites() >= 2)
 	}
-	opts := []idem.Option{idemrt.WithCrashHook(hook), idem.WithOwner(simOwner(inc.id))}
+	opts := []idem.Option{idemtest.WithCrashHook(hook), idem.WithOwner(simOwner(inc.id))}
 	switch work {
 	case workBurst:
 		opts = append(opts, idem.WithWaitBound(simBurstWaitBound))
@@ -231,18 +231,18 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	// matrix replays each scenario to the same hit, which concurrent calls
 	// and write-ahead would reorder; the fanout families run both.
 	// The simulated clock is the database's too: leases expire on it.
-	base := []idem.Option{idem.WithClock(r.now), idemrt.WithLeaseClock(r.now), idem.WithLogger(simLogger),
+	base := []idem.Option{idem.WithClock(r.now), idemtest.WithLeaseClock(r.now), idem.WithLogger(simLogger),
 		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false)}
 	if r.job.Source == SourceWatermarkName {
 		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
 	}
 	if !simCold() {
-		base = append(base, idemrt.WithSlotWait(r.slotWait)) // limits.go
+		base = append(base, idemtest.WithSlotWait(r.slotWait)) // limits.go
 	}
 	opts = append(append(base, r.fam.options(r)...), opts...)
 	edit := r.limits(editFor(r.versions, r.job))
 	if edit != nil {
-		opts = append(opts, idemrt.WithJobEdit(edit))
+		opts = append(opts, idemtest.WithJobEdit(edit))
 	}
 	src := any(r.window)
 	if r.job.Source == SourceCursorName {
@@ -280,7 +280,7 @@ func (t *simTask) finish() simOutcome {
 // end checks): no hook, its own clock.
 func (r *simRun[U]) aux(now func() time.Time) (Verbs[U], func()) {
 	st, closeInc := r.helper()
-	return r.newVerbs(st, idem.WithClock(now), idemrt.WithLeaseClock(now)), closeInc
+	return r.newVerbs(st, idem.WithClock(now), idemtest.WithLeaseClock(now)), closeInc
 }
 
 // helper opens an incarnation outside the scenario's faults. It has no

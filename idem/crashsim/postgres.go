@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemtest"
 
 	"github.com/jackc/pgx/v5"
@@ -356,7 +355,7 @@ ORDER BY l.granted, l.pid`
 	return b.String()
 }
 
-func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idemrt.CrashHook) (idem.Store, func(), func()) {
+func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idemtest.CrashHook) (idem.Store, func(), func()) {
 	if sqlHook == nil {
 		return d.s.obs, func() {}, func() {} // a helper outside the faults: the observer's pool serves
 	}
@@ -410,7 +409,7 @@ type simIncPool struct {
 	app      string
 }
 
-func (e *simPostgres) newIncPool(t testing.TB, schema, app string, maxConns int32, sqlHook idemrt.CrashHook) *simIncPool {
+func (e *simPostgres) newIncPool(t testing.TB, schema, app string, maxConns int32, sqlHook idemtest.CrashHook) *simIncPool {
 	p := &simIncPool{maxConns: maxConns, sessions: &simSessions{}, app: app}
 	p.tracer = &simTracer{conns: map[*pgx.Conn]*simStatements{}}
 	p.tracer.hook.Store(&sqlHook)
@@ -461,7 +460,7 @@ func (p *simIncPool) giveBack() bool {
 // assume hands the pool to a new incarnation: its sessions reset and
 // named after it, its statements reported to hook. False (the pool
 // closed) when a reset failed.
-func (p *simIncPool) assume(app string, hook idemrt.CrashHook) bool {
+func (p *simIncPool) assume(app string, hook idemtest.CrashHook) bool {
 	if !p.each(simSessionReset + "'" + app + "'") {
 		p.pool.Close()
 		return false
@@ -526,7 +525,7 @@ func (inc *simSessions) kill() {
 // parks the worker before the statement is sent; in TraceQueryEnd, after
 // the server ran it (for COMMIT: after it is durable).
 type simTracer struct {
-	hook  atomic.Pointer[idemrt.CrashHook] // nil: nothing is reported
+	hook  atomic.Pointer[idemtest.CrashHook] // nil: nothing is reported
 	mu    sync.Mutex
 	conns map[*pgx.Conn]*simStatements
 }
@@ -543,7 +542,7 @@ type simTraceKey struct{}
 
 // simTraced is a statement under way: the hook it was reported to before it ran.
 type simTraced struct {
-	hook   *idemrt.CrashHook
+	hook   *idemtest.CrashHook
 	detail string
 	wrote  *simWrites // a COMMIT's
 }

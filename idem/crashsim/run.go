@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env string) *simRun[U] {
@@ -199,7 +199,7 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 func callsBefore(trace []simHit) int {
 	n := 0
 	for _, h := range trace {
-		if h.p == idemrt.PointEffectBeforeCall {
+		if h.p == idemtest.PointEffectBeforeCall {
 			n++
 		}
 	}

@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idemgen/idemgen/idem/idempg"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // simStatements classifies one connection's statements: "BEGIN", "COMMIT",
@@ -151,7 +151,7 @@ func simWritesOf(ctx context.Context) *simWrites {
 // fault that takes the whole test process down.
 type simConn struct {
 	driver.Conn
-	hook   idemrt.CrashHook
+	hook   idemtest.CrashHook
 	stmts  simStatements
 	mu     sync.Mutex
 	open   map[*simStmt]bool // prepared and not yet closed

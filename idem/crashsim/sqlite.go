@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 
 	sqlite3 "github.com/ncruces/go-sqlite3/driver"
 )
@@ -162,7 +162,7 @@ func (d *simSQLiteDB) diagnose(context.Context) string {
 	return fmt.Sprintf("SQLite file %s (locks are the file's: a worker waits at most its busy timeout, 10 s)\n", d.path)
 }
 
-func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idemrt.CrashHook) (idem.Store, func(), func()) {
+func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idemtest.CrashHook) (idem.Store, func(), func()) {
 	if sqlHook == nil {
 		return d.obs, func() {}, func() {} // a helper outside the faults: the observer's handle serves
 	}
@@ -186,7 +186,7 @@ func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idemrt.CrashHook) (idem.
 // exactly as when the process holding them dies.
 type killableConnector struct {
 	inner driver.Connector
-	hook  idemrt.CrashHook // every statement is reported to it
+	hook  idemtest.CrashHook // every statement is reported to it
 	mu    sync.Mutex
 	conns []*simConn
 	dead  atomic.Bool

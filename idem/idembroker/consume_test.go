@@ -14,6 +14,7 @@ import (
 	"github.com/idemgen/idemgen/idem/idembroker/brokersim"
 	"github.com/idemgen/idemgen/idem/idembroker/brokertest"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 func settled(t *testing.T, b *brokersim.Broker) {
@@ -391,13 +392,13 @@ func TestBatchFailedAsAWhole(t *testing.T) {
 	p := brokertest.NewProvider()
 	var down atomic.Bool
 	down.Store(true)
-	hook := func(ctx context.Context, at idemrt.CrashPoint, detail string) error {
-		if at == idemrt.PointRunStart && down.Load() {
+	hook := func(ctx context.Context, at idemtest.CrashPoint, detail string) error {
+		if at == idemtest.PointRunStart && down.Load() {
 			return errors.New("dial tcp 127.0.0.1:5432: connection refused")
 		}
 		return nil
 	}
-	e := brokertest.NewEngine(t, st, p, time.Minute, idemrt.WithCrashHook(hook))
+	e := brokertest.NewEngine(t, st, p, time.Minute, idemtest.WithCrashHook(hook))
 	b := brokersim.New(7)
 	var ids, keys []string
 	for i := range 3 {

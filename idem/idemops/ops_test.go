@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemops"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
@@ -230,7 +231,7 @@ func TestGateShowsAPauseUntilLifted(t *testing.T) {
 		notify := billing.NotifyNewInvoiceFunc(func(context.Context, string, billing.Invoice) error {
 			return idem.PauseEffect(time.Hour, errors.New("429 the mail account is throttled"))
 		})
-		circuit := idemrt.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
+		circuit := idemtest.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
 			j.Effects[0].Circuit = idemrt.Circuit{Failures: 5, CoolDown: time.Minute} // a gate, for the pause
 		})
 		j, err := billing.NewInvoiceSync(db.Store, f.Source, billing.InvoiceSyncEffects{NotifyNewInvoice: notify},

@@ -22,6 +22,7 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemotel"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
@@ -76,7 +77,7 @@ func TestOpenTelemetry(t *testing.T) {
 			return []byte("rcpt-" + p.EventID), nil
 		})
 		hook, err := billing.NewPaymentWebhook(st, billing.PaymentWebhookEffects{SendReceipt: provider},
-			idem.WithClock(f.Clock.Now), idemrt.WithLeaseClock(f.Clock.Now), idem.WithLogger(quiet), otelOpt)
+			idem.WithClock(f.Clock.Now), idemtest.WithLeaseClock(f.Clock.Now), idem.WithLogger(quiet), otelOpt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,11 +330,11 @@ func TestOpenTelemetryGate(t *testing.T) {
 			calls++
 			return idem.PauseEffect(time.Hour, errors.New("429 the mail account is throttled"))
 		})
-		circuit := idemrt.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
+		circuit := idemtest.WithJobEdit(func(j *idemrt.Job[billing.Invoice]) {
 			j.Effects[0].Circuit = idemrt.Circuit{Failures: 5, CoolDown: time.Minute} // a gate, for the pause
 		})
 		j, err := billing.NewInvoiceSync(st, f.Source, billing.InvoiceSyncEffects{NotifyNewInvoice: notify},
-			idem.WithClock(f.Clock.Now), idemrt.WithLeaseClock(f.Clock.Now), idem.WithLogger(quiet), idem.WithStart(f.Base.Add(-24*time.Hour)),
+			idem.WithClock(f.Clock.Now), idemtest.WithLeaseClock(f.Clock.Now), idem.WithLogger(quiet), idem.WithStart(f.Base.Add(-24*time.Hour)),
 			idem.WithEffectConcurrency(1), circuit, otelOpt)
 		if err != nil {
 			t.Fatal(err)

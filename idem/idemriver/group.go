@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/internal/hooks"
 )
 
 // A unit worker writes the River jobs it works at the same time in groups.
@@ -326,7 +327,7 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idemrt.Engine
 	rep, leases, err := e.ProcessPgTxLeased(ctx, tx, units)
 	if err == nil {
 		for _, u := range units {
-			if err := e.Hit(ctx, idemrt.PointUnitBeforeCommit, def.KeyOf(u)); err != nil {
+			if err := hooks.Of(e).Hit(ctx, hooks.PointUnitBeforeCommit, def.KeyOf(u)); err != nil {
 				return fail(err) // nothing is written: River retries
 			}
 		}
@@ -336,7 +337,7 @@ func writeUnits[U any](ctx context.Context, pool *pgxpool.Pool, e *idemrt.Engine
 			return fail(fmt.Errorf("%s: commit: %w", where(), err))
 		}
 		for _, u := range units {
-			if err := e.Hit(ctx, idemrt.PointUnitAfterCommit, def.KeyOf(u)); err != nil {
+			if err := hooks.Of(e).Hit(ctx, hooks.PointUnitAfterCommit, def.KeyOf(u)); err != nil {
 				// Written, but this worker stops here: River retries each
 				// job, whose retry finds its unit written and performs
 				// what it owes, once the leases are given back (or, if

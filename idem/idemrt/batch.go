@@ -29,6 +29,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/idemgen/idemgen/idem/internal/hooks"
 )
 
 // applied is what applying a batch tells the progress logic.
@@ -104,14 +106,14 @@ func (e *Engine[U]) apply(ctx context.Context, units []U, rep *runState, collect
 			}
 			return err
 		}
-		if err := e.hit(ctx, PointBatchBegin, items[0].key); err != nil {
+		if err := e.hit(ctx, hooks.PointBatchBegin, items[0].key); err != nil {
 			return stop(err)
 		}
 		if ahead && writing(rep, items) {
 			// A batch written ahead and still in flight writes one of
 			// these keys: wait for them all, so a key's writes commit in
 			// the order they were handed in.
-			if err := e.hit(ctx, PointBatchAwait, items[0].key); err != nil {
+			if err := e.hit(ctx, hooks.PointBatchAwait, items[0].key); err != nil {
 				return stop(err)
 			}
 			rep.awaitInFlight()
@@ -273,7 +275,7 @@ func (e *Engine[U]) commit(ctx context.Context, items []*item[U], rep *runState)
 	}
 	err := e.st.InTx(ctx, func(q Querier) error { return e.writeBatch(ctx, q, items, true) })
 	if err == nil {
-		if err = e.hit(ctx, PointUnitAfterCommit, items[0].key); err != nil {
+		if err = e.hit(ctx, hooks.PointUnitAfterCommit, items[0].key); err != nil {
 			// Committed, but this worker cannot know it: each unit
 			// counts as failed, and the next run finds it written. It
 			// may be written, so this is no attempt toward parking it.

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/idemgen/idemgen/idem/internal/hooks"
 )
 
 // writeBatch does a batch's database work inside its transaction. Units
@@ -23,7 +25,7 @@ import (
 func (e *Engine[U]) writeBatch(ctx context.Context, q Querier, items []*item[U], lease bool) error {
 	for _, it := range items {
 		it.outcome, it.fresh, it.err, it.owes, it.leased = "", false, nil, nil, nil // a retry starts afresh
-		if err := e.hit(ctx, PointUnitStart, it.key); err != nil {
+		if err := e.hit(ctx, hooks.PointUnitStart, it.key); err != nil {
 			return &unitFault[U]{it, err}
 		}
 	}
@@ -33,7 +35,7 @@ func (e *Engine[U]) writeBatch(ctx context.Context, q Querier, items []*item[U],
 		}
 	}
 	for _, it := range items {
-		if err := e.hit(ctx, PointUnitBeforeCommit, it.key); err != nil {
+		if err := e.hit(ctx, hooks.PointUnitBeforeCommit, it.key); err != nil {
 			return &unitFault[U]{it, err}
 		}
 	}
@@ -129,7 +131,7 @@ func (e *Engine[U]) writeRound(ctx context.Context, q Querier, round []*item[U],
 		return err
 	}
 	// A failure here names no unit, as a failed set-based statement does.
-	return e.hit(ctx, PointBatchWritten, "")
+	return e.hit(ctx, hooks.PointBatchWritten, "")
 }
 
 // settleReplays decides the handed-in keys new to the ledger whose write

@@ -16,11 +16,6 @@ type DBClock interface {
 	DBNow(ctx context.Context) (time.Time, error)
 }
 
-// WithLeaseClock replaces the database clock leases are compared on. It is
-// for tests that simulate time passing on the database (the crash
-// simulation expires leases with it); WithClock does not move leases.
-func WithLeaseClock(now func() time.Time) Option { return func(o *options) { o.leaseClock = now } }
-
 // dbClockRefresh is how long a reading of the database clock is extended
 // with the worker's monotonic clock before it is read again: the drift of
 // a monotonic clock over it is far below any lease.
@@ -38,32 +33,32 @@ type dbClock struct {
 	refreshing bool      // a caller is reading the database clock anew
 }
 
-// leaseNow is the time leases are compared on: the database's clock, or the
-// test's WithLeaseClock; a store that cannot read its database's clock falls
-// back to the job's clock. Inside a transaction, pass its querier: the
+// leaseNow is the time leases are compared on: the database's clock, or a
+// test's lease clock (idemtest.WithLeaseClock); a store that cannot read
+// its database's clock falls back to the job's clock. Inside a transaction, pass its querier: the
 // clock is then read on the transaction's own connection, never on a
 // second one from the pool the transaction holds one of (with every
 // connection held by transactions waiting on this one's locks, that second
 // connection never comes). Outside one, pass nil: the store reads it.
 //
-// Under WithLeaseClock the database's clock is still read where and when
-// it would be, and its reading thrown away: tests meet the round trips,
+// Under a test's lease clock the database's clock is still read where and
+// when it would be, and its reading thrown away: tests meet the round trips,
 // and the connections they take, that production meets.
 func (e *Engine[U]) leaseNow(ctx context.Context, inTx Querier) (time.Time, error) {
 	var src DBClock = inTx
 	if inTx == nil {
 		st, ok := e.st.(DBClock)
 		if !ok {
-			if e.opt.leaseClock != nil {
-				return e.opt.leaseClock(), nil
+			if e.opt.hooks.LeaseClock != nil {
+				return e.opt.hooks.LeaseClock(), nil
 			}
 			return e.opt.now(), nil
 		}
 		src = st
 	}
 	now, err := e.opt.dbClock.now(ctx, src)
-	if err == nil && e.opt.leaseClock != nil {
-		now = e.opt.leaseClock()
+	if err == nil && e.opt.hooks.LeaseClock != nil {
+		now = e.opt.hooks.LeaseClock()
 	}
 	return now, err
 }

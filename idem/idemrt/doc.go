@@ -1,9 +1,10 @@
 // Package idemrt is the contract between idemgen's generated code and its
 // runtime: the engine that runs jobs (keys, ledger, leases, progress,
 // parked units), the stores' interface (Store, Querier), the helpers the
-// generated SQL code calls (Key*, SQL*, Read*, Pg*, SQLite*), the crash
-// points and the hooks the generated tests set (WithCrashHook,
-// WithJobEdit, WithLeaseClock, WithPaceWait).
+// generated SQL code calls (Key*, SQL*, Read*, Pg*, SQLite*). The hooks
+// the tests set in a job (a crash hook at its crash points, a simulated
+// lease clock) are not here: they are the package idemtest's, for tests
+// only.
 //
 // Services import package idem, not this: it declares the names a service
 // uses (Report, Outcome, the errors, Permanent, RetryAfter, the options,
@@ -12,7 +13,8 @@
 // together with the code it generates.
 //
 // The crash-simulation harness the generated tests use is the package
-// crashsim beside this one; production builds never import it.
+// crashsim beside this one; production builds never import it, nor
+// idemtest.
 // OpenTelemetry reporting is the package idemotel, an Observer given to a
 // job with WithObserver; without it nothing of OpenTelemetry is linked.
 package idemrt

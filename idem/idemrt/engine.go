@@ -39,7 +39,7 @@ func NewEngine[U any](def *Job[U], st Store, opts []Option) (*Engine[U], error) 
 		return nil, errors.New("WithMaxPages bounds the pages a run fetches; this job's units are handed in")
 	}
 	o := newOptions(opts)
-	if edit, ok := o.defEdit.(func(*Job[U])); ok {
+	if edit, ok := o.hooks.JobEdit.(func(*Job[U])); ok {
 		edit(def)
 	}
 	// Write-ahead is for a job without effects (one with effects overlaps
@@ -174,13 +174,6 @@ func (e *Engine[U]) Job() *Job[U] { return e.def }
 
 // Store returns the store the engine runs over.
 func (e *Engine[U]) Store() Store { return e.st }
-
-func (e *Engine[U]) hit(ctx context.Context, p CrashPoint, detail string) error {
-	if e.opt.hook == nil {
-		return nil
-	}
-	return e.opt.hook(ctx, p, detail)
-}
 
 func (e *Engine[U]) payload(u U) ([]byte, error) {
 	b, err := json.Marshal(e.def.Canonical(u))

@@ -191,11 +191,5 @@ func (e *Engine[U]) RecordUnitFailure(ctx context.Context, u U, cause error) Out
 	return e.failedOutcome(ctx, u, key, cause, e.opt.log.With(slog.String("job", e.def.Name), slog.String("key", key)))
 }
 
-// Hit calls the crash hook at p, for integrations that own a durable
-// boundary of the job (a queue worker's commit); nil without a hook.
-func (e *Engine[U]) Hit(ctx context.Context, p CrashPoint, detail string) error {
-	return e.hit(ctx, p, detail)
-}
-
 // Logger returns the job's logger.
 func (e *Engine[U]) Logger() *slog.Logger { return e.opt.log }

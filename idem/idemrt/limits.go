@@ -296,7 +296,7 @@ func (e *Engine[U]) takeStart(ctx context.Context, l *fleetLimit, q Querier, dea
 			return fmt.Errorf("take a start under the rate: %w", err)
 		}
 		if moved {
-			if wait := e.opt.paceWait; wait != nil {
+			if wait := e.opt.hooks.PaceWait; wait != nil {
 				return wait(ctx, l.effect, start)
 			}
 			// Waited for on the clock read after the queries: they took time.

@@ -1,11 +1,12 @@
 package idemrt
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
 	"time"
+
+	"github.com/idemgen/idemgen/idem/internal/hooks"
 )
 
 // Option configures a job.
@@ -31,20 +32,13 @@ type options struct {
 	// once (the store's ConcurrentWrites).
 	writeAhead      bool
 	writeAheadDepth int
-	hook            CrashHook
 	observer        Observer
-	// leaseClock replaces the database clock for leases (tests only).
-	leaseClock func() time.Time
-	// paceWait waits for a call's start under a rate on the lease clock
-	// (tests only: WithPaceWait).
-	paceWait func(ctx context.Context, effect string, start time.Time) error
-	slotWait slotWait // between polls for a call slot (tests only: WithSlotWait)
-	dbClock  *dbClock
+	dbClock         *dbClock
 	// waitBound bounds each wait for a connection or a lock (WithWaitBound).
 	waitBound time.Duration
-	// defEdit is a func(*Job[U]) the crash tests use to rebuild a job
-	// with bumped versions, as a regenerated package would be.
-	defEdit any
+	// hooks are the tests' (idem/idemtest): a crash hook, a definition
+	// edit, a simulated lease clock and waits; production's are zero.
+	hooks hooks.State
 }
 
 // WithLogger sends the job's logs to l (default slog.Default()).
@@ -83,19 +77,6 @@ func WithEffectConcurrency(n int) Option { return func(o *options) { o.effectCon
 // with effects already overlaps its calls with the next batch
 // (WithEffectConcurrency) and writes one batch at a time.
 func WithWriteAhead(on bool) Option { return func(o *options) { o.writeAhead = on } }
-
-// WithPaceWait is for tests that simulate time (the crash simulation),
-// with WithLeaseClock: each call start an effect's rate grants is waited
-// for through wait, on the simulated clock, instead of a real sleep.
-func WithPaceWait(wait func(ctx context.Context, effect string, start time.Time) error) Option {
-	return func(o *options) { o.paceWait = wait }
-}
-
-// WithCrashHook is for the generated crash-simulation tests only.
-func WithCrashHook(h CrashHook) Option { return func(o *options) { o.hook = h } }
-
-// WithJobEdit is for the generated crash-simulation tests only.
-func WithJobEdit[U any](edit func(*Job[U])) Option { return func(o *options) { o.defEdit = edit } }
 
 func newOptions(opts []Option) options {
 	o := options{log: slog.Default(), now: time.Now, maxPages: 10000, batchSize: 1000, purgeBatch: DefaultPurgeBatch, purgeShare: DefaultPurgeShare, effectConcurrency: 16, writeAhead: true, dbClock: &dbClock{}}

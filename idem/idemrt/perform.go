@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/idemgen/idemgen/idem/internal/hooks"
 )
 
 // perform runs one reserved effect this worker has claimed until
@@ -26,7 +28,7 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 			}
 		}()
 	}
-	if err := e.hit(ctx, PointEffectClaimed, key); err != nil {
+	if err := e.hit(ctx, hooks.PointEffectClaimed, key); err != nil {
 		return e.release(ctx, fx, key, err, log), nil
 	}
 	// A canceled run (a shutdown) starts no new call (notCalled).
@@ -51,7 +53,7 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 		log.Warn("idemgen: effect lease expired before the call; left to the worker that took it over")
 		return er, nil
 	}
-	if err := e.hit(ctx, PointEffectBeforeCall, key); err != nil {
+	if err := e.hit(ctx, hooks.PointEffectBeforeCall, key); err != nil {
 		return e.release(ctx, fx, key, err, log), nil
 	}
 	// The last look: the run may have been canceled while the call waited
@@ -60,7 +62,7 @@ func (e *Engine[U]) perform(ctx context.Context, fx Effect[U], key string, u U, 
 		return notCalled(ctx, er, log), nil
 	}
 	result, callErr := e.call(ctx, fx, key, u)
-	if err := e.hit(ctx, PointEffectAfterCall, key); err != nil && callErr == nil {
+	if err := e.hit(ctx, hooks.PointEffectAfterCall, key); err != nil && callErr == nil {
 		callErr = err
 	}
 	if callErr != nil {
@@ -112,7 +114,7 @@ func (e *Engine[U]) recorded(fx Effect[U], key string, cp *completion) (er Effec
 		log.Warn("idemgen: effect lease was taken over before it was recorded; the provider saw the same key twice")
 		return e.ledgerOutcome(ctx, fx, key)
 	}
-	if err := e.hit(ctx, PointEffectRecorded, key); err != nil {
+	if err := e.hit(ctx, hooks.PointEffectRecorded, key); err != nil {
 		er.Outcome, er.Err = EffectFailed, fmt.Errorf("effect %q key %q: %w: %w", fx.Name, key, ErrEffectFailed, err)
 		return er
 	}

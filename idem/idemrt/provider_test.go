@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
@@ -107,7 +108,7 @@ func TestEffectTimeoutRetriesLaterWithTheSameKey(t *testing.T) {
 			}
 			return nil
 		}}
-		short := idemrt.WithJobEdit(func(j *idemrt.Job[billing.Payment]) {
+		short := idemtest.WithJobEdit(func(j *idemrt.Job[billing.Payment]) {
 			j.Effects[0].Timeout = 50 * time.Millisecond // the spec says 20s; the test does not wait that long
 			call := j.Effects[0].Call
 			j.Effects[0].Call = func(ctx context.Context, key string, u billing.Payment) ([]byte, error) {

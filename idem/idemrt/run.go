@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/idemgen/idemgen/idem/internal/hooks"
 )
 
 // backlogOps are the calls whose Report carries the job's Backlog.
@@ -86,7 +88,7 @@ func (e *Engine[U]) run(ctx context.Context, op string, busyFails bool, body fun
 	if obs != nil {
 		ctx = obs.RunStart(ctx, e.def.Name, op)
 	}
-	err := e.hit(ctx, PointRunStart, "")
+	err := e.hit(ctx, hooks.PointRunStart, "")
 	if err == nil {
 		err = body(ctx, &rep)
 	}
@@ -170,7 +172,7 @@ func (e *Engine[U]) runWindow(ctx context.Context, w Window, save bool,
 	page := ""
 	var res applied
 	for n := 0; n < e.opt.maxPages; n++ {
-		if err := e.hit(ctx, PointBatchStart, page); err != nil {
+		if err := e.hit(ctx, hooks.PointBatchStart, page); err != nil {
 			return err
 		}
 		units, next, err := fetch(ctx, w, page)
@@ -198,13 +200,13 @@ func (e *Engine[U]) runWindow(ctx context.Context, w Window, save bool,
 }
 
 func (e *Engine[U]) saveMark(ctx context.Context, q Querier, mark time.Time) error {
-	if err := e.hit(ctx, PointProgressBefore, ""); err != nil {
+	if err := e.hit(ctx, hooks.PointProgressBefore, ""); err != nil {
 		return err
 	}
 	if err := q.SaveWatermark(ctx, e.def.Name, mark, e.def.Version, e.opt.now()); err != nil {
 		return fmt.Errorf("job %q: save watermark: %w", e.def.Name, err)
 	}
-	return e.hit(ctx, PointProgressAfter, "")
+	return e.hit(ctx, hooks.PointProgressAfter, "")
 }
 
 // nextWindow is the window a scheduled watermark run fetches.
@@ -229,7 +231,7 @@ func (e *Engine[U]) runCursor(ctx context.Context, fetch func(ctx context.Contex
 	}
 	cur, pos := p.Cursor, p.Position
 	for n := 0; n < e.opt.maxPages; n++ {
-		if err := e.hit(ctx, PointBatchStart, cur); err != nil {
+		if err := e.hit(ctx, hooks.PointBatchStart, cur); err != nil {
 			return err
 		}
 		units, next, err := fetch(ctx, cur)
@@ -238,14 +240,14 @@ func (e *Engine[U]) runCursor(ctx context.Context, fetch func(ctx context.Contex
 		}
 		advance := next != "" && next != cur
 		saveCursor := func(q Querier) error {
-			if err := e.hit(ctx, PointProgressBefore, next); err != nil {
+			if err := e.hit(ctx, hooks.PointProgressBefore, next); err != nil {
 				return err
 			}
 			// position orders cursors: a slower overlapping run cannot move it back.
 			if err := q.SaveCursor(ctx, e.def.Name, next, pos+1, e.def.Version, e.opt.now()); err != nil {
 				return fmt.Errorf("job %q: save cursor: %w", e.def.Name, err)
 			}
-			return e.hit(ctx, PointProgressAfter, next)
+			return e.hit(ctx, hooks.PointProgressAfter, next)
 		}
 		var res applied
 		if e.def.Stage {

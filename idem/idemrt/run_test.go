@@ -14,7 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/idemgen/idemgen/idem/internal/billingtest"
 )
 
@@ -343,7 +343,7 @@ func TestCanceledRunStartsNoNewCall(t *testing.T) {
 			f.Invoice(fmt.Sprintf("inv-%d", i), 100, f.Base.Add(-time.Duration(i)*time.Minute))
 		}
 		j, err := billing.NewInvoiceSync(st, f.Source, billing.InvoiceSyncEffects{NotifyNewInvoice: f.Mailer},
-			idem.WithClock(f.Clock.Now), idemrt.WithLeaseClock(f.Clock.Now), idem.WithLogger(quiet), idem.WithStart(f.Base.Add(-24*time.Hour)),
+			idem.WithClock(f.Clock.Now), idemtest.WithLeaseClock(f.Clock.Now), idem.WithLogger(quiet), idem.WithStart(f.Base.Add(-24*time.Hour)),
 			idem.WithEffectConcurrency(1))
 		if err != nil {
 			t.Fatal(err)

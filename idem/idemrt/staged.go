@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/idemgen/idemgen/idem/internal/hooks"
 )
 
 // applyStaged writes a whole window or page in one transaction, together
@@ -29,7 +31,7 @@ func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *runState, c
 	}
 	items := e.prepare(units, rep)
 	live := slices.DeleteFunc(slices.Clone(items), func(it *item[U]) bool { return it.done })
-	if err := e.hit(ctx, PointBatchBegin, ""); err != nil {
+	if err := e.hit(ctx, hooks.PointBatchBegin, ""); err != nil {
 		return applied{}, err
 	}
 	err = e.st.InTx(ctx, func(q Querier) error {
@@ -45,10 +47,10 @@ func (e *Engine[U]) applyStaged(ctx context.Context, units []U, rep *runState, c
 				return err
 			}
 		}
-		return e.hit(ctx, PointUnitBeforeCommit, "")
+		return e.hit(ctx, hooks.PointUnitBeforeCommit, "")
 	})
 	if err == nil {
-		err = e.hit(ctx, PointUnitAfterCommit, "")
+		err = e.hit(ctx, hooks.PointUnitAfterCommit, "")
 	}
 	if err != nil {
 		var fault *unitFault[U]
@@ -96,7 +98,7 @@ func (e *Engine[U]) streamStaged(ctx context.Context, w Window, save bool,
 	err := e.st.InTx(ctx, func(q Querier) error {
 		page := ""
 		for n := 0; n < e.opt.maxPages; n++ {
-			if err := e.hit(ctx, PointBatchStart, page); err != nil {
+			if err := e.hit(ctx, hooks.PointBatchStart, page); err != nil {
 				return err
 			}
 			units, next, err := fetch(ctx, w, page)
@@ -107,7 +109,7 @@ func (e *Engine[U]) streamStaged(ctx context.Context, w Window, save bool,
 			items := e.prepare(units, &pend)
 			first = append(first, items[:min(len(items), maxFailures-len(first))]...)
 			live := slices.DeleteFunc(slices.Clone(items), func(it *item[U]) bool { return it.done })
-			if err := e.hit(ctx, PointBatchBegin, ""); err != nil {
+			if err := e.hit(ctx, hooks.PointBatchBegin, ""); err != nil {
 				return err
 			}
 			for chunk := range slices.Chunk(live, e.opt.batchSize) {
@@ -131,10 +133,10 @@ func (e *Engine[U]) streamStaged(ctx context.Context, w Window, save bool,
 				return err
 			}
 		}
-		return e.hit(ctx, PointUnitBeforeCommit, "")
+		return e.hit(ctx, hooks.PointUnitBeforeCommit, "")
 	})
 	if err == nil {
-		err = e.hit(ctx, PointUnitAfterCommit, "")
+		err = e.hit(ctx, hooks.PointUnitAfterCommit, "")
 	}
 	if err != nil {
 		var fault *unitFault[U]

@@ -157,17 +157,3 @@ func (j *CallJob) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Call) (idem
 func (j *CallJob) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...Call) (idem.Report, error) {
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
-
-// callJobCrashPoints are the durable boundaries of the call_job job, where the crash tests stop it.
-var callJobCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

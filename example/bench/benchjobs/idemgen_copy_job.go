@@ -142,16 +142,3 @@ func (j *CopyJob) Rows(ctx context.Context) ([]CopyRow, error) {
 func (j *CopyJob) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleCopyJob(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// copyJobCrashPoints are the durable boundaries of the copy_job job, where the crash tests stop it.
-var copyJobCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

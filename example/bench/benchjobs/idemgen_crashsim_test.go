@@ -16,8 +16,22 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// copyJobCrashPoints are the durable boundaries of the copy_job job, where the crash tests stop it.
+var copyJobCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointProgressBefore,
+	idemtest.PointProgressAfter,
+}
 
 // TestCrashSimCopyJob crashes the copy_job job at every durable boundary, restarts it and checks
 // the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
@@ -101,6 +115,23 @@ func TestCrashSimCopyJob(t *testing.T) {
 			return NewPostgresStore(pool)
 		}), job)
 	})
+}
+
+// fxJobCrashPoints are the durable boundaries of the fx_job job, where the crash tests stop it.
+var fxJobCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
+	idemtest.PointProgressBefore,
+	idemtest.PointProgressAfter,
 }
 
 // TestCrashSimFxJob crashes the fx_job job at every durable boundary, restarts it and checks
@@ -202,6 +233,20 @@ func TestCrashSimFxJob(t *testing.T) {
 	})
 }
 
+// callJobCrashPoints are the durable boundaries of the call_job job, where the crash tests stop it.
+var callJobCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
+}
+
 // TestCrashSimCallJob crashes the call_job job at every durable boundary, restarts it and checks
 // the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
 // scenario family that proves each one (the harness is idem/crashsim).
@@ -286,6 +331,20 @@ func TestCrashSimCallJob(t *testing.T) {
 			return NewPostgresStore(pool)
 		}), job)
 	})
+}
+
+// orderConsumerCrashPoints are the durable boundaries of the order_consumer job, where the crash tests stop it.
+var orderConsumerCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
 }
 
 // TestCrashSimOrderConsumer crashes the order_consumer job at every durable boundary, restarts it and checks

@@ -180,20 +180,3 @@ func (j *FxJob) Rows(ctx context.Context) ([]FxRow, error) {
 func (j *FxJob) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleFxJob(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// fxJobCrashPoints are the durable boundaries of the fx_job job, where the crash tests stop it.
-var fxJobCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

@@ -258,17 +258,3 @@ func (j *OrderConsumer) Consume(ctx context.Context, js jetstream.JetStream, opt
 	}
 	return j.ConsumeFrom(ctx, src, opts...)
 }
-
-// orderConsumerCrashPoints are the durable boundaries of the order_consumer job, where the crash tests stop it.
-var orderConsumerCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

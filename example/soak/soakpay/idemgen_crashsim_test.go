@@ -15,8 +15,23 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// paymentJobCrashPoints are the durable boundaries of the payment job, where the crash tests stop it.
+var paymentJobCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
+}
 
 // TestCrashSimPaymentJob crashes the payment job at every durable boundary, restarts it and checks
 // the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the

@@ -155,17 +155,3 @@ func (j *PaymentJob) Stale(ctx context.Context, limit int) ([]string, error) {
 func (j *PaymentJob) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Payment) (idem.Report, error) {
 	return j.e.ProcessPgTx(ctx, tx, units)
 }
-
-// paymentJobCrashPoints are the durable boundaries of the payment job, where the crash tests stop it.
-var paymentJobCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

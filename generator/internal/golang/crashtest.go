@@ -23,6 +23,7 @@ func CrashTestFile(p *model.Package) *jen.File {
 }
 
 func crashTest(f *jen.File, p *model.Package, j *model.Job) {
+	crashPoints(f, j)
 	unit := j.Unit.GoName
 	lease := model.DefaultLease
 	for _, e := range j.Effects {
@@ -258,4 +259,29 @@ func simFields(j *model.Job) *jen.Statement {
 			g.Values(d)
 		}
 	})
+}
+
+// crashPoints emits the job's crash points, in the order a run meets them,
+// into the crash test file: they are the test package idemtest's, which
+// production code never imports:
+//
+//	var invoiceSyncCrashPoints = []idemtest.CrashPoint{idemtest.PointRunStart, ...}
+func crashPoints(f *jen.File, j *model.Job) {
+	points := []string{"PointRunStart"}
+	if j.Source != model.SourceNone {
+		points = append(points, "PointBatchStart")
+	}
+	points = append(points, "PointBatchBegin", "PointUnitStart", "PointBatchWritten", "PointUnitBeforeCommit", "PointUnitAfterCommit")
+	if len(j.Effects) > 0 {
+		points = append(points, "PointEffectClaimed", "PointEffectBeforeCall", "PointEffectAfterCall", "PointEffectRecorded")
+	}
+	if j.Source != model.SourceNone {
+		points = append(points, "PointProgressBefore", "PointProgressAfter")
+	}
+	f.Commentf("%sCrashPoints are the durable boundaries of the %s job, where the crash tests stop it.", j.Lower(), j.Name)
+	var items []jen.Code
+	for _, p := range points {
+		items = append(items, jen.Qual(idemtestPkg, p))
+	}
+	f.Var().Id(j.Lower() + "CrashPoints").Op("=").Index().Add(jen.Qual(idemtestPkg, "CrashPoint")).Add(multiValues(items...))
 }

@@ -30,7 +30,6 @@ func JobFile(p *model.Package, j *model.Job) *jen.File {
 	jobVerbs(f, j)
 	processTxVerbs(f, p, j) // a River job's args and InsertTx are in the River file (RiverFile)
 	consumer(f, j)
-	crashPoints(f, j)
 	return f
 }
 
@@ -385,27 +384,4 @@ func processDoc(f *jen.File, j *model.Job) {
 		f.Comment("As in Run, a repeated key overwrites its row with the payload handed in last; there is")
 		f.Comment("no mismatch check outside source: none jobs.")
 	}
-}
-
-// crashPoints emits the job's crash points, in the order a run meets them:
-//
-//	var invoiceSyncCrashPoints = []crashPoint{pointRunStart, ...}
-func crashPoints(f *jen.File, j *model.Job) {
-	points := []string{"PointRunStart"}
-	if j.Source != model.SourceNone {
-		points = append(points, "PointBatchStart")
-	}
-	points = append(points, "PointBatchBegin", "PointUnitStart", "PointBatchWritten", "PointUnitBeforeCommit", "PointUnitAfterCommit")
-	if len(j.Effects) > 0 {
-		points = append(points, "PointEffectClaimed", "PointEffectBeforeCall", "PointEffectAfterCall", "PointEffectRecorded")
-	}
-	if j.Source != model.SourceNone {
-		points = append(points, "PointProgressBefore", "PointProgressAfter")
-	}
-	f.Commentf("%sCrashPoints are the durable boundaries of the %s job, where the crash tests stop it.", j.Lower(), j.Name)
-	var items []jen.Code
-	for _, p := range points {
-		items = append(items, rt(p))
-	}
-	f.Var().Id(j.Lower() + "CrashPoints").Op("=").Index().Add(rt("CrashPoint")).Add(multiValues(items...))
 }

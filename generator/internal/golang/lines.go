@@ -13,8 +13,8 @@ const maxLine = 100
 // multiValues is a composite literal's values, one a line:
 //
 //	{
-//		idemrt.PointRunStart,
-//		idemrt.PointBatchBegin,
+//		idemtest.PointRunStart,
+//		idemtest.PointBatchBegin,
 //	}
 func multiValues(items ...jen.Code) *jen.Statement {
 	return jen.Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}, items...)

@@ -37,6 +37,7 @@ func newFile(pkg string) *jen.File {
 	f.ImportName(idemPG, "idempg")
 	f.ImportName(idemSQLite, "idemsqlite")
 	f.ImportName(crashsimPkg, "crashsim")
+	f.ImportName(idemtestPkg, "idemtest")
 	return f
 }
 
@@ -74,6 +75,7 @@ const (
 	idemPkg     = "github.com/idemgen/idemgen/idem"
 	idemrtPkg   = "github.com/idemgen/idemgen/idem/idemrt"
 	crashsimPkg = "github.com/idemgen/idemgen/idem/crashsim"
+	idemtestPkg = "github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // rt refers to a name of the runtime: rt("Report") is idem.Report, a name

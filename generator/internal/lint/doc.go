@@ -14,10 +14,12 @@
 // over [Analyzers].
 //
 // Test files (_test.go) are not checked: tests routinely make up keys and
-// fake providers that ignore them.
+// fake providers that ignore them. One check, TestOnly, is of the other
+// files only: it reports their imports of idemgen's test packages
+// (idem/idemtest, idem/crashsim), whose hooks production must not reach.
 package lint
 
 import "golang.org/x/tools/go/analysis"
 
 // Analyzers are idemgen's checks, in the order their help lists them.
-var Analyzers = []*analysis.Analyzer{EffectKey, EffectResult, UnitKey, ProcessResult}
+var Analyzers = []*analysis.Analyzer{EffectKey, EffectResult, UnitKey, ProcessResult, TestOnly}

@@ -26,6 +26,9 @@ func TestAnalyzers(t *testing.T) {
 		{"effectresult", lint.EffectResult, true, []string{"effectresult"}},
 		{"unitkey", lint.UnitKey, false, []string{"unitkey"}},
 		{"processresult", lint.ProcessResult, false, []string{"processresult"}},
+		// A service's imports of the test packages, but not its test's, nor
+		// one test package's of another.
+		{"testonly", lint.TestOnly, false, []string{"testonly", "github.com/idemgen/idemgen/idem/crashsim"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.fixes {

@@ -576,7 +576,7 @@ var exampleMutants = []mutant{
 	{name: "a call that ends after the cancel is not recorded", test: syncTest, edits: edit(effectsFile,
 		`r\.write\(context\.WithoutCancel\(ctx\), keys, results\)`, "r.write(ctx, keys, results)")},
 	{name: "leases judged on the worker's clock", test: syncTest, edits: edit(dbclockFile,
-		`now = e\.opt\.leaseClock\(\)`, "now = e.opt.now()")},
+		`now = e\.opt\.hooks\.LeaseClock\(\)`, "now = e.opt.now()")},
 	{name: "an update decides a when-inserted effect again", test: syncTest, edits: edit(batchWriteFile,
 		`case fx\.When\.Matches\(decideAs\):`, "case fx.When.Matches(decideAs) || fx.When == WhenInserted && it.outcome == OutcomeUpdated:")},
 	// Killed by stall-takeover: a call past its timeout is abandoned, its

@@ -26,6 +26,7 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idembroker"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	//idemgen:allow-testonly a package of the broker tests' own
 	"github.com/idemgen/idemgen/idem/idemtest"
 )
 

@@ -19,7 +19,8 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	//idemgen:allow-testonly a package of the runtime tests' own
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // Quiet is a logger that drops everything: the tests read reports, not logs.
@@ -92,7 +93,7 @@ func (f *Fixture) Payment(id string, cents int64) billing.Payment {
 
 // Options run a job on the fixture's clock (its leases too), quietly.
 func (f *Fixture) Options() []idem.Option {
-	return []idem.Option{idem.WithClock(f.Clock.Now), idemrt.WithLeaseClock(f.Clock.Now), idem.WithLogger(Quiet)}
+	return []idem.Option{idem.WithClock(f.Clock.Now), idemtest.WithLeaseClock(f.Clock.Now), idem.WithLogger(Quiet)}
 }
 
 // Job is the invoice sync over st, fed by the fixture's invoices and

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/example/billing"
 	"github.com/idemgen/idemgen/idem/idemops"
+	//idemgen:allow-testonly a package of the runtime tests' own
 	"github.com/idemgen/idemgen/idem/idemtest"
 )
 

@@ -179,20 +179,3 @@ func (j *SignupSync) Rows(ctx context.Context) ([]Signup, error) {
 func (j *SignupSync) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleSignupSync(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// signupSyncCrashPoints are the durable boundaries of the signup_sync job, where the crash tests stop it.
-var signupSyncCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

@@ -17,8 +17,23 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// settlePaymentCrashPoints are the durable boundaries of the settle_payment job, where the crash tests stop it.
+var settlePaymentCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
+}
 
 // TestCrashSimSettlePayment crashes the settle_payment job at every durable boundary, restarts it and checks
 // the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
@@ -148,6 +163,20 @@ func TestCrashSimSettlePayment(t *testing.T) {
 	})
 }
 
+// refundOrderCrashPoints are the durable boundaries of the refund_order job, where the crash tests stop it.
+var refundOrderCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
+}
+
 // TestCrashSimRefundOrder crashes the refund_order job at every durable boundary, restarts it and checks
 // the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
 // scenario family that proves each one (the harness is idem/crashsim).
@@ -233,6 +262,20 @@ func TestCrashSimRefundOrder(t *testing.T) {
 			return NewPostgresStore(pool)
 		}), job)
 	})
+}
+
+// orderEventsCrashPoints are the durable boundaries of the order_events job, where the crash tests stop it.
+var orderEventsCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
 }
 
 // TestCrashSimOrderEvents crashes the order_events job at every durable boundary, restarts it and checks

@@ -194,17 +194,3 @@ func (j *OrderEvents) Consume(ctx context.Context, kafka []kgo.Opt, opts ...idem
 	}
 	return j.ConsumeFrom(ctx, src, opts...)
 }
-
-// orderEventsCrashPoints are the durable boundaries of the order_events job, where the crash tests stop it.
-var orderEventsCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

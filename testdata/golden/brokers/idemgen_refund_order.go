@@ -215,17 +215,3 @@ func (j *RefundOrder) Consume(ctx context.Context, conn *amqp.Connection, opts .
 	}
 	return j.ConsumeFrom(ctx, src, opts...)
 }
-
-// refundOrderCrashPoints are the durable boundaries of the refund_order job, where the crash tests stop it.
-var refundOrderCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

@@ -264,17 +264,3 @@ func (j *SettlePayment) Consume(ctx context.Context, js jetstream.JetStream, opt
 	}
 	return j.ConsumeFrom(ctx, src, opts...)
 }
-
-// settlePaymentCrashPoints are the durable boundaries of the settle_payment job, where the crash tests stop it.
-var settlePaymentCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/idemgen/idemgen/testdata/golden/cursor"
 	"github.com/idemgen/idemgen/testdata/golden/internal/testdb"
 )
@@ -346,7 +346,7 @@ func TestEffectParksAfterMaxAttempts(t *testing.T) {
 		st := open(t, db)
 		reg := &registry{failing: true}
 		clk := testdb.NewClock(time.Now())
-		j := newJob(t, st, &feed{}, reg, idemrt.WithLeaseClock(clk.Now))
+		j := newJob(t, st, &feed{}, reg, idemtest.WithLeaseClock(clk.Now))
 		if rep, _ := j.Process(ctx, cursor.Event{Seq: 1, Name: "a"}); rep.EffectsFailed != 1 || rep.EffectsParked != 0 {
 			t.Fatalf("first attempt: %s", rep)
 		}

@@ -16,8 +16,26 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// eventImportCrashPoints are the durable boundaries of the event_import job, where the crash tests stop it.
+var eventImportCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
+	idemtest.PointProgressBefore,
+	idemtest.PointProgressAfter,
+}
 
 // TestCrashSimEventImport crashes the event_import job at every durable boundary, restarts it and checks
 // the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the

@@ -161,20 +161,3 @@ func (j *EventImport) Rows(ctx context.Context) ([]Event, error) {
 func (j *EventImport) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleEventImport(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// eventImportCrashPoints are the durable boundaries of the event_import job, where the crash tests stop it.
-var eventImportCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

@@ -15,8 +15,22 @@ import (
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// csvImportCrashPoints are the durable boundaries of the csv_import job, where the crash tests stop it.
+var csvImportCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointProgressBefore,
+	idemtest.PointProgressAfter,
+}
 
 // TestCrashSimCsvImport crashes the csv_import job at every durable boundary, restarts it and checks
 // the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
@@ -96,6 +110,19 @@ func TestCrashSimCsvImport(t *testing.T) {
 			return NewPostgresStore(pool)
 		}), job)
 	})
+}
+
+// signupCopyCrashPoints are the durable boundaries of the signup_copy job, where the crash tests stop it.
+var signupCopyCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointProgressBefore,
+	idemtest.PointProgressAfter,
 }
 
 // TestCrashSimSignupCopy crashes the signup_copy job at every durable boundary, restarts it and checks

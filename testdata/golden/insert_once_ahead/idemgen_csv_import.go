@@ -127,16 +127,3 @@ func (j *CsvImport) Rows(ctx context.Context) ([]CsvRow, error) {
 func (j *CsvImport) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleCsvImport(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// csvImportCrashPoints are the durable boundaries of the csv_import job, where the crash tests stop it.
-var csvImportCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

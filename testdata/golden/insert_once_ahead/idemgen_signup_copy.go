@@ -143,16 +143,3 @@ func (j *SignupCopy) Rows(ctx context.Context) ([]Signup, error) {
 func (j *SignupCopy) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleSignupCopy(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// signupCopyCrashPoints are the durable boundaries of the signup_copy job, where the crash tests stop it.
-var signupCopyCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

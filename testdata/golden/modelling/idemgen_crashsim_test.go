@@ -16,8 +16,19 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// signupWebhookCrashPoints are the durable boundaries of the signup_webhook job, where the crash tests stop it.
+var signupWebhookCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+}
 
 // TestCrashSimSignupWebhook crashes the signup_webhook job at every durable boundary, restarts it and checks
 // the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
@@ -83,6 +94,20 @@ func TestCrashSimSignupWebhook(t *testing.T) {
 			return NewPostgresStore(pool)
 		}), job)
 	})
+}
+
+// userWelcomeCrashPoints are the durable boundaries of the user_welcome job, where the crash tests stop it.
+var userWelcomeCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
 }
 
 // TestCrashSimUserWelcome crashes the user_welcome job at every durable boundary, restarts it and checks

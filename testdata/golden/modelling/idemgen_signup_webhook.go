@@ -129,13 +129,3 @@ func (j *SignupWebhook) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Signu
 func (j *SignupWebhook) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...SignupEvent) (idem.Report, error) {
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
-
-// signupWebhookCrashPoints are the durable boundaries of the signup_webhook job, where the crash tests stop it.
-var signupWebhookCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-}

@@ -167,17 +167,3 @@ func (j *UserWelcome) ProcessTx(ctx context.Context, tx pgx.Tx, units ...NewUser
 func (j *UserWelcome) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...NewUser) (idem.Report, error) {
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
-
-// userWelcomeCrashPoints are the durable boundaries of the user_welcome job, where the crash tests stop it.
-var userWelcomeCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/idemgen/idemgen/testdata/golden/internal/testdb"
 	"github.com/idemgen/idemgen/testdata/golden/none_nodest"
 )
@@ -108,7 +108,7 @@ func TestFailedEffectIsDrained(t *testing.T) {
 		st := open(t, db)
 		a := &acker{failing: true}
 		clk := testdb.NewClock(time.Now())
-		j, err := none_nodest.NewMessageAckJob(st, none_nodest.MessageAckJobEffects{MessageAckEffect: a}, idem.WithLogger(testdb.Quiet), idemrt.WithLeaseClock(clk.Now))
+		j, err := none_nodest.NewMessageAckJob(st, none_nodest.MessageAckJobEffects{MessageAckEffect: a}, idem.WithLogger(testdb.Quiet), idemtest.WithLeaseClock(clk.Now))
 		if err != nil {
 			t.Fatal(err)
 		}

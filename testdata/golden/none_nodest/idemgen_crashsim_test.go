@@ -18,8 +18,23 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// messageAckJobCrashPoints are the durable boundaries of the message_ack job, where the crash tests stop it.
+var messageAckJobCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
+}
 
 // TestCrashSimMessageAckJob crashes the message_ack job at every durable boundary, restarts it and checks
 // the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the

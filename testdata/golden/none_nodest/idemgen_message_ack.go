@@ -145,17 +145,3 @@ func (j *MessageAckJob) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Messa
 func (j *MessageAckJob) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...MessageAck) (idem.Report, error) {
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
-
-// messageAckJobCrashPoints are the durable boundaries of the message_ack job, where the crash tests stop it.
-var messageAckJobCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

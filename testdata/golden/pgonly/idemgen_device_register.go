@@ -111,13 +111,3 @@ func (j *DeviceRegister) Stale(ctx context.Context, limit int) ([]string, error)
 func (j *DeviceRegister) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Device) (idem.Report, error) {
 	return j.e.ProcessPgTx(ctx, tx, units)
 }
-
-// deviceRegisterCrashPoints are the durable boundaries of the device_register job, where the crash tests stop it.
-var deviceRegisterCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-}

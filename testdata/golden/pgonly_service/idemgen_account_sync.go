@@ -185,20 +185,3 @@ func (j *AccountSync) Rows(ctx context.Context) ([]Account, error) {
 func (j *AccountSync) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleAccountSync(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// accountSyncCrashPoints are the durable boundaries of the account_sync job, where the crash tests stop it.
-var accountSyncCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

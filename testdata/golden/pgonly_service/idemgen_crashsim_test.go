@@ -18,8 +18,26 @@ import (
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/crashsim"
 	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// accountSyncCrashPoints are the durable boundaries of the account_sync job, where the crash tests stop it.
+var accountSyncCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
+	idemtest.PointProgressBefore,
+	idemtest.PointProgressAfter,
+}
 
 // TestCrashSimAccountSync crashes the account_sync job at every durable boundary, restarts it and checks
 // the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
@@ -132,6 +150,20 @@ func TestCrashSimAccountSync(t *testing.T) {
 			})
 		}), job)
 	})
+}
+
+// usageReportCrashPoints are the durable boundaries of the usage_report job, where the crash tests stop it.
+var usageReportCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
 }
 
 // TestCrashSimUsageReport crashes the usage_report job at every durable boundary, restarts it and checks

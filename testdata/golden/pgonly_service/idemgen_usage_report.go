@@ -169,17 +169,3 @@ func (j *UsageReport) Stale(ctx context.Context, limit int) ([]string, error) {
 func (j *UsageReport) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Usage) (idem.Report, error) {
 	return j.e.ProcessPgTx(ctx, tx, units)
 }
-
-// usageReportCrashPoints are the durable boundaries of the usage_report job, where the crash tests stop it.
-var usageReportCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

@@ -219,20 +219,3 @@ func (j *PriceSync) Rows(ctx context.Context) ([]Price, error) {
 func (j *PriceSync) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).stalePriceSync(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// priceSyncCrashPoints are the durable boundaries of the price_sync job, where the crash tests stop it.
-var priceSyncCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

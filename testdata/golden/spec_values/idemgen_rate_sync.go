@@ -184,20 +184,3 @@ func (j *RateSync) Rows(ctx context.Context) ([]ExchangeRate, error) {
 func (j *RateSync) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleRateSync(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// rateSyncCrashPoints are the durable boundaries of the rate_sync job, where the crash tests stop it.
-var rateSyncCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

@@ -174,17 +174,3 @@ func (j *RefundHookJob) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Refun
 func (j *RefundHookJob) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...RefundHook) (idem.Report, error) {
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
-
-// refundHookJobCrashPoints are the durable boundaries of the refund_hook job, where the crash tests stop it.
-var refundHookJobCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

@@ -123,16 +123,3 @@ func (j *TagCollect) Rows(ctx context.Context) ([]Tag, error) {
 func (j *TagCollect) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleTagCollect(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// tagCollectCrashPoints are the durable boundaries of the tag_collect job, where the crash tests stop it.
-var tagCollectCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

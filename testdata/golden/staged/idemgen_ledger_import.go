@@ -182,20 +182,3 @@ func (j *LedgerImport) Rows(ctx context.Context) ([]Entry, error) {
 func (j *LedgerImport) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleLedgerImport(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// ledgerImportCrashPoints are the durable boundaries of the ledger_import job, where the crash tests stop it.
-var ledgerImportCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

@@ -162,20 +162,3 @@ func (j *PageImport) Rows(ctx context.Context) ([]Change, error) {
 func (j *PageImport) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).stalePageImport(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// pageImportCrashPoints are the durable boundaries of the page_import job, where the crash tests stop it.
-var pageImportCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

@@ -168,17 +168,3 @@ func (j *ReceiptIntake) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Recei
 func (j *ReceiptIntake) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...Receipt) (idem.Report, error) {
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
-
-// receiptIntakeCrashPoints are the durable boundaries of the receipt_intake job, where the crash tests stop it.
-var receiptIntakeCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

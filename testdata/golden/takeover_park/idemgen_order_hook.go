@@ -208,17 +208,3 @@ func (j *OrderHookJob) ProcessTx(ctx context.Context, tx pgx.Tx, units ...OrderH
 func (j *OrderHookJob) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...OrderHook) (idem.Report, error) {
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
-
-// orderHookJobCrashPoints are the durable boundaries of the order_hook job, where the crash tests stop it.
-var orderHookJobCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

@@ -164,16 +164,3 @@ func (j *AllTypes) Rows(ctx context.Context) ([]Record, error) {
 func (j *AllTypes) Stale(ctx context.Context, limit int) ([]string, error) {
 	return j.e.Store().Auto().(destQuerier).staleAllTypes(ctx, int32(j.e.Job().Version), int32(limit))
 }
-
-// allTypesCrashPoints are the durable boundaries of the all_types job, where the crash tests stop it.
-var allTypesCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointProgressBefore,
-	idemrt.PointProgressAfter,
-}

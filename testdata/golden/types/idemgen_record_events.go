@@ -192,17 +192,3 @@ func (j *RecordEvents) ProcessTx(ctx context.Context, tx pgx.Tx, units ...Record
 func (j *RecordEvents) ProcessSQLTx(ctx context.Context, tx *sql.Tx, units ...RecordEvent) (idem.Report, error) {
 	return j.e.ProcessSQLTx(ctx, tx, units)
 }
-
-// recordEventsCrashPoints are the durable boundaries of the record_events job, where the crash tests stop it.
-var recordEventsCrashPoints = []idemrt.CrashPoint{
-	idemrt.PointRunStart,
-	idemrt.PointBatchBegin,
-	idemrt.PointUnitStart,
-	idemrt.PointBatchWritten,
-	idemrt.PointUnitBeforeCommit,
-	idemrt.PointUnitAfterCommit,
-	idemrt.PointEffectClaimed,
-	idemrt.PointEffectBeforeCall,
-	idemrt.PointEffectAfterCall,
-	idemrt.PointEffectRecorded,
-}

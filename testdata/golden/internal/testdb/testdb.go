@@ -120,7 +120,7 @@ func (db DB) Exec(t *testing.T, sqlite, postgres string) {
 // Quiet is a logger that drops everything.
 var Quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// Clock is a settable clock for WithClock, or WithLeaseClock (leases and
+// Clock is a settable clock for WithClock, or idemtest.WithLeaseClock (leases and
 // next-attempt times, which a test steps past an effect's backoff).
 type Clock struct {
 	mu  sync.Mutex
