@@ -133,7 +133,20 @@ const (
 	csvTest       = "TestCrashSimCsvImport"
 	signupTest    = "TestCrashSimSignupCopy"
 	orderHookTest = "TestCrashSimOrderHookJob"
+	// testdata/golden/adopted: the generated test of adopted tables that
+	// do not fit (a test of its own, not a crash family: realClock)
+	misfitTest = "TestAdoptedTablesRefuseMisfits"
 )
+
+// adoptedMutants face the adopted table's check (idemrt.CheckTables).
+// Killed by the misfits test: the crash tests create the adopted table
+// exactly as idemgen would, so a check that skipped a column passed them.
+var adoptedMutants = []mutant{
+	{name: "an adopted column NOT NULL where the job writes NULLs passes", test: misfitTest, realClock: true, edits: edit("idem/idemrt/adopted.go",
+		`case want\.Nullable && c\.notNull:`, "case false && want.Nullable && c.notNull:")},
+	{name: "an adopted column of another type passes", test: misfitTest, realClock: true, edits: edit("idem/idemrt/adopted.go",
+		`case !sameColumnType\(dialect, c\.typ, want\.Type\):`, "case false && !sameColumnType(dialect, c.typ, want.Type):")},
+}
 
 var targets = []mutantTarget{
 	{module: ".", pkg: "example/billing", tests: []string{syncTest, hookTest}, mutants: exampleMutants},
@@ -147,6 +160,7 @@ var targets = []mutantTarget{
 	{module: ".", pkg: "example/bench", tests: []string{writeAheadTest}, mutants: writeAheadMutants},
 	{module: "testdata", pkg: "golden/insert_once_ahead", tests: []string{csvTest, signupTest}, mutants: insertOnceAheadMutants},
 	{module: "testdata", pkg: "golden/takeover_park", tests: []string{orderHookTest}, mutants: takeoverParkMutants},
+	{module: "testdata", pkg: "golden/adopted", tests: []string{misfitTest}, mutants: adoptedMutants},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
