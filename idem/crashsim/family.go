@@ -108,7 +108,7 @@ func simFamilies[U any]() []family[U] {
 		&rateFamily[U]{}, &burstFamily[U]{}, &heldFamily[U]{}, &heldRecordFamily[U]{},
 		&fanoutFamily[U]{}, &fanoutCrashFamily[U]{}, &bumpFamily[U]{}, &mismatchFamily[U]{},
 		&cancelFamily[U]{}, &skewFamily[U]{}, &purgePendingFamily[U]{}, &repeatBatchesFamily[U]{},
-		&writeaheadFamily[U]{},
+		&writeaheadFamily[U]{}, &poolFamily[U]{},
 	}
 }
 

@@ -2,6 +2,7 @@ package crashsim
 
 import (
 	"context"
+	"time"
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
@@ -9,7 +10,13 @@ import (
 
 const famCircuit = "circuit"
 
-type circuitFamily[U any] struct{ baseFamily[U] }
+type circuitFamily[U any] struct {
+	baseFamily[U]
+	// due is the clock of a clean run that must see the circuit's probe
+	// (zero: none), and calls the effect's calls before it.
+	due   time.Time
+	calls int
+}
 
 func (*circuitFamily[U]) about() familyAbout {
 	return familyAbout{name: "circuit", guarantees: []int{5, 8},
@@ -17,7 +24,9 @@ func (*circuitFamily[U]) about() familyAbout {
 			"inside a cool-down after a failure once the circuit's failures are reached; one probe at a " +
 			"time, with the runs after the phases calling four at once and the provider holding each " +
 			"probe until the other rows have met the gate; an open circuit ends within `max_cool_down` " +
-			"of the last failure; every effect once, none parked, and (uncrashed) only the failures " +
+			"of the last failure, read at each phase's end and after each run after the phases, and (uncrashed) " +
+			"measured: the run just after max_cool_down from the failure that opened it makes the probe, " +
+			"which comes no sooner than its opening's cool-down; every effect once, none parked, and (uncrashed) only the failures " +
 			"before the circuit opened count; also crashed and taken over"}
 }
 
@@ -37,6 +46,7 @@ func (*circuitFamily[U]) setup(r *simRun[U]) {
 	r.initGate()
 	g := r.prov.gate
 	g.outageCall, g.outageEffect, g.coolDown = r.sc.call, r.sc.effect, simCircuitCoolDown(r.job.Lease)
+	g.ceiling = simCircuitCeiling(r.job.Lease)
 	g.othersHeld = func(effect, key string) bool {
 		rows, err := r.db.observer().Auto().Ledger(context.Background())
 		if err != nil {
@@ -75,7 +85,58 @@ func (*circuitFamily[U]) afterPhases(r *simRun[U]) {
 	r.prov.mu.Unlock()
 }
 
-func (*circuitFamily[U]) afterCleanRun(ctx context.Context, r *simRun[U]) { r.checkCoolDown(ctx) }
+// beforePhase reads the circuit the phase before left open: its first
+// opening is met nowhere else.
+func (*circuitFamily[U]) beforePhase(r *simRun[U], phase int) {
+	if phase > 0 {
+		r.checkCoolDown(context.Background())
+	}
+}
+
+// simCoolDownSlack absorbs the databases' time precision.
+const simCoolDownSlack = 5 * time.Millisecond
+
+// beforeCleanRun (uncrashed): while the provider's count says the circuit
+// is open, the next run comes just after max_cool_down from the failure
+// that opened it: the cool-down, jitter included, is over then, and the
+// run must make the probe.
+func (f *circuitFamily[U]) beforeCleanRun(r *simRun[U]) {
+	f.due = time.Time{}
+	g := r.prov.gate
+	r.prov.mu.Lock()
+	effect := g.outageEffect
+	open := g.outageBegun && g.failsInRow[effect] >= simCircuitFailures
+	due, calls := g.lastFail[effect].Add(g.ceiling+simCoolDownSlack), g.callsOf[effect]
+	r.prov.mu.Unlock()
+	if !open || r.sc.at >= 0 || !due.After(r.now()) {
+		return
+	}
+	f.due, f.calls = due, calls
+	r.setClock(due)
+}
+
+func (f *circuitFamily[U]) convergenceStep(_ *simRun[U], step time.Duration) time.Duration {
+	if !f.due.IsZero() {
+		return 0
+	}
+	return step
+}
+
+// afterCleanRun: the circuit's end as the gate holds it, and the probe
+// the run must have made.
+func (f *circuitFamily[U]) afterCleanRun(ctx context.Context, r *simRun[U]) {
+	r.checkCoolDown(ctx)
+	if f.due.IsZero() {
+		return
+	}
+	r.prov.mu.Lock()
+	effect, calls := r.prov.gate.outageEffect, r.prov.gate.callsOf[r.prov.gate.outageEffect]
+	r.prov.mu.Unlock()
+	if calls == f.calls {
+		r.violate("circuit: no call of effect %s by a run at %s, past max_cool_down (%s) after the failure that opened its circuit: its cool-down outlasted its ceiling",
+			effect, f.due.Format(time.RFC3339Nano), simCircuitCeiling(r.job.Lease))
+	}
+}
 
 // checkEnd: the down effect's rows (uncrashed) count only the failures
 // before the circuit opened.

@@ -71,6 +71,12 @@ type simGate struct {
 	failsInRow map[string]int
 	lastFail   map[string]time.Time
 	wrong      []string
+	// callsOf counts each effect's calls; ceiling is the circuit's
+	// max_cool_down (jitter included), and exact says that no crash has
+	// made the provider's count of the openings uncertain (crashed).
+	callsOf map[string]int
+	ceiling time.Duration
+	exact   bool
 	// holdProbes: a probe of the outage is held (holdProbe) while the
 	// rest of the run's calls meet the gate; probing counts an effect's
 	// probes in flight. holdProbe returns when no other row of effect
@@ -89,7 +95,7 @@ type simGate struct {
 
 func newSimGate() *simGate {
 	return &simGate{pauseCall: -1, outageCall: -1, pauseUntil: map[string]time.Time{}, failsInRow: map[string]int{}, lastFail: map[string]time.Time{},
-		probing: map[string]int{}, slotted: map[string]bool{}}
+		probing: map[string]int{}, slotted: map[string]bool{}, callsOf: map[string]int{}, exact: true}
 }
 
 // initGate sets the provider up for a gate family's scenario.
@@ -151,6 +157,17 @@ func simCircuitCoolDown(lease time.Duration) time.Duration { return max(lease/16
 // cool-down, reached at the second reopening.
 func simCircuitCeiling(lease time.Duration) time.Duration { return 2 * simCircuitCoolDown(lease) }
 
+// circuitStep is the cool-down of a circuit's opens-th opening in a row
+// without its jitter, worked out from the spec's words: cool_down, doubled
+// with each reopening, at most the ceiling.
+func circuitStep(coolDown, ceiling time.Duration, opens int) time.Duration {
+	d := coolDown
+	for i := 1; i < opens && d < ceiling; i++ {
+		d *= 2
+	}
+	return min(d, ceiling)
+}
+
 // simCircuitOutage is how many calls of the effect fail: the circuit's
 // failures, and more probes than max_attempts, so that counting the
 // failures of an open circuit would park a row.
@@ -163,9 +180,19 @@ func (g *simGate) answer(n int, effect, key string, now time.Time) (error, bool)
 	if until, ok := g.pauseUntil[effect]; ok && now.Before(until) {
 		g.wrong = append(g.wrong, fmt.Sprintf("pause: %s of effect %s called at %s, the effect paused until %s", key, effect, now.Format(time.RFC3339), until.Format(time.RFC3339)))
 	}
+	g.callsOf[effect]++
 	if g.failsInRow[effect] >= simCircuitFailures && now.Before(g.lastFail[effect].Add(g.coolDown)) {
 		g.wrong = append(g.wrong, fmt.Sprintf("circuit: %s of effect %s called at %s, %d failures in a row, the last at %s: inside the cool-down %s (a call during it, or a second probe)",
 			key, effect, now.Format(time.RFC3339), g.failsInRow[effect], g.lastFail[effect].Format(time.RFC3339), g.coolDown))
+	} else if g.failsInRow[effect] >= simCircuitFailures && g.exact {
+		// The probe: the cool-down it observed is at least the opening's
+		// step (cool_down doubled with each reopening, at most the
+		// ceiling; the jitter only lengthens it).
+		opens := g.failsInRow[effect] - simCircuitFailures + 1
+		if least := circuitStep(g.coolDown, g.ceiling, opens); now.Sub(g.lastFail[effect]) < least {
+			g.wrong = append(g.wrong, fmt.Sprintf("circuit: the probe %s of effect %s came %s after the failure that opened the circuit for the %d. time in a row (at %s): its cool-down is at least %s (cool_down %s, doubled per reopening, max_cool_down %s)",
+				key, effect, now.Sub(g.lastFail[effect]), opens, g.lastFail[effect].Format(time.RFC3339Nano), least, g.coolDown, g.ceiling))
+		}
 	}
 	if n == g.pauseCall {
 		g.pauseUntil[effect] = now.Add(g.pauseWait)
@@ -194,6 +221,7 @@ func (g *simGate) answer(n int, effect, key string, now time.Time) (error, bool)
 // a call and the ledger can lose its outcome), so the fleet's count may be
 // one short of the provider's and the circuit open one failure later.
 func (g *simGate) crashed() {
+	g.exact = false
 	for effect, n := range g.failsInRow {
 		if n > 0 {
 			g.failsInRow[effect] = n - 1

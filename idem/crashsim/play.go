@@ -311,10 +311,9 @@ func (r *simRun[U]) play() []string {
 	r.mu.Unlock()
 	r.fam.afterPhases(r)
 	last := len(r.phases) - 1
-	step := r.fam.convergenceStep(r, r.job.Lease+time.Minute)
 	for i := 0; i < max(3, r.fam.convergenceRuns(r)); i++ {
 		r.fam.beforeCleanRun(r)
-		r.setClock(r.now().Add(step))
+		r.setClock(r.now().Add(r.fam.convergenceStep(r, r.job.Lease+time.Minute)))
 		out := r.cleanRun(last)
 		r.fam.afterCleanRun(context.Background(), r)
 		if r.fam.runsAll() {

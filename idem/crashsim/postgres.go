@@ -227,6 +227,8 @@ type simPostgresDB struct {
 	env   *simPostgres
 	s     *simSchema
 	conns int32 // the incarnations' pool size when set (limitConns)
+	// last is the newest incarnation's pool (family_pool.go holds it).
+	last atomic.Pointer[pgxpool.Pool]
 }
 
 func (d *simPostgresDB) limitConns(n int) { d.conns = int32(n) }
@@ -394,6 +396,7 @@ func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idemtest.CrashHook) (i
 		}
 		p.pool.Close()
 	}
+	d.last.Store(p.pool)
 	return d.env.open(p.pool).Runtime(), kill, closeInc
 }
 

@@ -129,6 +129,8 @@ type simSQLiteDB struct {
 	obsDB *sql.DB
 	obs   idem.Store
 	conns int // the incarnations' most open connections when set (limitConns)
+	// last is the newest incarnation's handle (family_pool.go holds it).
+	last atomic.Pointer[sql.DB]
 	// slot keeps the file's warm connections for the next scenario
 	// (sqlitewarm.go); nil in a subprocess child.
 	slot  *simSQLiteSlot
@@ -178,6 +180,7 @@ func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idemtest.CrashHook) (ide
 	if d.conns > 0 {
 		db.SetMaxOpenConns(d.conns)
 	}
+	d.last.Store(db)
 	return d.open(db).Runtime(), c.kill, func() { db.Close() }
 }
 

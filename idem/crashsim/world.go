@@ -144,7 +144,10 @@ type Provider struct {
 	// failCall's key fails its first failTimes calls (failCall < 0: none).
 	failCall, failTimes int
 	failing             map[string]int
-	failInc             map[int]string // incarnation -> the key whose calls fail there
+	// callsAt: each call of a key that failCall made fail, on the
+	// simulated clock (the failk family measures its waits).
+	callsAt map[string][]time.Time
+	failInc map[int]string // incarnation -> the key whose calls fail there
 	// permanentCall's key fails permanently, as a declined card (-1: none).
 	permanentCall int
 	permanent     map[string]bool
@@ -173,7 +176,7 @@ type Provider struct {
 
 func newSimProvider() *Provider {
 	return &Provider{calls: map[string]int{}, applied: map[string]int{}, first: map[string][]byte{},
-		effect: map[string]string{}, faults: map[int]simFault{}, failCall: -1, failing: map[string]int{}, failInc: map[int]string{},
+		effect: map[string]string{}, faults: map[int]simFault{}, failCall: -1, failing: map[string]int{}, callsAt: map[string][]time.Time{}, failInc: map[int]string{},
 		permanentCall: -1, permanent: map[string]bool{},
 		throttleCall: -1, throttling: map[string]int{}, notBefore: map[string]time.Time{}, stalling: map[string]bool{}, gate: newSimGate()}
 }
@@ -197,6 +200,9 @@ func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error)
 	}
 	if n == p.failCall {
 		p.failing[key] = p.failTimes
+	}
+	if _, ok := p.failing[key]; ok && p.now != nil {
+		p.callsAt[key] = append(p.callsAt[key], p.now())
 	}
 	if n == p.permanentCall {
 		p.permanent[key] = true

@@ -186,8 +186,10 @@ func sqliteWaitError(err error, lockWait time.Duration) error {
 // each on a connection with a busy timeout, whatever the DSN says.
 type SQLiteAuto struct{ DB *sql.DB }
 
+// conn takes a connection within ctx's wait bound, as a transaction does:
+// a read waits for the pool no longer than a write.
 func (a SQLiteAuto) conn(ctx context.Context) (*sql.Conn, error) {
-	conn, err := a.DB.Conn(ctx)
+	conn, err := boundedAcquire(ctx, "the database handle's connections", a.DB.Conn)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@
 package idemsqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"strings"
@@ -71,12 +72,26 @@ func (s Store) Auto() idemrt.Querier { return s.on(idemrt.SQLiteAuto{DB: s.db}) 
 // the clock of the machine that holds the file, whatever a job's WithClock says.
 // Inside a transaction the engine reads it on the transaction's own
 // connection (Querier.DBNow).
-func (s Store) DBNow(ctx context.Context) (time.Time, error) { return dbNow(ctx, s.db) }
+// Its connection is taken within the job's wait bound (idemrt.SQLiteAuto),
+// as every other.
+func (s Store) DBNow(ctx context.Context) (time.Time, error) {
+	return dbNow(ctx, idemrt.SQLiteAuto{DB: s.db})
+}
 
-// dbNow reads the clock on db.
+// dbNow reads the clock on db. It queries rows, not a row: a Row loses
+// the error of a connection not taken in time (a *idemrt.WaitError) to a
+// bare "context canceled".
 func dbNow(ctx context.Context, db DBTX) (time.Time, error) {
+	rows, err := db.QueryContext(ctx, "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')")
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer rows.Close()
 	var now string
-	if err := db.QueryRowContext(ctx, "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')").Scan(&now); err != nil {
+	if !rows.Next() {
+		return time.Time{}, cmp.Or(rows.Err(), sql.ErrNoRows)
+	}
+	if err := rows.Scan(&now); err != nil {
 		return time.Time{}, err
 	}
 	return time.Parse(time.RFC3339Nano, now)

@@ -44,6 +44,56 @@ func adoptedStandIn(f *jen.File, p *model.Package) {
 	)
 }
 
+// adoptedMisfitsTest emits the test that creates each adopted table changed
+// in one column (a nullable column made NOT NULL, another type, a column
+// left out) and requires Migrate to refuse it, naming the column, with
+// nothing changed (crashsim.AdoptedMisfits):
+//
+//	func TestAdoptedTablesRefuseMisfits(t *testing.T) {
+//		t.Run("sqlite", func(t *testing.T) {
+//			crashsim.SQLiteMisfits(t, adoptedSQLiteDDL, adoptedSQLiteTables, func(db *sql.DB) func(context.Context) error {
+//				return NewSQLiteStore(db).Migrate
+//			})
+//		})
+//		...
+//	}
+func adoptedMisfitsTest(f *jen.File, p *model.Package) {
+	if !hasAdopted(p) {
+		return
+	}
+	var runs, pgRuns []jen.Code // PostgreSQL's last: it returns when not set
+	// The package's own dialects: a test-only SQLite has no schema file,
+	// so its Migrate checks the adopted tables only after its migrations.
+	for _, d := range p.Dialects {
+		name, helper, ctor, handle := "sqlite", "SQLiteMisfits", "NewSQLiteStore", jen.Id("db").Op("*").Qual("database/sql", "DB")
+		if d == model.Postgres {
+			name, helper, ctor, handle = "postgres", "PostgresMisfits", "NewPostgresStore", jen.Id("pool").Op("*").Qual("github.com/jackc/pgx/v5/pgxpool", "Pool")
+			pgRuns = append(pgRuns, jen.If(jen.Qual("os", "Getenv").Call(jen.Lit("IDEMGEN_TEST_POSTGRES")).Op("==").Lit("")).Block(
+				jen.Id("t").Dot("Log").Call(jen.Lit("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")),
+				jen.Return(),
+			))
+		}
+		arg := "db"
+		if d == model.Postgres {
+			arg = "pool"
+		}
+		run := jen.Id("t").Dot("Run").Call(jen.Lit(name), jen.Func().Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(
+			jen.Qual(crashsimPkg, helper).Call(jen.Id("t"), jen.Id(adoptedDDLConst(d)), jen.Id(adoptedTablesVar(d)),
+				jen.Func().Params(handle).Func().Params(Context()).Error().Block(jen.Return(jen.Id(ctor).Call(jen.Id(arg)).Dot("Migrate")))),
+		))
+		if d == model.Postgres {
+			pgRuns = append(pgRuns, run)
+		} else {
+			runs = append(runs, run)
+		}
+	}
+	runs = append(runs, pgRuns...)
+	f.Comment("TestAdoptedTablesRefuseMisfits: each adopted table changed in one column (a nullable")
+	f.Comment("column made NOT NULL, another type, a column left out) is refused by Migrate, which")
+	f.Comment("names the column and changes nothing.")
+	f.Func().Id("TestAdoptedTablesRefuseMisfits").Params(jen.Id("t").Op("*").Qual("testing", "T")).Block(runs...)
+}
+
 func adoptedDDLConst(d model.Dialect) string {
 	if d == model.Postgres {
 		return "adoptedPostgresDDL"

@@ -18,6 +18,7 @@ func CrashTestFile(p *model.Package) *jen.File {
 		crashTest(f, p, j)
 	}
 	adoptedStandIn(f, p)
+	adoptedMisfitsTest(f, p)
 	simPublisher(f, p)
 	return f
 }

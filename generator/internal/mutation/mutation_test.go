@@ -133,7 +133,20 @@ const (
 	csvTest       = "TestCrashSimCsvImport"
 	signupTest    = "TestCrashSimSignupCopy"
 	orderHookTest = "TestCrashSimOrderHookJob"
+	// testdata/golden/adopted: the generated test of adopted tables that
+	// do not fit (a test of its own, not a crash family: realClock)
+	misfitTest = "TestAdoptedTablesRefuseMisfits"
 )
+
+// adoptedMutants face the adopted table's check (idemrt.CheckTables).
+// Killed by the misfits test: the crash tests create the adopted table
+// exactly as idemgen would, so a check that skipped a column passed them.
+var adoptedMutants = []mutant{
+	{name: "an adopted column NOT NULL where the job writes NULLs passes", test: misfitTest, realClock: true, edits: edit("idem/idemrt/adopted.go",
+		`case want\.Nullable && c\.notNull:`, "case false && want.Nullable && c.notNull:")},
+	{name: "an adopted column of another type passes", test: misfitTest, realClock: true, edits: edit("idem/idemrt/adopted.go",
+		`case !sameColumnType\(dialect, c\.typ, want\.Type\):`, "case false && !sameColumnType(dialect, c.typ, want.Type):")},
+}
 
 var targets = []mutantTarget{
 	{module: ".", pkg: "example/billing", tests: []string{syncTest, hookTest}, mutants: exampleMutants},
@@ -147,6 +160,7 @@ var targets = []mutantTarget{
 	{module: ".", pkg: "example/bench", tests: []string{writeAheadTest}, mutants: writeAheadMutants},
 	{module: "testdata", pkg: "golden/insert_once_ahead", tests: []string{csvTest, signupTest}, mutants: insertOnceAheadMutants},
 	{module: "testdata", pkg: "golden/takeover_park", tests: []string{orderHookTest}, mutants: takeoverParkMutants},
+	{module: "testdata", pkg: "golden/adopted", tests: []string{misfitTest}, mutants: adoptedMutants},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
@@ -289,6 +303,10 @@ var cursorMutants = []mutant{
 		`if !fx\.KeepResult \{`, "if true {")},
 	{name: "attempts counter stuck after the first claim", test: cursorTest, edits: edit(sqliteLedger,
 		`attempts = attempts \+ 1`, "attempts = min(attempts + 1, 1)")},
+	// Killed by failk's first failure's wait (max_attempts 2: no row waited
+	// after a second failure, and only those were measured).
+	{name: "a backoff's jitter drawn below half the backoff", test: cursorTest, edits: edit("idem/idemrt/provider.go",
+		`return time\.Duration\(float64\(d\) \* \(0\.5 \+ draw\(\)/2\)\)`, "return time.Duration(float64(d) * draw() / 4)")},
 }
 
 var priceMutants = []mutant{
@@ -393,6 +411,27 @@ var exampleMutants = []mutant{
 	// step, doubling to the spec's max.
 	{name: "a backoff's jitter waits far less than the backoff", test: syncTest, edits: edit("idem/idemrt/provider.go",
 		`return time\.Duration\(float64\(d\) \* \(0\.5 \+ draw\(\)/2\)\)`, "return time.Duration(float64(d) * draw() / 4)")},
+	// Killed by circuit's read of the gate at the phases' end: the first
+	// opening's gate was overwritten before any run after the phases read it.
+	{name: "a circuit's first cool-down drawn past max_cool_down", test: syncTest, edits: edit(gateFile,
+		`now, now\.Add\(t\.l\.circuit\.coolDown\(1, jitter\)\), cause\.Error\(\)\)`,
+		"now, now.Add(t.l.circuit.ceiling()+t.l.circuit.coolDown(1, jitter)/4), cause.Error())")},
+	// Killed by circuit's run just past max_cool_down, which must probe:
+	// the gate's end was right, so its read passed.
+	{name: "rows met by an open circuit wait twice its cool-down", test: syncTest, edits: slices.Concat(
+		edit(gateFile, `return t, RetryAfter\(wait, gateShutError\(l\.effect, g\)\)`, "return t, RetryAfter(2*wait, gateShutError(l.effect, g))"),
+		edit(gateFile, `return RetryAfter\(until\.Sub\(now\), fmt\.Errorf\("the circuit's probe failed`, "return RetryAfter(2*until.Sub(now), fmt.Errorf(\"the circuit's probe failed"),
+		edit(gateFile, `\twait := until\.Sub\(now\)\n\t\tif state == GateProbe \{`, "\twait := 2 * until.Sub(now)\n\t\tif state == GateProbe {"))},
+	// Killed by pool-held: a worker whose pool others hold ends within its
+	// wait bound, as busy; before, no family held a connection, only locks.
+	{name: "the database clock read on the pool without the wait bound", test: syncTest, edits: edit("idem/idemsqlite/store.go",
+		`return dbNow\(ctx, idemrt\.SQLiteAuto\{DB: s\.db\}\)`, "return dbNow(ctx, s.db)")},
+	{name: "a read outside a transaction waits for a connection without a bound", test: syncTest, edits: edit("idem/idemrt/sqlite.go",
+		`conn, err := boundedAcquire\(ctx, "the database handle's connections", a\.DB\.Conn\)\n\tif err != nil \{\n\t\treturn nil, err\n\t\}\n\tif _, err := sqliteEnsureBusyTimeout`,
+		"conn, err := a.DB.Conn(ctx)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n\tif _, err := sqliteEnsureBusyTimeout")},
+	{name: "a connection taken from the pool without the wait bound", test: syncTest, db: "postgres", edits: edit(pgFile,
+		`return boundedAcquire\(ctx, fmt\.Sprintf\("the pool \(all %d in use\)", pool\.Config\(\)\.MaxConns\), pool\.Acquire\)`,
+		"return pool.Acquire(ctx)")},
 	{name: "a backoff stops doubling one failure early", test: syncTest, edits: edit("idem/idemrt/provider.go",
 		`for i := int32\(1\); i < attempts && d < b\.Max; i\+\+ \{`, "for i := int32(2); i < attempts && d < b.Max; i++ {")},
 	// Killed by burst: five callers on two connections, and a write
@@ -599,7 +638,7 @@ var exampleMutants = []mutant{
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
 	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate", "held", "held-record", "pause", "circuit",
-	"consume", "consume-crash", "consume-ackloss", "consume-reorder", "consume-inflight", "consume-takeover"}
+	"pool-held", "consume", "consume-crash", "consume-ackloss", "consume-reorder", "consume-inflight", "consume-takeover"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated

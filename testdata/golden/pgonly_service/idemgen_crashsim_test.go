@@ -319,3 +319,18 @@ func withAdoptedTables(s *Store, create func(context.Context) error) *Store {
 	}
 	return s
 }
+
+// TestAdoptedTablesRefuseMisfits: each adopted table changed in one column (a nullable
+// column made NOT NULL, another type, a column left out) is refused by Migrate, which
+// names the column and changes nothing.
+func TestAdoptedTablesRefuseMisfits(t *testing.T) {
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
+	t.Run("postgres", func(t *testing.T) {
+		crashsim.PostgresMisfits(t, adoptedPostgresDDL, adoptedPostgresTables, func(pool *pgxpool.Pool) func(context.Context) error {
+			return NewPostgresStore(pool).Migrate
+		})
+	})
+}
