@@ -108,6 +108,7 @@ func simFamilies[U any]() []family[U] {
 		&fanoutFamily[U]{}, &fanoutCrashFamily[U]{}, &bumpFamily[U]{}, &mismatchFamily[U]{},
 		&cancelFamily[U]{}, &skewFamily[U]{}, &purgePendingFamily[U]{}, &repeatBatchesFamily[U]{},
 		&writeaheadFamily[U]{},
+		&olderAloneFamily[U]{}, &writeaheadFailFamily[U]{},
 	}
 }
 
