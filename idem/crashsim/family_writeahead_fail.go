@@ -47,8 +47,11 @@ func (*writeaheadFailFamily[U]) about() familyAbout {
 // (PostgreSQL): one scenario a failing write.
 func (*writeaheadFailFamily[U]) plan(d *discovery[U]) []simScenario {
 	j := d.job
-	if j.Source != SourceWatermarkName || !j.HasDest || len(j.Effects) > 0 || d.clean.env != "postgres" {
+	if j.Source != SourceWatermarkName || !j.HasDest || j.Stage || len(j.Effects) > 0 || d.clean.env != "postgres" {
 		return nil
+	}
+	if j.UnitMaxAttempts == 1 {
+		return nil // one failure parks the unit, and the watermark passes it: poison's case
 	}
 	var plan []simScenario
 	for _, v := range []string{simFailBetween, simFailNewer} {

@@ -455,6 +455,14 @@ var exampleMutants = []mutant{
 	// convergence with a parked effect): the records of keys whose rows
 	// are owed or parked go, and the answers stay right only because an
 	// insert_once row that holds other data answers a mismatch anyway.
+	// Killed by the key-record check (repeat-batches' [4 2'], a new key
+	// and a changed repeat): the changed repeat is taken as new, its
+	// insert_once row answers a mismatch anyway, and its key record, its
+	// receipt's row still there, is forgotten.
+	{name: "a batch with a new key takes its changed repeats as new (PostgreSQL)", test: hookTest, db: "postgres", edits: edit(pgStore,
+		`\tfor _, k := range fresh \{\n\t\tdelete\(seen, k\)\n\t\}\n`,
+		"\tisFresh := map[string]bool{}\n\tfor _, k := range fresh {\n\t\tisFresh[k] = true\n\t}\n\tfor i, k := range unitKeys {\n"+
+			"\t\tif isFresh[k] || len(fresh) > 0 && string(seen[k]) != string(hashes[i]) {\n\t\t\tdelete(seen, k)\n\t\t}\n\t}\n")},
 	{name: "key records purged while their ledger rows remain", test: hookTest, edits: edit(sqliteLedger,
 		`\n    AND NOT EXISTS \(SELECT 1 FROM idem_ledger l WHERE l\.job = s\.job AND l\.unit_key = s\.unit_key\)\n`, "\n")},
 	{name: "watermark set without GREATEST", test: syncTest, edits: edit(sqliteLedger,
