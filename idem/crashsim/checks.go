@@ -171,6 +171,7 @@ func (r *simRun[U]) checkEnd() []string {
 	for _, fx := range r.job.Effects {
 		keep[fx.Name] = fx.KeepResult
 	}
+	r.checkKeyRecords(ctx, "end", entries, false)
 	oneAttempt, why := r.fam.oneAttempt(r) // a key whose row must count exactly one attempt
 	for _, e := range entries {
 		if v := r.fam.rowViolation(r, e); v != "" {

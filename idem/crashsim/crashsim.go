@@ -68,6 +68,10 @@ type simDB interface {
 	abandon()
 	// observer reads committed state on its own connection.
 	observer() idem.Store
+	// keyRecords reads job's handed-in key records (the unit keys in the
+	// seen table), on the observer's connection: no query of the store
+	// lists them (keyrecords.go).
+	keyRecords(ctx context.Context, table, job string) (map[string]bool, error)
 	// close releases the scenario's database.
 	close()
 	// locator names the database for a child process.
@@ -325,7 +329,9 @@ type simRun[U any] struct {
 	doneKeys    map[string]bool
 	// seenAt is when (on the scenario's clock) the checks first saw each
 	// ledger row: it was reserved no later, so it is no older (purgeNow).
-	seenAt    map[string]time.Time
+	seenAt map[string]time.Time
+	// purgeRan: a purge has run (purgeNow); keys may be forgotten.
+	purgeRan  bool
 	incs      int
 	versions  simVersions  // what the job is built with now
 	pausedKey string       // the effect key a paused worker holds

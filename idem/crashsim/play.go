@@ -452,6 +452,10 @@ func (r *simRun[U]) purgeNow(ctx context.Context, where string, old bool) (purge
 		r.violate("purge %s: read ledger: %v", where, err)
 		return 0
 	}
+	r.mu.Lock()
+	r.purgeRan = true
+	r.mu.Unlock()
+	r.checkKeyRecords(ctx, "purge "+where, after, old)
 	retention := map[string]time.Duration{}
 	for _, fx := range r.job.Effects {
 		retention[fx.Name] = fx.Retention

@@ -293,6 +293,23 @@ func (e *simPostgres) terminate(ctx context.Context, where string, args ...any) 
 
 func (d *simPostgresDB) observer() idem.Store { return d.s.obs }
 
+func (d *simPostgresDB) keyRecords(ctx context.Context, table, job string) (map[string]bool, error) {
+	rows, err := d.s.obsPool.Query(ctx, "SELECT unit_key FROM "+table+" WHERE job = $1", job)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	keys := map[string]bool{}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys[k] = true
+	}
+	return keys, rows.Err()
+}
+
 // abandon ends every session of a stalled scenario (a read blocked on one
 // wakes with an error) and leaves its schema to the test's cleanup.
 func (d *simPostgresDB) abandon() {

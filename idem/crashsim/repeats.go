@@ -76,6 +76,9 @@ type simEcho[U any] struct {
 	// between is how many units a window serves between it and the
 	// current version (fewer when the window has fewer before it).
 	between int
+	// after: served just after the unit it is registered under, whose key
+	// it need not share (older-alone: an older copy after a newer one).
+	after bool
 }
 
 // echoed returns the window's units with each registered older version
@@ -94,6 +97,10 @@ func (s *WindowSource[U]) echoed(in []U, inc int) []U {
 		if e := s.echo[s.keyOf(u)]; e != nil {
 			if e.to == 0 {
 				e.to = inc
+			}
+			if e.after && e.to == inc {
+				out = append(out, u, e.unit)
+				continue
 			}
 			if e.to == inc || s.echoAlways {
 				out = slices.Insert(out, max(len(out)-e.between, 0), e.unit)

@@ -155,6 +155,23 @@ func (d *simSQLiteDB) locator() string { return d.path }
 
 func (d *simSQLiteDB) observer() idem.Store { return d.obs }
 
+func (d *simSQLiteDB) keyRecords(ctx context.Context, table, job string) (map[string]bool, error) {
+	rows, err := d.obsDB.QueryContext(ctx, "SELECT unit_key FROM "+table+" WHERE job = ?", job)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	keys := map[string]bool{}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys[k] = true
+	}
+	return keys, rows.Err()
+}
+
 // abandon leaves a stalled scenario's file as it is: its incarnations'
 // goroutines may still be inside the driver, and the test's temporary
 // directory goes with the test.

@@ -191,6 +191,11 @@ var benchMutants = []mutant{
 	// batches back (the simulation's pool writes three ahead).
 	{name: "a batch written ahead looks for its keys in the newest batch in flight only", test: copyTest, db: "postgres", edits: edit(batchFile,
 		`for f := rep\.inFlight; f != nil; f = f\.before \{\n\t\tif slices`, "for f := rep.inFlight; f != nil; f = nil {\n\t\tif slices")},
+	// Killed by writeahead-fail: a write fails while the batches around
+	// it are in flight; without its mark the window's progress is saved
+	// past it, and it is never written.
+	{name: "a batch written ahead reports its failures without their marks", test: copyTest, db: "postgres", edits: edit(batchFile,
+		`e\.writeAhead\(ctx, items, rep, own, collect, markOf, res\)`, "e.writeAhead(ctx, items, rep, own, collect, nil, res)")},
 }
 
 // insertOnceAheadMutants face insert_once jobs without effects, which
@@ -477,6 +482,28 @@ var exampleMutants = []mutant{
 	// the first phase fails there on its unique constraint.
 	{name: "a lone unit's upsert without ON CONFLICT (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
 		"ON CONFLICT \\(invoice_id\\) DO UPDATE SET[^`]*?RETURNING idemgen_write\n", "RETURNING idemgen_write\n")},
+	// Killed by older-alone: an older copy served just after the newer
+	// version goes in the key's later round alone, and with batches of
+	// one in a batch alone: the single-unit statement's guard is all that
+	// keeps the newer version.
+	{name: "a lone unit's upsert without its version guard (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
+		`WHERE excluded\.updated_at >= d\.updated_at AND (\(\(d\.customer_id, [^\n]*\)\nRETURNING idemgen_write\n)`,
+		"WHERE ((d.customer_id, d.amount_cents, d.created_at, d.updated_at) IS DISTINCT FROM (excluded.customer_id, excluded.amount_cents, "+
+			"excluded.created_at, excluded.updated_at) OR excluded.idemgen_job_version > d.idemgen_job_version)\nRETURNING idemgen_write\n")},
+	// Killed by the key-record check (purge-pending, and the purge after
+	// convergence with a parked effect): the records of keys whose rows
+	// are owed or parked go, and the answers stay right only because an
+	// insert_once row that holds other data answers a mismatch anyway.
+	// Killed by the key-record check (repeat-batches' [4 2'], a new key
+	// and a changed repeat): the changed repeat is taken as new, its
+	// insert_once row answers a mismatch anyway, and its key record, its
+	// receipt's row still there, is forgotten.
+	{name: "a batch with a new key takes its changed repeats as new (PostgreSQL)", test: hookTest, db: "postgres", edits: edit(pgStore,
+		`\tfor _, k := range fresh \{\n\t\tdelete\(seen, k\)\n\t\}\n`,
+		"\tisFresh := map[string]bool{}\n\tfor _, k := range fresh {\n\t\tisFresh[k] = true\n\t}\n\tfor i, k := range unitKeys {\n"+
+			"\t\tif isFresh[k] || len(fresh) > 0 && string(seen[k]) != string(hashes[i]) {\n\t\t\tdelete(seen, k)\n\t\t}\n\t}\n")},
+	{name: "key records purged while their ledger rows remain", test: hookTest, edits: edit(sqliteLedger,
+		`\n    AND NOT EXISTS \(SELECT 1 FROM idem_ledger l WHERE l\.job = s\.job AND l\.unit_key = s\.unit_key\)\n`, "\n")},
 	{name: "watermark set without GREATEST", test: syncTest, edits: edit(sqliteLedger,
 		`watermark = coalesce\(max\(p\.watermark, excluded\.watermark\), excluded\.watermark\)`, "watermark = excluded.watermark")},
 	{name: "watermark set without GREATEST (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgLedger,
@@ -638,7 +665,8 @@ var exampleMutants = []mutant{
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
 	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate", "held", "held-record", "pause", "circuit",
-	"pool-held", "consume", "consume-crash", "consume-ackloss", "consume-reorder", "consume-inflight", "consume-takeover"}
+	"pool-held", "older-alone", "writeahead-fail",
+	"consume", "consume-crash", "consume-ackloss", "consume-reorder", "consume-inflight", "consume-takeover"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
 // must fail them, through a deterministic family, while the unmutated
