@@ -84,8 +84,9 @@ func phaseClock(phase int) time.Time { return Base.Add(time.Duration(2*phase+1) 
 const simPhaseMargin = 30 * time.Minute
 
 // phaseStart is the time phase runs at: phaseClock, or later when the
-// clock has run past that phase's units already (an effect's lease of an
-// hour or more: a recovery moves the clock by a lease). The phase then
+// clock or the stored watermark has run past that phase's units already
+// (an effect's lease of an hour or more: a recovery moves the clock by a
+// lease, a skewed worker saves a watermark a lease ahead). The phase then
 // moves as a whole, its clock and (watermark) its units' marks by the
 // same shift, so its units still lie after the stored watermark and
 // before its clock: the fixture's data never appears in the past, which
@@ -97,7 +98,15 @@ func (r *simRun[U]) phaseStart(phase int) time.Time {
 	}
 	var shift time.Duration
 	units := Base.Add(time.Duration(2*phase) * time.Hour) // the phase's units' marks (Mark)
-	if now := r.now(); phase > 0 && now.After(units.Add(-simPhaseMargin)) {
+	// The clock, or a stored watermark ahead of it (a worker whose clock
+	// ran ahead, the skew family's, saved its own time).
+	now := r.now()
+	if phase > 0 && r.job.Source == SourceWatermarkName {
+		if p, err := r.db.observer().Auto().Progress(context.Background(), r.job.Name); err == nil && p.HasMark && p.Watermark.After(now) {
+			now = p.Watermark
+		}
+	}
+	if phase > 0 && now.After(units.Add(-simPhaseMargin)) {
 		shift = now.Sub(units).Truncate(time.Minute) + time.Hour
 	}
 	if r.shifted == nil {

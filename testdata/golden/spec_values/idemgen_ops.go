@@ -40,6 +40,16 @@ func OpsPackage() *idemops.Package {
 			}},
 			Name:   "rate_sync",
 			Source: "watermark",
+		}, {
+			Doc: "Copy bookings and archive each changed one with a provider that may take an hour per call.",
+			Effects: []*idemops.EffectSpec{{
+				Lease:       720 * time.Hour,
+				MaxAttempts: 5,
+				Name:        "archive_booking",
+				Version:     1,
+			}},
+			Name:   "booking_sync",
+			Source: "watermark",
 		}},
 		Name:   "spec_values",
 		Tables: ledgerTables,
