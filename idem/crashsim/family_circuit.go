@@ -2,6 +2,7 @@ package crashsim
 
 import (
 	"context"
+	"time"
 
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemrt"
@@ -36,7 +37,9 @@ func (*circuitFamily[U]) sample(all []simScenario) []simScenario { return all }
 func (*circuitFamily[U]) setup(r *simRun[U]) {
 	r.initGate()
 	g := r.prov.gate
-	g.outageCall, g.outageEffect, g.coolDown = r.sc.call, r.sc.effect, simCircuitCoolDown(r.job.Lease)
+	// The effect's own lease sets its circuit (limit), not the job's
+	// longest: an effect of lease 2m beside one of 720h cools down 7.5s.
+	g.outageCall, g.outageEffect, g.coolDown = r.sc.call, r.sc.effect, simCircuitCoolDown(r.leaseOfEffect(r.sc.effect))
 	g.othersHeld = func(effect, key string) bool {
 		rows, err := r.db.observer().Auto().Ledger(context.Background())
 		if err != nil {
@@ -89,4 +92,15 @@ func (*circuitFamily[U]) checkEnd(ctx context.Context, r *simRun[U], _ simExpect
 	if extra, ok := r.gateAttempts(ctx, famCircuit, effect); ok && extra > simCircuitFailures-1 {
 		r.violate("circuit: the rows of effect %s count %d failed attempts; only the %d before the circuit opened count", effect, extra, simCircuitFailures-1)
 	}
+}
+
+// leaseOfEffect is the lease of the job's effect named name (the job's
+// longest when no effect has that name).
+func (r *simRun[U]) leaseOfEffect(name string) time.Duration {
+	for _, fx := range r.job.Effects {
+		if fx.Name == name && fx.Lease > 0 {
+			return fx.Lease
+		}
+	}
+	return r.job.Lease
 }
