@@ -133,6 +133,8 @@ const (
 	csvTest       = "TestCrashSimCsvImport"
 	signupTest    = "TestCrashSimSignupCopy"
 	orderHookTest = "TestCrashSimOrderHookJob"
+	// testdata/golden/spec_values: values at the edges of their range
+	rateSyncTest = "TestCrashSimRateSync"
 )
 
 var targets = []mutantTarget{
@@ -147,6 +149,15 @@ var targets = []mutantTarget{
 	{module: ".", pkg: "example/bench", tests: []string{writeAheadTest}, mutants: writeAheadMutants},
 	{module: "testdata", pkg: "golden/insert_once_ahead", tests: []string{csvTest, signupTest}, mutants: insertOnceAheadMutants},
 	{module: "testdata", pkg: "golden/takeover_park", tests: []string{orderHookTest}, mutants: takeoverParkMutants},
+	{module: "testdata", pkg: "golden/spec_values", tests: []string{rateSyncTest}, mutants: specValuesMutants},
+}
+
+// specValuesMutants face testdata/golden/spec_values. Killed by rate on
+// PostgreSQL: a rate of 2147483647/h spaces starts 1.676µs apart, which
+// PostgreSQL's microseconds round down unless the next start is rounded up.
+var specValuesMutants = []mutant{
+	{name: "a rate's next start stored below its spacing", test: rateSyncTest, db: "postgres", edits: edit(limitsFile,
+		`if t := next\.Truncate\(time\.Microsecond\); t\.Before\(next\) \{`, "if t := next.Truncate(time.Microsecond); false && t.Before(next) {")},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }

@@ -67,9 +67,30 @@ func ArchiveBookingKey(u Booking) string {
 	return "archive-booking:v1:" + u.BookingID
 }
 
+// NotifyBooker performs the notify_booker effect of the booking_sync job. key is the effect's
+// idempotency key: pass it to the provider (Stripe's Idempotency-Key, say) so a
+// retry after a crash is recognised there too.
+type NotifyBooker interface {
+	NotifyBooker(ctx context.Context, key string, unit Booking) error
+}
+
+// NotifyBookerFunc adapts a function to NotifyBooker.
+type NotifyBookerFunc func(ctx context.Context, key string, unit Booking) error
+
+// NotifyBooker calls fn.
+func (fn NotifyBookerFunc) NotifyBooker(ctx context.Context, key string, unit Booking) error {
+	return fn(ctx, key, unit)
+}
+
+// NotifyBookerKey returns the notify_booker effect key for u, "notify-booker:v{version}:{booking_id}" (version 1).
+func NotifyBookerKey(u Booking) string {
+	return "notify-booker:v1:" + u.BookingID
+}
+
 // BookingSyncEffects holds the providers of the booking_sync job's effects; all are required.
 type BookingSyncEffects struct {
 	ArchiveBooking ArchiveBooking
+	NotifyBooker   NotifyBooker
 }
 
 // BookingSync runs the booking_sync job (version 1). Copy bookings and archive each changed one with a
@@ -90,6 +111,9 @@ func NewBookingSync(store *Store, src BookingSyncSource, fx BookingSyncEffects, 
 	if fx.ArchiveBooking == nil {
 		return nil, fmt.Errorf("job \"booking_sync\": no provider for effect \"archive_booking\"")
 	}
+	if fx.NotifyBooker == nil {
+		return nil, fmt.Errorf("job \"booking_sync\": no provider for effect \"notify_booker\"")
+	}
 	def := &idemrt.Job[Booking]{
 		Canonical: Booking.canonical,
 		CheckKey:  Booking.checkKey,
@@ -107,6 +131,17 @@ func NewBookingSync(store *Store, src BookingSyncSource, fx BookingSyncEffects, 
 			Timeout:     1 * time.Hour,
 			Version:     1,
 			When:        idemrt.WhenChanged,
+		}, {
+			Call: func(ctx context.Context, key string, unit Booking) ([]byte, error) {
+				return nil, fx.NotifyBooker.NotifyBooker(ctx, key, unit)
+			},
+			KeepResult:  false,
+			KeyOf:       NotifyBookerKey,
+			Lease:       2 * time.Minute,
+			MaxAttempts: 4,
+			Name:        "notify_booker",
+			Version:     1,
+			When:        idemrt.WhenInserted,
 		}},
 		KeyOf: Booking.Key,
 		MarkOf: func(u Booking) time.Time {

@@ -121,6 +121,19 @@ func TestCrashSimRateSync(t *testing.T) {
 			Retention: 1 * time.Hour,
 			Version:   1,
 			When:      idemrt.WhenInserted,
+		}, {
+			KeepResult:  false,
+			Key:         "stream-rate:v{version}:{pair}",
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "stream_rate",
+			Rate: idem.Rate{
+				N:   2147483647,
+				Per: time.Hour,
+			},
+			Retention: 0 * time.Hour,
+			Version:   1,
+			When:      idemrt.WhenChanged,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,
@@ -145,6 +158,10 @@ func TestCrashSimRateSync(t *testing.T) {
 			j, err := NewRateSync(&Store{st: st}, src.(*crashsim.WindowSource[ExchangeRate]), RateSyncEffects{
 				PostRate: PostRateFunc(func(ctx context.Context, key string, unit ExchangeRate) error {
 					_, err := fx.Call(ctx, "post_rate", key)
+					return err
+				}),
+				StreamRate: StreamRateFunc(func(ctx context.Context, key string, unit ExchangeRate) error {
+					_, err := fx.Call(ctx, "stream_rate", key)
 					return err
 				}),
 			}, opts...)
@@ -217,6 +234,15 @@ func TestCrashSimBookingSync(t *testing.T) {
 			Timeout:     1 * time.Hour,
 			Version:     1,
 			When:        idemrt.WhenChanged,
+		}, {
+			KeepResult:  false,
+			Key:         "notify-booker:v{version}:{booking_id}",
+			Lease:       2 * time.Minute,
+			MaxAttempts: 4,
+			Name:        "notify_booker",
+			Retention:   0 * time.Hour,
+			Version:     1,
+			When:        idemrt.WhenInserted,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,
@@ -241,6 +267,10 @@ func TestCrashSimBookingSync(t *testing.T) {
 			j, err := NewBookingSync(&Store{st: st}, src.(*crashsim.WindowSource[Booking]), BookingSyncEffects{
 				ArchiveBooking: ArchiveBookingFunc(func(ctx context.Context, key string, unit Booking) error {
 					_, err := fx.Call(ctx, "archive_booking", key)
+					return err
+				}),
+				NotifyBooker: NotifyBookerFunc(func(ctx context.Context, key string, unit Booking) error {
+					_, err := fx.Call(ctx, "notify_booker", key)
 					return err
 				}),
 			}, opts...)
