@@ -353,6 +353,8 @@ type simRun[U any] struct {
 	phases  [][]U            // the versions each phase serves or hands in
 	history []simDelivery[U] // every version delivered, in order
 	late    map[string]bool  // late arrivals: behind the mark when they appear
+	// shifted: the phases moved later than phaseClock (phaseStart).
+	shifted map[int]time.Duration
 	// redeliver holds handed-in units whose write failed: the caller's
 	// queue hands them in again with the next call.
 	redeliver     []U

@@ -45,8 +45,10 @@ func (*circuitFamily[U]) sample(all []simScenario) []simScenario { return all }
 func (*circuitFamily[U]) setup(r *simRun[U]) {
 	r.initGate()
 	g := r.prov.gate
-	g.outageCall, g.outageEffect, g.coolDown = r.sc.call, r.sc.effect, simCircuitCoolDown(r.job.Lease)
-	g.ceiling = simCircuitCeiling(r.job.Lease)
+	// The effect's own lease sets its circuit (limit), not the job's
+	// longest: an effect of lease 2m beside one of 720h cools down 7.5s.
+	g.outageCall, g.outageEffect, g.coolDown = r.sc.call, r.sc.effect, simCircuitCoolDown(r.leaseOfEffect(r.sc.effect))
+	g.ceiling = simCircuitCeiling(r.leaseOfEffect(r.sc.effect))
 	g.othersHeld = func(effect, key string) bool {
 		rows, err := r.db.observer().Auto().Ledger(context.Background())
 		if err != nil {
@@ -134,7 +136,7 @@ func (f *circuitFamily[U]) afterCleanRun(ctx context.Context, r *simRun[U]) {
 	r.prov.mu.Unlock()
 	if calls == f.calls {
 		r.violate("circuit: no call of effect %s by a run at %s, past max_cool_down (%s) after the failure that opened its circuit: its cool-down outlasted its ceiling",
-			effect, f.due.Format(time.RFC3339Nano), simCircuitCeiling(r.job.Lease))
+			effect, f.due.Format(time.RFC3339Nano), r.prov.gate.ceiling)
 	}
 }
 
@@ -150,4 +152,15 @@ func (*circuitFamily[U]) checkEnd(ctx context.Context, r *simRun[U], _ simExpect
 	if extra, ok := r.gateAttempts(ctx, famCircuit, effect); ok && extra > simCircuitFailures-1 {
 		r.violate("circuit: the rows of effect %s count %d failed attempts; only the %d before the circuit opened count", effect, extra, simCircuitFailures-1)
 	}
+}
+
+// leaseOfEffect is the lease of the job's effect named name (the job's
+// longest when no effect has that name).
+func (r *simRun[U]) leaseOfEffect(name string) time.Duration {
+	for _, fx := range r.job.Effects {
+		if fx.Name == name && fx.Lease > 0 {
+			return fx.Lease
+		}
+	}
+	return r.job.Lease
 }

@@ -29,7 +29,7 @@ func (*preemptFamily[U]) overlapping(simScenario) bool { return true }
 func (*preemptFamily[U]) playPhase(r *simRun[U], phase int) {
 	r.runPhase(phase, phasePlay{pauseAt: r.atScenarioHit, interlude: func(phase int, a *simTask) {
 		if phase+1 < len(r.phases) {
-			r.setClock(phaseClock(phase + 1).Add(r.job.Lease + time.Minute))
+			r.setClock(r.phaseStart(phase + 1).Add(r.job.Lease + time.Minute))
 			r.serve(phase + 1)
 			r.cleanRun(phase + 1)
 		}

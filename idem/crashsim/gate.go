@@ -282,7 +282,7 @@ func (r *simRun[U]) checkCoolDown(ctx context.Context) {
 		r.violate("circuit: read the gate of effect %s: %v", effect, err)
 		return
 	}
-	if ceiling := simCircuitCeiling(r.job.Lease); found && gate.State == idemrt.GateOpen && gate.Until.Sub(last) > ceiling {
+	if ceiling := simCircuitCeiling(r.leaseOfEffect(effect)); found && gate.State == idemrt.GateOpen && gate.Until.Sub(last) > ceiling {
 		r.violate("circuit: effect %s's circuit is open until %s, %s after the last failure at %s (opened %d times in a row); max_cool_down is %s",
 			effect, gate.Until.Format(time.RFC3339Nano), gate.Until.Sub(last), last.Format(time.RFC3339Nano), gate.Opens, ceiling)
 	}

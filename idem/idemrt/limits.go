@@ -291,7 +291,7 @@ func (e *Engine[U]) takeStart(ctx context.Context, l *fleetLimit, q Querier, dea
 		if start.After(deadline) {
 			return errNoRoom(fmt.Sprintf("rate %d/%s", rate.N, rate.Per), start.Sub(now))
 		}
-		moved, err := q.MovePace(ctx, l.job, l.effect, seen, start.Add(rate.spacing()))
+		moved, err := q.MovePace(ctx, l.job, l.effect, seen, nextStart(start, rate))
 		if err != nil {
 			return fmt.Errorf("take a start under the rate: %w", err)
 		}
@@ -307,6 +307,18 @@ func (e *Engine[U]) takeStart(ctx context.Context, l *fleetLimit, q Querier, dea
 		}
 		// Another worker took this start first: read the next one.
 	}
+}
+
+// nextStart is the start after start under r, rounded up to the
+// microsecond: PostgreSQL keeps a timestamp to the microsecond, so a
+// spacing below it (a rate above 1000000/s, such as 2147483647/h) stored
+// as it is came back rounded down, and starts came closer than the rate.
+func nextStart(start time.Time, r Rate) time.Time {
+	next := start.Add(r.spacing())
+	if t := next.Truncate(time.Microsecond); t.Before(next) {
+		next = t.Add(time.Microsecond)
+	}
+	return next
 }
 
 // sleep waits d, or until ctx ends.

@@ -136,6 +136,8 @@ const (
 	// testdata/golden/adopted: the generated test of adopted tables that
 	// do not fit (a test of its own, not a crash family: realClock)
 	misfitTest = "TestAdoptedTablesRefuseMisfits"
+	// testdata/golden/spec_values: values at the edges of their range
+	rateSyncTest = "TestCrashSimRateSync"
 )
 
 // adoptedMutants face the adopted table's check (idemrt.CheckTables).
@@ -161,6 +163,15 @@ var targets = []mutantTarget{
 	{module: "testdata", pkg: "golden/insert_once_ahead", tests: []string{csvTest, signupTest}, mutants: insertOnceAheadMutants},
 	{module: "testdata", pkg: "golden/takeover_park", tests: []string{orderHookTest}, mutants: takeoverParkMutants},
 	{module: "testdata", pkg: "golden/adopted", tests: []string{misfitTest}, mutants: adoptedMutants},
+	{module: "testdata", pkg: "golden/spec_values", tests: []string{rateSyncTest}, mutants: specValuesMutants},
+}
+
+// specValuesMutants face testdata/golden/spec_values. Killed by rate on
+// PostgreSQL: a rate of 2147483647/h spaces starts 1.676µs apart, which
+// PostgreSQL's microseconds round down unless the next start is rounded up.
+var specValuesMutants = []mutant{
+	{name: "a rate's next start stored below its spacing", test: rateSyncTest, db: "postgres", edits: edit(limitsFile,
+		`if t := next\.Truncate\(time\.Microsecond\); t\.Before\(next\) \{`, "if t := next.Truncate(time.Microsecond); false && t.Before(next) {")},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }

@@ -153,6 +153,19 @@ func TestCrashSimRateSync(t *testing.T) {
 			Retention: 1 * time.Hour,
 			Version:   1,
 			When:      idemrt.WhenInserted,
+		}, {
+			KeepResult:  false,
+			Key:         "stream-rate:v{version}:{pair}",
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "stream_rate",
+			Rate: idem.Rate{
+				N:   2147483647,
+				Per: time.Hour,
+			},
+			Retention: 0 * time.Hour,
+			Version:   1,
+			When:      idemrt.WhenChanged,
 		}},
 		Fields: []crashsim.Field{{
 			InKey: true,
@@ -177,6 +190,10 @@ func TestCrashSimRateSync(t *testing.T) {
 			j, err := NewRateSync(&Store{st: st}, src.(*crashsim.WindowSource[ExchangeRate]), RateSyncEffects{
 				PostRate: PostRateFunc(func(ctx context.Context, key string, unit ExchangeRate) error {
 					_, err := fx.Call(ctx, "post_rate", key)
+					return err
+				}),
+				StreamRate: StreamRateFunc(func(ctx context.Context, key string, unit ExchangeRate) error {
+					_, err := fx.Call(ctx, "stream_rate", key)
 					return err
 				}),
 			}, opts...)
@@ -214,6 +231,132 @@ func TestCrashSimRateSync(t *testing.T) {
 			u.Pair = crashsim.KeyText("rate:{pair}", "pair", id)
 			u.RateMicros = int64((vid*100 + rev))
 			u.UpdatedAt = crashsim.Mark(vid, rev)
+			return u
+		},
+		Version: 1,
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		crashsim.Run(t, crashsim.SQLite(t, func(db *sql.DB) crashsim.Store {
+			return NewSQLiteStore(db)
+		}), job)
+	})
+	if os.Getenv("IDEMGEN_TEST_POSTGRES") == "" {
+		t.Log("postgres: not run, IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this variant")
+		return
+	}
+	t.Run("postgres", func(t *testing.T) {
+		crashsim.Run(t, crashsim.Postgres(t, func(pool *pgxpool.Pool) crashsim.Store {
+			return NewPostgresStore(pool)
+		}), job)
+	})
+}
+
+// bookingSyncCrashPoints are the durable boundaries of the booking_sync job, where the crash tests stop it.
+var bookingSyncCrashPoints = []idemtest.CrashPoint{
+	idemtest.PointRunStart,
+	idemtest.PointBatchStart,
+	idemtest.PointBatchBegin,
+	idemtest.PointUnitStart,
+	idemtest.PointBatchWritten,
+	idemtest.PointUnitBeforeCommit,
+	idemtest.PointUnitAfterCommit,
+	idemtest.PointEffectClaimed,
+	idemtest.PointEffectBeforeCall,
+	idemtest.PointEffectAfterCall,
+	idemtest.PointEffectRecorded,
+	idemtest.PointProgressBefore,
+	idemtest.PointProgressAfter,
+}
+
+// TestCrashSimBookingSync crashes the booking_sync job at every durable boundary, restarts it and checks
+// the guarantees of docs/guarantees.md in github.com/idemgen/idemgen, which names the
+// scenario family that proves each one (the harness is idem/crashsim).
+func TestCrashSimBookingSync(t *testing.T) {
+	job := &crashsim.Job[Booking]{
+		Effects: []crashsim.Effect{{
+			KeepResult:  false,
+			Key:         "archive-booking:v{version}:{booking_id}",
+			Lease:       720 * time.Hour,
+			MaxAttempts: 5,
+			Name:        "archive_booking",
+			Retention:   720 * time.Hour,
+			Timeout:     1 * time.Hour,
+			Version:     1,
+			When:        idemrt.WhenChanged,
+		}, {
+			KeepResult:  false,
+			Key:         "notify-booker:v{version}:{booking_id}",
+			Lease:       2 * time.Minute,
+			MaxAttempts: 4,
+			Name:        "notify_booker",
+			Retention:   0 * time.Hour,
+			Version:     1,
+			When:        idemrt.WhenInserted,
+		}},
+		Fields: []crashsim.Field{{
+			InKey: true,
+			Name:  "booking_id",
+			Type:  "string",
+		}, {
+			Name: "amount_cents",
+			Type: "int64",
+		}, {
+			Name: "booked_at",
+			Type: "time",
+		}},
+		HasDest:    true,
+		InsertOnce: false,
+		Key:        "booking:{booking_id}",
+		Lease:      720 * time.Hour,
+		MarkOf: func(u Booking) time.Time {
+			return u.BookedAt
+		},
+		Name: "booking_sync",
+		NewJob: func(st idem.Store, src any, fx *crashsim.Provider, opts ...idem.Option) (crashsim.Verbs[Booking], error) {
+			j, err := NewBookingSync(&Store{st: st}, src.(*crashsim.WindowSource[Booking]), BookingSyncEffects{
+				ArchiveBooking: ArchiveBookingFunc(func(ctx context.Context, key string, unit Booking) error {
+					_, err := fx.Call(ctx, "archive_booking", key)
+					return err
+				}),
+				NotifyBooker: NotifyBookerFunc(func(ctx context.Context, key string, unit Booking) error {
+					_, err := fx.Call(ctx, "notify_booker", key)
+					return err
+				}),
+			}, opts...)
+			if err != nil {
+				return crashsim.Verbs[Booking]{}, err
+			}
+			return crashsim.Verbs[Booking]{
+				Backfill: j.Backfill,
+				Drain:    j.Drain,
+				Process:  j.Process,
+				Purge:    j.Purge,
+				Run:      j.Run,
+				Stale:    j.Stale,
+			}, nil
+		},
+		NewerWins: "booked_at",
+		Overlap:   10 * time.Minute,
+		Points:    bookingSyncCrashPoints,
+		Rows: func(ctx context.Context, st idem.Store) ([]Booking, error) {
+			return st.Auto().(destQuerier).listBookingSync(ctx)
+		},
+		SetMark: func(u *Booking, t time.Time) {
+			u.BookedAt = t
+		},
+		Source: "watermark",
+		Stage:  false,
+		Tables: ledgerTables,
+		Unit: func(id, rev int) Booking {
+			var u Booking
+			// Units 5 and 6 share every value outside the key.
+			vid := id
+			if id == 6 {
+				vid = 5
+			}
+			u.BookingID = crashsim.KeyText("booking:{booking_id}", "booking_id", id)
+			u.AmountCents = int64((vid*100 + rev))
+			u.BookedAt = crashsim.Mark(vid, rev)
 			return u
 		},
 		Version: 1,

@@ -178,3 +178,77 @@ func (q pgQuerier) staleRateSync(ctx context.Context, v, limit int32) ([]string,
 		RowLimit:          limit,
 	})
 }
+
+// writeBookingSync upserts u into bookings (upsert).
+func (q pgQuerier) writeBookingSync(ctx context.Context, u Booking, key string, v int32) (idem.Outcome, error) {
+	p := pgdb.WriteBookingSyncParams{
+		AmountCents:       u.AmountCents,
+		BookedAt:          u.BookedAt,
+		BookingID:         u.BookingID,
+		IdemgenJobVersion: v,
+		IdemgenKey:        key,
+	}
+	w, err := q.q.WriteBookingSync(ctx, p)
+	// No row back means the conflict clause wrote nothing.
+	if idemrt.PgNoRows(err) {
+		return idem.OutcomeUnchanged, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return idem.Outcome(w), nil
+}
+
+// writeBookingSyncBatch upserts units with distinct keys into bookings in one statement.
+func (q pgQuerier) writeBookingSyncBatch(ctx context.Context, us []Booking, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteBookingSyncBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.BookingID = append(p.BookingID, u.BookingID)
+		p.AmountCents = append(p.AmountCents, u.AmountCents)
+		p.BookedAt = append(p.BookedAt, u.BookedAt)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+		return q.q.InsertBookingSyncBatch(ctx, pgdb.InsertBookingSyncBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
+	}
+	rs, err := q.q.WriteBookingSyncBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+}
+
+// listBookingSync reads every bookings row back as units.
+func (q pgQuerier) listBookingSync(ctx context.Context) ([]Booking, error) {
+	rs, err := q.q.ListBookingSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Booking, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, Booking{
+			AmountCents: r.AmountCents,
+			BookedAt:    r.BookedAt,
+			BookingID:   r.BookingID,
+		})
+	}
+	return out, err
+}
+
+// staleBookingSync lists keys of rows written by a job version older than v.
+func (q pgQuerier) staleBookingSync(ctx context.Context, v, limit int32) ([]string, error) {
+	return q.q.StaleBookingSync(ctx, pgdb.StaleBookingSyncParams{
+		IdemgenJobVersion: v,
+		RowLimit:          limit,
+	})
+}

@@ -67,9 +67,30 @@ func PostRateKey(u ExchangeRate) string {
 	return "post-rate:v1:" + u.Pair
 }
 
+// StreamRate performs the stream_rate effect of the rate_sync job. key is the effect's
+// idempotency key: pass it to the provider (Stripe's Idempotency-Key, say) so a
+// retry after a crash is recognised there too.
+type StreamRate interface {
+	StreamRate(ctx context.Context, key string, unit ExchangeRate) error
+}
+
+// StreamRateFunc adapts a function to StreamRate.
+type StreamRateFunc func(ctx context.Context, key string, unit ExchangeRate) error
+
+// StreamRate calls fn.
+func (fn StreamRateFunc) StreamRate(ctx context.Context, key string, unit ExchangeRate) error {
+	return fn(ctx, key, unit)
+}
+
+// StreamRateKey returns the stream_rate effect key for u, "stream-rate:v{version}:{pair}" (version 1).
+func StreamRateKey(u ExchangeRate) string {
+	return "stream-rate:v1:" + u.Pair
+}
+
 // RateSyncEffects holds the providers of the rate_sync job's effects; all are required.
 type RateSyncEffects struct {
-	PostRate PostRate
+	PostRate   PostRate
+	StreamRate StreamRate
 }
 
 // RateSync runs the rate_sync job (version 1). Copy exchange rates and post each new one to a slow
@@ -89,6 +110,9 @@ func NewRateSync(store *Store, src RateSyncSource, fx RateSyncEffects, opts ...i
 	}
 	if fx.PostRate == nil {
 		return nil, fmt.Errorf("job \"rate_sync\": no provider for effect \"post_rate\"")
+	}
+	if fx.StreamRate == nil {
+		return nil, fmt.Errorf("job \"rate_sync\": no provider for effect \"stream_rate\"")
 	}
 	def := &idemrt.Job[ExchangeRate]{
 		Canonical: ExchangeRate.canonical,
@@ -110,6 +134,21 @@ func NewRateSync(store *Store, src RateSyncSource, fx RateSyncEffects, opts ...i
 			Retention: 1 * time.Hour,
 			Version:   1,
 			When:      idemrt.WhenInserted,
+		}, {
+			Call: func(ctx context.Context, key string, unit ExchangeRate) ([]byte, error) {
+				return nil, fx.StreamRate.StreamRate(ctx, key, unit)
+			},
+			KeepResult:  false,
+			KeyOf:       StreamRateKey,
+			Lease:       5 * time.Minute,
+			MaxAttempts: 5,
+			Name:        "stream_rate",
+			Rate: idem.Rate{
+				N:   2147483647,
+				Per: time.Hour,
+			},
+			Version: 1,
+			When:    idemrt.WhenChanged,
 		}},
 		KeyOf: ExchangeRate.Key,
 		MarkOf: func(u ExchangeRate) time.Time {

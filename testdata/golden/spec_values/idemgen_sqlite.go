@@ -138,3 +138,60 @@ func (q sqliteQuerier) staleRateSync(ctx context.Context, v, limit int32) ([]str
 		RowLimit:          int64(limit),
 	})
 }
+
+// writeBookingSync upserts u into bookings (upsert).
+func (q sqliteQuerier) writeBookingSync(ctx context.Context, u Booking, key string, v int32) (idem.Outcome, error) {
+	p := sqlitedb.WriteBookingSyncParams{
+		AmountCents:       u.AmountCents,
+		BookedAt:          idemrt.SQLiteTime(u.BookedAt),
+		BookingID:         u.BookingID,
+		IdemgenJobVersion: int64(v),
+		IdemgenKey:        key,
+	}
+	n, err := q.q.InsertBookingSync(ctx, sqlitedb.InsertBookingSyncParams(p))
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	w, err := q.q.WriteBookingSync(ctx, p)
+	// No row back means the conflict clause wrote nothing.
+	if idemrt.SQLiteNoRows(err) {
+		return idem.OutcomeUnchanged, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return idem.Outcome(w), nil
+}
+
+// writeBookingSyncBatch has no single statement on SQLite: the engine calls writeBookingSync per unit.
+func (q sqliteQuerier) writeBookingSyncBatch(ctx context.Context, us []Booking, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
+// listBookingSync reads every bookings row back as units.
+func (q sqliteQuerier) listBookingSync(ctx context.Context) ([]Booking, error) {
+	rs, err := q.q.ListBookingSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Booking, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, Booking{
+			AmountCents: r.AmountCents,
+			BookedAt:    idemrt.ReadTime(r.BookedAt, &err),
+			BookingID:   r.BookingID,
+		})
+	}
+	return out, err
+}
+
+// staleBookingSync lists keys of rows written by a job version older than v.
+func (q sqliteQuerier) staleBookingSync(ctx context.Context, v, limit int32) ([]string, error) {
+	return q.q.StaleBookingSync(ctx, sqlitedb.StaleBookingSyncParams{
+		IdemgenJobVersion: int64(v),
+		RowLimit:          int64(limit),
+	})
+}

@@ -65,6 +65,10 @@ type destQuerier interface {
 	writeRateSyncBatch(context.Context, []ExchangeRate, []string, int32) ([]idem.Outcome, error)
 	listRateSync(context.Context) ([]ExchangeRate, error)
 	staleRateSync(context.Context, int32, int32) ([]string, error)
+	writeBookingSync(context.Context, Booking, string, int32) (idem.Outcome, error)
+	writeBookingSyncBatch(context.Context, []Booking, []string, int32) ([]idem.Outcome, error)
+	listBookingSync(context.Context) ([]Booking, error)
+	staleBookingSync(context.Context, int32, int32) ([]string, error)
 }
 
 //go:embed migrations

@@ -8,6 +8,16 @@ import (
 	"time"
 )
 
+type Booking struct {
+	BookingID         string
+	AmountCents       int64
+	BookedAt          time.Time
+	IdemgenKey        string
+	IdemgenJobVersion int32
+	IdemgenRev        int64
+	IdemgenWrite      string
+}
+
 type ExchangeRate struct {
 	Pair              string
 	RateMicros        int64

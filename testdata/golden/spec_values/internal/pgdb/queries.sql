@@ -80,3 +80,46 @@ SELECT pair, rate_micros, updated_at FROM exchange_rates ORDER BY pair;
 -- Rows last computed by an older job version, to find and recompute them.
 SELECT idemgen_key FROM exchange_rates WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
 
+-- name: WriteBookingSync :one
+INSERT INTO bookings AS d (booking_id, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+VALUES (@booking_id, @amount_cents, @booked_at, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (booking_id) DO UPDATE SET
+    amount_cents = excluded.amount_cents,
+    booked_at = excluded.booked_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.amount_cents, excluded.booked_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.amount_cents, excluded.booked_at) THEN 1 ELSE 0 END
+WHERE excluded.booked_at >= d.booked_at AND ((d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.amount_cents, excluded.booked_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_write;
+
+-- name: WriteBookingSyncBatch :many
+-- WriteBookingSync for a batch of distinct keys in one statement.
+INSERT INTO bookings AS d (booking_id, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+SELECT b.booking_id, b.amount_cents, b.booked_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@booking_id::text[]) AS booking_id, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@booked_at::timestamptz[]) AS booked_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (booking_id) DO UPDATE SET
+    amount_cents = excluded.amount_cents,
+    booked_at = excluded.booked_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.amount_cents, excluded.booked_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.amount_cents, excluded.booked_at) THEN 1 ELSE 0 END
+WHERE excluded.booked_at >= d.booked_at AND ((d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.amount_cents, excluded.booked_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write;
+
+-- name: InsertBookingSyncBatch :exec
+-- WriteBookingSyncBatch's first try (idemrt.PgInsertNew): a plain insert, no
+-- conflict check, nothing returned; a key already there fails it.
+INSERT INTO bookings (booking_id, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+SELECT b.booking_id, b.amount_cents, b.booked_at, b.idemgen_key, @idemgen_job_version::integer
+FROM (SELECT unnest(@booking_id::text[]) AS booking_id, unnest(@amount_cents::bigint[]) AS amount_cents, unnest(@booked_at::timestamptz[]) AS booked_at, unnest(@idemgen_key::text[]) AS idemgen_key) AS b;
+
+-- name: ListBookingSync :many
+SELECT booking_id, amount_cents, booked_at FROM bookings ORDER BY booking_id;
+
+-- name: StaleBookingSync :many
+-- Rows last computed by an older job version, to find and recompute them.
+SELECT idemgen_key FROM bookings WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
+

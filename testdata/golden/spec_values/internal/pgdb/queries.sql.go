@@ -29,6 +29,33 @@ func (q *Queries) HoldsRefundHookJob(ctx context.Context, arg HoldsRefundHookJob
 	return count, err
 }
 
+const insertBookingSyncBatch = `-- name: InsertBookingSyncBatch :exec
+INSERT INTO bookings (booking_id, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+SELECT b.booking_id, b.amount_cents, b.booked_at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS booking_id, unnest($3::bigint[]) AS amount_cents, unnest($4::timestamptz[]) AS booked_at, unnest($5::text[]) AS idemgen_key) AS b
+`
+
+type InsertBookingSyncBatchParams struct {
+	IdemgenJobVersion int32
+	BookingID         []string
+	AmountCents       []int64
+	BookedAt          []time.Time
+	IdemgenKey        []string
+}
+
+// WriteBookingSyncBatch's first try (idemrt.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertBookingSyncBatch(ctx context.Context, arg InsertBookingSyncBatchParams) error {
+	_, err := q.db.Exec(ctx, insertBookingSyncBatch,
+		arg.IdemgenJobVersion,
+		arg.BookingID,
+		arg.AmountCents,
+		arg.BookedAt,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
 const insertRateSyncBatch = `-- name: InsertRateSyncBatch :exec
 INSERT INTO exchange_rates (pair, rate_micros, updated_at, idemgen_key, idemgen_job_version)
 SELECT b.pair, b.rate_micros, b.updated_at, b.idemgen_key, $1::integer
@@ -79,6 +106,36 @@ func (q *Queries) InsertRefundHookJobBatch(ctx context.Context, arg InsertRefund
 		arg.IdemgenKey,
 	)
 	return err
+}
+
+const listBookingSync = `-- name: ListBookingSync :many
+SELECT booking_id, amount_cents, booked_at FROM bookings ORDER BY booking_id
+`
+
+type ListBookingSyncRow struct {
+	BookingID   string
+	AmountCents int64
+	BookedAt    time.Time
+}
+
+func (q *Queries) ListBookingSync(ctx context.Context) ([]ListBookingSyncRow, error) {
+	rows, err := q.db.Query(ctx, listBookingSync)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListBookingSyncRow
+	for rows.Next() {
+		var i ListBookingSyncRow
+		if err := rows.Scan(&i.BookingID, &i.AmountCents, &i.BookedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listRateSync = `-- name: ListRateSync :many
@@ -140,6 +197,36 @@ func (q *Queries) ListRefundHookJob(ctx context.Context) ([]ListRefundHookJobRow
 	return items, nil
 }
 
+const staleBookingSync = `-- name: StaleBookingSync :many
+SELECT idemgen_key FROM bookings WHERE idemgen_job_version < $1 ORDER BY idemgen_key LIMIT $2
+`
+
+type StaleBookingSyncParams struct {
+	IdemgenJobVersion int32
+	RowLimit          int32
+}
+
+// Rows last computed by an older job version, to find and recompute them.
+func (q *Queries) StaleBookingSync(ctx context.Context, arg StaleBookingSyncParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, staleBookingSync, arg.IdemgenJobVersion, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var idemgen_key string
+		if err := rows.Scan(&idemgen_key); err != nil {
+			return nil, err
+		}
+		items = append(items, idemgen_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const staleRateSync = `-- name: StaleRateSync :many
 SELECT idemgen_key FROM exchange_rates WHERE idemgen_job_version < $1 ORDER BY idemgen_key LIMIT $2
 `
@@ -193,6 +280,97 @@ func (q *Queries) StaleRefundHookJob(ctx context.Context, arg StaleRefundHookJob
 			return nil, err
 		}
 		items = append(items, idemgen_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const writeBookingSync = `-- name: WriteBookingSync :one
+INSERT INTO bookings AS d (booking_id, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (booking_id) DO UPDATE SET
+    amount_cents = excluded.amount_cents,
+    booked_at = excluded.booked_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.amount_cents, excluded.booked_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.amount_cents, excluded.booked_at) THEN 1 ELSE 0 END
+WHERE excluded.booked_at >= d.booked_at AND ((d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.amount_cents, excluded.booked_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_write
+`
+
+type WriteBookingSyncParams struct {
+	BookingID         string
+	AmountCents       int64
+	BookedAt          time.Time
+	IdemgenKey        string
+	IdemgenJobVersion int32
+}
+
+func (q *Queries) WriteBookingSync(ctx context.Context, arg WriteBookingSyncParams) (string, error) {
+	row := q.db.QueryRow(ctx, writeBookingSync,
+		arg.BookingID,
+		arg.AmountCents,
+		arg.BookedAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	var idemgen_write string
+	err := row.Scan(&idemgen_write)
+	return idemgen_write, err
+}
+
+const writeBookingSyncBatch = `-- name: WriteBookingSyncBatch :many
+INSERT INTO bookings AS d (booking_id, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+SELECT b.booking_id, b.amount_cents, b.booked_at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS booking_id, unnest($3::bigint[]) AS amount_cents, unnest($4::timestamptz[]) AS booked_at, unnest($5::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (booking_id) DO UPDATE SET
+    amount_cents = excluded.amount_cents,
+    booked_at = excluded.booked_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.amount_cents, excluded.booked_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.amount_cents, excluded.booked_at) THEN 1 ELSE 0 END
+WHERE excluded.booked_at >= d.booked_at AND ((d.amount_cents, d.booked_at) IS DISTINCT FROM (excluded.amount_cents, excluded.booked_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write
+`
+
+type WriteBookingSyncBatchParams struct {
+	IdemgenJobVersion int32
+	BookingID         []string
+	AmountCents       []int64
+	BookedAt          []time.Time
+	IdemgenKey        []string
+}
+
+type WriteBookingSyncBatchRow struct {
+	IdemgenKey   string
+	IdemgenWrite string
+}
+
+// WriteBookingSync for a batch of distinct keys in one statement.
+func (q *Queries) WriteBookingSyncBatch(ctx context.Context, arg WriteBookingSyncBatchParams) ([]WriteBookingSyncBatchRow, error) {
+	rows, err := q.db.Query(ctx, writeBookingSyncBatch,
+		arg.IdemgenJobVersion,
+		arg.BookingID,
+		arg.AmountCents,
+		arg.BookedAt,
+		arg.IdemgenKey,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WriteBookingSyncBatchRow
+	for rows.Next() {
+		var i WriteBookingSyncBatchRow
+		if err := rows.Scan(&i.IdemgenKey, &i.IdemgenWrite); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -8,6 +8,16 @@ import (
 	"database/sql"
 )
 
+type Booking struct {
+	BookingID         string
+	AmountCents       int64
+	BookedAt          string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+	IdemgenRev        int64
+	IdemgenWrite      string
+}
+
 type ExchangeRate struct {
 	Pair              string
 	RateMicros        int64

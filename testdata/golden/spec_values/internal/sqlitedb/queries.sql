@@ -55,3 +55,30 @@ SELECT pair, rate_micros, updated_at FROM exchange_rates ORDER BY pair;
 -- Rows last computed by an older job version, to find and recompute them.
 SELECT idemgen_key FROM exchange_rates WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
 
+-- name: WriteBookingSync :one
+INSERT INTO bookings AS d (booking_id, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+VALUES (@booking_id, @amount_cents, @booked_at, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (booking_id) DO UPDATE SET
+    amount_cents = excluded.amount_cents,
+    booked_at = excluded.booked_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.amount_cents IS NOT excluded.amount_cents OR d.booked_at IS NOT excluded.booked_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.amount_cents IS NOT excluded.amount_cents OR d.booked_at IS NOT excluded.booked_at) THEN 1 ELSE 0 END
+WHERE excluded.booked_at >= d.booked_at AND ((d.amount_cents IS NOT excluded.amount_cents OR d.booked_at IS NOT excluded.booked_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_write;
+
+-- name: InsertBookingSync :execrows
+-- WriteBookingSync's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO bookings (booking_id, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+VALUES (@booking_id, @amount_cents, @booked_at, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (booking_id) DO NOTHING;
+
+-- name: ListBookingSync :many
+SELECT booking_id, amount_cents, booked_at FROM bookings ORDER BY booking_id;
+
+-- name: StaleBookingSync :many
+-- Rows last computed by an older job version, to find and recompute them.
+SELECT idemgen_key FROM bookings WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
+

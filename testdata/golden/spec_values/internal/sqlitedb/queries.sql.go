@@ -28,6 +28,36 @@ func (q *Queries) HoldsRefundHookJob(ctx context.Context, arg HoldsRefundHookJob
 	return count, err
 }
 
+const insertBookingSync = `-- name: InsertBookingSync :execrows
+INSERT INTO bookings (booking_id, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (booking_id) DO NOTHING
+`
+
+type InsertBookingSyncParams struct {
+	BookingID         string
+	AmountCents       int64
+	BookedAt          string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteBookingSync's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertBookingSync(ctx context.Context, arg InsertBookingSyncParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertBookingSync,
+		arg.BookingID,
+		arg.AmountCents,
+		arg.BookedAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const insertRateSync = `-- name: InsertRateSync :execrows
 INSERT INTO exchange_rates (pair, rate_micros, updated_at, idemgen_key, idemgen_job_version)
 VALUES (?1, ?2, ?3, ?4, ?5)
@@ -86,6 +116,39 @@ func (q *Queries) InsertRefundHookJob(ctx context.Context, arg InsertRefundHookJ
 	return result.RowsAffected()
 }
 
+const listBookingSync = `-- name: ListBookingSync :many
+SELECT booking_id, amount_cents, booked_at FROM bookings ORDER BY booking_id
+`
+
+type ListBookingSyncRow struct {
+	BookingID   string
+	AmountCents int64
+	BookedAt    string
+}
+
+func (q *Queries) ListBookingSync(ctx context.Context) ([]ListBookingSyncRow, error) {
+	rows, err := q.db.QueryContext(ctx, listBookingSync)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListBookingSyncRow
+	for rows.Next() {
+		var i ListBookingSyncRow
+		if err := rows.Scan(&i.BookingID, &i.AmountCents, &i.BookedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listRateSync = `-- name: ListRateSync :many
 SELECT pair, rate_micros, updated_at FROM exchange_rates ORDER BY pair
 `
@@ -141,6 +204,39 @@ func (q *Queries) ListRefundHookJob(ctx context.Context) ([]ListRefundHookJobRow
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const staleBookingSync = `-- name: StaleBookingSync :many
+SELECT idemgen_key FROM bookings WHERE idemgen_job_version < ?1 ORDER BY idemgen_key LIMIT ?2
+`
+
+type StaleBookingSyncParams struct {
+	IdemgenJobVersion int64
+	RowLimit          int64
+}
+
+// Rows last computed by an older job version, to find and recompute them.
+func (q *Queries) StaleBookingSync(ctx context.Context, arg StaleBookingSyncParams) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, staleBookingSync, arg.IdemgenJobVersion, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var idemgen_key string
+		if err := rows.Scan(&idemgen_key); err != nil {
+			return nil, err
+		}
+		items = append(items, idemgen_key)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
@@ -215,6 +311,41 @@ func (q *Queries) StaleRefundHookJob(ctx context.Context, arg StaleRefundHookJob
 		return nil, err
 	}
 	return items, nil
+}
+
+const writeBookingSync = `-- name: WriteBookingSync :one
+INSERT INTO bookings AS d (booking_id, amount_cents, booked_at, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (booking_id) DO UPDATE SET
+    amount_cents = excluded.amount_cents,
+    booked_at = excluded.booked_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.amount_cents IS NOT excluded.amount_cents OR d.booked_at IS NOT excluded.booked_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.amount_cents IS NOT excluded.amount_cents OR d.booked_at IS NOT excluded.booked_at) THEN 1 ELSE 0 END
+WHERE excluded.booked_at >= d.booked_at AND ((d.amount_cents IS NOT excluded.amount_cents OR d.booked_at IS NOT excluded.booked_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_write
+`
+
+type WriteBookingSyncParams struct {
+	BookingID         string
+	AmountCents       int64
+	BookedAt          string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+func (q *Queries) WriteBookingSync(ctx context.Context, arg WriteBookingSyncParams) (string, error) {
+	row := q.db.QueryRowContext(ctx, writeBookingSync,
+		arg.BookingID,
+		arg.AmountCents,
+		arg.BookedAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	var idemgen_write string
+	err := row.Scan(&idemgen_write)
+	return idemgen_write, err
 }
 
 const writeRateSync = `-- name: WriteRateSync :one
