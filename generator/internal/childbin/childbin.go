@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -90,7 +89,7 @@ func Build(ctx context.Context, moduleDir, exe, pkg string, env []string, flags 
 	tmp.Close()
 	defer os.Remove(tmp.Name())
 	args := append(append([]string{"build"}, flags...), "-o", tmp.Name(), pkg)
-	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd := Command(ctx, "go", args...)
 	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer

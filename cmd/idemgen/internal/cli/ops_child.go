@@ -109,7 +109,11 @@ func runOpsChild(e Env, verb string, args []string, maxArgs int) int {
 	case sig := <-stop:
 		err = stopChild(cmd, sig, done)
 	case <-e.Ctx.Done():
-		err = stopChild(cmd, os.Interrupt, done)
+		sig := generator.StopSignal(e.Ctx)
+		if sig == nil {
+			sig = os.Interrupt
+		}
+		err = stopChild(cmd, sig, done)
 	}
 	var exit *exec.ExitError
 	switch {
