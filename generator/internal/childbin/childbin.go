@@ -109,7 +109,7 @@ func Build(ctx context.Context, moduleDir, exe, pkg string, env []string, flags 
 // lines, requirements, replacements and exclusions, one a line, sorted; the
 // go.mod as it is when it does not parse.
 func buildLines(data []byte) []byte {
-	f, err := modfile.ParseLax("go.mod", data, nil)
+	f, err := modfile.Parse("go.mod", data, nil)
 	if err != nil {
 		return data
 	}

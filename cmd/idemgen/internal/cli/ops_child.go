@@ -159,7 +159,7 @@ func takesIdemgenTool(modRoot string) bool {
 	if err != nil {
 		return false
 	}
-	f, err := modfile.ParseLax("go.mod", data, nil)
+	f, err := modfile.Parse("go.mod", data, nil)
 	if err != nil {
 		return false
 	}
