@@ -2,7 +2,9 @@ package generator
 
 import (
 	"context"
+	"errors"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/idemgen/idemgen/generator/internal/childbin"
@@ -21,4 +23,20 @@ func Child(ctx context.Context, stderr io.Writer, moduleDir, name, pkg, what, co
 		func(exe, importPath string) error {
 			return childbin.Build(ctx, moduleDir, exe, importPath, nil, flags...)
 		})
+}
+
+// StopCause is the cause with which the idemgen command cancels the
+// context it gives Generate and SQLCChild when sig stops it: every child
+// they start (the sqlc child, the go command) is then passed sig, and
+// killed if it has not ended 10 s later. Any other cancellation passes
+// SIGTERM. On Linux a child also ends when idemgen is killed outright.
+func StopCause(sig os.Signal) error { return childbin.Signaled{Signal: sig} }
+
+// StopSignal is the signal that cancelled ctx (StopCause), or nil.
+func StopSignal(ctx context.Context) os.Signal {
+	var s childbin.Signaled
+	if errors.As(context.Cause(ctx), &s) {
+		return s.Signal
+	}
+	return nil
 }

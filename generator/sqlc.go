@@ -11,16 +11,16 @@ import (
 // runs in its own process: sqlc exits the process on errors and is not safe
 // for concurrent use. The idemgen command links no sqlc; it builds a
 // binary that does, the sqlc child, once (SQLCChild). A binary that links
-// sqlc itself (LinkSQLC: test binaries, idemgen built with -tags
-// idemgen_sqlc) is its own sqlc child: its main, or TestMain, must first
-// hand the process to SQLCMain when IsSQLCChild.
+// sqlc itself (LinkSQLC: test binaries) is its own sqlc child: its main,
+// or TestMain, must first hand the process to SQLCMain when IsSQLCChild.
+// The idemgen command's package imports no sqlc under any build tag: go mod
+// tidy reads every tag's imports, and sqlc's would bring its whole module
+// graph (the MySQL driver, gRPC, ...) into every service's go.mod.
 
-// SQLCExeEnv names a binary that links sqlc (the sqlc child, or idemgen
-// built with -tags SQLCChildTag) for SQLCChild to use as it is.
+// SQLCExeEnv names a binary that links sqlc (the sqlc child, package
+// github.com/idemgen/idemgen/generator/internal/sqlc/child) for SQLCChild
+// to use as it is.
 const SQLCExeEnv = sqlc.ExeEnv
-
-// SQLCChildTag is the build tag with which the idemgen command links sqlc.
-const SQLCChildTag = sqlc.ChildTag
 
 // IsSQLCChild reports whether this process was started as the sqlc child.
 func IsSQLCChild() bool { return sqlc.IsChild() }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/idemgen/idemgen/cmd/idemgen/internal/cli"
 	"github.com/idemgen/idemgen/example/billing"
+	"github.com/idemgen/idemgen/generator"
 )
 
 // idemgen ui runs the page in its database child. However idemgen is
@@ -146,4 +148,114 @@ func alive(pid int) bool {
 	}
 	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
 	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// fakeSQLCEnv names the directory where the fake sqlc child (this test
+// binary, TestMain) says it started (PID.ready) and which signal reached
+// it (PID.got).
+const fakeSQLCEnv = "IDEMGEN_TEST_FAKE_SQLC"
+
+// fakeSQLCChild stands in for the sqlc child: it says it started, waits
+// up to a minute for an interrupt or a SIGTERM, writes which came, and ends.
+func fakeSQLCChild(dir string) int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	pid := strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(filepath.Join(dir, pid+".ready"), nil, 0o644); err != nil {
+		return 3
+	}
+	select {
+	case sig := <-sigs:
+		_ = os.WriteFile(filepath.Join(dir, pid+".got"), []byte(sig.String()), 0o644)
+		return 1
+	case <-time.After(time.Minute):
+		return 4
+	}
+}
+
+// generate runs sqlc in a child. However idemgen is stopped (a
+// supervisor's SIGTERM, an interrupt, a SIGKILL), the sqlc child ends
+// with it: passed the signal that stopped idemgen, or SIGTERM by the
+// parent-death signal when idemgen is killed outright.
+func TestSQLCChildStopsWithIdemgen(t *testing.T) {
+	dir := t.TempDir()
+	idemgen := filepath.Join(dir, "idemgen")
+	if out, err := exec.Command("go", "build", "-o", idemgen, "github.com/idemgen/idemgen/cmd/idemgen").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	svc := filepath.Join(dir, "svc")
+	if err := os.MkdirAll(svc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(svc, "go.mod"), []byte("module example.com/svc\n\ngo 1.26.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	initCmd := exec.Command(idemgen, "init", "./jobs")
+	initCmd.Dir = svc
+	if out, err := initCmd.CombinedOutput(); err != nil {
+		t.Fatalf("idemgen init: %v\n%s", err, out)
+	}
+
+	for sig, want := range map[syscall.Signal]string{
+		syscall.SIGTERM: "terminated", syscall.SIGINT: "interrupt", syscall.SIGKILL: "terminated",
+	} {
+		t.Run(sig.String(), func(t *testing.T) {
+			said := t.TempDir()
+			log, err := os.Create(filepath.Join(t.TempDir(), "generate.log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer log.Close()
+			parent := exec.Command(idemgen, "generate", "-f", "jobs/idemgen.yaml")
+			parent.Dir = svc
+			parent.Env = append(os.Environ(), generator.SQLCExeEnv+"="+os.Args[0], fakeSQLCEnv+"="+said)
+			parent.Stdout, parent.Stderr = log, log
+			if err := parent.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- parent.Wait() }()
+			defer func() { _ = parent.Process.Kill() }()
+
+			var ready []string
+			for deadline := time.Now().Add(30 * time.Second); len(ready) == 0; time.Sleep(20 * time.Millisecond) {
+				if ready, err = filepath.Glob(filepath.Join(said, "*.ready")); err != nil {
+					t.Fatal(err)
+				}
+				if time.Now().After(deadline) {
+					out, _ := os.ReadFile(log.Name())
+					t.Fatalf("generate started no sqlc child within 30s:\n%s", out)
+				}
+			}
+			if err := parent.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-exited:
+				t.Logf("idemgen generate ended on %s: %v", sig, err)
+			case <-time.After(20 * time.Second):
+				t.Fatalf("idemgen generate did not end within 20s of %s", sig)
+			}
+			// Every sqlc child that started was passed the signal, and ended.
+			ready, _ = filepath.Glob(filepath.Join(said, "*.ready"))
+			for _, r := range ready {
+				pid, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(r), ".ready"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				deadline := time.Now().Add(15 * time.Second)
+				for alive(pid) {
+					if time.Now().After(deadline) {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+						t.Fatalf("the sqlc child %d outlived idemgen by 15s after %s", pid, sig)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				got, err := os.ReadFile(strings.TrimSuffix(r, ".ready") + ".got")
+				if err != nil || string(got) != want {
+					t.Errorf("the sqlc child %d got %q (%v) after idemgen got %s; want %q", pid, got, err, sig, want)
+				}
+			}
+		})
+	}
 }

@@ -29,7 +29,12 @@ import (
 // its main: so it is also the sqlc child that generate starts (cli.Main
 // checks for the child environment before anything else) and the vet tool
 // of go vet -vettool.
+// With fakeSQLCEnv set it is instead the sqlc child of
+// TestSQLCChildStopsWithIdemgen, which waits for a signal.
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(fakeSQLCEnv); dir != "" && generator.IsSQLCChild() {
+		os.Exit(fakeSQLCChild(dir))
+	}
 	testscript.Main(m, map[string]func(){"idemgen": main})
 }
 

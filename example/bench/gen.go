@@ -45,11 +45,10 @@ func measureGenerate(ctx context.Context, cfg *config) (*genResult, error) {
 			return nil, fmt.Errorf("build %s (run the benchmark inside the idemgen module): %w", pkg, err)
 		}
 	}
-	// idemgen's sqlc child (idemgen built with sqlc linked), which generate
-	// would otherwise build in the spec's module: that module does not
-	// require idemgen.
+	// idemgen's sqlc child, which generate would otherwise build in the
+	// spec's module: that module does not require idemgen.
 	child := filepath.Join(tmp, "idemgen-sqlc")
-	if err := runCmd(ctx, "", nil, "go", "build", "-tags", generator.SQLCChildTag, "-o", child, "github.com/idemgen/idemgen/cmd/idemgen"); err != nil {
+	if err := runCmd(ctx, "", nil, "go", "build", "-o", child, "github.com/idemgen/idemgen/generator/internal/sqlc/child"); err != nil {
 		return nil, fmt.Errorf("build idemgen's sqlc child: %w", err)
 	}
 	childEnv := []string{generator.SQLCExeEnv + "=" + child}

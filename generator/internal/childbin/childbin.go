@@ -15,20 +15,24 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
+
+	"golang.org/x/mod/modfile"
 )
 
 // Path returns where the child named name is kept and the import path of
 // package pkg of idemgen's module (pkg relative to the module, like
 // "cmd/idemgen"). The file name changes with recipe (how the child is
-// built), idemgen's module version, moduleDir's go.mod (where every other
-// version is decided), Go's version and the platform: what the child is
-// made of. (Not with the executable's path: go tool runs a fresh build
-// from one place and a cached one from another.)
+// built), idemgen's module version, what of moduleDir's go.mod decides
+// every other version (buildLines: not its layout, so go mod tidy moving a
+// requirement between the direct and the indirect block after generate
+// leaves the children generate built current), Go's version and the
+// platform: what the child is made of. (Not with the executable's path:
+// go tool runs a fresh build from one place and a cached one from another.)
 func Path(moduleDir, name, recipe, pkg string) (exe, importPath string, err error) {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -37,7 +41,7 @@ func Path(moduleDir, name, recipe, pkg string) (exe, importPath string, err erro
 	h := sha256.New()
 	fmt.Fprintln(h, recipe, info.Main.Path, info.Main.Version, info.Main.Sum, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	if data, err := os.ReadFile(filepath.Join(moduleDir, "go.mod")); err == nil {
-		h.Write(data)
+		h.Write(buildLines(data))
 	}
 	file := "idemgen-" + name + "-" + hex.EncodeToString(h.Sum(nil)[:8])
 	if runtime.GOOS == "windows" {
@@ -90,7 +94,7 @@ func Build(ctx context.Context, moduleDir, exe, pkg string, env []string, flags 
 	tmp.Close()
 	defer os.Remove(tmp.Name())
 	args := append(append([]string{"build"}, flags...), "-o", tmp.Name(), pkg)
-	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd := Command(ctx, "go", args...)
 	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
@@ -99,4 +103,32 @@ func Build(ctx context.Context, moduleDir, exe, pkg string, env []string, flags 
 		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
 	return os.Rename(tmp.Name(), exe)
+}
+
+// buildLines is what of a go.mod decides a build: its go and toolchain
+// lines, requirements, replacements and exclusions, one a line, sorted; the
+// go.mod as it is when it does not parse.
+func buildLines(data []byte) []byte {
+	f, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		return data
+	}
+	var lines []string
+	if f.Go != nil {
+		lines = append(lines, "go "+f.Go.Version)
+	}
+	if f.Toolchain != nil {
+		lines = append(lines, "toolchain "+f.Toolchain.Name)
+	}
+	for _, r := range f.Require {
+		lines = append(lines, "require "+r.Mod.String())
+	}
+	for _, r := range f.Replace {
+		lines = append(lines, "replace "+r.Old.String()+" => "+r.New.String())
+	}
+	for _, x := range f.Exclude {
+		lines = append(lines, "exclude "+x.Mod.String())
+	}
+	slices.Sort(lines)
+	return []byte(strings.Join(lines, "\n"))
 }

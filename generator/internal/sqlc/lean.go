@@ -6,6 +6,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -75,27 +76,27 @@ type sqlcModule struct {
 }
 
 // leanModFile prepares, under work, a copy of sqlc's module with leanEdits
-// applied and a copy of moduleDir's go.mod (and go.sum) that replaces sqlc
-// with it, and returns that go.mod's path for go build -modfile. When the
-// lean copy cannot be made for this sqlc, it returns "" and why.
-func leanModFile(ctx context.Context, moduleDir, work string) (modFile, why string, err error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-json", SqlcModule)
-	cmd.Dir = moduleDir
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Sprintf("go list -m %s: %v", SqlcModule, err), nil
-	}
-	var m sqlcModule
-	if err := json.Unmarshal(out, &m); err != nil {
-		return "", fmt.Sprintf("go list -m %s: %v", SqlcModule, err), nil
+// applied and a copy of childMod (childModFile's go.mod, and its go.sum)
+// that replaces sqlc with it, and returns that go.mod's path for go build
+// -modfile. When the lean copy cannot be made for this sqlc, it returns ""
+// and why.
+func leanModFile(ctx context.Context, moduleDir, work, childMod string) (modFile, why string, err error) {
+	m, why := listSqlc(ctx, moduleDir, childMod)
+	if why != "" {
+		return "", why, nil
 	}
 	switch {
 	case m.Replace != nil:
 		return "", "sqlc is replaced in go.mod", nil
 	case m.Version != LeanVersion:
 		return "", fmt.Sprintf("sqlc is %s, the lean build knows %s", m.Version, LeanVersion), nil
-	case m.Dir == "":
-		return "", "sqlc's module is not downloaded", nil
+	}
+	if m.Dir == "" {
+		// Not in the module cache: the service's go.mod does not require
+		// sqlc (idemgen's does), so go get -tool did not download it.
+		if m.Dir, why = downloadSqlc(ctx, moduleDir, childMod, m.Version); why != "" {
+			return "", why, nil
+		}
 	}
 	if why := checkLeanSources(os.DirFS(m.Dir)); why != "" {
 		return "", why, nil
@@ -104,31 +105,71 @@ func leanModFile(ctx context.Context, moduleDir, work string) (modFile, why stri
 	if err != nil {
 		return "", "", err
 	}
-	cmd = exec.CommandContext(ctx, "go", "env", "GOMOD")
-	cmd.Dir = moduleDir
-	out, err = cmd.Output()
-	if err != nil {
-		return "", fmt.Sprintf("go env GOMOD: %v", err), nil
-	}
-	modPath := strings.TrimSpace(string(out))
-	goMod, err := os.ReadFile(modPath)
+	goMod, err := os.ReadFile(childMod)
 	if err != nil {
 		return "", "", fmt.Errorf("sqlc: %w", err)
 	}
 	goMod = fmt.Appendf(goMod, "\nreplace %s => %s\n", SqlcModule, copyDir)
-	modFile = filepath.Join(work, "child.mod")
+	goSum, err := os.ReadFile(sumFile(childMod))
+	if err != nil {
+		return "", "", fmt.Errorf("sqlc: %w", err)
+	}
+	modFile = filepath.Join(work, "lean.mod")
 	if err := os.WriteFile(modFile, goMod, 0o644); err != nil {
 		return "", "", fmt.Errorf("sqlc: %w", err)
 	}
-	goSum, err := os.ReadFile(strings.TrimSuffix(modPath, ".mod") + ".sum")
-	if err != nil && !os.IsNotExist(err) {
-		return "", "", fmt.Errorf("sqlc: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(work, "child.sum"), goSum, 0o644); err != nil {
+	if err := os.WriteFile(sumFile(modFile), goSum, 0o644); err != nil {
 		return "", "", fmt.Errorf("sqlc: %w", err)
 	}
 	return modFile, "", nil
 }
+
+// listSqlc says what sqlc is in the build list of childMod, or why it
+// cannot say.
+func listSqlc(ctx context.Context, moduleDir, childMod string) (sqlcModule, string) {
+	var m sqlcModule
+	cmd := childbin.Command(ctx, "go", "list", "-modfile="+childMod, "-m", "-json", SqlcModule)
+	cmd.Dir = moduleDir
+	out, err := cmd.Output()
+	if err == nil {
+		err = json.Unmarshal(out, &m)
+	}
+	if err != nil {
+		return m, fmt.Sprintf("go list -m %s: %v%s", SqlcModule, err, exitStderr(err))
+	}
+	return m, ""
+}
+
+// downloadSqlc puts sqlc's module of this version in the module cache and
+// returns its directory, or why it could not.
+func downloadSqlc(ctx context.Context, moduleDir, childMod, version string) (dir, why string) {
+	cmd := childbin.Command(ctx, "go", "mod", "download", "-modfile="+childMod, "-json", SqlcModule+"@"+version)
+	cmd.Dir = moduleDir
+	out, err := cmd.Output()
+	var m struct{ Dir, Error string }
+	if err == nil {
+		err = json.Unmarshal(out, &m)
+	}
+	switch {
+	case err != nil:
+		return "", fmt.Sprintf("go mod download %s@%s: %v%s", SqlcModule, version, err, exitStderr(err))
+	case m.Error != "" || m.Dir == "":
+		return "", fmt.Sprintf("go mod download %s@%s: %s", SqlcModule, version, m.Error)
+	}
+	return m.Dir, ""
+}
+
+// exitStderr is what a go command that failed said on stderr, after a colon.
+func exitStderr(err error) string {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && len(exit.Stderr) > 0 {
+		return ": " + strings.TrimSpace(string(exit.Stderr))
+	}
+	return ""
+}
+
+// sumFile is the go.sum beside the go.mod named modFile.
+func sumFile(modFile string) string { return strings.TrimSuffix(modFile, ".mod") + ".sum" }
 
 // leanCopy returns the lean copy of sqlc's module at src, made once in
 // idemgen's cache directory (childbin.Dir): the go command's build

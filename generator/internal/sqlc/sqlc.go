@@ -5,7 +5,7 @@
 // in-process: Runner executes a binary that links sqlc with ChildEnv set:
 // the sqlc child (package generator/internal/sqlc/child, sqlc's command line alone),
 // or a binary that links package generator/internal/sqlc/linked and calls Main when
-// it finds ChildEnv (test binaries, idemgen built with -tags idemgen_sqlc).
+// it finds ChildEnv (test binaries).
 //
 // The idemgen command itself does not link sqlc: sqlc is most of what a
 // service compiles before its first generate. Child returns the running
@@ -17,11 +17,11 @@ package sqlc
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -33,9 +33,6 @@ const ChildEnv = "IDEMGEN_SQLC_CHILD"
 
 // ConfigName is the sqlc config file expected among the input files.
 const ConfigName = "sqlc.yaml"
-
-// ChildTag is the build tag with which the idemgen command links sqlc.
-const ChildTag = "idemgen_sqlc"
 
 // IsChild reports whether this process was started as the sqlc child.
 func IsChild() bool { return os.Getenv(ChildEnv) == "1" }
@@ -49,7 +46,7 @@ func Link(main func(args []string) int) { linkedMain = main }
 // Main is the child's entry point: it runs sqlc with args and returns its exit code.
 func Main(args []string) int {
 	if linkedMain == nil {
-		fmt.Fprintf(os.Stderr, "idemgen: this binary was built without sqlc (build tag %s)\n", ChildTag)
+		fmt.Fprintf(os.Stderr, "idemgen: this binary does not link sqlc (the sqlc child is %s)\n", ChildPackage)
 		return 2
 	}
 	return linkedMain(args)
@@ -64,7 +61,7 @@ type Runner struct {
 // link sqlc.
 func Self() (Runner, error) {
 	if linkedMain == nil {
-		return Runner{}, fmt.Errorf("sqlc: this binary was built without sqlc (build tag %s)", ChildTag)
+		return Runner{}, fmt.Errorf("sqlc: this binary does not link sqlc (the sqlc child is %s)", ChildPackage)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -96,8 +93,8 @@ func Child(ctx context.Context, stderr io.Writer, moduleDir string) (Runner, err
 // ChildPackage is the import path of the sqlc child's main package.
 const ChildPackage = "github.com/idemgen/idemgen/generator/internal/sqlc/child"
 
-// ExeEnv names a binary that links sqlc (the package generator/internal/sqlc/child,
-// or idemgen built with -tags idemgen_sqlc) for Child to use as it is.
+// ExeEnv names a binary that links sqlc (the package generator/internal/sqlc/child)
+// for Child to use as it is.
 const ExeEnv = "IDEMGEN_SQLC_EXE"
 
 // childRecipe names how BuildChild builds the child; a cached child built
@@ -122,7 +119,11 @@ func BuildChild(ctx context.Context, stderr io.Writer, moduleDir, pkg, exe strin
 		env = append(env, "CGO_CFLAGS=-O0")
 	}
 
-	modFile, why, err := leanModFile(ctx, moduleDir, work)
+	childMod, err := childModFile(ctx, moduleDir, work)
+	if err != nil {
+		return err
+	}
+	modFile, why, err := leanModFile(ctx, moduleDir, work, childMod)
 	if err != nil {
 		return err
 	}
@@ -134,13 +135,72 @@ func BuildChild(ctx context.Context, stderr io.Writer, moduleDir, pkg, exe strin
 		why = fmt.Sprintf("the lean build failed: %v", err)
 	}
 	fmt.Fprintf(stderr, "idemgen: building all of sqlc (%s)\n", why)
-	if err := childbin.Build(ctx, moduleDir, exe, pkg, env, "-ldflags=-s -w"); err != nil {
+	if err := childbin.Build(ctx, moduleDir, exe, pkg, env, "-modfile="+childMod, "-ldflags=-s -w"); err != nil {
 		return fmt.Errorf("sqlc: building idemgen's sqlc child failed: %v\n"+
 			"(generate builds it in the module it runs in, which must require idemgen, as go get -tool does; "+
 			"or set %s to a sqlc child built elsewhere)", err, ExeEnv)
 	}
 	return nil
 }
+
+// childModFile writes, under work, the go.mod and go.sum the sqlc child is
+// built with (go build -modfile) and returns the go.mod's path: a copy of
+// moduleDir's go.mod, and its go.sum followed by idemgen's own go.sum. The
+// service's go.mod does not require sqlc, nor the modules only sqlc needs
+// (the tool's package does not import sqlc, so go mod tidy leaves them
+// out); idemgen's go.mod requires them, so they are in the build list,
+// and idemgen's go.sum holds their checksums. The service's go.mod and
+// go.sum are never written.
+func childModFile(ctx context.Context, moduleDir, work string) (string, error) {
+	cmd := childbin.Command(ctx, "go", "env", "GOMOD")
+	cmd.Dir = moduleDir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("sqlc: go env GOMOD: %v%s", err, exitStderr(err))
+	}
+	modPath := strings.TrimSpace(string(out))
+	if modPath == "" || modPath == os.DevNull {
+		return "", fmt.Errorf("sqlc: generate builds its sqlc child in the module it runs in, and %s is in none "+
+			"(or set %s to a sqlc child built elsewhere)", moduleDir, ExeEnv)
+	}
+	goMod, err := os.ReadFile(modPath)
+	if err != nil {
+		return "", fmt.Errorf("sqlc: %w", err)
+	}
+	goSum, err := os.ReadFile(sumFile(modPath))
+	if err != nil && !os.IsNotExist(err) {
+		return "", fmt.Errorf("sqlc: %w", err)
+	}
+	// idemgen's module as this module's go command finds it: the module
+	// cache's copy of the version required, or the directory of a replace
+	// (this module itself, in idemgen's own checkout).
+	cmd = childbin.Command(ctx, "go", "list", "-m", "-json", idemgenModule)
+	cmd.Dir = moduleDir
+	if out, err := cmd.Output(); err == nil {
+		var m struct{ Dir string }
+		if json.Unmarshal(out, &m) == nil && m.Dir != "" {
+			own, err := os.ReadFile(filepath.Join(m.Dir, "go.sum"))
+			if err != nil && !os.IsNotExist(err) {
+				return "", fmt.Errorf("sqlc: idemgen's go.sum: %w", err)
+			}
+			if len(goSum) > 0 && !bytes.HasSuffix(goSum, []byte("\n")) {
+				goSum = append(goSum, '\n')
+			}
+			goSum = append(goSum, own...)
+		}
+	}
+	childMod := filepath.Join(work, "child.mod")
+	if err := os.WriteFile(childMod, goMod, 0o644); err != nil {
+		return "", fmt.Errorf("sqlc: %w", err)
+	}
+	if err := os.WriteFile(sumFile(childMod), goSum, 0o644); err != nil {
+		return "", fmt.Errorf("sqlc: %w", err)
+	}
+	return childMod, nil
+}
+
+// idemgenModule is idemgen's module path.
+const idemgenModule = "github.com/idemgen/idemgen"
 
 // Run writes the input files (which must include sqlc.yaml) to a temporary
 // directory, runs `sqlc generate` there, and returns every file sqlc wrote,
@@ -164,13 +224,16 @@ func (r Runner) Run(ctx context.Context, in map[string][]byte) (map[string][]byt
 		}
 	}
 	// Always an absolute -f: sqlc resolves everything relative to it.
-	cmd := exec.CommandContext(ctx, r.Exe, "generate", "-f", filepath.Join(dir, ConfigName))
+	cmd := childbin.Command(ctx, r.Exe, "generate", "-f", filepath.Join(dir, ConfigName))
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), ChildEnv+"=1")
 	var stderr bytes.Buffer
 	cmd.Stdout = io.Discard
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("sqlc: stopped: %w", context.Cause(ctx))
+		}
 		msg := strings.TrimSpace(strings.ReplaceAll(withoutNotice(stderr.String()), dir+string(filepath.Separator), ""))
 		return nil, fmt.Errorf("sqlc rejected the emitted SQL (an idemgen bug; please report it):\n%s\n(%v)", msg, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"runtime/debug"
 	"strings"
@@ -84,9 +85,20 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return generator.SQLCMain(args)
 	}
 	// SIGTERM (a supervisor's stop) ends a verb as an interrupt does, and
-	// with it the children it started (the database child, sqlc, go).
-	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
-	defer stop()
+	// with it the children it started (the database child, sqlc, go), which
+	// are passed the signal (generator.StopCause).
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, stopSignals...)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(generator.StopCause(sig))
+		case <-ctx.Done():
+		}
+	}()
 	e := Env{Ctx: ctx, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 
 	if len(args) == 0 {

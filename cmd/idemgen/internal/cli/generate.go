@@ -136,6 +136,8 @@ type target struct {
 	// path turns a slash path relative to the output directory into one
 	// relative to the working directory, as diff, -v and errors print it.
 	path func(string) string
+	// modRoot is the directory of the module the output is in.
+	modRoot string
 }
 
 // plan runs the generator over the spec and compares its files with the
@@ -157,7 +159,8 @@ func plan(e Env, file string, o *Options) (target, int) {
 		return target{}, ExitFail
 	}
 	t := target{
-		path: func(p string) string { return relToWD(wd, filepath.Join(dir, filepath.FromSlash(p))) },
+		path:    func(p string) string { return relToWD(wd, filepath.Join(dir, filepath.FromSlash(p))) },
+		modRoot: modRoot,
 	}
 
 	runner, err := generator.SQLCChild(e.Ctx, e.Stderr, modRoot)
@@ -223,6 +226,7 @@ func runGenerate(e Env, args []string) int {
 			fmt.Fprintf(e.Stdout, "%s %s\n", c.Op, t.path(c.Path))
 		}
 	}
+	prebuildOpsChild(e, t.modRoot)
 	return ExitOK
 }
 

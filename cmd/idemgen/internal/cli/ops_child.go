@@ -6,9 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/mod/modfile"
 
 	"github.com/idemgen/idemgen/generator"
 )
@@ -77,7 +80,7 @@ func runOpsChild(e Env, verb string, args []string, maxArgs int) int {
 				verb, wd, OpsExeEnv, opsTag)
 			return ExitUsage
 		}
-		exe, err = generator.Child(e.Ctx, e.Stderr, mod.Root, "ops", "cmd/idemgen", "database child", "the database drivers", "-tags", opsTag)
+		exe, err = buildOpsChild(e, mod.Root)
 		if err != nil {
 			fmt.Fprintf(e.Stderr, "idemgen %s: building idemgen with -tags %s failed: %v\n"+
 				"(%s builds it in the module it runs in, which must require idemgen, as go get -tool does; "+
@@ -109,7 +112,11 @@ func runOpsChild(e Env, verb string, args []string, maxArgs int) int {
 	case sig := <-stop:
 		err = stopChild(cmd, sig, done)
 	case <-e.Ctx.Done():
-		err = stopChild(cmd, os.Interrupt, done)
+		sig := generator.StopSignal(e.Ctx)
+		if sig == nil {
+			sig = os.Interrupt
+		}
+		err = stopChild(cmd, sig, done)
 	}
 	var exit *exec.ExitError
 	switch {
@@ -121,6 +128,47 @@ func runOpsChild(e Env, verb string, args []string, maxArgs int) int {
 		fmt.Fprintf(e.Stderr, "idemgen %s: the database child %s: %v\n", verb, strings.TrimSpace(exe), err)
 		return ExitFail
 	}
+}
+
+// buildOpsChild returns the database child of the module at root, built
+// the first time (generator.Child).
+func buildOpsChild(e Env, root string) (string, error) {
+	return generator.Child(e.Ctx, e.Stderr, root, "ops", "cmd/idemgen", "database child", "the database drivers", "-tags", opsTag)
+}
+
+// prebuildOpsChild builds the database child at generate, in a module that
+// takes idemgen as its tool (a tool line in its go.mod), when it is not
+// built yet: so the first status, ledger or ui answers at once instead of
+// building it then. generate is the first verb a service runs, and where
+// a build is expected. Nothing is built when this binary links the verbs
+// or IDEMGEN_OPS_EXE names the child. A failure is said and is not
+// generate's: status builds the child then, and says why it cannot.
+func prebuildOpsChild(e Env, modRoot string) {
+	if linkedOps != nil || os.Getenv(OpsExeEnv) != "" || modRoot == "" || !takesIdemgenTool(modRoot) {
+		return
+	}
+	if _, err := buildOpsChild(e, modRoot); err != nil {
+		fmt.Fprintf(e.Stderr, "idemgen: the database child for status, ledger and ui was not built (they will build it): %v\n", err)
+	}
+}
+
+// takesIdemgenTool reports whether the go.mod at modRoot has idemgen's
+// command as a tool (go get -tool).
+func takesIdemgenTool(modRoot string) bool {
+	data, err := os.ReadFile(filepath.Join(modRoot, "go.mod"))
+	if err != nil {
+		return false
+	}
+	f, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		return false
+	}
+	for _, t := range f.Tool {
+		if t.Path == "github.com/idemgen/idemgen/cmd/idemgen" {
+			return true
+		}
+	}
+	return false
 }
 
 // stopSignals are the signals that stop idemgen, and its children with it.

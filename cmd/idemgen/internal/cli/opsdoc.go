@@ -12,9 +12,10 @@ import (
 // which are most of what a service would compile before its first
 // generate, so the idemgen command does not import it: it runs them in its
 // database child, idemgen built with the build tag idemgen_ops (whose one
-// file links them, LinkOps), built once, the first time one of them is
-// run (ops_child.go). Their flags, usage and the checks that need no
-// database are here, answered without the child.
+// file links them, LinkOps), built once: by the first generate in a module
+// that takes idemgen as its tool, else the first time one of them is run
+// (ops_child.go). Their flags, usage and the checks that need no database
+// are here, answered without the child.
 
 // opsTag is the build tag with which idemgen links status, ledger and ui.
 const opsTag = "idemgen_ops"

@@ -1,7 +1,6 @@
 // Package linked links sqlc into the binary that imports it, so that the
-// binary can serve as its own sqlc child (package generator/internal/sqlc). The
-// idemgen command imports it only when built with -tags idemgen_sqlc; test
-// binaries that generate import it directly.
+// binary can serve as its own sqlc child (package generator/internal/sqlc).
+// Test binaries that generate import it; the idemgen command never does.
 package linked
 
 import (
