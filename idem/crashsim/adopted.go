@@ -132,10 +132,22 @@ func misfitsOf(ddl string, tb idemrt.TableShape, pg bool) []misfit {
 	return out
 }
 
-// columnType is the type of a column's DDL line ("name TYPE ...,").
+// columnType is the type of a column's DDL line ("name TYPE ...,"), of
+// one word or several ("double precision", "timestamp with time zone").
 func columnType(line string) string {
-	return strings.TrimSuffix(strings.Fields(line)[1], ",")
+	f := strings.Fields(strings.TrimSuffix(strings.TrimSpace(line), ","))
+	typ := f[1:]
+	for i, w := range typ {
+		if i > 0 && slices.Contains(columnClauses, strings.ToUpper(w)) {
+			typ = typ[:i]
+			break
+		}
+	}
+	return strings.Join(typ, " ")
 }
+
+// columnClauses are the words that end a column's type in its DDL.
+var columnClauses = []string{"NOT", "NULL", "DEFAULT", "PRIMARY", "UNIQUE", "REFERENCES", "CHECK", "CONSTRAINT", "GENERATED", "COLLATE"}
 
 // ddlWithout is ddl without block (the other tables' DDL, kept as is).
 func ddlWithout(ddl, block string) string {
