@@ -3,6 +3,7 @@ package crashsim
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/idemgen/idemgen/idem/idemtest"
 )
@@ -93,13 +94,40 @@ func (f *writeaheadFailFamily[U]) faultAt(r *simRun[U], _ int, h simHit) error {
 	return errors.New("simulated write failure while other batches are in flight")
 }
 
+// servedBefore is the lag of the repeated key whose older version the
+// window served just before key, with key between it and the newer one;
+// nil if key is no such unit.
+func (f *writeaheadFailFamily[U]) servedBefore(r *simRun[U], key string) *simLag {
+	r.window.mu.Lock()
+	var lagKey string
+	for k, e := range r.window.echo {
+		if slices.Contains(e.betweenKeys, key) {
+			lagKey = k
+		}
+	}
+	r.window.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return f.lagKeys[lagKey]
+}
+
 func (f *writeaheadFailFamily[U]) failedWrite() (string, int) { return f.failedKey, f.failedAt }
 
-// beforeCrash: in fail-between, the newer version's batch waits for the
-// batches in flight (batch.await, which lets the older write go) only
-// once the write between has failed, so that write fails while the older
-// one is in flight whatever the machine's speed; then writeahead's hold.
+// beforeCrash: in fail-between, a unit served between the two versions
+// starts only once the older write is held back (batches written ahead
+// start in order but run as the scheduler lets them, so on a loaded
+// machine the unit between could otherwise commit before the older one
+// even started), and the newer version's batch waits for the batches in
+// flight (batch.await, which lets the older write go) only once the write
+// between has failed, so that write fails while the older one is in
+// flight whatever the machine's speed; then writeahead's hold.
 func (f *writeaheadFailFamily[U]) beforeCrash(ctx context.Context, r *simRun[U], inc *simInc, h simHit) error {
+	if r.sc.variant == simFailBetween && h.p == idemtest.PointUnitStart {
+		if lag := f.servedBefore(r, h.detail); lag != nil && r.holdUntil(inc, func() bool { return lag.held || lag.committed }) {
+			r.violate("%s: the older version's write of a key served before %s did not start within %s",
+				r.sc.variant, h.detail, simWriteAheadHold)
+		}
+	}
 	if r.sc.variant == simFailBetween && h.p == idemtest.PointBatchAwait {
 		r.mu.Lock()
 		lag := f.lagKeys[h.detail] != nil

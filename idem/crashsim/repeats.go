@@ -76,6 +76,9 @@ type simEcho[U any] struct {
 	// between is how many units a window serves between it and the
 	// current version (fewer when the window has fewer before it).
 	between int
+	// betweenKeys are the keys a window served between it and the current
+	// version, the last time it served the two.
+	betweenKeys []string
 	// after: served just after the unit it is registered under, whose key
 	// it need not share (older-alone: an older copy after a newer one).
 	after bool
@@ -103,7 +106,12 @@ func (s *WindowSource[U]) echoed(in []U, inc int) []U {
 				continue
 			}
 			if e.to == inc || s.echoAlways {
-				out = slices.Insert(out, max(len(out)-e.between, 0), e.unit)
+				at := max(len(out)-e.between, 0)
+				e.betweenKeys = e.betweenKeys[:0]
+				for _, b := range out[at:] {
+					e.betweenKeys = append(e.betweenKeys, s.keyOf(b))
+				}
+				out = slices.Insert(out, at, e.unit)
 			}
 		}
 		out = append(out, u)
