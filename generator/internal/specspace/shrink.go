@@ -90,6 +90,9 @@ func reductions(c specCase) []reduction {
 	if c.newerWins != "" {
 		add("no newer_wins", func(c *specCase) bool { c.newerWins = ""; return true })
 	}
+	if c.adopt {
+		add("adopt: false", func(c *specCase) bool { c.adopt = false; return true })
+	}
 	if c.write == "insert_once" {
 		add("write: upsert", func(c *specCase) bool { c.write = "upsert"; return true })
 	}
@@ -112,11 +115,12 @@ func reductions(c specCase) []reduction {
 		opt("version: 1", e.version != 1, func(e *effect) { e.version = 1 })
 		opt("no {job_version}", e.jobVersion, func(e *effect) { e.jobVersion = false })
 		opt("no retry", e.retry, func(e *effect) { e.retry = false })
-		opt("no timeout", e.timeout, func(e *effect) { e.timeout = false })
+		opt("no timeout", e.timeout != "", func(e *effect) { e.timeout = "" })
+		opt("no lease", e.lease != "", func(e *effect) { e.lease = "" })
 		opt("no rate", e.rate != "", func(e *effect) { e.rate = "" })
 		opt("no concurrency", e.concurrency > 0, func(e *effect) { e.concurrency = 0 })
 		opt("no circuit", e.circuit != "", func(e *effect) { e.circuit = "" })
-		opt("no retention", e.retention, func(e *effect) { e.retention = false })
+		opt("no retention", e.retention != "", func(e *effect) { e.retention = "" })
 	}
 	return out
 }

@@ -8,10 +8,14 @@
 package specspace
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/idemgen/idemgen/generator/internal/spec"
 )
 
 // A specCase is one drawn spec: one job and its options, as values the
@@ -23,6 +27,7 @@ type specCase struct {
 	source   string   // none, watermark, cursor
 	stage    bool
 	dest     bool
+	adopt    bool   // the destination's table is the service's (adopt: true)
 	write    string // upsert, insert_once
 	// newerWins names the field that orders versions (upsert only).
 	newerWins string
@@ -50,10 +55,11 @@ type effect struct {
 	version     int
 	jobVersion  bool // the key holds {job_version}
 	retry       bool
-	timeout     bool
+	lease       string // "": the default (5m)
+	timeout     string // "": none
 	rate        string
 	concurrency int
-	retention   bool
+	retention   string // "": none
 	circuit     string // "": none; else the circuit's flow map
 	publish     string // the broker the effect publishes to; "": none
 }
@@ -71,11 +77,43 @@ var (
 	keyTypes    = []string{"string", "int64", "int32", "uuid"}
 	dataTypes   = []string{"string", "int32", "int64", "float64", "bool", "time", "bytes", "json", "uuid"}
 	orderTypes  = []string{"time", "int64", "int32", "float64", "string"}
-	rates       = []string{"", "50/s", "600/m", "3600/h"}
+	dimAdopt    = []bool{false, true}
 	// circuits are drawn from a generator of their own (circuitOf), so
 	// that adding them changed no other draw of a seed.
-	circuits = []string{"", "", "{failures: 1, cool_down: 1s}", "{failures: 3, cool_down: 30s}", "{failures: 5, cool_down: 2s, max_cool_down: 3s}"}
+	circuits = []string{"", "", "{failures: 1, cool_down: 1s}", "{failures: 3, cool_down: 30s}",
+		"{failures: 5, cool_down: 2s, max_cool_down: 3s}", "{failures: 1, cool_down: 1s, max_cool_down: 24h}", "{failures: 10, cool_down: 24h}"}
 )
+
+// The values of an effect's options that span a range: each walks over
+// the run's effects (effectOrdinal) from an offset of its own, so any run
+// of as many consecutive effects as a dimension has values meets them
+// all, whichever specs the effects are in.
+var (
+	// dimRetention spans from below a scenario's clock span (a scenario
+	// moves its clock by hours: leases, backoffs, retries) to years; a
+	// retention below the effect's lease is raised to it (fix).
+	dimRetention = []string{"", "1s", "5m", "1h", "24h", "720h", "87600h"}
+	// dimBounds are the lease and timeout: none, the minimums (a lease of
+	// a second, a timeout under it), a timeout alone under the default
+	// lease, a lease alone, a common pair and a long pair.
+	dimBounds = [][2]string{{"", ""}, {"1s", "500ms"}, {"", "1s"}, {"1s", ""}, {"2m", "30s"}, {"720h", "1h"}}
+	// dimRate is a rate in /s, /m and /h with small and large N.
+	dimRate = []string{"", "1/s", "1000/s", "1/m", "600/m", "2/h", "3600/h", "2147483647/h"}
+	// dimConcurrency draws concurrency 1 most often of all values, so it
+	// meets every family.
+	dimConcurrency = []int{0, 1, 3, 1, 8}
+)
+
+// effectOrdinal is how many effects the run's specs before index draw
+// (the effects dimension walks from offset): the position of index's
+// first effect in the run's walk of the effects' options.
+func effectOrdinal(index, offset int) int {
+	n := 0
+	for j := range index {
+		n += dimEffects[(j+offset)%len(dimEffects)]
+	}
+	return n
+}
 
 // draw returns spec index of the run seeded with seed. Each dimension
 // walks its values from an offset the run's seed picks, so consecutive
@@ -92,10 +130,19 @@ func draw(seed uint64, index int) specCase {
 	c.source, c.stage = strings.CutSuffix(src, "+stage")
 	c.write = dimWrite[at(len(dimWrite))]
 	c.keyShape = dimKey[at(len(dimKey))]
-	nEffects := dimEffects[at(len(dimEffects))]
+	effectsOffset := run.IntN(len(dimEffects))
+	nEffects := dimEffects[(index+effectsOffset)%len(dimEffects)]
 	c.unitMax = dimMax[at(len(dimMax))]
 	effectMax := dimMax[at(len(dimMax))]
 	when := at(len(dimWhen))
+	c.adopt = dimAdopt[at(len(dimAdopt))]
+	// The effects' options walk over the run's effects.
+	ord := effectOrdinal(index, effectsOffset)
+	walk := func(n int) func(i int) int {
+		off := run.IntN(n)
+		return func(i int) int { return (ord + i + off) % n }
+	}
+	retentionAt, boundsAt, rateAt, concurrencyAt := walk(len(dimRetention)), walk(len(dimBounds)), walk(len(dimRate)), walk(len(dimConcurrency))
 
 	// Key fields: one, or two for a composite or hashed key.
 	nKeys := 1
@@ -135,15 +182,14 @@ func draw(seed uint64, index int) specCase {
 			version:     1 + r.IntN(2),
 			jobVersion:  r.IntN(4) == 0,
 			retry:       r.IntN(3) == 0,
-			timeout:     r.IntN(3) == 0,
-			rate:        rates[r.IntN(len(rates))],
-			retention:   r.IntN(3) == 0,
+			lease:       dimBounds[boundsAt(i)][0],
+			timeout:     dimBounds[boundsAt(i)][1],
+			rate:        dimRate[rateAt(i)],
+			concurrency: dimConcurrency[concurrencyAt(i)],
+			retention:   dimRetention[retentionAt(i)],
 		}
 		if i > 0 {
 			e.maxAttempts = dimMax[r.IntN(len(dimMax))]
-		}
-		if r.IntN(3) == 0 {
-			e.concurrency = 1 + r.IntN(8)
 		}
 		e.circuit = circuitOf(seed, index, i)
 		c.effects = append(c.effects, e)
@@ -202,7 +248,7 @@ func (c *specCase) fix() {
 		c.newerWins = "" // vet: newer_wins does nothing with insert_once
 	}
 	if !c.dest {
-		c.stage, c.newerWins = false, ""
+		c.stage, c.newerWins, c.adopt = false, "", false
 	}
 	if c.newerWins == "" {
 		c.data = slices.DeleteFunc(c.data, func(f field) bool { return f.name == "rev" })
@@ -217,10 +263,54 @@ func (c *specCase) fix() {
 		return c.consume == "" || i < 0 || !slices.Contains(headerTypes, fields[i].typ)
 	})
 	for i := range c.effects {
-		if c.effects[i].publish != "" {
-			c.effects[i].keepResult = true // the broker's ack is the kept result
+		e := &c.effects[i]
+		if e.publish != "" {
+			e.keepResult = true // the broker's ack is the kept result
+		}
+		// vet: a timeout not shorter than the lease is refused (it goes),
+		// a retention shorter than the lease is warned about (it is
+		// raised to the lease).
+		// vet: RabbitMQ's consumer_timeout (30m) must outlast a lease and
+		// a timeout: a long lease goes (the default one does), then a
+		// timeout that still does not fit.
+		for _, drop := range []*string{&e.lease, &e.timeout} {
+			if c.consume == "rabbitmq" && e.leaseValue()+e.timeoutValue() > spec.RabbitMQConsumerTimeout {
+				*drop = ""
+			}
+		}
+		lease := e.leaseValue()
+		if e.timeout != "" && duration(e.timeout) >= lease {
+			e.timeout = ""
+		}
+		if e.retention != "" && duration(e.retention) < lease {
+			e.retention = cmp.Or(e.lease, "5m")
 		}
 	}
+}
+
+// leaseValue is the effect's lease: its own, or the default 5m.
+func (e effect) leaseValue() time.Duration {
+	if e.lease == "" {
+		return spec.DefaultLease
+	}
+	return duration(e.lease)
+}
+
+// timeoutValue is the effect's timeout (0: none).
+func (e effect) timeoutValue() time.Duration {
+	if e.timeout == "" {
+		return 0
+	}
+	return duration(e.timeout)
+}
+
+// duration parses one of the draw's own durations.
+func duration(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		panic("specspace: a drawn duration does not parse: " + s)
+	}
+	return d
 }
 
 // pkg is the spec's Go package (and directory) in the check's module.
@@ -279,6 +369,9 @@ func (c specCase) yaml() string {
 		if c.stage {
 			w("      stage: true")
 		}
+		if c.adopt {
+			w("      adopt: true")
+		}
 	}
 	if len(c.effects) > 0 {
 		w("    effects:")
@@ -297,9 +390,11 @@ func (c specCase) yaml() string {
 		if e.retry {
 			w("        retry: {initial: 2s, max: 1m}")
 		}
-		if e.timeout {
-			w("        lease: 2m")
-			w("        timeout: 30s")
+		if e.lease != "" {
+			w("        lease: %s", e.lease)
+		}
+		if e.timeout != "" {
+			w("        timeout: %s", e.timeout)
 		}
 		if e.rate != "" {
 			w("        rate: %s", e.rate)
@@ -307,8 +402,8 @@ func (c specCase) yaml() string {
 		if e.concurrency > 0 {
 			w("        concurrency: %d", e.concurrency)
 		}
-		if e.retention {
-			w("        retention: 24h")
+		if e.retention != "" {
+			w("        retention: %s", e.retention)
 		}
 		if e.circuit != "" {
 			w("        circuit: %s", e.circuit)
@@ -366,6 +461,9 @@ func (c specCase) summary() string {
 	} else if c.newerWins != "" {
 		write += ", newer_wins " + c.newerWins
 	}
+	if c.adopt {
+		write += ", adopt"
+	}
 	var fx []string
 	for _, e := range c.effects {
 		s := e.when
@@ -374,6 +472,14 @@ func (c specCase) summary() string {
 		}
 		if e.maxAttempts > 0 {
 			s += fmt.Sprintf(" max_attempts %d", e.maxAttempts)
+		}
+		for _, o := range [][2]string{{"lease", e.lease}, {"timeout", e.timeout}, {"rate", e.rate}, {"retention", e.retention}} {
+			if o[1] != "" {
+				s += " " + o[0] + " " + o[1]
+			}
+		}
+		if e.concurrency > 0 {
+			s += fmt.Sprintf(" concurrency %d", e.concurrency)
 		}
 		if e.circuit != "" {
 			s += " circuit"
