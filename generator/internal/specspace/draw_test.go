@@ -1,6 +1,7 @@
 package specspace
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -30,7 +31,8 @@ func TestDrawnSpecsAreValid(t *testing.T) {
 }
 
 // TestDefaultRunCoversEveryValue: the default run's specs meet every value
-// of every dimension the draw walks.
+// of every dimension the draw walks, the effects' options (which walk over
+// the run's effects) as vet takes them, after fix.
 func TestDefaultRunCoversEveryValue(t *testing.T) {
 	seen := map[string]bool{}
 	for i := range defaultN {
@@ -52,9 +54,16 @@ func TestDefaultRunCoversEveryValue(t *testing.T) {
 		default:
 			seen["write "+c.write] = true
 		}
+		if c.dest {
+			seen[fmt.Sprintf("adopt %v", c.adopt)] = true
+		}
 		for _, e := range c.effects {
 			seen["when "+e.when] = true
 			seen["effect max_attempts "+string(rune('0'+e.maxAttempts))] = true
+			seen["retention "+e.retention] = true
+			seen["lease "+e.lease+" timeout "+e.timeout] = true
+			seen["rate "+e.rate] = true
+			seen[fmt.Sprintf("concurrency %d", e.concurrency)] = true
 		}
 	}
 	var want []string
@@ -78,6 +87,21 @@ func TestDefaultRunCoversEveryValue(t *testing.T) {
 	}
 	for _, w := range dimWhen {
 		want = append(want, "when "+w)
+	}
+	for _, a := range dimAdopt {
+		want = append(want, fmt.Sprintf("adopt %v", a))
+	}
+	for _, v := range dimRetention {
+		want = append(want, "retention "+v)
+	}
+	for _, b := range dimBounds {
+		want = append(want, "lease "+b[0]+" timeout "+b[1])
+	}
+	for _, v := range dimRate {
+		want = append(want, "rate "+v)
+	}
+	for _, n := range dimConcurrency {
+		want = append(want, fmt.Sprintf("concurrency %d", n))
 	}
 	for _, w := range want {
 		if !seen[w] {
