@@ -251,7 +251,7 @@ func (r *consumeRun[U]) noteWindow(inc int) {
 }
 
 // start runs a new consumer incarnation until its context ends.
-func (r *consumeRun[U]) start() *consumeInc {
+func (r *consumeRun[U]) start(extra ...idembroker.Option) *consumeInc {
 	r.mu.Lock()
 	r.incs++
 	id := r.incs
@@ -273,8 +273,8 @@ func (r *consumeRun[U]) start() *consumeInc {
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), simIncKey{}, id))
 	inc.cancel = cancel
 	go func() {
-		inc.done <- verbs.ConsumeFrom(ctx, r.broker.source(id), idembroker.WithBatch(r.batch),
-			idembroker.WithDrainEvery(simConsumeDrainEvery), idembroker.WithLogger(simLogger))
+		inc.done <- verbs.ConsumeFrom(ctx, r.broker.source(id), append([]idembroker.Option{idembroker.WithBatch(r.batch),
+			idembroker.WithDrainEvery(simConsumeDrainEvery), idembroker.WithLogger(simLogger)}, extra...)...)
 	}()
 	return inc
 }
@@ -370,6 +370,9 @@ func (r *consumeRun[U]) converge(inc *consumeInc, deadline time.Time) (died bool
 		if r.broker.settled() && !r.owes() {
 			return false
 		}
+		if r.broker.settled() {
+			r.waitOutBackoffs()
+		}
 		if time.Now().After(deadline) {
 			owes := ""
 			if r.owes() {
@@ -379,6 +382,35 @@ func (r *consumeRun[U]) converge(inc *consumeInc, deadline time.Time) (died bool
 			return false
 		}
 	}
+}
+
+// waitOutBackoffs moves the simulation's clock to the latest time an owed
+// effect waits for (a retry's backoff, a slot that had no room), when no
+// effect is claimed: every message settled, the consumers have nothing to
+// do but wait, as a real one would, for the time to pass (spec-space seed
+// 38, spec 14: effects with concurrency 1 given back "no room, called
+// again in 1s" while another consumer's call held the slot, and the clock
+// never moved). A claimed effect's lease is not moved past.
+func (r *consumeRun[U]) waitOutBackoffs() {
+	rows, err := r.db.observer().Auto().Ledger(context.Background())
+	if err != nil {
+		return
+	}
+	now := r.now()
+	next := now
+	for _, e := range rows {
+		switch {
+		case e.State == idem.StatePending && e.LeaseOwner != "":
+			return // claimed: a live call's lease must not run out under it
+		case e.State == idem.StatePending && e.NextAttemptAt.After(next):
+			next = e.NextAttemptAt
+		}
+	}
+	r.mu.Lock()
+	if r.clock.Before(next) {
+		r.clock = next
+	}
+	r.mu.Unlock()
 }
 
 // owes reports whether the ledger holds an effect not done or parked.

@@ -313,7 +313,7 @@ func (r *consumeRun[U]) checkCalls(winner map[string]int, crashes int) {
 	r.prov.mu.Unlock()
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if applied[k] != 1 {
-			r.violate("effect %s applied %d times, want once", k, applied[k])
+			r.violate("effect %s applied %d times, want once (%s)", k, applied[k], r.ledgerRowOf(k))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(calls)) {
@@ -333,4 +333,17 @@ func (r *consumeRun[U]) diedAfterCall(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.window[key]
+}
+
+// ledgerRowOf says what the ledger holds for an effect key, for a
+// violation's message.
+func (r *consumeRun[U]) ledgerRowOf(key string) string {
+	e, found, err := r.db.observer().Auto().Effect(context.Background(), key)
+	switch {
+	case err != nil:
+		return "ledger: " + err.Error()
+	case !found:
+		return "no ledger row"
+	}
+	return fmt.Sprintf("ledger: %s, %d attempts, last error %q", e.State, e.Attempts, e.LastError)
 }
