@@ -194,8 +194,14 @@ func (e *Engine[U]) release(ctx context.Context, fx Effect[U], key string, cause
 	er := EffectResult{Effect: fx.Name, Key: key, Outcome: EffectFailed, Err: fmt.Errorf("effect %q key %q: %w: %w", fx.Name, key, ErrEffectFailed, cause)}
 	permanent := errors.Is(cause, ErrPermanent)
 	wait, notNow := retryAfterOf(cause)
+	// A wait of the engine's own that ran past its bound (a connection, a
+	// lock on the effect's limits) is busy, not the effect's failure: like
+	// a "not now", it counts no attempt (waits.go), so a loaded database
+	// parks no effect that was never called.
+	var waited *WaitError
+	busy := errors.As(cause, &waited)
 	rel := Release{Key: key, Owner: e.opt.owner, LastError: cause.Error(), MaxAttempts: fx.MaxAttempts,
-		Permanent: permanent, NotCounted: notNow && !permanent, Now: e.opt.now()}
+		Permanent: permanent, NotCounted: (notNow || busy) && !permanent, Now: e.opt.now()}
 	if now, err := e.leaseNow(ctx, nil); err == nil {
 		rel.NextAttempt = func(attempts int32) time.Time {
 			backoff := fx.Retry.wait(attempts, jitter)
@@ -218,6 +224,10 @@ func (e *Engine[U]) release(ctx context.Context, fx Effect[U], key string, cause
 	}
 	if rel.NotCounted && state == StatePending {
 		er.Outcome, er.Err = EffectWaiting, fmt.Errorf("effect %q key %q: %w: %w", fx.Name, key, ErrWaiting, cause)
+		if busy && !notNow {
+			log.Info("idemgen: effect not called: a wait ran past its bound; no attempt counted", slog.Any("err", cause))
+			return er
+		}
 		log.Info("idemgen: the provider asked to be called later; no attempt counted", slog.Any("err", cause))
 		return er
 	}

@@ -630,7 +630,7 @@ var exampleMutants = []mutant{
 		{file: pgLedger, old: `\n    AND \(idem_limits\.owner IS NULL OR idem_limits\.held_until <= \$6\)`, new: ""},
 	}},
 	{name: "a provider's \"not now\" burns an attempt", test: syncTest, edits: edit(performFile,
-		`NotCounted: notNow && !permanent,`, "NotCounted: notNow && false,")},
+		`NotCounted: \(notNow \|\| busy\) && !permanent,`, "NotCounted: busy && !permanent,")},
 	{name: "a \"not now\" gives no attempt back", test: syncTest, edits: edit(sqliteLedger,
 		`attempts = attempts - CASE WHEN CAST\(\?1 AS BOOLEAN\) THEN 1 ELSE 0 END,`, "attempts = attempts,")},
 	{name: "a drain lists effects before their next attempt time", test: syncTest, edits: []mutantEdit{
@@ -646,6 +646,10 @@ var exampleMutants = []mutant{
 		"if o := it.result.Outcome; o == OutcomeFailed || o == OutcomeMismatch || o == OutcomeParked {\n\t\t\tres.failed++")},
 	{name: "report counts an insert as an update", test: syncTest, edits: edit(reportFile,
 		`case OutcomeInserted:\n\t\tr\.Inserted\+\+`, "case OutcomeInserted:\n\t\tr.Updated++")},
+	// Killed by busy-claim: a wait past its bound between a claim and its
+	// call counts an attempt, and parks an effect that was never called.
+	{name: "a wait past its bound before the call counts an attempt", test: syncTest, edits: edit(performFile,
+		`NotCounted: \(notNow \|\| busy\) && !permanent`, "NotCounted: notNow && !permanent")},
 	// Killed by the cancel, skew and purge-pending families.
 	{name: "a cancelled run still starts provider calls", test: syncTest, edits: edit(performFile,
 		`if ctx\.Err\(\) != nil \{\n\t\treturn notCalled\(ctx, er, log\), nil\n\t\}\n\tresult, callErr`,
@@ -676,7 +680,7 @@ var exampleMutants = []mutant{
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
 	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate", "held", "held-record", "pause", "circuit",
-	"pool-held", "older-alone", "writeahead-fail",
+	"pool-held", "older-alone", "writeahead-fail", "busy-claim",
 	"consume", "consume-crash", "consume-ackloss", "consume-reorder", "consume-inflight", "consume-takeover"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
