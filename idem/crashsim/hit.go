@@ -56,7 +56,7 @@ func (r *simRun[U]) hook(inc *simInc) idemtest.CrashHook {
 			return nil
 		}
 		if p != pointSQLBefore && p != pointSQLAfter {
-			r.checkAt(ctx, p, detail)
+			r.checkAt(p, detail)
 		}
 		if err := r.fam.beforeCrash(ctx, r, inc, h); err != nil {
 			fail = err
@@ -90,7 +90,7 @@ func (r *simRun[U]) parked(_ context.Context, key string) bool {
 
 // checkAt checks the invariants that must hold at every point, on
 // committed state, while the job is stopped at p.
-func (r *simRun[U]) checkAt(ctx context.Context, p idemtest.CrashPoint, detail string) {
+func (r *simRun[U]) checkAt(p idemtest.CrashPoint, detail string) {
 	// Observations are serialised: two workers' reads must not interleave,
 	// or an older snapshot judged after a newer one looks like a regression.
 	r.checkMu.Lock()
@@ -100,7 +100,7 @@ func (r *simRun[U]) checkAt(ctx context.Context, p idemtest.CrashPoint, detail s
 	// shortest lease (500ms under a lease of 1s), and a fresh observer
 	// pool's first connection on a loaded machine took longer (spec-space
 	// seed 38, spec 3, at run.start). The observer waits the default.
-	ctx = context.Background()
+	ctx := context.Background()
 	// The flags are taken before anything is read: a commit after this
 	// sets them again for the next check, and every read below sees those
 	// before. What did not change since is not read again.
