@@ -28,8 +28,8 @@ func (f *poisonFamily[U]) brokenUnit() string { return f.key }
 
 // beforeCrash: the poison unit's write fails every time it is attempted;
 // a parked one is not attempted (else the oracle sees its row).
-func (f *poisonFamily[U]) beforeCrash(ctx context.Context, r *simRun[U], _ *simInc, h simHit) error {
-	if h.p == r.job.failPoint() && h.detail == f.key && !r.parked(ctx, h.detail) {
+func (f *poisonFamily[U]) beforeCrash(_ context.Context, r *simRun[U], _ *simInc, h simHit) error {
+	if h.p == r.job.failPoint() && h.detail == f.key && !r.parked(h.detail) {
 		return errors.New("simulated poison unit: its write always fails")
 	}
 	return nil

@@ -82,9 +82,10 @@ func (r *simRun[U]) hook(inc *simInc) idemtest.CrashHook {
 	}
 }
 
-// parked reports whether the unit is parked, on committed state.
-func (r *simRun[U]) parked(_ context.Context, key string) bool {
-	state, _, found, err := r.db.observer().Auto().LookupUnitFailure(context.Background(), r.job.Name, key) // not the job's wait bound: checkAt
+// parked reports whether the unit is parked, on committed state; read as
+// checkAt reads, not under the job's wait bound.
+func (r *simRun[U]) parked(key string) bool {
+	state, _, found, err := r.db.observer().Auto().LookupUnitFailure(context.Background(), r.job.Name, key)
 	return err == nil && found && state == idem.UnitStateParked
 }
 
