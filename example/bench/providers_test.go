@@ -75,13 +75,16 @@ func TestProvidersWithoutRateMiss(t *testing.T) {
 	}
 }
 
-// With the effect's gate on, a 3-second outage in a run of about 6 s at
+// With the effect's gate on, a 3-second outage in a run of about 9 s at
 // 100 calls/s (two workers): calls during the outage stay within the
 // failures that open the circuit and about two a cool-down, nothing parks, every effect is applied
 // once, and the provider's recovery is followed by a full second at
 // 0.9 × R (how soon is measured, not bounded here: a loaded machine).
+// The run is 600 units so that about 3 s of work at R waits for the
+// circuit's probe: with 300 (a run of 6 s) only 1.4 s did, and a CI
+// machine under go test ./...'s load never filled a second at 0.9 × R.
 func TestProvidersGateOutage(t *testing.T) {
-	res := providersRun(t, "-provider-duration", "6s", "-outage", "3s", "-provider-workers", "2", "-provider-gate", "on")
+	res := providersRun(t, "-provider-duration", "9s", "-outage", "3s", "-provider-workers", "2", "-provider-gate", "on")
 	if len(res.providers) != 1 || !res.providers[0].gate {
 		t.Fatalf("%d providers runs, want 1 with the gate on", len(res.providers))
 	}
