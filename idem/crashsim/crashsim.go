@@ -317,6 +317,7 @@ type simRun[U any] struct {
 	mu          sync.Mutex
 	checkMu     sync.Mutex
 	progress    atomic.Int64 // hits and provider calls: the watchdog's pulse
+	declared    atomic.Bool  // the built job's declarations are checked (limits.go)
 	child       bool         // a subprocess-mode child: exit at the crash, check nothing
 	hits        int
 	phaseHits   int // hits before convergence: faults are planned only among these

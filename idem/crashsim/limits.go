@@ -59,6 +59,7 @@ func (f *simFlight) enter(effect string) func() {
 // family's concurrency 1).
 func (r *simRun[U]) limits(edit func(*idemrt.Job[U])) func(*idemrt.Job[U]) {
 	return func(j *idemrt.Job[U]) {
+		r.checkDeclared(j)
 		if edit != nil {
 			edit(j)
 		}
@@ -119,4 +120,66 @@ func (r *simRun[U]) slotWait(ctx context.Context, effect string, waited, poll ti
 	case <-ctx.Done():
 	}
 	return false
+}
+
+// checkDeclared: the job the generated code builds declares what the
+// spec says (its crashsim.Job, from the spec alone). The scenarios then
+// run each effect without its rate and with their own circuit, so a rate,
+// a concurrency or a circuit lost between the spec and the built job would
+// show nowhere else. The declared versions are the base ones: a bump's
+// edit comes after this check.
+func (r *simRun[U]) checkDeclared(j *idemrt.Job[U]) {
+	if r.declared.Swap(true) {
+		return
+	}
+	if j.Version != r.job.Version || j.MaxAttempts != int32(r.job.UnitMaxAttempts) {
+		r.violate("declared: job %s is built with version %d, max_attempts %d; the spec says %d, %d",
+			r.job.Name, j.Version, j.MaxAttempts, r.job.Version, r.job.UnitMaxAttempts)
+	}
+	if len(j.Effects) != len(r.job.Effects) {
+		r.violate("declared: job %s is built with %d effects; the spec declares %d", r.job.Name, len(j.Effects), len(r.job.Effects))
+		return
+	}
+	for i, fx := range r.job.Effects {
+		got, want := builtDeclaration(j.Effects[i]), specDeclaration(fx)
+		if want.Retry == (idemrt.Backoff{}) {
+			got.Retry = idemrt.Backoff{}
+		}
+		if want.Timeout == 0 {
+			got.Timeout = 0
+		}
+		if got != want {
+			r.violate("declared: effect %s is built with %+v; the spec says %+v", fx.Name, got, want)
+		}
+	}
+}
+
+// effectDeclaration is what a spec declares of an effect that the job
+// must be built with. Retry and Timeout are compared only where the spec
+// sets them (zero: the runtime's defaults, which the build may spell out).
+type effectDeclaration struct {
+	Name        string
+	Version     int32
+	When        idemrt.When
+	Lease       time.Duration
+	Retention   time.Duration
+	KeepResult  bool
+	MaxAttempts int32
+	Retry       idemrt.Backoff
+	Timeout     time.Duration
+	Rate        idemrt.Rate
+	Concurrency int32
+	Circuit     idemrt.Circuit
+}
+
+func specDeclaration(fx Effect) effectDeclaration {
+	return effectDeclaration{Name: fx.Name, Version: fx.Version, When: fx.When, Lease: fx.Lease, Retention: fx.Retention,
+		KeepResult: fx.KeepResult, MaxAttempts: int32(fx.MaxAttempts), Retry: fx.Retry, Timeout: fx.Timeout,
+		Rate: fx.Rate, Concurrency: fx.Concurrency, Circuit: fx.Circuit}
+}
+
+func builtDeclaration[U any](fx idemrt.Effect[U]) effectDeclaration {
+	return effectDeclaration{Name: fx.Name, Version: fx.Version, When: fx.When, Lease: fx.Lease, Retention: fx.Retention,
+		KeepResult: fx.KeepResult, MaxAttempts: fx.MaxAttempts, Retry: fx.Retry, Timeout: fx.Timeout,
+		Rate: fx.Rate, Concurrency: fx.Concurrency, Circuit: fx.Circuit}
 }
