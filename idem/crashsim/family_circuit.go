@@ -20,8 +20,10 @@ type circuitFamily[U any] struct {
 
 func (*circuitFamily[U]) about() familyAbout {
 	return familyAbout{name: "circuit", guarantees: []int{5, 8},
-		what: "the effect's provider is down for more calls than `max_attempts` under a circuit: no call " +
-			"inside a cool-down after a failure once the circuit's failures are reached; one probe at a " +
+		what: "the effect's provider is down for more calls than `max_attempts` under a circuit (the spec's, or " +
+			"the family's own, short beside the lease, where the spec gives none): no call " +
+			"inside a cool-down after a failure once the circuit's failures are reached, and the circuit open no " +
+			"sooner than them; one probe at a " +
 			"time, with the runs after the phases calling four at once and the provider holding each " +
 			"probe until the other rows have met the gate; an open circuit ends within `max_cool_down` " +
 			"of the last failure, read at each phase's end and after each run after the phases, and (uncrashed) " +
@@ -30,12 +32,15 @@ func (*circuitFamily[U]) about() familyAbout {
 			"before the circuit opened count; also crashed and taken over"}
 }
 
-// plan: each effect whose max_attempts the circuit can protect. The
-// failures before the circuit opens count attempts: a row whose budget is
-// no larger is parked by them, as it would be without a circuit; the
-// family's "none parked" is for a budget the circuit can protect.
+// plan: each effect whose max_attempts its circuit (simCircuitOf: the
+// spec's, or the family's own) can protect. The failures before the
+// circuit opens count attempts: a row whose budget is no larger is parked
+// by them, as it would be without a circuit; the family's "none parked"
+// is for a budget the circuit can protect.
 func (*circuitFamily[U]) plan(d *discovery[U]) []simScenario {
-	return planGate(d, famCircuit, func(fx Effect) bool { return fx.MaxAttempts <= 0 || fx.MaxAttempts > simCircuitFailures })
+	return planGate(d, famCircuit, func(fx Effect) bool {
+		return fx.MaxAttempts <= 0 || fx.MaxAttempts > int(simCircuitOf(fx).Failures)
+	})
 }
 
 func (*circuitFamily[U]) sample(all []simScenario) []simScenario { return all }
@@ -45,10 +50,12 @@ func (*circuitFamily[U]) sample(all []simScenario) []simScenario { return all }
 func (*circuitFamily[U]) setup(r *simRun[U]) {
 	r.initGate()
 	g := r.prov.gate
-	// The effect's own lease sets its circuit (limit), not the job's
-	// longest: an effect of lease 2m beside one of 720h cools down 7.5s.
-	g.outageCall, g.outageEffect, g.coolDown = r.sc.call, r.sc.effect, simCircuitCoolDown(r.leaseOfEffect(r.sc.effect))
-	g.ceiling = simCircuitCeiling(r.leaseOfEffect(r.sc.effect))
+	// The effect's own circuit (limit): the spec's, or the family's own
+	// by the effect's lease, not the job's longest (an effect of lease 2m
+	// beside one of 720h cools down 7.5s).
+	c := simCircuitOf(r.effectNamed(r.sc.effect))
+	g.outageCall, g.outageEffect = r.sc.call, r.sc.effect
+	g.failures, g.coolDown, g.ceiling = int(c.Failures), c.CoolDown, simCeiling(c)
 	g.othersHeld = func(effect, key string) bool {
 		rows, err := r.db.observer().Auto().Ledger(context.Background())
 		if err != nil {
@@ -63,9 +70,11 @@ func (*circuitFamily[U]) setup(r *simRun[U]) {
 	}
 }
 
-// limit: the family's circuit on every effect.
-func (*circuitFamily[U]) limit(_ *simRun[U], fx *idemrt.Effect[U], _ idemrt.Effect[U]) {
-	fx.Circuit = idemrt.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(fx.Lease), MaxCoolDown: simCircuitCeiling(fx.Lease)}
+// limit: every effect under its circuit (simCircuitOf), from the spec's
+// declaration of it, not the built job's (checkDeclared holds the two
+// equal).
+func (*circuitFamily[U]) limit(r *simRun[U], fx *idemrt.Effect[U], _ idemrt.Effect[U]) {
+	fx.Circuit = simCircuitOf(r.effectNamed(fx.Name))
 }
 
 // options: the runs after the phases call simCircuitAtOnce at a time.
@@ -77,7 +86,7 @@ func (*circuitFamily[U]) options(r *simRun[U]) []idem.Option {
 }
 
 func (*circuitFamily[U]) convergenceRuns(r *simRun[U]) int {
-	return simCircuitOutage(r.prov.gate.maxAttempts) + 3
+	return simCircuitOutage(r.prov.gate.failures, r.prov.gate.maxAttempts) + 3
 }
 
 // afterPhases: the runs after the phases hold each probe.
@@ -107,7 +116,7 @@ func (f *circuitFamily[U]) beforeCleanRun(r *simRun[U]) {
 	g := r.prov.gate
 	r.prov.mu.Lock()
 	effect := g.outageEffect
-	open := g.outageBegun && g.failsInRow[effect] >= simCircuitFailures
+	open := g.outageBegun && g.failsInRow[effect] >= g.failures
 	due, calls := g.lastFail[effect].Add(g.ceiling+simCoolDownSlack), g.callsOf[effect]
 	r.prov.mu.Unlock()
 	if !open || r.sc.at >= 0 || !due.After(r.now()) {
@@ -117,11 +126,18 @@ func (f *circuitFamily[U]) beforeCleanRun(r *simRun[U]) {
 	r.setClock(due)
 }
 
-func (f *circuitFamily[U]) convergenceStep(_ *simRun[U], step time.Duration) time.Duration {
+// convergenceStep: none after a run set to the measured probe's time;
+// else at least the circuit's ceiling, so that each run after the phases
+// comes after the cool-down, whichever reopening it is (a spec's cool-down
+// may outlast the lease + 1m step).
+func (f *circuitFamily[U]) convergenceStep(r *simRun[U], step time.Duration) time.Duration {
 	if !f.due.IsZero() {
 		return 0
 	}
-	return step
+	r.prov.mu.Lock()
+	ceiling := r.prov.gate.ceiling
+	r.prov.mu.Unlock()
+	return max(step, ceiling+simCoolDownSlack)
 }
 
 // afterCleanRun: the circuit's end as the gate holds it, and the probe
@@ -144,23 +160,22 @@ func (f *circuitFamily[U]) afterCleanRun(ctx context.Context, r *simRun[U]) {
 // before the circuit opened.
 func (*circuitFamily[U]) checkEnd(ctx context.Context, r *simRun[U], _ simExpect[U]) {
 	r.prov.mu.Lock()
-	effect := r.prov.gate.outageEffect
+	effect, failures := r.prov.gate.outageEffect, r.prov.gate.failures
 	if !r.prov.gate.outageBegun {
 		effect = ""
 	}
 	r.prov.mu.Unlock()
-	if extra, ok := r.gateAttempts(ctx, famCircuit, effect); ok && extra > simCircuitFailures-1 {
-		r.violate("circuit: the rows of effect %s count %d failed attempts; only the %d before the circuit opened count", effect, extra, simCircuitFailures-1)
+	if extra, ok := r.gateAttempts(ctx, famCircuit, effect); ok && extra > failures-1 {
+		r.violate("circuit: the rows of effect %s count %d failed attempts; only the %d before the circuit opened count", effect, extra, failures-1)
 	}
 }
 
-// leaseOfEffect is the lease of the job's effect named name (the job's
-// longest when no effect has that name).
-func (r *simRun[U]) leaseOfEffect(name string) time.Duration {
+// effectNamed is the spec's declaration of the job's effect named name.
+func (r *simRun[U]) effectNamed(name string) Effect {
 	for _, fx := range r.job.Effects {
-		if fx.Name == name && fx.Lease > 0 {
-			return fx.Lease
+		if fx.Name == name {
+			return fx
 		}
 	}
-	return r.job.Lease
+	return Effect{Name: name, Lease: r.job.Lease}
 }

@@ -22,9 +22,10 @@ import (
 //     performed once, none is parked, and (clean) every row of the effect
 //     ends with one attempt counted: a row that met the pause burned none.
 //   - circuit: from one call of an effect on, the provider is down for
-//     simCircuitOutage(...) calls of it. The effect's circuit (failures
-//     simCircuitFailures, cool_down lease/16, max_cool_down twice that,
-//     set on every effect here) opens; while the provider's own count
+//     simCircuitOutage(...) calls of it. The effect's circuit (the spec's
+//     where it sets one, else the family's own: failures
+//     simCircuitFailures, cool_down lease/16, max_cool_down twice that;
+//     simCircuitOf) opens; while the provider's own count
 //     says it is open, a call must come a cool-down after the last failed
 //     one (the probe), and only one (a second call at once is a second
 //     probe). The runs after the phases call the effect simCircuitAtOnce
@@ -36,7 +37,7 @@ import (
 //     than the doubling takes to pass the ceiling); every effect is
 //     still performed once and none is parked although the outage lasts
 //     longer than max_attempts; and (clean) the effect's rows count at
-//     most simCircuitFailures-1 failed attempts in all: failures that met
+//     most failures-1 failed attempts in all: failures that met
 //     the circuit open, and the probes', count none.
 //
 // The phases' runs are sequential within a process (one call in flight),
@@ -45,7 +46,7 @@ import (
 // calls at once, are where a second probe could meet the first.
 
 // simCircuitFailures is the circuit's failures in a row in the circuit
-// family; other families' effects get a circuit that never opens
+// family where the spec gives the effect no circuit; other families' effects get a circuit that never opens
 // (simNoCircuit), so that their effects have a gate for PauseEffect.
 const simCircuitFailures = 2
 
@@ -71,12 +72,14 @@ type simGate struct {
 	failsInRow map[string]int
 	lastFail   map[string]time.Time
 	wrong      []string
-	// callsOf counts each effect's calls; ceiling is the circuit's
-	// max_cool_down (jitter included), and exact says that no crash has
-	// made the provider's count of the openings uncertain (crashed).
-	callsOf map[string]int
-	ceiling time.Duration
-	exact   bool
+	// callsOf counts each effect's calls; failures is the outage
+	// effect's circuit's failures in a row, ceiling its max_cool_down
+	// (jitter included), and exact says that no crash has made the
+	// provider's count of the openings uncertain (crashed).
+	callsOf  map[string]int
+	failures int
+	ceiling  time.Duration
+	exact    bool
 	// holdProbes: a probe of the outage is held (holdProbe) while the
 	// rest of the run's calls meet the gate; probing counts an effect's
 	// probes in flight. holdProbe returns when no other row of effect
@@ -124,7 +127,7 @@ const simProbesHeld = 3
 // open circuit that the provider holds (the runs after the phases), and
 // records a second one in flight at once. Called with the provider's lock.
 func (g *simGate) probe(effect, key string, now time.Time) bool {
-	if !g.holdProbes || g.slotted[effect] || effect != g.outageEffect || g.outageLeft <= 0 || g.failsInRow[effect] < simCircuitFailures {
+	if !g.holdProbes || g.slotted[effect] || effect != g.outageEffect || g.outageLeft <= 0 || g.failsInRow[effect] < g.failures {
 		return false
 	}
 	if g.probing[effect] == 0 && g.held >= simProbesHeld {
@@ -148,14 +151,36 @@ func (g *simGate) holdProbe(effect, key string) {
 	}
 }
 
-// simCircuitCoolDown is the circuit family's cool-down: its longest
+// simCircuitCoolDown is the circuit family's own cool-down: its longest
 // without a ceiling (8 times) is shorter than a lease, so that the next
 // process after a crash, a lease later, finds it over.
 func simCircuitCoolDown(lease time.Duration) time.Duration { return max(lease/16, time.Second) }
 
-// simCircuitCeiling is the circuit family's max_cool_down: twice the
+// simCircuitCeiling is the circuit family's own max_cool_down: twice the
 // cool-down, reached at the second reopening.
 func simCircuitCeiling(lease time.Duration) time.Duration { return 2 * simCircuitCoolDown(lease) }
+
+// simCircuitOf is the circuit the circuit family plays an effect under:
+// the spec's, where it sets one, else the family's own, short beside the
+// effect's lease. A spec's cool-down may outlast a lease (24h beside 5m):
+// the next process after a crash then finds the circuit still open, and
+// the runs after the phases step past its ceiling (convergenceStep).
+func simCircuitOf(fx Effect) idemrt.Circuit {
+	if fx.Circuit.Failures > 0 {
+		return fx.Circuit
+	}
+	return idemrt.Circuit{Failures: simCircuitFailures, CoolDown: simCircuitCoolDown(fx.Lease), MaxCoolDown: simCircuitCeiling(fx.Lease)}
+}
+
+// simCeiling is a circuit's longest cool-down, jitter included, from the
+// spec's words (docs/spec.md): max_cool_down, never below cool_down; 8
+// times cool_down when not given.
+func simCeiling(c idemrt.Circuit) time.Duration {
+	if c.MaxCoolDown > 0 {
+		return max(c.MaxCoolDown, c.CoolDown)
+	}
+	return 8 * c.CoolDown
+}
 
 // circuitStep is the cool-down of a circuit's opens-th opening in a row
 // without its jitter, worked out from the spec's words: cool_down, doubled
@@ -171,7 +196,7 @@ func circuitStep(coolDown, ceiling time.Duration, opens int) time.Duration {
 // simCircuitOutage is how many calls of the effect fail: the circuit's
 // failures, and more probes than max_attempts, so that counting the
 // failures of an open circuit would park a row.
-func simCircuitOutage(maxAttempts int) int { return simCircuitFailures + maxAttempts + 2 }
+func simCircuitOutage(failures, maxAttempts int) int { return failures + maxAttempts + 2 }
 
 // answer is the gate families' answer to call n of key (of effect) at
 // now, when they make one; it also checks the call against what the
@@ -181,14 +206,14 @@ func (g *simGate) answer(n int, effect, key string, now time.Time) (error, bool)
 		g.wrong = append(g.wrong, fmt.Sprintf("pause: %s of effect %s called at %s, the effect paused until %s", key, effect, now.Format(time.RFC3339), until.Format(time.RFC3339)))
 	}
 	g.callsOf[effect]++
-	if g.failsInRow[effect] >= simCircuitFailures && now.Before(g.lastFail[effect].Add(g.coolDown)) {
+	if g.failures > 0 && g.failsInRow[effect] >= g.failures && now.Before(g.lastFail[effect].Add(g.coolDown)) {
 		g.wrong = append(g.wrong, fmt.Sprintf("circuit: %s of effect %s called at %s, %d failures in a row, the last at %s: inside the cool-down %s (a call during it, or a second probe)",
 			key, effect, now.Format(time.RFC3339), g.failsInRow[effect], g.lastFail[effect].Format(time.RFC3339), g.coolDown))
-	} else if g.failsInRow[effect] >= simCircuitFailures && g.exact {
+	} else if g.failures > 0 && g.failsInRow[effect] >= g.failures && g.exact {
 		// The probe: the cool-down it observed is at least the opening's
 		// step (cool_down doubled with each reopening, at most the
 		// ceiling; the jitter only lengthens it).
-		opens := g.failsInRow[effect] - simCircuitFailures + 1
+		opens := g.failsInRow[effect] - g.failures + 1
 		if least := circuitStep(g.coolDown, g.ceiling, opens); now.Sub(g.lastFail[effect]) < least {
 			g.wrong = append(g.wrong, fmt.Sprintf("circuit: the probe %s of effect %s came %s after the failure that opened the circuit for the %d. time in a row (at %s): its cool-down is at least %s (cool_down %s, doubled per reopening, max_cool_down %s)",
 				key, effect, now.Sub(g.lastFail[effect]), opens, g.lastFail[effect].Format(time.RFC3339Nano), least, g.coolDown, g.ceiling))
@@ -203,7 +228,7 @@ func (g *simGate) answer(n int, effect, key string, now time.Time) (error, bool)
 	// call at that number, one whose budget the plan kept out of the
 	// family (max_attempts no larger than the circuit's failures).
 	if !g.outageBegun && effect == g.outageEffect && n >= g.outageCall {
-		g.outageBegun, g.outageLeft = true, simCircuitOutage(g.maxAttempts)
+		g.outageBegun, g.outageLeft = true, simCircuitOutage(g.failures, g.maxAttempts)
 	}
 	if effect == g.outageEffect && g.outageLeft > 0 {
 		g.outageLeft--
@@ -265,14 +290,16 @@ func (r *simRun[U]) gateAttempts(ctx context.Context, family, effect string) (ex
 }
 
 // checkCoolDown (circuit): an open circuit ends within max_cool_down of
-// the provider's last failure, whichever reopening it is. Every opening
+// the provider's last failure, whichever reopening it is, and opened no
+// sooner than its failures in a row. Every opening
 // is recorded at a failure's answer, on the simulated clock, which stands
 // still within a run; a crash that lost a failure's record leaves an
 // earlier end, never a later one.
 func (r *simRun[U]) checkCoolDown(ctx context.Context) {
 	g := r.prov.gate
 	r.prov.mu.Lock()
-	effect, last, begun := g.outageEffect, g.lastFail[g.outageEffect], g.outageBegun
+	effect, last, begun, ceiling := g.outageEffect, g.lastFail[g.outageEffect], g.outageBegun, g.ceiling
+	inRow, failures, exact := g.failsInRow[g.outageEffect], g.failures, g.exact
 	r.prov.mu.Unlock()
 	if !begun {
 		return
@@ -282,9 +309,14 @@ func (r *simRun[U]) checkCoolDown(ctx context.Context) {
 		r.violate("circuit: read the gate of effect %s: %v", effect, err)
 		return
 	}
-	if ceiling := simCircuitCeiling(r.leaseOfEffect(effect)); found && gate.State == idemrt.GateOpen && gate.Until.Sub(last) > ceiling {
+	if found && gate.State == idemrt.GateOpen && gate.Until.Sub(last) > ceiling {
 		r.violate("circuit: effect %s's circuit is open until %s, %s after the last failure at %s (opened %d times in a row); max_cool_down is %s",
 			effect, gate.Until.Format(time.RFC3339Nano), gate.Until.Sub(last), last.Format(time.RFC3339Nano), gate.Opens, ceiling)
+	}
+	// Opened no sooner than the spec's failures in a row (the provider's
+	// count is exact while no process has died).
+	if found && gate.State == idemrt.GateOpen && exact && inRow < failures {
+		r.violate("circuit: effect %s's circuit is open after %d failures in a row; its circuit opens at %d", effect, inRow, failures)
 	}
 }
 

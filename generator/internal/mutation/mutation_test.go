@@ -173,6 +173,11 @@ var targets = []mutantTarget{
 var specValuesMutants = []mutant{
 	{name: "a rate's next start stored below its spacing", test: rateSyncTest, db: "postgres", edits: edit(limitsFile,
 		`if t := next\.Truncate\(time\.Microsecond\); t\.Before\(next\) \{`, "if t := next.Truncate(time.Microsecond); false && t.Before(next) {")},
+	// Killed by circuit, through the spec's own circuit (failures 3,
+	// cool_down 30m beside a lease of 2m): the family's own circuit opens
+	// at two failures, where this bug changes nothing.
+	{name: "a circuit opens at two failures whatever the spec says", test: rateSyncTest, edits: edit("idem/idemrt/gate.go",
+		`q\.FailGate\(ctx, t\.l\.job, t\.l\.effect, t\.l\.circuit\.Failures, now,`, "q.FailGate(ctx, t.l.job, t.l.effect, min(t.l.circuit.Failures, 2), now,")},
 	// Killed by clean (any scenario): the crash simulation runs every
 	// family under its own limits, so a job built without the spec's
 	// concurrency (or rate, or circuit) passed the whole matrix until the

@@ -141,6 +141,11 @@ var rateSyncCrashPoints = []idemtest.CrashPoint{
 func TestCrashSimRateSync(t *testing.T) {
 	job := &crashsim.Job[ExchangeRate]{
 		Effects: []crashsim.Effect{{
+			Circuit: idemrt.Circuit{
+				CoolDown:    30 * time.Minute,
+				Failures:    3,
+				MaxCoolDown: 2 * time.Hour,
+			},
 			KeepResult:  false,
 			Key:         "post-rate:v{version}:{pair}",
 			Lease:       2 * time.Minute,

@@ -122,6 +122,11 @@ func NewRateSync(store *Store, src RateSyncSource, fx RateSyncEffects, opts ...i
 			Call: func(ctx context.Context, key string, unit ExchangeRate) ([]byte, error) {
 				return nil, fx.PostRate.PostRate(ctx, key, unit)
 			},
+			Circuit: idemrt.Circuit{
+				CoolDown:    30 * time.Minute,
+				Failures:    3,
+				MaxCoolDown: 2 * time.Hour,
+			},
 			KeepResult:  false,
 			KeyOf:       PostRateKey,
 			Lease:       2 * time.Minute,
