@@ -2,20 +2,24 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 )
 
+// providersTestRate is R, the provider's calls/s, in these tests: small.
+const providersTestRate = 100
+
 // providersRun runs the providers measurement alone on the PostgreSQL
-// IDEMGEN_TEST_POSTGRES names, small: R=100 calls/s.
+// IDEMGEN_TEST_POSTGRES names, at R = providersTestRate.
 func providersRun(t *testing.T, extra ...string) *results {
 	t.Helper()
 	url := os.Getenv("IDEMGEN_TEST_POSTGRES")
 	if url == "" {
 		t.Skip("IDEMGEN_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run the providers measurement")
 	}
-	args := append([]string{"-db", url, "-only", "providers", "-provider-rate", "100"}, extra...)
+	args := append([]string{"-db", url, "-only", "providers", "-provider-rate", fmt.Sprint(providersTestRate)}, extra...)
 	var out bytes.Buffer
 	res, err := run(t.Context(), args, &out)
 	t.Log("\n" + out.String())
@@ -93,9 +97,13 @@ func TestProvidersGateOutage(t *testing.T) {
 		t.Errorf("%s: %d parked, applied once %d of %d; want none parked, each applied once", r.name(), r.parked, r.onceKeys, r.units)
 	}
 	// The bound is for outages many cool-downs long; this one is
-	// 1.5 cool-downs, and the circuit's failures that open it come on top.
-	if most := r.outageCallsBound() + int(benchCircuit.Failures) + 2; r.sim.unavailable == 0 || r.sim.unavailable > most {
-		t.Errorf("%s: %d calls during the outage, want some and at most (outage ÷ cool_down) × 2 + failures + 2 = %d", r.name(), r.sim.unavailable, most)
+	// 1.5 cool-downs, and the circuit's failures that open it come on top,
+	// with the calls that start while they are being recorded: a tenth of
+	// a second of R (a loaded CI machine let 11 through in all, where an
+	// idle one lets 6 to 8). Without the gate the outage meets about
+	// 3 s × R = 300 calls.
+	if most := r.outageCallsBound() + int(benchCircuit.Failures) + providersTestRate/10; r.sim.unavailable == 0 || r.sim.unavailable > most {
+		t.Errorf("%s: %d calls during the outage, want some and at most (outage ÷ cool_down) × 2 + failures + R/10 = %d", r.name(), r.sim.unavailable, most)
 	}
 	if !r.recovered || !strings.Contains(r.checked(), "seconds from provider recovery to 0.9R: ") {
 		t.Errorf("%s: no second at 0.9 × R after the outage: %s", r.name(), r.checked())
