@@ -1,72 +1,24 @@
 package schema
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/idemgen/idemgen/generator"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"go.yaml.in/yaml/v3"
 )
 
 func compile(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(JSON()))
+	sch, err := compiled()
 	if err != nil {
-		t.Fatalf("%s is not JSON: %v", FileName, err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	if err := c.AddResource(ID, doc); err != nil {
 		t.Fatal(err)
 	}
-	sch, err := c.Compile(ID)
-	if err != nil {
-		t.Fatalf("%s does not compile: %v", FileName, err)
-	}
 	return sch
-}
-
-// instance turns YAML into the JSON value an editor would validate.
-func instance(data []byte) (any, error) {
-	var v any
-	if err := yaml.Unmarshal(data, &v); err != nil {
-		return nil, err
-	}
-	return jsonValue(v), nil
-}
-
-func jsonValue(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, x := range v {
-			out[k] = jsonValue(x)
-		}
-		return out
-	case map[any]any:
-		out := make(map[string]any, len(v))
-		for k, x := range v {
-			out[fmt.Sprint(k)] = jsonValue(x)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, x := range v {
-			out[i] = jsonValue(x)
-		}
-		return out
-	case time.Time:
-		return v.Format(time.RFC3339Nano)
-	}
-	return v
 }
 
 // goAccepts is what idemgen vet says: no errors from Parse and Check.

@@ -7,11 +7,14 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/generator/internal/spec"
+	"github.com/idemgen/idemgen/schema"
 )
 
 // TestDrawnSpecsAreValid: the first 300 specs of a few seeds all pass vet
-// without a finding, and the same (seed, index) always draws the same
-// spec. Parsing only: cheap enough for -short.
+// without a finding and the JSON schema an editor checks them with (which
+// refused circuit's max_cool_down until a golden spec used it), and the
+// same (seed, index) always draws the same spec. Parsing only: cheap
+// enough for -short.
 func TestDrawnSpecsAreValid(t *testing.T) {
 	for _, seed := range []uint64{defaultSeed, 1, 2, 3} {
 		for i := range 300 {
@@ -25,6 +28,9 @@ func TestDrawnSpecsAreValid(t *testing.T) {
 			}
 			if len(ds) > 0 {
 				t.Fatalf("seed %d spec %d: vet finds %v\n%s", seed, i, ds.Sorted(), c.yaml())
+			}
+			if err := schema.Validate([]byte(c.yaml())); err != nil {
+				t.Fatalf("seed %d spec %d: vet accepts it, the schema does not: %v\n%s", seed, i, err, c.yaml())
 			}
 		}
 	}
