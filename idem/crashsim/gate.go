@@ -46,8 +46,9 @@ import (
 // calls at once, are where a second probe could meet the first.
 
 // simCircuitFailures is the circuit's failures in a row in the circuit
-// family where the spec gives the effect no circuit; other families' effects get a circuit that never opens
-// (simNoCircuit), so that their effects have a gate for PauseEffect.
+// family where the spec gives the effect no circuit; other families'
+// effects get a circuit that never opens (simNoCircuit), so that their
+// effects have a gate for PauseEffect.
 const simCircuitFailures = 2
 
 var simNoCircuit = idemrt.Circuit{Failures: 1 << 30, CoolDown: time.Hour}
