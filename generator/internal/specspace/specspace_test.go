@@ -101,6 +101,10 @@ func TestSpecSpace(t *testing.T) {
 		report := fmt.Sprintf("seed %d spec %d fails: %s\nreplay: %s=%d %s=%d go test -run TestSpecSpace ./generator/internal/specspace\n--- spec\n%s--- failure\n%s",
 			seed, c.index, c.summary(), envSeed, seed, envOnly, c.index, c.yaml(), tail(out, 60))
 		if budget > 0 {
+			// Said at once (go test -v shows it as it comes): a shrink
+			// spends minutes a check, and a long run that is stopped
+			// meanwhile would lose the failure itself.
+			t.Logf("%s\n--- shrinking it (at most %d checks; %s=0: none)", report, budget, envShrink)
 			s := shrink(c, out, budget, func(next specCase) string {
 				if err := write(dir, next); err != nil {
 					return "generate: " + err.Error()
@@ -195,6 +199,13 @@ func goTest(t *testing.T, gocmd, dir, pattern string) map[string]string {
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("go test %s: %v\n%s", pattern, err, stderr.String())
+	}
+	if keep := os.Getenv(envKeep); keep != "" && pattern == "./..." {
+		// The whole run's events, each package's output in full, kept
+		// beside the module.
+		if err := os.WriteFile(filepath.Join(keep, "go-test.json"), stdout, 0o644); err != nil {
+			t.Logf("keep go test's output: %v", err)
+		}
 	}
 	out := map[string]*strings.Builder{}
 	failed := map[string]bool{}
