@@ -103,12 +103,28 @@ func (f *poolFamily[U]) playHeld(r *simRun[U], phase int) {
 	task := r.start(phase, workHeld, nil)
 	var out simOutcome
 	ended := false
-	select {
-	case out = <-task.done:
-		ended = true
-	case <-time.After(simHeldWaitBound + simPoolSlack):
-	}
+	// A's bound runs from the hold (runContext), not from the task's
+	// start: under load an incarnation took seconds to come up, the hold
+	// came after this wait had given up, and nothing released it (the
+	// pool's Close then waited for its connections until the watchdog).
 	h := f.held.Load()
+	for deadline := time.Now().Add(simHeldRecordBound); h == nil && !ended && time.Now().Before(deadline); h = f.held.Load() {
+		select {
+		case out = <-task.done:
+			ended = true
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if h == nil && !f.arm.CompareAndSwap(true, false) {
+		h = f.awaitHold() // runContext took the arm just now
+	}
+	if h != nil && !ended {
+		select {
+		case out = <-task.done:
+			ended = true
+		case <-time.After(time.Until(h.began.Add(simHeldWaitBound + simPoolSlack))):
+		}
+	}
 	took := time.Duration(0)
 	if h != nil {
 		took = time.Since(h.began)
@@ -148,6 +164,17 @@ func (f *poolFamily[U]) playHeld(r *simRun[U], phase int) {
 	}
 	r.checkOnlyWaited(out, famPoolHeld+": worker A", "its pool's connections were held", "a connection")
 	r.checkNoFailureRecords(phase, famPoolHeld, "worker A only waited for a connection")
+}
+
+// awaitHold returns the hold of an incarnation whose runContext has taken
+// the arm, once it is set (nil after simHeldRecordBound).
+func (f *poolFamily[U]) awaitHold() *simPoolHold {
+	for deadline := time.Now().Add(simHeldRecordBound); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if h := f.held.Load(); h != nil {
+			return h
+		}
+	}
+	return nil
 }
 
 // poolHolder is a scenario database that can take every connection of
