@@ -107,18 +107,8 @@ func (f *poolFamily[U]) playHeld(r *simRun[U], phase int) {
 	// start: under load an incarnation took seconds to come up, the hold
 	// came after this wait had given up, and nothing released it (the
 	// pool's Close then waited for its connections until the watchdog).
-	h := f.held.Load()
-	for deadline := time.Now().Add(simHeldRecordBound); h == nil && !ended && time.Now().Before(deadline); h = f.held.Load() {
-		select {
-		case out = <-task.done:
-			ended = true
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	if h == nil && !f.arm.CompareAndSwap(true, false) {
-		h = f.awaitHold() // runContext took the arm just now
-	}
-	if h != nil && !ended {
+	h := f.awaitHold()
+	if h != nil {
 		select {
 		case out = <-task.done:
 			ended = true
@@ -166,15 +156,22 @@ func (f *poolFamily[U]) playHeld(r *simRun[U], phase int) {
 	r.checkNoFailureRecords(phase, famPoolHeld, "worker A only waited for a connection")
 }
 
-// awaitHold returns the hold of an incarnation whose runContext has taken
-// the arm, once it is set (nil after simHeldRecordBound).
+// awaitHold returns the hold A's incarnation takes in runContext, before
+// its work. None within simHeldRecordBound: the arm is taken back, so no
+// later hold comes that nobody would release; if runContext took it just
+// before, its hold (bounded by simHeldRecordBound too) is waited for.
 func (f *poolFamily[U]) awaitHold() *simPoolHold {
-	for deadline := time.Now().Add(simHeldRecordBound); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	deadline := time.Now().Add(simHeldRecordBound)
+	for {
 		if h := f.held.Load(); h != nil {
 			return h
 		}
+		now := time.Now()
+		if now.After(deadline) && f.arm.CompareAndSwap(true, false) || now.After(deadline.Add(simHeldRecordBound)) {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	return nil
 }
 
 // poolHolder is a scenario database that can take every connection of
