@@ -105,12 +105,14 @@ func (r *consumeRun[U]) isDead(inc int) bool {
 func runConsumer[U any](t *testing.T, env Env, job *Job[U]) {
 	_, msgs, err := consumeFixture(job)
 	if err != nil {
-		t.Fatalf("crashsim %s: the consumer fixture: %v", job.Name, err)
+		t.Errorf("crashsim %s: the consumer fixture: %v", job.Name, err)
+		return
 	}
 	discovery := newConsumeRun(t, job, env.fresh(t), consumeScenario{famConsume, -1})
 	if v := discovery.play(); len(v) > 0 {
-		t.Fatalf("crashsim %s %s: the consumer's discovery run broke invariants:\n  %s\n1 of 1 scenarios broke invariants (families: %s)",
+		t.Errorf("crashsim %s %s: the consumer's discovery run broke invariants:\n  %s\n1 of 1 scenarios broke invariants (families: %s)",
 			job.Name, env.name(), strings.Join(v, "\n  "), famConsume)
+		return
 	}
 	discovery.db.close()
 	var good []int
@@ -139,6 +141,8 @@ func runConsumer[U any](t *testing.T, env Env, job *Job[U]) {
 		wg     sync.WaitGroup
 		played int
 	)
+	verbose := os.Getenv("IDEMGEN_CRASHSIM_VERBOSE") != ""
+
 	for _, sc := range scenarios {
 		if only != "" && only != sc.String() && only != "family:"+sc.family {
 			continue
@@ -148,9 +152,13 @@ func runConsumer[U any](t *testing.T, env Env, job *Job[U]) {
 		simSlots <- struct{}{} // as many at once as the other families play
 		go func() {
 			defer func() { <-simSlots; wg.Done() }()
+			began := time.Now()
 			r := newConsumeRun(t, job, env.fresh(t), sc)
 			v := r.play()
 			r.db.close()
+			if verbose {
+				t.Logf("%s: %d violations in %s", sc, len(v), time.Since(began).Round(time.Millisecond))
+			}
 			if len(v) == 0 {
 				return
 			}

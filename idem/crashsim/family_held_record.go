@@ -31,7 +31,7 @@ type heldRecordFamily[U any] struct {
 }
 
 func (*heldRecordFamily[U]) about() familyAbout {
-	return familyAbout{name: "held-record", guarantees: []int{5, 8},
+	return familyAbout{name: "held-record", long: true, guarantees: []int{5, 8},
 		what: "worker A, under a wait bound of 150 ms, has called the provider for its first effect and " +
 			"is about to record the call when a person's forget of that key stops inside its " +
 			"transaction, holding the key's ledger row (PostgreSQL's row lock, SQLite's write lock) for " +
