@@ -3,6 +3,7 @@ package crashsim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -27,17 +28,19 @@ import (
 type heldRecordFamily[U any] struct {
 	baseFamily[U]
 	// watch, when set, sees every hit of every incarnation.
-	watch atomic.Pointer[func(inc int, p idemtest.CrashPoint, detail string)]
+	// took is how long the hit's statement ran, at a pointSQLAfter.
+	watch atomic.Pointer[func(inc int, p idemtest.CrashPoint, detail string, took time.Duration)]
 }
 
 func (*heldRecordFamily[U]) about() familyAbout {
-	return familyAbout{name: "held-record", long: true, guarantees: []int{5, 8},
+	return familyAbout{name: "held-record", long: 3 * time.Second, guarantees: []int{5, 8},
 		what: "worker A, under a wait bound of 150 ms, has called the provider for its first effect and " +
 			"is about to record the call when a person's forget of that key stops inside its " +
 			"transaction, holding the key's ledger row (PostgreSQL's row lock, SQLite's write lock) for " +
 			"ten times A's bound: A's record ends as busy (`idem.ErrBusy`) within its bound (its other " +
 			"effects, under a `concurrency`, may wait for the slot A keeps), never another error, " +
-			"never a hang, and counts no failed attempt and parks nothing; the forget is " +
+			"never a hang, and counts no failed attempt and parks nothing; no statement A begins " +
+			"while the row is held (a call slot's, say) runs past five of its bounds; the forget is " +
 			"then refused (A's lease is live); the call is made again with the same key once the lease " +
 			"has run out, and the run converges"}
 }
@@ -54,9 +57,9 @@ func (f *heldRecordFamily[U]) playPhase(r *simRun[U], phase int) {
 }
 
 // beforeCrash shows the hit to the interlude's watch.
-func (f *heldRecordFamily[U]) beforeCrash(_ context.Context, _ *simRun[U], inc *simInc, h simHit) error {
+func (f *heldRecordFamily[U]) beforeCrash(ctx context.Context, _ *simRun[U], inc *simInc, h simHit) error {
 	if watch := f.watch.Load(); watch != nil {
-		(*watch)(inc.id, h.p, h.detail)
+		(*watch)(inc.id, h.p, h.detail, simStatementTook(ctx))
 	}
 	return nil
 }
@@ -66,6 +69,11 @@ func (f *heldRecordFamily[U]) beforeCrash(_ context.Context, _ *simRun[U], inc *
 // before, on a loaded machine too; a wait without a bound lasts until the
 // hold ends, and the record then succeeds, answering no busy.
 const simHeldRecordHold = 10 * simHeldWaitBound
+
+// simHeldRecordLate is how long a statement of A may run: five times its
+// wait bound, half the hold, for a loaded machine. A wait past the bound
+// lasts until the hold ends.
+const simHeldRecordLate = 5 * simHeldWaitBound
 
 // simHeldRecordBound bounds each of the interlude's own waits.
 const simHeldRecordBound = 30 * time.Second
@@ -186,9 +194,32 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 	// in flight beside it, one just before): the hold runs from there.
 	began := make(chan struct{})
 	var first sync.Once
-	watch := func(inc int, p idemtest.CrashPoint, detail string) {
-		if inc == a.inc.id && p == pointSQLBefore && (detail == "BEGIN" || strings.HasPrefix(detail, "auto ")) {
-			first.Do(func() { close(began) })
+	type simLate struct {
+		detail string
+		from   time.Time
+		took   time.Duration
+	}
+	var (
+		lateMu   sync.Mutex
+		late     []simLate // A's statements that ran past simHeldRecordLate
+		holdFrom time.Time
+	)
+	watch := func(inc int, p idemtest.CrashPoint, detail string, took time.Duration) {
+		if inc != a.inc.id {
+			return
+		}
+		if p == pointSQLBefore && (detail == "BEGIN" || strings.HasPrefix(detail, "auto ")) {
+			first.Do(func() {
+				lateMu.Lock()
+				holdFrom = time.Now()
+				lateMu.Unlock()
+				close(began)
+			})
+		}
+		if p == pointSQLAfter && took > simHeldRecordLate {
+			lateMu.Lock()
+			late = append(late, simLate{detail, time.Now().Add(-took), took})
+			lateMu.Unlock()
 		}
 	}
 	f.watch.Store(&watch)
@@ -204,10 +235,26 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 	case <-time.After(simHeldRecordBound):
 		r.violate("held-record: worker A ran no statement in %s after its call of %s", simHeldRecordBound, key)
 	}
-	f.watch.Store(nil)
+	holdTo := time.Now()
 	close(release)
 	if !ended {
 		out = <-done
+	}
+	// A statement of A that began while the forget held the row ends
+	// within A's bound (busy), or, having waited past it, once the hold
+	// ends (ten bounds): five bounds are allowed, for a loaded machine.
+	f.watch.Store(nil)
+	lateMu.Lock()
+	var waited []string
+	for _, l := range late {
+		if !holdFrom.IsZero() && !l.from.Before(holdFrom) && l.from.Before(holdTo) {
+			waited = append(waited, fmt.Sprintf("%q ran %s", l.detail, l.took.Round(time.Millisecond)))
+		}
+	}
+	lateMu.Unlock()
+	if len(waited) > 0 {
+		r.violate("held-record: worker A's statements begun while the forget held the row waited past their wait bound of %s (%s allowed): %s",
+			simHeldWaitBound, simHeldRecordLate, strings.Join(waited, "; "))
 	}
 	err := <-forgot
 	closeInc()

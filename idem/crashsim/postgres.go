@@ -565,6 +565,7 @@ type simTraced struct {
 	hook   *idemtest.CrashHook
 	detail string
 	wrote  *simWrites // a COMMIT's
+	began  time.Time  // once its pointSQLBefore hit returned
 }
 
 func (t *simTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
@@ -613,13 +614,13 @@ func (t *simTracer) before(ctx context.Context, conn *pgx.Conn, sql string) cont
 	if detail != "" {
 		_ = (*hook)(ctx, pointSQLBefore, detail)
 	}
-	return context.WithValue(ctx, simTraceKey{}, simTraced{hook, detail, wrote})
+	return context.WithValue(ctx, simTraceKey{}, simTraced{hook, detail, wrote, time.Now()})
 }
 
 // after reports the statement before reported, once it ran without error.
 func (t *simTracer) after(ctx context.Context, err error) {
 	if traced, ok := ctx.Value(simTraceKey{}).(simTraced); ok && traced.detail != "" && err == nil {
-		_ = (*traced.hook)(withWrites(ctx, traced.wrote), pointSQLAfter, traced.detail)
+		_ = (*traced.hook)(withBegan(withWrites(ctx, traced.wrote), traced.began), pointSQLAfter, traced.detail)
 	}
 }
 

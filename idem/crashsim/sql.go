@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/idemgen/idemgen/idem/idempg"
 	"github.com/idemgen/idemgen/idem/idemtest"
@@ -134,6 +135,24 @@ func withWrites(ctx context.Context, w *simWrites) context.Context {
 		return ctx
 	}
 	return context.WithValue(ctx, simWritesKey{}, w)
+}
+
+type simBeganKey struct{}
+
+// withBegan is the context of a statement's pointSQLAfter hit: ctx,
+// carrying when the statement began to run (once its pointSQLBefore hit
+// returned), so that a family can see how long it waited.
+func withBegan(ctx context.Context, began time.Time) context.Context {
+	return context.WithValue(ctx, simBeganKey{}, began)
+}
+
+// simStatementTook is how long the statement whose pointSQLAfter hit has
+// ctx ran (0 at any other hit).
+func simStatementTook(ctx context.Context) time.Duration {
+	if began, ok := ctx.Value(simBeganKey{}).(time.Time); ok {
+		return time.Since(began)
+	}
+	return 0
 }
 
 // simWritesOf is what withWrites put in ctx, or nil.
@@ -256,10 +275,11 @@ func (c *simConn) around(ctx context.Context, query string, run func() error) er
 	if err := c.hook(ctx, pointSQLBefore, detail); err != nil {
 		return err
 	}
+	began := time.Now()
 	if err := c.driverCall(run); err != nil {
 		return err
 	}
-	return c.hook(withWrites(ctx, wrote), pointSQLAfter, detail)
+	return c.hook(withBegan(withWrites(ctx, wrote), began), pointSQLAfter, detail)
 }
 
 func (c *simConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -372,7 +392,8 @@ func (s *simStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (d
 		if err := hook(ctx, pointSQLBefore, detail); err != nil {
 			return nil, err
 		}
-		after = func() error { return hook(withWrites(ctx, wrote), pointSQLAfter, detail) }
+		began := time.Now()
+		after = func() error { return hook(withBegan(withWrites(ctx, wrote), began), pointSQLAfter, detail) }
 	}
 	var rows driver.Rows
 	err := s.conn.driverCall(func() (err error) {

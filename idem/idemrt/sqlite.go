@@ -229,17 +229,33 @@ func (a SQLiteAuto) PrepareContext(ctx context.Context, query string) (*sql.Stmt
 // connection and querying the pool after it would hope to get the same
 // connection back, which a pool under contention, or one that keeps no
 // idle connection, does not give.
+//
+// A query that writes (RETURNING) waits for another writer's lock no
+// longer than ctx's wait bound, as ExecContext does, though not by the
+// connection's busy_timeout, which could be given back only once the rows
+// are closed, after the connection went back to the pool: the statement
+// runs on a context that ends at the bound, which ends SQLite's wait for
+// the lock (its busy handler gives up once the context is done). Its
+// failure then reads "database is locked" (or "interrupted"); the querier
+// makes it a *WaitError (SQLiteLockWait). Before, such a query waited the
+// connection's busy_timeout, 10 s by default: a call slot taken while a
+// forget held the write lock waited 10 s under a wait bound of 150 ms.
 func (a SQLiteAuto) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	conn, err := a.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := conn.QueryContext(ctx, query, args...)
+	qctx, cancel := sqliteWriteBound(ctx, query)
+	rows, err := conn.QueryContext(qctx, query, args...)
 	if err != nil {
+		cancel()
 		conn.Close()
 		return nil, err
 	}
-	go conn.Close() // returns once rows is closed
+	go func() {
+		conn.Close() // returns once rows is closed
+		cancel()
+	}()
 	return rows, nil
 }
 
@@ -249,9 +265,40 @@ func (a SQLiteAuto) QueryRowContext(ctx context.Context, query string, args ...a
 		// A Row carrying err: a query on a cancelled context.
 		return a.DB.QueryRowContext(canceled(ctx, err), query, args...)
 	}
-	row := conn.QueryRowContext(ctx, query, args...)
-	go conn.Close() // returns once the row is scanned
+	qctx, cancel := sqliteWriteBound(ctx, query)
+	row := conn.QueryRowContext(qctx, query, args...)
+	go func() {
+		conn.Close() // returns once the row is scanned
+		cancel()
+	}()
 	return row
+}
+
+// sqliteWriteBound is the context a query that writes (one with
+// RETURNING: the only writes that return rows) runs on: ctx, ended at
+// ctx's wait bound. A query that only reads never waits for a lock (WAL)
+// and runs on ctx, however long it takes.
+func sqliteWriteBound(ctx context.Context, query string) (context.Context, context.CancelFunc) {
+	if !strings.Contains(strings.ToUpper(query), "RETURNING") {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, WaitBound(ctx))
+}
+
+// SQLiteLockWait makes the failure of a query that writes on SQLiteAuto
+// (RETURNING) a *WaitError when it ran out of its wait bound waiting for
+// another writer's lock: SQLite answered "database is locked", or the
+// statement was interrupted at the bound, while ctx itself is not done.
+// Any other error is returned as it is.
+func SQLiteLockWait(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "database is locked") || strings.Contains(msg, "interrupted") || errors.Is(err, context.DeadlineExceeded) {
+		return &WaitError{What: "the SQLite database's write lock", Bound: WaitBound(ctx), Err: err}
+	}
+	return err
 }
 
 // canceled returns a context already cancelled with cause err.

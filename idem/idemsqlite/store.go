@@ -198,7 +198,7 @@ func (q Querier) See(ctx context.Context, job string, unitKeys []string, hashes 
 			continue
 		}
 		if !idemrt.SQLiteNoRows(err) {
-			return nil, err
+			return nil, idemrt.SQLiteLockWait(ctx, err)
 		}
 		prev, err := q.q.SeenHash(ctx, ledgerdb.SeenHashParams{Job: job, UnitKey: k})
 		if err != nil {
@@ -301,7 +301,7 @@ func (q Querier) Release(ctx context.Context, r idemrt.Release) (string, error) 
 		return idem.StatePending, nil // the lease was taken over; the new holder decides
 	}
 	if state := idemrt.LedgerState(row.State); err != nil || state != idem.StatePending || r.NextAttempt == nil {
-		return state, err
+		return state, idemrt.SQLiteLockWait(ctx, err)
 	}
 	return idem.StatePending, q.q.DeferEffect(ctx, ledgerdb.DeferEffectParams{NextAttemptAt: nullTime(r.NextAttempt(int32(row.Attempts))), EffectKey: r.Key})
 }
@@ -419,7 +419,7 @@ func (q Querier) RecordUnitFailure(ctx context.Context, f idemrt.UnitFailure, no
 
 func (q Querier) SettleUnitFailure(ctx context.Context, job, unitKey string, maxAttempts int32) (string, int32, error) {
 	r, err := q.q.SettleUnitFailure(ctx, ledgerdb.SettleUnitFailureParams{MaxAttempts: int64(maxAttempts), Job: job, UnitKey: unitKey})
-	return r.State, int32(r.Attempts), err
+	return r.State, int32(r.Attempts), idemrt.SQLiteLockWait(ctx, err)
 }
 
 func (q Querier) RetryingUnits(ctx context.Context, job, after string, limit int32) ([]idemrt.UnitFailure, error) {
@@ -574,7 +574,7 @@ func (q Querier) EnsureLimitSlot(ctx context.Context, job, effect string, slot i
 func (q Querier) TakeSlot(ctx context.Context, job, effect string, slots int32, owner string, now, until time.Time) (int32, bool, error) {
 	got, err := q.q.TakeSlot(ctx, ledgerdb.TakeSlotParams{Owner: nullText(owner), HeldUntil: nullTime(until), Job: job, Effect: effect, Slots: int64(slots), Now: nullTime(now)})
 	if err != nil || len(got) == 0 {
-		return 0, false, err
+		return 0, false, idemrt.SQLiteLockWait(ctx, err)
 	}
 	return int32(got[0]), true, nil
 }
@@ -622,7 +622,7 @@ func (q Querier) FailGate(ctx context.Context, job, effect string, threshold int
 		return idemrt.GateClosed, time.Time{}, nil
 	}
 	if err != nil {
-		return "", time.Time{}, err
+		return "", time.Time{}, idemrt.SQLiteLockWait(ctx, err)
 	}
 	until := idemrt.ValueOr(idemrt.ReadNullTime(r.HeldUntil, &err))
 	return r.Gate.String, until, err

@@ -1,0 +1,75 @@
+package idemrt
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/url"
+	"path/filepath"
+	"testing"
+	"time"
+
+	_ "github.com/ncruces/go-sqlite3/driver"
+)
+
+// A query that writes (RETURNING) on SQLiteAuto waits for another
+// writer's lock no longer than its wait bound, though the connection's
+// busy_timeout is 10 s, and its failure is a busy (*WaitError); a query
+// that only reads does not wait for the lock at all (WAL).
+func TestSQLiteAutoWriteQueryWaitsItsBound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bound.db")
+	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (k INTEGER PRIMARY KEY, v INTEGER); INSERT INTO t VALUES (1, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := holder.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.ExecContext(ctx, "ROLLBACK")
+
+	const bound = 100 * time.Millisecond
+	bounded := withWaitBound(ctx, bound)
+	auto := SQLiteAuto{DB: db}
+	const write = "UPDATE t SET v = v + 1 WHERE k = 1 RETURNING v"
+	forms := map[string]func() error{
+		"QueryContext": func() error {
+			rows, err := auto.QueryContext(bounded, write)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+			}
+			return rows.Err()
+		},
+		"QueryRowContext": func() error {
+			var v int
+			return auto.QueryRowContext(bounded, write).Scan(&v)
+		},
+	}
+	for name, run := range forms {
+		began := time.Now()
+		err := SQLiteLockWait(bounded, run())
+		took := time.Since(began)
+		if !errors.Is(err, ErrBusy) {
+			t.Errorf("%s of a write while another writer holds the lock: %v; want busy (ErrBusy)", name, err)
+		}
+		if took > 10*bound {
+			t.Errorf("%s of a write waited %s for the lock; want about its bound of %s, not the busy_timeout", name, took, bound)
+		}
+	}
+	var v int
+	if err := auto.QueryRowContext(bounded, "SELECT v FROM t WHERE k = 1").Scan(&v); err != nil || v != 0 {
+		t.Errorf("a read while another writer holds the lock: v=%d, %v; want 0, nil", v, err)
+	}
+}
