@@ -92,12 +92,13 @@ type familyAbout struct {
 	name       string
 	guarantees []int  // as numbered in docs/guarantees.md
 	what       string // what happens, and what is checked
-	// long marks a family whose scenarios each take several times a
-	// crash scenario's time: they wait in real time (a hold, a
-	// cool-down, a paced call, a child process) or play many callers.
-	// The matrix starts them first, so that the shorter scenarios fill
-	// the cores around them instead of trailing them (longFirst).
-	long bool
+	// long is about how long one of the family's scenarios takes on two
+	// cores when it takes several times a crash scenario's (0.3 s): it
+	// waits in real time (a hold, a cool-down, a paced call, a child
+	// process) or plays many callers. The matrix starts the long ones
+	// early, the longest first, so that the shorter scenarios fill the
+	// cores around them instead of trailing them (longFirst).
+	long time.Duration
 }
 
 // simFamilies is every family, in the order of docs/guarantees.md's

@@ -77,7 +77,7 @@ func burstWork(ctx context.Context, work func(ctx context.Context) simOutcome) s
 type burstFamily[U any] struct{ baseFamily[U] }
 
 func (*burstFamily[U]) about() familyAbout {
-	return familyAbout{name: "burst", long: true, guarantees: []int{2, 3, 5},
+	return familyAbout{name: "burst", long: 800 * time.Millisecond, guarantees: []int{2, 3, 5},
 		what: "five callers at once on the same keys in one process whose pool has two connections (a " +
 			"client retrying in a burst, a webhook redelivered): none may wait out its wait bound, " +
 			"which a transaction asking its own pool for a second connection (a pool deadlock) would; " +

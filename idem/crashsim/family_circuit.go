@@ -19,7 +19,7 @@ type circuitFamily[U any] struct {
 }
 
 func (*circuitFamily[U]) about() familyAbout {
-	return familyAbout{name: "circuit", long: true, guarantees: []int{5, 8},
+	return familyAbout{name: "circuit", long: time.Second, guarantees: []int{5, 8},
 		what: "the effect's provider is down for more calls than `max_attempts` under a circuit (the spec's, or " +
 			"the family's own, short beside the lease, where the spec gives none): no call " +
 			"inside a cool-down after a failure once the circuit's failures are reached, and the circuit open no " +

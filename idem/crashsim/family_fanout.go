@@ -2,6 +2,7 @@ package crashsim
 
 import (
 	"context"
+	"time"
 
 	"github.com/idemgen/idemgen/idem"
 )
@@ -9,7 +10,7 @@ import (
 type fanoutFamily[U any] struct{ baseFamily[U] }
 
 func (*fanoutFamily[U]) about() familyAbout {
-	return familyAbout{name: "fanout", long: true, guarantees: []int{1, 2, 4},
+	return familyAbout{name: "fanout", long: 700 * time.Millisecond, guarantees: []int{1, 2, 4},
 		what: "effects four at a time over pipelined batches of two (a job without effects on PostgreSQL " +
 			"writes ahead); report counts and calls checked"}
 }

@@ -18,7 +18,7 @@ import (
 type heldFamily[U any] struct{ baseFamily[U] }
 
 func (*heldFamily[U]) about() familyAbout {
-	return familyAbout{name: "held", long: true, guarantees: []int{5, 8},
+	return familyAbout{name: "held", long: 800 * time.Millisecond, guarantees: []int{5, 8},
 		what: "worker A stops inside its write transaction, holding its batch's locks (PostgreSQL's row " +
 			"locks, SQLite's write lock); worker B, under a wait bound of 150 ms, runs the same work " +
 			"three times meanwhile: every wait ends as busy (`idem.ErrBusy`) or, for an effect with a " +

@@ -53,7 +53,7 @@ type simPoolHold struct {
 }
 
 func (*poolFamily[U]) about() familyAbout {
-	return familyAbout{name: famPoolHeld, long: true, guarantees: []int{5, 8},
+	return familyAbout{name: famPoolHeld, long: 500 * time.Millisecond, guarantees: []int{5, 8},
 		what: "worker A's process has a pool of two connections, and both are held by others while A " +
 			"runs its first phase under a wait bound of 150 ms: A ends within its bound (and 2 s of " +
 			"slack) with the bounded-wait error (`idem.WaitError`, busy), never a hang until a " +

@@ -37,7 +37,7 @@ type rateFamily[U any] struct {
 }
 
 func (*rateFamily[U]) about() familyAbout {
-	return familyAbout{name: "rate", long: true, guarantees: []int{2, 3, 5},
+	return familyAbout{name: "rate", long: time.Second, guarantees: []int{2, 3, 5},
 		what: "(an effect with a `rate`) two workers at once, four calls in flight each, under the " +
 			"effects' rates, each granted start waited for on the simulated clock; two workers that " +
 			"have just read the pace are held a moment so they race for the same start: every granted " +

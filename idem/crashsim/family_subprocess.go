@@ -19,7 +19,7 @@ import (
 type subprocessFamily[U any] struct{ baseFamily[U] }
 
 func (*subprocessFamily[U]) about() familyAbout {
-	return familyAbout{name: "subprocess", long: true, guarantees: []int{1, 2, 3},
+	return familyAbout{name: "subprocess", long: 500 * time.Millisecond, guarantees: []int{1, 2, 3},
 		what: "a real process death (`os.Exit`) at points of the first phase"}
 }
 

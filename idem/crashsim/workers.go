@@ -19,8 +19,11 @@ const (
 	// EnvCold, set to 1, plays the matrix as the harness did before
 	// issue 39, for the benchmark's "before" side: every SQLite scenario
 	// gets a new copy of the template and new connections, every
-	// PostgreSQL incarnation new sessions (postgres.go), and a wait for a
-	// call slot runs to the engine's own bound (limits.go).
+	// PostgreSQL incarnation new sessions (postgres.go), a wait for a
+	// call slot runs to the engine's own bound (limits.go), the
+	// scenarios start in the plan's order, not the long families' first,
+	// and a consumer job's consumer families play after the others
+	// (run.go).
 	EnvCold = "IDEMGEN_CRASHSIM_COLD"
 )
 
