@@ -35,7 +35,7 @@ func TestSQLiteAutoWriteQueryWaitsItsBound(t *testing.T) {
 	if _, err := holder.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}
-	defer holder.ExecContext(ctx, "ROLLBACK")
+	defer func() { _, _ = holder.ExecContext(ctx, "ROLLBACK") }()
 
 	const bound = 100 * time.Millisecond
 	bounded := withWaitBound(ctx, bound)
