@@ -141,7 +141,7 @@ func runConsumer[U any](t *testing.T, env Env, job *Job[U]) {
 		wg     sync.WaitGroup
 		played int
 	)
-	verbose := os.Getenv("IDEMGEN_CRASHSIM_VERBOSE") != ""
+	verbose := simVerbose()
 
 	for _, sc := range scenarios {
 		if only != "" && only != sc.String() && only != "family:"+sc.family {

@@ -3,6 +3,7 @@ package crashsim
 import (
 	"flag"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -68,5 +69,37 @@ func TestFamilyNames(t *testing.T) {
 			t.Errorf("family %q: a name of its own, what it does and its guarantees are required", a.name)
 		}
 		seen[a.name] = true
+	}
+}
+
+// longFirst keeps every scenario, plays a first wave of ordinary ones,
+// then the long ones one in three, longest first.
+func TestLongFirst(t *testing.T) {
+	plan := []simScenario{newScenario("crash"), newScenario("subprocess"), newScenario("held-record")}
+	for range cap(simSlots) + 6 {
+		plan = append(plan, newScenario("crash"))
+	}
+	plan = append(plan, newScenario("circuit"), newScenario("crash"))
+	got := longFirst[struct{}](plan)
+	if len(got) != len(plan) {
+		t.Fatalf("longFirst kept %d of %d scenarios", len(got), len(plan))
+	}
+	first := cap(simSlots)
+	for _, sc := range got[:first] {
+		if sc.family != "crash" {
+			t.Fatalf("the first wave of %d holds %s; want ordinary scenarios only: %v", first, sc.family, got)
+		}
+	}
+	var longs []string
+	for _, sc := range got[first:] {
+		if sc.family != "crash" {
+			longs = append(longs, sc.family)
+		}
+	}
+	if want := []string{"held-record", "circuit", "subprocess"}; !slices.Equal(longs, want) {
+		t.Errorf("long scenarios after the first wave in order %v; want the longest first %v", longs, want)
+	}
+	if got[first].family != "held-record" || got[first+3].family != "circuit" {
+		t.Errorf("long scenarios not one in three after the first wave: %v", got)
 	}
 }

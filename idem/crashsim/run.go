@@ -81,7 +81,7 @@ func Run[U any](t *testing.T, env Env, job *Job[U]) {
 		families  = map[string]int{}
 		broken    = map[string]bool{}
 	)
-	verbose := os.Getenv("IDEMGEN_CRASHSIM_VERBOSE") != ""
+	verbose := simVerbose()
 	play := func(sc simScenario) *simRun[U] {
 		began := time.Now()
 		r := newSimRun(t, job, env.fresh(t), sc, env.name())

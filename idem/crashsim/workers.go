@@ -51,3 +51,7 @@ func simWorkers() int {
 
 // simCold reports whether EnvCold asks for cold SQLite scenarios.
 func simCold() bool { return os.Getenv(EnvCold) == "1" }
+
+// simVerbose reports whether IDEMGEN_CRASHSIM_VERBOSE asks for each
+// scenario's time in the test's log.
+func simVerbose() bool { return os.Getenv("IDEMGEN_CRASHSIM_VERBOSE") != "" }

@@ -172,12 +172,15 @@ func sqliteBoundLockWait(ctx context.Context, conn *sql.Conn) (wait time.Duratio
 	}, nil
 }
 
+// sqliteWriteLock is what a wait for SQLite's lock waited for.
+const sqliteWriteLock = "the SQLite database's write lock"
+
 // sqliteWaitError makes SQLite's SQLITE_BUSY ("database is locked", in
 // the words every driver passes on), a wait for another writer's lock that
 // ran out of lockWait, a *WaitError.
 func sqliteWaitError(err error, lockWait time.Duration) error {
 	if err != nil && strings.Contains(err.Error(), "database is locked") {
-		return &WaitError{What: "the SQLite database's write lock", Bound: lockWait, Err: err}
+		return &WaitError{What: sqliteWriteLock, Bound: lockWait, Err: err}
 	}
 	return err
 }
@@ -294,11 +297,10 @@ func SQLiteLockWait(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() != nil {
 		return err
 	}
-	msg := err.Error()
-	if strings.Contains(msg, "database is locked") || strings.Contains(msg, "interrupted") || errors.Is(err, context.DeadlineExceeded) {
-		return &WaitError{What: "the SQLite database's write lock", Bound: WaitBound(ctx), Err: err}
+	if strings.Contains(err.Error(), "interrupted") || errors.Is(err, context.DeadlineExceeded) {
+		return &WaitError{What: sqliteWriteLock, Bound: WaitBound(ctx), Err: err}
 	}
-	return err
+	return sqliteWaitError(err, WaitBound(ctx))
 }
 
 // canceled returns a context already cancelled with cause err.
