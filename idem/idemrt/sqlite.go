@@ -265,8 +265,8 @@ func (a SQLiteAuto) QueryContext(ctx context.Context, query string, args ...any)
 func (a SQLiteAuto) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	conn, err := a.conn(ctx)
 	if err != nil {
-		// A Row carrying err: a query on a cancelled context.
-		return a.DB.QueryRowContext(canceled(ctx, err), query, args...)
+		// A Row carrying err: a query on a context already ended by it.
+		return a.DB.QueryRowContext(endedBy{ctx, err}, query, args...)
 	}
 	qctx, cancel := sqliteWriteBound(ctx, query)
 	row := conn.QueryRowContext(qctx, query, args...)
@@ -294,8 +294,9 @@ func sqliteWriteBound(ctx context.Context, query string) (context.Context, conte
 // statement was interrupted at the bound, while ctx itself is not done.
 // Any other error is returned as it is.
 func SQLiteLockWait(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() != nil {
-		return err
+	var waited *WaitError
+	if err == nil || ctx.Err() != nil || errors.As(err, &waited) {
+		return err // a wait that says what it waited for already (a connection)
 	}
 	if strings.Contains(err.Error(), "interrupted") || errors.Is(err, context.DeadlineExceeded) {
 		return &WaitError{What: sqliteWriteLock, Bound: WaitBound(ctx), Err: err}
@@ -303,12 +304,25 @@ func SQLiteLockWait(ctx context.Context, err error) error {
 	return sqliteWaitError(err, WaitBound(ctx))
 }
 
-// canceled returns a context already cancelled with cause err.
-func canceled(ctx context.Context, err error) context.Context {
-	ctx, cancel := context.WithCancelCause(ctx)
-	cancel(err)
-	return ctx
+// endedBy is a context already ended, whose Err is err itself: the only
+// way to hand a *sql.Row an error, for database/sql returns a done
+// context's Err as the query's. A context cancelled with err as its cause
+// would hand on context.Canceled and lose err (held-record, seed 38, spec
+// 3, under load: a busy wait for the pool read "read the effect's gate:
+// context canceled").
+type endedBy struct {
+	context.Context
+	err error
 }
+
+var closedDone = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+func (c endedBy) Done() <-chan struct{} { return closedDone }
+func (c endedBy) Err() error            { return c.err }
 
 // SQLiteNoRows reports the "no row" result of a :one query.
 func SQLiteNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

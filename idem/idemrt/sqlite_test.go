@@ -73,3 +73,38 @@ func TestSQLiteAutoWriteQueryWaitsItsBound(t *testing.T) {
 		t.Errorf("a read while another writer holds the lock: v=%d, %v; want 0, nil", v, err)
 	}
 }
+
+// A row read whose connection does not come within the wait bound fails
+// with the wait's own error, a busy (*WaitError), not context.Canceled:
+// the caller judges the error it gets.
+func TestSQLiteAutoRowKeepsItsWaitError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pool.db")
+	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=journal_mode(wal)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	ctx := context.Background()
+	holder, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	var v int
+	err = SQLiteAuto{DB: db}.QueryRowContext(withWaitBound(ctx, 50*time.Millisecond), "SELECT 1").Scan(&v)
+	var we *WaitError
+	if !errors.As(err, &we) || !errors.Is(err, ErrBusy) {
+		t.Fatalf("a row read that waited out its bound for the pool failed with %v (%T); want a *WaitError, busy", err, err)
+	}
+}
+
+// A wait that already says what it waited for (a connection) stays as it
+// is: not called a wait for the write lock on top.
+func TestSQLiteLockWaitKeepsAConnectionWait(t *testing.T) {
+	ctx := withWaitBound(context.Background(), 150*time.Millisecond)
+	conn := &WaitError{What: "a connection from the pool", Bound: 150 * time.Millisecond, Err: context.DeadlineExceeded}
+	if got := SQLiteLockWait(ctx, conn); got != error(conn) {
+		t.Fatalf("SQLiteLockWait(a connection's wait) = %v; want it unchanged", got)
+	}
+}
