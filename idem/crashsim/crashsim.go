@@ -364,7 +364,8 @@ type simRun[U any] struct {
 	parkedUnits   int            // units parked or skipped as parked, as reported
 	// converging: the phases are played; the clean runs after them go on.
 	converging bool
-	incByID    map[int]*simInc // every incarnation started, by id
+	incByID    map[int]*simInc               // every incarnation started, by id
+	effectErrs map[int][]idemrt.EffectResult // simEffectEnds
 	// fam is the scenario's family, with its own state.
 	fam family[U]
 }

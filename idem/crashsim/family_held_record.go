@@ -96,7 +96,10 @@ func (*heldRecordFamily[U]) plan(d *discovery[U]) []simScenario {
 // with a concurrency, a wait for its call slot: while the held worker
 // keeps its slot, the engine answers that the effect waits for a slot
 // (idem.ErrWaiting, no attempt counted), an answer as good as busy. A
-// call's failures are judged one by one. It returns how many were busy.
+// call's failures are judged one by one, and so is every failed effect
+// the observer saw (simEffectEnds): a run that stopped at a busy wait
+// names the failures before it only in words. It returns how many were
+// busy.
 func (r *simRun[U]) checkOnlyWaited(out simOutcome, who, held, locks string) (busy int) {
 	if out.rep.Parked > 0 || out.rep.EffectsParked > 0 {
 		r.violate("%s parked %d units and %d effects while %s: a wait past its bound is no attempt", who, out.rep.Parked, out.rep.EffectsParked, held)
@@ -120,6 +123,9 @@ func (r *simRun[U]) checkOnlyWaited(out simOutcome, who, held, locks string) (bu
 		default:
 			r.violate("%s, waiting on %s, ended with %v; want busy (idem.ErrBusy), or a wait for a call slot under concurrency", who, locks, err)
 		}
+	}
+	for _, er := range out.effects {
+		judge(er.Effect, er.Err)
 	}
 	for _, err := range errs {
 		var fe *idem.FailuresError

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 // The pool-held family: worker A's process has a pool of simPoolConns
@@ -58,11 +60,80 @@ func (*poolFamily[U]) about() familyAbout {
 			"runs its first phase under a wait bound of 150 ms: A ends within its bound (and 2 s of " +
 			"slack) with the bounded-wait error (`idem.WaitError`, busy), never a hang until a " +
 			"connection comes back, and counts no failed attempt and parks nothing; then the " +
-			"connections go back and the run converges"}
+			"connections go back and the run converges. Its `at-claim` variant holds the pool from " +
+			"A's second claim of an effect with a circuit (else a concurrency), whose first statement " +
+			"then reads the effect's gate (its call slot): each failed effect of A is judged, busy or nothing"}
 }
 
-func (*poolFamily[U]) plan(*discovery[U]) []simScenario {
-	return []simScenario{newScenario(famPoolHeld)}
+// sample: both variants, in -short too (a second each at most).
+func (*poolFamily[U]) sample(all []simScenario) []simScenario { return all }
+
+// simPoolAtClaim is the variant of pool-held whose hold begins at A's
+// second claim of an effect with limits.
+const simPoolAtClaim = "at-claim"
+
+// plan: the pool held from A's start, and, when an effect with limits
+// (limited) is claimed twice in the first phase, held from A's second
+// claim of it (simPoolAtClaim).
+func (*poolFamily[U]) plan(d *discovery[U]) []simScenario {
+	out := []simScenario{newScenario(famPoolHeld)}
+	target := poolTarget(d.job)
+	claims := 0
+	for _, h := range d.trace[:d.firstPhase] {
+		if h.p == idemtest.PointEffectClaimed && target != "" && d.effectOf[h.detail] == target {
+			claims++
+		}
+	}
+	if claims >= 2 {
+		sc := newScenario(famPoolHeld)
+		sc.variant = simPoolAtClaim
+		out = append(out, sc)
+	}
+	return out
+}
+
+// poolTarget is the effect whose second claim the at-claim hold begins
+// at: one with a circuit and no concurrency, else one with a concurrency
+// ("": none). At its second claim the engine has added the effect's limit
+// rows already, and its first statement after the claim reads them: the
+// gate, a statement outside a transaction that ends through the row it
+// returns (SQLiteAuto.QueryRowContext), which the start's hold never
+// reaches; or, under a concurrency, a call slot's.
+func poolTarget[U any](j *Job[U]) string {
+	for _, fx := range j.Effects {
+		if fx.Circuit.Failures > 0 && fx.Concurrency == 0 {
+			return fx.Name
+		}
+	}
+	for _, fx := range j.Effects {
+		if fx.Concurrency > 0 {
+			return fx.Name
+		}
+	}
+	return ""
+}
+
+// limit: the at-claim variant keeps the spec's circuit (which no fault of
+// this family opens), so that every call of the effect reads its gate.
+func (*poolFamily[U]) limit(r *simRun[U], fx *idemrt.Effect[U], spec idemrt.Effect[U]) {
+	if r.sc.variant == simPoolAtClaim {
+		fx.Circuit = spec.Circuit
+	}
+}
+
+// secondClaim pauses A at its second claim of the target effect.
+func (f *poolFamily[U]) secondClaim(r *simRun[U]) func(n int, h simHit) bool {
+	target := poolTarget(r.job)
+	effectOf := map[string]string{}
+	for _, u := range r.phases[0] {
+		for i, fx := range r.job.Effects {
+			effectOf[oracleKey(fx.Key, baseVersions(r.job).vars(i), u)] = fx.Name
+		}
+	}
+	var claims atomic.Int32
+	return func(_ int, h simHit) bool {
+		return h.p == idemtest.PointEffectClaimed && effectOf[h.detail] == target && claims.Add(1) == 2
+	}
 }
 
 // setup: each incarnation's pool has simPoolConns connections.
@@ -89,28 +160,63 @@ func (f *poolFamily[U]) runContext(r *simRun[U], ctx context.Context, _ *simInc)
 	return ctx
 }
 
-// playPhase: phase 0 first runs with the pool held, then as usual.
+// playPhase: phase 0 first runs with the pool held (from A's start, or
+// from its second claim of the target effect), then as usual.
 func (f *poolFamily[U]) playPhase(r *simRun[U], phase int) {
-	if phase == 0 {
+	switch {
+	case phase == 0 && r.sc.variant == simPoolAtClaim:
+		r.runPhase(phase, phasePlay{pauseAt: f.secondClaim(r), work: workHeld, interlude: func(phase int, a *simTask) { f.holdAtClaim(r, phase, a) }})
+		if f.held.Load() == nil {
+			r.violate("%s %s: worker A never claimed %s a second time: the family tests nothing", famPoolHeld, simPoolAtClaim, poolTarget(r.job))
+		}
+	case phase == 0:
 		f.playHeld(r, phase)
 	}
 	r.runPhase(phase, phasePlay{})
+}
+
+// holdAtClaim holds A's pool while A stands paused right after a claim,
+// then lets A go on, and judges how its waits ended.
+func (f *poolFamily[U]) holdAtClaim(r *simRun[U], phase int, a *simTask) {
+	h := &simPoolHold{release: func() {}}
+	if holder, ok := r.db.(poolHolder); ok {
+		h.n, h.release, h.err = holder.holdPool(context.Background())
+	} else {
+		h.err = errors.New("the scenario's database cannot hold its pool")
+	}
+	h.began = time.Now()
+	f.held.Store(h)
+	done := make(chan simOutcome, 1)
+	go func() { done <- a.finish() }()
+	f.judgeHeld(r, phase, a, h, done)
 }
 
 // playHeld runs A on a pool others hold, and judges how its wait ended.
 func (f *poolFamily[U]) playHeld(r *simRun[U], phase int) {
 	f.arm.Store(true)
 	task := r.start(phase, workHeld, nil)
-	var out simOutcome
-	ended := false
 	// A's bound runs from the hold (runContext), not from the task's
 	// start: under load an incarnation took seconds to come up, the hold
 	// came after this wait had given up, and nothing released it (the
 	// pool's Close then waited for its connections until the watchdog).
-	h := f.awaitHold()
+	done := make(chan simOutcome, 1)
+	go func() {
+		out := <-task.done
+		task.closeInc()
+		done <- out
+	}()
+	f.judgeHeld(r, phase, task, f.awaitHold(), done)
+}
+
+// judgeHeld: A, its pool held since h began (nil: never), ends (done,
+// once its incarnation is closed) within its wait bound and the slack, with a bounded wait for a
+// connection, only busy, counting no attempt; then the pool comes back.
+func (f *poolFamily[U]) judgeHeld(r *simRun[U], phase int, task *simTask, h *simPoolHold, done <-chan simOutcome) {
+	var out simOutcome
+	ended := false
 	if h != nil {
 		select {
-		case out = <-task.done:
+		case out = <-done:
 			ended = true
 		case <-time.After(time.Until(h.began.Add(simHeldWaitBound + simPoolSlack))):
 		}
@@ -122,13 +228,12 @@ func (f *poolFamily[U]) playHeld(r *simRun[U], phase int) {
 	}
 	if !ended {
 		select {
-		case out = <-task.done:
+		case out = <-done:
 		case <-time.After(simPoolHang):
 			r.violate("%s: worker A did not end in %s after its pool's connections came back", famPoolHeld, simPoolHang)
 			return
 		}
 	}
-	task.closeInc()
 	r.worldMoved()
 	r.record(out, task.inc.id)
 	switch {

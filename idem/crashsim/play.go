@@ -164,6 +164,10 @@ type simOutcome struct {
 	err     error
 	errs    []error // every error of the work (of every caller, in the burst family)
 	crashed bool
+	// effects: each effect result with an error the work's runs counted
+	// (simEffectEnds), which a run that stopped at another error names only
+	// in words ("before that, ...").
+	effects []idem.EffectResult
 }
 
 // simWork is what one incarnation does.
@@ -211,10 +215,10 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 	go func() {
 		ctx := r.fam.runContext(r, context.WithValue(context.Background(), simIncKey{}, inc.id), inc)
 		if work == workBurst {
-			task.done <- burstWork(ctx, func(ctx context.Context) simOutcome { return r.work(ctx, verbs, phase, workPhase) })
+			task.done <- r.withEffects(inc.id, burstWork(ctx, func(ctx context.Context) simOutcome { return r.work(ctx, verbs, phase, workPhase) }))
 			return
 		}
-		task.done <- r.work(ctx, verbs, phase, work)
+		task.done <- r.withEffects(inc.id, r.work(ctx, verbs, phase, work))
 	}()
 	return task
 }
@@ -278,7 +282,7 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	// and write-ahead would reorder; the fanout families run both.
 	// The simulated clock is the database's too: leases expire on it.
 	base := []idem.Option{idem.WithClock(r.now), idemtest.WithLeaseClock(r.now), idem.WithLogger(simLogger),
-		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false)}
+		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false), idem.WithObserver(simEffectEnds[U]{r: r})}
 	if r.job.Source == SourceWatermarkName {
 		base = append(base, idem.WithStart(Base.Add(-24*time.Hour)))
 	}
@@ -556,3 +560,42 @@ func (r *simRun[U]) callKey(c int) string {
 	}
 	return r.prov.order[c]
 }
+
+// simEffectEnds keeps, by incarnation, every effect result with an error
+// the runs counted.
+type simEffectEnds[U any] struct {
+	simObserver
+	r *simRun[U]
+}
+
+func (o simEffectEnds[U]) Effect(ctx context.Context, _ string, er idem.EffectResult) {
+	if er.Err == nil {
+		return
+	}
+	o.r.mu.Lock()
+	defer o.r.mu.Unlock()
+	inc := simIncOf(ctx)
+	o.r.effectErrs[inc] = append(o.r.effectErrs[inc], er)
+}
+
+// withEffects is out with the failed effect results of incarnation inc.
+func (r *simRun[U]) withEffects(inc int, out simOutcome) simOutcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out.effects = slices.Clone(r.effectErrs[inc])
+	return out
+}
+
+// simObserver is an idem.Observer that is told nothing; the simulation's
+// observers embed it and take the events they read.
+type simObserver struct{}
+
+func (simObserver) Watch(string, func(context.Context) (idem.Backlog, error))         {}
+func (simObserver) RunStart(ctx context.Context, _, _ string) context.Context         { return ctx }
+func (simObserver) RunEnd(context.Context, idem.Report, error)                        {}
+func (simObserver) BatchStart(ctx context.Context, _ string, _ int) context.Context   { return ctx }
+func (simObserver) BatchEnd(context.Context, string, error)                           {}
+func (simObserver) Unit(context.Context, string, idem.UnitResult)                     {}
+func (simObserver) Effect(context.Context, string, idem.EffectResult)                 {}
+func (simObserver) CallStart(ctx context.Context, _, _, _, _ string) context.Context  { return ctx }
+func (simObserver) CallEnd(context.Context, string, idem.EffectResult, time.Duration) {}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
@@ -33,6 +34,7 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 	r.prov.progress = &r.progress
 	r.phases = simPhases(job)
 	r.incByID = map[int]*simInc{}
+	r.effectErrs = map[int][]idemrt.EffectResult{}
 	r.fam = familyNamed[U](sc.family)
 	r.fam.setup(r)
 	return r

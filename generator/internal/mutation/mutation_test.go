@@ -192,6 +192,15 @@ var specValuesMutants = []mutant{
 	// 150 ms, and succeeds once the hold ends.
 	{name: "a SQLite write that returns rows waits past its bound", test: refundHookTest, edits: edit("idem/idemrt/sqlite.go",
 		`return context\.WithTimeout\(ctx, WaitBound\(ctx\)\)`, "return ctx, func() {}")},
+	// Killed by pool-held at-claim (SQLite), on rate_sync: post_rate's
+	// circuit makes its every call read its gate, a row read outside a
+	// transaction; the pool held from A's second claim of it, the read's
+	// wait for a connection ends at its bound, and its error, handed to the
+	// row as a cancelled context's cause, reads "context canceled": not
+	// busy, so the release counts an attempt.
+	{name: "a SQLite row read that waited out its bound for a connection fails as cancelled", test: rateSyncTest, edits: edit("idem/idemrt/sqlite.go",
+		`return a\.DB\.QueryRowContext\(endedBy\{ctx, err\}, query, args\.\.\.\)`,
+		"c, cancel := context.WithCancelCause(ctx); cancel(err); return a.DB.QueryRowContext(c, query, args...)")},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
