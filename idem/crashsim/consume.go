@@ -9,6 +9,7 @@ package crashsim
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -74,12 +75,21 @@ type consumeRun[U any] struct {
 	// the two for: the one place a repeat is allowed.
 	called, recorded map[int]map[string]bool
 	window           map[string]bool
-	violations       []string
-	incs             int
-	dead             map[int]bool
+	// abandoned holds the keys a live consumer performed and could not
+	// record (a record that waited out its bound, under load): the claim
+	// stays until its lease runs out, when the key is called again
+	// (waitOutBackoffs moves the clock past it). A new claim of the key
+	// ends it.
+	abandoned  map[string]bool
+	violations []string
+	incs       int
+	dead       map[int]bool
 	// batch is the consumers' batch (a family may change it).
 	batch    int
 	ackCheck sync.Mutex
+	// logs holds what the consumers logged at warning and above, for a
+	// violation's message.
+	logs simLogTail
 }
 
 func (r *consumeRun[U]) now() time.Time {
@@ -188,8 +198,9 @@ func newConsumeRun[U any](t testing.TB, job *Job[U], db simDB, sc consumeScenari
 	}
 	r := &consumeRun[U]{t: t, job: job, db: db, sc: sc, prov: newSimProvider(), broker: newSimBroker(msgs), units: units,
 		clock: Base, crashAt: -1, dead: map[int]bool{}, batch: simConsumeBatch,
-		called: map[int]map[string]bool{}, recorded: map[int]map[string]bool{}, window: map[string]bool{}}
+		called: map[int]map[string]bool{}, recorded: map[int]map[string]bool{}, window: map[string]bool{}, abandoned: map[string]bool{}}
 	r.prov.now = r.now
+	r.prov.onCall = r.noteCall
 	r.broker.dead = r.isDead
 	r.broker.onAck = r.checkAck
 	r.fam = consumerNamed[U](sc.family)
@@ -220,8 +231,8 @@ func (r *consumeRun[U]) hook(inc int, crashed chan struct{}) idemtest.CrashHook 
 		r.hits++
 		r.trace = append(r.trace, simHit{p: p, detail: detail, inc: inc})
 		switch p {
-		case idemtest.PointEffectAfterCall:
-			mark(r.called, inc, detail)
+		case idemtest.PointEffectClaimed:
+			delete(r.abandoned, detail)
 		case idemtest.PointEffectRecorded:
 			mark(r.recorded, inc, detail)
 		}
@@ -238,6 +249,27 @@ func (r *consumeRun[U]) hook(inc int, crashed chan struct{}) idemtest.CrashHook 
 		}
 		r.fam.atHit(r, inc, p, detail)
 		return nil
+	}
+}
+
+// noteCall notes a call as it reaches the provider, by the incarnation
+// whose context it carries; a dead incarnation's call parks there, as its
+// hits do, for a dead process calls no one. Noting the call there, not at
+// the hit after it, counts the call another goroutine of an incarnation
+// made while a crash hit was parking it: that goroutine's hit after the
+// call never comes, and its call is still in the window (spec-space seed
+// 38, spec 3, under load: "provider called 2 times ... no consumer died
+// between its call and its record").
+func (r *consumeRun[U]) noteCall(ctx context.Context, key string) {
+	inc := simIncOf(ctx)
+	r.mu.Lock()
+	dead := r.dead[inc]
+	if !dead {
+		mark(r.called, inc, key)
+	}
+	r.mu.Unlock()
+	if dead {
+		select {} // the process is gone
 	}
 }
 
@@ -268,9 +300,9 @@ func (r *consumeRun[U]) start(extra ...idembroker.Option) *consumeInc {
 	hook := r.hook(id, inc.crashed)
 	st, kill, closeInc := r.db.incarnation(r.t, hook)
 	inc.kill, inc.close = kill, closeInc
-	opts := []idem.Option{idem.WithClock(r.now), idemtest.WithLeaseClock(r.now), idem.WithLogger(simLogger),
+	opts := []idem.Option{idem.WithClock(r.now), idemtest.WithLeaseClock(r.now), idem.WithLogger(r.logs.logger()),
 		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false), idemtest.WithCrashHook(hook), idem.WithOwner(simOwner(id)),
-		idemtest.WithJobEdit(consumeLimits[U]), idemtest.WithSlotWait(consumeSlotWait)}
+		idemtest.WithJobEdit(consumeLimits[U]), idemtest.WithSlotWait(consumeSlotWait), idem.WithObserver(simCallEnds[U]{r: r})}
 	verbs, err := r.job.NewJob(st, nil, r.prov, opts...)
 	if err != nil {
 		r.t.Fatalf("new job: %v", err)
@@ -282,7 +314,7 @@ func (r *consumeRun[U]) start(extra ...idembroker.Option) *consumeInc {
 	inc.cancel = cancel
 	go func() {
 		inc.done <- verbs.ConsumeFrom(ctx, r.broker.source(id), append([]idembroker.Option{idembroker.WithBatch(r.batch),
-			idembroker.WithDrainEvery(simConsumeDrainEvery), idembroker.WithLogger(simLogger)}, extra...)...)
+			idembroker.WithDrainEvery(simConsumeDrainEvery), idembroker.WithLogger(r.logs.logger())}, extra...)...)
 	}()
 	return inc
 }
@@ -319,6 +351,28 @@ func consumeLimits[U any](j *idemrt.Job[U]) {
 	for i := range j.Effects {
 		j.Effects[i].Rate = idemrt.Rate{}
 		j.Effects[i].Circuit = idemrt.Circuit{}
+	}
+}
+
+// simCallEnds sees how each consumer's calls end: a call that ended
+// failed after the provider was called and before its record (the record
+// waited out its bound) leaves its claim abandoned until the lease runs
+// out, and its key may be called again, as after a death between the two.
+type simCallEnds[U any] struct {
+	simObserver
+	r *consumeRun[U]
+}
+
+func (o simCallEnds[U]) CallEnd(ctx context.Context, _ string, er idem.EffectResult, _ time.Duration) {
+	if er.Outcome != idem.EffectFailed {
+		return
+	}
+	r, inc := o.r, simIncOf(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.called[inc][er.Key] && !r.recorded[inc][er.Key] {
+		r.abandoned[er.Key] = true
+		r.window[er.Key] = true
 	}
 }
 
@@ -382,11 +436,7 @@ func (r *consumeRun[U]) converge(inc *consumeInc, deadline time.Time) (died bool
 			r.waitOutBackoffs()
 		}
 		if time.Now().After(deadline) {
-			owes := ""
-			if r.owes() {
-				owes = "; the ledger still owes effects"
-			}
-			r.violate("not converged within %s%s: %s", simConsumeBound, owes, r.describe())
+			r.violate("not converged within %s%s: %s%s", simConsumeBound, r.owed(), r.describe(), r.logs.tail())
 			return false
 		}
 	}
@@ -398,7 +448,12 @@ func (r *consumeRun[U]) converge(inc *consumeInc, deadline time.Time) (died bool
 // do but wait, as a real one would, for the time to pass (spec-space seed
 // 38, spec 14: effects with concurrency 1 given back "no room, called
 // again in 1s" while another consumer's call held the slot, and the clock
-// never moved). A claimed effect's lease is not moved past.
+// never moved). A claimed effect's lease is not moved past, unless its
+// claim was abandoned: its consumer performed it and could not record it
+// (simCallEnds), and nothing but the lease's end lets it be called again
+// (spec-space seed 38, spec 3, under load: "effect performed but not
+// recorded", and the clock never moved). The clock moves past such a
+// lease once.
 func (r *consumeRun[U]) waitOutBackoffs() {
 	rows, err := r.db.observer().Auto().Ledger(context.Background())
 	if err != nil {
@@ -406,8 +461,17 @@ func (r *consumeRun[U]) waitOutBackoffs() {
 	}
 	now := r.now()
 	next := now
+	r.mu.Lock()
+	abandoned := maps.Clone(r.abandoned)
+	r.mu.Unlock()
+	passed := map[string]bool{}
 	for _, e := range rows {
 		switch {
+		case e.State == idem.StatePending && e.LeaseOwner != "" && abandoned[e.Key]:
+			passed[e.Key] = true
+			if until := now.Add(r.job.Lease + time.Second); until.After(next) {
+				next = until // its lease (the longest), which began by now, has run out
+			}
 		case e.State == idem.StatePending && e.LeaseOwner != "":
 			return // claimed: a live call's lease must not run out under it
 		case e.State == idem.StatePending && e.NextAttemptAt.After(next):
@@ -417,6 +481,9 @@ func (r *consumeRun[U]) waitOutBackoffs() {
 	r.mu.Lock()
 	if r.clock.Before(next) {
 		r.clock = next
+	}
+	for k := range passed {
+		delete(r.abandoned, k)
 	}
 	r.mu.Unlock()
 }
@@ -433,6 +500,27 @@ func (r *consumeRun[U]) owes() bool {
 		}
 	}
 	return false
+}
+
+// owed says what the ledger still owes, for a violation's message: ""
+// when it owes nothing.
+func (r *consumeRun[U]) owed() string {
+	rows, err := r.db.observer().Auto().Ledger(context.Background())
+	if err != nil {
+		return "; the ledger: " + err.Error()
+	}
+	var b strings.Builder
+	for _, e := range rows {
+		if e.State == idem.StateDone || e.State == idem.StateParked {
+			continue
+		}
+		fmt.Fprintf(&b, " [%s %s, %d attempts, lease owner %q, next attempt %s, clock %s, last error %q]", e.Key, e.State, e.Attempts,
+			e.LeaseOwner, e.NextAttemptAt.Format(time.RFC3339), r.now().Format(time.RFC3339), e.LastError)
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "; the ledger still owes" + b.String() + "; the broker"
 }
 
 func (r *consumeRun[U]) describe() string {
@@ -470,4 +558,37 @@ func (r *consumeRun[U]) firstRoundSettled() bool {
 		}
 	}
 	return true
+}
+
+// simLogTail keeps the last lines a scenario's consumers logged at
+// warning and above.
+type simLogTail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+const simLogTailLines = 12
+
+func (l *simLogTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.TrimRight(string(p), "\n"))
+	if len(l.lines) > simLogTailLines {
+		l.lines = l.lines[len(l.lines)-simLogTailLines:]
+	}
+	return len(p), nil
+}
+
+func (l *simLogTail) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// tail is the lines kept, for a violation's message ("" when none).
+func (l *simLogTail) tail() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == 0 {
+		return ""
+	}
+	return "; the consumers' last warnings:\n    " + strings.Join(l.lines, "\n    ")
 }

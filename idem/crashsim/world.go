@@ -172,6 +172,11 @@ type Provider struct {
 	// hang is the world while a faultHang call hangs (stall-takeover, family_stall_takeover.go):
 	// true when the caller's process died meanwhile.
 	hang func(ctx context.Context, key string) (dropped bool)
+	// onCall, when set, learns of every call as it reaches the provider,
+	// before anything is counted, with the caller's context: the consumer
+	// families park a dead incarnation's call there and note a live one's
+	// (consume.go).
+	onCall func(ctx context.Context, key string)
 }
 
 func newSimProvider() *Provider {
@@ -182,6 +187,9 @@ func newSimProvider() *Provider {
 }
 
 func (p *Provider) Call(ctx context.Context, effect, key string) ([]byte, error) {
+	if p.onCall != nil {
+		p.onCall(ctx, key)
+	}
 	if p.progress != nil {
 		p.progress.Add(1)
 	}
