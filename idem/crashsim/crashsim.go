@@ -364,8 +364,10 @@ type simRun[U any] struct {
 	parkedUnits   int            // units parked or skipped as parked, as reported
 	// converging: the phases are played; the clean runs after them go on.
 	converging bool
-	incByID    map[int]*simInc               // every incarnation started, by id
-	effectErrs map[int][]idemrt.EffectResult // simEffectEnds
+	incByID    map[int]*simInc // every incarnation started, by id
+	// effectErrs, under its own mutex: simEffectEnds.
+	effectErrsMu sync.Mutex
+	effectErrs   map[int][]idemrt.EffectResult
 	// fam is the scenario's family, with its own state.
 	fam family[U]
 }

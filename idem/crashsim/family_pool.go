@@ -186,9 +186,8 @@ func (f *poolFamily[U]) holdAtClaim(r *simRun[U], phase int, a *simTask) {
 	}
 	h.began = time.Now()
 	f.held.Store(h)
-	done := make(chan simOutcome, 1)
-	go func() { done <- a.finish() }()
-	f.judgeHeld(r, phase, a, h, done)
+	a.inc.resume <- struct{}{} // not finish: its close of the incarnation would wait for the held pool
+	f.judgeHeld(r, phase, a, h)
 }
 
 // playHeld runs A on a pool others hold, and judges how its wait ended.
@@ -199,24 +198,20 @@ func (f *poolFamily[U]) playHeld(r *simRun[U], phase int) {
 	// start: under load an incarnation took seconds to come up, the hold
 	// came after this wait had given up, and nothing released it (the
 	// pool's Close then waited for its connections until the watchdog).
-	done := make(chan simOutcome, 1)
-	go func() {
-		out := <-task.done
-		task.closeInc()
-		done <- out
-	}()
-	f.judgeHeld(r, phase, task, f.awaitHold(), done)
+	f.judgeHeld(r, phase, task, f.awaitHold())
 }
 
-// judgeHeld: A, its pool held since h began (nil: never), ends (done,
-// once its incarnation is closed) within its wait bound and the slack, with a bounded wait for a
+// judgeHeld: A, its pool held since h began (nil: never), ends within
+// its wait bound and the slack, with a bounded wait for a
 // connection, only busy, counting no attempt; then the pool comes back.
-func (f *poolFamily[U]) judgeHeld(r *simRun[U], phase int, task *simTask, h *simPoolHold, done <-chan simOutcome) {
+// A's incarnation is closed once the pool is back: closing a PostgreSQL
+// pool waits for its connections.
+func (f *poolFamily[U]) judgeHeld(r *simRun[U], phase int, task *simTask, h *simPoolHold) {
 	var out simOutcome
 	ended := false
 	if h != nil {
 		select {
-		case out = <-done:
+		case out = <-task.done:
 			ended = true
 		case <-time.After(time.Until(h.began.Add(simHeldWaitBound + simPoolSlack))):
 		}
@@ -228,12 +223,13 @@ func (f *poolFamily[U]) judgeHeld(r *simRun[U], phase int, task *simTask, h *sim
 	}
 	if !ended {
 		select {
-		case out = <-done:
+		case out = <-task.done:
 		case <-time.After(simPoolHang):
 			r.violate("%s: worker A did not end in %s after its pool's connections came back", famPoolHeld, simPoolHang)
 			return
 		}
 	}
+	task.closeInc()
 	r.worldMoved()
 	r.record(out, task.inc.id)
 	switch {

@@ -572,16 +572,16 @@ func (o simEffectEnds[U]) Effect(ctx context.Context, _ string, er idem.EffectRe
 	if er.Err == nil {
 		return
 	}
-	o.r.mu.Lock()
-	defer o.r.mu.Unlock()
+	o.r.effectErrsMu.Lock()
+	defer o.r.effectErrsMu.Unlock()
 	inc := simIncOf(ctx)
 	o.r.effectErrs[inc] = append(o.r.effectErrs[inc], er)
 }
 
 // withEffects is out with the failed effect results of incarnation inc.
 func (r *simRun[U]) withEffects(inc int, out simOutcome) simOutcome {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.effectErrsMu.Lock()
+	defer r.effectErrsMu.Unlock()
 	out.effects = slices.Clone(r.effectErrs[inc])
 	return out
 }
