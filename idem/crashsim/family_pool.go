@@ -208,7 +208,15 @@ func (f *poolFamily[U]) holdAtClaim(r *simRun[U], phase int, a *simTask) {
 	h.began = time.Now()
 	f.held.Store(h)
 	a.inc.resume <- struct{}{} // not finish: its close of the incarnation would wait for the held pool
-	f.judgeHeld(r, phase, a, h)
+	f.judgeHeld(r, phase, a, h, simPoolHang)
+}
+
+// simPoolAtClaimAllowed is how long A may take, its pool held from a
+// claim: every effect still before it fails busy, each after a wait for
+// its limits or gate and one for its release, so the time grows with
+// them; two waits a failed effect, two more, and the slack.
+func simPoolAtClaimAllowed(out simOutcome) time.Duration {
+	return simPoolSlack + time.Duration(2*(len(out.effects)+2))*simHeldWaitBound
 }
 
 // playHeld runs A on a pool others hold, and judges how its wait ended.
@@ -219,7 +227,7 @@ func (f *poolFamily[U]) playHeld(r *simRun[U], phase int) {
 	// start: under load an incarnation took seconds to come up, the hold
 	// came after this wait had given up, and nothing released it (the
 	// pool's Close then waited for its connections until the watchdog).
-	f.judgeHeld(r, phase, task, f.awaitHold())
+	f.judgeHeld(r, phase, task, f.awaitHold(), simHeldWaitBound+simPoolSlack)
 }
 
 // judgeHeld: A, its pool held since h began (nil: never), ends within
@@ -227,14 +235,19 @@ func (f *poolFamily[U]) playHeld(r *simRun[U], phase int) {
 // connection, only busy, counting no attempt; then the pool comes back.
 // A's incarnation is closed once the pool is back: closing a PostgreSQL
 // pool waits for its connections.
-func (f *poolFamily[U]) judgeHeld(r *simRun[U], phase int, task *simTask, h *simPoolHold) {
+//
+// A ends within hold of the hold's start, the pool still held: a wait
+// without a bound lasts until the pool comes back. A held from a claim
+// has many effects still to fail, each waiting its bounds: it may hold the
+// pool longer, and its time is judged after (simPoolAtClaimAllowed).
+func (f *poolFamily[U]) judgeHeld(r *simRun[U], phase int, task *simTask, h *simPoolHold, hold time.Duration) {
 	var out simOutcome
 	ended := false
 	if h != nil {
 		select {
 		case out = <-task.done:
 			ended = true
-		case <-time.After(time.Until(h.began.Add(simHeldWaitBound + simPoolSlack))):
+		case <-time.After(time.Until(h.began.Add(hold))):
 		}
 	}
 	took := time.Duration(0)
@@ -263,6 +276,9 @@ func (f *poolFamily[U]) judgeHeld(r *simRun[U], phase int, task *simTask, h *sim
 	case !ended:
 		r.violate("%s: worker A, its pool's %d connections held, had not ended after %s; its wait bound is %s: a wait for a connection without its bound",
 			famPoolHeld, h.n, took.Round(time.Millisecond), simHeldWaitBound)
+	case r.sc.variant == simPoolAtClaim && took > simPoolAtClaimAllowed(out):
+		r.violate("%s %s: worker A, its pool's %d connections held, took %s to end with %d failed effects; its wait bound is %s, %s allowed: a wait past its bound",
+			famPoolHeld, simPoolAtClaim, h.n, took.Round(time.Millisecond), len(out.effects), simHeldWaitBound, simPoolAtClaimAllowed(out))
 	}
 	var we *idem.WaitError
 	waited := false
