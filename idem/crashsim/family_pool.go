@@ -72,9 +72,9 @@ func (*poolFamily[U]) sample(all []simScenario) []simScenario { return all }
 // second claim of an effect with limits.
 const simPoolAtClaim = "at-claim"
 
-// plan: the pool held from A's start, and, when an effect with limits
-// (limited) is claimed twice in the first phase, held from A's second
-// claim of it (simPoolAtClaim).
+// plan: the pool held from A's start, and, when the effect poolTarget
+// names is claimed twice in the first phase, held from A's second claim
+// of it (simPoolAtClaim).
 func (*poolFamily[U]) plan(d *discovery[U]) []simScenario {
 	out := []simScenario{newScenario(famPoolHeld)}
 	target := poolTarget(d.job)
@@ -175,10 +175,10 @@ func (f *poolFamily[U]) playPhase(r *simRun[U], phase int) {
 // playAtClaim runs A, under the short wait bound, to its second claim of
 // the target effect, and holds its pool there. A that ends before it
 // holds nothing: a violation, unless one of its waits ended busy first,
-// which a loaded machine may make of a wait of 150 ms (CI's load: A's
-// write of its second unit answered busy, and its effect was never
-// claimed); the phase then runs as usual, and the scenario tests nothing
-// more than that.
+// which a loaded machine may make of a wait of 150 ms (the goldens' whole
+// run, refund_hook on PostgreSQL: a wait before the second claim answered
+// busy, and the effect was never claimed again); the phase then runs as
+// usual, and the scenario tests nothing more than that.
 func (f *poolFamily[U]) playAtClaim(r *simRun[U], phase int) {
 	task := r.start(phase, workHeld, f.secondClaim(r))
 	out, paused := task.wait()

@@ -17,12 +17,7 @@ import (
 // busy_timeout is 10 s, and its failure is a busy (*WaitError); a query
 // that only reads does not wait for the lock at all (WAL).
 func TestSQLiteAutoWriteQueryWaitsItsBound(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "bound.db")
-	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openWAL(t, "&_pragma=busy_timeout(10000)")
 	ctx := context.Background()
 	if _, err := db.ExecContext(ctx, "CREATE TABLE t (k INTEGER PRIMARY KEY, v INTEGER); INSERT INTO t VALUES (1, 0)"); err != nil {
 		t.Fatal(err)
@@ -78,12 +73,7 @@ func TestSQLiteAutoWriteQueryWaitsItsBound(t *testing.T) {
 // with the wait's own error, a busy (*WaitError), not context.Canceled:
 // the caller judges the error it gets.
 func TestSQLiteAutoRowKeepsItsWaitError(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "pool.db")
-	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=journal_mode(wal)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openWAL(t, "")
 	db.SetMaxOpenConns(1)
 	ctx := context.Background()
 	holder, err := db.Conn(ctx)
@@ -107,4 +97,17 @@ func TestSQLiteLockWaitKeepsAConnectionWait(t *testing.T) {
 	if got := SQLiteLockWait(ctx, conn); got != error(conn) {
 		t.Fatalf("SQLiteLockWait(a connection's wait) = %v; want it unchanged", got)
 	}
+}
+
+// openWAL opens a new SQLite database in WAL mode, with pragmas (each
+// "&_pragma=...") added, closed when the test ends.
+func openWAL(t *testing.T, pragmas string) *sql.DB {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "test.db")
+	db, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?_pragma=journal_mode(wal)"+pragmas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
