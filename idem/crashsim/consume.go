@@ -300,7 +300,8 @@ func (r *consumeRun[U]) start(extra ...idembroker.Option) *consumeInc {
 	hook := r.hook(id, inc.crashed)
 	st, kill, closeInc := r.db.incarnation(r.t, hook)
 	inc.kill, inc.close = kill, closeInc
-	opts := []idem.Option{idem.WithClock(r.now), idemtest.WithLeaseClock(r.now), idem.WithLogger(r.logs.logger()),
+	log := r.logs.logger()
+	opts := []idem.Option{idem.WithClock(r.now), idemtest.WithLeaseClock(r.now), idem.WithLogger(log),
 		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false), idemtest.WithCrashHook(hook), idem.WithOwner(simOwner(id)),
 		idemtest.WithJobEdit(consumeLimits[U]), idemtest.WithSlotWait(consumeSlotWait), idem.WithObserver(simCallEnds[U]{r: r})}
 	verbs, err := r.job.NewJob(st, nil, r.prov, opts...)
@@ -314,7 +315,7 @@ func (r *consumeRun[U]) start(extra ...idembroker.Option) *consumeInc {
 	inc.cancel = cancel
 	go func() {
 		inc.done <- verbs.ConsumeFrom(ctx, r.broker.source(id), append([]idembroker.Option{idembroker.WithBatch(r.batch),
-			idembroker.WithDrainEvery(simConsumeDrainEvery), idembroker.WithLogger(r.logs.logger())}, extra...)...)
+			idembroker.WithDrainEvery(simConsumeDrainEvery), idembroker.WithLogger(log)}, extra...)...)
 	}()
 	return inc
 }
@@ -436,7 +437,7 @@ func (r *consumeRun[U]) converge(inc *consumeInc, deadline time.Time) (died bool
 			r.waitOutBackoffs()
 		}
 		if time.Now().After(deadline) {
-			r.violate("not converged within %s%s: %s%s", simConsumeBound, r.owed(), r.describe(), r.logs.tail())
+			r.violate("not converged within %s%s; the broker: %s%s", simConsumeBound, r.owed(), r.describe(), r.logs.tail())
 			return false
 		}
 	}
@@ -488,39 +489,38 @@ func (r *consumeRun[U]) waitOutBackoffs() {
 	r.mu.Unlock()
 }
 
-// owes reports whether the ledger holds an effect not done or parked.
+// owes reports whether the ledger holds an effect not done or parked
+// (or cannot be read).
 func (r *consumeRun[U]) owes() bool {
+	rows, err := r.owedRows()
+	return err != nil || len(rows) > 0
+}
+
+// owedRows is the ledger's rows not done or parked.
+func (r *consumeRun[U]) owedRows() ([]idem.LedgerEntry, error) {
 	rows, err := r.db.observer().Auto().Ledger(context.Background())
-	if err != nil {
-		return true
-	}
-	for _, e := range rows {
-		if e.State != idem.StateDone && e.State != idem.StateParked {
-			return true
-		}
-	}
-	return false
+	return slices.DeleteFunc(rows, func(e idem.LedgerEntry) bool {
+		return e.State == idem.StateDone || e.State == idem.StateParked
+	}), err
 }
 
 // owed says what the ledger still owes, for a violation's message: ""
 // when it owes nothing.
 func (r *consumeRun[U]) owed() string {
-	rows, err := r.db.observer().Auto().Ledger(context.Background())
+	rows, err := r.owedRows()
 	if err != nil {
 		return "; the ledger: " + err.Error()
 	}
+	if len(rows) == 0 {
+		return ""
+	}
 	var b strings.Builder
+	b.WriteString("; the ledger still owes")
 	for _, e := range rows {
-		if e.State == idem.StateDone || e.State == idem.StateParked {
-			continue
-		}
 		fmt.Fprintf(&b, " [%s %s, %d attempts, lease owner %q, next attempt %s, clock %s, last error %q]", e.Key, e.State, e.Attempts,
 			e.LeaseOwner, e.NextAttemptAt.Format(time.RFC3339), r.now().Format(time.RFC3339), e.LastError)
 	}
-	if b.Len() == 0 {
-		return ""
-	}
-	return "; the ledger still owes" + b.String() + "; the broker"
+	return b.String()
 }
 
 func (r *consumeRun[U]) describe() string {
