@@ -75,13 +75,19 @@ func jobWaitBound[U any](def *Job[U], set time.Duration) time.Duration {
 }
 
 // boundedAcquire runs get, which takes a connection, within ctx's wait bound; a
-// wait past it is a *WaitError naming the pool and its size.
+// wait past it is a *WaitError naming the pool and its size. A failure once
+// the bound has run out (while ctx has not) is such a wait, whatever it
+// says: a new connection whose open outlasts the bound fails as the driver
+// words it, the embedded SQLite's as "interrupted", not as the context's
+// deadline (CI, 2026-12-05: the held family's worker B, on a loaded
+// machine, ended "list units to retry: sqlite3: interrupted", an error the
+// engine counts as an attempt where a wait counts none).
 func boundedAcquire[C any](ctx context.Context, pool string, get func(ctx context.Context) (C, error)) (C, error) {
 	bound := WaitBound(ctx)
 	bounded, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	c, err := get(bounded)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+	if err != nil && ctx.Err() == nil && (bounded.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
 		err = &WaitError{What: "a connection from " + pool, Bound: bound, Err: err}
 	}
 	return c, err
