@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +27,9 @@ import (
 // comes back. Then the connections go back, the phase runs, and the run
 // converges as every run does. A wait on the pool that is not bounded (a
 // connection taken without the wait bound) hangs here until the hold
-// ends.
+// ends. Its variants: at-claim holds the pool from A's second claim of an
+// effect; slow-open holds nothing, but every connection A opens takes
+// longer than its bound to open.
 
 const famPoolHeld = "pool-held"
 
@@ -40,18 +43,33 @@ const (
 
 type poolFamily[U any] struct {
 	baseFamily[U]
-	// arm: the next incarnation's pool is held as its work begins; held
-	// is then the hold (release, and when it began).
-	arm  atomic.Bool
+	// arm, when set, begins the next incarnation's hold as its work
+	// begins; held is then the hold (release, and when it began).
+	arm  atomic.Pointer[func(context.Context) *simPoolHold]
 	held atomic.Pointer[simPoolHold]
 }
 
-// simPoolHold is a pool whose every connection is taken.
+// simPoolHold is what keeps A from its connections: a pool whose every
+// connection is taken, or opens that outlast A's bound.
 type simPoolHold struct {
 	began   time.Time
-	n       int
+	how     string // in the violations' words: "its pool's 2 connections held"
 	err     error
 	release func()
+}
+
+// holdAll takes every connection of the newest incarnation's pool.
+func holdAll[U any](r *simRun[U], ctx context.Context) *simPoolHold {
+	h := &simPoolHold{release: func() {}}
+	n := 0
+	if holder, ok := r.db.(poolHolder); ok {
+		n, h.release, h.err = holder.holdPool(ctx)
+	} else {
+		h.err = errors.New("the scenario's database cannot hold its pool")
+	}
+	h.how = fmt.Sprintf("its pool's %d connections held", n)
+	h.began = time.Now()
+	return h
 }
 
 func (*poolFamily[U]) about() familyAbout {
@@ -62,21 +80,31 @@ func (*poolFamily[U]) about() familyAbout {
 			"connection comes back, and counts no failed attempt and parks nothing; then the " +
 			"connections go back and the run converges. Its `at-claim` variant holds the pool from " +
 			"A's second claim of an effect with a circuit (else a concurrency), whose first statement " +
-			"then reads the effect's gate (its call slot): each failed effect of A is judged, busy or nothing"}
+			"then reads the effect's gate (its call slot): each failed effect of A is judged, busy or nothing. " +
+			"Its `slow-open` variant holds nothing, but every connection A opens takes longer than its bound " +
+			"to open (the bound runs out inside the open, where the embedded SQLite answers \"interrupted\"): " +
+			"A's wait ends the same way"}
 }
 
-// sample: both variants, in -short too (a second each at most).
+// sample: every variant, in -short too (a second each at most).
 func (*poolFamily[U]) sample(all []simScenario) []simScenario { return all }
 
-// simPoolAtClaim is the variant of pool-held whose hold begins at A's
-// second claim of an effect with limits.
-const simPoolAtClaim = "at-claim"
+// The variants of pool-held: the hold begins at A's second claim of an
+// effect with limits (at-claim); every connection A opens outlasts its
+// bound (slow-open).
+const (
+	simPoolAtClaim  = "at-claim"
+	simPoolSlowOpen = "slow-open"
+)
 
-// plan: the pool held from A's start, and, when the effect poolTarget
-// names is claimed twice in the first phase, held from A's second claim
-// of it (simPoolAtClaim).
+// plan: the pool held from A's start; A's opens slow from its start
+// (simPoolSlowOpen); and, when the effect poolTarget names is claimed
+// twice in the first phase, the pool held from A's second claim of it
+// (simPoolAtClaim).
 func (*poolFamily[U]) plan(d *discovery[U]) []simScenario {
-	out := []simScenario{newScenario(famPoolHeld)}
+	slow := newScenario(famPoolHeld)
+	slow.variant = simPoolSlowOpen
+	out := []simScenario{newScenario(famPoolHeld), slow}
 	target := poolTarget(d.job)
 	claims := 0
 	for _, h := range d.trace[:d.firstPhase] {
@@ -143,29 +171,23 @@ func (*poolFamily[U]) setup(r *simRun[U]) {
 	}
 }
 
-// runContext holds the armed incarnation's whole pool before its work
-// begins.
-func (f *poolFamily[U]) runContext(r *simRun[U], ctx context.Context, _ *simInc) context.Context {
-	if !f.arm.CompareAndSwap(true, false) {
-		return ctx
+// runContext begins the armed incarnation's hold before its work begins.
+func (f *poolFamily[U]) runContext(_ *simRun[U], ctx context.Context, _ *simInc) context.Context {
+	if begin := f.arm.Swap(nil); begin != nil {
+		f.held.Store((*begin)(ctx))
 	}
-	h := &simPoolHold{release: func() {}}
-	if holder, ok := r.db.(poolHolder); ok {
-		h.n, h.release, h.err = holder.holdPool(ctx)
-	} else {
-		h.err = errors.New("the scenario's database cannot hold its pool")
-	}
-	h.began = time.Now()
-	f.held.Store(h)
 	return ctx
 }
 
-// playPhase: phase 0 first runs with the pool held (from A's start, or
-// from its second claim of the target effect), then as usual.
+// playPhase: phase 0 first runs with A kept from its connections (its
+// pool held from its start or from its second claim of the target
+// effect, or its opens slow), then as usual.
 func (f *poolFamily[U]) playPhase(r *simRun[U], phase int) {
 	switch {
 	case phase == 0 && r.sc.variant == simPoolAtClaim:
 		f.playAtClaim(r, phase)
+	case phase == 0 && r.sc.variant == simPoolSlowOpen:
+		f.playSlowOpen(r, phase)
 	case phase == 0:
 		f.playHeld(r, phase)
 	}
@@ -199,13 +221,7 @@ func (f *poolFamily[U]) playAtClaim(r *simRun[U], phase int) {
 // holdAtClaim holds A's pool while A stands paused right after a claim,
 // then lets A go on, and judges how its waits ended.
 func (f *poolFamily[U]) holdAtClaim(r *simRun[U], phase int, a *simTask) {
-	h := &simPoolHold{release: func() {}}
-	if holder, ok := r.db.(poolHolder); ok {
-		h.n, h.release, h.err = holder.holdPool(context.Background())
-	} else {
-		h.err = errors.New("the scenario's database cannot hold its pool")
-	}
-	h.began = time.Now()
+	h := holdAll(r, context.Background())
 	f.held.Store(h)
 	a.inc.resume <- struct{}{} // not finish: its close of the incarnation would wait for the held pool
 	f.judgeHeld(r, phase, a, h, simPoolHang)
@@ -221,13 +237,40 @@ func simPoolAtClaimAllowed(out simOutcome) time.Duration {
 
 // playHeld runs A on a pool others hold, and judges how its wait ended.
 func (f *poolFamily[U]) playHeld(r *simRun[U], phase int) {
-	f.arm.Store(true)
+	begin := func(ctx context.Context) *simPoolHold { return holdAll(r, ctx) }
+	f.arm.Store(&begin)
 	task := r.start(phase, workHeld, nil)
 	// A's bound runs from the hold (runContext), not from the task's
 	// start: under load an incarnation took seconds to come up, the hold
 	// came after this wait had given up, and nothing released it (the
 	// pool's Close then waited for its connections until the watchdog).
 	f.judgeHeld(r, phase, task, f.awaitHold(), simHeldWaitBound+simPoolSlack)
+}
+
+// playSlowOpen runs A, under the short wait bound, on an incarnation
+// whose every connection takes longer than the bound to open: the open
+// waits until its context ends, and the driver then answers as it does
+// when a bound runs out inside an open (the embedded SQLite:
+// "interrupted"). A's wait must end as the held pool's does. The opens
+// are slow from A's incarnation on (the database reads it as each
+// begins); A's time runs from its work's start, as the held pool's.
+func (f *poolFamily[U]) playSlowOpen(r *simRun[U], phase int) {
+	opener, ok := r.db.(slowOpener)
+	if !ok {
+		r.violate("%s %s: the scenario's database cannot slow its opens", famPoolHeld, simPoolSlowOpen)
+		return
+	}
+	release := opener.slowOpens()
+	begin := func(context.Context) *simPoolHold {
+		return &simPoolHold{began: time.Now(), how: "every connection it opens taking longer than its bound to open", release: release}
+	}
+	f.arm.Store(&begin)
+	task := r.start(phase, workHeld, nil)
+	h := f.awaitHold()
+	if h == nil {
+		release()
+	}
+	f.judgeHeld(r, phase, task, h, simHeldWaitBound+simPoolSlack)
 }
 
 // judgeHeld: A, its pool held since h began (nil: never), ends within
@@ -274,11 +317,11 @@ func (f *poolFamily[U]) judgeHeld(r *simRun[U], phase int, task *simTask, h *sim
 		r.violate("%s: hold worker A's pool: %v", famPoolHeld, h.err)
 		return
 	case !ended:
-		r.violate("%s: worker A, its pool's %d connections held, had not ended after %s; its wait bound is %s: a wait for a connection without its bound",
-			famPoolHeld, h.n, took.Round(time.Millisecond), simHeldWaitBound)
+		r.violate("%s: worker A, %s, had not ended after %s; its wait bound is %s: a wait for a connection without its bound",
+			famPoolHeld, h.how, took.Round(time.Millisecond), simHeldWaitBound)
 	case r.sc.variant == simPoolAtClaim && took > simPoolAtClaimAllowed(out):
-		r.violate("%s %s: worker A, its pool's %d connections held, took %s to end with %d failed effects; its wait bound is %s, %s allowed: a wait past its bound",
-			famPoolHeld, simPoolAtClaim, h.n, took.Round(time.Millisecond), len(out.effects), simHeldWaitBound, simPoolAtClaimAllowed(out))
+		r.violate("%s %s: worker A, %s, took %s to end with %d failed effects; its wait bound is %s, %s allowed: a wait past its bound",
+			famPoolHeld, simPoolAtClaim, h.how, took.Round(time.Millisecond), len(out.effects), simHeldWaitBound, simPoolAtClaimAllowed(out))
 	}
 	var we *idem.WaitError
 	waited := false
@@ -288,9 +331,9 @@ func (f *poolFamily[U]) judgeHeld(r *simRun[U], phase int, task *simTask, h *sim
 		}
 	}
 	if !waited {
-		r.violate("%s: worker A, its pool's %d connections held, ended with %v; want a wait for a connection that ran out of its bound (idem.WaitError)", famPoolHeld, h.n, out.errs)
+		r.violate("%s: worker A, %s, ended with %v; want a wait for a connection that ran out of its bound (idem.WaitError)", famPoolHeld, h.how, out.errs)
 	}
-	r.checkOnlyWaited(out, famPoolHeld+": worker A", "its pool's connections were held", "a connection")
+	r.checkOnlyWaited(out, famPoolHeld+": worker A", h.how, "a connection")
 	r.checkNoFailureRecords(phase, famPoolHeld, "worker A only waited for a connection")
 }
 
@@ -305,12 +348,45 @@ func (f *poolFamily[U]) awaitHold() *simPoolHold {
 			return h
 		}
 		now := time.Now()
-		if now.After(deadline) && f.arm.CompareAndSwap(true, false) || now.After(deadline.Add(simHeldRecordBound)) {
+		if now.After(deadline) && f.arm.Swap(nil) != nil || now.After(deadline.Add(simHeldRecordBound)) {
 			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// simSlowOpen makes the connections an incarnation opens slower than any
+// wait bound: each open waits until its own context ends, or until the
+// family lets it go (release), then goes on on that context.
+type simSlowOpen struct{ released chan struct{} }
+
+// wait is the slow part of an open; simPoolHang bounds it whatever the
+// open's context is (pgxpool opens on one an acquire's bound does not end).
+func (s *simSlowOpen) wait(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-s.released:
+	case <-time.After(simPoolHang):
+	}
+}
+
+// startSlowOpens sets slow opens at *at for the incarnations begun from now
+// on, until release.
+func startSlowOpens(at *atomic.Pointer[simSlowOpen]) (release func()) {
+	s := &simSlowOpen{released: make(chan struct{})}
+	at.Store(s)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			at.CompareAndSwap(s, nil)
+			close(s.released)
+		})
+	}
+}
+
+// slowOpener is a scenario database whose incarnations' new connections
+// can be made to open slowly (simSlowOpen).
+type slowOpener interface{ slowOpens() (release func()) }
 
 // poolHolder is a scenario database that can take every connection of
 // its newest incarnation's pool.

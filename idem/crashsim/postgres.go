@@ -229,9 +229,14 @@ type simPostgresDB struct {
 	conns int32 // the incarnations' pool size when set (limitConns)
 	// last is the newest incarnation's pool (family_pool.go holds it).
 	last atomic.Pointer[pgxpool.Pool]
+	// slow, when set, makes the sessions of the incarnations begun since
+	// open slowly (family_pool.go's slow-open).
+	slow atomic.Pointer[simSlowOpen]
 }
 
 func (d *simPostgresDB) limitConns(n int) { d.conns = int32(n) }
+
+func (d *simPostgresDB) slowOpens() (release func()) { return startSlowOpens(&d.slow) }
 
 func (d *simPostgresDB) locator() string { return d.s.name }
 
@@ -385,13 +390,17 @@ func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idemtest.CrashHook) (i
 	if d.conns > 0 {
 		maxConns = d.conns
 	}
+	// Slow opens need a pool that opens its sessions: not one given back
+	// with sessions open.
+	slow := d.slow.Load()
 	var p *simIncPool
-	if !simCold() {
+	if !simCold() && slow == nil {
 		p = d.s.takeIdle(maxConns)
 	}
 	if p == nil || !p.assume(app, sqlHook) {
 		p = d.env.newIncPool(t, d.s.name, app, maxConns, sqlHook)
 	}
+	p.slow.Store(slow)
 	kill := func() {
 		// The process died: the OS closes its sockets (a goroutine blocked
 		// in a read wakes with an error and parks at its next hit), and the
@@ -427,6 +436,10 @@ type simIncPool struct {
 	tracer   *simTracer
 	mu       sync.Mutex
 	app      string
+	// slow, when set, makes each session the pool opens wait, before it
+	// connects, until its open's context ends or the family lets it go
+	// (pgxpool opens on a context an acquire's bound does not end).
+	slow atomic.Pointer[simSlowOpen]
 }
 
 func (e *simPostgres) newIncPool(t testing.TB, schema, app string, maxConns int32, sqlHook idemtest.CrashHook) *simIncPool {
@@ -437,7 +450,10 @@ func (e *simPostgres) newIncPool(t testing.TB, schema, app string, maxConns int3
 	cfg.MaxConns = maxConns
 	cfg.ConnConfig.Tracer = p.tracer
 	cfg.ConnConfig.DialFunc = p.sessions.dial
-	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+		if slow := p.slow.Load(); slow != nil {
+			slow.wait(ctx)
+		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		cc.RuntimeParams["application_name"] = p.app

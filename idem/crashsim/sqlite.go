@@ -135,7 +135,12 @@ type simSQLiteDB struct {
 	// (sqlitewarm.go); nil in a subprocess child.
 	slot  *simSQLiteSlot
 	slots *simSQLiteSlots
+	// slow, when set, makes the connections of the incarnations begun
+	// since open slowly (family_pool.go's slow-open).
+	slow atomic.Pointer[simSlowOpen]
 }
+
+func (d *simSQLiteDB) slowOpens() (release func()) { return startSlowOpens(&d.slow) }
 
 func (d *simSQLiteDB) limitConns(n int) { d.conns = n }
 
@@ -192,7 +197,7 @@ func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idemtest.CrashHook) (ide
 			t.Fatal(err)
 		}
 	}
-	c := &killableConnector{inner: inner, hook: sqlHook}
+	c := &killableConnector{inner: inner, hook: sqlHook, slow: d.slow.Load()}
 	db := sql.OpenDB(c)
 	if d.conns > 0 {
 		db.SetMaxOpenConns(d.conns)
@@ -207,6 +212,7 @@ func (d *simSQLiteDB) incarnation(t testing.TB, sqlHook idemtest.CrashHook) (ide
 type killableConnector struct {
 	inner driver.Connector
 	hook  idemtest.CrashHook // every statement is reported to it
+	slow  *simSlowOpen       // set: every connection opens slowly (family_pool.go)
 	mu    sync.Mutex
 	conns []*simConn
 	dead  atomic.Bool
@@ -231,6 +237,28 @@ func (c *killableConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	sc := &simConn{Conn: conn, hook: c.hook, gate: &c.gate, dead: &c.dead, dying: &c.dying}
 	sc.warm, _ = c.inner.(*simSQLiteSlot)
 	c.conns = append(c.conns, sc)
+	if c.slow != nil {
+		return c.openSlowly(ctx, sc)
+	}
+	return sc, nil
+}
+
+// openSlowly ends a slow open (simSlowOpen): it waits until the open's
+// context ends (or the family lets it go), then runs the statement the
+// driver runs to ready a connection (its DSN's pragmas) on that context,
+// so that the open fails as the driver's own does when a wait bound runs
+// out inside it: "interrupted". Called with c.mu held; a kill waits for
+// it, bounded as its wait is.
+func (c *killableConnector) openSlowly(ctx context.Context, sc *simConn) (driver.Conn, error) {
+	c.slow.wait(ctx)
+	err := sc.driverCall(func() error {
+		_, err := sc.Conn.(driver.ExecerContext).ExecContext(sc.interruptible(ctx), "PRAGMA query_only", nil)
+		return err
+	})
+	if err != nil {
+		_ = sc.Close()
+		return nil, err
+	}
 	return sc, nil
 }
 

@@ -201,6 +201,12 @@ var specValuesMutants = []mutant{
 	{name: "a SQLite row read that waited out its bound for a connection fails as cancelled", test: rateSyncTest, edits: edit("idem/idemrt/sqlite.go",
 		`return a\.DB\.QueryRowContext\(endedBy\{ctx, err\}, query, args\.\.\.\)`,
 		"c, cancel := context.WithCancelCause(ctx); cancel(err); return a.DB.QueryRowContext(c, query, args...)")},
+	// Killed by pool-held slow-open (SQLite): every connection A opens
+	// outlasts its bound; the embedded SQLite answers the open "sqlite3:
+	// interrupted", not the context's deadline, and A's first statement
+	// (the database clock's read) fails with it: not busy.
+	{name: "a connection whose open outlasts the wait bound fails with the driver's words, not busy", test: rateSyncTest, edits: edit("idem/idemrt/waits.go",
+		`\(bounded\.Err\(\) != nil \|\| errors\.Is\(err, context\.DeadlineExceeded\)\)`, "errors.Is(err, context.DeadlineExceeded)")},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
