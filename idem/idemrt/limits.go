@@ -77,6 +77,36 @@ type fleetLimit struct {
 	rowsSlots          int32
 	// calls numbers the engine's calls, so each slot holder is distinct.
 	calls atomic.Uint64
+	// unfreed are call slots whose release failed after their call ended
+	// (a busy wait, say): each is released again before this engine seeks
+	// the effect's next slot and when a run ends (freeAgain). Left alone,
+	// such a slot stayed held until the call's lease ended, and every
+	// worker, this one first, waited for a slot no call held (a 720 h
+	// lease under concurrency 1: a month).
+	unfreed []heldSlot
+}
+
+// heldSlot is a call slot as its holder names it.
+type heldSlot struct {
+	slot  int32
+	owner string
+}
+
+// freeAgain releases the slots whose release failed before; the first
+// that fails again, and those after it, wait for the next try.
+func (l *fleetLimit) freeAgain(ctx context.Context, q Querier) {
+	l.mu.Lock()
+	pending := l.unfreed
+	l.unfreed = nil
+	l.mu.Unlock()
+	for i, s := range pending {
+		if err := q.FreeSlot(ctx, l.job, l.effect, s.slot, s.owner); err != nil {
+			l.mu.Lock()
+			l.unfreed = append(l.unfreed, pending[i:]...)
+			l.mu.Unlock()
+			return
+		}
+	}
 }
 
 // limitsNow is an effect's rate and concurrency as a call follows them.
@@ -228,6 +258,7 @@ func (e *Engine[U]) takeSlot(ctx context.Context, l *fleetLimit, cur limitsNow, 
 		return nil, ctx.Err()
 	}
 	owner := fmt.Sprintf("%s#%d", e.opt.owner, l.calls.Add(1))
+	l.freeAgain(ctx, q)
 	poll := 5 * time.Millisecond
 	for {
 		now, err := e.leaseNow(ctx, nil)
@@ -250,7 +281,11 @@ func (e *Engine[U]) takeSlot(ctx context.Context, l *fleetLimit, cur limitsNow, 
 		if ok {
 			return func() {
 				// Freed even when the run was cancelled: the call is over.
-				_ = q.FreeSlot(context.WithoutCancel(ctx), l.job, l.effect, slot, owner)
+				if err := q.FreeSlot(context.WithoutCancel(ctx), l.job, l.effect, slot, owner); err != nil {
+					l.mu.Lock()
+					l.unfreed = append(l.unfreed, heldSlot{slot, owner})
+					l.mu.Unlock()
+				}
 				<-cur.local
 			}, nil
 		}

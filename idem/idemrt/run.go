@@ -101,6 +101,10 @@ func (e *Engine[U]) run(ctx context.Context, op string, busyFails bool, body fun
 		// both, the step it stopped at first. Only err is wrapped.
 		err = fmt.Errorf("%w (before that, %v)", err, ferr)
 	}
+	// The slots whose release failed during the run: its calls are over.
+	for _, l := range e.limits {
+		l.freeAgain(context.WithoutCancel(ctx), e.st.Auto())
+	}
 	if fe := (*FailuresError)(nil); backlogOps[op] && (err == nil || errors.As(err, &fe)) {
 		if b, berr := e.backlog(ctx); berr != nil {
 			e.opt.log.WarnContext(ctx, "idemgen: the report has no backlog", slog.Any("err", berr))
