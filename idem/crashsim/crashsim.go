@@ -72,6 +72,9 @@ type simDB interface {
 	// seen table), on the observer's connection: no query of the store
 	// lists them (keyrecords.go).
 	keyRecords(ctx context.Context, table, job string) (map[string]bool, error)
+	// heldSlots lists job's call slots in the limits table that owner's
+	// calls hold ("effect slot n"), on the observer's connection.
+	heldSlots(ctx context.Context, table, job, owner string) ([]string, error)
 	// close releases the scenario's database.
 	close()
 	// locator names the database for a child process.

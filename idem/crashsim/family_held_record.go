@@ -41,7 +41,8 @@ func (*heldRecordFamily[U]) about() familyAbout {
 			"effects, under a `concurrency`, may wait for the slot A keeps), never another error, " +
 			"never a hang, and counts no failed attempt and parks nothing; no statement A begins " +
 			"while the row is held (a call slot's, say) runs past five of its bounds; the forget is " +
-			"then refused (A's lease is live); the call is made again with the same key once the lease " +
+			"then refused (A's lease is live); A, its run over, holds no call slot (a release that met " +
+			"the hold is made again); the call is made again with the same key once the lease " +
 			"has run out, and the run converges"}
 }
 
@@ -274,4 +275,21 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 		r.violate("held-record: worker A answered no busy, though a forget's transaction held the row of %s for %s from A's record on: the record waited past its bound of %s, or its wait's error was lost", key, simHeldRecordHold, simHeldWaitBound)
 	}
 	r.checkNoFailureRecords(phase, "held-record", "worker A only waited on a forget's lock")
+	r.checkNoSlotsHeld(a.inc.id, "held-record: worker A, its run over once the forget let go,")
+}
+
+// checkNoSlotsHeld: a worker whose run has ended (who, in the violations'
+// words) holds no call slot: its calls are over, and a slot whose release
+// met a busy wait (the held-record family's forget holds the write lock
+// SQLite's release needs) is released again before the run ends. A slot
+// left held keeps every worker from the effect until the call's lease
+// ends.
+func (r *simRun[U]) checkNoSlotsHeld(inc int, who string) {
+	held, err := r.db.heldSlots(context.Background(), r.job.Tables.Limits, r.job.Name, simOwner(inc))
+	switch {
+	case err != nil:
+		r.violate("%s: read its call slots: %v", who, err)
+	case len(held) > 0:
+		r.violate("%s still holds %s: a slot whose release failed is never released again, and every worker waits for it until its call's lease ends", who, strings.Join(held, ", "))
+	}
 }

@@ -315,6 +315,25 @@ func (d *simPostgresDB) keyRecords(ctx context.Context, table, job string) (map[
 	return keys, rows.Err()
 }
 
+func (d *simPostgresDB) heldSlots(ctx context.Context, table, job, owner string) ([]string, error) {
+	rows, err := d.s.obsPool.Query(ctx, "SELECT effect, slot FROM "+table+
+		" WHERE job = $1 AND slot >= 0 AND starts_with(owner, $2) ORDER BY effect, slot", job, owner+"#")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var held []string
+	for rows.Next() {
+		var effect string
+		var slot int32
+		if err := rows.Scan(&effect, &slot); err != nil {
+			return nil, err
+		}
+		held = append(held, fmt.Sprintf("%s slot %d", effect, slot))
+	}
+	return held, rows.Err()
+}
+
 // abandon ends every session of a stalled scenario (a read blocked on one
 // wakes with an error) and leaves its schema to the test's cleanup.
 func (d *simPostgresDB) abandon() {

@@ -177,6 +177,25 @@ func (d *simSQLiteDB) keyRecords(ctx context.Context, table, job string) (map[st
 	return keys, rows.Err()
 }
 
+func (d *simSQLiteDB) heldSlots(ctx context.Context, table, job, owner string) ([]string, error) {
+	rows, err := d.obsDB.QueryContext(ctx, "SELECT effect, slot FROM "+table+
+		" WHERE job = ? AND slot >= 0 AND substr(owner, 1, ?) = ? ORDER BY effect, slot", job, len(owner)+1, owner+"#")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var held []string
+	for rows.Next() {
+		var effect string
+		var slot int
+		if err := rows.Scan(&effect, &slot); err != nil {
+			return nil, err
+		}
+		held = append(held, fmt.Sprintf("%s slot %d", effect, slot))
+	}
+	return held, rows.Err()
+}
+
 // abandon leaves a stalled scenario's file as it is: its incarnations'
 // goroutines may still be inside the driver, and the test's temporary
 // directory goes with the test.

@@ -207,6 +207,13 @@ var specValuesMutants = []mutant{
 	// (the database clock's read) fails with it: not busy.
 	{name: "a connection whose open outlasts the wait bound fails with the driver's words, not busy", test: rateSyncTest, edits: edit("idem/idemrt/waits.go",
 		`\(bounded\.Err\(\) != nil \|\| errors\.Is\(err, context\.DeadlineExceeded\)\)`, "errors.Is(err, context.DeadlineExceeded)")},
+	// Killed by held-record (SQLite), on refund_hook: the forget holds the
+	// write lock when A's call ends, so the release of its call slot
+	// (concurrency 1) fails busy; forgotten, the slot stays held until the
+	// call's lease ends, and A ends its run still holding it (its other
+	// calls waited for it meanwhile).
+	{name: "a call slot whose release failed is never released again", test: refundHookTest, edits: edit(limitsFile,
+		`l\.unfreed = append\(l\.unfreed, heldSlot\{slot, owner\}\)`, "_ = heldSlot{slot, owner}")},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
