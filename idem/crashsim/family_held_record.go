@@ -183,8 +183,10 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 	}
 	st, _, closeInc := r.db.incarnation(r.t, hold)
 	forgot := make(chan error, 1)
+	var forgetEnded, aEnded atomic.Value // time.Time
 	go func() {
 		_, err := idem.Forget(ctx, st, "", key, r.now(), false)
+		forgetEnded.Store(time.Now())
 		forgot <- err
 	}()
 	select {
@@ -231,7 +233,11 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 	}
 	f.watch.Store(&watch)
 	done := make(chan simOutcome, 1)
-	go func() { done <- a.finish() }()
+	go func() {
+		out := a.finish()
+		aEnded.Store(time.Now())
+		done <- out
+	}()
 	var out simOutcome
 	ended := false
 	select {
@@ -275,7 +281,14 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 		r.violate("held-record: worker A answered no busy, though a forget's transaction held the row of %s for %s from A's record on: the record waited past its bound of %s, or its wait's error was lost", key, simHeldRecordHold, simHeldWaitBound)
 	}
 	r.checkNoFailureRecords(phase, "held-record", "worker A only waited on a forget's lock")
-	r.checkNoSlotsHeld(a.inc.id, "held-record: worker A, its run over once the forget let go,")
+	// A's run releases again, as it ends, a slot whose release met the
+	// hold; judged only when A ran well past the forget's end, so that its
+	// last release surely came after the lock was gone. A that ends with
+	// the hold (busy) may keep its slot: its process is over, and the
+	// lease bounds the slot as it bounds a crashed worker's.
+	if fe, ae := forgetEnded.Load(), aEnded.Load(); fe != nil && ae != nil && ae.(time.Time).Sub(fe.(time.Time)) > simHeldRecordLate {
+		r.checkNoSlotsHeld(a.inc.id, "held-record: worker A, its run over well after the forget ended,")
+	}
 }
 
 // checkNoSlotsHeld: a worker whose run has ended (who, in the violations'

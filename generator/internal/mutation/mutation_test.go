@@ -139,6 +139,7 @@ const (
 	// testdata/golden/spec_values: values at the edges of their range
 	rateSyncTest   = "TestCrashSimRateSync"
 	refundHookTest = "TestCrashSimRefundHookJob"
+	bookingTest    = "TestCrashSimBookingSync"
 )
 
 // adoptedMutants face the adopted table's check (idemrt.CheckTables).
@@ -164,7 +165,7 @@ var targets = []mutantTarget{
 	{module: "testdata", pkg: "golden/insert_once_ahead", tests: []string{csvTest, signupTest}, mutants: insertOnceAheadMutants},
 	{module: "testdata", pkg: "golden/takeover_park", tests: []string{orderHookTest}, mutants: takeoverParkMutants},
 	{module: "testdata", pkg: "golden/adopted", tests: []string{misfitTest}, mutants: adoptedMutants},
-	{module: "testdata", pkg: "golden/spec_values", tests: []string{rateSyncTest, refundHookTest}, mutants: specValuesMutants},
+	{module: "testdata", pkg: "golden/spec_values", tests: []string{rateSyncTest, refundHookTest, bookingTest}, mutants: specValuesMutants},
 }
 
 // specValuesMutants face testdata/golden/spec_values. Killed by rate on
@@ -207,12 +208,12 @@ var specValuesMutants = []mutant{
 	// (the database clock's read) fails with it: not busy.
 	{name: "a connection whose open outlasts the wait bound fails with the driver's words, not busy", test: rateSyncTest, edits: edit("idem/idemrt/waits.go",
 		`\(bounded\.Err\(\) != nil \|\| errors\.Is\(err, context\.DeadlineExceeded\)\)`, "errors.Is(err, context.DeadlineExceeded)")},
-	// Killed by held-record (SQLite), on refund_hook: the forget holds the
-	// write lock when A's call ends, so the release of its call slot
-	// (concurrency 1) fails busy; forgotten, the slot stays held until the
-	// call's lease ends, and A ends its run still holding it (its other
-	// calls waited for it meanwhile).
-	{name: "a call slot whose release failed is never released again", test: refundHookTest, edits: edit(limitsFile,
+	// Killed by held-record (SQLite), on booking_sync: the forget holds
+	// the write lock when A's call of archive_booking ends, so the release
+	// of its call slot (concurrency 1, lease 720h) fails busy; forgotten,
+	// the slot stays held until the call's lease ends, A's next calls wait
+	// for it, and A ends its run well after the forget still holding it.
+	{name: "a call slot whose release failed is never released again", test: bookingTest, edits: edit(limitsFile,
 		`l\.unfreed = append\(l\.unfreed, heldSlot\{slot, owner\}\)`, "_ = heldSlot{slot, owner}")},
 }
 

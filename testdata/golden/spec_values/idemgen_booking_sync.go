@@ -122,6 +122,7 @@ func NewBookingSync(store *Store, src BookingSyncSource, fx BookingSyncEffects, 
 			Call: func(ctx context.Context, key string, unit Booking) ([]byte, error) {
 				return nil, fx.ArchiveBooking.ArchiveBooking(ctx, key, unit)
 			},
+			Concurrency: 1,
 			KeepResult:  false,
 			KeyOf:       ArchiveBookingKey,
 			Lease:       720 * time.Hour,

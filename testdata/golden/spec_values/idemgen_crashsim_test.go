@@ -279,6 +279,7 @@ var bookingSyncCrashPoints = []idemtest.CrashPoint{
 func TestCrashSimBookingSync(t *testing.T) {
 	job := &crashsim.Job[Booking]{
 		Effects: []crashsim.Effect{{
+			Concurrency: 1,
 			KeepResult:  false,
 			Key:         "archive-booking:v{version}:{booking_id}",
 			Lease:       720 * time.Hour,

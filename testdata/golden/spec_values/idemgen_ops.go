@@ -50,6 +50,7 @@ func OpsPackage() *idemops.Package {
 		}, {
 			Doc: "Copy bookings and archive each changed one with a provider that may take an hour per call.",
 			Effects: []*idemops.EffectSpec{{
+				Concurrency: 1,
 				Lease:       720 * time.Hour,
 				MaxAttempts: 5,
 				Name:        "archive_booking",
