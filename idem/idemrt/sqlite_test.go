@@ -118,7 +118,8 @@ func TestSQLiteAutoSlowOpenIsBusy(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return rows.Close()
+			defer rows.Close()
+			return rows.Err()
 		},
 		"QueryRowContext": func() error { var v int; return auto.QueryRowContext(ctx, "SELECT 1").Scan(&v) },
 		"ExecContext":     func() error { _, err := auto.ExecContext(ctx, "SELECT 1"); return err },
