@@ -71,7 +71,7 @@ type simDB interface {
 	// keyRecords reads job's handed-in key records (the unit keys in the
 	// seen table), on the observer's connection: no query of the store
 	// lists them (keyrecords.go).
-	keyRecords(ctx context.Context, table, job string) (map[string]bool, error)
+	keyRecords(ctx context.Context, table, job string) ([]string, error)
 	// heldSlots lists job's call slots in the limits table that owner's
 	// calls hold ("effect slot n"), on the observer's connection.
 	heldSlots(ctx context.Context, table, job, owner string) ([]string, error)
@@ -79,6 +79,26 @@ type simDB interface {
 	close()
 	// locator names the database for a child process.
 	locator() string
+}
+
+// columnRows is what database/sql's rows and pgx's share.
+type columnRows interface {
+	Next() bool
+	Scan(dest ...any) error
+}
+
+// scanColumn reads rows of one text column (simDB's keyRecords and
+// heldSlots, on either database); the caller reads the rows' Err.
+func scanColumn(rows columnRows) ([]string, error) {
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // stopped reports whether a verb's error stopped the call, rather than

@@ -183,10 +183,10 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 	}
 	st, _, closeInc := r.db.incarnation(r.t, hold)
 	forgot := make(chan error, 1)
-	var forgetEnded, aEnded atomic.Value // time.Time
+	var forgetEnded, aEnded atomic.Pointer[time.Time]
 	go func() {
 		_, err := idem.Forget(ctx, st, "", key, r.now(), false)
-		forgetEnded.Store(time.Now())
+		forgetEnded.Store(new(time.Now()))
 		forgot <- err
 	}()
 	select {
@@ -235,7 +235,7 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 	done := make(chan simOutcome, 1)
 	go func() {
 		out := a.finish()
-		aEnded.Store(time.Now())
+		aEnded.Store(new(time.Now()))
 		done <- out
 	}()
 	var out simOutcome
@@ -286,7 +286,7 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 	// last release surely came after the lock was gone. A that ends with
 	// the hold (busy) may keep its slot: its process is over, and the
 	// lease bounds the slot as it bounds a crashed worker's.
-	if fe, ae := forgetEnded.Load(), aEnded.Load(); fe != nil && ae != nil && ae.(time.Time).Sub(fe.(time.Time)) > simHeldRecordLate {
+	if fe, ae := forgetEnded.Load(), aEnded.Load(); fe != nil && ae != nil && ae.Sub(*fe) > simHeldRecordLate {
 		r.checkNoSlotsHeld(a.inc.id, "held-record: worker A, its run over well after the forget ended,")
 	}
 }

@@ -33,10 +33,14 @@ func (r *simRun[U]) checkKeyRecords(ctx context.Context, where string, entries [
 	if r.job.Source != SourceNoneName || r.job.Tables.Seen == "" {
 		return
 	}
-	records, err := r.db.keyRecords(ctx, r.job.Tables.Seen, r.job.Name)
+	keys, err := r.db.keyRecords(ctx, r.job.Tables.Seen, r.job.Name)
 	if err != nil {
 		r.violate("%s: read key records: %v", where, err)
 		return
+	}
+	records := map[string]bool{}
+	for _, k := range keys {
+		records[k] = true
 	}
 	rows := map[string]string{} // unit key -> one of its ledger rows
 	for _, e := range entries {

@@ -298,40 +298,27 @@ func (e *simPostgres) terminate(ctx context.Context, where string, args ...any) 
 
 func (d *simPostgresDB) observer() idem.Store { return d.s.obs }
 
-func (d *simPostgresDB) keyRecords(ctx context.Context, table, job string) (map[string]bool, error) {
-	rows, err := d.s.obsPool.Query(ctx, "SELECT unit_key FROM "+table+" WHERE job = $1", job)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	keys := map[string]bool{}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, err
-		}
-		keys[k] = true
-	}
-	return keys, rows.Err()
+func (d *simPostgresDB) keyRecords(ctx context.Context, table, job string) ([]string, error) {
+	return d.column(ctx, "SELECT unit_key FROM "+table+" WHERE job = $1", job)
 }
 
 func (d *simPostgresDB) heldSlots(ctx context.Context, table, job, owner string) ([]string, error) {
-	rows, err := d.s.obsPool.Query(ctx, "SELECT effect, slot FROM "+table+
+	return d.column(ctx, "SELECT effect || ' slot ' || slot FROM "+table+
 		" WHERE job = $1 AND slot >= 0 AND starts_with(owner, $2) ORDER BY effect, slot", job, owner+"#")
+}
+
+// column reads a query's one text column on the observer's connection.
+func (d *simPostgresDB) column(ctx context.Context, query string, args ...any) ([]string, error) {
+	rows, err := d.s.obsPool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var held []string
-	for rows.Next() {
-		var effect string
-		var slot int32
-		if err := rows.Scan(&effect, &slot); err != nil {
-			return nil, err
-		}
-		held = append(held, fmt.Sprintf("%s slot %d", effect, slot))
+	vals, err := scanColumn(rows)
+	if err != nil {
+		return nil, err
 	}
-	return held, rows.Err()
+	return vals, rows.Err()
 }
 
 // abandon ends every session of a stalled scenario (a read blocked on one

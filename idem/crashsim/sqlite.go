@@ -160,40 +160,27 @@ func (d *simSQLiteDB) locator() string { return d.path }
 
 func (d *simSQLiteDB) observer() idem.Store { return d.obs }
 
-func (d *simSQLiteDB) keyRecords(ctx context.Context, table, job string) (map[string]bool, error) {
-	rows, err := d.obsDB.QueryContext(ctx, "SELECT unit_key FROM "+table+" WHERE job = ?", job)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	keys := map[string]bool{}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, err
-		}
-		keys[k] = true
-	}
-	return keys, rows.Err()
+func (d *simSQLiteDB) keyRecords(ctx context.Context, table, job string) ([]string, error) {
+	return d.column(ctx, "SELECT unit_key FROM "+table+" WHERE job = ?", job)
 }
 
 func (d *simSQLiteDB) heldSlots(ctx context.Context, table, job, owner string) ([]string, error) {
-	rows, err := d.obsDB.QueryContext(ctx, "SELECT effect, slot FROM "+table+
+	return d.column(ctx, "SELECT effect || ' slot ' || slot FROM "+table+
 		" WHERE job = ? AND slot >= 0 AND substr(owner, 1, ?) = ? ORDER BY effect, slot", job, len(owner)+1, owner+"#")
+}
+
+// column reads a query's one text column on the observer's connection.
+func (d *simSQLiteDB) column(ctx context.Context, query string, args ...any) ([]string, error) {
+	rows, err := d.obsDB.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var held []string
-	for rows.Next() {
-		var effect string
-		var slot int
-		if err := rows.Scan(&effect, &slot); err != nil {
-			return nil, err
-		}
-		held = append(held, fmt.Sprintf("%s slot %d", effect, slot))
+	vals, err := scanColumn(rows)
+	if err != nil {
+		return nil, err
 	}
-	return held, rows.Err()
+	return vals, rows.Err()
 }
 
 // abandon leaves a stalled scenario's file as it is: its incarnations'
