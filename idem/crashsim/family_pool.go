@@ -73,7 +73,7 @@ func holdAll[U any](r *simRun[U], ctx context.Context) *simPoolHold {
 }
 
 func (*poolFamily[U]) about() familyAbout {
-	return familyAbout{name: famPoolHeld, long: 500 * time.Millisecond, guarantees: []int{5, 8},
+	return familyAbout{name: famPoolHeld, long: 500 * time.Millisecond, longVariants: map[string]time.Duration{simPoolAtClaim: 2500 * time.Millisecond}, guarantees: []int{5, 8},
 		what: "worker A's process has a pool of two connections, and both are held by others while A " +
 			"runs its first phase under a wait bound of 150 ms: A ends within its bound (and 2 s of " +
 			"slack) with the bounded-wait error (`idem.WaitError`, busy), never a hang until a " +

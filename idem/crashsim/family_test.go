@@ -79,7 +79,9 @@ func TestLongFirst(t *testing.T) {
 	for range cap(simSlots) + 6 {
 		plan = append(plan, newScenario("crash"))
 	}
-	plan = append(plan, newScenario("circuit"), newScenario("crash"))
+	atClaim := newScenario(famPoolHeld)
+	atClaim.variant = simPoolAtClaim
+	plan = append(plan, newScenario("circuit"), newScenario("crash"), newScenario(famPoolHeld), atClaim)
 	got := longFirst[struct{}](plan)
 	if len(got) != len(plan) {
 		t.Fatalf("longFirst kept %d of %d scenarios", len(got), len(plan))
@@ -93,13 +95,14 @@ func TestLongFirst(t *testing.T) {
 	var longs []string
 	for _, sc := range got[first:] {
 		if sc.family != "crash" {
-			longs = append(longs, sc.family)
+			longs = append(longs, sc.String())
 		}
 	}
-	if want := []string{"held-record", "circuit", "subprocess"}; !slices.Equal(longs, want) {
+	// pool-held's at-claim variant is long on its own (longVariants).
+	if want := []string{"pool-held at-claim", "held-record", "circuit", "subprocess", "pool-held"}; !slices.Equal(longs, want) {
 		t.Errorf("long scenarios after the first wave in order %v; want the longest first %v", longs, want)
 	}
-	if got[first].family != "held-record" || got[first+3].family != "circuit" {
+	if got[first].variant != simPoolAtClaim || got[first+3].family != "held-record" {
 		t.Errorf("long scenarios not one in three after the first wave: %v", got)
 	}
 }
