@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,6 +91,9 @@ type consumeRun[U any] struct {
 	// logs holds what the consumers logged at warning and above, for a
 	// violation's message.
 	logs simLogTail
+	// pausedNow counts the consumers a family holds in their call now
+	// (slotWait).
+	pausedNow atomic.Int32
 }
 
 func (r *consumeRun[U]) now() time.Time {
@@ -303,7 +307,7 @@ func (r *consumeRun[U]) start(extra ...idembroker.Option) *consumeInc {
 	log := r.logs.logger()
 	opts := []idem.Option{idem.WithClock(r.now), idemtest.WithLeaseClock(r.now), idem.WithLogger(log),
 		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false), idemtest.WithCrashHook(hook), idem.WithOwner(simOwner(id)),
-		idemtest.WithJobEdit(consumeLimits[U]), idemtest.WithSlotWait(consumeSlotWait), idem.WithObserver(simCallEnds[U]{r: r})}
+		idemtest.WithJobEdit(consumeLimits[U]), idemtest.WithSlotWait(r.slotWait), idem.WithObserver(simCallEnds[U]{r: r})}
 	verbs, err := r.job.NewJob(st, nil, r.prov, opts...)
 	if err != nil {
 		r.t.Fatalf("new job: %v", err)
@@ -324,26 +328,17 @@ func (r *consumeRun[U]) start(extra ...idembroker.Option) *consumeInc {
 // the simulation (real time; leases run on the simulation's clock).
 const simConsumeDrainEvery = 10 * time.Millisecond
 
-// consumeSlotWait is a consumer's idemtest.WithSlotWait, as the other
-// families' (limits.go): a wait for a call slot under the effect's
-// concurrency gives up after simSlotPatience of real time, as "no room",
-// and the effect is drained again. The engine's own bound is half the
-// lease, in real time while the simulated clock stands still: with a
-// concurrency, a slot a consumer held when it died or while its call was
-// in flight kept the next consumer waiting minutes (spec-space seed 38,
-// specs 14 and 15: concurrency 1 on a consumer's effect), past the
-// scenario's bound.
-func consumeSlotWait(ctx context.Context, _ string, waited, poll time.Duration) bool {
-	if waited >= simSlotPatience {
-		return true
-	}
-	t := time.NewTimer(min(poll, 20*time.Millisecond))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return false
+// slotWait is a consumer's idemtest.WithSlotWait, as the other families'
+// (simSlotWait): a wait for a call slot under the effect's concurrency
+// gives up after simSlotPatience of real time (a quarter of it while a
+// family holds a consumer in its call), as "no room", and the effect is
+// drained again. The engine's own bound is half the lease, in real time
+// while the simulated clock stands still: with a concurrency, a slot a
+// consumer held when it died or while its call was in flight kept the
+// next consumer waiting minutes (spec-space seed 38, specs 14 and 15:
+// concurrency 1 on a consumer's effect), past the scenario's bound.
+func (r *consumeRun[U]) slotWait(ctx context.Context, _ string, waited, poll time.Duration) bool {
+	return simSlotWait(ctx, waited, poll, r.pausedNow.Load() > 0)
 }
 
 // consumeLimits takes the rates and circuits out: the simulation's clock

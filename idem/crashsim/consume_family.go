@@ -217,8 +217,10 @@ func (f *consumeHeldFamily[U]) atHit(r *consumeRun[U], inc int, p idemtest.Crash
 	if !first {
 		return
 	}
+	r.pausedNow.Add(1)
 	f.reached <- inc
 	<-f.release
+	r.pausedNow.Add(-1)
 	if r.isDead(inc) {
 		select {} // it died while held
 	}

@@ -102,12 +102,17 @@ const simSlotPatience = time.Second
 // A running worker's slot is still freed well within it (one call).
 const simSlotPatienceBesidePaused = 250 * time.Millisecond
 
-// slotWait is the simulation's idemtest.WithSlotWait: it sleeps the poll,
-// capped so that a freed slot is seen soon, and gives up after
-// simSlotPatience (simSlotPatienceBesidePaused while a worker is paused).
-func (r *simRun[U]) slotWait(ctx context.Context, effect string, waited, poll time.Duration) bool {
+// slotWait is the simulation's idemtest.WithSlotWait (simSlotWait).
+func (r *simRun[U]) slotWait(ctx context.Context, _ string, waited, poll time.Duration) bool {
+	return simSlotWait(ctx, waited, poll, r.pausedNow.Load() > 0)
+}
+
+// simSlotWait sleeps a slot wait's poll, capped so that a freed slot is
+// seen soon, and gives up (true) after simSlotPatience, or
+// simSlotPatienceBesidePaused while the scenario keeps a worker paused.
+func simSlotWait(ctx context.Context, waited, poll time.Duration, paused bool) bool {
 	patience := simSlotPatience
-	if r.pausedNow.Load() > 0 {
+	if paused {
 		patience = simSlotPatienceBesidePaused
 	}
 	if waited >= patience {
