@@ -206,7 +206,13 @@ func (p *Proxy) accept() {
 		}
 		l := &link{client: c, server: s}
 		p.mu.Lock()
-		if p.closed {
+		// Down or closed while the server was dialed: CutAll did not see
+		// this link, so it must not go live (CI: a run that had lost its
+		// database saved its watermark on a session accepted just then).
+		if p.closed || p.down {
+			if p.down {
+				p.stats.Refused++
+			}
 			p.mu.Unlock()
 			l.cut()
 			continue
