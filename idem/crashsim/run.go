@@ -213,8 +213,9 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 // longFirst orders plan so that the long families' scenarios (their
 // about's long, or its longVariants for their variant) start early,
 // after a first wave of ordinary ones, then one in every three, the
-// longest first; the others keep their plan's order. On two cores pgonly_service's PostgreSQL -short sample took 6.1
-// to 7.0 s a job with held-record's 3 s scenario started late, when
+// longest first; the others keep their plan's order. On two cores
+// pgonly_service's PostgreSQL -short sample took 6.1 to 7.0 s a job
+// with held-record's 3 s scenario started late, when
 // little was left to play beside it, and 3.6 to 5.1 s so. Not all of them
 // at the start: played at once, a dozen circuit, burst and held-record
 // scenarios slowed one another (circuit 4 to 5 s a scenario, from 1), and
@@ -224,7 +225,8 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 func longFirst[U any](plan []simScenario) []simScenario {
 	abouts := map[string]familyAbout{}
 	for _, f := range simFamilies[U]() {
-		abouts[f.about().name] = f.about()
+		a := f.about()
+		abouts[a.name] = a
 	}
 	long := func(sc simScenario) time.Duration {
 		a := abouts[sc.family]
