@@ -388,9 +388,12 @@ type simRun[U any] struct {
 	// converging: the phases are played; the clean runs after them go on.
 	converging bool
 	incByID    map[int]*simInc // every incarnation started, by id
-	// effectErrs, under its own mutex: simEffectEnds.
+	// effectErrs, under its own mutex: simEffectEnds. connWaits, under
+	// the same, holds when each incarnation's calls ended having waited
+	// out their bound for a pool connection.
 	effectErrsMu sync.Mutex
 	effectErrs   map[int][]idemrt.EffectResult
+	connWaits    map[int][]time.Time
 	// fam is the scenario's family, with its own state.
 	fam family[U]
 }

@@ -73,14 +73,15 @@ func holdAll[U any](r *simRun[U], ctx context.Context) *simPoolHold {
 }
 
 func (*poolFamily[U]) about() familyAbout {
-	return familyAbout{name: famPoolHeld, long: 500 * time.Millisecond, longVariants: map[string]time.Duration{simPoolAtClaim: 2500 * time.Millisecond}, guarantees: []int{5, 8},
+	return familyAbout{name: famPoolHeld, long: 500 * time.Millisecond, guarantees: []int{5, 8},
 		what: "worker A's process has a pool of two connections, and both are held by others while A " +
 			"runs its first phase under a wait bound of 150 ms: A ends within its bound (and 2 s of " +
 			"slack) with the bounded-wait error (`idem.WaitError`, busy), never a hang until a " +
 			"connection comes back, and counts no failed attempt and parks nothing; then the " +
 			"connections go back and the run converges. Its `at-claim` variant holds the pool from " +
 			"A's second claim of an effect with a circuit (else a concurrency), whose first statement " +
-			"then reads the effect's gate (its call slot): each failed effect of A is judged, busy or nothing. " +
+			"then reads the effect's gate (its call slot): each failed effect of A is judged, busy or nothing, and only that call waits for a connection: " +
+			"once one has waited out its bound, the batch's later calls are not made (each would wait two bounds). " +
 			"Its `slow-open` variant holds nothing, but every connection A opens takes longer than its bound " +
 			"to open (the bound runs out inside the open, where the embedded SQLite answers \"interrupted\"): " +
 			"A's wait ends the same way"}
@@ -228,12 +229,11 @@ func (f *poolFamily[U]) holdAtClaim(r *simRun[U], phase int, a *simTask) {
 }
 
 // simPoolAtClaimAllowed is how long A may take, its pool held from a
-// claim: every effect still before it fails busy, each after a wait for
-// its limits or gate and one for its release, so the time grows with
-// them; two waits a failed effect, two more, and the slack.
-func simPoolAtClaimAllowed(out simOutcome) time.Duration {
-	return simPoolSlack + time.Duration(2*(len(out.effects)+2))*simHeldWaitBound
-}
+// claim: the call it was claiming waits for its gate or slot, then for its
+// release; the batch's later calls are not made (the engine gives them up
+// once one call has waited out its bound for a connection); a later batch's
+// write and the run's end wait once each; and the slack.
+const simPoolAtClaimAllowed = simPoolSlack + 6*simHeldWaitBound
 
 // playHeld runs A on a pool others hold, and judges how its wait ended.
 func (f *poolFamily[U]) playHeld(r *simRun[U], phase int) {
@@ -319,9 +319,17 @@ func (f *poolFamily[U]) judgeHeld(r *simRun[U], phase int, task *simTask, h *sim
 	case !ended:
 		r.violate("%s: worker A, %s, had not ended after %s; its wait bound is %s: a wait for a connection without its bound",
 			famPoolHeld, h.how, took.Round(time.Millisecond), simHeldWaitBound)
-	case r.sc.variant == simPoolAtClaim && took > simPoolAtClaimAllowed(out):
+	case r.sc.variant == simPoolAtClaim && took > simPoolAtClaimAllowed:
 		r.violate("%s %s: worker A, %s, took %s to end with %d failed effects; its wait bound is %s, %s allowed: a wait past its bound",
-			famPoolHeld, simPoolAtClaim, h.how, took.Round(time.Millisecond), len(out.effects), simHeldWaitBound, simPoolAtClaimAllowed(out))
+			famPoolHeld, simPoolAtClaim, h.how, took.Round(time.Millisecond), len(out.effects), simHeldWaitBound, simPoolAtClaimAllowed)
+	}
+	// Once a call has waited out its bound for a connection, its batch's
+	// later calls are not made: each would wait its own bounds on the same
+	// pool. A's calls, one at a time, all meet the hold in the batch it
+	// began in, and no later batch of A's gets a connection to claim with.
+	if n := r.connWaitsSince(task.inc.id, h.began); r.sc.variant == simPoolAtClaim && n > 1 {
+		r.violate("%s %s: %d of worker A's calls each waited out its bound for a connection, %s: once one has, its batch's later calls must not wait on the same pool again (two bounds a call: with the default bound, a minute an effect)",
+			famPoolHeld, simPoolAtClaim, n, h.how)
 	}
 	var we *idem.WaitError
 	waited := false

@@ -5,6 +5,7 @@ package crashsim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -576,6 +577,34 @@ func (o simEffectEnds[U]) Effect(ctx context.Context, _ string, er idem.EffectRe
 	defer o.r.effectErrsMu.Unlock()
 	inc := simIncOf(ctx)
 	o.r.effectErrs[inc] = append(o.r.effectErrs[inc], er)
+}
+
+// CallEnd keeps when a call ended that waited out its bound for a pool
+// connection (the pool-held family counts them). A call the engine did
+// not make (a batch's later call, once one has waited so) has no CallEnd.
+func (o simEffectEnds[U]) CallEnd(ctx context.Context, _ string, er idem.EffectResult, _ time.Duration) {
+	var we *idem.WaitError
+	if !errors.As(er.Err, &we) || !strings.Contains(we.What, "connection") {
+		return
+	}
+	o.r.effectErrsMu.Lock()
+	defer o.r.effectErrsMu.Unlock()
+	inc := simIncOf(ctx)
+	o.r.connWaits[inc] = append(o.r.connWaits[inc], time.Now())
+}
+
+// connWaitsSince counts incarnation inc's calls that waited out their
+// bound for a pool connection and ended after since.
+func (r *simRun[U]) connWaitsSince(inc int, since time.Time) int {
+	r.effectErrsMu.Lock()
+	defer r.effectErrsMu.Unlock()
+	n := 0
+	for _, at := range r.connWaits[inc] {
+		if at.After(since) {
+			n++
+		}
+	}
+	return n
 }
 
 // withEffects is out with the failed effect results of incarnation inc.

@@ -35,6 +35,7 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 	r.phases = simPhases(job)
 	r.incByID = map[int]*simInc{}
 	r.effectErrs = map[int][]idemrt.EffectResult{}
+	r.connWaits = map[int][]time.Time{}
 	r.fam = familyNamed[U](sc.family)
 	r.fam.setup(r)
 	return r
@@ -211,9 +212,9 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 }
 
 // longFirst orders plan so that the long families' scenarios (their
-// about's long, or its longVariants for their variant) start early,
-// after a first wave of ordinary ones, then one in every three, the
-// longest first; the others keep their plan's order. On two cores
+// about's long) start early, after a first wave of ordinary ones, then
+// one in every three, the longest first; the others keep their plan's
+// order. On two cores
 // pgonly_service's PostgreSQL -short sample took 6.1 to 7.0 s a job
 // with held-record's 3 s scenario started late, when
 // little was left to play beside it, and 3.6 to 5.1 s so. Not all of them
@@ -223,27 +224,21 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 // scenarios' new schemas, left an effect unapplied (bump_v2, sha256key:
 // 4 runs of 9); after the first wave, 5 of 5 passed.
 func longFirst[U any](plan []simScenario) []simScenario {
-	abouts := map[string]familyAbout{}
+	long := map[string]time.Duration{}
 	for _, f := range simFamilies[U]() {
-		a := f.about()
-		abouts[a.name] = a
-	}
-	long := func(sc simScenario) time.Duration {
-		a := abouts[sc.family]
-		if d, ok := a.longVariants[sc.variant]; ok {
-			return d
+		if a := f.about(); a.long > 0 {
+			long[a.name] = a.long
 		}
-		return a.long
 	}
 	var longs, others []simScenario
 	for _, sc := range plan {
-		if long(sc) > 0 {
+		if long[sc.family] > 0 {
 			longs = append(longs, sc)
 		} else {
 			others = append(others, sc)
 		}
 	}
-	slices.SortStableFunc(longs, func(a, b simScenario) int { return cmp.Compare(long(b), long(a)) })
+	slices.SortStableFunc(longs, func(a, b simScenario) int { return cmp.Compare(long[b.family], long[a.family]) })
 	// The first wave is ordinary: each of its scenarios creates its
 	// schema (PostgreSQL) or file (SQLite), and the long families, held-record's
 	// worker under a bound of 150 ms above all, are not played in that rush.

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -197,9 +198,22 @@ func (e *Engine[U]) callAll(ctx context.Context, claimed []*call[U], slots chan 
 		}, e.st.InTx)
 		return done, err
 	}
+	// Once a call has waited out its bound for a pool connection, the
+	// calls not yet started are not made (notCalledPoolDry): each would
+	// wait its own bounds on the same pool, two a call (its gate or slot,
+	// then its release), a minute with the default bound, so a batch of
+	// many effects kept its worker for hours.
+	var dry atomic.Pointer[WaitError]
 	do := func(c *call[U], rec *recorder) {
 		log := e.opt.log.With(slog.String("job", e.def.Name), slog.String("key", c.unitKey))
+		if we := dry.Load(); we != nil {
+			c.res = notCalledPoolDry(c.fx.Name, c.key, we, log)
+			return
+		}
 		c.res, c.cp = e.perform(ctx, c.fx, c.key, c.u, c.leaseUntil, rec, log)
+		if we := connectionWait(c.res.Err); we != nil {
+			dry.CompareAndSwap(nil, we)
+		}
 	}
 	if e.opt.effectConcurrency <= 1 || len(claimed) <= 1 {
 		rec := &recorder{write: write}

@@ -253,3 +253,15 @@ func notCalled(ctx context.Context, er EffectResult, log *slog.Logger) EffectRes
 	log.Warn("idemgen: effect not called: the run was canceled; the next run after its lease performs it")
 	return er
 }
+
+// notCalledPoolDry is the result of an effect not called because an
+// earlier call of its batch waited out its bound for a pool connection
+// (waited). It is busy (errors.Is ErrBusy), and, as notCalled's, its claim
+// is not released: a release would wait on the same pool. The lease lapses
+// as a crashed worker's would, and the next run after it performs the
+// effect.
+func notCalledPoolDry(effect, key string, waited *WaitError, log *slog.Logger) EffectResult {
+	log.Warn("idemgen: effect not called: an earlier call of its batch got no pool connection within the wait bound; the next run after its lease performs it")
+	return EffectResult{Effect: effect, Key: key, Outcome: EffectFailed,
+		Err: fmt.Errorf("effect %q key %q: %w: not called, an earlier call of its batch waited out its bound for a connection: %w", effect, key, ErrEffectFailed, waited)}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -88,7 +89,21 @@ func boundedAcquire[C any](ctx context.Context, pool string, get func(ctx contex
 	defer cancel()
 	c, err := get(bounded)
 	if err != nil && ctx.Err() == nil && (bounded.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
-		err = &WaitError{What: "a connection from " + pool, Bound: bound, Err: err}
+		err = &WaitError{What: waitForConnection + pool, Bound: bound, Err: err}
 	}
 	return c, err
+}
+
+// waitForConnection begins the What of a wait for a pool connection.
+const waitForConnection = "a connection from "
+
+// connectionWait is the wait for a pool connection that err tells of, or
+// nil: the pool had none to give within the bound (not a lock, which is
+// one row's or one database's).
+func connectionWait(err error) *WaitError {
+	var we *WaitError
+	if errors.As(err, &we) && strings.HasPrefix(we.What, waitForConnection) {
+		return we
+	}
+	return nil
 }

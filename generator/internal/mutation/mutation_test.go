@@ -202,6 +202,13 @@ var specValuesMutants = []mutant{
 	{name: "a SQLite row read that waited out its bound for a connection fails as cancelled", test: rateSyncTest, edits: edit("idem/idemrt/sqlite.go",
 		`return a\.DB\.QueryRowContext\(endedBy\{ctx, err\}, query, args\.\.\.\)`,
 		"c, cancel := context.WithCancelCause(ctx); cancel(err); return a.DB.QueryRowContext(c, query, args...)")},
+	// Killed by pool-held at-claim (SQLite), on rate_sync: the pool held
+	// from A's claim of post_rate, every later call of the batch waits
+	// out its bound for a connection again, two bounds each (with the
+	// default bound, a minute an effect), where the engine gives them up
+	// once one call has.
+	{name: "a batch's calls each wait for a connection after one waited out its bound", test: rateSyncTest, edits: edit("idem/idemrt/effects.go",
+		`dry\.CompareAndSwap\(nil, we\)`, "_ = we")},
 	// Killed by pool-held slow-open (SQLite): every connection A opens
 	// outlasts its bound; the embedded SQLite answers the open "sqlite3:
 	// interrupted", not the context's deadline, and A's first statement
