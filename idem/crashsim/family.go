@@ -99,9 +99,6 @@ type familyAbout struct {
 	// early, the longest first, so that the shorter scenarios fill the
 	// cores around them instead of trailing them (longFirst).
 	long time.Duration
-	// longVariants is how long the scenarios of a variant take where it
-	// is not long (pool-held's at-claim waits its bounds once per effect).
-	longVariants map[string]time.Duration
 }
 
 // simFamilies is every family, in the order of docs/guarantees.md's

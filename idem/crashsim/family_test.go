@@ -79,9 +79,7 @@ func TestLongFirst(t *testing.T) {
 	for range cap(simSlots) + 6 {
 		plan = append(plan, newScenario("crash"))
 	}
-	atClaim := newScenario(famPoolHeld)
-	atClaim.variant = simPoolAtClaim
-	plan = append(plan, newScenario("circuit"), newScenario("crash"), newScenario(famPoolHeld), atClaim)
+	plan = append(plan, newScenario("circuit"), newScenario("crash"))
 	got := longFirst[struct{}](plan)
 	if len(got) != len(plan) {
 		t.Fatalf("longFirst kept %d of %d scenarios", len(got), len(plan))
@@ -95,14 +93,13 @@ func TestLongFirst(t *testing.T) {
 	var longs []string
 	for _, sc := range got[first:] {
 		if sc.family != "crash" {
-			longs = append(longs, sc.String())
+			longs = append(longs, sc.family)
 		}
 	}
-	// pool-held's at-claim variant is long on its own (longVariants).
-	if want := []string{"pool-held at-claim", "held-record", "circuit", "subprocess", "pool-held"}; !slices.Equal(longs, want) {
+	if want := []string{"held-record", "circuit", "subprocess"}; !slices.Equal(longs, want) {
 		t.Errorf("long scenarios after the first wave in order %v; want the longest first %v", longs, want)
 	}
-	if got[first].variant != simPoolAtClaim || got[first+3].family != "held-record" {
+	if got[first].family != "held-record" || got[first+3].family != "circuit" {
 		t.Errorf("long scenarios not one in three after the first wave: %v", got)
 	}
 }
