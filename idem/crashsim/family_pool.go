@@ -80,8 +80,9 @@ func (*poolFamily[U]) about() familyAbout {
 			"connection comes back, and counts no failed attempt and parks nothing; then the " +
 			"connections go back and the run converges. Its `at-claim` variant holds the pool from " +
 			"A's second claim of an effect with a circuit (else a concurrency), whose first statement " +
-			"then reads the effect's gate (its call slot): each failed effect of A is judged, busy or nothing, and only that call waits for a connection: " +
-			"once one has waited out its bound, the batch's later calls are not made (each would wait two bounds). " +
+			"then reads the effect's gate (its call slot): each failed effect of A is judged, busy or " +
+			"nothing, and only that call waits for a connection: once one has waited out its bound, " +
+			"the batch's later calls are not made (each would wait two bounds). " +
 			"Its `slow-open` variant holds nothing, but every connection A opens takes longer than its bound " +
 			"to open (the bound runs out inside the open, where the embedded SQLite answers \"interrupted\"): " +
 			"A's wait ends the same way"}
