@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -332,18 +333,18 @@ func (f *poolFamily[U]) judgeHeld(r *simRun[U], phase int, task *simTask, h *sim
 		r.violate("%s %s: %d of worker A's calls each waited out its bound for a connection, %s: once one has, its batch's later calls must not wait on the same pool again (two bounds a call: with the default bound, a minute an effect)",
 			famPoolHeld, simPoolAtClaim, n, h.how)
 	}
-	var we *idem.WaitError
-	waited := false
-	for _, err := range out.errs {
-		if errors.As(err, &we) && strings.Contains(we.What, "connection") {
-			waited = true
-		}
-	}
-	if !waited {
+	if !slices.ContainsFunc(out.errs, waitedForConnection) {
 		r.violate("%s: worker A, %s, ended with %v; want a wait for a connection that ran out of its bound (idem.WaitError)", famPoolHeld, h.how, out.errs)
 	}
 	r.checkOnlyWaited(out, famPoolHeld+": worker A", h.how, "a connection")
 	r.checkNoFailureRecords(phase, famPoolHeld, "worker A only waited for a connection")
+}
+
+// waitedForConnection reports whether err tells of a wait for a pool
+// connection that ran out of its bound (an idem.WaitError).
+func waitedForConnection(err error) bool {
+	var we *idem.WaitError
+	return errors.As(err, &we) && strings.Contains(we.What, "connection")
 }
 
 // awaitHold returns the hold A's incarnation takes in runContext, before

@@ -5,7 +5,6 @@ package crashsim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -583,8 +582,7 @@ func (o simEffectEnds[U]) Effect(ctx context.Context, _ string, er idem.EffectRe
 // connection (the pool-held family counts them). A call the engine did
 // not make (a batch's later call, once one has waited so) has no CallEnd.
 func (o simEffectEnds[U]) CallEnd(ctx context.Context, _ string, er idem.EffectResult, _ time.Duration) {
-	var we *idem.WaitError
-	if !errors.As(er.Err, &we) || !strings.Contains(we.What, "connection") {
+	if !waitedForConnection(er.Err) {
 		return
 	}
 	o.r.effectErrsMu.Lock()

@@ -214,9 +214,8 @@ func simPlan[U any](job *Job[U], clean *simRun[U], trace []simHit, full bool) []
 // longFirst orders plan so that the long families' scenarios (their
 // about's long) start early, after a first wave of ordinary ones, then
 // one in every three, the longest first; the others keep their plan's
-// order. On two cores
-// pgonly_service's PostgreSQL -short sample took 6.1 to 7.0 s a job
-// with held-record's 3 s scenario started late, when
+// order. On two cores pgonly_service's PostgreSQL -short sample took 6.1
+// to 7.0 s a job with held-record's 3 s scenario started late, when
 // little was left to play beside it, and 3.6 to 5.1 s so. Not all of them
 // at the start: played at once, a dozen circuit, burst and held-record
 // scenarios slowed one another (circuit 4 to 5 s a scenario, from 1), and
