@@ -121,21 +121,33 @@ func TestSpecSpace(t *testing.T) {
 // write vets c's spec (no finding allowed), generates it and writes its
 // package under dir, replacing what was there.
 func write(dir string, c specCase) error {
-	yaml := c.yaml()
+	return writeSpec(dir, c.pkg(), c.yaml(), false)
+}
+
+// errVetRefuses is writeSpec's answer for a spec vet refuses.
+var errVetRefuses = errors.New("vet refuses the spec")
+
+// writeSpec vets yaml, generates it and writes its package pkg under dir,
+// replacing what was there. A finding of vet stops it (errVetRefuses
+// for an error), a warning too unless warningsAllowed.
+func writeSpec(dir, pkg, yaml string, warningsAllowed bool) error {
 	f, ds := spec.Parse("idemgen.yaml", []byte(yaml))
 	if !ds.HasErrors() {
 		ds = append(ds, spec.Check(f)...)
 	}
-	if len(ds) > 0 {
+	if ds.HasErrors() {
+		return fmt.Errorf("%w: %v", errVetRefuses, ds.Sorted())
+	}
+	if len(ds) > 0 && !warningsAllowed {
 		return fmt.Errorf("vet: %v", ds.Sorted())
 	}
 	files, err := generator.Generate(context.Background(), f, generator.Options{
-		SQLC: sqlc.Runner{Exe: os.Args[0]}, ImportPath: specModule + "/" + c.pkg(),
+		SQLC: sqlc.Runner{Exe: os.Args[0]}, ImportPath: specModule + "/" + pkg,
 	})
 	if err != nil {
 		return err
 	}
-	pkgDir := filepath.Join(dir, c.pkg())
+	pkgDir := filepath.Join(dir, pkg)
 	if err := os.RemoveAll(pkgDir); err != nil {
 		return err
 	}
@@ -189,8 +201,15 @@ func moduleDir(t *testing.T) string {
 // package, "" when it passed and its output when it failed or did not
 // build.
 func goTest(t *testing.T, gocmd, dir, pattern string) map[string]string {
+	return goTestArgs(t, gocmd, dir, pattern, "-short")
+}
+
+// goTestArgs is goTest with go test's own flags (-short, or none for the
+// whole matrix).
+func goTestArgs(t *testing.T, gocmd, dir, pattern string, flags ...string) map[string]string {
 	p := strconv.Itoa(envInt(t, envP, 2))
-	cmd := exec.Command(gocmd, "test", "-json", "-short", "-count=1", "-p", p, "-timeout", "10m", pattern)
+	args := append([]string{"test", "-json", "-count=1", "-p", p, "-timeout", "20m"}, flags...)
+	cmd := exec.Command(gocmd, append(args, pattern)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false -mod=mod", "GOWORK=off")
 	var stderr bytes.Buffer
