@@ -236,7 +236,7 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 // 2026-12-06: takeover's worker B ended busy before its claim, so the call
 // the scenario is about was never made, "provider called 1 times ...
 // want 3"). The bound itself is played by the families that set their own
-// (held, held-record, pool-held, busy-claim, burst).
+// (held, held-record, pool-held, burst), and a wait past it by busy-claim.
 const simWaitFloor = 5 * time.Second
 
 // engineWaitBound is the wait bound the engine gives the job when none is
