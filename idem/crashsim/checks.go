@@ -353,6 +353,9 @@ func (r *simRun[U]) checkParkedWhy(where string, err error) {
 // checkRerun: re-running the completed window, and backfilling from the
 // start, write nothing and perform nothing (a poison unit fails again).
 func (r *simRun[U]) checkRerun(ctx context.Context, exp simExpect[U]) {
+	if r.forgotAtEnd {
+		return
+	}
 	failing := 0
 	if r.sc.poison > 0 {
 		failing = 1

@@ -355,11 +355,14 @@ type simRun[U any] struct {
 	// ledger row: it was reserved no later, so it is no older (purgeNow).
 	seenAt map[string]time.Time
 	// purgeRan: a purge has run (purgeNow); keys may be forgotten.
-	purgeRan  bool
-	incs      int
-	versions  simVersions  // what the job is built with now
-	pausedKey string       // the effect key a paused worker holds
-	pausedNow atomic.Int32 // workers the scenario keeps paused now (limits.go)
+	purgeRan bool
+	// forgotAtEnd: a family's end check purged past every retention
+	// (purge-older), so the fixture handed in again is new work.
+	forgotAtEnd bool
+	incs        int
+	versions    simVersions  // what the job is built with now
+	pausedKey   string       // the effect key a paused worker holds
+	pausedNow   atomic.Int32 // workers the scenario keeps paused now (limits.go)
 	// changed says what committed state the checks read may have changed
 	// since the last check: a COMMIT or a write outside a transaction ran
 	// (Job.changed), or the world moved (all). What did not change is

@@ -116,7 +116,7 @@ func simFamilies[U any]() []family[U] {
 		&fanoutFamily[U]{}, &fanoutCrashFamily[U]{}, &bumpFamily[U]{}, &mismatchFamily[U]{},
 		&cancelFamily[U]{}, &skewFamily[U]{}, &purgePendingFamily[U]{}, &repeatBatchesFamily[U]{},
 		&writeaheadFamily[U]{}, &poolFamily[U]{},
-		&olderAloneFamily[U]{}, &writeaheadFailFamily[U]{}, &busyClaimFamily[U]{},
+		&olderAloneFamily[U]{}, &writeaheadFailFamily[U]{}, &busyClaimFamily[U]{}, &purgeOlderFamily[U]{},
 	}
 }
 

@@ -55,6 +55,7 @@ type item[U any] struct {
 	hash    []byte  // sha256 of payload
 	outcome Outcome // what its write did, once the transaction commits
 	fresh   bool    // a handed-in key seen for the first time: effects decide as inserted
+	older   bool    // a handed-in replay new to the ledger that newer_wins kept out of the row: no effect
 	err     error   // the unit's own failure, which does not fail the batch
 	owes    []int   // indexes of the effects reserved for it
 	// leased are the effect keys its reservations added leased to this

@@ -24,7 +24,7 @@ import (
 // worker already (reserve).
 func (e *Engine[U]) writeBatch(ctx context.Context, q Querier, items []*item[U], lease bool) error {
 	for _, it := range items {
-		it.outcome, it.fresh, it.err, it.owes, it.leased = "", false, nil, nil, nil // a retry starts afresh
+		it.outcome, it.fresh, it.older, it.err, it.owes, it.leased = "", false, false, nil, nil, nil // a retry starts afresh
 		if err := e.hit(ctx, hooks.PointUnitStart, it.key); err != nil {
 			return &unitFault[U]{it, err}
 		}
@@ -125,7 +125,7 @@ func (e *Engine[U]) writeRound(ctx context.Context, q Querier, round []*item[U],
 		if err := e.settleReplays(ctx, q, toWrite); err != nil {
 			return err
 		}
-		live = slices.DeleteFunc(live, func(it *item[U]) bool { return it.outcome == OutcomeMismatch })
+		live = slices.DeleteFunc(live, func(it *item[U]) bool { return it.outcome == OutcomeMismatch || it.older })
 	}
 	if err := e.reserve(ctx, q, live, now, lease); err != nil {
 		return err
@@ -141,8 +141,10 @@ func (e *Engine[U]) writeRound(ctx context.Context, q Querier, round []*item[U],
 // as on an insert) only when the row holds the unit's very data. When it
 // holds other data, an insert_once row makes the unit a mismatch (and the
 // key record just made for it goes again: the key stays unknown, as it
-// was), and a row that kept newer data (newer_wins) leaves the effects to
-// decide on what the write did.
+// was). A row that kept newer data (newer_wins) makes the unit an older
+// copy: unchanged, deciding no effect, whatever the effect's when (its
+// data is not the destination's), and its key record goes too, so the
+// row's own version handed in later is no mismatch.
 func (e *Engine[U]) settleReplays(ctx context.Context, q Querier, written []*item[U]) error {
 	if e.def.Holds == nil {
 		return nil
@@ -159,11 +161,14 @@ func (e *Engine[U]) settleReplays(ctx context.Context, q Querier, written []*ite
 			continue
 		}
 		it.fresh = false
-		if it.outcome == OutcomeDeduped {
-			if _, err := q.ForgetHandedIn(ctx, e.def.Name, it.key); err != nil {
-				return &unitFault[U]{it, fmt.Errorf("forget the key record: %w", err)}
-			}
+		if it.outcome == OutcomeUnchanged {
+			it.older = true // newer_wins kept the row's newer data
+		} else {
 			it.outcome, it.err = OutcomeMismatch, ErrPayloadMismatch
+		}
+		// The key stays unknown, as it was.
+		if _, err := q.ForgetHandedIn(ctx, e.def.Name, it.key); err != nil {
+			return &unitFault[U]{it, fmt.Errorf("forget the key record: %w", err)}
 		}
 	}
 	return nil

@@ -140,6 +140,7 @@ const (
 	rateSyncTest   = "TestCrashSimRateSync"
 	refundHookTest = "TestCrashSimRefundHookJob"
 	bookingTest    = "TestCrashSimBookingSync"
+	meterHookTest  = "TestCrashSimMeterHook"
 )
 
 // adoptedMutants face the adopted table's check (idemrt.CheckTables).
@@ -165,7 +166,7 @@ var targets = []mutantTarget{
 	{module: "testdata", pkg: "golden/insert_once_ahead", tests: []string{csvTest, signupTest}, mutants: insertOnceAheadMutants},
 	{module: "testdata", pkg: "golden/takeover_park", tests: []string{orderHookTest}, mutants: takeoverParkMutants},
 	{module: "testdata", pkg: "golden/adopted", tests: []string{misfitTest}, mutants: adoptedMutants},
-	{module: "testdata", pkg: "golden/spec_values", tests: []string{rateSyncTest, refundHookTest, bookingTest}, mutants: specValuesMutants},
+	{module: "testdata", pkg: "golden/spec_values", tests: []string{rateSyncTest, refundHookTest, bookingTest, meterHookTest}, mutants: specValuesMutants},
 }
 
 // specValuesMutants face testdata/golden/spec_values. Killed by rate on
@@ -222,6 +223,22 @@ var specValuesMutants = []mutant{
 	// for it, and A ends its run well after the forget still holding it.
 	{name: "a call slot whose release failed is never released again", test: bookingTest, edits: edit(limitsFile,
 		`l\.unfreed = append\(l\.unfreed, heldSlot\{slot, owner\}\)`, "_ = heldSlot{slot, owner}")},
+	// Killed by purge-older, on meter_hook (a handed-in newer_wins job,
+	// every effect with a retention): a key handed in again with other
+	// data is a mismatch while its record lasts, so only a purge past
+	// retention lets an older copy reach the write, whose guard must keep
+	// the row's newer reading.
+	{name: "a handed-in newer_wins upsert without its guard", test: meterHookTest, edits: edit(sqliteSQL,
+		`WHERE excluded\.read_at >= d\.read_at AND `, "WHERE ")},
+	// Killed by purge-older: the older copy, kept out of the row, decides
+	// post_reading (when: always) on data the row does not hold.
+	{name: "an older copy kept out of the row decides its effects", test: meterHookTest, edits: edit(batchWriteFile,
+		`it\.outcome == OutcomeMismatch \|\| it\.older \}\)`, "it.outcome == OutcomeMismatch })")},
+	// Killed by purge-older: the older copy's key record stays, so the
+	// row's own version handed in after it is taken for a mismatch.
+	{name: "an older copy kept out of the row leaves its key record", test: meterHookTest, edits: edit(batchWriteFile,
+		`if _, err := q\.ForgetHandedIn\(ctx, e\.def\.Name, it\.key\); err != nil \{`,
+		"if it.older { continue }; if _, err := q.ForgetHandedIn(ctx, e.def.Name, it.key); err != nil {")},
 }
 
 func edit(file, old, new string) []mutantEdit { return []mutantEdit{{file: file, old: old, new: new}} }
@@ -730,7 +747,7 @@ var exampleMutants = []mutant{
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
 	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate", "held", "held-record", "pause", "circuit",
-	"pool-held", "older-alone", "writeahead-fail", "busy-claim",
+	"pool-held", "older-alone", "writeahead-fail", "busy-claim", "purge-older",
 	"consume", "consume-crash", "consume-ackloss", "consume-reorder", "consume-inflight", "consume-takeover"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug

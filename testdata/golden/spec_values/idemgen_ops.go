@@ -63,6 +63,21 @@ func OpsPackage() *idemops.Package {
 			}},
 			Name:   "booking_sync",
 			Source: "watermark",
+		}, {
+			Doc: "Keep the newest reading handed in per meter; post each reading once and bill each change.",
+			Effects: []*idemops.EffectSpec{{
+				Lease:       5 * time.Minute,
+				MaxAttempts: 5,
+				Name:        "post_reading",
+				Version:     1,
+			}, {
+				Lease:       5 * time.Minute,
+				MaxAttempts: 5,
+				Name:        "bill_reading",
+				Version:     1,
+			}},
+			Name:   "meter_hook",
+			Source: "none",
 		}},
 		Name:   "spec_values",
 		Tables: ledgerTables,

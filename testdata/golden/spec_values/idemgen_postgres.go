@@ -252,3 +252,87 @@ func (q pgQuerier) staleBookingSync(ctx context.Context, v, limit int32) ([]stri
 		RowLimit:          limit,
 	})
 }
+
+// writeMeterHook upserts u into meter_readings (upsert).
+func (q pgQuerier) writeMeterHook(ctx context.Context, u MeterReading, key string, v int32) (idem.Outcome, error) {
+	p := pgdb.WriteMeterHookParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        key,
+		MeterID:           u.MeterID,
+		ReadAt:            u.ReadAt,
+		Units:             u.Units,
+	}
+	w, err := q.q.WriteMeterHook(ctx, p)
+	// No row back means the conflict clause wrote nothing.
+	if idemrt.PgNoRows(err) {
+		return idem.OutcomeUnchanged, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return idem.Outcome(w), nil
+}
+
+// writeMeterHookBatch upserts units with distinct keys into meter_readings in one statement.
+func (q pgQuerier) writeMeterHookBatch(ctx context.Context, us []MeterReading, keys []string, v int32) ([]idem.Outcome, error) {
+	p := pgdb.WriteMeterHookBatchParams{
+		IdemgenJobVersion: v,
+		IdemgenKey:        keys,
+	}
+	for _, u := range us {
+		p.MeterID = append(p.MeterID, u.MeterID)
+		p.Units = append(p.Units, u.Units)
+		p.ReadAt = append(p.ReadAt, u.ReadAt)
+	}
+	// Keys all new, as on a first run: one plain insert.
+	if out, err := idemrt.PgInsertNew(ctx, q.DB(), len(keys), func(ctx context.Context) error {
+		return q.q.InsertMeterHookBatch(ctx, pgdb.InsertMeterHookBatchParams(p))
+	}); err != nil || out != nil {
+		return out, err
+	}
+	rs, err := q.q.WriteMeterHookBatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[string]string, len(rs))
+	for _, r := range rs {
+		written[r.IdemgenKey] = r.IdemgenWrite
+	}
+	// A key with no row back: the conflict clause wrote nothing.
+	return idemrt.BatchOutcomes(keys, written, idem.OutcomeUnchanged), nil
+}
+
+// holdsMeterHook reports whether the meter_readings row under u's key holds exactly u's data.
+func (q pgQuerier) holdsMeterHook(ctx context.Context, u MeterReading) (bool, error) {
+	n, err := q.q.HoldsMeterHook(ctx, pgdb.HoldsMeterHookParams{
+		MeterID: u.MeterID,
+		ReadAt:  u.ReadAt,
+		Units:   u.Units,
+	})
+	return n == 1, err
+}
+
+// listMeterHook reads every meter_readings row back as units.
+func (q pgQuerier) listMeterHook(ctx context.Context) ([]MeterReading, error) {
+	rs, err := q.q.ListMeterHook(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MeterReading, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, MeterReading{
+			MeterID: r.MeterID,
+			ReadAt:  r.ReadAt,
+			Units:   r.Units,
+		})
+	}
+	return out, err
+}
+
+// staleMeterHook lists keys of rows written by a job version older than v.
+func (q pgQuerier) staleMeterHook(ctx context.Context, v, limit int32) ([]string, error) {
+	return q.q.StaleMeterHook(ctx, pgdb.StaleMeterHookParams{
+		IdemgenJobVersion: v,
+		RowLimit:          limit,
+	})
+}

@@ -195,3 +195,70 @@ func (q sqliteQuerier) staleBookingSync(ctx context.Context, v, limit int32) ([]
 		RowLimit:          int64(limit),
 	})
 }
+
+// writeMeterHook upserts u into meter_readings (upsert).
+func (q sqliteQuerier) writeMeterHook(ctx context.Context, u MeterReading, key string, v int32) (idem.Outcome, error) {
+	p := sqlitedb.WriteMeterHookParams{
+		IdemgenJobVersion: int64(v),
+		IdemgenKey:        key,
+		MeterID:           u.MeterID,
+		ReadAt:            idemrt.SQLiteTime(u.ReadAt),
+		Units:             u.Units,
+	}
+	n, err := q.q.InsertMeterHook(ctx, sqlitedb.InsertMeterHookParams(p))
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idem.OutcomeInserted, nil
+	}
+	w, err := q.q.WriteMeterHook(ctx, p)
+	// No row back means the conflict clause wrote nothing.
+	if idemrt.SQLiteNoRows(err) {
+		return idem.OutcomeUnchanged, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return idem.Outcome(w), nil
+}
+
+// writeMeterHookBatch has no single statement on SQLite: the engine calls writeMeterHook per unit.
+func (q sqliteQuerier) writeMeterHookBatch(ctx context.Context, us []MeterReading, keys []string, v int32) ([]idem.Outcome, error) {
+	return nil, nil
+}
+
+// holdsMeterHook reports whether the meter_readings row under u's key holds exactly u's data.
+func (q sqliteQuerier) holdsMeterHook(ctx context.Context, u MeterReading) (bool, error) {
+	n, err := q.q.HoldsMeterHook(ctx, sqlitedb.HoldsMeterHookParams{
+		MeterID: u.MeterID,
+		ReadAt:  idemrt.SQLiteTime(u.ReadAt),
+		Units:   u.Units,
+	})
+	return n == 1, err
+}
+
+// listMeterHook reads every meter_readings row back as units.
+func (q sqliteQuerier) listMeterHook(ctx context.Context) ([]MeterReading, error) {
+	rs, err := q.q.ListMeterHook(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MeterReading, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, MeterReading{
+			MeterID: r.MeterID,
+			ReadAt:  idemrt.ReadTime(r.ReadAt, &err),
+			Units:   r.Units,
+		})
+	}
+	return out, err
+}
+
+// staleMeterHook lists keys of rows written by a job version older than v.
+func (q sqliteQuerier) staleMeterHook(ctx context.Context, v, limit int32) ([]string, error) {
+	return q.q.StaleMeterHook(ctx, sqlitedb.StaleMeterHookParams{
+		IdemgenJobVersion: int64(v),
+		RowLimit:          int64(limit),
+	})
+}

@@ -69,6 +69,11 @@ type destQuerier interface {
 	writeBookingSyncBatch(context.Context, []Booking, []string, int32) ([]idem.Outcome, error)
 	listBookingSync(context.Context) ([]Booking, error)
 	staleBookingSync(context.Context, int32, int32) ([]string, error)
+	writeMeterHook(context.Context, MeterReading, string, int32) (idem.Outcome, error)
+	writeMeterHookBatch(context.Context, []MeterReading, []string, int32) ([]idem.Outcome, error)
+	holdsMeterHook(context.Context, MeterReading) (bool, error)
+	listMeterHook(context.Context) ([]MeterReading, error)
+	staleMeterHook(context.Context, int32, int32) ([]string, error)
 }
 
 //go:embed migrations

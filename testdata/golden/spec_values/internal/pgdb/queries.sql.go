@@ -10,6 +10,26 @@ import (
 	"time"
 )
 
+const holdsMeterHook = `-- name: HoldsMeterHook :one
+SELECT count(*) FROM meter_readings AS d WHERE d.meter_id = $1 AND d.units = $2 AND d.read_at = $3
+`
+
+type HoldsMeterHookParams struct {
+	MeterID string
+	Units   int64
+	ReadAt  time.Time
+}
+
+// Whether the row under the unit's key holds exactly the unit's data: a
+// handed-in key seen again after its records were purged acts as new only
+// on data the destination holds.
+func (q *Queries) HoldsMeterHook(ctx context.Context, arg HoldsMeterHookParams) (int64, error) {
+	row := q.db.QueryRow(ctx, holdsMeterHook, arg.MeterID, arg.Units, arg.ReadAt)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const holdsRefundHookJob = `-- name: HoldsRefundHookJob :one
 SELECT count(*) FROM refund_hooks AS d WHERE d.refund_id = $1 AND d.amount_cents = $2
 `
@@ -51,6 +71,33 @@ func (q *Queries) InsertBookingSyncBatch(ctx context.Context, arg InsertBookingS
 		arg.BookingID,
 		arg.AmountCents,
 		arg.BookedAt,
+		arg.IdemgenKey,
+	)
+	return err
+}
+
+const insertMeterHookBatch = `-- name: InsertMeterHookBatch :exec
+INSERT INTO meter_readings (meter_id, units, read_at, idemgen_key, idemgen_job_version)
+SELECT b.meter_id, b.units, b.read_at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS meter_id, unnest($3::bigint[]) AS units, unnest($4::timestamptz[]) AS read_at, unnest($5::text[]) AS idemgen_key) AS b
+`
+
+type InsertMeterHookBatchParams struct {
+	IdemgenJobVersion int32
+	MeterID           []string
+	Units             []int64
+	ReadAt            []time.Time
+	IdemgenKey        []string
+}
+
+// WriteMeterHookBatch's first try (idemrt.PgInsertNew): a plain insert, no
+// conflict check, nothing returned; a key already there fails it.
+func (q *Queries) InsertMeterHookBatch(ctx context.Context, arg InsertMeterHookBatchParams) error {
+	_, err := q.db.Exec(ctx, insertMeterHookBatch,
+		arg.IdemgenJobVersion,
+		arg.MeterID,
+		arg.Units,
+		arg.ReadAt,
 		arg.IdemgenKey,
 	)
 	return err
@@ -138,6 +185,36 @@ func (q *Queries) ListBookingSync(ctx context.Context) ([]ListBookingSyncRow, er
 	return items, nil
 }
 
+const listMeterHook = `-- name: ListMeterHook :many
+SELECT meter_id, units, read_at FROM meter_readings ORDER BY meter_id
+`
+
+type ListMeterHookRow struct {
+	MeterID string
+	Units   int64
+	ReadAt  time.Time
+}
+
+func (q *Queries) ListMeterHook(ctx context.Context) ([]ListMeterHookRow, error) {
+	rows, err := q.db.Query(ctx, listMeterHook)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListMeterHookRow
+	for rows.Next() {
+		var i ListMeterHookRow
+		if err := rows.Scan(&i.MeterID, &i.Units, &i.ReadAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listRateSync = `-- name: ListRateSync :many
 SELECT pair, rate_micros, updated_at FROM exchange_rates ORDER BY pair
 `
@@ -209,6 +286,36 @@ type StaleBookingSyncParams struct {
 // Rows last computed by an older job version, to find and recompute them.
 func (q *Queries) StaleBookingSync(ctx context.Context, arg StaleBookingSyncParams) ([]string, error) {
 	rows, err := q.db.Query(ctx, staleBookingSync, arg.IdemgenJobVersion, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var idemgen_key string
+		if err := rows.Scan(&idemgen_key); err != nil {
+			return nil, err
+		}
+		items = append(items, idemgen_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const staleMeterHook = `-- name: StaleMeterHook :many
+SELECT idemgen_key FROM meter_readings WHERE idemgen_job_version < $1 ORDER BY idemgen_key LIMIT $2
+`
+
+type StaleMeterHookParams struct {
+	IdemgenJobVersion int32
+	RowLimit          int32
+}
+
+// Rows last computed by an older job version, to find and recompute them.
+func (q *Queries) StaleMeterHook(ctx context.Context, arg StaleMeterHookParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, staleMeterHook, arg.IdemgenJobVersion, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -367,6 +474,97 @@ func (q *Queries) WriteBookingSyncBatch(ctx context.Context, arg WriteBookingSyn
 	var items []WriteBookingSyncBatchRow
 	for rows.Next() {
 		var i WriteBookingSyncBatchRow
+		if err := rows.Scan(&i.IdemgenKey, &i.IdemgenWrite); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const writeMeterHook = `-- name: WriteMeterHook :one
+INSERT INTO meter_readings AS d (meter_id, units, read_at, idemgen_key, idemgen_job_version)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (meter_id) DO UPDATE SET
+    units = excluded.units,
+    read_at = excluded.read_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.units, d.read_at) IS DISTINCT FROM (excluded.units, excluded.read_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.units, d.read_at) IS DISTINCT FROM (excluded.units, excluded.read_at) THEN 1 ELSE 0 END
+WHERE excluded.read_at >= d.read_at AND ((d.units, d.read_at) IS DISTINCT FROM (excluded.units, excluded.read_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_write
+`
+
+type WriteMeterHookParams struct {
+	MeterID           string
+	Units             int64
+	ReadAt            time.Time
+	IdemgenKey        string
+	IdemgenJobVersion int32
+}
+
+func (q *Queries) WriteMeterHook(ctx context.Context, arg WriteMeterHookParams) (string, error) {
+	row := q.db.QueryRow(ctx, writeMeterHook,
+		arg.MeterID,
+		arg.Units,
+		arg.ReadAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	var idemgen_write string
+	err := row.Scan(&idemgen_write)
+	return idemgen_write, err
+}
+
+const writeMeterHookBatch = `-- name: WriteMeterHookBatch :many
+INSERT INTO meter_readings AS d (meter_id, units, read_at, idemgen_key, idemgen_job_version)
+SELECT b.meter_id, b.units, b.read_at, b.idemgen_key, $1::integer
+FROM (SELECT unnest($2::text[]) AS meter_id, unnest($3::bigint[]) AS units, unnest($4::timestamptz[]) AS read_at, unnest($5::text[]) AS idemgen_key) AS b
+WHERE true
+ON CONFLICT (meter_id) DO UPDATE SET
+    units = excluded.units,
+    read_at = excluded.read_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.units, d.read_at) IS DISTINCT FROM (excluded.units, excluded.read_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.units, d.read_at) IS DISTINCT FROM (excluded.units, excluded.read_at) THEN 1 ELSE 0 END
+WHERE excluded.read_at >= d.read_at AND ((d.units, d.read_at) IS DISTINCT FROM (excluded.units, excluded.read_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_key, idemgen_write
+`
+
+type WriteMeterHookBatchParams struct {
+	IdemgenJobVersion int32
+	MeterID           []string
+	Units             []int64
+	ReadAt            []time.Time
+	IdemgenKey        []string
+}
+
+type WriteMeterHookBatchRow struct {
+	IdemgenKey   string
+	IdemgenWrite string
+}
+
+// WriteMeterHook for a batch of distinct keys in one statement.
+func (q *Queries) WriteMeterHookBatch(ctx context.Context, arg WriteMeterHookBatchParams) ([]WriteMeterHookBatchRow, error) {
+	rows, err := q.db.Query(ctx, writeMeterHookBatch,
+		arg.IdemgenJobVersion,
+		arg.MeterID,
+		arg.Units,
+		arg.ReadAt,
+		arg.IdemgenKey,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WriteMeterHookBatchRow
+	for rows.Next() {
+		var i WriteMeterHookBatchRow
 		if err := rows.Scan(&i.IdemgenKey, &i.IdemgenWrite); err != nil {
 			return nil, err
 		}

@@ -28,6 +28,16 @@ type ExchangeRate struct {
 	IdemgenWrite      string
 }
 
+type MeterReading struct {
+	MeterID           string
+	Units             int64
+	ReadAt            string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+	IdemgenRev        int64
+	IdemgenWrite      string
+}
+
 type RefundHook struct {
 	RefundID          string
 	AmountCents       int64

@@ -82,3 +82,36 @@ SELECT booking_id, amount_cents, booked_at FROM bookings ORDER BY booking_id;
 -- Rows last computed by an older job version, to find and recompute them.
 SELECT idemgen_key FROM bookings WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
 
+-- name: WriteMeterHook :one
+INSERT INTO meter_readings AS d (meter_id, units, read_at, idemgen_key, idemgen_job_version)
+VALUES (@meter_id, @units, @read_at, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (meter_id) DO UPDATE SET
+    units = excluded.units,
+    read_at = excluded.read_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.units IS NOT excluded.units OR d.read_at IS NOT excluded.read_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.units IS NOT excluded.units OR d.read_at IS NOT excluded.read_at) THEN 1 ELSE 0 END
+WHERE excluded.read_at >= d.read_at AND ((d.units IS NOT excluded.units OR d.read_at IS NOT excluded.read_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_write;
+
+-- name: InsertMeterHook :execrows
+-- WriteMeterHook's first try: a new row, or nothing. SQLite makes RETURNING
+-- costly, and a key seen before is the rarer case.
+INSERT INTO meter_readings (meter_id, units, read_at, idemgen_key, idemgen_job_version)
+VALUES (@meter_id, @units, @read_at, @idemgen_key, @idemgen_job_version)
+ON CONFLICT (meter_id) DO NOTHING;
+
+-- name: HoldsMeterHook :one
+-- Whether the row under the unit's key holds exactly the unit's data: a
+-- handed-in key seen again after its records were purged acts as new only
+-- on data the destination holds.
+SELECT count(*) FROM meter_readings AS d WHERE d.meter_id = @meter_id AND d.units = @units AND d.read_at = @read_at;
+
+-- name: ListMeterHook :many
+SELECT meter_id, units, read_at FROM meter_readings ORDER BY meter_id;
+
+-- name: StaleMeterHook :many
+-- Rows last computed by an older job version, to find and recompute them.
+SELECT idemgen_key FROM meter_readings WHERE idemgen_job_version < @idemgen_job_version ORDER BY idemgen_key LIMIT @row_limit;
+

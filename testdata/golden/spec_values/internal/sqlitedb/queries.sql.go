@@ -9,6 +9,26 @@ import (
 	"context"
 )
 
+const holdsMeterHook = `-- name: HoldsMeterHook :one
+SELECT count(*) FROM meter_readings AS d WHERE d.meter_id = ?1 AND d.units = ?2 AND d.read_at = ?3
+`
+
+type HoldsMeterHookParams struct {
+	MeterID string
+	Units   int64
+	ReadAt  string
+}
+
+// Whether the row under the unit's key holds exactly the unit's data: a
+// handed-in key seen again after its records were purged acts as new only
+// on data the destination holds.
+func (q *Queries) HoldsMeterHook(ctx context.Context, arg HoldsMeterHookParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, holdsMeterHook, arg.MeterID, arg.Units, arg.ReadAt)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const holdsRefundHookJob = `-- name: HoldsRefundHookJob :one
 SELECT count(*) FROM refund_hooks AS d WHERE d.refund_id = ?1 AND d.amount_cents = ?2
 `
@@ -49,6 +69,36 @@ func (q *Queries) InsertBookingSync(ctx context.Context, arg InsertBookingSyncPa
 		arg.BookingID,
 		arg.AmountCents,
 		arg.BookedAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const insertMeterHook = `-- name: InsertMeterHook :execrows
+INSERT INTO meter_readings (meter_id, units, read_at, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (meter_id) DO NOTHING
+`
+
+type InsertMeterHookParams struct {
+	MeterID           string
+	Units             int64
+	ReadAt            string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+// WriteMeterHook's first try: a new row, or nothing. SQLite makes RETURNING
+// costly, and a key seen before is the rarer case.
+func (q *Queries) InsertMeterHook(ctx context.Context, arg InsertMeterHookParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, insertMeterHook,
+		arg.MeterID,
+		arg.Units,
+		arg.ReadAt,
 		arg.IdemgenKey,
 		arg.IdemgenJobVersion,
 	)
@@ -149,6 +199,39 @@ func (q *Queries) ListBookingSync(ctx context.Context) ([]ListBookingSyncRow, er
 	return items, nil
 }
 
+const listMeterHook = `-- name: ListMeterHook :many
+SELECT meter_id, units, read_at FROM meter_readings ORDER BY meter_id
+`
+
+type ListMeterHookRow struct {
+	MeterID string
+	Units   int64
+	ReadAt  string
+}
+
+func (q *Queries) ListMeterHook(ctx context.Context) ([]ListMeterHookRow, error) {
+	rows, err := q.db.QueryContext(ctx, listMeterHook)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListMeterHookRow
+	for rows.Next() {
+		var i ListMeterHookRow
+		if err := rows.Scan(&i.MeterID, &i.Units, &i.ReadAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listRateSync = `-- name: ListRateSync :many
 SELECT pair, rate_micros, updated_at FROM exchange_rates ORDER BY pair
 `
@@ -226,6 +309,39 @@ type StaleBookingSyncParams struct {
 // Rows last computed by an older job version, to find and recompute them.
 func (q *Queries) StaleBookingSync(ctx context.Context, arg StaleBookingSyncParams) ([]string, error) {
 	rows, err := q.db.QueryContext(ctx, staleBookingSync, arg.IdemgenJobVersion, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var idemgen_key string
+		if err := rows.Scan(&idemgen_key); err != nil {
+			return nil, err
+		}
+		items = append(items, idemgen_key)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const staleMeterHook = `-- name: StaleMeterHook :many
+SELECT idemgen_key FROM meter_readings WHERE idemgen_job_version < ?1 ORDER BY idemgen_key LIMIT ?2
+`
+
+type StaleMeterHookParams struct {
+	IdemgenJobVersion int64
+	RowLimit          int64
+}
+
+// Rows last computed by an older job version, to find and recompute them.
+func (q *Queries) StaleMeterHook(ctx context.Context, arg StaleMeterHookParams) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, staleMeterHook, arg.IdemgenJobVersion, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -340,6 +456,41 @@ func (q *Queries) WriteBookingSync(ctx context.Context, arg WriteBookingSyncPara
 		arg.BookingID,
 		arg.AmountCents,
 		arg.BookedAt,
+		arg.IdemgenKey,
+		arg.IdemgenJobVersion,
+	)
+	var idemgen_write string
+	err := row.Scan(&idemgen_write)
+	return idemgen_write, err
+}
+
+const writeMeterHook = `-- name: WriteMeterHook :one
+INSERT INTO meter_readings AS d (meter_id, units, read_at, idemgen_key, idemgen_job_version)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (meter_id) DO UPDATE SET
+    units = excluded.units,
+    read_at = excluded.read_at,
+    idemgen_key = excluded.idemgen_key,
+    idemgen_job_version = excluded.idemgen_job_version,
+    idemgen_write = CASE WHEN (d.units IS NOT excluded.units OR d.read_at IS NOT excluded.read_at) THEN 'updated' ELSE 'unchanged' END,
+    idemgen_rev = d.idemgen_rev + CASE WHEN (d.units IS NOT excluded.units OR d.read_at IS NOT excluded.read_at) THEN 1 ELSE 0 END
+WHERE excluded.read_at >= d.read_at AND ((d.units IS NOT excluded.units OR d.read_at IS NOT excluded.read_at) OR excluded.idemgen_job_version > d.idemgen_job_version)
+RETURNING idemgen_write
+`
+
+type WriteMeterHookParams struct {
+	MeterID           string
+	Units             int64
+	ReadAt            string
+	IdemgenKey        string
+	IdemgenJobVersion int64
+}
+
+func (q *Queries) WriteMeterHook(ctx context.Context, arg WriteMeterHookParams) (string, error) {
+	row := q.db.QueryRowContext(ctx, writeMeterHook,
+		arg.MeterID,
+		arg.Units,
+		arg.ReadAt,
 		arg.IdemgenKey,
 		arg.IdemgenJobVersion,
 	)
