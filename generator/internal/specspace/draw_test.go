@@ -147,3 +147,32 @@ func TestShrinkNamesTheDimension(t *testing.T) {
 		}
 	}
 }
+
+// TestLongRunPairsTheDimensions: the long run (300 specs) draws
+// every source with every write and every count of effects. Dimensions
+// with as many values once walked in step, so seed 38 paired each write
+// with one count of effects throughout, and never drew a handed-in
+// newer_wins job with effects.
+func TestLongRunPairsTheDimensions(t *testing.T) {
+	seen := map[string]bool{}
+	for i := range 300 {
+		c := draw(defaultSeed, i)
+		write := c.write
+		switch {
+		case !c.dest:
+			write = "nodest"
+		case c.newerWins != "":
+			write = "newer_wins"
+		}
+		seen[fmt.Sprintf("%s %s %d effects", c.source, write, len(c.effects))] = true
+	}
+	for _, src := range []string{"none", "watermark", "cursor"} {
+		for _, w := range dimWrite {
+			for _, n := range dimEffects {
+				if k := fmt.Sprintf("%s %s %d effects", src, w, n); !seen[k] {
+					t.Errorf("300 specs of seed %d never draw a job with source %s", defaultSeed, k)
+				}
+			}
+		}
+	}
+}

@@ -64,6 +64,13 @@ type effect struct {
 	publish     string // the broker the effect publishes to; "": none
 }
 
+// The default run: defaultN specs cover every value of every dimension
+// (the longest has six) in a couple of minutes on two cores.
+const (
+	defaultN    = 8
+	defaultSeed = 38
+)
+
 // The values each dimension takes. A dimension with n values meets every
 // one of them in any n consecutive specs (see draw).
 var (
@@ -105,24 +112,50 @@ var (
 )
 
 // effectOrdinal is how many effects the run's specs before index draw
-// (the effects dimension walks from offset): the position of index's
-// first effect in the run's walk of the effects' options.
-func effectOrdinal(index, offset int) int {
+// (effectsAt walks the effects dimension): the position of index's first
+// effect in the run's walk of the effects' options.
+func effectOrdinal(index int, effectsAt func(index int) int) int {
 	n := 0
 	for j := range index {
-		n += dimEffects[(j+offset)%len(dimEffects)]
+		n += dimEffects[effectsAt(j)]
 	}
 	return n
 }
 
+// walk is the value a dimension of n values takes at spec index: the
+// specs of each block of n (0 to n-1, n to 2n-1, ...) meet every value
+// once, from the run's offset, shifted in each later block by an amount
+// of the block's own (blockShift). Without the shift two
+// dimensions with as many values walked in step and paired the same
+// values in every spec of a run: seed 38 never drew a handed-in
+// newer_wins job with effects (write and effects, four values each).
+func walk(seed uint64, dim, n, offset, index int) int {
+	return (index + offset + blockShift(seed, dim, index/n, n)) % n
+}
+
+// blockShift is dimension dim's shift in block, drawn from a generator of
+// its own: the run's generator draws what it drew before the shift came,
+// and a block that begins inside the default run is not shifted, so that
+// run (defaultN specs) is the one measured before.
+func blockShift(seed uint64, dim, block, n int) int {
+	if block*n < defaultN {
+		return 0
+	}
+	return rand.New(rand.NewPCG(seed^0xb10c, uint64(dim)<<32|uint64(block))).IntN(n)
+}
+
 // draw returns spec index of the run seeded with seed. Each dimension
-// walks its values from an offset the run's seed picks, so consecutive
-// specs cover every value of every dimension, in combinations that
-// differ from run to run; the rest (field types, options) comes from the
-// spec's own generator. The same (seed, index) always gives the same spec.
+// walks its values (walk), so each block of specs covers every value of
+// every dimension, in combinations that differ from block to block and
+// from run to run; the rest (field types, options) comes from the spec's
+// own generator. The same (seed, index) always gives the same spec.
 func draw(seed uint64, index int) specCase {
 	run := rand.New(rand.NewPCG(seed, 0))
-	at := func(n int) int { return (index + run.IntN(n)) % n }
+	dims := 0
+	at := func(n int) int {
+		dims++
+		return walk(seed, dims, n, run.IntN(n), index)
+	}
 	r := rand.New(rand.NewPCG(seed, uint64(index)+1))
 	c := specCase{seed: seed, index: index}
 	c.dialects = dimDialects[at(len(dimDialects))]
@@ -131,13 +164,14 @@ func draw(seed uint64, index int) specCase {
 	c.write = dimWrite[at(len(dimWrite))]
 	c.keyShape = dimKey[at(len(dimKey))]
 	effectsOffset := run.IntN(len(dimEffects))
-	nEffects := dimEffects[(index+effectsOffset)%len(dimEffects)]
+	effectsAt := func(j int) int { return walk(seed, 0, len(dimEffects), effectsOffset, j) }
+	nEffects := dimEffects[effectsAt(index)]
 	c.unitMax = dimMax[at(len(dimMax))]
 	effectMax := dimMax[at(len(dimMax))]
 	when := at(len(dimWhen))
 	c.adopt = dimAdopt[at(len(dimAdopt))]
 	// The effects' options walk over the run's effects.
-	ord := effectOrdinal(index, effectsOffset)
+	ord := effectOrdinal(index, effectsAt)
 	walk := func(n int) func(i int) int {
 		off := run.IntN(n)
 		return func(i int) int { return (ord + i + off) % n }

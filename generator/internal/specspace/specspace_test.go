@@ -33,16 +33,11 @@ func TestMain(m *testing.M) {
 const (
 	envN      = "IDEMGEN_SPECSPACE_N"      // how many specs (default defaultN)
 	envSeed   = "IDEMGEN_SPECSPACE_SEED"   // the run's seed (default defaultSeed)
-	envOnly   = "IDEMGEN_SPECSPACE_ONLY"   // replay one spec by its index
+	envOnly   = "IDEMGEN_SPECSPACE_ONLY"   // replay specs by their indexes (comma-separated)
 	envFrom   = "IDEMGEN_SPECSPACE_FROM"   // the first spec's index (default 0)
 	envP      = "IDEMGEN_SPECSPACE_P"      // packages built and tested at once (default 2)
 	envKeep   = "IDEMGEN_SPECSPACE_KEEP"   // a directory to keep the generated module in
 	envShrink = "IDEMGEN_SPECSPACE_SHRINK" // checks a shrink may spend (default 60; 0: no shrinking)
-
-	// defaultN specs cover every value of every dimension (the longest
-	// has six) in a couple of minutes on two cores.
-	defaultN    = 8
-	defaultSeed = 38
 )
 
 // specModule is the module path of the temporary module the specs are
@@ -69,11 +64,14 @@ func TestSpecSpace(t *testing.T) {
 		indexes[i] = from + i
 	}
 	if s := os.Getenv(envOnly); s != "" {
-		only, err := strconv.Atoi(s)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", envOnly, s, err)
+		indexes = nil
+		for _, f := range strings.Split(s, ",") {
+			only, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				t.Fatalf("%s=%q: want indexes, comma-separated: %v", envOnly, s, err)
+			}
+			indexes = append(indexes, only)
 		}
-		indexes = []int{only}
 	}
 	dir := moduleDir(t)
 	var cases []specCase
