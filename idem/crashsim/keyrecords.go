@@ -12,7 +12,9 @@ package crashsim
 //     goes only with the last of its key's rows, past retention);
 //   - with no purge in the scenario, every key the oracle saw handed in
 //     (not a poison unit's, whose write never committed) has a record,
-//     and there is no record of any other key;
+//     and there is no record of any other key; a staged job's poison unit
+//     without a unit max_attempts holds its whole call back for good, so
+//     there its call's other keys may have none (poison: relaxed rows);
 //   - after a purge past every retention (every effect has one), a record
 //     is left exactly where a ledger row of its key is left: the purge
 //     removes both together.
@@ -72,8 +74,9 @@ func (r *simRun[U]) checkKeyRecords(ctx context.Context, where string, entries [
 			m.apply(d)
 		}
 	}
+	heldBack := r.sc.poison > 0 && r.job.Stage && r.job.UnitMaxAttempts == 0
 	for _, k := range slices.Sorted(maps.Keys(m.seen)) {
-		if !records[k] {
+		if !records[k] && !heldBack {
 			r.violate("%s: handed-in key %s has no key record", where, k)
 		}
 	}
