@@ -238,15 +238,7 @@ func eachJob(change func(job *yaml.Node)) func(*yaml.Node) {
 
 // eachEffect applies change to every effect of every job.
 func eachEffect(change func(effect *yaml.Node)) func(*yaml.Node) {
-	return eachJob(func(j *yaml.Node) {
-		if fx := get(j, "effects"); fx != nil {
-			for _, e := range fx.Content {
-				if e.Kind == yaml.MappingNode {
-					change(e)
-				}
-			}
-		}
-	})
+	return eachJob(func(j *yaml.Node) { effectsOf(j, change) })
 }
 
 // eachEffectOfDest is eachEffect on the jobs with a destination (when:
@@ -254,11 +246,20 @@ func eachEffect(change func(effect *yaml.Node)) func(*yaml.Node) {
 func eachEffectOfDest(change func(effect *yaml.Node)) func(*yaml.Node) {
 	return eachJob(func(j *yaml.Node) {
 		if get(j, "destination") != nil {
-			eachEffect(change)(&yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
-				{Kind: yaml.ScalarNode, Value: "jobs"}, {Kind: yaml.SequenceNode, Content: []*yaml.Node{j}},
-			}})
+			effectsOf(j, change)
 		}
 	})
+}
+
+// effectsOf applies change to every effect of job.
+func effectsOf(job *yaml.Node, change func(effect *yaml.Node)) {
+	if fx := get(job, "effects"); fx != nil {
+		for _, e := range fx.Content {
+			if e.Kind == yaml.MappingNode {
+				change(e)
+			}
+		}
+	}
 }
 
 // hashKey rewrites a job's unit key "prefix:{a}:{b}" as
