@@ -307,7 +307,7 @@ func (r *consumeRun[U]) start(extra ...idembroker.Option) *consumeInc {
 	log := r.logs.logger()
 	opts := []idem.Option{idem.WithClock(r.now), idemtest.WithLeaseClock(r.now), idem.WithLogger(log),
 		idem.WithEffectConcurrency(1), idem.WithWriteAhead(false), idemtest.WithCrashHook(hook), idem.WithOwner(simOwner(id)),
-		idemtest.WithJobEdit(consumeLimits[U]), idemtest.WithSlotWait(r.slotWait), idem.WithObserver(simCallEnds[U]{r: r})}
+		r.job.withEdit(consumeLimits[U]), idemtest.WithSlotWait(r.slotWait), idem.WithObserver(simCallEnds[U]{r: r})}
 	verbs, err := r.job.NewJob(st, nil, r.prov, opts...)
 	if err != nil {
 		r.t.Fatalf("new job: %v", err)

@@ -177,6 +177,10 @@ type Job[U any] struct {
 	// Headers maps the unit fields a message carries in its headers to
 	// the header names (consume: headers).
 	Headers map[string]string
+
+	// retype, on the erased job Run plays (erase.go), carries an edit of
+	// the engine's job as the harness sees it over to the job as built.
+	retype func(edit func(*idemrt.Job[any])) idem.Option
 }
 
 func (j *Job[U]) keyOf(u U) string { return oracleKey(j.Key, nil, u) }
@@ -375,8 +379,8 @@ type simRun[U any] struct {
 	progressSeen, ledgerSeen bool
 
 	prov    *Provider
-	window  *WindowSource[U]
-	cursor  *CursorSource[U]
+	window  *windowSource[U]
+	cursor  *cursorSource[U]
 	phases  [][]U            // the versions each phase serves or hands in
 	history []simDelivery[U] // every version delivered, in order
 	late    map[string]bool  // late arrivals: behind the mark when they appear

@@ -117,34 +117,11 @@ func olderCopy[U any](j *Job[U], newer U) (U, bool) {
 	for id = 1; id <= 9 && j.keyOf(j.Unit(id, 1)) != j.keyOf(newer); id++ {
 	}
 	older := j.Unit(id, 0)
-	v := oracleField(&older, j.NewerWins)
-	nv := oracleField(&newer, j.NewerWins)
-	if v.Kind() == reflect.Pointer {
-		if nv.IsNil() {
-			return older, false
-		}
-		v.Set(reflect.New(v.Type().Elem()))
-		v, nv = v.Elem(), nv.Elem()
-	}
-	switch x := nv.Interface().(type) {
-	case time.Time:
-		v.Set(reflect.ValueOf(x.Add(-time.Second)))
-	case json.RawMessage, []byte:
+	fields, store := settableUnit(&older)
+	lower := setJustBelow(oracleField(fields.Addr().Interface(), j.NewerWins), oracleField(&newer, j.NewerWins))
+	store()
+	if !lower {
 		return older, false
-	default:
-		switch nv.Kind() {
-		case reflect.Int32, reflect.Int64:
-			v.SetInt(nv.Int() - 1)
-		case reflect.Float64:
-			v.SetFloat(nv.Float() - 0.5)
-		case reflect.String:
-			if nv.Len() == 0 {
-				return older, false
-			}
-			v.SetString(nv.String()[:nv.Len()-1])
-		default:
-			return older, false
-		}
 	}
 	if j.MarkOf != nil && j.SetMark != nil && j.MarkOf(older).After(j.MarkOf(newer)) {
 		j.SetMark(&older, j.MarkOf(newer))
@@ -153,4 +130,37 @@ func olderCopy[U any](j *Job[U], newer U) (U, bool) {
 		return older, false
 	}
 	return older, true
+}
+
+// setJustBelow sets v, a newer_wins field, just below nv, the same field
+// of the newer copy; false when no lower value exists.
+func setJustBelow(v, nv reflect.Value) bool {
+	if v.Kind() == reflect.Pointer {
+		if nv.IsNil() {
+			return false
+		}
+		v.Set(reflect.New(v.Type().Elem()))
+		v, nv = v.Elem(), nv.Elem()
+	}
+	switch x := nv.Interface().(type) {
+	case time.Time:
+		v.Set(reflect.ValueOf(x.Add(-time.Second)))
+		return true
+	case json.RawMessage, []byte:
+		return false
+	}
+	switch nv.Kind() {
+	case reflect.Int32, reflect.Int64:
+		v.SetInt(nv.Int() - 1)
+	case reflect.Float64:
+		v.SetFloat(nv.Float() - 0.5)
+	case reflect.String:
+		if nv.Len() == 0 {
+			return false
+		}
+		v.SetString(nv.String()[:nv.Len()-1])
+	default:
+		return false
+	}
+	return true
 }

@@ -132,7 +132,7 @@ func oracleKey(template string, vars map[string]string, u any) string {
 // oracleField finds a unit field by its JSON name.
 func oracleField(u any, name string) reflect.Value {
 	v := reflect.ValueOf(u)
-	for v.Kind() == reflect.Pointer {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface { // a *any under Run (erase.go)
 		v = v.Elem()
 	}
 	t := v.Type()
@@ -272,7 +272,27 @@ func canonicalJSON(b []byte) string {
 // oracleVary returns u with one field changed to another value of its
 // type, for the one-field-at-a-time mismatch family.
 func oracleVary[U any](u U, f Field) U {
-	v := oracleField(&u, f.Name)
+	fields, store := settableUnit(&u)
+	varyField(oracleField(fields.Addr().Interface(), f.Name), f.Name)
+	store()
+	return u
+}
+
+// settableUnit returns *u's struct, settable, and a function that stores
+// it back in *u. Under Run, U is any (erase.go): *u then holds its struct
+// in an interface, whose content cannot be set in place.
+func settableUnit[U any](u *U) (reflect.Value, func()) {
+	v := reflect.ValueOf(u).Elem()
+	if v.Kind() != reflect.Interface {
+		return v, func() {}
+	}
+	c := reflect.New(v.Elem().Type()).Elem()
+	c.Set(v.Elem())
+	return c, func() { v.Set(c) }
+}
+
+// varyField sets v, the unit field name, to another value of its type.
+func varyField(v reflect.Value, name string) {
 	if v.Kind() == reflect.Pointer {
 		// A fresh value: the pointee is shared with the original unit.
 		n := reflect.New(v.Type().Elem())
@@ -285,13 +305,13 @@ func oracleVary[U any](u U, f Field) U {
 	switch x := v.Interface().(type) {
 	case time.Time:
 		v.Set(reflect.ValueOf(x.Add(time.Second)))
-		return u
+		return
 	case json.RawMessage:
 		v.Set(reflect.ValueOf(json.RawMessage(`{"varied": true}`)))
-		return u
+		return
 	case []byte:
 		v.Set(reflect.ValueOf(append(slices.Clone(x), 0xff)))
-		return u
+		return
 	}
 	switch v.Kind() {
 	case reflect.String:
@@ -305,9 +325,8 @@ func oracleVary[U any](u U, f Field) U {
 	case reflect.Array: // uuid
 		v.Index(15).SetUint(v.Index(15).Uint() ^ 0xff)
 	default:
-		panic(fmt.Sprintf("crashsim: cannot vary field %q of kind %s", f.Name, v.Kind()))
+		panic(fmt.Sprintf("crashsim: cannot vary field %q of kind %s", name, v.Kind()))
 	}
-	return u
 }
 
 // KeyText is the fixture's value of a string key field for unit id:

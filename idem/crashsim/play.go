@@ -320,7 +320,7 @@ func (r *simRun[U]) newVerbs(st idem.Store, opts ...idem.Option) Verbs[U] {
 	opts = append(append(base, r.fam.options(r)...), opts...)
 	edit := r.limits(editFor(r.versions, r.job))
 	if edit != nil {
-		opts = append(opts, idemtest.WithJobEdit(edit))
+		opts = append(opts, r.job.withEdit(edit))
 	}
 	src := any(r.window)
 	if r.job.Source == SourceCursorName {

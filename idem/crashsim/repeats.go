@@ -91,7 +91,7 @@ type simEcho[U any] struct {
 // under insert_once, to every incarnation (s.echoAlways), so the older
 // version is the first written whichever incarnation crashed before
 // writing it (its later writes change nothing). The caller holds s.mu.
-func (s *WindowSource[U]) echoed(in []U, inc int) []U {
+func (s *windowSource[U]) echoed(in []U, inc int) []U {
 	if len(s.echo) == 0 {
 		return in
 	}

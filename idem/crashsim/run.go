@@ -23,8 +23,8 @@ func newSimRun[U any](t testing.TB, job *Job[U], db simDB, sc simScenario, env s
 		t: &simT{TB: t}, job: job, db: db, sc: sc, env: env,
 		doneKeys: map[string]bool{}, seenAt: map[string]time.Time{}, late: map[string]bool{},
 		prov:     newSimProvider(),
-		window:   &WindowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.MarkOf, served: map[int][]U{}, echo: map[string]*simEcho[U]{}, echoAlways: job.InsertOnce},
-		cursor:   &CursorSource[U]{served: map[int][]U{}, echo: map[string]U{}},
+		window:   &windowSource[U]{units: map[string]U{}, keyOf: job.keyOf, markOf: job.MarkOf, served: map[int][]U{}, echo: map[string]*simEcho[U]{}, echoAlways: job.InsertOnce},
+		cursor:   &cursorSource[U]{served: map[int][]U{}, echo: map[string]U{}},
 		versions: baseVersions(job),
 	}
 	if sc.faults != nil {
@@ -48,7 +48,19 @@ var simSlots = make(chan struct{}, simWorkers())
 // Run runs every scenario family for one job on one database kind.
 // Under -short it plays a deterministic sample; IDEMGEN_CRASHSIM_SCENARIO
 // replays one scenario by name (family:NAME: every scenario of a family).
+// It plays the job with its unit type erased (erase.go), so that the
+// harness compiles once, here, and not once per job in every generated
+// package's tests.
 func Run[U any](t *testing.T, env Env, job *Job[U]) {
+	runErased(t, env, eraseJob(job))
+}
+
+// runErased is not generic: the harness's code over units as any is
+// compiled with this package, not in the generated one that calls Run.
+func runErased(t *testing.T, env Env, job *Job[any]) { runJob(t, env, job) }
+
+// runJob is Run on a job as the harness plays it: with its units as any.
+func runJob[U any](t *testing.T, env Env, job *Job[U]) {
 	if raw := os.Getenv(simChildEnv); raw != "" {
 		simChild(t, env, job, raw)
 		return

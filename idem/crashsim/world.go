@@ -26,9 +26,9 @@ func simIncOf(ctx context.Context) int {
 	return n
 }
 
-// WindowSource serves the current version of each unit by watermark
+// windowSource serves the current version of each unit by watermark
 // window, three per page, and records what it served to whom.
-type WindowSource[U any] struct {
+type windowSource[U any] struct {
 	mu     sync.Mutex
 	units  map[string]U
 	keyOf  func(U) string
@@ -40,7 +40,7 @@ type WindowSource[U any] struct {
 	echoAlways bool
 }
 
-func (s *WindowSource[U]) Fetch(ctx context.Context, w idem.Window, page string) ([]U, string, error) {
+func (s *windowSource[U]) Fetch(ctx context.Context, w idem.Window, page string) ([]U, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var in []U
@@ -74,8 +74,8 @@ func simPage[U any](in []U, page string) ([]U, string) {
 	return slices.Clone(in[start:end]), next
 }
 
-// CursorSource serves a change log; the cursor is a log position.
-type CursorSource[U any] struct {
+// cursorSource serves a change log; the cursor is a log position.
+type cursorSource[U any] struct {
 	mu     sync.Mutex
 	log    []U
 	served map[int][]U
@@ -83,7 +83,7 @@ type CursorSource[U any] struct {
 }
 
 // append logs u, after its echo if it has one.
-func (s *CursorSource[U]) append(key string, u U) {
+func (s *cursorSource[U]) append(key string, u U) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if older, ok := s.echo[key]; ok {
@@ -93,7 +93,7 @@ func (s *CursorSource[U]) append(key string, u U) {
 	s.log = append(s.log, u)
 }
 
-func (s *CursorSource[U]) Fetch(ctx context.Context, cursor string) ([]U, string, error) {
+func (s *cursorSource[U]) Fetch(ctx context.Context, cursor string) ([]U, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pos := 0
