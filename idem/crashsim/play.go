@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
@@ -240,15 +241,13 @@ func (r *simRun[U]) start(phase int, work simWork, pauseAt func(n int, h simHit)
 const simWaitFloor = 5 * time.Second
 
 // engineWaitBound is the wait bound the engine gives the job when none is
-// set: the default, capped at half its shortest effect lease.
+// set.
 func (r *simRun[U]) engineWaitBound() time.Duration {
-	bound := idem.DefaultWaitBound
-	for _, fx := range r.job.Effects {
-		if fx.Lease > 0 {
-			bound = min(bound, fx.Lease/2)
-		}
+	leases := make([]time.Duration, len(r.job.Effects))
+	for i, fx := range r.job.Effects {
+		leases[i] = fx.Lease
 	}
-	return bound
+	return idemrt.LeaseWaitBound(leases...)
 }
 
 // work does one piece of work for phase with verbs.

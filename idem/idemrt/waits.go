@@ -60,16 +60,27 @@ func WaitBound(ctx context.Context) time.Duration {
 	return DefaultWaitBound
 }
 
-// jobWaitBound is a job's wait bound: as set, else the default capped at
-// half its shortest effect lease.
+// jobWaitBound is a job's wait bound: as set, else LeaseWaitBound of its
+// effects' leases.
 func jobWaitBound[U any](def *Job[U], set time.Duration) time.Duration {
 	if set > 0 {
 		return set
 	}
+	leases := make([]time.Duration, len(def.Effects))
+	for i, fx := range def.Effects {
+		leases[i] = fx.Lease
+	}
+	return LeaseWaitBound(leases...)
+}
+
+// LeaseWaitBound is the wait bound of a job whose effects have these
+// leases and that sets none: DefaultWaitBound, capped at half the shortest
+// lease (zero: none), so that a wait ends well before a claim's lease.
+func LeaseWaitBound(leases ...time.Duration) time.Duration {
 	bound := DefaultWaitBound
-	for _, fx := range def.Effects {
-		if fx.Lease > 0 {
-			bound = min(bound, fx.Lease/2)
+	for _, lease := range leases {
+		if lease > 0 {
+			bound = min(bound, lease/2)
 		}
 	}
 	return bound
