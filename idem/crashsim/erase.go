@@ -11,7 +11,7 @@ package crashsim
 //
 // What crosses the door, each way:
 //   - units: the fixture's and the destination's, boxed as any; the
-//     generated code gets its own type back (typedUnits);
+//     generated code gets its own type back (retyped);
 //   - sources: the harness serves from windowSource[any] and
 //     cursorSource[any]; the generated job fetches through WindowSource[U]
 //     and CursorSource[U], typed views of them;
@@ -35,7 +35,7 @@ type WindowSource[U any] struct{ of *windowSource[any] }
 
 func (s *WindowSource[U]) Fetch(ctx context.Context, w idem.Window, page string) ([]U, string, error) {
 	units, next, err := s.of.Fetch(ctx, w, page)
-	return typedUnits[U](units), next, err
+	return retyped[U](units), next, err
 }
 
 // CursorSource is the source a generated cursor job fetches from in the
@@ -44,7 +44,7 @@ type CursorSource[U any] struct{ of *cursorSource[any] }
 
 func (s *CursorSource[U]) Fetch(ctx context.Context, cursor string) ([]U, string, error) {
 	units, next, err := s.of.Fetch(ctx, cursor)
-	return typedUnits[U](units), next, err
+	return retyped[U](units), next, err
 }
 
 // eraseJob is job as the harness plays it: the same declarations, its
@@ -72,7 +72,7 @@ func eraseJob[U any](job *Job[U]) *Job[any] {
 	if job.Rows != nil {
 		e.Rows = func(ctx context.Context, st idem.Store) ([]any, error) {
 			rows, err := job.Rows(ctx, st)
-			return erasedUnits(rows), err
+			return retyped[any](rows), err
 		}
 	}
 	if job.NewJob != nil {
@@ -103,30 +103,20 @@ func eraseVerbs[U any](verbs Verbs[U]) Verbs[any] {
 	}
 	if verbs.Process != nil {
 		e.Process = func(ctx context.Context, units ...any) (idem.Report, error) {
-			return verbs.Process(ctx, typedUnits[U](units)...)
+			return verbs.Process(ctx, retyped[U](units)...)
 		}
 	}
 	return e
 }
 
-func erasedUnits[U any](units []U) []any {
+// retyped is units as To: from their type to any, or back.
+func retyped[To, From any](units []From) []To {
 	if units == nil {
 		return nil
 	}
-	out := make([]any, len(units))
+	out := make([]To, len(units))
 	for i, u := range units {
-		out[i] = u
-	}
-	return out
-}
-
-func typedUnits[U any](units []any) []U {
-	if units == nil {
-		return nil
-	}
-	out := make([]U, len(units))
-	for i, u := range units {
-		out[i] = u.(U)
+		out[i] = any(u).(To)
 	}
 	return out
 }
