@@ -5,9 +5,9 @@ package crashsim
 // on any. Go compiles a generic function once per type it is used with,
 // in the package that uses it, so without this each job of each generated
 // package compiled the whole harness again in its tests (about 4.5 s per
-// job on two cores, for every go test a user runs and every planted bug
-// the mutation check builds). Now the harness compiles once, with this
-// package, and a generated package compiles only the adapters below.
+// job on two cores, in every build of a generated package's tests). Now
+// the harness compiles once, with this package (where a build cache keeps
+// it), and a generated package compiles only the adapters below.
 //
 // What crosses the door, each way:
 //   - units: the fixture's and the destination's, boxed as any; the
