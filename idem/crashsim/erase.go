@@ -50,12 +50,8 @@ func (s *CursorSource[U]) Fetch(ctx context.Context, cursor string) ([]U, string
 // eraseJob is job as the harness plays it: the same declarations, its
 // functions over units taking and giving any.
 func eraseJob[U any](job *Job[U]) *Job[any] {
-	e := &Job[any]{
-		Name: job.Name, Source: job.Source, Version: job.Version, Points: job.Points, Key: job.Key, Fields: job.Fields,
-		InsertOnce: job.InsertOnce, HasDest: job.HasDest, Stage: job.Stage, NewerWins: job.NewerWins,
-		UnitMaxAttempts: job.UnitMaxAttempts, Overlap: job.Overlap, Lease: job.Lease, Effects: job.Effects,
-		Tables: job.Tables, Broker: job.Broker, Headers: job.Headers,
-	}
+	e := &Job[any]{}
+	copyDeclared(e, job) // a field added to Job comes along
 	if job.Unit != nil {
 		e.Unit = func(id, rev int) any { return job.Unit(id, rev) }
 	}
@@ -153,8 +149,9 @@ func editErased[U any](d *idemrt.Job[U], edit func(*idemrt.Job[any])) {
 }
 
 // copyDeclared copies each exported field of *src whose type *dst's field
-// of the same place shares: between a Job[U] and a Job[any] (or their
-// Effects), every field but those over units.
+// of the same place shares: between two instances of one generic struct
+// (crashsim's Job, idemrt's Job and Effect), every field but those over
+// units.
 func copyDeclared(dst, src any) {
 	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src).Elem()
 	for i := range d.NumField() {
