@@ -117,6 +117,7 @@ func simFamilies[U any]() []family[U] {
 		&cancelFamily[U]{}, &skewFamily[U]{}, &purgePendingFamily[U]{}, &repeatBatchesFamily[U]{},
 		&writeaheadFamily[U]{}, &poolFamily[U]{},
 		&olderAloneFamily[U]{}, &writeaheadFailFamily[U]{}, &busyClaimFamily[U]{}, &purgeOlderFamily[U]{},
+		&heldPurgeFamily[U]{},
 	}
 }
 

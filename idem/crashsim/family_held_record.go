@@ -170,6 +170,30 @@ func (r *simRun[U]) checkNoFailureRecords(phase int, family, why string) {
 	}
 }
 
+// simHoldInTx is a crash hook that stops its incarnation's transaction
+// right after its first statement, holding what that statement locked
+// (PostgreSQL's row locks, SQLite's write lock), until letGo is called,
+// or for twice simHeldRecordBound at most: never a hang, whatever the
+// waiters do. locked is closed once the hold begins; letGo may be called
+// more than once.
+func simHoldInTx() (hold idemtest.CrashHook, locked <-chan struct{}, letGo func()) {
+	holding, release := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	hold = func(_ context.Context, p idemtest.CrashPoint, detail string) error {
+		if p == pointSQLAfter && strings.HasPrefix(detail, "tx ") {
+			once.Do(func() {
+				close(holding)
+				select {
+				case <-release:
+				case <-time.After(2 * simHeldRecordBound):
+				}
+			})
+		}
+		return nil
+	}
+	return hold, holding, func() { released.Do(func() { close(release) }) }
+}
+
 // interlude holds the ledger row of the key A is about to
 // record in a forget's transaction while A records it.
 func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
@@ -178,20 +202,7 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 	r.mu.Lock()
 	key := r.pausedKey
 	r.mu.Unlock()
-	locked, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	hold := func(_ context.Context, p idemtest.CrashPoint, detail string) error {
-		if p == pointSQLAfter && strings.HasPrefix(detail, "tx ") {
-			once.Do(func() {
-				close(locked)
-				select {
-				case <-release:
-				case <-time.After(2 * simHeldRecordBound): // never a hang, whatever A does
-				}
-			})
-		}
-		return nil
-	}
+	hold, locked, letGo := simHoldInTx()
 	st, _, closeInc := r.db.incarnation(r.t, hold)
 	forgot := make(chan error, 1)
 	var forgetEnded, aEnded atomic.Pointer[time.Time]
@@ -204,7 +215,7 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 	case <-locked:
 	case err := <-forgot:
 		r.violate("held-record: the forget of %s ended (%v) before its transaction held the row: the family tests nothing", key, err)
-		close(release)
+		letGo()
 		closeInc()
 		r.worldMoved()
 		r.record(a.finish(), a.inc.id)
@@ -260,7 +271,7 @@ func (f *heldRecordFamily[U]) interlude(r *simRun[U], phase int, a *simTask) {
 		r.violate("held-record: worker A ran no statement in %s after its call of %s", simHeldRecordBound, key)
 	}
 	holdTo := time.Now()
-	close(release)
+	letGo()
 	if !ended {
 		out = <-done
 	}

@@ -497,6 +497,17 @@ func (r *simRun[U]) concurrently(phase int) {
 	wg.Wait()
 }
 
+// pastEveryRetention is the scenario's clock an hour past its effects'
+// longest retention: a purge then finds every done row of an effect with
+// a retention past it.
+func (r *simRun[U]) pastEveryRetention() time.Time {
+	later := r.now()
+	for _, fx := range r.job.Effects {
+		later = maxTime(later, r.now().Add(fx.Retention+time.Hour))
+	}
+	return later
+}
+
 // purgeNow purges on a helper incarnation while the job is stopped: young
 // (the clock now) or old (past every retention: every done row of an
 // effect with retention goes). Either way only done rows may go, and only
@@ -508,9 +519,7 @@ func (r *simRun[U]) purgeNow(ctx context.Context, where string, old bool) (purge
 	ctx = context.WithoutCancel(ctx)
 	now := r.now()
 	if old {
-		for _, fx := range r.job.Effects {
-			now = maxTime(now, r.now().Add(fx.Retention+time.Hour))
-		}
+		now = r.pastEveryRetention()
 	}
 	obs := r.db.observer().Auto()
 	before, err := obs.Ledger(ctx)

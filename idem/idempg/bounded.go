@@ -12,72 +12,35 @@ import (
 	"github.com/idemgen/idemgen/idem/idemrt"
 )
 
-// boundedPool runs statements outside a transaction (Store.Auto) on a
-// connection taken from the pool within the job's wait bound
-// (idemrt.WaitBound): a wait past it is an *idem.WaitError, not a hang.
-// The connection goes back to the pool when the statement (its rows, its
-// row's Scan) is done, as the pool's own Query and QueryRow do.
-type boundedPool struct{ pool *pgxpool.Pool }
-
-func (b boundedPool) conn(ctx context.Context) (*pgxpool.Conn, error) {
-	return idemrt.PgAcquire(ctx, b.pool)
-}
-
-func (b boundedPool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	c, err := b.conn(ctx)
-	if err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	defer c.Release()
-	return c.Exec(ctx, sql, args...)
-}
-
-func (b boundedPool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	c, err := b.conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := c.Query(ctx, sql, args...)
-	if err != nil {
-		c.Release()
-		return nil, err
-	}
-	return &releasingRows{Rows: rows, c: c}, nil
-}
-
-func (b boundedPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	c, err := b.conn(ctx)
-	if err != nil {
-		return errRow{err}
-	}
-	return releasingRow{row: c.QueryRow(ctx, sql, args...), c: c}
-}
-
 // LockBound is the statement a boundedStatement pipelines before the one
 // it runs: its lock wait bound, for its transaction only.
 const LockBound = "SELECT set_config('lock_timeout', $1, true)"
 
-// boundedStatement runs one statement as its own transaction
-// (Store.InStatement), in one round trip: the statement is pipelined
-// behind LockBound with one Sync, so the two run in one implicit
-// transaction that commits at the Sync, its lock waits bounded by bound as
-// a transaction's BEGIN bounds them (idemrt.PgBegin). The connection,
-// taken within the wait bound, goes back once the statement's results are
-// read.
-type boundedStatement struct {
-	pool  *pgxpool.Pool
-	bound time.Duration
-}
+// boundedStatement runs one statement as its own transaction, in one
+// round trip: the statement is pipelined behind LockBound with one Sync,
+// so the two run in one implicit transaction that commits at the Sync.
+// Every wait is bounded, as a transaction's are (idemrt.PgBegin): the
+// connection is taken from the pool within the wait bound, and a lock
+// wait past it fails with a *idem.WaitError (ErrBusy); the bound is ctx's
+// (idemrt.WaitBound). The connection goes back once the statement's
+// results are read.
+//
+// Store.InStatement runs its one write this way, and Store.Auto every
+// statement outside a transaction: a purge's delete, a watermark's save or
+// a call slot's update that meets a row another transaction holds (a
+// person's forget, a stalled worker's batch) answers busy within the
+// bound instead of waiting as long as the holder holds.
+type boundedStatement struct{ pool *pgxpool.Pool }
 
 // send pipelines the lock bound and sql; the caller reads sql's result
 // from the batch, then closes it and releases the connection.
-func (b boundedStatement) send(ctx context.Context, sql string, args []any) (*pgxpool.Conn, pgx.BatchResults, error) {
+func (b boundedStatement) send(ctx context.Context, bound time.Duration, sql string, args []any) (*pgxpool.Conn, pgx.BatchResults, error) {
 	c, err := idemrt.PgAcquire(ctx, b.pool)
 	if err != nil {
 		return nil, nil, err
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(LockBound, fmt.Sprint(b.bound.Milliseconds()))
+	batch.Queue(LockBound, fmt.Sprint(bound.Milliseconds()))
 	batch.Queue(sql, args...)
 	br := c.SendBatch(ctx, batch)
 	if _, err := br.Exec(); err != nil {
@@ -89,7 +52,8 @@ func (b boundedStatement) send(ctx context.Context, sql string, args []any) (*pg
 }
 
 func (b boundedStatement) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	c, br, err := b.send(ctx, sql, args)
+	bound := idemrt.WaitBound(ctx)
+	c, br, err := b.send(ctx, bound, sql, args)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -98,11 +62,12 @@ func (b boundedStatement) Exec(ctx context.Context, sql string, args ...any) (pg
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return tag, err
+	return tag, idemrt.PgWaitError(err, bound)
 }
 
 func (b boundedStatement) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	c, br, err := b.send(ctx, sql, args)
+	bound := idemrt.WaitBound(ctx)
+	c, br, err := b.send(ctx, bound, sql, args)
 	if err != nil {
 		return nil, err
 	}
@@ -110,9 +75,9 @@ func (b boundedStatement) Query(ctx context.Context, sql string, args ...any) (p
 	if err != nil {
 		_ = br.Close()
 		c.Release()
-		return nil, err
+		return nil, idemrt.PgWaitError(err, bound)
 	}
-	return &releasingRows{Rows: rows, c: c, br: br}, nil
+	return &releasingRows{Rows: rows, c: c, br: br, bound: bound}, nil
 }
 
 func (b boundedStatement) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -124,14 +89,15 @@ func (b boundedStatement) QueryRow(ctx context.Context, sql string, args ...any)
 }
 
 // releasingRows gives its connection back once the rows are closed (or
-// read to their end); a batch's rows (boundedStatement) first end the
-// batch, reading its Sync, which commits, and an error there is the rows'
-// Err.
+// read to their end), first ending the batch, reading its Sync, which
+// commits; an error there is the rows' Err, a lock wait past bound a
+// *idem.WaitError.
 type releasingRows struct {
 	pgx.Rows
-	c   *pgxpool.Conn
-	br  pgx.BatchResults // nil outside a batch
-	err error            // the rows' and the batch's, once closed
+	c     *pgxpool.Conn
+	br    pgx.BatchResults
+	bound time.Duration
+	err   error // the rows' and the batch's, once closed
 }
 
 func (r *releasingRows) Next() bool {
@@ -148,11 +114,10 @@ func (r *releasingRows) Close() {
 		return
 	}
 	r.err = r.Rows.Err()
-	if r.br != nil {
-		if err := r.br.Close(); r.err == nil {
-			r.err = err
-		}
+	if err := r.br.Close(); r.err == nil {
+		r.err = err
 	}
+	r.err = idemrt.PgWaitError(r.err, r.bound)
 	r.c.Release()
 	r.c = nil
 }
@@ -161,7 +126,7 @@ func (r *releasingRows) Err() error {
 	if r.c == nil {
 		return r.err
 	}
-	return r.Rows.Err()
+	return idemrt.PgWaitError(r.Rows.Err(), r.bound)
 }
 
 // firstRow is the first of rows, as pgx's QueryRow answers it:
@@ -181,15 +146,4 @@ func (r firstRow) Scan(dest ...any) error {
 	}
 	r.rows.Close()
 	return r.rows.Err()
-}
-
-// releasingRow gives its connection back once scanned.
-type releasingRow struct {
-	row pgx.Row
-	c   *pgxpool.Conn
-}
-
-func (r releasingRow) Scan(dest ...any) error {
-	defer r.c.Release()
-	return r.row.Scan(dest...)
 }

@@ -91,19 +91,18 @@ func (s Store) InTx(ctx context.Context, fn func(q idemrt.Querier) error) error 
 }
 
 // InStatement runs fn, which runs exactly one query, as that query's own
-// transaction, in one round trip (boundedStatement): a single write is
-// atomic without a BEGIN and a COMMIT, and its lock waits are bounded as
-// InTx's are; one past the bound fails with a *WaitError (ErrBusy). A
-// BEGIN and a COMMIT of their own would cost two more round trips for the
-// same guarantee.
+// transaction, in one round trip: a single write is atomic without a
+// BEGIN and a COMMIT, and its lock waits are bounded as InTx's are; one
+// past the bound fails with a *WaitError (ErrBusy). A BEGIN and a COMMIT
+// of their own would cost two more round trips for the same guarantee.
+// Every statement Auto runs is such a transaction (boundedStatement).
 func (s Store) InStatement(ctx context.Context, fn func(q idemrt.Querier) error) error {
-	bound := idemrt.WaitBound(ctx)
-	return idemrt.PgWaitError(fn(s.on(boundedStatement{s.pool, bound})), bound)
+	return fn(s.Auto())
 }
 
-// Auto runs each query on its own, on a connection of the pool taken
-// within the job's wait bound (boundedPool).
-func (s Store) Auto() idemrt.Querier { return s.on(boundedPool{s.pool}) }
+// Auto runs each query as its own transaction, every wait bounded by the
+// job's wait bound: the pool's, and the locks' (boundedStatement).
+func (s Store) Auto() idemrt.Querier { return s.on(boundedStatement{s.pool}) }
 
 // ConcurrentWrites is how many batch transactions of one job the engine
 // may keep open at once (idem.WithWriteAhead): the pool's connections but
@@ -118,9 +117,12 @@ func (s Store) ConcurrentWrites() int {
 const maxConcurrentWrites = 5
 
 // DBNow reads the database's clock, which leases are compared on, on a
-// connection of the pool. Inside a transaction the engine reads it on the
+// connection of the pool taken within the wait bound, as a statement of
+// its own (boundedStatement). Inside a transaction the engine reads it on the
 // transaction's own connection (Querier.DBNow).
-func (s Store) DBNow(ctx context.Context) (time.Time, error) { return dbNow(ctx, boundedPool{s.pool}) }
+func (s Store) DBNow(ctx context.Context) (time.Time, error) {
+	return dbNow(ctx, boundedStatement{s.pool})
+}
 
 // dbNow reads the clock on db: clock_timestamp, not now, which inside a
 // transaction stands still at its start.

@@ -135,8 +135,11 @@ func (e *Engine[U]) Drain(ctx context.Context) (Report, error) {
 // stops between batches when ctx is done, returning ctx's error and the rows deleted so
 // far, so a purge can be cut short and run again. It returns the rows
 // deleted in all. Run it on a timer (docs/operations.md) to purge
-// continuously.
+// continuously. Its statements wait for a connection or a lock no longer
+// than the job's wait bound (WithWaitBound), as a run's do: a row a
+// person's `ledger forget` holds makes the purge end busy, not wait.
 func (e *Engine[U]) Purge(ctx context.Context) (int64, error) {
+	ctx = withWaitBound(ctx, e.opt.waitBound)
 	var total int64
 	var longest time.Duration
 	for _, fx := range e.def.Effects {

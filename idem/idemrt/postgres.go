@@ -82,8 +82,13 @@ func (t *pgPoolTx) release() {
 }
 
 // PgWaitError makes a lock wait that ran out of lock_timeout (bound) a
-// *WaitError; any other error is returned as it is.
+// *WaitError; any other error, a *WaitError already made included (a
+// statement outside the transaction, idempg's Auto, makes its own), is
+// returned as it is.
 func PgWaitError(err error, bound time.Duration) error {
+	if we := (*WaitError)(nil); errors.As(err, &we) {
+		return err
+	}
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgLockNotAvailable {
 		return &WaitError{What: "a row lock another transaction holds", Bound: bound, Err: err}
 	}

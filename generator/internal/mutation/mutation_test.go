@@ -433,7 +433,19 @@ var exampleMutants = []mutant{
 	// forget's transaction holds for as long as it holds it, then
 	// succeeds: worker A never answers busy.
 	{name: "a one-statement transaction without its lock bound", test: syncTest, db: "postgres", edits: edit("idem/idempg/bounded.go",
-		`batch\.Queue\(LockBound, fmt\.Sprint\(b\.bound\.Milliseconds\(\)\)\)`, `batch.Queue(LockBound, fmt.Sprint(0))`)},
+		`batch\.Queue\(LockBound, fmt\.Sprint\(bound\.Milliseconds\(\)\)\)`, `batch.Queue(LockBound, fmt.Sprint(0))`)},
+	// Killed by held-record and held-purge (PostgreSQL): the statements
+	// outside a transaction wait for a lock the default bound of 30 s, not
+	// the job's: a record or a purge that meets a row a forget's
+	// transaction holds waits as long as the forget holds it, then
+	// succeeds.
+	{name: "statements outside a transaction without the job's lock bound", test: syncTest, db: "postgres", edits: twice("idem/idempg/bounded.go",
+		`bound := idemrt\.WaitBound\(ctx\)`, "bound := idemrt.DefaultWaitBound")},
+	// Killed by held-purge: a purge waits for a connection or a lock the
+	// default bound of 30 s, not the job's, so a row a forget holds keeps
+	// it waiting as long as the forget holds it.
+	{name: "a purge without the job's wait bound", test: syncTest, edits: edit(engineFile,
+		`\tctx = withWaitBound\(ctx, e\.opt\.waitBound\)\n\tvar total int64\n`, "\tvar total int64\n")},
 	// Killed by held (PostgreSQL): worker B's waits on A's row locks run
 	// out of their bound, and each counts an attempt: failure records,
 	// units parked, progress past them. (On SQLite the failure record is
@@ -747,7 +759,7 @@ var exampleMutants = []mutant{
 var deterministic = []string{"clean", "crash", "crash2", "resplost", "failpre", "commitunknown", "preempt", "double",
 	"mismatch", "subprocess", "writefail", "stmtfail", "poison", "failk", "permanent", "recover", "fleet", "throttle", "stall", "takeover", "livelease", "purge-young", "purge-old", "bump", "fanout",
 	"cancel", "skew", "purge-pending", "repeat-batches", "writeahead", "stall-takeover", "leased", "burst", "forget", "rate", "held", "held-record", "pause", "circuit",
-	"pool-held", "older-alone", "writeahead-fail", "busy-claim", "purge-older",
+	"pool-held", "older-alone", "writeahead-fail", "busy-claim", "purge-older", "held-purge",
 	"consume", "consume-crash", "consume-ackloss", "consume-reorder", "consume-inflight", "consume-takeover"}
 
 // TestMutantsAreKilled proves the generated crash tests: each planted bug
