@@ -305,6 +305,30 @@ func (t *statementTimer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.T
 	}
 }
 
+// A statement sent in a batch (idempg runs every statement outside a
+// transaction pipelined behind its lock bound, idempg.LockBound) is timed
+// from when the batch was sent, or the batch's previous statement's
+// result was read, to when its own result was read: its round trip, as
+// TraceQueryStart..End times a statement sent alone. The lock bound's
+// result is read first but its time is the statement's behind it.
+type batchClock struct{ last time.Time }
+
+func (t *statementTimer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return context.WithValue(ctx, batchClock{}, &batchClock{time.Now()})
+}
+
+func (t *statementTimer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	c, ok := ctx.Value(batchClock{}).(*batchClock)
+	if !ok || data.SQL == idempg.LockBound {
+		return
+	}
+	now := time.Now()
+	t.record(data.SQL, now.Sub(c.last))
+	c.last = now
+}
+
+func (t *statementTimer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 // sqliteConn installs the profile trace on a new SQLite connection.
 func (t *statementTimer) sqliteConn(c *sqlite3.Conn) error {
 	return c.Trace(sqlite3.TRACE_PROFILE, func(evt sqlite3.TraceEvent, arg1, arg2 any) error {
