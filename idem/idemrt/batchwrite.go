@@ -187,7 +187,7 @@ func (e *Engine[U]) write(ctx context.Context, q Querier, items []*item[U]) erro
 		for i, it := range items {
 			units[i] = it.u
 		}
-		outcomes, err := e.def.WriteBatch(ctx, q, units, keysOf(items), e.def.Version)
+		outcomes, err := e.def.WriteBatch(withSkipInsertNew(ctx, e.batchMetRows.Load()), q, units, keysOf(items), e.def.Version)
 		if err != nil {
 			return fmt.Errorf("write destination: %w", err)
 		}
@@ -195,6 +195,7 @@ func (e *Engine[U]) write(ctx context.Context, q Querier, items []*item[U]) erro
 			for i, it := range items {
 				it.outcome = outcomes[i]
 			}
+			e.batchMetRows.Store(slices.ContainsFunc(outcomes, func(o Outcome) bool { return o != OutcomeInserted }))
 			return nil
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,9 @@ type Engine[U any] struct {
 	limitsMu sync.Mutex
 	limits   map[string]*fleetLimit
 	steer    steerCache
+	// batchMetRows says the last batch write met a row already there
+	// (an outcome other than inserted): the next skips PgInsertNew's try.
+	batchMetRows atomic.Bool
 }
 
 // NewEngine is what every generated job constructor calls. It refuses

@@ -561,6 +561,11 @@ var exampleMutants = []mutant{
 		"InsertInvoiceSyncParams(p))\n\tif err != nil {\n\t\treturn \"\", err\n\t}\n\tif n >= 0 {")},
 	{name: "a batch's first insert without its savepoint (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgFile,
 		`_, err = db\.Exec\(ctx, "ROLLBACK TO SAVEPOINT idemgen_insert_new"\)\n\t\treturn nil, err`, "return nil, nil")},
+	// A batch after one that met a row already there skips the plain
+	// insert's try; a skip taken for "written" leaves the batch unwritten.
+	{name: "a batch after one that met a row counted as inserted, unwritten (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgFile,
+		`if skipInsertNew\(ctx\) \{\n\t\treturn nil, nil\n\t\}`,
+		"if skipInsertNew(ctx) {\n\t\tout := make([]Outcome, n)\n\t\tfor i := range out {\n\t\t\tout[i] = OutcomeInserted\n\t\t}\n\t\treturn out, nil\n\t}")},
 	{name: "a batch's first insert skips keys already there (PostgreSQL)", test: syncTest, db: "postgres", edits: edit(pgSQL,
 		"AS updated_at, unnest\\(\\$7::text\\[\\]\\) AS idemgen_key\\) AS b\n`\n\ntype InsertInvoiceSyncBatchParams",
 		"AS updated_at, unnest($7::text[]) AS idemgen_key) AS b\nON CONFLICT DO NOTHING\n`\n\ntype InsertInvoiceSyncBatchParams")},
