@@ -521,6 +521,9 @@ var exampleMutants = []mutant{
 	// wait bound, as busy; before, no family held a connection, only locks.
 	{name: "the database clock read on the pool without the wait bound", test: syncTest, edits: edit("idem/idemsqlite/store.go",
 		`return dbNow\(ctx, idemrt\.SQLiteAuto\{DB: s\.db\}\)`, "return dbNow(ctx, s.db)")},
+	{name: "the database clock read on the pool without the wait bound (PostgreSQL)", test: syncTest, db: "postgres", edits: edit("idem/idempg/store.go",
+		`c, err := idemrt\.PgAcquire\(ctx, s\.pool\)\n\tif err != nil \{\n\t\treturn time\.Time\{\}, err\n\t\}\n\tdefer c\.Release\(\)\n\treturn dbNow\(ctx, c\)`,
+		"return dbNow(ctx, s.pool)")},
 	{name: "a read outside a transaction waits for a connection without a bound", test: syncTest, edits: edit("idem/idemrt/sqlite.go",
 		`conn, err := boundedAcquire\(ctx, "the database handle's connections", a\.DB\.Conn\)\n\tif err != nil \{\n\t\treturn nil, err\n\t\}\n\tif _, err := sqliteEnsureBusyTimeout`,
 		"conn, err := a.DB.Conn(ctx)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n\tif _, err := sqliteEnsureBusyTimeout")},
