@@ -142,7 +142,7 @@ func (c *cluster) run(ctx context.Context, limit time.Duration, name string, arg
 	path := filepath.Join(c.bin, name)
 	var cmd *exec.Cmd
 	if c.as != "" {
-		cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", c.as, "--", path}, args...)...)
+		cmd = exec.CommandContext(ctx, runuser(), append([]string{"-u", c.as, "--", path}, args...)...)
 	} else {
 		cmd = exec.CommandContext(ctx, path, args...)
 	}
@@ -150,6 +150,20 @@ func (c *cluster) run(ctx context.Context, limit time.Duration, name string, arg
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	return out, err
+}
+
+// runuser finds runuser(1): on PATH, else where Debian keeps it
+// (/usr/sbin), which a PATH of /usr/bin:/bin alone misses.
+func runuser() string {
+	if p, err := exec.LookPath("runuser"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/usr/sbin/runuser", "/sbin/runuser"} {
+		if isExec(p) {
+			return p
+		}
+	}
+	return "runuser"
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
