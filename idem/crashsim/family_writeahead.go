@@ -21,7 +21,8 @@ func (*writeaheadFamily[U]) about() familyAbout {
 			"pool): a page serves a new key twice, an older version before the current one (just before " +
 			"it in the first phase, with another unit between in the second, so the older write is not " +
 			"the newest in flight), and the older write is held back before it touches its row until " +
-			"the later batch waits for it (`batch.await`) or commits; under `upsert` the newer version " +
+			"the later batch waits for it (`batch.await`) or commits, or the run goes quiet waiting for it " +
+			"(the later version on a page not yet fetched); under `upsert` the newer version " +
 			"must win, under `insert_once` the older one, written first, must stay (report counts " +
 			"checked); then the same, crashed at hits spread over it"}
 }
@@ -104,7 +105,8 @@ func (f *writeaheadFamily[U]) beforePhase(r *simRun[U], phase int) {
 // or writes it and commits (a wait missed: the first write then commits
 // after it, and the older version wins). It is held outside every lock,
 // so other batches go on meanwhile, and no longer than simWriteAheadHold
-// or the incarnation's life.
+// or the incarnation's life, nor once the run has gone quiet waiting for it
+// (holdWhileBusy: the key's later version on a page not yet fetched).
 func (f *writeaheadFamily[U]) beforeCrash(_ context.Context, r *simRun[U], inc *simInc, h simHit) error {
 	p, detail := h.p, h.detail
 	r.mu.Lock()
@@ -124,6 +126,6 @@ func (f *writeaheadFamily[U]) beforeCrash(_ context.Context, r *simRun[U], inc *
 	if !hold || !inc.writesAhead.Load() {
 		return nil // one batch after another: nothing comes between
 	}
-	r.holdUntil(inc, func() bool { return l.awaited || l.committed })
+	r.holdWhileBusy(inc, func() bool { return l.awaited || l.committed })
 	return nil
 }

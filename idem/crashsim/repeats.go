@@ -123,7 +123,38 @@ func (s *windowSource[U]) echoed(in []U, inc int) []U {
 // for at most simWriteAheadHold and no longer than inc lives; it reports
 // whether it ran out of time.
 func (r *simRun[U]) holdUntil(inc *simInc, shown func() bool) (timedOut bool) {
-	for deadline := time.Now().Add(simWriteAheadHold); !inc.dead.Load(); time.Sleep(time.Millisecond) {
+	return r.hold(inc, shown, simWriteAheadHold)
+}
+
+// holdWhileBusy holds the caller as holdUntil does, and also lets it go
+// once the run has gone quiet: no hit and no provider call for
+// simWriteAheadQuiet, the engine waiting for the held write itself. It
+// does so where the key's later version lies on a page the engine fetches
+// only once the pages before have ended (a cursor moves past whole pages
+// only), which on drawn specs held every page boundary for the whole
+// bound, 10 s of a job's 11 s -short sample on PostgreSQL. An engine that
+// writes the later version without waiting runs statements meanwhile, so
+// it is never quiet that long, and is still caught.
+func (r *simRun[U]) holdWhileBusy(inc *simInc, shown func() bool) {
+	last, since := r.progress.Load(), time.Now()
+	r.hold(inc, func() bool {
+		if p := r.progress.Load(); p != last {
+			last, since = p, time.Now()
+		}
+		return shown() || time.Since(since) > simWriteAheadQuiet
+	}, simWriteAheadHold)
+}
+
+// simWriteAheadQuiet is how long a run makes no progress before
+// holdWhileBusy takes it as waiting for the write it holds: hundreds of
+// times the gap between two hits of a run at work.
+const simWriteAheadQuiet = 500 * time.Millisecond
+
+// hold holds the caller until shown reports true (read under r.mu), for
+// at most bound and no longer than inc lives; it reports whether it ran
+// out of time.
+func (r *simRun[U]) hold(inc *simInc, shown func() bool, bound time.Duration) (timedOut bool) {
+	for deadline := time.Now().Add(bound); !inc.dead.Load(); time.Sleep(time.Millisecond) {
 		r.mu.Lock()
 		ok := shown()
 		r.mu.Unlock()
