@@ -123,7 +123,18 @@ func (s *windowSource[U]) echoed(in []U, inc int) []U {
 // for at most simWriteAheadHold and no longer than inc lives; it reports
 // whether it ran out of time.
 func (r *simRun[U]) holdUntil(inc *simInc, shown func() bool) (timedOut bool) {
-	return r.hold(inc, shown, simWriteAheadHold)
+	for deadline := time.Now().Add(simWriteAheadHold); !inc.dead.Load(); time.Sleep(time.Millisecond) {
+		r.mu.Lock()
+		ok := shown()
+		r.mu.Unlock()
+		if ok {
+			return false
+		}
+		if time.Now().After(deadline) {
+			return true
+		}
+	}
+	return false
 }
 
 // holdWhileBusy holds the caller as holdUntil does, and also lets it go
@@ -137,36 +148,18 @@ func (r *simRun[U]) holdUntil(inc *simInc, shown func() bool) (timedOut bool) {
 // it is never quiet that long, and is still caught.
 func (r *simRun[U]) holdWhileBusy(inc *simInc, shown func() bool) {
 	last, since := r.progress.Load(), time.Now()
-	r.hold(inc, func() bool {
+	r.holdUntil(inc, func() bool {
 		if p := r.progress.Load(); p != last {
 			last, since = p, time.Now()
 		}
 		return shown() || time.Since(since) > simWriteAheadQuiet
-	}, simWriteAheadHold)
+	})
 }
 
 // simWriteAheadQuiet is how long a run makes no progress before
 // holdWhileBusy takes it as waiting for the write it holds: hundreds of
 // times the gap between two hits of a run at work.
 const simWriteAheadQuiet = 500 * time.Millisecond
-
-// hold holds the caller until shown reports true (read under r.mu), for
-// at most bound and no longer than inc lives; it reports whether it ran
-// out of time.
-func (r *simRun[U]) hold(inc *simInc, shown func() bool, bound time.Duration) (timedOut bool) {
-	for deadline := time.Now().Add(bound); !inc.dead.Load(); time.Sleep(time.Millisecond) {
-		r.mu.Lock()
-		ok := shown()
-		r.mu.Unlock()
-		if ok {
-			return false
-		}
-		if time.Now().After(deadline) {
-			return true
-		}
-	}
-	return false
-}
 
 // delivered is what the caller hands in for phase: the family's calls
 // (repeat-batches') while the phases are played, the fixture's units when
