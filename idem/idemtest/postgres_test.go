@@ -112,3 +112,32 @@ func exists(t *testing.T, admin *pgxpool.Pool, schema string) bool {
 	}
 	return n == 1
 }
+
+// A URL that lets a connection go plain connects plainly on this
+// machine's loopback; one that asks for TLS, or names another host, keeps
+// what it says.
+func TestPlainOnLoopbackOnlyWhereTheURLAllowsIt(t *testing.T) {
+	for _, c := range []struct {
+		url       string
+		tls       bool // the first attempt uses TLS
+		fallbacks int  // attempts after the first
+	}{
+		{"postgres://u@127.0.0.1:5432/db", false, 0},
+		{"postgres://u@localhost:5432/db?sslmode=prefer", false, 0},
+		{"postgres://u@[::1]:5432/db", false, 0},
+		{"postgres://u@127.0.0.1:5432/db?sslmode=disable", false, 0},
+		{"postgres://u@127.0.0.1:5432/db?sslmode=require", true, 0},
+		{"postgres://u@127.0.0.1:5432/db?sslmode=verify-full", true, 0},
+		{"postgres://u@db.example.com:5432/db", true, 1},
+		{"postgres://u@10.0.0.7:5432/db?sslmode=prefer", true, 1},
+	} {
+		cfg, err := pgxpool.ParseConfig(c.url)
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		plainOnLoopback(cfg.ConnConfig)
+		if tls := cfg.ConnConfig.TLSConfig != nil; tls != c.tls || len(cfg.ConnConfig.Fallbacks) != c.fallbacks {
+			t.Errorf("%s: TLS first %t with %d fallbacks; want %t with %d", c.url, tls, len(cfg.ConnConfig.Fallbacks), c.tls, c.fallbacks)
+		}
+	}
+}
