@@ -64,10 +64,16 @@ type simBroker struct {
 	// dead reports whether an incarnation has died: its settlements are
 	// refused (a goroutine of a process that died sends none).
 	dead func(inc int) bool
+	// gone holds the incarnations whose messages were requeued: they
+	// fetch nothing more. A dying consumer's loop may call Fetch once
+	// more before it sees its context end; a message it took then stayed
+	// out to a dead process for good (spec-space seed 38, spec 3,
+	// consume-crash@96: "message sim/5 never settled").
+	gone map[int]bool
 }
 
 func newSimBroker(msgs []*simMsg) *simBroker {
-	b := &simBroker{msgs: msgs, wake: make(chan struct{}, 1), loseAck: map[int]bool{}}
+	b := &simBroker{msgs: msgs, wake: make(chan struct{}, 1), loseAck: map[int]bool{}, gone: map[int]bool{}}
 	for i := range msgs {
 		b.ready = append(b.ready, i)
 	}
@@ -78,10 +84,11 @@ func newSimBroker(msgs []*simMsg) *simBroker {
 func (b *simBroker) source(inc int) idembroker.Source { return &simSource{b: b, inc: inc} }
 
 // requeue delivers again every message out to inc: it died, and the
-// broker's redelivery timer ran out.
+// broker's redelivery timer ran out. inc fetches nothing after it.
 func (b *simBroker) requeue(inc int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.gone[inc] = true
 	for i, m := range b.msgs {
 		if m.state == msgOut && m.owner == inc {
 			m.state = msgReady
@@ -152,7 +159,7 @@ func (s *simSource) Fetch(ctx context.Context, max int) ([]idembroker.Delivery, 
 	for attempt := 0; ; attempt++ {
 		s.b.mu.Lock()
 		var out []idembroker.Delivery
-		for len(out) < max && len(s.b.ready) > 0 {
+		for len(out) < max && len(s.b.ready) > 0 && !s.b.gone[s.inc] {
 			i := s.b.ready[0]
 			s.b.ready = s.b.ready[1:]
 			m := s.b.msgs[i]
