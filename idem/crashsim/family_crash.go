@@ -4,13 +4,14 @@ type crashFamily[U any] struct{ baseFamily[U] }
 
 func (*crashFamily[U]) about() familyAbout {
 	return familyAbout{name: "crash", guarantees: []int{1, 2, 3},
-		what: "a crash at every named point and every SQL boundary, then recovery"}
+		what: "a crash at every named point and every SQL boundary that leaves a state of its own, then recovery"}
 }
 
-// plan: a crash at every crash site (simCrashSites).
+// plan: a crash at every crash site that leaves a state of its own
+// (simDistinctCrashSites).
 func (*crashFamily[U]) plan(d *discovery[U]) []simScenario {
 	var plan []simScenario
-	for _, k := range simCrashSites(d.trace, d.full) {
+	for _, k := range simDistinctCrashSites(d.job, d.trace, d.full) {
 		sc := newScenario("crash")
 		sc.crashAt = []int{k}
 		plan = append(plan, sc)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/idem/idemtest"
 )
 
 var updateDocs = flag.Bool("update", false, "rewrite docs/guarantees.md's family table from the families' list")
@@ -101,5 +103,43 @@ func TestLongFirst(t *testing.T) {
 	}
 	if got[first].family != "held-record" || got[first+3].family != "circuit" {
 		t.Errorf("long scenarios not one in three after the first wave: %v", got)
+	}
+}
+
+// A crash site that leaves the same state as a later one is played once:
+// nothing durable, no provider call and no other incarnation's hit lies
+// between them. A batch's points inside its transaction are one crash and
+// the points before it another (a read outside a transaction changes
+// nothing); a write outside one, a provider call and a new incarnation
+// each begin a state of their own.
+func TestDistinctCrashSites(t *testing.T) {
+	job := &Job[struct{}]{Source: SourceCursorName}
+	trace := []simHit{
+		0:  {p: idemtest.PointRunStart, inc: 1},
+		1:  {p: pointSQLBefore, detail: "auto SELECT clock_timestamp()", inc: 1},
+		2:  {p: pointSQLAfter, detail: "auto SELECT clock_timestamp()", inc: 1},
+		3:  {p: idemtest.PointBatchBegin, inc: 1},
+		4:  {p: idemtest.PointUnitStart, detail: "k1", inc: 1},
+		5:  {p: idemtest.PointUnitStart, detail: "k2", inc: 1},
+		6:  {p: idemtest.PointUnitBeforeCommit, detail: "k2", inc: 1},
+		7:  {p: pointSQLBefore, detail: "COMMIT", inc: 1},
+		8:  {p: pointSQLAfter, detail: "COMMIT", inc: 1},
+		9:  {p: idemtest.PointUnitAfterCommit, inc: 1},
+		10: {p: idemtest.PointEffectClaimed, detail: "fx:k1", inc: 1},
+		11: {p: pointSQLBefore, detail: "auto UPDATE limits SET", inc: 1},
+		12: {p: pointSQLAfter, detail: "auto UPDATE limits SET", inc: 1},
+		13: {p: idemtest.PointEffectBeforeCall, detail: "fx:k1", inc: 1},
+		14: {p: idemtest.PointEffectAfterCall, detail: "fx:k1", inc: 1},
+		15: {p: idemtest.PointEffectRecorded, detail: "fx:k1", inc: 1},
+		16: {p: idemtest.PointRunStart, inc: 2},
+	}
+	if got, want := simCrashSites(trace, false), []int{0, 3, 4, 5, 6, 9, 10, 13, 14, 15, 16}; !slices.Equal(got, want) {
+		t.Fatalf("simCrashSites = %v; want %v", got, want)
+	}
+	if got, want := simDistinctCrashSites(job, trace, false), []int{3, 6, 10, 13, 15, 16}; !slices.Equal(got, want) {
+		t.Errorf("simDistinctCrashSites = %v; want %v", got, want)
+	}
+	if got, want := simDistinctCrashSites(job, trace, true), simCrashSites(trace, true); !slices.Equal(got, want) {
+		t.Errorf("with full, simDistinctCrashSites = %v; want every site %v", got, want)
 	}
 }
