@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
-	sqlite3driver "github.com/ncruces/go-sqlite3/driver"
 )
 
 // simSQLiteSlots are one job's scenario files not in use, ready for the
@@ -133,7 +132,7 @@ type simSQLiteSlot struct {
 // newSimSQLiteSlot makes a slot of a scenario file; the test's end
 // closes its connections, before its temporary directory goes.
 func newSimSQLiteSlot(t testing.TB, path string, obsDB *sql.DB) *simSQLiteSlot {
-	inner, err := (&sqlite3driver.SQLite{}).OpenConnector(simSQLiteDSN(path))
+	inner, err := newSimCachingConnector(simSQLiteDSN(path))
 	if err != nil {
 		t.Fatal(err)
 	}

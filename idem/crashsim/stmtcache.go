@@ -5,15 +5,22 @@ import (
 	"database/sql/driver"
 	"sync"
 
+	sqlite3conn "github.com/ncruces/go-sqlite3"
 	sqlite3 "github.com/ncruces/go-sqlite3/driver"
 )
 
-// The observer's SQLite handle keeps its prepared statements. It reads the
-// same few queries (the ledger, progress, the destination's rows) at every
-// check, and SQLite spent a third of a matrix's CPU parsing them again
-// (go test -cpuprofile on billing's invoice_sync: sqlite3RunParser 33%).
-// Only the observer caches: the incarnations under test prepare their
-// statements as a service's handle does.
+// The scenario files' SQLite connections keep their prepared statements.
+// The observer reads the same few queries (the ledger, progress, the
+// destination's rows) at every check, and SQLite spent a third of a
+// matrix's CPU parsing them again (go test -cpuprofile on billing's
+// invoice_sync: sqlite3RunParser 33%). The incarnations under test send
+// the same few statements in every transaction, and their warm
+// connections (sqlitewarm.go) serve scenario after scenario: parsing them
+// again was a fifth of a matrix's CPU (spec-space seed 38, spec 7:
+// sqlite3Prepare 27% with the observer's statements kept, 21% of it the
+// incarnations'). What the job sees is the same: database/sql prepares,
+// runs and closes each statement as it does on a service's handle, and
+// the driver below hands back the one it parsed before.
 
 // simCachingConnector opens SQLite connections whose statements are kept
 // for the next query with the same text.
@@ -36,6 +43,12 @@ func (c simCachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 }
 
 func (c simCachingConnector) Driver() driver.Driver { return c.inner.Driver() }
+
+// Raw is the driver's connection, which a warm slot asks whether it is
+// outside a transaction (simSQLiteSlot.keep).
+func (c *simCachingConn) Raw() *sqlite3conn.Conn {
+	return c.Conn.(interface{ Raw() *sqlite3conn.Conn }).Raw()
+}
 
 // simCachingConn hands out a kept statement when one with the query's
 // text is idle; a statement closed by database/sql goes back to idle,
