@@ -70,6 +70,9 @@ type simBroker struct {
 	// out to a dead process for good (spec-space seed 38, spec 3,
 	// consume-crash@96: "message sim/5 never settled").
 	gone map[int]bool
+	// changed counts the changes to the messages: deliveries,
+	// settlements, messages put back (simHit.broker).
+	changed int
 }
 
 func newSimBroker(msgs []*simMsg) *simBroker {
@@ -89,6 +92,7 @@ func (b *simBroker) requeue(inc int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.gone[inc] = true
+	b.changed++
 	for i, m := range b.msgs {
 		if m.state == msgOut && m.owner == inc {
 			m.state = msgReady
@@ -104,6 +108,7 @@ func (b *simBroker) redeliver(i int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if m := b.msgs[i]; m.state == msgOut {
+		b.changed++
 		m.state = msgReady
 		b.ready = append(b.ready, i)
 		b.signal()
@@ -114,6 +119,7 @@ func (b *simBroker) redeliver(i int) {
 func (b *simBroker) reverse() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.changed++
 	slices.Reverse(b.ready)
 }
 
@@ -127,6 +133,13 @@ func (b *simBroker) settled() bool {
 		}
 	}
 	return true
+}
+
+// changes is how many times the messages changed so far.
+func (b *simBroker) changes() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changed
 }
 
 // snapshot copies the messages for the end checks.
@@ -165,6 +178,7 @@ func (s *simSource) Fetch(ctx context.Context, max int) ([]idembroker.Delivery, 
 			m := s.b.msgs[i]
 			m.state, m.owner = msgOut, s.inc
 			m.delivered++
+			s.b.changed++
 			msg := m.msg
 			msg.Deliveries = m.delivered
 			out = append(out, &brokerDelivery{b: s.b, i: i, inc: s.inc, msg: msg})
@@ -202,6 +216,7 @@ func (d *brokerDelivery) settle(how string, apply func(m *simMsg)) error {
 	defer d.b.mu.Unlock()
 	m := d.b.msgs[d.i]
 	apply(m)
+	d.b.changed++
 	d.b.signal()
 	return nil
 }

@@ -142,7 +142,8 @@ func runConsumer[U any](t *testing.T, env Env, job *Job[U]) {
 	failed := 0
 	broken := map[string]bool{}
 	var scenarios []consumeScenario
-	d := consumeDiscovery{trace: discovery.trace, good: good, full: os.Getenv("IDEMGEN_CRASHSIM_FULL") != ""}
+	d := consumeDiscovery{trace: discovery.trace, good: good, full: os.Getenv("IDEMGEN_CRASHSIM_FULL") != "",
+		inTx: func(h simHit) bool { return simInTx(job, h) }}
 	for _, f := range consumerFamilies[U]() {
 		plan := f.plan(d)
 		if testing.Short() {
@@ -230,10 +231,11 @@ func (r *consumeRun[U]) hook(inc int, crashed chan struct{}) idemtest.CrashHook 
 		if r.isDead(inc) {
 			select {} // the process is gone
 		}
+		changes := r.broker.changes()
 		r.mu.Lock()
 		n := r.hits
 		r.hits++
-		r.trace = append(r.trace, simHit{p: p, detail: detail, inc: inc})
+		r.trace = append(r.trace, simHit{p: p, detail: detail, inc: inc, broker: changes})
 		switch p {
 		case idemtest.PointEffectClaimed:
 			delete(r.abandoned, detail)

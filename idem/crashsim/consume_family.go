@@ -41,6 +41,8 @@ type consumeDiscovery struct {
 	trace []simHit
 	good  []int
 	full  bool
+	// inTx reports whether the consumer holds a write transaction open at a hit.
+	inTx func(simHit) bool
 }
 
 // consumerFamilies is every consumer family, in the order of the table.
@@ -109,10 +111,11 @@ func (*consumeCrashFamily[U]) about() familyAbout {
 }
 
 // plan crashes at the crash family's sites: every named point and the
-// boundaries that leave new state.
+// boundaries that leave new state, once per state the crash leaves, the
+// broker's included (distinctCrashSites).
 func (f *consumeCrashFamily[U]) plan(d consumeDiscovery) []consumeScenario {
 	var out []consumeScenario
-	for _, k := range simCrashSites(d.trace, d.full) {
+	for _, k := range distinctCrashSites(d.trace, d.full, d.inTx) {
 		out = append(out, consumeScenario{f.about().name, k})
 	}
 	return out

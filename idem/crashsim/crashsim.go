@@ -313,6 +313,10 @@ type simHit struct {
 	p      idemtest.CrashPoint
 	detail string
 	inc    int
+	// broker counts the consumer broker's changes before the hit (a
+	// delivery, a settlement): what a consumer's crash leaves behind
+	// besides the database and the provider. 0 outside the consumer.
+	broker int
 }
 
 // simInc is one incarnation: a "process" running one piece of work.

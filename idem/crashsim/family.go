@@ -207,6 +207,9 @@ func at(family string, k int) simScenario {
 
 // firstCallOf is the number of effect's first provider call in the
 // discovery run (-1: none).
+// inTx reports whether the job holds a write transaction open at h.
+func (d *discovery[U]) inTx(h simHit) bool { return simInTx(d.job, h) }
+
 func (d *discovery[U]) firstCallOf(effect string) int {
 	return slices.IndexFunc(d.order, func(k string) bool { return d.effectOf[k] == effect })
 }

@@ -8,10 +8,10 @@ func (*crashFamily[U]) about() familyAbout {
 }
 
 // plan: a crash at every crash site that leaves a state of its own
-// (simDistinctCrashSites).
+// (distinctCrashSites).
 func (*crashFamily[U]) plan(d *discovery[U]) []simScenario {
 	var plan []simScenario
-	for _, k := range simDistinctCrashSites(d.job, d.trace, d.full) {
+	for _, k := range distinctCrashSites(d.trace, d.full, d.inTx) {
 		sc := newScenario("crash")
 		sc.crashAt = []int{k}
 		plan = append(plan, sc)

@@ -13,7 +13,7 @@ func (*crash2Family[U]) about() familyAbout {
 // the recovery run.
 func (*crash2Family[U]) plan(d *discovery[U]) []simScenario {
 	var plan []simScenario
-	crash := simDistinctCrashSites(d.job, d.trace, d.full)
+	crash := distinctCrashSites(d.trace, d.full, d.inTx)
 	rng := rand.New(rand.NewPCG(uint64(len(d.trace)), 7))
 	for range 8 {
 		k := crash[rng.IntN(len(crash))]

@@ -110,8 +110,8 @@ func TestLongFirst(t *testing.T) {
 // nothing durable, no provider call and no other incarnation's hit lies
 // between them. A batch's points inside its transaction are one crash and
 // the points before it another (a read outside a transaction changes
-// nothing); a write outside one, a provider call and a new incarnation
-// each begin a state of their own.
+// nothing); a write outside one, a provider call, a new incarnation and a
+// change at the consumer's broker each begin a state of their own.
 func TestDistinctCrashSites(t *testing.T) {
 	job := &Job[struct{}]{Source: SourceCursorName}
 	trace := []simHit{
@@ -132,14 +132,17 @@ func TestDistinctCrashSites(t *testing.T) {
 		14: {p: idemtest.PointEffectAfterCall, detail: "fx:k1", inc: 1},
 		15: {p: idemtest.PointEffectRecorded, detail: "fx:k1", inc: 1},
 		16: {p: idemtest.PointRunStart, inc: 2},
+		17: {p: idemtest.PointBatchStart, inc: 2, broker: 1},
+		18: {p: idemtest.PointBatchBegin, inc: 2, broker: 1},
 	}
-	if got, want := simCrashSites(trace, false), []int{0, 3, 4, 5, 6, 9, 10, 13, 14, 15, 16}; !slices.Equal(got, want) {
+	inTx := func(h simHit) bool { return simInTx(job, h) }
+	if got, want := simCrashSites(trace, false), []int{0, 3, 4, 5, 6, 9, 10, 13, 14, 15, 16, 17, 18}; !slices.Equal(got, want) {
 		t.Fatalf("simCrashSites = %v; want %v", got, want)
 	}
-	if got, want := simDistinctCrashSites(job, trace, false), []int{3, 6, 10, 13, 15, 16}; !slices.Equal(got, want) {
-		t.Errorf("simDistinctCrashSites = %v; want %v", got, want)
+	if got, want := distinctCrashSites(trace, false, inTx), []int{3, 6, 10, 13, 15, 16, 18}; !slices.Equal(got, want) {
+		t.Errorf("distinctCrashSites = %v; want %v", got, want)
 	}
-	if got, want := simDistinctCrashSites(job, trace, true), simCrashSites(trace, true); !slices.Equal(got, want) {
-		t.Errorf("with full, simDistinctCrashSites = %v; want every site %v", got, want)
+	if got, want := distinctCrashSites(trace, true, inTx), simCrashSites(trace, true); !slices.Equal(got, want) {
+		t.Errorf("with full, distinctCrashSites = %v; want every site %v", got, want)
 	}
 }

@@ -309,20 +309,20 @@ func simCrashSites(trace []simHit, full bool) []int {
 	return sites
 }
 
-// simDistinctCrashSites are a job's crash sites (simCrashSites) less
-// those that leave the same state as another: after a crash only the
-// committed rows and the provider's calls remain (the incarnation's
-// memory is gone), so two sites with nothing durable between them, no
-// write committed, no statement outside a transaction other than a read
-// and no provider call, and no other incarnation's hit, are one crash.
-// Of each such run it keeps the last site inside a transaction (a crash
-// whose session is killed with its locks held) and the last outside one.
-// A batch's points inside its transaction are one crash, and so are an
-// effect's record and the next effect's claim, or its call slot and its
-// call: spec-space seed 38, spec 7's 227 sites are 130 distinct states.
-// With full, every site is kept. The consumer's crash family keeps its
-// sites: a message's ack leaves no hit, and it is state.
-func simDistinctCrashSites[U any](job *Job[U], trace []simHit, full bool) []int {
+// distinctCrashSites are the crash sites (simCrashSites) less those that
+// leave the same state as another: after a crash only the committed rows,
+// the provider's calls and (a consumer's) the broker's messages remain,
+// the incarnation's memory is gone, so two sites with nothing durable
+// between them, no write committed, no statement outside a transaction
+// other than a read, no provider call, no broker change and no other
+// incarnation's hit, are one crash. Of each such run it keeps the last
+// site inside a transaction (inTx: a crash whose session is killed with
+// its locks held) and the last outside one. A batch's points inside its
+// transaction are one crash, and so are an effect's record and the next
+// effect's claim, or its call slot and its call: spec-space seed 38,
+// spec 7's 227 sites are 130 distinct states. With full, every site is
+// kept.
+func distinctCrashSites(trace []simHit, full bool, inTx func(simHit) bool) []int {
 	sites := simCrashSites(trace, full)
 	if full {
 		return sites
@@ -331,7 +331,7 @@ func simDistinctCrashSites[U any](job *Job[U], trace []simHit, full bool) []int 
 	state := make([]int, len(trace))
 	n := 0
 	for k, h := range trace {
-		if simChangesState(h) || (k > 0 && trace[k-1].inc != h.inc) {
+		if simChangesState(h) || (k > 0 && (trace[k-1].inc != h.inc || trace[k-1].broker != h.broker)) {
 			n++
 		}
 		state[k] = n
@@ -342,9 +342,9 @@ func simDistinctCrashSites[U any](job *Job[U], trace []simHit, full bool) []int 
 	}
 	last := map[crashState]int{}
 	for _, k := range sites {
-		last[crashState{state[k], simInTx(job, trace[k])}] = k
+		last[crashState{state[k], inTx(trace[k])}] = k
 	}
-	return slices.DeleteFunc(sites, func(k int) bool { return last[crashState{state[k], simInTx(job, trace[k])}] != k })
+	return slices.DeleteFunc(sites, func(k int) bool { return last[crashState{state[k], inTx(trace[k])}] != k })
 }
 
 // simChangesState reports whether a hit leaves what a crash after it
