@@ -107,7 +107,7 @@ type consumeCrashFamily[U any] struct{ baseConsumer[U] }
 
 func (*consumeCrashFamily[U]) about() familyAbout {
 	return familyAbout{name: "consume-crash", guarantees: []int{1, 2, 3, 8},
-		what: "the consumer dies at every named point and durable SQL boundary of its first run (its sessions killed, what it held delivered again), and a new consumer converges"}
+		what: "the consumer dies at every named point and durable SQL boundary of its first run that leaves a state of its own, the broker's included (its sessions killed, what it held delivered again), and a new consumer converges"}
 }
 
 // plan crashes at the crash family's sites: every named point and the
