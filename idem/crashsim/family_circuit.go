@@ -43,7 +43,7 @@ func (*circuitFamily[U]) plan(d *discovery[U]) []simScenario {
 	})
 }
 
-func (*circuitFamily[U]) sample(all []simScenario) []simScenario { return all }
+func (*circuitFamily[U]) sample(all []simScenario) []simScenario { return sampleGate(all) }
 
 // setup: the outage of the scenario's effect; a probe is held while
 // another row of the effect is claimed.

@@ -21,7 +21,7 @@ func (*pauseFamily[U]) plan(d *discovery[U]) []simScenario {
 	return planGate(d, famPause, func(Effect) bool { return true })
 }
 
-func (*pauseFamily[U]) sample(all []simScenario) []simScenario { return all }
+func (*pauseFamily[U]) sample(all []simScenario) []simScenario { return sampleGate(all) }
 
 // setup: the scenario's call is answered PauseEffect(lease/2).
 func (*pauseFamily[U]) setup(r *simRun[U]) {

@@ -2,6 +2,7 @@ package crashsim
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -144,5 +145,35 @@ func TestDistinctCrashSites(t *testing.T) {
 	}
 	if got, want := distinctCrashSites(trace, true, inTx), simCrashSites(trace, true); !slices.Equal(got, want) {
 		t.Errorf("with full, distinctCrashSites = %v; want every site %v", got, want)
+	}
+}
+
+// A gate family's -short sample plays each effect clean and crashed once,
+// the crash's offset after the effect's first call turning from one
+// effect to the next.
+func TestSampleGate(t *testing.T) {
+	var plan []simScenario
+	firstCall := map[string]int{"a": 10, "b": 40, "c": 70, "d": 100}
+	for _, effect := range []string{"a", "b", "c", "d"} {
+		sc := newScenario(famCircuit)
+		sc.effect = effect
+		plan = append(plan, sc)
+		for _, dk := range gateCrashOffsets {
+			sc := at(famCircuit, firstCall[effect]+dk)
+			sc.effect, sc.crashAt = effect, []int{firstCall[effect] + dk}
+			plan = append(plan, sc)
+		}
+	}
+	var got []string
+	for _, sc := range sampleGate(plan) {
+		s := sc.effect + " clean"
+		if len(sc.crashAt) > 0 {
+			s = fmt.Sprintf("%s +%d", sc.effect, sc.crashAt[0]-firstCall[sc.effect])
+		}
+		got = append(got, s)
+	}
+	want := []string{"a clean", "a +2", "b clean", "b +7", "c clean", "c +15", "d clean", "d +2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("sampleGate kept %v; want %v", got, want)
 	}
 }

@@ -328,6 +328,10 @@ func (r *simRun[U]) isConverging() bool {
 	return r.converging
 }
 
+// gateCrashOffsets are the hits after an effect's first call at which a
+// gate family crashes.
+var gateCrashOffsets = []int{2, 7, 15}
+
 // planGate plans a gate family: for each effect it takes, clean, then
 // crashed at hits after the effect's first call (the first phase's calls
 // of it meet the gate), and taken over.
@@ -342,7 +346,7 @@ func planGate[U any](d *discovery[U], family string, takes func(Effect) bool) []
 		sc.call, sc.effect = c, fx.Name
 		plan = append(plan, sc)
 		if k, ok := d.firstCall[fx.Name]; ok {
-			for _, dk := range []int{2, 7, 15} {
+			for _, dk := range gateCrashOffsets {
 				sc = at(family, k+dk)
 				sc.call, sc.effect, sc.crashAt = c, fx.Name, []int{k + dk}
 				plan = append(plan, sc)
@@ -350,4 +354,27 @@ func planGate[U any](d *discovery[U], family string, takes func(Effect) bool) []
 		}
 	}
 	return plan
+}
+
+// sampleGate is a gate family's -short sample: each effect clean (where
+// the gate's timing is measured), and crashed once, the n-th effect at
+// gateCrashOffsets[n mod 3], so that a job's effects between them crash
+// early, midway and late in the gate's story. Each scenario of a gate
+// family waits out a gate in real time (its about's long); playing all
+// four per effect was a third of a consumer job's PostgreSQL -short time.
+func sampleGate(all []simScenario) []simScenario {
+	var out []simScenario
+	effect, crashes := -1, 0 // the effect's index in the plan, and its crashes met so far
+	for _, sc := range all {
+		if len(sc.crashAt) == 0 { // planGate begins each effect's scenarios clean
+			out = append(out, sc)
+			effect, crashes = effect+1, 0
+			continue
+		}
+		if crashes == effect%len(gateCrashOffsets) {
+			out = append(out, sc)
+		}
+		crashes++
+	}
+	return out
 }
