@@ -5,7 +5,6 @@ import (
 
 	"fmt"
 
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -154,6 +153,7 @@ type simSchema struct {
 	obs     idem.Store
 	mu      sync.Mutex
 	idle    []*simIncPool
+	bin     []*simBinned // sessions of crashed incarnations, reset (pgsessions.go)
 }
 
 // simIdleSessions bounds the sessions a schema keeps idle: one pool's
@@ -174,13 +174,54 @@ func (s *simSchema) takeIdle(maxConns int32) *simIncPool {
 	return nil
 }
 
+// idleSessions counts the sessions the schema keeps idle: its pools
+// given back and its bin. The caller holds s.mu.
+func (s *simSchema) idleSessions() int32 {
+	sessions := int32(len(s.bin))
+	for _, q := range s.idle {
+		sessions += q.idleSessions()
+	}
+	return sessions
+}
+
+// roomForIdle reports whether the schema may keep one more idle session.
+func (s *simSchema) roomForIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idleSessions() < simIdleSessions
+}
+
+// keepBinned keeps b in the bin, if there is room still.
+func (s *simSchema) keepBinned(b *simBinned) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idleSessions() >= simIdleSessions {
+		return false
+	}
+	s.bin = append(s.bin, b)
+	return true
+}
+
+// takeBinned takes the session binned last, or nil.
+func (s *simSchema) takeBinned() *simBinned {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.bin)
+	if n == 0 {
+		return nil
+	}
+	b := s.bin[n-1]
+	s.bin = s.bin[:n-1]
+	return b
+}
+
 // keepIdle keeps p for the schema's next incarnations, closing the oldest
-// pools kept while their sessions and p's are more than simIdleSessions
-// (p itself is kept whatever its size).
+// pools kept while their sessions, the bin's and p's are more than
+// simIdleSessions (p itself is kept whatever its size).
 func (s *simSchema) keepIdle(p *simIncPool) {
 	s.mu.Lock()
 	s.idle = append(s.idle, p)
-	sessions := int32(0)
+	sessions := int32(len(s.bin))
 	for _, q := range s.idle {
 		sessions += q.idleSessions()
 	}
@@ -196,14 +237,18 @@ func (s *simSchema) keepIdle(p *simIncPool) {
 	}
 }
 
-// closeIdle closes the pools given back (the schema is going away).
+// closeIdle closes the pools given back and the binned sessions (the
+// schema is going away).
 func (s *simSchema) closeIdle() {
 	s.mu.Lock()
-	idle := s.idle
-	s.idle = nil
+	idle, bin := s.idle, s.bin
+	s.idle, s.bin = nil, nil
 	s.mu.Unlock()
 	for _, p := range idle {
 		p.pool.Close()
+	}
+	for _, b := range bin {
+		b.close()
 	}
 }
 
@@ -404,13 +449,14 @@ func (d *simPostgresDB) incarnation(t testing.TB, sqlHook idemtest.CrashHook) (i
 		p = d.s.takeIdle(maxConns)
 	}
 	if p == nil || !p.assume(app, sqlHook) {
-		p = d.env.newIncPool(t, d.s.name, app, maxConns, sqlHook)
+		p = d.env.newIncPool(t, d.s, app, maxConns, sqlHook)
 	}
 	p.slow.Store(slow)
 	kill := func() {
 		// The process died: the OS closes its sockets (a goroutine blocked
 		// in a read wakes with an error and parks at its next hit), and the
-		// server ends its sessions: open transactions abort and locks drop
+		// server ends its sessions, or a pooler keeps those idle between
+		// statements (pgsessions.go): open transactions abort and locks drop
 		// before anything else runs. The pool is abandoned, never closed
 		// (Close would wait for the parked goroutine's connection); it holds
 		// no session any more.
@@ -448,10 +494,15 @@ type simIncPool struct {
 	slow atomic.Pointer[simSlowOpen]
 }
 
-func (e *simPostgres) newIncPool(t testing.TB, schema, app string, maxConns int32, sqlHook idemtest.CrashHook) *simIncPool {
-	p := &simIncPool{maxConns: maxConns, sessions: &simSessions{}, app: app}
+func (e *simPostgres) newIncPool(t testing.TB, s *simSchema, app string, maxConns int32, sqlHook idemtest.CrashHook) *simIncPool {
+	p := &simIncPool{maxConns: maxConns, app: app}
+	p.sessions = &simSessions{}
+	if !simCold() {
+		p.sessions.bin = &simSessionBin{schema: s, name: "idembin_" + s.name, usable: func() bool { return p.slow.Load() == nil }}
+	}
 	p.tracer = &simTracer{conns: map[*pgx.Conn]*simStatements{}}
 	p.tracer.hook.Store(&sqlHook)
+	schema := s.name
 	cfg := e.config(schema, app)
 	cfg.MaxConns = maxConns
 	cfg.ConnConfig.Tracer = p.tracer
@@ -527,39 +578,6 @@ func (p *simIncPool) each(sql string) bool {
 		c.Release()
 	}
 	return ok
-}
-
-// simSessions are the client sockets of one incarnation.
-type simSessions struct {
-	mu    sync.Mutex
-	conns []net.Conn
-	dead  bool
-}
-
-func (inc *simSessions) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := (&net.Dialer{KeepAlive: 5 * time.Minute}).DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	inc.mu.Lock()
-	defer inc.mu.Unlock()
-	if inc.dead {
-		c.Close()
-		return nil, errProcessGone
-	}
-	inc.conns = append(inc.conns, c)
-	return c, nil
-}
-
-// kill closes every socket the incarnation opened and refuses new ones.
-func (inc *simSessions) kill() {
-	inc.mu.Lock()
-	defer inc.mu.Unlock()
-	inc.dead = true
-	for _, c := range inc.conns {
-		c.Close()
-	}
-	inc.conns = nil
 }
 
 // simTracer reports every statement of an incarnation's connections to the
