@@ -141,3 +141,42 @@ func TestPlainOnLoopbackOnlyWhereTheURLAllowsIt(t *testing.T) {
 		}
 	}
 }
+
+// Where the server's autovacuum is off, a run vacuums the catalog rows
+// that schemas made and dropped left dead.
+func TestDeadCatalogRowsAreVacuumedWithoutAutovacuum(t *testing.T) {
+	pg := OpenPostgres(t)
+	ctx := context.Background()
+	var autovacuum string
+	if err := pg.Admin().QueryRow(ctx, "SELECT current_setting('autovacuum')").Scan(&autovacuum); err != nil {
+		t.Fatal(err)
+	}
+	if autovacuum == "on" {
+		t.Skip("the server's autovacuum is on: it vacuums the catalogs itself")
+	}
+	dead := func() int64 {
+		var n int64
+		if err := pg.Admin().QueryRow(ctx, "SELECT n_dead_tup FROM pg_stat_sys_tables WHERE relname = 'pg_attribute'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := range 3 {
+		table := fmt.Sprintf("idemtest_vacuum_%s_%d", pg.run, i)
+		if _, err := pg.Admin().Exec(ctx, "CREATE TABLE "+table+" (a int, b text, c jsonb); DROP TABLE "+table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := dead()
+	for wait := 0; before == 0 && wait < 30; wait++ { // the counts reach the server's statistics within a second
+		time.Sleep(100 * time.Millisecond)
+		before = dead()
+	}
+	if before == 0 {
+		t.Fatal("three tables made and dropped left no dead row in pg_attribute")
+	}
+	vacuumCatalogs(t, pg.Admin(), 1)
+	if after := dead(); after >= before {
+		t.Errorf("pg_attribute holds %d dead rows after the vacuum, %d before", after, before)
+	}
+}
