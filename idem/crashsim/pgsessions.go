@@ -435,12 +435,18 @@ func (c *simSocket) Write(p []byte) (int, error) {
 		return c.start(p)
 	}
 	n, err := raw.Write(p)
-	c.mu.Lock()
-	if c.trackable {
-		c.out.feed(p[:n])
-	}
-	c.mu.Unlock()
+	c.follow(&c.out, p[:n])
 	return n, err
+}
+
+// follow passes p, which went one way through a plain session, to that
+// way's splitter.
+func (c *simSocket) follow(way *pgFrames, p []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.trackable {
+		way.feed(p)
+	}
 }
 
 // start takes the client's first message: a startup message is answered
@@ -471,9 +477,7 @@ func (c *simSocket) start(p []byte) (int, error) {
 	c.attach(raw)
 	c.mu.Unlock()
 	n, err := raw.Write(p)
-	c.mu.Lock()
-	c.out.feed(p[:n])
-	c.mu.Unlock()
+	c.follow(&c.out, p[:n])
 	return n, err
 }
 
@@ -514,11 +518,7 @@ func (c *simSocket) Read(p []byte) (int, error) {
 		return 0, net.ErrClosed // the start failed
 	}
 	n, err := raw.Read(p)
-	c.mu.Lock()
-	if c.trackable {
-		c.in.feed(p[:n])
-	}
-	c.mu.Unlock()
+	c.follow(&c.in, p[:n])
 	return n, err
 }
 
