@@ -40,13 +40,9 @@ import (
 // incarnation opens its sessions anew: seven in ten of a matrix's sessions
 // were a crash's.
 
-// Frontend messages that begin an untyped startup message's protocol field.
-const (
-	pgProtocol3   = 196608
-	pgSSLRequest  = 80877103
-	pgGSSRequest  = 80877104
-	pgCancelQuery = 80877102
-)
+// pgProtocol3 begins a startup message of protocol 3.0; a client's first
+// message that begins otherwise asks for TLS or GSS, or cancels a query.
+const pgProtocol3 = 196608
 
 // pgFrames splits one direction of a PostgreSQL connection into its
 // messages as bytes pass, keeping the bodies of the message types keep
@@ -262,8 +258,8 @@ func (inc *simSessions) kill() {
 }
 
 // simSocket is an incarnation's client socket to the server: the server's
-// own, or, when its pool opened it with a bin, the first binned session
-// of the schema (chosen at the client's startup message), else a new one.
+// own, or, when its pool opened it with a bin, a binned session of the
+// schema (chosen at the client's startup message), else a new one.
 type simSocket struct {
 	bin     *simSessionBin
 	dialRaw func() (net.Conn, error)
