@@ -86,7 +86,7 @@ const (
 	batchFile   = "idem/idemrt/batch.go"
 	effectsFile = "idem/idemrt/effects.go"
 	pgFile      = "idem/idemrt/postgres.go"
-	crashsimPG  = "idem/crashsim/postgres.go"
+	crashsimPG  = "idem/crashsim/pgsessions.go"
 	keysFile    = "idem/idemrt/keys.go"
 	dbclockFile = "idem/idemrt/dbclock.go"
 	sqliteStore = "idem/idemsqlite/store.go"
