@@ -221,10 +221,7 @@ func (s *simSchema) takeBinned() *simBinned {
 func (s *simSchema) keepIdle(p *simIncPool) {
 	s.mu.Lock()
 	s.idle = append(s.idle, p)
-	sessions := int32(len(s.bin))
-	for _, q := range s.idle {
-		sessions += q.idleSessions()
-	}
+	sessions := s.idleSessions()
 	var closing []*simIncPool
 	for len(s.idle) > 1 && sessions > simIdleSessions {
 		sessions -= s.idle[0].idleSessions()
