@@ -122,8 +122,7 @@ type simSessionBin struct {
 type simBinned struct {
 	raw      net.Conn
 	startup  []byte // authentication-ok, the parameter-status and backend-key-data messages, ready-for-query
-	pid      uint32
-	rollback bool // the dead client left a transaction open
+	rollback bool   // the dead client left a transaction open
 }
 
 // simBinTimeout bounds a binned session's round trips (its reset, its
@@ -286,7 +285,6 @@ type simSocket struct {
 	// server's (authentication-ok, then its parameter-status and
 	// backend-key-data messages, then ready-for-query), or the bin's.
 	reply bytes.Buffer
-	pid   uint32
 	// The client's deadlines, set on the server socket once it is chosen.
 	readBy, writeBy time.Time
 }
@@ -346,12 +344,18 @@ func (c *simSocket) setDeadlines(read, write *time.Time) error {
 	return c.raw.SetWriteDeadline(c.writeBy)
 }
 
-// attach makes raw the socket's server side, followed from the client's
-// first message on.
-func (c *simSocket) attach(raw net.Conn) {
+// use makes raw the socket's server side, under the client's deadlines.
+// The caller holds c.mu.
+func (c *simSocket) use(raw net.Conn) {
 	c.raw = raw
 	_ = raw.SetReadDeadline(c.readBy)
 	_ = raw.SetWriteDeadline(c.writeBy)
+}
+
+// attach makes raw the socket's server side, followed from the client's
+// first message on.
+func (c *simSocket) attach(raw net.Conn) {
+	c.use(raw)
 	c.trackable = true
 	writeMessage(&c.reply, 'R', []byte{0, 0, 0, 0}) // authentication-ok
 	c.out = pgFrames{untyped: true, keep: func(typ byte) bool { return typ == 0 }, msg: c.sent}
@@ -387,9 +391,6 @@ func (c *simSocket) received(typ byte, body []byte) {
 		writeMessage(&c.reply, 'S', body)
 	case c.ready == 0 && typ == 'K':
 		writeMessage(&c.reply, 'K', body)
-		if len(body) >= 4 {
-			c.pid = binary.BigEndian.Uint32(body)
-		}
 	}
 }
 
@@ -453,11 +454,10 @@ func (c *simSocket) start(p []byte) (int, error) {
 		if b := c.bin.take(app); b != nil {
 			defer c.choose()
 			c.mu.Lock()
-			c.raw, c.unread = b.raw, b.startup
-			_ = b.raw.SetReadDeadline(c.readBy)
-			_ = b.raw.SetWriteDeadline(c.writeBy)
+			c.use(b.raw)
+			c.unread = b.startup
 			c.reply.Write(b.startup)
-			c.trackable, c.cycles, c.ready, c.status, c.pid = true, 1, 1, 'I', b.pid
+			c.trackable, c.cycles, c.ready, c.status = true, 1, 1, 'I'
 			c.out = pgFrames{msg: c.sent}
 			c.in = pgFrames{keep: func(typ byte) bool { return typ == 'Z' }, msg: c.received}
 			c.mu.Unlock()
@@ -544,7 +544,7 @@ func (c *simSocket) takeOver() (net.Conn, *simBinned) {
 			if busy || c.bin == nil || !c.idle() || len(c.unread) > 0 {
 				return raw, nil
 			}
-			return raw, &simBinned{raw: raw, startup: bytes.Clone(c.reply.Bytes()), pid: c.pid, rollback: c.status != 'I'}
+			return raw, &simBinned{raw: raw, startup: bytes.Clone(c.reply.Bytes()), rollback: c.status != 'I'}
 		}
 		c.mu.Unlock()
 		if raw != nil {
