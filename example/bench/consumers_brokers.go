@@ -425,7 +425,7 @@ func (l *lane) consumeByHand(ctx context.Context, handle handFn, acked func()) (
 		}
 		var deliveries <-chan amqp.Delivery
 		if err == nil {
-			deliveries, err = ch.ConsumeWithContext(ctx, l.From, l.Group, false, false, false, false, nil)
+			deliveries, err = ch.Consume(l.From, l.Group, false, false, false, false, nil)
 		}
 		if err != nil {
 			conn.Close()
@@ -433,12 +433,17 @@ func (l *lane) consumeByHand(ctx context.Context, handle handFn, acked func()) (
 		}
 		go func() {
 			defer conn.Close()
+			// The consumer's cancel is a round trip the acks before it
+			// land ahead of: a quorum queue drops the acks still on their
+			// way when the connection closes at once, and requeues
+			// those messages (idemamqp.Source.Close does the same).
+			defer ch.Cancel(l.Group, false)
 			done <- func() error {
 				for {
 					select {
 					case d, ok := <-deliveries:
 						if !ok {
-							return ctx.Err() // the channel closes when ctx ends
+							return errors.New("the channel closed")
 						}
 						if err := handle(ctx, d.Body); err != nil {
 							return err

@@ -21,6 +21,8 @@
 //     "message-id", so a spec can map a unit field to it); a message
 //     without one is named by its body's hash, so a redelivered poison
 //     message is parked once.
+//   - Close cancels the consumer and waits for the broker's answer before
+//     it closes the channel, so that the acks sent just before it land.
 //
 // What remains: RabbitMQ has no per-message redelivery timer, so there is
 // nothing to keep alive (InProgress does nothing); a consumer that dies
@@ -40,7 +42,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -51,7 +55,7 @@ import (
 // SourceConfig names the queue to consume and how.
 type SourceConfig struct {
 	Queue       string // the spec's consume.from
-	ConsumerTag string // the spec's consume.group; empty: one the server picks
+	ConsumerTag string // the spec's consume.group; empty: one made up, unique in this process
 	// Prefetch bounds the unacknowledged messages held (Qos; default 100).
 	// Keep it at least the consumer's batch.
 	Prefetch int
@@ -99,6 +103,9 @@ func NewSource(ctx context.Context, conn *amqp.Connection, cfg SourceConfig) (*S
 		ch.Close()
 		return nil, fmt.Errorf("idemamqp: prefetch %d: %w", cfg.Prefetch, err)
 	}
+	if cfg.ConsumerTag == "" {
+		cfg.ConsumerTag = fmt.Sprintf("idemgen-%d-%d", os.Getpid(), untagged.Add(1))
+	}
 	msgs, err := ch.Consume(cfg.Queue, cfg.ConsumerTag, false, false, false, false, nil)
 	if err != nil {
 		ch.Close()
@@ -107,6 +114,10 @@ func NewSource(ctx context.Context, conn *amqp.Connection, cfg SourceConfig) (*S
 	return &Source{ch: ch, queue: cfg.Queue, tag: cfg.ConsumerTag, msgs: msgs, wait: cfg.FetchWait,
 		maxRetry: cfg.MaxRetryWait, holding: map[*time.Timer]bool{}}, nil
 }
+
+// untagged numbers the sources opened without a consumer tag: Close
+// cancels the consumer by its tag.
+var untagged atomic.Int64
 
 var errChannelClosed = fmt.Errorf("idemamqp: the channel was closed: %w", idembroker.ErrSourceClosed)
 
@@ -153,8 +164,15 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]idembroker.Delivery, err
 // more, up to the batch.
 const batchLinger = 5 * time.Millisecond
 
-// Close stops the retries waiting out their delay and closes the channel:
-// RabbitMQ requeues every message not acknowledged.
+// Close stops the retries waiting out their delay, cancels the consumer
+// and closes the channel: RabbitMQ requeues every message not
+// acknowledged.
+//
+// AMQP does not confirm an ack, and a quorum queue (RabbitMQ 3.10) drops
+// the acks still on their way when their channel closes: closing right
+// after acking 100 messages left 17 of them requeued in 8 closes of 20.
+// The consumer's cancel is a round trip that lands after them (none
+// requeued in 55), so Close waits for it, up to cancelWait.
 func (s *Source) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -166,8 +184,18 @@ func (s *Source) Close() error {
 	if s.ch.IsClosed() {
 		return nil
 	}
+	canceled := make(chan error, 1)
+	go func() { canceled <- s.ch.Cancel(s.tag, false) }()
+	select {
+	case <-canceled: // an error here is the channel's, and Close says it
+	case <-time.After(cancelWait):
+	}
 	return s.ch.Close()
 }
+
+// cancelWait bounds how long Close waits for the broker to answer the
+// consumer's cancel before it closes the channel anyway.
+const cancelWait = 5 * time.Second
 
 func (s *Source) delivery(m amqp.Delivery) *delivery {
 	headers := map[string]string{}

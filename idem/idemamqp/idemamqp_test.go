@@ -305,3 +305,35 @@ func (r *recording) deliveries(id string) []int {
 	defer r.mu.Unlock()
 	return r.seen[id]
 }
+
+// A source closed right after acking lands its acks: none of the messages
+// comes back to the queue. A quorum queue dropped the acks still on their
+// way when the channel closed at once, in about half the closes here, so
+// the close is tried closesTried times, each after a hundred acks.
+func TestCloseLandsItsAcks(t *testing.T) {
+	const closesTried, perClose = 14, 100
+	q := newQueues(t)
+	conn := dial(t)
+	for round := range closesTried {
+		for i := range perClose {
+			q.publish(t, fmt.Sprintf("r%d-m%d", round, i), []byte("{}"))
+		}
+		// No consumer tag: Close cancels the consumer by the one it made up.
+		src, err := idemamqp.NewSource(context.Background(), conn, idemamqp.SourceConfig{Queue: q.main, FetchWait: 200 * time.Millisecond})
+		must(t, err)
+		acked := 0
+		brokertest.Within(t, 30*time.Second, fmt.Sprintf("close %d: %d messages fetched and acknowledged", round+1, perClose), func() bool {
+			ds, err := src.Fetch(context.Background(), perClose-acked)
+			must(t, err)
+			for _, d := range ds {
+				must(t, d.Ack(context.Background()))
+				acked++
+			}
+			return acked == perClose
+		})
+		must(t, src.Close())
+		brokertest.Within(t, 5*time.Second, fmt.Sprintf("close %d: the queue empty, every ack applied (%d messages are back)", round+1, q.ready(t, q.main)), func() bool {
+			return q.ready(t, q.main) == 0
+		})
+	}
+}

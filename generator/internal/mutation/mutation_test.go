@@ -101,6 +101,8 @@ const (
 	settleFile  = "idem/idemrt/settle.go"
 	// The River worker's groups.
 	riverGroupFile = "idem/idemriver/group.go"
+	// The RabbitMQ source.
+	amqpFile = "idem/idemamqp/idemamqp.go"
 	// The ledger's queries, which the runtime owns.
 	sqliteLedger = "idem/idemsqlite/internal/ledgerdb/queries.sql.go"
 	pgLedger     = "idem/idempg/internal/ledgerdb/queries.sql.go"
@@ -136,6 +138,8 @@ const (
 	// testdata/golden/adopted: the generated test of adopted tables that
 	// do not fit (a test of its own, not a crash family: realClock)
 	misfitTest = "TestAdoptedTablesRefuseMisfits"
+	// idem/idemamqp's, on a real RabbitMQ.
+	closeAcksTest = "TestCloseLandsItsAcks"
 	// testdata/golden/spec_values: values at the edges of their range
 	rateSyncTest   = "TestCrashSimRateSync"
 	refundHookTest = "TestCrashSimRefundHookJob"
@@ -153,6 +157,12 @@ var adoptedMutants = []mutant{
 		`case !sameColumnType\(dialect, c\.typ, want\.Type\):`, "case false && !sameColumnType(dialect, c.typ, want.Type):")},
 }
 
+// amqpMutants face the RabbitMQ source on a real broker (IDEMGEN_TEST_AMQP).
+var amqpMutants = []mutant{
+	{name: "a source closed without waiting for its consumer's cancel (its last acks dropped, their messages redelivered)", test: closeAcksTest, realClock: true,
+		edits: edit(amqpFile, `go func\(\) \{ canceled <- s\.ch\.Cancel\(s\.tag, false\) \}\(\)`, "go func() { canceled <- nil }()")},
+}
+
 var targets = []mutantTarget{
 	{module: ".", pkg: "example/billing", tests: []string{syncTest, hookTest}, mutants: exampleMutants},
 	{module: "testdata", pkg: "golden/cursor", tests: []string{cursorTest}, mutants: cursorMutants},
@@ -166,6 +176,7 @@ var targets = []mutantTarget{
 	{module: "testdata", pkg: "golden/insert_once_ahead", tests: []string{csvTest, signupTest}, mutants: insertOnceAheadMutants},
 	{module: "testdata", pkg: "golden/takeover_park", tests: []string{orderHookTest}, mutants: takeoverParkMutants},
 	{module: "testdata", pkg: "golden/adopted", tests: []string{misfitTest}, mutants: adoptedMutants},
+	{module: ".", pkg: "idem/idemamqp", tests: []string{closeAcksTest}, mutants: amqpMutants},
 	{module: "testdata", pkg: "golden/spec_values", tests: []string{rateSyncTest, refundHookTest, bookingTest, meterHookTest}, mutants: specValuesMutants},
 }
 
