@@ -187,13 +187,20 @@ func (r *simRun[U]) checkAt(p idemtest.CrashPoint, detail string) {
 	}
 }
 
-// ledgerNow is the committed ledger: read when it may have changed since
-// the last read (or that read failed), else that read's. Under checkMu.
+// ledgerNow is the committed ledger's keys, states and lease owners:
+// read when it may have changed since the last read (or that read
+// failed), else that read's. Under checkMu.
 func (r *simRun[U]) ledgerNow(ctx context.Context, obs idemrt.Querier, changed simChange) ([]idem.LedgerEntry, error) {
 	if changed&changedLedger == 0 && r.ledgerSeen {
 		return r.seenLedger, nil
 	}
-	entries, err := obs.Ledger(ctx)
+	var entries []idem.LedgerEntry
+	var err error
+	if r.job.Tables.Ledger != "" {
+		entries, err = r.db.ledgerStates(ctx, r.job.Tables.Ledger)
+	} else {
+		entries, err = obs.Ledger(ctx) // a package generated before Job had its tables
+	}
 	r.seenLedger, r.ledgerSeen = entries, err == nil
 	return entries, err
 }

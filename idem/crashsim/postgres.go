@@ -349,6 +349,22 @@ func (d *simPostgresDB) heldSlots(ctx context.Context, table, job, owner string)
 		" WHERE job = $1 AND slot >= 0 AND starts_with(owner, $2) ORDER BY effect, slot", job, owner+"#")
 }
 
+func (d *simPostgresDB) ledgerStates(ctx context.Context, table string) ([]idem.LedgerEntry, error) {
+	query := fmt.Sprintf(ledgerStatesPage, table, "$1", "$2")
+	return readLedgerStates(func(after string) ([]idem.LedgerEntry, error) {
+		rows, err := d.s.obsPool.Query(ctx, query, after, ledgerStatesRows)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		entries, err := scanLedgerStates(rows)
+		if err != nil {
+			return nil, err
+		}
+		return entries, rows.Err()
+	})
+}
+
 // column reads a query's one text column on the observer's connection.
 func (d *simPostgresDB) column(ctx context.Context, query string, args ...any) ([]string, error) {
 	rows, err := d.s.obsPool.Query(ctx, query, args...)

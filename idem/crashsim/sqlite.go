@@ -169,6 +169,22 @@ func (d *simSQLiteDB) heldSlots(ctx context.Context, table, job, owner string) (
 		" WHERE job = ? AND slot >= 0 AND substr(owner, 1, ?) = ? ORDER BY effect, slot", job, len(owner)+1, owner+"#")
 }
 
+func (d *simSQLiteDB) ledgerStates(ctx context.Context, table string) ([]idem.LedgerEntry, error) {
+	query := fmt.Sprintf(ledgerStatesPage, table, "?", "?")
+	return readLedgerStates(func(after string) ([]idem.LedgerEntry, error) {
+		rows, err := d.obsDB.QueryContext(ctx, query, after, ledgerStatesRows)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		entries, err := scanLedgerStates(rows)
+		if err != nil {
+			return nil, err
+		}
+		return entries, rows.Err()
+	})
+}
+
 // column reads a query's one text column on the observer's connection.
 func (d *simSQLiteDB) column(ctx context.Context, query string, args ...any) ([]string, error) {
 	rows, err := d.obsDB.QueryContext(ctx, query, args...)
