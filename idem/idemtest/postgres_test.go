@@ -154,29 +154,39 @@ func TestDeadCatalogRowsAreVacuumedWithoutAutovacuum(t *testing.T) {
 	if autovacuum == "on" {
 		t.Skip("the server's autovacuum is on: it vacuums the catalogs itself")
 	}
-	dead := func() int64 {
+	stat := func(column string) int64 {
 		var n int64
-		if err := pg.Admin().QueryRow(ctx, "SELECT n_dead_tup FROM pg_stat_sys_tables WHERE relname = 'pg_attribute'").Scan(&n); err != nil {
+		if err := pg.Admin().QueryRow(ctx, "SELECT "+column+" FROM pg_stat_sys_tables WHERE relname = 'pg_attribute'").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
+	vacuums := stat("vacuum_count")
 	for i := range 3 {
 		table := fmt.Sprintf("idemtest_vacuum_%s_%d", pg.run, i)
 		if _, err := pg.Admin().Exec(ctx, "CREATE TABLE "+table+" (a int, b text, c jsonb); DROP TABLE "+table); err != nil {
 			t.Fatal(err)
 		}
 	}
-	before := dead()
-	for wait := 0; before == 0 && wait < 30; wait++ { // the counts reach the server's statistics within a second
+	for wait := 0; stat("n_dead_tup") == 0; wait++ { // the counts reach the server's statistics within a second
+		if wait == 30 {
+			t.Fatal("three tables made and dropped left no dead row in pg_attribute")
+		}
 		time.Sleep(100 * time.Millisecond)
-		before = dead()
 	}
-	if before == 0 {
-		t.Fatal("three tables made and dropped left no dead row in pg_attribute")
-	}
-	vacuumCatalogs(t, pg.Admin(), 1)
-	if after := dead(); after >= before {
-		t.Errorf("pg_attribute holds %d dead rows after the vacuum, %d before", after, before)
+	// Judged by pg_attribute's vacuum count, not its dead rows: other test
+	// processes make and drop tables meanwhile (go test ./..., CI counted
+	// 35 dead rows before the vacuum and 60 after). A vacuum another run
+	// holds makes this one skip the table (SKIP_LOCKED): it tries again,
+	// a bounded number of times.
+	for try := 0; ; try++ {
+		vacuumCatalogs(t, pg.Admin(), 1)
+		if stat("vacuum_count") > vacuums {
+			return
+		}
+		if try == 20 {
+			t.Fatalf("pg_attribute was not vacuumed (%d dead rows)", stat("n_dead_tup"))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
