@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -170,9 +171,9 @@ func (d *simSQLiteDB) heldSlots(ctx context.Context, table, job, owner string) (
 }
 
 func (d *simSQLiteDB) ledgerStates(ctx context.Context, table string) ([]idem.LedgerEntry, error) {
-	query := fmt.Sprintf(ledgerStatesPage, table, "?", "?")
+	query := fmt.Sprintf(ledgerStatesPage, table, "?", strconv.Itoa(ledgerStatesRows))
 	return readLedgerStates(func(after string) ([]idem.LedgerEntry, error) {
-		rows, err := d.obsDB.QueryContext(ctx, query, after, ledgerStatesRows)
+		rows, err := d.obsDB.QueryContext(ctx, query, after)
 		if err != nil {
 			return nil, err
 		}
