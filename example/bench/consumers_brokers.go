@@ -437,7 +437,7 @@ func (l *lane) consumeByHand(ctx context.Context, handle handFn, acked func()) (
 			// land ahead of: a quorum queue drops the acks still on their
 			// way when the connection closes at once, and requeues
 			// those messages (idemamqp.Source.Close does the same).
-			defer ch.Cancel(l.Group, false)
+			defer func() { _ = ch.Cancel(l.Group, false) }()
 			done <- func() error {
 				for {
 					select {

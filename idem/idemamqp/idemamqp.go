@@ -187,7 +187,8 @@ func (s *Source) Close() error {
 	canceled := make(chan error, 1)
 	go func() { canceled <- s.ch.Cancel(s.tag, false) }()
 	select {
-	case <-canceled: // an error here is the channel's, and Close says it
+	case err := <-canceled:
+		_ = err // the channel's, which Close below says too
 	case <-time.After(cancelWait):
 	}
 	return s.ch.Close()
