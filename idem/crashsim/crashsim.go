@@ -91,10 +91,11 @@ type simDB interface {
 type columnRows interface {
 	Next() bool
 	Scan(dest ...any) error
+	Err() error
 }
 
 // scanColumn reads rows of one text column (simDB's keyRecords and
-// heldSlots, on either database); the caller reads the rows' Err.
+// heldSlots, on either database), then their Err.
 func scanColumn(rows columnRows) ([]string, error) {
 	var out []string
 	for rows.Next() {
@@ -104,42 +105,22 @@ func scanColumn(rows columnRows) ([]string, error) {
 		}
 		out = append(out, v)
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // ledgerStatesPage is ledgerStates's statement on either database, with
-// the key to read after and the page's size (ledgerStatesRows) to fill
-// in: it goes through the primary key's index as Ledger's pages do. On
-// PostgreSQL the size is a parameter: a scan of the whole table read the
-// dead rows that earlier scenarios left (49.6 blocks a read, not 13.4; so
-// did a constant LIMIT), and took two and a half times longer. On SQLite
-// it is a constant: a bound LIMIT made SQLite parse the kept statement
-// again at each run (its value steers the plan, so a new binding expires
-// the statement), 1.1 s of s007's matrix.
-const (
-	ledgerStatesPage = "SELECT effect_key, state, coalesce(lease_owner, '') FROM %s WHERE effect_key > %s ORDER BY effect_key LIMIT %s"
-	ledgerStatesRows = 1000
-)
-
-// readLedgerStates reads the whole ledger a page at a time: page runs
-// ledgerStatesPage for the keys after its argument.
-func readLedgerStates(page func(after string) ([]idem.LedgerEntry, error)) ([]idem.LedgerEntry, error) {
-	var out []idem.LedgerEntry
-	for after := ""; ; {
-		entries, err := page(after)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, entries...)
-		if len(entries) < ledgerStatesRows {
-			return out, nil
-		}
-		after = entries[len(entries)-1].Key
-	}
-}
+// the key to read after and the page's size to fill in; the pages are
+// read as idemrt.ReadWholeLedger reads Ledger's, through the primary
+// key's index. On PostgreSQL the size is a parameter: a scan of the whole
+// table read the dead rows that earlier scenarios left (49.6 blocks a
+// read, not 13.4; so did a constant LIMIT), and took two and a half times
+// longer. On SQLite it is a constant: a bound LIMIT made SQLite parse the
+// kept statement again at each run (its value steers the plan, so a new
+// binding expires the statement), 1.1 s of s007's matrix.
+const ledgerStatesPage = "SELECT effect_key, state, coalesce(lease_owner, '') FROM %s WHERE effect_key > %s ORDER BY effect_key LIMIT %s"
 
 // scanLedgerStates reads ledgerStatesPage's rows into entries with Key,
-// State and LeaseOwner set; the caller reads the rows' Err.
+// State and LeaseOwner set, then the rows' Err.
 func scanLedgerStates(rows columnRows) ([]idem.LedgerEntry, error) {
 	var out []idem.LedgerEntry
 	for rows.Next() {
@@ -150,7 +131,7 @@ func scanLedgerStates(rows columnRows) ([]idem.LedgerEntry, error) {
 		e.State = idemrt.LedgerState(e.State)
 		out = append(out, e)
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // stopped reports whether a verb's error stopped the call, rather than

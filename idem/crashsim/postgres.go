@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemtest"
 
 	"github.com/jackc/pgx/v5"
@@ -351,17 +352,13 @@ func (d *simPostgresDB) heldSlots(ctx context.Context, table, job, owner string)
 
 func (d *simPostgresDB) ledgerStates(ctx context.Context, table string) ([]idem.LedgerEntry, error) {
 	query := fmt.Sprintf(ledgerStatesPage, table, "$1", "$2")
-	return readLedgerStates(func(after string) ([]idem.LedgerEntry, error) {
-		rows, err := d.s.obsPool.Query(ctx, query, after, ledgerStatesRows)
+	return idemrt.ReadWholeLedger(ctx, func(ctx context.Context, after string, limit int32) ([]idem.LedgerEntry, error) {
+		rows, err := d.s.obsPool.Query(ctx, query, after, limit)
 		if err != nil {
 			return nil, err
 		}
 		defer rows.Close()
-		entries, err := scanLedgerStates(rows)
-		if err != nil {
-			return nil, err
-		}
-		return entries, rows.Err()
+		return scanLedgerStates(rows)
 	})
 }
 
@@ -372,11 +369,7 @@ func (d *simPostgresDB) column(ctx context.Context, query string, args ...any) (
 		return nil, err
 	}
 	defer rows.Close()
-	vals, err := scanColumn(rows)
-	if err != nil {
-		return nil, err
-	}
-	return vals, rows.Err()
+	return scanColumn(rows)
 }
 
 // abandon ends every session of a stalled scenario (a read blocked on one

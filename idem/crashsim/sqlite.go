@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemrt"
 	"github.com/idemgen/idemgen/idem/idemtest"
 
 	sqlite3 "github.com/ncruces/go-sqlite3/driver"
@@ -171,18 +172,14 @@ func (d *simSQLiteDB) heldSlots(ctx context.Context, table, job, owner string) (
 }
 
 func (d *simSQLiteDB) ledgerStates(ctx context.Context, table string) ([]idem.LedgerEntry, error) {
-	query := fmt.Sprintf(ledgerStatesPage, table, "?", strconv.Itoa(ledgerStatesRows))
-	return readLedgerStates(func(after string) ([]idem.LedgerEntry, error) {
+	return idemrt.ReadWholeLedger(ctx, func(ctx context.Context, after string, limit int32) ([]idem.LedgerEntry, error) {
+		query := fmt.Sprintf(ledgerStatesPage, table, "?", strconv.Itoa(int(limit)))
 		rows, err := d.obsDB.QueryContext(ctx, query, after)
 		if err != nil {
 			return nil, err
 		}
 		defer rows.Close()
-		entries, err := scanLedgerStates(rows)
-		if err != nil {
-			return nil, err
-		}
-		return entries, rows.Err()
+		return scanLedgerStates(rows)
 	})
 }
 
@@ -193,11 +190,7 @@ func (d *simSQLiteDB) column(ctx context.Context, query string, args ...any) ([]
 		return nil, err
 	}
 	defer rows.Close()
-	vals, err := scanColumn(rows)
-	if err != nil {
-		return nil, err
-	}
-	return vals, rows.Err()
+	return scanColumn(rows)
 }
 
 // abandon leaves a stalled scenario's file as it is: its incarnations'
