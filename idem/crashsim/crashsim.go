@@ -91,11 +91,10 @@ type simDB interface {
 type columnRows interface {
 	Next() bool
 	Scan(dest ...any) error
-	Err() error
 }
 
 // scanColumn reads rows of one text column (simDB's keyRecords and
-// heldSlots, on either database), then their Err.
+// heldSlots, on either database); the caller reads the rows' Err.
 func scanColumn(rows columnRows) ([]string, error) {
 	var out []string
 	for rows.Next() {
@@ -105,7 +104,7 @@ func scanColumn(rows columnRows) ([]string, error) {
 		}
 		out = append(out, v)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ledgerStatesPage is ledgerStates's statement on either database, with
@@ -120,7 +119,7 @@ func scanColumn(rows columnRows) ([]string, error) {
 const ledgerStatesPage = "SELECT effect_key, state, coalesce(lease_owner, '') FROM %s WHERE effect_key > %s ORDER BY effect_key LIMIT %s"
 
 // scanLedgerStates reads ledgerStatesPage's rows into entries with Key,
-// State and LeaseOwner set, then the rows' Err.
+// State and LeaseOwner set; the caller reads the rows' Err.
 func scanLedgerStates(rows columnRows) ([]idem.LedgerEntry, error) {
 	var out []idem.LedgerEntry
 	for rows.Next() {
@@ -131,7 +130,7 @@ func scanLedgerStates(rows columnRows) ([]idem.LedgerEntry, error) {
 		e.State = idemrt.LedgerState(e.State)
 		out = append(out, e)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // stopped reports whether a verb's error stopped the call, rather than

@@ -358,7 +358,11 @@ func (d *simPostgresDB) ledgerStates(ctx context.Context, table string) ([]idem.
 			return nil, err
 		}
 		defer rows.Close()
-		return scanLedgerStates(rows)
+		entries, err := scanLedgerStates(rows)
+		if err != nil {
+			return nil, err
+		}
+		return entries, rows.Err()
 	})
 }
 
@@ -369,7 +373,11 @@ func (d *simPostgresDB) column(ctx context.Context, query string, args ...any) (
 		return nil, err
 	}
 	defer rows.Close()
-	return scanColumn(rows)
+	vals, err := scanColumn(rows)
+	if err != nil {
+		return nil, err
+	}
+	return vals, rows.Err()
 }
 
 // abandon ends every session of a stalled scenario (a read blocked on one

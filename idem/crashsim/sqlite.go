@@ -179,7 +179,11 @@ func (d *simSQLiteDB) ledgerStates(ctx context.Context, table string) ([]idem.Le
 			return nil, err
 		}
 		defer rows.Close()
-		return scanLedgerStates(rows)
+		entries, err := scanLedgerStates(rows)
+		if err != nil {
+			return nil, err
+		}
+		return entries, rows.Err()
 	})
 }
 
@@ -190,7 +194,11 @@ func (d *simSQLiteDB) column(ctx context.Context, query string, args ...any) ([]
 		return nil, err
 	}
 	defer rows.Close()
-	return scanColumn(rows)
+	vals, err := scanColumn(rows)
+	if err != nil {
+		return nil, err
+	}
+	return vals, rows.Err()
 }
 
 // abandon leaves a stalled scenario's file as it is: its incarnations'
