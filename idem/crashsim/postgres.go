@@ -632,8 +632,10 @@ func (t *simTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.
 
 // A batch is a one-statement transaction (idempg.Store.InStatement): its
 // lock bound, which classify passes over, then the statement, sent in one
-// round trip and committed at the batch's end. It is reported as that
-// statement: before the batch is sent, and after its end.
+// round trip and committed at the batch's end; or a transaction's first
+// statement behind its BEGIN and lock bound (idempg's lazyTx), which the
+// batch's end leaves open. It is reported as its statements: each before
+// the batch is sent, the last after its end.
 func (t *simTracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
 	traced := ctx
 	for _, q := range data.Batch.QueuedQueries {

@@ -77,7 +77,7 @@ func (b boundedStatement) Query(ctx context.Context, sql string, args ...any) (p
 		c.Release()
 		return nil, idemrt.PgWaitError(err, bound)
 	}
-	return &releasingRows{Rows: rows, c: c, br: br, bound: bound}, nil
+	return &batchRows{Rows: rows, br: br, bound: bound, done: c.Release}, nil
 }
 
 func (b boundedStatement) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -88,19 +88,21 @@ func (b boundedStatement) QueryRow(ctx context.Context, sql string, args ...any)
 	return firstRow{rows}
 }
 
-// releasingRows gives its connection back once the rows are closed (or
-// read to their end), first ending the batch, reading its Sync, which
-// commits; an error there is the rows' Err, a lock wait past bound a
-// *idem.WaitError.
-type releasingRows struct {
+// batchRows are the rows of a batch's last statement. Once they are
+// closed (or read to their end) the batch is ended, its Sync read, which
+// commits a one-statement transaction; then done runs (nil: nothing): a
+// boundedStatement gives its connection back. An error there is the rows'
+// Err, a lock wait past bound a *idem.WaitError.
+type batchRows struct {
 	pgx.Rows
-	c     *pgxpool.Conn
-	br    pgx.BatchResults
-	bound time.Duration
-	err   error // the rows' and the batch's, once closed
+	br     pgx.BatchResults
+	bound  time.Duration
+	done   func()
+	closed bool
+	err    error // the rows' and the batch's, once closed
 }
 
-func (r *releasingRows) Next() bool {
+func (r *batchRows) Next() bool {
 	if r.Rows.Next() {
 		return true
 	}
@@ -108,22 +110,24 @@ func (r *releasingRows) Next() bool {
 	return false
 }
 
-func (r *releasingRows) Close() {
+func (r *batchRows) Close() {
 	r.Rows.Close()
-	if r.c == nil {
+	if r.closed {
 		return
 	}
+	r.closed = true
 	r.err = r.Rows.Err()
 	if err := r.br.Close(); r.err == nil {
 		r.err = err
 	}
 	r.err = idemrt.PgWaitError(r.err, r.bound)
-	r.c.Release()
-	r.c = nil
+	if r.done != nil {
+		r.done()
+	}
 }
 
-func (r *releasingRows) Err() error {
-	if r.c == nil {
+func (r *batchRows) Err() error {
+	if r.closed {
 		return r.err
 	}
 	return idemrt.PgWaitError(r.Rows.Err(), r.bound)

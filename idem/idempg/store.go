@@ -85,9 +85,11 @@ func (p preparedExec) Exec(ctx context.Context, sql string, args ...any) (pgconn
 	return p.DBTX.Exec(ctx, sql, args...)
 }
 
-// InTx runs fn in a READ COMMITTED transaction (idemrt.PgInTx).
+// InTx runs fn in a READ COMMITTED transaction whose BEGIN goes in its
+// first statement's round trip (lazyTx), every wait bounded by the job's
+// wait bound.
 func (s Store) InTx(ctx context.Context, fn func(q idemrt.Querier) error) error {
-	return idemrt.PgInTx(ctx, s.pool, func(tx pgx.Tx) error { return fn(s.on(tx)) })
+	return inTx(ctx, s.pool, func(tx *lazyTx) error { return fn(s.on(tx)) })
 }
 
 // InStatement runs fn, which runs exactly one query, as that query's own

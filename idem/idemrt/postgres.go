@@ -11,28 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// PgInTx runs fn in a READ COMMITTED transaction: the unique constraints
-// and ON CONFLICT clauses, not isolation, are what keep writes idempotent.
-// Its waits are bounded as PgBegin's are; a row lock waited for past the
-// bound fails with a *WaitError (ErrBusy).
-func PgInTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) error {
-	tx, err := PgBegin(ctx, pool)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return PgWaitError(err, WaitBound(ctx))
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
 // PgBegin begins a transaction on a connection of pool taken within ctx's
 // wait bound (WaitBound; a *WaitError past it), whose every lock wait is
-// bounded by it too (lock_timeout, set in the BEGIN's own round trip).
+// bounded by it too (lock_timeout, set in the BEGIN's own round trip), for
+// a caller that hands the pgx.Tx on (a River worker's group). The store's
+// own transactions begin with their first statement (idempg's InTx).
 // The connection goes back to the pool when the transaction commits or
 // rolls back.
 func PgBegin(ctx context.Context, pool *pgxpool.Pool) (pgx.Tx, error) {

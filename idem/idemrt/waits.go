@@ -43,7 +43,7 @@ func (e *WaitError) Unwrap() error { return e.Err }
 func (e *WaitError) Is(target error) bool { return target == ErrBusy }
 
 // waitBoundKey marks a context with the wait bound of the job running
-// under it, for the stores' transactions (PgInTx, SQLiteInTx).
+// under it, for the stores' transactions (idempg.Store.InTx, SQLiteInTx).
 type waitBoundKey struct{}
 
 // withWaitBound returns ctx carrying bound.

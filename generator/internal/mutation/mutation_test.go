@@ -91,6 +91,7 @@ const (
 	dbclockFile = "idem/idemrt/dbclock.go"
 	sqliteStore = "idem/idemsqlite/store.go"
 	pgStore     = "idem/idempg/store.go"
+	pgTxFile    = "idem/idempg/tx.go"
 	limitsFile  = "idem/idemrt/limits.go"
 	gateFile    = "idem/idemrt/gate.go"
 	// The batch transaction's statements, and the staged writes.
@@ -445,6 +446,18 @@ var exampleMutants = []mutant{
 	// succeeds: worker A never answers busy.
 	{name: "a one-statement transaction without its lock bound", test: syncTest, db: "postgres", edits: edit("idem/idempg/bounded.go",
 		`batch\.Queue\(LockBound, fmt\.Sprint\(bound\.Milliseconds\(\)\)\)`, `batch.Queue(LockBound, fmt.Sprint(0))`)},
+	// Killed by crash, stmtfail and held-record (PostgreSQL): a
+	// transaction's first statement, sent without the BEGIN that goes
+	// with it, commits on its own, and a crash or a failed statement
+	// before the COMMIT leaves it without the rest of its transaction.
+	{name: "a transaction's first statement sent without its BEGIN", test: syncTest, db: "postgres", edits: edit(pgTxFile,
+		`batch\.Queue\("BEGIN"\)`, `batch.Queue("SELECT 1")`)},
+	// Stopped by the watchdog in held (PostgreSQL): worker B's
+	// transaction, whose first statement meets a row A's paused
+	// transaction holds, waits as long as A holds it, not the job's
+	// bound, and A waits for B.
+	{name: "a transaction's first statement without its lock bound", test: hookTest, db: "postgres", stall: true, edits: edit(pgTxFile,
+		`batch\.Queue\(LockBound, fmt\.Sprint\(t\.bound\.Milliseconds\(\)\)\)`, `batch.Queue(LockBound, fmt.Sprint(0))`)},
 	// Killed by held-record and held-purge (PostgreSQL): the statements
 	// outside a transaction wait for a lock the default bound of 30 s, not
 	// the job's: a record or a purge that meets a row a forget's
