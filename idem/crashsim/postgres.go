@@ -633,7 +633,7 @@ func (t *simTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.
 // A batch is a one-statement transaction (idempg.Store.InStatement): its
 // lock bound, which classify passes over, then the statement, sent in one
 // round trip and committed at the batch's end; or a transaction's first
-// statement behind its BEGIN and lock bound (idempg's lazyTx), which the
+// statement behind its BEGIN and lock bound (idempg.Store.InTx), which the
 // batch's end leaves open. It is reported as its statements: each before
 // the batch is sent, the last after its end.
 func (t *simTracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
