@@ -565,12 +565,8 @@ func (q Querier) ForgetHandedIn(ctx context.Context, job, unitKey string) (bool,
 
 // The queries of the fleet-wide limits (idemrt.LimitQuerier).
 
-func (q Querier) EnsureLimitSlot(ctx context.Context, job, effect string, slot int32, heldUntil time.Time) error {
-	var until *time.Time
-	if !heldUntil.IsZero() {
-		until = &heldUntil
-	}
-	return q.q.EnsureLimitSlot(ctx, ledgerdb.EnsureLimitSlotParams{Job: job, Effect: effect, Slot: slot, HeldUntil: until})
+func (q Querier) EnsureLimitRows(ctx context.Context, job, effect string, slots []int32) error {
+	return q.q.EnsureLimitRows(ctx, ledgerdb.EnsureLimitRowsParams{Job: job, Effect: effect, Slots: slots})
 }
 
 func (q Querier) TakeSlot(ctx context.Context, job, effect string, slots int32, owner string, now, until time.Time) (int32, bool, error) {

@@ -39,9 +39,11 @@ func (r Rate) spacing() time.Duration { return r.Per / time.Duration(r.N) }
 
 // LimitQuerier holds the limits table's queries; every querier has them.
 type LimitQuerier interface {
-	// EnsureLimitSlot adds a row once: the pacing row (slot -1, heldUntil
-	// the first start), or a free call slot (heldUntil zero).
-	EnsureLimitSlot(ctx context.Context, job, effect string, slot int32, heldUntil time.Time) error
+	// EnsureLimitRows adds the effect's rows for slots, each once: the
+	// pacing row (slot -1), whose first call may start at once (its start
+	// is the Unix epoch), the gate (slot -2, closed), call slots (0 up,
+	// free).
+	EnsureLimitRows(ctx context.Context, job, effect string, slots []int32) error
 	// TakeSlot holds a free slot below slots for owner until until; false
 	// when every one is held at now.
 	TakeSlot(ctx context.Context, job, effect string, slots int32, owner string, now, until time.Time) (slot int32, ok bool, err error)
@@ -212,26 +214,26 @@ func (e *Engine[U]) admit(ctx context.Context, fx Effect[U], key string, leaseUn
 }
 
 // ensureRows adds the rows the effect's limits cur need to the limits
-// table, once per engine and limits. The mutex guards the flags only,
+// table, once per engine and limits, in one statement on PostgreSQL (one
+// round trip where there were up to five for a concurrency of three). The mutex guards the flags only,
 // never a round trip: callers that meet them unset both add the rows,
 // which adding twice leaves as they are.
 func (l *fleetLimit) ensureRows(ctx context.Context, q Querier, cur limitsNow) error {
 	l.mu.Lock()
 	needRate, needGate, haveSlots := cur.rate.N > 0 && !l.rowsRate, !l.rowsGate, l.rowsSlots
 	l.mu.Unlock()
+	var slots []int32
 	if needRate {
-		if err := q.EnsureLimitSlot(ctx, l.job, l.effect, -1, time.Unix(0, 0).UTC()); err != nil {
-			return err
-		}
+		slots = append(slots, -1)
 	}
 	if needGate {
-		// The gate (slot -2), closed.
-		if err := q.EnsureLimitSlot(ctx, l.job, l.effect, -2, time.Time{}); err != nil {
-			return err
-		}
+		slots = append(slots, -2)
 	}
 	for slot := haveSlots; slot < cur.concurrency; slot++ {
-		if err := q.EnsureLimitSlot(ctx, l.job, l.effect, slot, time.Time{}); err != nil {
+		slots = append(slots, slot)
+	}
+	if len(slots) > 0 {
+		if err := q.EnsureLimitRows(ctx, l.job, l.effect, slots); err != nil {
 			return err
 		}
 	}

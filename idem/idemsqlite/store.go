@@ -563,12 +563,19 @@ func (q Querier) ForgetHandedIn(ctx context.Context, job, unitKey string) (bool,
 
 // The queries of the fleet-wide limits (idemrt.LimitQuerier).
 
-func (q Querier) EnsureLimitSlot(ctx context.Context, job, effect string, slot int32, heldUntil time.Time) error {
-	var until sql.NullString
-	if !heldUntil.IsZero() {
-		until = nullTime(heldUntil)
+// EnsureLimitRows adds the rows one statement each: SQLite has no arrays,
+// and its statements cost no round trip.
+func (q Querier) EnsureLimitRows(ctx context.Context, job, effect string, slots []int32) error {
+	for _, slot := range slots {
+		var until sql.NullString
+		if slot == -1 {
+			until = nullTime(time.Unix(0, 0).UTC()) // the pacing row: the first call may start at once
+		}
+		if err := q.q.EnsureLimitSlot(ctx, ledgerdb.EnsureLimitSlotParams{Job: job, Effect: effect, Slot: int64(slot), HeldUntil: until}); err != nil {
+			return err
+		}
 	}
-	return q.q.EnsureLimitSlot(ctx, ledgerdb.EnsureLimitSlotParams{Job: job, Effect: effect, Slot: int64(slot), HeldUntil: until})
+	return nil
 }
 
 func (q Querier) TakeSlot(ctx context.Context, job, effect string, slots int32, owner string, now, until time.Time) (int32, bool, error) {

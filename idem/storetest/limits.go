@@ -13,25 +13,23 @@ import (
 func testLimits(t *testing.T, o Opened) {
 	st := o.Store
 	ctx, q := ctxOf(t), st.Auto()
-	must(t, q.EnsureLimitSlot(ctx, job, effect, -1, t0))
-	must(t, q.EnsureLimitSlot(ctx, job, effect, -1, at(time.Hour))) // added once: the first stays
-	for slot := range int32(3) {
-		must(t, q.EnsureLimitSlot(ctx, job, effect, slot, time.Time{}))
-		must(t, q.EnsureLimitSlot(ctx, job, effect, slot, time.Time{}))
-	}
+	epoch := time.Unix(0, 0).UTC()
+	must(t, q.EnsureLimitRows(ctx, job, effect, []int32{-1, 0, 1, 2}))
 	pace, err := q.Pace(ctx, job, effect)
 	must(t, err)
-	if !pace.Equal(t0) {
-		t.Errorf("Pace: %v, want the first pacing row's %v", pace, t0)
+	if !pace.Equal(epoch) {
+		t.Errorf("Pace: %v, want the first pacing row's %v (at once)", pace, epoch)
 	}
-	if moved, err := q.MovePace(ctx, job, effect, t0, at(time.Second)); !moved || err != nil {
+	if moved, err := q.MovePace(ctx, job, effect, epoch, at(time.Second)); !moved || err != nil {
 		t.Errorf("MovePace from the start read: %v (%v), want true", moved, err)
 	}
-	if moved, err := q.MovePace(ctx, job, effect, t0, at(2*time.Second)); moved || err != nil {
+	if moved, err := q.MovePace(ctx, job, effect, epoch, at(2*time.Second)); moved || err != nil {
 		t.Errorf("MovePace from a start another worker took: %v (%v), want false", moved, err)
 	}
+	// Added once: a second worker's rows leave the first's as they are.
+	must(t, q.EnsureLimitRows(ctx, job, effect, []int32{-1, 0, 1, 2}))
 	if pace, _ = q.Pace(ctx, job, effect); !pace.Equal(at(time.Second)) {
-		t.Errorf("Pace after moving it: %v", pace)
+		t.Errorf("Pace after moving it and adding the rows again: %v", pace)
 	}
 
 	take := func(owner string, now time.Time) (int32, bool) {
@@ -45,6 +43,11 @@ func testLimits(t *testing.T, o Opened) {
 	_, okC := take("C", t0)
 	if !okA || !okB || a == b || a < 0 || a > 1 || b < 0 || b > 1 || okC {
 		t.Errorf("three takers of two slots: A %d %v, B %d %v, C %v; want A and B in slots 0 and 1, C none", a, okA, b, okB, okC)
+	}
+	// Another worker's engine adds the rows again: the slots stay held.
+	must(t, q.EnsureLimitRows(ctx, job, effect, []int32{-2, 0, 1, 2}))
+	if slot, ok := take("C", t0); ok {
+		t.Errorf("after the rows were added again, C took slot %d that A or B holds", slot)
 	}
 	must(t, q.FreeSlot(ctx, job, effect, a, "B")) // not B's
 	if _, ok := take("C", t0); ok {
@@ -66,7 +69,7 @@ func testGate(t *testing.T, o Opened) {
 	if _, found, err := q.Gate(ctx, job, effect); found || err != nil {
 		t.Fatalf("Gate before its row: found %v (%v)", found, err)
 	}
-	must(t, q.EnsureLimitSlot(ctx, job, effect, -2, time.Time{}))
+	must(t, q.EnsureLimitRows(ctx, job, effect, []int32{-2}))
 	gate := func() idemrt.EffectGate {
 		t.Helper()
 		g, found, err := q.Gate(ctx, job, effect)

@@ -187,6 +187,13 @@ var targets = []mutantTarget{
 var specValuesMutants = []mutant{
 	{name: "a rate's next start stored below its spacing", test: rateSyncTest, db: "postgres", edits: edit(limitsFile,
 		`if t := next\.Truncate\(time\.Microsecond\); t\.Before\(next\) \{`, "if t := next.Truncate(time.Microsecond); false && t.Before(next) {")},
+	// Killed by fleet (PostgreSQL): each engine adds its effect's limit
+	// rows in one statement when it starts; one that frees the call slots
+	// already there lets a second worker's engine take slots the first
+	// worker's calls hold, more calls at once than the concurrency.
+	{name: "adding an effect's limit rows again frees its held call slots", test: bookingTest, db: "postgres", edits: edit(pgLedger,
+		`FROM unnest\(\$3::integer\[\]\) AS s\nON CONFLICT \(job, effect, slot\) DO NOTHING`,
+		"FROM unnest($3::integer[]) AS s\nON CONFLICT (job, effect, slot) DO UPDATE SET owner = NULL, held_until = EXCLUDED.held_until WHERE idem_limits.slot >= 0")},
 	// Killed by circuit, through the spec's own circuit (failures 3,
 	// cool_down 30m beside a lease of 2m): the family's own circuit opens
 	// at two failures, where this bug changes nothing.

@@ -292,10 +292,13 @@ SELECT
 -- rate, concurrency; idem/idemrt/limits.go), in the limits table: per effect, a
 -- pacing row (slot -1) and call slots 0..concurrency-1.
 
--- name: EnsureLimitSlot :exec
--- Adds a row once: the pacing row with the time its first call may start,
--- or a call slot, free (held_until NULL).
-INSERT INTO idem_limits (job, effect, slot, held_until) VALUES (@job, @effect, @slot, @held_until)
+-- name: EnsureLimitRows :exec
+-- Adds an effect's rows, each once, in one statement: the pacing row
+-- (slot -1), whose first call may start at once (the Unix epoch), and the
+-- gate (slot -2) and call slots, free (held_until NULL).
+INSERT INTO idem_limits (job, effect, slot, held_until)
+SELECT @job::text, @effect::text, s, CASE WHEN s = -1 THEN 'epoch'::timestamptz END
+FROM unnest(@slots::integer[]) AS s
 ON CONFLICT (job, effect, slot) DO NOTHING;
 
 -- name: TakeSlot :many

@@ -248,31 +248,28 @@ func (q *Queries) DeferEffect(ctx context.Context, arg DeferEffectParams) error 
 	return err
 }
 
-const ensureLimitSlot = `-- name: EnsureLimitSlot :exec
+const ensureLimitRows = `-- name: EnsureLimitRows :exec
 
-INSERT INTO idem_limits (job, effect, slot, held_until) VALUES ($1, $2, $3, $4)
+INSERT INTO idem_limits (job, effect, slot, held_until)
+SELECT $1::text, $2::text, s, CASE WHEN s = -1 THEN 'epoch'::timestamptz END
+FROM unnest($3::integer[]) AS s
 ON CONFLICT (job, effect, slot) DO NOTHING
 `
 
-type EnsureLimitSlotParams struct {
-	Job       string
-	Effect    string
-	Slot      int32
-	HeldUntil *time.Time
+type EnsureLimitRowsParams struct {
+	Job    string
+	Effect string
+	Slots  []int32
 }
 
 // The fleet-wide bounds of an effect with a rate or a concurrency (spec
 // rate, concurrency; idem/idemrt/limits.go), in the limits table: per effect, a
 // pacing row (slot -1) and call slots 0..concurrency-1.
-// Adds a row once: the pacing row with the time its first call may start,
-// or a call slot, free (held_until NULL).
-func (q *Queries) EnsureLimitSlot(ctx context.Context, arg EnsureLimitSlotParams) error {
-	_, err := q.db.Exec(ctx, ensureLimitSlot,
-		arg.Job,
-		arg.Effect,
-		arg.Slot,
-		arg.HeldUntil,
-	)
+// Adds an effect's rows, each once, in one statement: the pacing row
+// (slot -1), whose first call may start at once (the Unix epoch), and the
+// gate (slot -2) and call slots, free (held_until NULL).
+func (q *Queries) EnsureLimitRows(ctx context.Context, arg EnsureLimitRowsParams) error {
+	_, err := q.db.Exec(ctx, ensureLimitRows, arg.Job, arg.Effect, arg.Slots)
 	return err
 }
 

@@ -258,7 +258,9 @@ SELECT
 
 -- name: EnsureLimitSlot :exec
 -- Adds a row once: the pacing row with the time its first call may start,
--- or a call slot, free (held_until NULL).
+-- or the gate or a call slot, free (held_until NULL). SQLite has no
+-- arrays: its store adds an effect's rows one by one, each a statement
+-- in process.
 INSERT INTO idem_limits (job, effect, slot, held_until) VALUES (@job, @effect, @slot, @held_until)
 ON CONFLICT (job, effect, slot) DO NOTHING;
 

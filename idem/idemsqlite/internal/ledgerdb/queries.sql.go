@@ -206,7 +206,9 @@ type EnsureLimitSlotParams struct {
 // rate, concurrency; idem/idemrt/limits.go), in the limits table: per effect, a
 // pacing row (slot -1) and call slots 0..concurrency-1.
 // Adds a row once: the pacing row with the time its first call may start,
-// or a call slot, free (held_until NULL).
+// or the gate or a call slot, free (held_until NULL). SQLite has no
+// arrays: its store adds an effect's rows one by one, each a statement
+// in process.
 func (q *Queries) EnsureLimitSlot(ctx context.Context, arg EnsureLimitSlotParams) error {
 	_, err := q.db.ExecContext(ctx, ensureLimitSlot,
 		arg.Job,
