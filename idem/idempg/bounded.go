@@ -39,16 +39,34 @@ func (b boundedStatement) send(ctx context.Context, bound time.Duration, sql str
 	if err != nil {
 		return nil, nil, err
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(LockBound, fmt.Sprint(bound.Milliseconds()))
-	batch.Queue(sql, args...)
-	br := c.SendBatch(ctx, batch)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
+	br, err := sendBehindLockBound(ctx, c, false, bound, sql, args)
+	if err != nil {
 		c.Release()
 		return nil, nil, err
 	}
 	return c, br, nil
+}
+
+// sendBehindLockBound sends sql on c behind its lock bound (LockBound),
+// and behind a BEGIN first when begin is set (a transaction's first
+// statement, lazyTx), all pipelined with one Sync: one round trip. It
+// reads the results before sql's; the caller reads sql's, then closes the
+// batch.
+func sendBehindLockBound(ctx context.Context, c *pgxpool.Conn, begin bool, bound time.Duration, sql string, args []any) (pgx.BatchResults, error) {
+	batch := &pgx.Batch{}
+	if begin {
+		batch.Queue("BEGIN")
+	}
+	batch.Queue(LockBound, fmt.Sprint(bound.Milliseconds()))
+	batch.Queue(sql, args...)
+	br := c.SendBatch(ctx, batch)
+	for range batch.Len() - 1 {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+	}
+	return br, nil
 }
 
 func (b boundedStatement) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {

@@ -62,19 +62,8 @@ func (t *lazyTx) Conn() *pgx.Conn { return t.c.Conn() }
 // begin sends BEGIN and the lock bound ahead of sql, and reads their
 // results; the caller reads sql's, then closes the batch.
 func (t *lazyTx) begin(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
-	batch := &pgx.Batch{}
-	batch.Queue("BEGIN")
-	batch.Queue(LockBound, fmt.Sprint(t.bound.Milliseconds()))
-	batch.Queue(sql, args...)
 	t.begun = true
-	br := t.c.SendBatch(ctx, batch)
-	for range 2 {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return nil, err
-		}
-	}
-	return br, nil
+	return sendBehindLockBound(ctx, t.c, true, t.bound, sql, args)
 }
 
 func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {

@@ -37,11 +37,18 @@ type Rate struct {
 // spacing is the least time between two call starts under r.
 func (r Rate) spacing() time.Duration { return r.Per / time.Duration(r.N) }
 
+// The limits table's rows of an effect other than its call slots (0 and
+// up); its queries name them by these numbers too.
+const (
+	PaceSlot int32 = -1 // the rate's pacing row: when the next call may start
+	GateSlot int32 = -2 // the effect's gate (gate.go)
+)
+
 // LimitQuerier holds the limits table's queries; every querier has them.
 type LimitQuerier interface {
 	// EnsureLimitRows adds the effect's rows for slots, each once: the
-	// pacing row (slot -1), whose first call may start at once (its start
-	// is the Unix epoch), the gate (slot -2, closed), call slots (0 up,
+	// pacing row (PaceSlot), whose first call may start at once (its start
+	// is the Unix epoch), the gate (GateSlot, closed), call slots (0 up,
 	// free).
 	EnsureLimitRows(ctx context.Context, job, effect string, slots []int32) error
 	// TakeSlot holds a free slot below slots for owner until until; false
@@ -215,19 +222,19 @@ func (e *Engine[U]) admit(ctx context.Context, fx Effect[U], key string, leaseUn
 
 // ensureRows adds the rows the effect's limits cur need to the limits
 // table, once per engine and limits, in one statement on PostgreSQL (one
-// round trip where there were up to five for a concurrency of three). The mutex guards the flags only,
-// never a round trip: callers that meet them unset both add the rows,
-// which adding twice leaves as they are.
+// round trip where there were up to five for a concurrency of three). The
+// mutex guards the flags only, never a round trip: callers that meet them
+// unset both add the rows, which adding twice leaves as they are.
 func (l *fleetLimit) ensureRows(ctx context.Context, q Querier, cur limitsNow) error {
 	l.mu.Lock()
 	needRate, needGate, haveSlots := cur.rate.N > 0 && !l.rowsRate, !l.rowsGate, l.rowsSlots
 	l.mu.Unlock()
 	var slots []int32
 	if needRate {
-		slots = append(slots, -1)
+		slots = append(slots, PaceSlot)
 	}
 	if needGate {
-		slots = append(slots, -2)
+		slots = append(slots, GateSlot)
 	}
 	for slot := haveSlots; slot < cur.concurrency; slot++ {
 		slots = append(slots, slot)

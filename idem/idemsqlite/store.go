@@ -568,7 +568,7 @@ func (q Querier) ForgetHandedIn(ctx context.Context, job, unitKey string) (bool,
 func (q Querier) EnsureLimitRows(ctx context.Context, job, effect string, slots []int32) error {
 	for _, slot := range slots {
 		var until sql.NullString
-		if slot == -1 {
+		if slot == idemrt.PaceSlot {
 			until = nullTime(time.Unix(0, 0).UTC()) // the pacing row: the first call may start at once
 		}
 		if err := q.q.EnsureLimitSlot(ctx, ledgerdb.EnsureLimitSlotParams{Job: job, Effect: effect, Slot: int64(slot), HeldUntil: until}); err != nil {

@@ -452,19 +452,19 @@ var exampleMutants = []mutant{
 	// forget's transaction holds for as long as it holds it, then
 	// succeeds: worker A never answers busy.
 	{name: "a one-statement transaction without its lock bound", test: syncTest, db: "postgres", edits: edit("idem/idempg/bounded.go",
-		`batch\.Queue\(LockBound, fmt\.Sprint\(bound\.Milliseconds\(\)\)\)`, `batch.Queue(LockBound, fmt.Sprint(0))`)},
+		`sendBehindLockBound\(ctx, c, false, bound, sql, args\)`, `sendBehindLockBound(ctx, c, false, 0, sql, args)`)},
 	// Killed by crash, stmtfail and held-record (PostgreSQL): a
 	// transaction's first statement, sent without the BEGIN that goes
 	// with it, commits on its own, and a crash or a failed statement
 	// before the COMMIT leaves it without the rest of its transaction.
 	{name: "a transaction's first statement sent without its BEGIN", test: syncTest, db: "postgres", edits: edit(pgTxFile,
-		`batch\.Queue\("BEGIN"\)`, `batch.Queue("SELECT 1")`)},
+		`sendBehindLockBound\(ctx, t\.c, true, t\.bound, sql, args\)`, `sendBehindLockBound(ctx, t.c, false, t.bound, sql, args)`)},
 	// Stopped by the watchdog in held (PostgreSQL): worker B's
 	// transaction, whose first statement meets a row A's paused
 	// transaction holds, waits as long as A holds it, not the job's
 	// bound, and A waits for B.
 	{name: "a transaction's first statement without its lock bound", test: hookTest, db: "postgres", stall: true, edits: edit(pgTxFile,
-		`batch\.Queue\(LockBound, fmt\.Sprint\(t\.bound\.Milliseconds\(\)\)\)`, `batch.Queue(LockBound, fmt.Sprint(0))`)},
+		`sendBehindLockBound\(ctx, t\.c, true, t\.bound, sql, args\)`, `sendBehindLockBound(ctx, t.c, true, 0, sql, args)`)},
 	// Killed by held-record and held-purge (PostgreSQL): the statements
 	// outside a transaction wait for a lock the default bound of 30 s, not
 	// the job's: a record or a purge that meets a row a forget's
